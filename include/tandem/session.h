@@ -1,0 +1,65 @@
+// Session: the per-sequence state of one model — KV cache, token history and scratch — and the forward pass.
+// Many Sessions can share one Model. A Session is not thread-safe; use one per sequence.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tandem/model.h"
+
+namespace tandem {
+
+class ThreadPool;
+
+struct SessionParams {
+    int n_ctx = 0;     // KV cache capacity in tokens; 0 = min(n_ctx_train, 4096)
+    int n_layers = 0;  // run only the first n_layers blocks (self-speculation draft); 0 = all
+    int n_batch = 256; // tokens per internal forward chunk (bounds scratch memory for long prompts)
+};
+
+class Session {
+public:
+    // `pool` must outlive the session.
+    Session(std::shared_ptr<const Model> model, const SessionParams& params, ThreadPool& pool);
+    ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    const Model& model() const { return *model_; }
+    int n_ctx() const { return n_ctx_; }
+    int n_past() const { return int(tokens_.size()); }
+    int n_vocab() const { return model_->hparams().n_vocab; }
+    const std::vector<int32_t>& tokens() const { return tokens_; }  // tokens held in the cache, in order
+
+    // Runs tokens[0..n) at positions n_past()..n_past()+n-1 and appends them to the cache.
+    // all_logits: keep logits for every position (verification); otherwise only for the last one.
+    // Throws tandem::Error if a token id is out of range or the context would overflow (cache unchanged).
+    void decode(const int32_t* tokens, int n, bool all_logits);
+    void decode(const std::vector<int32_t>& tokens, bool all_logits) { decode(tokens.data(), int(tokens.size()), all_logits); }
+
+    // Logits of the last decode: row i (0..n_logits()-1) is the i-th kept position. Valid until the next decode.
+    int n_logits() const { return n_logits_; }
+    const float* logits(int i) const;
+    const float* last_logits() const { return logits(n_logits_ - 1); }
+
+    // Forget every position >= n (n <= n_past()). Rejected draft tokens are rolled back with this.
+    void truncate(int n);
+
+    size_t kv_bytes() const;
+
+private:
+    void forward_chunk(const int32_t* tokens, int n, int pos0, bool all_logits, float* logits_out);
+
+    std::shared_ptr<const Model> model_;
+    ThreadPool& pool_;
+    int n_ctx_ = 0;
+    int n_layers_ = 0;
+    int n_batch_ = 256;
+    std::vector<int32_t> tokens_;
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+    std::vector<float> logits_;  // (n_logits, n_vocab)
+    int n_logits_ = 0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,44 @@
+// A small fork-join thread pool for data-parallel loops.
+//
+// parallel_for(n, fn) splits [0, n) into one contiguous chunk per thread and runs fn(begin, end) on each; the
+// calling thread takes chunk 0. Workers spin briefly after a job (a forward pass issues many back-to-back jobs),
+// then sleep on a condition variable, so an idle engine uses no CPU.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tandem {
+
+class ThreadPool {
+public:
+    explicit ThreadPool(int n_threads);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const { return n_threads_; }
+
+    // fn(begin, end, thread_index). Blocks until all chunks are done. Not reentrant.
+    void parallel_for(size_t n, const std::function<void(size_t, size_t, int)>& fn);
+
+private:
+    void worker(int idx);
+    void run_chunk(int idx);
+
+    int n_threads_;
+    std::vector<std::thread> threads_;
+    const std::function<void(size_t, size_t, int)>* job_ = nullptr;
+    size_t job_n_ = 0;
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int> pending_{0};
+    std::atomic<bool> stop_{false};
+    std::mutex mu_;
+    std::condition_variable cv_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,75 @@
+#include "tandem/thread_pool.h"
+
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TD_PAUSE() _mm_pause()
+#else
+#define TD_PAUSE() ((void)0)
+#endif
+
+namespace tandem {
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+    for (int i = 1; i < n_threads_; i++) threads_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stop_.store(true);
+        generation_.fetch_add(1);
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::run_chunk(int idx) {
+    size_t n = job_n_;
+    size_t per = (n + size_t(n_threads_) - 1) / size_t(n_threads_);
+    size_t b = per * size_t(idx);
+    size_t e = b + per < n ? b + per : n;
+    if (b < e) (*job_)(b, e, idx);
+}
+
+void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t, int)>& fn) {
+    if (n_threads_ == 1 || n <= 1) {
+        if (n > 0) fn(0, n, 0);
+        return;
+    }
+    job_ = &fn;
+    job_n_ = n;
+    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        generation_.fetch_add(1, std::memory_order_release);
+    }
+    cv_.notify_all();
+    run_chunk(0);
+    while (pending_.load(std::memory_order_acquire) != 0) TD_PAUSE();
+    job_ = nullptr;
+}
+
+void ThreadPool::worker(int idx) {
+    uint64_t seen = 0;
+    for (;;) {
+        // Spin a while for the next job, then sleep.
+        uint64_t g = generation_.load(std::memory_order_acquire);
+        for (int spin = 0; g == seen && spin < 20000; spin++) {
+            TD_PAUSE();
+            g = generation_.load(std::memory_order_acquire);
+        }
+        if (g == seen) {
+            std::unique_lock<std::mutex> lk(mu_);
+            cv_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+            g = generation_.load(std::memory_order_acquire);
+        }
+        seen = g;
+        if (stop_.load()) return;
+        run_chunk(idx);
+        pending_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+}
+
+}  // namespace tandem

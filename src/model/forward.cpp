@@ -1,0 +1,204 @@
+// The Llama-family forward pass over a batch of tokens (llama and qwen2 share it; qwen2 adds q/k/v biases and
+// NEOX-style RoPE).
+//
+// Per layer, for n tokens at positions pos0..pos0+n-1:
+//   xn = rmsnorm(x) * attn_norm                          x, xn: (n, n_embd)
+//   q = xn Wq^T (+bq), k = xn Wk^T (+bk), v = xn Wv^T (+bv)  q: (n, n_head*hd), k, v: (n, n_head_kv*hd)
+//   rope(q, k); append k, v to the cache
+//   att = causal softmax(q k^T / sqrt(hd)) v             att: (n, n_head*hd), grouped-query heads share k/v
+//   x += att Wo^T
+//   xn = rmsnorm(x) * ffn_norm
+//   x += (silu(xn Wgate^T) * (xn Wup^T)) Wdown^T          hidden: (n, n_ff)
+// then logits = rmsnorm(x) * output_norm  Wout^T           (n_out, n_vocab)
+#include <algorithm>
+#include <cmath>
+
+#include "model/kv_cache.h"
+#include "quant/kernels.h"
+#include "quant/quant.h"
+#include "tandem/error.h"
+#include "tandem/session.h"
+#include "tandem/thread_pool.h"
+
+namespace tandem {
+
+struct Session::Impl {
+    KvCache kv;
+    // scratch, sized for n_batch tokens
+    std::vector<float> x, xn, q, k, v, att, gate, up, rows_out;
+    std::vector<float> rope_cos, rope_sin;  // (n_ctx, n_rot/2)
+    Impl(int n_layer, int n_ctx, int kv_dim) : kv(n_layer, n_ctx, kv_dim) {}
+};
+
+namespace {
+
+WeightView view(const Weight& w) { return WeightView{w.data, w.type, w.cols, w.rows, w.row_stride}; }
+
+void rmsnorm(const float* x, const float* w, float* out, int n, float eps) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += double(x[i]) * double(x[i]);
+    float scale = 1.0f / std::sqrt(float(ss / n) + eps);
+    for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
+}
+
+// Rotate one head vector in place using precomputed cos/sin for its position.
+void rope_head(float* h, const float* cs, const float* sn, int n_rot, RopeStyle style) {
+    const int half = n_rot / 2;
+    for (int i = 0; i < half; i++) {
+        int a = style == RopeStyle::NORM ? 2 * i : i;
+        int b = style == RopeStyle::NORM ? 2 * i + 1 : i + half;
+        float x0 = h[a], x1 = h[b];
+        h[a] = x0 * cs[i] - x1 * sn[i];
+        h[b] = x0 * sn[i] + x1 * cs[i];
+    }
+}
+
+}  // namespace
+
+Session::Session(std::shared_ptr<const Model> model, const SessionParams& params, ThreadPool& pool)
+    : model_(std::move(model)), pool_(pool) {
+    const HParams& hp = model_->hparams();
+    n_ctx_ = params.n_ctx > 0 ? params.n_ctx : std::min(hp.n_ctx_train, 4096);
+    n_layers_ = params.n_layers > 0 ? std::min(params.n_layers, hp.n_layer) : hp.n_layer;
+    n_batch_ = std::max(1, params.n_batch);
+    impl_ = std::make_unique<Impl>(n_layers_, n_ctx_, hp.n_head_kv * hp.head_dim);
+
+    // RoPE tables: theta_i(pos) = pos * freq_scale * base^(-2i/n_rot) / freq_factor_i.
+    const int half = hp.n_rot / 2;
+    impl_->rope_cos.resize(size_t(n_ctx_) * half);
+    impl_->rope_sin.resize(size_t(n_ctx_) * half);
+    const auto& ff = model_->rope_freqs();
+    for (int i = 0; i < half; i++) {
+        double inv = std::pow(double(hp.rope_theta), -2.0 * i / hp.n_rot);
+        if (!ff.empty()) inv /= double(ff[size_t(i)]);
+        for (int p = 0; p < n_ctx_; p++) {
+            double th = double(p) * double(hp.rope_freq_scale) * inv;
+            impl_->rope_cos[size_t(p) * half + i] = float(std::cos(th));
+            impl_->rope_sin[size_t(p) * half + i] = float(std::sin(th));
+        }
+    }
+}
+
+Session::~Session() = default;
+
+size_t Session::kv_bytes() const { return impl_->kv.bytes(); }
+
+const float* Session::logits(int i) const {
+    TD_ASSERT(i >= 0 && i < n_logits_);
+    return logits_.data() + size_t(i) * size_t(n_vocab());
+}
+
+void Session::truncate(int n) {
+    TD_ASSERT(n >= 0 && n <= n_past());
+    tokens_.resize(size_t(n));
+}
+
+void Session::decode(const int32_t* tokens, int n, bool all_logits) {
+    TD_ASSERT(n >= 1);
+    const int nv = n_vocab();
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= nv) throw Error(strprintf("token id %d is out of range (vocab size %d)", tokens[i], nv));
+    if (n_past() + n > n_ctx_)
+        throw Error(strprintf("context overflow: %d tokens in the cache + %d new > context size %d", n_past(), n, n_ctx_));
+    n_logits_ = all_logits ? n : 1;
+    logits_.resize(size_t(n_logits_) * size_t(nv));
+    for (int s = 0; s < n; s += n_batch_) {
+        int m = std::min(n_batch_, n - s);
+        bool last_chunk = s + m == n;
+        float* out = all_logits ? logits_.data() + size_t(s) * nv : (last_chunk ? logits_.data() : nullptr);
+        forward_chunk(tokens + s, m, n_past(), all_logits, out);
+        tokens_.insert(tokens_.end(), tokens + s, tokens + s + m);
+    }
+}
+
+void Session::forward_chunk(const int32_t* tokens, int n, int pos0, bool all_logits, float* logits_out) {
+    const HParams& hp = model_->hparams();
+    const int E = hp.n_embd, hd = hp.head_dim, nh = hp.n_head, nkv = hp.n_head_kv;
+    const int qd = nh * hd, kvd = nkv * hd, F = hp.n_ff, half = hp.n_rot / 2;
+    Impl& S = *impl_;
+    S.x.resize(size_t(n) * E);
+    S.xn.resize(size_t(n) * E);
+    S.q.resize(size_t(n) * qd);
+    S.k.resize(size_t(n) * kvd);
+    S.v.resize(size_t(n) * kvd);
+    S.att.resize(size_t(n) * qd);
+    S.gate.resize(size_t(n) * F);
+    S.up.resize(size_t(n) * F);
+    S.rows_out.resize(size_t(n) * std::max(E, F));
+
+    const Weight& emb = model_->tok_embd();
+    for (int t = 0; t < n; t++) dequantize_row_ref(emb.type, emb.data + size_t(tokens[t]) * emb.row_stride, &S.x[size_t(t) * E], E);
+
+    const float att_scale = 1.0f / std::sqrt(float(hd));
+    for (int l = 0; l < n_layers_; l++) {
+        const LayerWeights& L = model_->layer(l);
+        for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], L.attn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
+        matmul(pool_, view(L.wq), S.xn.data(), n, S.q.data());
+        matmul(pool_, view(L.wk), S.xn.data(), n, S.k.data());
+        matmul(pool_, view(L.wv), S.xn.data(), n, S.v.data());
+        for (int t = 0; t < n; t++) {
+            float* q = &S.q[size_t(t) * qd];
+            float* k = &S.k[size_t(t) * kvd];
+            float* v = &S.v[size_t(t) * kvd];
+            if (hp.has_qkv_bias) {
+                for (int i = 0; i < qd; i++) q[i] += L.bq[size_t(i)];
+                for (int i = 0; i < kvd; i++) { k[i] += L.bk[size_t(i)]; v[i] += L.bv[size_t(i)]; }
+            }
+            const float* cs = &S.rope_cos[size_t(pos0 + t) * half];
+            const float* sn = &S.rope_sin[size_t(pos0 + t) * half];
+            for (int h = 0; h < nh; h++) rope_head(q + h * hd, cs, sn, hp.n_rot, hp.rope_style);
+            for (int h = 0; h < nkv; h++) rope_head(k + h * hd, cs, sn, hp.n_rot, hp.rope_style);
+            std::copy(k, k + kvd, S.kv.k(l, pos0 + t));
+            std::copy(v, v + kvd, S.kv.v(l, pos0 + t));
+        }
+        // Attention, parallel over (token, head) pairs. Online softmax over the cached positions.
+        const int group = nh / nkv;
+        pool_.parallel_for(size_t(n) * nh, [&](size_t b, size_t e, int) {
+            for (size_t th = b; th < e; th++) {
+                int t = int(th / size_t(nh)), h = int(th % size_t(nh));
+                const float* q = &S.q[size_t(t) * qd + size_t(h) * hd];
+                float* out = &S.att[size_t(t) * qd + size_t(h) * hd];
+                const int kvh = h / group;
+                float mx = -INFINITY, sum = 0;
+                std::fill(out, out + hd, 0.0f);
+                for (int p = 0; p <= pos0 + t; p++) {
+                    const float* kp = S.kv.k(l, p) + size_t(kvh) * hd;
+                    float s = dot_f32(q, kp, hd) * att_scale;
+                    const float* vp = S.kv.v(l, p) + size_t(kvh) * hd;
+                    if (s > mx) {
+                        float c = std::exp(mx - s);
+                        sum *= c;
+                        for (int i = 0; i < hd; i++) out[i] *= c;
+                        mx = s;
+                    }
+                    float w = std::exp(s - mx);
+                    sum += w;
+                    for (int i = 0; i < hd; i++) out[i] += w * vp[i];
+                }
+                float inv = 1.0f / sum;
+                for (int i = 0; i < hd; i++) out[i] *= inv;
+            }
+        });
+        matmul(pool_, view(L.wo), S.att.data(), n, S.rows_out.data());
+        for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] += S.rows_out[i];
+
+        for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], L.ffn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
+        matmul(pool_, view(L.w_gate), S.xn.data(), n, S.gate.data());
+        matmul(pool_, view(L.w_up), S.xn.data(), n, S.up.data());
+        for (size_t i = 0; i < size_t(n) * F; i++) {
+            float g = S.gate[i];
+            S.gate[i] = g / (1.0f + std::exp(-g)) * S.up[i];
+        }
+        matmul(pool_, view(L.w_down), S.gate.data(), n, S.rows_out.data());
+        for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] += S.rows_out[i];
+    }
+
+    if (!logits_out) return;
+    const int first = all_logits ? 0 : n - 1;
+    const int n_out = n - first;
+    for (int t = 0; t < n_out; t++)
+        rmsnorm(&S.x[size_t(first + t) * E], model_->output_norm().data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
+    matmul(pool_, view(model_->output()), S.xn.data(), n_out, logits_out);
+}
+
+}  // namespace tandem

@@ -1,0 +1,47 @@
+#include "quant/kernels.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "tandem/thread_pool.h"
+#include "quant/quant.h"
+
+namespace tandem {
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
+    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+void matmul_rows_ref(const WeightView& w, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
+                     int64_t r1, float* scratch) {
+    for (int64_t r = r0; r < r1; r++) {
+        const float* row;
+        if (w.type == TensorType::F32) {
+            row = reinterpret_cast<const float*>(w.row(r));
+        } else {
+            dequantize_row_ref(w.type, w.row(r), scratch, w.cols);
+            row = scratch;
+        }
+        for (int t = 0; t < n_tok; t++) y[int64_t(t) * ldy + r] = dot_f32(row, x + int64_t(t) * w.cols, w.cols);
+    }
+}
+
+void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, float* y) {
+    // Rows are split in chunks of 16 so each thread gets whole cache lines of output.
+    const int64_t chunk = 16;
+    const int64_t n_chunks = (w.rows + chunk - 1) / chunk;
+    pool.parallel_for(size_t(n_chunks), [&](size_t b, size_t e, int) {
+        thread_local std::vector<float> tl_scratch;
+        if (tl_scratch.size() < size_t(w.cols)) tl_scratch.resize(size_t(w.cols));
+        int64_t r0 = int64_t(b) * chunk, r1 = std::min<int64_t>(w.rows, int64_t(e) * chunk);
+        matmul_rows_ref(w, x, n_tok, y, w.rows, r0, r1, tl_scratch.data());
+    });
+}
+
+}  // namespace tandem

@@ -1,0 +1,35 @@
+// Compute kernels: the boundary that fast (SIMD) implementations slot into. The scalar functions here are the
+// reference every optimized kernel is tested against.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "tandem/tensor_type.h"
+
+namespace tandem {
+
+class ThreadPool;
+
+// A 2-D weight matrix stored row-major in one of the tensor types, used in place from the file mapping.
+struct WeightView {
+    const uint8_t* data = nullptr;
+    TensorType type = TensorType::F32;
+    int64_t cols = 0;       // row length = input dimension (GGUF ne[0])
+    int64_t rows = 0;       // number of rows = output dimension (GGUF ne[1])
+    size_t row_stride = 0;  // bytes per row
+    const uint8_t* row(int64_t r) const { return data + size_t(r) * row_stride; }
+};
+
+// Dot product of n floats (reference: sequential float accumulation in 8 lanes).
+float dot_f32(const float* a, const float* b, int64_t n);
+
+// y[t * ldy + r] = dot(W.row(r), x[t * W.cols ...]) for t in [0, n_tok), r in [r0, r1).
+// Reference implementation: dequantize each row once, apply it to all n_tok inputs (so a verification batch
+// streams the weights once). `scratch` holds at least W.cols floats.
+void matmul_rows_ref(const WeightView& w, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
+                     int64_t r1, float* scratch);
+
+// Multi-threaded matmul over all rows of W: y[n_tok][W.rows] = x[n_tok][W.cols] * W^T.
+void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, float* y);
+
+}  // namespace tandem

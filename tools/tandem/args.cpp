@@ -1,0 +1,110 @@
+#include "args.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "tandem/error.h"
+
+namespace tandem::cli {
+
+void ArgParser::add(std::vector<std::string> names, std::string value_name, std::string help,
+                    std::function<void(const std::string&)> apply) {
+    opts_.push_back({std::move(names), std::move(value_name), std::move(help), std::move(apply)});
+}
+
+void ArgParser::flag(std::vector<std::string> names, std::string help, std::function<void()> apply) {
+    opts_.push_back({std::move(names), "", std::move(help), [apply](const std::string&) { apply(); }});
+}
+
+std::vector<std::string> ArgParser::parse(int argc, char** argv, int first) {
+    std::vector<std::string> positional;
+    for (int i = first; i < argc; i++) {
+        std::string a = argv[i];
+        if (a == "-h" || a == "--help") {
+            std::fputs(help().c_str(), stdout);
+            std::exit(0);
+        }
+        if (a.size() < 2 || a[0] != '-' || a == "-") {
+            positional.push_back(a);
+            continue;
+        }
+        std::string value;
+        bool has_inline = false;
+        if (a.rfind("--", 0) == 0) {
+            size_t eq = a.find('=');
+            if (eq != std::string::npos) {
+                value = a.substr(eq + 1);
+                a = a.substr(0, eq);
+                has_inline = true;
+            }
+        }
+        const Option* opt = nullptr;
+        for (const auto& o : opts_)
+            for (const auto& n : o.names)
+                if (n == a) opt = &o;
+        if (!opt) throw Error("unknown argument '" + a + "' (see --help)");
+        if (opt->value_name.empty()) {
+            if (has_inline) throw Error("flag '" + a + "' takes no value");
+            opt->apply("");
+            continue;
+        }
+        if (!has_inline) {
+            if (i + 1 >= argc) throw Error("flag '" + a + "' needs a value (" + opt->value_name + ")");
+            value = argv[++i];
+        }
+        opt->apply(value);
+    }
+    return positional;
+}
+
+std::string ArgParser::help() const {
+    std::string out = usage_ + "\n\noptions:\n";
+    for (const auto& o : opts_) {
+        std::string names;
+        for (const auto& n : o.names) names += (names.empty() ? "" : ", ") + n;
+        if (!o.value_name.empty()) names += " " + o.value_name;
+        out += "  " + names;
+        out += names.size() < 34 ? std::string(34 - names.size(), ' ') : "\n" + std::string(36, ' ');
+        out += o.help + "\n";
+    }
+    return out;
+}
+
+int to_int(const std::string& flag, const std::string& v) {
+    errno = 0;
+    char* end = nullptr;
+    long long x = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end || errno || x < -2147483647LL || x > 2147483647LL)
+        throw Error("flag '" + flag + "': '" + v + "' is not an integer");
+    return int(x);
+}
+
+float to_float(const std::string& flag, const std::string& v) {
+    errno = 0;
+    char* end = nullptr;
+    float x = std::strtof(v.c_str(), &end);
+    if (v.empty() || *end || errno || !std::isfinite(x)) throw Error("flag '" + flag + "': '" + v + "' is not a number");
+    return x;
+}
+
+uint64_t to_u64(const std::string& flag, const std::string& v) {
+    errno = 0;
+    char* end = nullptr;
+    if (!v.empty() && v[0] == '-') {
+        if (v == "-1") return UINT64_MAX;
+        throw Error("flag '" + flag + "': '" + v + "' is not a non-negative integer");
+    }
+    unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+    if (v.empty() || *end || errno) throw Error("flag '" + flag + "': '" + v + "' is not a non-negative integer");
+    return x;
+}
+
+bool to_bool(const std::string& flag, const std::string& v) {
+    if (v == "on" || v == "true" || v == "1" || v == "yes") return true;
+    if (v == "off" || v == "false" || v == "0" || v == "no") return false;
+    throw Error("flag '" + flag + "': '" + v + "' is not on/off");
+}
+
+}  // namespace tandem::cli

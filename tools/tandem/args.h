@@ -1,0 +1,39 @@
+// A small table-driven parser for llama.cpp-style flags. (CLI11 cannot express llama.cpp's multi-letter
+// single-dash flags such as -md, -cd, -ngl, -np, which users type today, so the tool keeps its own table.)
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tandem::cli {
+
+struct Option {
+    std::vector<std::string> names;  // e.g. {"-md", "--model-draft"}
+    std::string value_name;          // empty: a flag without value
+    std::string help;
+    std::function<void(const std::string&)> apply;
+};
+
+class ArgParser {
+public:
+    explicit ArgParser(std::string usage) : usage_(std::move(usage)) {}
+    void add(std::vector<std::string> names, std::string value_name, std::string help,
+             std::function<void(const std::string&)> apply);
+    void flag(std::vector<std::string> names, std::string help, std::function<void()> apply);
+    // Parses argv; positional arguments are returned. Throws tandem::Error on unknown flags, missing or
+    // malformed values. "-h/--help" prints help and exits 0.
+    std::vector<std::string> parse(int argc, char** argv, int first);
+    std::string help() const;
+
+private:
+    std::string usage_;
+    std::vector<Option> opts_;
+};
+
+// Value conversions that throw tandem::Error("<flag>: ...") on malformed input.
+int to_int(const std::string& flag, const std::string& v);
+float to_float(const std::string& flag, const std::string& v);
+uint64_t to_u64(const std::string& flag, const std::string& v);
+bool to_bool(const std::string& flag, const std::string& v);  // on/off, true/false, 1/0, yes/no
+
+}  // namespace tandem::cli

@@ -1,0 +1,10 @@
+// Sub-commands of the `tandem` program. Each returns the process exit code.
+#pragma once
+
+namespace tandem::cli {
+
+int cmd_generate(int argc, char** argv);
+int cmd_info(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+
+}  // namespace tandem::cli

@@ -1,0 +1,43 @@
+// tandem: command-line entry point. Dispatches to sub-commands; turns tandem::Error into a one-line message
+// and exit code 1.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "commands.h"
+#include "tandem/error.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: tandem COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  generate   generate text (llama.cpp-style flags: -m, -p, -n, -md, --draft-max, ...)\n"
+    "  info       print a GGUF model's metadata, tensors, parameter count and size\n"
+    "  tokenize   print the token ids of a text\n"
+    "\n"
+    "`tandem COMMAND --help` lists a command's options.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
+        std::fputs(kUsage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    std::string cmd = argv[1];
+    try {
+        if (cmd == "generate") return tandem::cli::cmd_generate(argc, argv);
+        if (cmd == "info") return tandem::cli::cmd_info(argc, argv);
+        if (cmd == "tokenize") return tandem::cli::cmd_tokenize(argc, argv);
+        std::fprintf(stderr, "tandem: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+        return 2;
+    } catch (const tandem::Error& e) {
+        std::fprintf(stderr, "tandem %s: error: %s\n", cmd.c_str(), e.what());
+        return 1;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "tandem %s: error: out of memory\n", cmd.c_str());
+        return 1;
+    }
+}
