@@ -46,6 +46,9 @@ inline uint16_t f32_to_fp16(float f) {
     return uint16_t(sign | h);
 }
 
+// 65536-entry table: fp16_table()[h] == fp16_to_f32(h). Built once, thread-safe.
+const float* fp16_table();
+
 inline float bf16_to_f32(uint16_t b) { return f32_from_bits(uint32_t(b) << 16); }
 
 inline uint16_t f32_to_bf16(float f) {

@@ -148,8 +148,7 @@ void Session::forward_chunk(const int32_t* tokens, int n, int pos0, bool all_log
             const float* sn = &S.rope_sin[size_t(pos0 + t) * half];
             for (int h = 0; h < nh; h++) rope_head(q + h * hd, cs, sn, hp.n_rot, hp.rope_style);
             for (int h = 0; h < nkv; h++) rope_head(k + h * hd, cs, sn, hp.n_rot, hp.rope_style);
-            std::copy(k, k + kvd, S.kv.k(l, pos0 + t));
-            std::copy(v, v + kvd, S.kv.v(l, pos0 + t));
+            S.kv.store(l, pos0 + t, k, v);
         }
         // Attention, parallel over (token, head) pairs. Online softmax over the cached positions.
         const int group = nh / nkv;
@@ -162,9 +161,7 @@ void Session::forward_chunk(const int32_t* tokens, int n, int pos0, bool all_log
                 float mx = -INFINITY, sum = 0;
                 std::fill(out, out + hd, 0.0f);
                 for (int p = 0; p <= pos0 + t; p++) {
-                    const float* kp = S.kv.k(l, p) + size_t(kvh) * hd;
-                    float s = dot_f32(q, kp, hd) * att_scale;
-                    const float* vp = S.kv.v(l, p) + size_t(kvh) * hd;
+                    float s = dot_f32_f16(q, S.kv.k(l, p) + size_t(kvh) * hd, hd) * att_scale;
                     if (s > mx) {
                         float c = std::exp(mx - s);
                         sum *= c;
@@ -173,7 +170,7 @@ void Session::forward_chunk(const int32_t* tokens, int n, int pos0, bool all_log
                     }
                     float w = std::exp(s - mx);
                     sum += w;
-                    for (int i = 0; i < hd; i++) out[i] += w * vp[i];
+                    axpy_f16(w, S.kv.v(l, p) + size_t(kvh) * hd, out, hd);
                 }
                 float inv = 1.0f / sum;
                 for (int i = 0; i < hd; i++) out[i] *= inv;

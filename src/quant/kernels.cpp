@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "tandem/thread_pool.h"
+#include "core/fp16.h"
 #include "quant/quant.h"
 
 namespace tandem {
@@ -16,6 +17,22 @@ float dot_f32(const float* a, const float* b, int64_t n) {
     float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     for (; i < n; i++) s += a[i] * b[i];
     return s;
+}
+
+float dot_f32_f16(const float* a, const uint16_t* b, int64_t n) {
+    const float* tab = fp16_table();
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * tab[b[i + l]];
+    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) s += a[i] * tab[b[i]];
+    return s;
+}
+
+void axpy_f16(float w, const uint16_t* x, float* y, int64_t n) {
+    const float* tab = fp16_table();
+    for (int64_t i = 0; i < n; i++) y[i] += w * tab[x[i]];
 }
 
 void matmul_rows_ref(const WeightView& w, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,

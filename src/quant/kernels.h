@@ -23,6 +23,10 @@ struct WeightView {
 // Dot product of n floats (reference: sequential float accumulation in 8 lanes).
 float dot_f32(const float* a, const float* b, int64_t n);
 
+// Attention helpers over half-precision cache rows (reference: exact conversion, float accumulation).
+float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
+void axpy_f16(float w, const uint16_t* x, float* y, int64_t n);  // y += w * x
+
 // y[t * ldy + r] = dot(W.row(r), x[t * W.cols ...]) for t in [0, n_tok), r in [r0, r1).
 // Reference implementation: dequantize each row once, apply it to all n_tok inputs (so a verification batch
 // streams the weights once). `scratch` holds at least W.cols floats.

@@ -1,0 +1,71 @@
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace tandem::test {
+
+std::string shared_dir() {
+    const char* env = std::getenv("TANDEM_SHARED_DIR");
+    return env && *env ? env : TANDEM_DEFAULT_SHARED_DIR;
+}
+
+std::string shared_file(const std::string& rel) {
+    std::string p = shared_dir() + "/" + rel;
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) {
+        ADD_FAILURE() << "required shared file is missing: " << p
+                      << " (set TANDEM_SHARED_DIR to the shared folder)";
+        throw std::runtime_error("missing shared file " + p);
+    }
+    return p;
+}
+
+std::string temp_dir() {
+    static std::string dir = [] {
+        char tmpl[] = "/tmp/tandem-test-XXXXXX";
+        char* d = ::mkdtemp(tmpl);
+        if (!d) throw std::runtime_error("mkdtemp failed");
+        return std::string(d);
+    }();
+    return dir;
+}
+
+std::string tandem_bin() { return TANDEM_BIN; }
+
+int run_command(const std::string& cmd, std::string* output) {
+    std::string full = cmd + " 2>&1";
+    FILE* p = ::popen(full.c_str(), "r");
+    if (!p) return -1;
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    int st = ::pclose(p);
+    if (output) *output = out;
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read " + path);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+    std::ofstream out(path, std::ios::binary);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+    if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+}  // namespace tandem::test

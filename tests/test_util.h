@@ -1,0 +1,22 @@
+// Helpers shared by the tests: where the shared data lives, temporary files, reference JSON.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace tandem::test {
+
+// $TANDEM_SHARED_DIR, or ../shared beside the project root.
+std::string shared_dir();
+// Absolute path of a file under the shared folder; fails the test loudly (FAIL()) if it does not exist.
+std::string shared_file(const std::string& rel);
+// A fresh temporary directory for this test process.
+std::string temp_dir();
+// Path of the built `tandem` program.
+std::string tandem_bin();
+// Runs a shell command, returns its exit status and captures stdout+stderr.
+int run_command(const std::string& cmd, std::string* output);
+
+std::string read_file(const std::string& path);
+void write_file(const std::string& path, const std::string& bytes);
+
+}  // namespace tandem::test
