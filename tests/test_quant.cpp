@@ -1,1 +1,132 @@
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/fp16.h"
+#include "quant/blocks.h"
+#include "quant/kernels.h"
+#include "quant/quant.h"
+#include "tandem/thread_pool.h"
+
+using namespace tandem;
+
+namespace {
+
+std::vector<float> gaussian(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(rng);
+    return v;
+}
+
+// Relative RMS error of quantize -> dequantize for each type (Gaussian data, 4096 values). The bounds are the
+// precision each format can reach with a plain max/min fit, with some room.
+struct TypeTol { TensorType type; double max_rel_rmse; };
+const TypeTol kTolerances[] = {
+    {TensorType::F16, 1e-3}, {TensorType::BF16, 5e-3}, {TensorType::Q8_0, 0.01}, {TensorType::Q6_K, 0.03},
+    {TensorType::Q5_0, 0.06}, {TensorType::Q5_1, 0.06}, {TensorType::Q5_K, 0.06}, {TensorType::Q4_0, 0.12},
+    {TensorType::Q4_1, 0.12}, {TensorType::Q4_K, 0.12}, {TensorType::Q3_K, 0.25}, {TensorType::Q2_K, 0.5},
+};
+
+}  // namespace
+
+TEST(Quant, BlockSizesArePinned) {
+    EXPECT_EQ(type_traits(TensorType::Q4_0).block_bytes, 18);
+    EXPECT_EQ(type_traits(TensorType::Q4_K).block_bytes, 144);
+    EXPECT_EQ(type_traits(TensorType::Q6_K).block_bytes, 210);
+    EXPECT_EQ(row_bytes(TensorType::Q8_0, 64), 68u);
+}
+
+TEST(Quant, HandMadeBlocksDequantizeAsSpecified) {
+    block_q4_0 b4{};
+    b4.d = f32_to_fp16(0.5f);
+    for (int j = 0; j < 16; j++) b4.qs[j] = uint8_t((j & 0xF) | (((15 - j) & 0xF) << 4));
+    float y[32];
+    dequantize_row_ref(TensorType::Q4_0, &b4, y, 32);
+    for (int j = 0; j < 16; j++) {
+        EXPECT_EQ(y[j], (j - 8) * 0.5f);
+        EXPECT_EQ(y[j + 16], (15 - j - 8) * 0.5f);
+    }
+    block_q8_0 b8{};
+    b8.d = f32_to_fp16(0.25f);
+    for (int j = 0; j < 32; j++) b8.qs[j] = int8_t(j - 16);
+    dequantize_row_ref(TensorType::Q8_0, &b8, y, 32);
+    for (int j = 0; j < 32; j++) EXPECT_EQ(y[j], (j - 16) * 0.25f);
+    block_q5_0 b5{};
+    b5.d = f32_to_fp16(1.0f);
+    uint32_t qh = 0x80000001u;  // fifth bit of element 0 and element 31
+    std::memcpy(b5.qh, &qh, 4);
+    dequantize_row_ref(TensorType::Q5_0, &b5, y, 32);
+    EXPECT_EQ(y[0], 0.0f);    // 16 - 16
+    EXPECT_EQ(y[1], -16.0f);  // 0 - 16
+    EXPECT_EQ(y[31], 0.0f);
+}
+
+TEST(Quant, RoundTripErrorWithinTypePrecision) {
+    const int64_t n = 4096;
+    auto x = gaussian(size_t(n), 7);
+    for (const auto& tt : kTolerances) {
+        std::vector<uint8_t> q(row_bytes(tt.type, n));
+        std::vector<float> y(static_cast<size_t>(n));
+        quantize_row_ref(tt.type, x.data(), q.data(), n);
+        dequantize_row_ref(tt.type, q.data(), y.data(), n);
+        double se = 0, sx = 0;
+        for (int64_t i = 0; i < n; i++) {
+            se += double(y[size_t(i)] - x[size_t(i)]) * double(y[size_t(i)] - x[size_t(i)]);
+            sx += double(x[size_t(i)]) * double(x[size_t(i)]);
+        }
+        double rel = std::sqrt(se / sx);
+        std::printf("[ %-5s ] quantize round-trip relative RMSE %.4f\n", type_name(tt.type), rel);
+        EXPECT_LT(rel, tt.max_rel_rmse) << type_name(tt.type);
+    }
+}
+
+TEST(Quant, ZeroRowsStayZero) {
+    std::vector<float> x(512, 0.0f), y(512, 1.0f);
+    for (const auto& tt : kTolerances) {
+        std::vector<uint8_t> q(row_bytes(tt.type, 512));
+        quantize_row_ref(tt.type, x.data(), q.data(), 512);
+        dequantize_row_ref(tt.type, q.data(), y.data(), 512);
+        for (float v : y) ASSERT_EQ(v, 0.0f) << type_name(tt.type);
+    }
+}
+
+TEST(Quant, HalfConversionsRoundTrip) {
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = fp16_to_f32(uint16_t(h));
+        if (std::isnan(f)) continue;
+        ASSERT_EQ(f32_to_fp16(f), uint16_t(h)) << h;
+        ASSERT_EQ(fp16_table()[h], f);
+    }
+    EXPECT_EQ(f32_to_fp16(1.0f + 1.0f / 4096), f32_to_fp16(1.0f));  // ties to even
+    EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.5f)), 1.5f);
+}
+
+TEST(Quant, MatmulMatchesDequantizedDotAndIsThreadCountInvariant) {
+    const int64_t rows = 37, cols = 512;
+    const int n_tok = 3;
+    auto w = gaussian(size_t(rows * cols), 1);
+    auto x = gaussian(size_t(n_tok * cols), 2);
+    ThreadPool p1(1), p2(2);
+    for (const auto& tt : kTolerances) {
+        const size_t rb = row_bytes(tt.type, cols);
+        std::vector<uint8_t> q(rb * size_t(rows));
+        for (int64_t r = 0; r < rows; r++) quantize_row_ref(tt.type, &w[size_t(r * cols)], &q[size_t(r) * rb], cols);
+        WeightView v{q.data(), tt.type, cols, rows, rb};
+        std::vector<float> y1(static_cast<size_t>(n_tok * rows)), y2(y1.size());
+        matmul(p1, v, x.data(), n_tok, y1.data());
+        matmul(p2, v, x.data(), n_tok, y2.data());
+        std::vector<float> row(static_cast<size_t>(cols));
+        for (int64_t r = 0; r < rows; r++) {
+            dequantize_row_ref(tt.type, &q[size_t(r) * rb], row.data(), cols);
+            for (int t = 0; t < n_tok; t++) {
+                double ref = 0;
+                for (int64_t i = 0; i < cols; i++) ref += double(row[size_t(i)]) * x[size_t(t * cols + i)];
+                ASSERT_NEAR(y1[size_t(t * rows + r)], ref, 1e-3) << type_name(tt.type);
+                ASSERT_EQ(y1[size_t(t * rows + r)], y2[size_t(t * rows + r)]) << type_name(tt.type);
+            }
+        }
+    }
+}
