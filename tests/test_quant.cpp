@@ -130,3 +130,23 @@ TEST(Quant, MatmulMatchesDequantizedDotAndIsThreadCountInvariant) {
         }
     }
 }
+
+TEST(Quant, SimdFloatKernelsMatchScalarReference) {
+    // Tolerance: relative 1e-5 of the sum of |a*b| (different summation order only).
+    for (int64_t n : {1, 7, 8, 15, 16, 33, 64, 257}) {
+        auto a = gaussian(size_t(n), 11), b = gaussian(size_t(n), 12);
+        std::vector<uint16_t> h(static_cast<size_t>(n));
+        double mag = 0;
+        for (int64_t i = 0; i < n; i++) {
+            h[size_t(i)] = f32_to_fp16(b[size_t(i)]);
+            mag += std::fabs(a[size_t(i)] * b[size_t(i)]);
+        }
+        EXPECT_NEAR(dot_f32(a.data(), b.data(), n), dot_f32_ref(a.data(), b.data(), n), 1e-5 * mag + 1e-6);
+        EXPECT_NEAR(dot_f32_f16(a.data(), h.data(), n), dot_f32_f16_ref(a.data(), h.data(), n), 1e-5 * mag + 1e-6);
+        std::vector<float> y1 = a, y2 = a;
+        axpy_f16(0.37f, h.data(), y1.data(), n);
+        axpy_f16_ref(0.37f, h.data(), y2.data(), n);
+        for (int64_t i = 0; i < n; i++) EXPECT_NEAR(y1[size_t(i)], y2[size_t(i)], 1e-6);
+    }
+    std::printf("[ cpu ] avx2 %d avx512 %d vnni %d\n", cpu_features().avx2, cpu_features().avx512, cpu_features().avx512vnni);
+}

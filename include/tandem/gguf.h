@@ -117,7 +117,7 @@ public:
     void add_tensor(const std::string& name, TensorType type, std::vector<int64_t> ne);
     // Opens the file and writes the header. Throws tandem::Error on I/O failure.
     void begin(const std::string& path);
-    // Writes the next declared tensor; nbytes must equal its size.
+    // Writes bytes of the current tensor (declaration order); a tensor may be written in several pieces.
     void write_tensor_data(const void* data, size_t nbytes);
     void finish();  // checks all tensors were written, closes the file
     ~GgufWriter();
@@ -132,7 +132,7 @@ private:
     FILE* f_ = nullptr;
     size_t next_ = 0;
     uint32_t alignment_ = 32;
-    uint64_t written_ = 0;
+    size_t in_tensor_ = 0;  // bytes of the current tensor written so far
 };
 
 }  // namespace tandem

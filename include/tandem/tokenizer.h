@@ -36,7 +36,7 @@ public:
     TokenAttr token_attr(int32_t id) const { return attrs_[size_t(id)]; }
     float token_score(int32_t id) const { return scores_.empty() ? 0.0f : scores_[size_t(id)]; }
     const std::string& model_name() const { return model_; }  // tokenizer.ggml.model
-    const std::string& pre_name() const { return pre_; }      // tokenizer.ggml.pre ("" if absent)
+    const std::string& pre_name() const { return pre_; }      // tokenizer.ggml.pre ("default" if absent)
 
     int32_t bos() const { return bos_; }  // -1 if none
     int32_t eos() const { return eos_; }

@@ -94,23 +94,24 @@ void GgufWriter::begin(const std::string& path) {
         pad -= k;
     }
     next_ = 0;
-    written_ = 0;
+    in_tensor_ = 0;
 }
 
 void GgufWriter::write_tensor_data(const void* data, size_t nbytes) {
     TD_ASSERT(f_ != nullptr && next_ < tensors_.size());
     const Decl& t = tensors_[next_];
-    TD_ASSERT(nbytes == t.nbytes);
-    TD_ASSERT(written_ == t.offset);
+    TD_ASSERT(in_tensor_ + nbytes <= t.nbytes);
     put(f_, data, nbytes, path_);
+    in_tensor_ += nbytes;
+    if (in_tensor_ < t.nbytes) return;
     static const uint8_t zeros[64] = {};
-    size_t pad = (alignment_ - nbytes % alignment_) % alignment_;
+    size_t pad = (alignment_ - t.nbytes % alignment_) % alignment_;
     for (size_t k = 0; k < pad;) {
         size_t m = pad - k < sizeof(zeros) ? pad - k : sizeof(zeros);
         put(f_, zeros, m, path_);
         k += m;
     }
-    written_ += nbytes + pad;
+    in_tensor_ = 0;
     next_++;
 }
 

@@ -9,7 +9,50 @@
 
 namespace tandem {
 
+#if defined(__x86_64__)
+namespace avx2 {
+float dot_f32(const float* a, const float* b, int64_t n);
+float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
+void axpy_f16(float w, const uint16_t* x, float* y, int64_t n);
+}  // namespace avx2
+#endif
+
+const CpuFeatures& cpu_features() {
+    static const CpuFeatures f = [] {
+        CpuFeatures c;
+#if defined(__x86_64__)
+        __builtin_cpu_init();
+        c.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        c.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+        c.avx512vnni = c.avx512 && __builtin_cpu_supports("avx512vnni");
+#endif
+        return c;
+    }();
+    return f;
+}
+
 float dot_f32(const float* a, const float* b, int64_t n) {
+#if defined(__x86_64__)
+    if (cpu_features().avx2) return avx2::dot_f32(a, b, n);
+#endif
+    return dot_f32_ref(a, b, n);
+}
+
+float dot_f32_f16(const float* a, const uint16_t* b, int64_t n) {
+#if defined(__x86_64__)
+    if (cpu_features().avx2) return avx2::dot_f32_f16(a, b, n);
+#endif
+    return dot_f32_f16_ref(a, b, n);
+}
+
+void axpy_f16(float w, const uint16_t* x, float* y, int64_t n) {
+#if defined(__x86_64__)
+    if (cpu_features().avx2) return avx2::axpy_f16(w, x, y, n);
+#endif
+    axpy_f16_ref(w, x, y, n);
+}
+
+float dot_f32_ref(const float* a, const float* b, int64_t n) {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -19,7 +62,7 @@ float dot_f32(const float* a, const float* b, int64_t n) {
     return s;
 }
 
-float dot_f32_f16(const float* a, const uint16_t* b, int64_t n) {
+float dot_f32_f16_ref(const float* a, const uint16_t* b, int64_t n) {
     const float* tab = fp16_table();
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t i = 0;
@@ -30,7 +73,7 @@ float dot_f32_f16(const float* a, const uint16_t* b, int64_t n) {
     return s;
 }
 
-void axpy_f16(float w, const uint16_t* x, float* y, int64_t n) {
+void axpy_f16_ref(float w, const uint16_t* x, float* y, int64_t n) {
     const float* tab = fp16_table();
     for (int64_t i = 0; i < n; i++) y[i] += w * tab[x[i]];
 }

@@ -20,12 +20,23 @@ struct WeightView {
     const uint8_t* row(int64_t r) const { return data + size_t(r) * row_stride; }
 };
 
-// Dot product of n floats (reference: sequential float accumulation in 8 lanes).
+// CPU features detected at run time; the fast kernels are chosen from these (scalar reference otherwise).
+struct CpuFeatures {
+    bool avx2 = false;  // with FMA and F16C
+    bool avx512 = false;
+    bool avx512vnni = false;
+};
+const CpuFeatures& cpu_features();
+
+// Dot product of n floats. Dispatches to SIMD; *_ref is the scalar reference (8-lane float accumulation).
 float dot_f32(const float* a, const float* b, int64_t n);
+float dot_f32_ref(const float* a, const float* b, int64_t n);
 
 // Attention helpers over half-precision cache rows (reference: exact conversion, float accumulation).
 float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
+float dot_f32_f16_ref(const float* a, const uint16_t* b, int64_t n);
 void axpy_f16(float w, const uint16_t* x, float* y, int64_t n);  // y += w * x
+void axpy_f16_ref(float w, const uint16_t* x, float* y, int64_t n);
 
 // y[t * ldy + r] = dot(W.row(r), x[t * W.cols ...]) for t in [0, n_tok), r in [r0, r1).
 // Reference implementation: dequantize each row once, apply it to all n_tok inputs (so a verification batch

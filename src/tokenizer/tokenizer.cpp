@@ -18,7 +18,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
 
 Tokenizer::Tokenizer(const GgufFile& f) {
     model_ = *f.get_str("tokenizer.ggml.model");
-    pre_ = f.get_str("tokenizer.ggml.pre").value_or("");
+    pre_ = f.get_str("tokenizer.ggml.pre").value_or("default");  // absent means the default split
     const GgufValue* toks = f.get_array("tokenizer.ggml.tokens", GgufType::STRING);
     if (!toks || toks->arr.empty()) throw Error(f.path() + ": missing required metadata 'tokenizer.ggml.tokens'");
     const size_t n = toks->arr.size();

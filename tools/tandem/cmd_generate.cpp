@@ -1,5 +1,8 @@
+// `tandem generate`: llama-cli / llama-speculative compatible text generation.
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
 
 #include "args.h"
 #include "commands.h"
@@ -9,48 +12,237 @@
 #include "tandem/model.h"
 #include "tandem/sampling.h"
 #include "tandem/session.h"
+#include "tandem/speculative.h"
 #include "tandem/thread_pool.h"
 #include "tandem/tokenizer.h"
 
 namespace tandem::cli {
 
-int cmd_generate(int argc, char** argv) {
-    std::string model_path, prompt, file;
-    int n_predict = 128, n_ctx = 0, n_threads = 2;
-    SamplerParams sp;
-    sp.seed = 0xFFFFFFFF;
-    bool ignore_eos = false;
-    ArgParser ap("usage: tandem generate -m MODEL -p PROMPT [options]");
-    ap.add({"-m", "--model"}, "FNAME", "model GGUF file", [&](const std::string& v) { model_path = v; });
-    ap.add({"-p", "--prompt"}, "TEXT", "prompt", [&](const std::string& v) { prompt = v; });
-    ap.add({"-n", "--n-predict"}, "N", "tokens to generate", [&](const std::string& v) { n_predict = to_int("-n", v); });
-    ap.add({"-c", "--ctx-size"}, "N", "context size", [&](const std::string& v) { n_ctx = to_int("-c", v); });
-    ap.add({"-t", "--threads"}, "N", "threads", [&](const std::string& v) { n_threads = to_int("-t", v); });
-    ap.add({"--temp"}, "T", "temperature", [&](const std::string& v) { sp.temp = to_float("--temp", v); });
-    ap.flag({"--ignore-eos"}, "ignore end of generation", [&] { ignore_eos = true; });
-    auto pos = ap.parse(argc, argv, 2);
-    (void)file;
-    ThreadPool pool(n_threads);
-    auto model = Model::load(model_path);
-    auto tok = Tokenizer::from_gguf(model->gguf());
-    Session s(model, SessionParams{n_ctx, 0, 256}, pool);
-    Sampler sampler(sp, s.n_vocab());
-    auto ids = tok->encode(prompt, true, false);
-    s.decode(ids, false);
-    TextStreamer ts(*tok);
-    std::vector<int32_t> hist = ids;
-    auto t0 = std::chrono::steady_clock::now();
-    int n = 0;
-    for (; n < n_predict; n++) {
-        int32_t t = sampler.sample(s.last_logits(), hist);
-        if (!ignore_eos && tok->is_eog(t)) break;
-        hist.push_back(t);
-        std::fputs(ts.push(t).c_str(), stdout);
-        std::fflush(stdout);
-        if (n + 1 < n_predict) s.decode(&t, 1, false);
+namespace {
+
+// llama.cpp processes escapes in prompts by default (\n, \t, \\, \", \', \r, \xHH).
+std::string process_escapes(const std::string& s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); i++) {
+        if (s[i] != '\\' || i + 1 >= s.size()) { out += s[i]; continue; }
+        char c = s[++i];
+        switch (c) {
+            case 'n': out += '\n'; break;
+            case 't': out += '\t'; break;
+            case 'r': out += '\r'; break;
+            case '\\': out += '\\'; break;
+            case '"': out += '"'; break;
+            case '\'': out += '\''; break;
+            case 'x':
+                if (i + 2 < s.size() + 0 && isxdigit(static_cast<unsigned char>(s[i + 1])) && isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+                    out += char(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+                    i += 2;
+                } else {
+                    out += "\\x";
+                }
+                break;
+            default: out += '\\'; out += c;
+        }
     }
-    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::fprintf(stderr, "\ndecoded %d tokens in %.3f s, %.1f t/s\n", n, dt, n / dt);
+    return out;
+}
+
+struct Options {
+    std::string model, draft_model, prompt, file;
+    bool have_prompt = false;
+    int n_predict = -1, n_ctx = 0, n_ctx_draft = 0, n_threads = 2, n_threads_draft = 0, n_batch = 256;
+    SamplerParams sp;
+    SpecParams spec;
+    bool spec_type_given = false;
+    int draft_layers = 0;
+    bool ignore_eos = false, no_bos = false, escape = true, display_prompt = true, json = false;
+    std::vector<std::string> notes;
+};
+
+void add_flags(ArgParser& ap, Options& o) {
+    auto S = [](std::string v) { return v; };
+    ap.add({"-m", "--model"}, "FNAME", "target model GGUF", [&](const std::string& v) { o.model = S(v); });
+    ap.add({"-p", "--prompt"}, "TEXT", "prompt", [&](const std::string& v) { o.prompt = v; o.have_prompt = true; });
+    ap.add({"-f", "--file"}, "FNAME", "read the prompt from a file", [&](const std::string& v) { o.file = v; });
+    ap.add({"-n", "--n-predict", "--predict"}, "N", "tokens to generate (-1 = until end or context full)", [&](const std::string& v) { o.n_predict = to_int("-n", v); });
+    ap.add({"-c", "--ctx-size"}, "N", "context size (0 = model's, at most 4096)", [&](const std::string& v) { o.n_ctx = to_int("-c", v); });
+    ap.add({"-b", "--batch-size", "-ub", "--ubatch-size"}, "N", "prompt tokens per forward chunk", [&](const std::string& v) { o.n_batch = to_int("-b", v); });
+    ap.add({"-t", "--threads"}, "N", "threads", [&](const std::string& v) { o.n_threads = to_int("-t", v); });
+    ap.add({"-s", "--seed"}, "N", "sampling seed (-1 = random)", [&](const std::string& v) { o.sp.seed = to_u64("-s", v); });
+    ap.add({"--temp", "--temperature"}, "T", "temperature (<= 0: greedy)", [&](const std::string& v) { o.sp.temp = to_float("--temp", v); });
+    ap.add({"--top-k"}, "N", "top-k (0 = off)", [&](const std::string& v) { o.sp.top_k = to_int("--top-k", v); });
+    ap.add({"--top-p"}, "P", "top-p (1 = off)", [&](const std::string& v) { o.sp.top_p = to_float("--top-p", v); });
+    ap.add({"--min-p"}, "P", "min-p (0 = off)", [&](const std::string& v) { o.sp.min_p = to_float("--min-p", v); });
+    ap.add({"--typical", "--typical-p"}, "P", "locally typical sampling (1 = off)", [&](const std::string& v) { o.sp.typical_p = to_float("--typical", v); });
+    ap.add({"--repeat-penalty"}, "F", "repetition penalty (1 = off)", [&](const std::string& v) { o.sp.repeat_penalty = to_float("--repeat-penalty", v); });
+    ap.add({"--repeat-last-n"}, "N", "tokens the penalties look back (-1 = all)", [&](const std::string& v) { o.sp.penalty_last_n = to_int("--repeat-last-n", v); });
+    ap.add({"--presence-penalty"}, "F", "presence penalty", [&](const std::string& v) { o.sp.presence_penalty = to_float("--presence-penalty", v); });
+    ap.add({"--frequency-penalty"}, "F", "frequency penalty", [&](const std::string& v) { o.sp.frequency_penalty = to_float("--frequency-penalty", v); });
+    ap.add({"--samplers"}, "LIST", "sampler order, e.g. top_k;top_p;min_p;temperature", [&](const std::string& v) { o.sp.order = parse_sampler_names(v, &o.notes); });
+    ap.add({"--sampling-seq", "--sampler-seq"}, "SEQ", "sampler order as letters, e.g. kypmt", [&](const std::string& v) { o.sp.order = parse_sampler_seq(v, &o.notes); });
+    ap.add({"-l", "--logit-bias"}, "ID(+/-)BIAS", "e.g. 15043+1 or 2-inf", [&](const std::string& v) {
+        size_t p = v.find_first_of("+-", 1);
+        if (p == std::string::npos) throw Error("--logit-bias: expected TOKEN_ID(+/-)BIAS, got '" + v + "'");
+        int id = to_int("--logit-bias", v.substr(0, p));
+        std::string b = v.substr(p);
+        float bias = (b == "-inf") ? -INFINITY : (b == "+inf") ? INFINITY : to_float("--logit-bias", b);
+        o.sp.logit_bias.emplace_back(id, bias);
+    });
+    ap.flag({"--ignore-eos"}, "keep generating past end-of-generation tokens", [&] { o.ignore_eos = true; });
+    ap.flag({"--no-bos"}, "do not add BOS to the prompt", [&] { o.no_bos = true; });
+    ap.flag({"-e", "--escape"}, "process escapes in the prompt (default)", [&] { o.escape = true; });
+    ap.flag({"--no-escape"}, "do not process escapes", [&] { o.escape = false; });
+    ap.flag({"--no-display-prompt"}, "do not echo the prompt", [&] { o.display_prompt = false; });
+    ap.flag({"--json"}, "print one JSON object at the end instead of streaming text", [&] { o.json = true; });
+    // speculative decoding
+    ap.add({"-md", "--model-draft", "--spec-draft-model"}, "FNAME", "draft model GGUF", [&](const std::string& v) { o.draft_model = v; });
+    ap.add({"-cd", "--ctx-size-draft"}, "N", "draft context size (default: same as -c)", [&](const std::string& v) { o.n_ctx_draft = to_int("-cd", v); });
+    ap.add({"-td", "--threads-draft"}, "N", "draft threads (default: same as -t)", [&](const std::string& v) { o.n_threads_draft = to_int("-td", v); });
+    ap.add({"--draft-max", "--draft", "--draft-n", "--spec-draft-n-max"}, "N", "most tokens drafted per round (16)", [&](const std::string& v) { o.spec.n_max = to_int("--draft-max", v); });
+    ap.add({"--draft-min", "--draft-n-min", "--spec-draft-n-min"}, "N", "skip verification of shorter drafts (0)", [&](const std::string& v) { o.spec.n_min = to_int("--draft-min", v); });
+    ap.add({"--draft-p-min", "--spec-draft-p-min"}, "P", "stop drafting below this draft probability (0.75)", [&](const std::string& v) { o.spec.p_min = to_float("--draft-p-min", v); });
+    ap.add({"--draft-adaptive"}, "on|off", "adapt the draft length to acceptance and cost (on)", [&](const std::string& v) { o.spec.adaptive = to_bool("--draft-adaptive", v); });
+    ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self", [&](const std::string& v) { o.spec.type = spec_type_from_name(v); o.spec_type_given = true; });
+    ap.add({"--spec-ngram-n"}, "N", "n-gram length matched for ngram drafting (3)", [&](const std::string& v) { o.spec.ngram_n = to_int("--spec-ngram-n", v); });
+    ap.add({"--spec-ngram-m"}, "M", "tokens proposed per n-gram match (16)", [&](const std::string& v) { o.spec.ngram_m = to_int("--spec-ngram-m", v); });
+    ap.add({"--draft-layers"}, "K", "self-speculation: layers of the target used as draft (default: half)", [&](const std::string& v) { o.draft_layers = to_int("--draft-layers", v); });
+    ap.add({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "accepted for compatibility; ignored (no GPU backend)", [&](const std::string&) { o.notes.push_back("-ngl (no GPU backend: ignored)"); });
+    ap.add({"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, "N", "accepted for compatibility; ignored", [&](const std::string&) { o.notes.push_back("-ngld (no GPU backend: ignored)"); });
+}
+
+nlohmann::json spec_json(const SpecParams& sp, const SpecStats& st, int n_predict) {
+    nlohmann::json by_pos = nlohmann::json::array();
+    for (size_t i = 0; i < st.drafted_at.size() && st.drafted_at[i] > 0; i++)
+        by_pos.push_back(double(st.accepted_at[i]) / st.drafted_at[i]);
+    return {{"type", spec_type_name(sp.type)}, {"n_draft", sp.n_max}, {"n_predict", n_predict},
+            {"n_drafted", st.n_drafted}, {"n_accept", st.n_accept}, {"accept", st.accept_rate() * 100.0},
+            {"mean_accepted_length", st.mean_accepted_length()}, {"accept_by_position", by_pos},
+            {"n_rounds", st.n_rounds}, {"n_rounds_drafted", st.n_rounds_drafted}, {"n_probe_rounds", st.n_probe_rounds},
+            {"adaptive", sp.adaptive}, {"t_draft_ms", st.t_draft_ms}, {"t_target_ms", st.t_target_ms}};
+}
+
+}  // namespace
+
+int cmd_generate(int argc, char** argv) {
+    Options o;
+    o.sp.seed = 0xFFFFFFFF;
+    ArgParser ap("usage: tandem generate -m MODEL (-p PROMPT | -f FILE) [-n N] [-md DRAFT | --spec-type ngram|self] [options]");
+    add_flags(ap, o);
+    auto pos = ap.parse(argc, argv, 2);
+    if (!pos.empty()) throw Error("unexpected argument '" + pos[0] + "'");
+    if (o.model.empty()) throw Error("-m MODEL is required");
+    if (o.have_prompt && !o.file.empty()) throw Error("give -p or -f, not both");
+    std::string prompt = o.file.empty() ? o.prompt : read_file_bytes(o.file);
+    if (o.escape && o.file.empty()) prompt = process_escapes(prompt);
+    if (o.sp.seed == 0xFFFFFFFF || o.sp.seed == UINT64_MAX)
+        o.sp.seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    if (!o.spec_type_given) o.spec.type = o.draft_model.empty() ? SpecType::NONE : SpecType::DRAFT;
+    if (o.spec.type == SpecType::DRAFT && o.draft_model.empty()) throw Error("--spec-type draft needs -md DRAFT.gguf");
+    if (o.spec.type != SpecType::DRAFT && !o.draft_model.empty())
+        throw Error(std::string("-md given with --spec-type ") + spec_type_name(o.spec.type));
+    if (o.n_threads < 1 || o.n_threads > 512) throw Error("-t must be between 1 and 512");
+    for (const auto& n : o.notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+
+    ThreadPool pool(o.n_threads);
+    std::unique_ptr<ThreadPool> draft_pool;
+    if (o.n_threads_draft > 0 && o.n_threads_draft != o.n_threads) draft_pool = std::make_unique<ThreadPool>(o.n_threads_draft);
+
+    auto model = Model::load(o.model);
+    auto tok = Tokenizer::from_gguf(model->gguf());
+    SessionParams tp{o.n_ctx, 0, o.n_batch};
+    Session target(model, tp, pool);
+
+    std::shared_ptr<const Model> draft_model;
+    std::unique_ptr<Session> draft;
+    if (o.spec.type == SpecType::DRAFT) {
+        draft_model = Model::load(o.draft_model);
+        auto dtok = Tokenizer::from_gguf(draft_model->gguf());
+        check_draft_compatible(*tok, *dtok);
+        SessionParams dp{o.n_ctx_draft > 0 ? o.n_ctx_draft : target.n_ctx(), 0, o.n_batch};
+        draft = std::make_unique<Session>(draft_model, dp, draft_pool ? *draft_pool : pool);
+        o.spec.draft_cost_prior = double(draft_model->weights_bytes()) / double(model->weights_bytes());
+    } else if (o.spec.type == SpecType::SELF) {
+        const int L = model->hparams().n_layer;
+        int k = o.draft_layers > 0 ? o.draft_layers : std::max(1, L / 2);
+        if (k >= L) throw Error(strprintf("--draft-layers %d must be below the target's %d layers", k, L));
+        draft = std::make_unique<Session>(model, SessionParams{target.n_ctx(), k, o.n_batch}, pool);
+        o.spec.draft_cost_prior = double(k) / L;
+    }
+
+    std::vector<int32_t> prompt_ids = tok->encode(prompt, !o.no_bos, false);
+    if (prompt_ids.empty()) throw Error("the prompt is empty (and no BOS is added)");
+    if (int(prompt_ids.size()) >= target.n_ctx())
+        throw Error(strprintf("the prompt is %zu tokens, which does not fit the context size %d (use -c)", prompt_ids.size(), target.n_ctx()));
+
+    Generator gen(target, draft.get(), o.sp, o.spec);
+    if (o.display_prompt && !o.json) {
+        std::fputs(prompt.c_str(), stdout);
+        std::fflush(stdout);
+    }
+    auto t_start = std::chrono::steady_clock::now();
+    gen.start(prompt_ids);
+    auto t_prompt = std::chrono::steady_clock::now();
+
+    TextStreamer streamer(*tok);
+    std::vector<int32_t> generated, chunk;
+    std::string text;
+    std::string stop_reason = "length";
+    const int limit = o.n_predict < 0 ? INT32_MAX : o.n_predict;
+    bool done = limit == 0;
+    if (done) stop_reason = "length";
+    while (!done) {
+        chunk.clear();
+        if (!gen.step(chunk, limit - int(generated.size()))) { stop_reason = "context"; break; }
+        for (int32_t id : chunk) {
+            if (!o.ignore_eos && tok->is_eog(id)) { stop_reason = "eos"; done = true; break; }
+            generated.push_back(id);
+            std::string piece = streamer.push(id);
+            text += piece;
+            if (!o.json) { std::fputs(piece.c_str(), stdout); std::fflush(stdout); }
+            if (int(generated.size()) >= limit) { done = true; break; }
+        }
+    }
+    std::string tail = streamer.flush();
+    text += tail;
+    auto t_end = std::chrono::steady_clock::now();
+    const double prompt_s = std::chrono::duration<double>(t_prompt - t_start).count();
+    const double gen_s = std::chrono::duration<double>(t_end - t_prompt).count();
+    const int n_prompt = int(prompt_ids.size());
+    const int n_gen = int(generated.size());
+    const SpecStats& st = gen.stats();
+
+    if (o.json) {
+        nlohmann::json j;
+        j["prompt_ids"] = prompt_ids;
+        j["tokens"] = generated;
+        j["text"] = text;
+        j["stop_reason"] = stop_reason;
+        j["timings"] = {{"prompt_n", n_prompt}, {"prompt_ms", prompt_s * 1e3}, {"prompt_per_second", n_prompt / std::max(prompt_s, 1e-9)},
+                        {"predicted_n", n_gen}, {"predicted_ms", gen_s * 1e3}, {"predicted_per_second", n_gen / std::max(gen_s, 1e-9)}};
+        if (o.spec.type != SpecType::NONE) j["spec"] = spec_json(gen.spec(), st, n_gen);
+        std::printf("%s\n", j.dump().c_str());
+    } else {
+        std::fputs(tail.c_str(), stdout);
+        std::fputs("\n", stdout);
+        std::fflush(stdout);
+    }
+    std::fprintf(stderr, "\nencoded %4d tokens in %8.3f seconds, speed: %8.3f t/s\n", n_prompt, prompt_s, n_prompt / std::max(prompt_s, 1e-9));
+    std::fprintf(stderr, "decoded %4d tokens in %8.3f seconds, speed: %8.3f t/s\n", n_gen, gen_s, n_gen / std::max(gen_s, 1e-9));
+    if (o.spec.type != SpecType::NONE) {
+        std::fprintf(stderr, "\nspec type = %s%s\n", spec_type_name(o.spec.type), o.spec.adaptive ? " (adaptive draft length)" : "");
+        std::fprintf(stderr, "n_draft   = %d\n", gen.spec().n_max);
+        std::fprintf(stderr, "n_predict = %d\n", n_gen);
+        std::fprintf(stderr, "n_drafted = %d\n", st.n_drafted);
+        std::fprintf(stderr, "n_accept  = %d\n", st.n_accept);
+        std::fprintf(stderr, "accept    = %.3f%%\n", st.accept_rate() * 100.0);
+        std::fprintf(stderr, "mean accepted length per verification = %.3f tokens (%d target passes, %d with a draft, %d probes)\n",
+                     st.mean_accepted_length(), st.n_rounds, st.n_rounds_drafted, st.n_probe_rounds);
+        std::string by_pos;
+        for (size_t i = 0; i < st.drafted_at.size() && st.drafted_at[i] > 0; i++)
+            by_pos += strprintf("%s%zu:%.0f%%", i ? " " : "", i + 1, 100.0 * st.accepted_at[i] / st.drafted_at[i]);
+        std::fprintf(stderr, "accept by draft position: %s\n", by_pos.empty() ? "(nothing drafted)" : by_pos.c_str());
+        std::fprintf(stderr, "time: draft %.1f ms, target %.1f ms\n", st.t_draft_ms, st.t_target_ms);
+    }
     return 0;
 }
 

@@ -6,5 +6,6 @@ namespace tandem::cli {
 int cmd_generate(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
+int cmd_quantize(int argc, char** argv);
 
 }  // namespace tandem::cli

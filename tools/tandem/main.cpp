@@ -16,6 +16,7 @@ const char* kUsage =
     "  generate   generate text (llama.cpp-style flags: -m, -p, -n, -md, --draft-max, ...)\n"
     "  info       print a GGUF model's metadata, tensors, parameter count and size\n"
     "  tokenize   print the token ids of a text\n"
+    "  quantize   convert a model to another tensor type (or keep only its first layers)\n"
     "\n"
     "`tandem COMMAND --help` lists a command's options.\n";
 
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
         if (cmd == "generate") return tandem::cli::cmd_generate(argc, argv);
         if (cmd == "info") return tandem::cli::cmd_info(argc, argv);
         if (cmd == "tokenize") return tandem::cli::cmd_tokenize(argc, argv);
+        if (cmd == "quantize") return tandem::cli::cmd_quantize(argc, argv);
         std::fprintf(stderr, "tandem: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
         return 2;
     } catch (const tandem::Error& e) {

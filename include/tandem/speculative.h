@@ -1,0 +1,109 @@
+// Generation with optional speculative decoding.
+//
+// A Generator owns nothing but the decoding loop: the caller provides the target Session, and for
+// SpecType::DRAFT / SELF a draft Session (SELF: a Session over the target model limited to its first K layers).
+// Each step() runs one round:
+//   1. propose up to k tokens (draft model, self-draft, or n-gram lookup), k chosen by the draft-length
+//      controller (adaptive, or fixed --draft-max);
+//   2. run the target once over [last token, d1..dk], keeping logits for all k+1 positions;
+//   3. verify by speculative sampling (Leviathan et al. 2023, Chen et al. 2023): draft token x, drawn from the
+//      draft's final distribution q, is accepted with probability min(1, p(x)/q(x)), p being the target's final
+//      distribution (its whole sampler chain) at that position; on rejection the replacement is drawn from
+//      normalize(max(0, p - q)); if all are accepted a bonus token is drawn from p. With temperature <= 0 both
+//      p and q are one-hot, so this reduces to "accept while equal to the target's argmax" and the output is
+//      token-identical to plain greedy decoding. N-gram proposals are deterministic: q is one-hot.
+//   4. roll back the rejected tokens in both caches (Session::truncate).
+// Requires: the target and draft sessions stay untouched by others between steps.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/sampling.h"
+
+namespace tandem {
+
+class Session;
+class Tokenizer;
+
+enum class SpecType { NONE, DRAFT, NGRAM, SELF };
+const char* spec_type_name(SpecType t);
+SpecType spec_type_from_name(const std::string& s);  // "none", "draft", "ngram", "self"; throws tandem::Error
+
+struct SpecParams {
+    SpecType type = SpecType::NONE;
+    int n_max = 16;        // --draft-max: most tokens drafted per round
+    int n_min = 0;         // --draft-min: drafts shorter than this are not verified (plain step instead)
+    float p_min = 0.75f;   // --draft-p-min: stop drafting when the draft's top probability falls below this
+    bool adaptive = true;  // --draft-adaptive: choose the draft length from measured acceptance and costs
+    int ngram_n = 3;       // --spec-ngram-n: longest n-gram matched against the context (tries n..1)
+    int ngram_m = 16;      // --spec-ngram-m: most tokens proposed from one match
+    // Cost of one draft step relative to one target step, used until measured (adaptive mode).
+    double draft_cost_prior = 0.1;
+    // Negative control for the statistical tests only: accept every drafted token (a wrong rule whose output
+    // follows the draft's distribution). Never set this outside tests.
+    bool broken_accept_all_for_tests = false;
+};
+
+struct SpecStats {
+    int n_rounds = 0;          // verification passes of the target
+    int n_rounds_drafted = 0;  // rounds in which at least one token was drafted
+    int n_drafted = 0;         // tokens drafted and verified
+    int n_accept = 0;          // drafted tokens accepted
+    int n_generated = 0;       // tokens emitted
+    std::vector<int> drafted_at;   // [i]: rounds that drafted a token at position i
+    std::vector<int> accepted_at;  // [i]: rounds whose token at position i was accepted
+    double t_draft_ms = 0;     // drafting (draft model forward + sampling, or n-gram lookup)
+    double t_target_ms = 0;    // target forward passes + verification
+    int n_probe_rounds = 0;    // rounds the adaptive controller drafted only to re-measure acceptance
+
+    double accept_rate() const { return n_drafted ? double(n_accept) / n_drafted : 0.0; }
+    // Mean tokens emitted per target pass (1 + accepted drafts per round).
+    double mean_accepted_length() const { return n_rounds ? double(n_generated) / n_rounds : 0.0; }
+};
+
+class DraftLengthController;
+
+class Generator {
+public:
+    // draft may be null for NONE and NGRAM. The samplers are copied; the draft's uses its own generator seeded
+    // from seed+1. Throws tandem::Error for an invalid combination.
+    Generator(Session& target, Session* draft, const SamplerParams& sampling, const SpecParams& spec);
+    ~Generator();
+
+    // Sets the context: the cache keeps its longest common prefix with `prompt` and processes the rest, all but
+    // the last token (which the first step feeds). prompt must not be empty.
+    void start(const std::vector<int32_t>& prompt);
+
+    // One round. Appends at least one token to `out` unless the context is full (then returns false and
+    // appends nothing). max_tokens bounds how many tokens this round may emit (>= 1).
+    // If target_probs is given, appends for each emitted token the probability the target's final
+    // distribution gave it (the true probability, also for accepted draft tokens).
+    bool step(std::vector<int32_t>& out, int max_tokens, std::vector<float>* target_probs = nullptr);
+
+    const std::vector<int32_t>& history() const { return history_; }  // prompt + emitted tokens
+    const SpecStats& stats() const { return stats_; }
+    const SpecParams& spec() const { return spec_; }
+
+private:
+    int propose_ngram(int k, std::vector<int32_t>& drafts) const;
+    int propose_model(int k, std::vector<int32_t>& drafts, std::vector<Distribution>& qs);
+
+    Session& target_;
+    Session* draft_;
+    SpecParams spec_;
+    Sampler target_sampler_;
+    Sampler draft_sampler_;
+    std::unique_ptr<DraftLengthController> control_;
+    std::vector<int32_t> history_;
+    SpecStats stats_;
+    std::vector<Distribution> q_, p_;
+};
+
+// Checks that a draft vocabulary can stand in for the target's: same tokenizer model and pre-tokenizer, same
+// BOS/EOS ids and add-BOS behaviour, vocab sizes within 128, identical token text for every shared id from 5 up.
+// Throws tandem::Error naming the first difference.
+void check_draft_compatible(const Tokenizer& target, const Tokenizer& draft);
+
+}  // namespace tandem

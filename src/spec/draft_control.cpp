@@ -1,0 +1,68 @@
+#include "spec/draft_control.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tandem {
+
+namespace {
+constexpr double kDecay = 0.9;       // weight of the past in the acceptance counts, per round
+constexpr double kEma = 0.2;         // weight of a new timing sample
+constexpr double kPriorAcc = 1.5;    // Beta-style prior: 1.5 accepted out of 3 tries (a = 0.5)
+constexpr double kPriorTries = 3.0;
+constexpr int kProbeLen = 4;
+constexpr int kMaxProbeInterval = 256;
+}  // namespace
+
+DraftLengthController::DraftLengthController(int n_max, int n_min, bool adaptive, double draft_cost_prior)
+    : n_max_(std::max(0, n_max)), n_min_(std::max(0, n_min)), adaptive_(adaptive), c_(std::max(0.0, draft_cost_prior)) {}
+
+double DraftLengthController::accept_estimate() const { return (acc_ + kPriorAcc) / (tries_ + kPriorTries); }
+
+double DraftLengthController::speedup(int k) const {
+    double a = std::min(accept_estimate(), 0.999);
+    double tokens = (1.0 - std::pow(a, k + 1)) / (1.0 - a);
+    return tokens / (1.0 + (b_ + c_) * k);
+}
+
+int DraftLengthController::next() {
+    probing_ = false;
+    if (n_max_ == 0) return 0;
+    if (!adaptive_) return n_max_;
+    if (t1_ == 0) return 0;  // first round: measure a plain step
+    int best = 0;
+    double best_s = 1.0;
+    for (int k = std::max(1, n_min_); k <= n_max_; k++) {
+        double s = speedup(k);
+        if (s > best_s * 1.01) { best_s = s; best = k; }
+    }
+    if (best > 0) {
+        plain_run_ = 0;
+        return best;
+    }
+    if (++plain_run_ >= probe_interval_) {
+        plain_run_ = 0;
+        probe_interval_ = std::min(kMaxProbeInterval, probe_interval_ * 2);
+        probing_ = true;
+        return std::min(n_max_, std::max(kProbeLen, n_min_));
+    }
+    return 0;
+}
+
+void DraftLengthController::observe(int k, int accepted, double t_draft_ms, double t_target_ms) {
+    if (k == 0) {
+        t1_ = t1_ == 0 ? t_target_ms : (1 - kEma) * t1_ + kEma * t_target_ms;
+        return;
+    }
+    acc_ = acc_ * kDecay + accepted;
+    tries_ = tries_ * kDecay + accepted + (accepted < k ? 1 : 0);
+    if (accepted > 0 && probing_) probe_interval_ = 16;
+    if (t1_ > 0) {
+        double c = t_draft_ms / k / t1_;
+        double b = std::max(0.0, (t_target_ms / t1_ - 1.0) / k);
+        c_ = (1 - kEma) * c_ + kEma * c;
+        b_ = (1 - kEma) * b_ + kEma * b;
+    }
+}
+
+}  // namespace tandem

@@ -1,0 +1,45 @@
+// Draft-length controller.
+//
+// Fixed mode: always draft n_max tokens.
+// Adaptive mode: keep running estimates of
+//   a  - the probability that a drafted token is accepted (given its predecessors were),
+//   c  - the cost of one draft step relative to one single-token target step,
+//   b  - the extra cost of each additional token in a target verification pass (relative to one step),
+// and choose k in {0} U [n_min, n_max] maximizing the expected speed-up of a round (Leviathan et al. 2023):
+//   S(k) = (1 - a^(k+1)) / ((1 - a) * (1 + b*k + c*k)).
+// When no k beats plain decoding (S <= 1), it stops drafting and probes again with a short draft after
+// 16, 32, 64 ... 256 plain rounds, so a draft that never agrees costs about one extra step per 256 tokens.
+#pragma once
+
+namespace tandem {
+
+class DraftLengthController {
+public:
+    DraftLengthController(int n_max, int n_min, bool adaptive, double draft_cost_prior);
+
+    // Number of tokens to draft this round (0: plain step). Sets probing() when the round is a probe.
+    int next();
+    bool probing() const { return probing_; }
+
+    // After a round: k drafted (0 for a plain step), a accepted, time spent drafting, time of the target pass
+    // over k+1 tokens.
+    void observe(int k, int accepted, double t_draft_ms, double t_target_ms);
+
+    double accept_estimate() const;
+    double draft_cost_estimate() const { return c_; }
+    double verify_slope_estimate() const { return b_; }
+
+private:
+    double speedup(int k) const;
+
+    int n_max_, n_min_;
+    bool adaptive_;
+    double acc_ = 0, tries_ = 0;  // decayed counts of accepted / attempted draft positions
+    double t1_ = 0;               // EMA of a single-token target step (ms); 0 = unknown
+    double c_, b_ = 0.1;
+    int plain_run_ = 0;           // consecutive plain rounds chosen by the model
+    int probe_interval_ = 16;
+    bool probing_ = false;
+};
+
+}  // namespace tandem

@@ -1,0 +1,236 @@
+// The generation loop with speculative decoding; the algorithm is described in include/tandem/speculative.h.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "spec/draft_control.h"
+#include "tandem/error.h"
+#include "tandem/session.h"
+#include "tandem/speculative.h"
+
+namespace tandem {
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Largest softmax probability of raw logits (temperature 1), used for --draft-p-min as llama.cpp does.
+float top_prob(const float* logits, int n) {
+    float mx = logits[0];
+    for (int i = 1; i < n; i++) mx = std::max(mx, logits[i]);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += std::exp(double(logits[i] - mx));
+    return float(1.0 / sum);
+}
+
+// Draws from normalize(max(0, p - q)). Falls back to p if the residual has no mass (only possible through
+// rounding, since a rejection implies p(x) < q(x) somewhere).
+int32_t sample_residual(const Distribution& p, const Distribution& q, Sampler& rng) {
+    Distribution r;
+    r.p.assign(p.p.size(), 0.0f);
+    double total = 0;
+    for (int32_t id : p.support) {
+        float qv = size_t(id) < q.p.size() ? q.p[size_t(id)] : 0.0f;  // draft vocab may be shorter
+        float v = p.p[size_t(id)] - qv;
+        if (v > 0) {
+            r.p[size_t(id)] = v;
+            r.support.push_back(id);
+            total += v;
+        }
+    }
+    if (total <= 0) return rng.draw(p);
+    for (int32_t id : r.support) r.p[size_t(id)] = float(r.p[size_t(id)] / total);
+    return rng.draw(r);
+}
+
+}  // namespace
+
+const char* spec_type_name(SpecType t) {
+    switch (t) {
+        case SpecType::NONE: return "none";
+        case SpecType::DRAFT: return "draft";
+        case SpecType::NGRAM: return "ngram";
+        case SpecType::SELF: return "self";
+    }
+    return "?";
+}
+
+SpecType spec_type_from_name(const std::string& s) {
+    if (s == "none") return SpecType::NONE;
+    if (s == "draft") return SpecType::DRAFT;
+    if (s == "ngram" || s == "ngram-simple" || s == "lookup") return SpecType::NGRAM;
+    if (s == "self") return SpecType::SELF;
+    throw Error("unknown speculative type '" + s + "' (none, draft, ngram, self)");
+}
+
+Generator::Generator(Session& target, Session* draft, const SamplerParams& sampling, const SpecParams& spec)
+    : target_(target), draft_(draft), spec_(spec), target_sampler_(sampling, target.n_vocab()),
+      draft_sampler_(sampling, draft ? draft->n_vocab() : target.n_vocab()) {
+    draft_sampler_.reseed(sampling.seed + 1);
+    const bool needs_draft = spec.type == SpecType::DRAFT || spec.type == SpecType::SELF;
+    if (needs_draft && !draft) throw Error(std::string("speculative type '") + spec_type_name(spec.type) + "' needs a draft session");
+    if (!needs_draft) draft_ = nullptr;
+    if (spec_.n_max < 0) throw Error("--draft-max must be >= 0");
+    if (spec_.n_min < 0) throw Error("--draft-min must be >= 0");
+    if (spec_.type == SpecType::NGRAM && spec_.ngram_n < 1) throw Error("--spec-ngram-n must be >= 1");
+    // A draft can never be longer than what fits in the context; cap absurd values once here.
+    spec_.n_max = std::min(spec_.n_max, std::max(0, target.n_ctx() - 1));
+    if (spec_.type == SpecType::NONE) spec_.n_max = 0;
+    if (spec_.type == SpecType::NGRAM) spec_.draft_cost_prior = 0.0;
+    control_ = std::make_unique<DraftLengthController>(spec_.n_max, spec_.n_min, spec_.adaptive, spec_.draft_cost_prior);
+    stats_.drafted_at.assign(size_t(spec_.n_max), 0);
+    stats_.accepted_at.assign(size_t(spec_.n_max), 0);
+}
+
+Generator::~Generator() = default;
+
+void Generator::start(const std::vector<int32_t>& prompt) {
+    if (prompt.empty()) throw Error("empty prompt");
+    if (int(prompt.size()) > target_.n_ctx())
+        throw Error(strprintf("prompt is %zu tokens, longer than the context (%d)", prompt.size(), target_.n_ctx()));
+    history_ = prompt;
+    const auto& cached = target_.tokens();
+    size_t keep = 0;
+    while (keep < cached.size() && keep + 1 < prompt.size() && cached[keep] == prompt[keep]) keep++;
+    target_.truncate(int(keep));
+    if (keep + 1 < prompt.size())
+        target_.decode(prompt.data() + keep, int(prompt.size() - 1 - keep), false);
+}
+
+int Generator::propose_ngram(int k, std::vector<int32_t>& drafts) const {
+    // Prompt lookup: find the most recent earlier occurrence of the last n tokens (n = ngram_n .. 1) and
+    // propose the tokens that followed it.
+    const auto& h = history_;
+    const int len = int(h.size());
+    for (int n = std::min(spec_.ngram_n, len - 1); n >= 1; n--) {
+        for (int start = len - n - 1; start >= 0; start--) {
+            if (!std::equal(h.begin() + start, h.begin() + start + n, h.end() - n)) continue;
+            int from = start + n;
+            int m = std::min({k, spec_.ngram_m, len - from});
+            for (int i = 0; i < m; i++) drafts.push_back(h[size_t(from + i)]);
+            if (m > 0) return m;
+        }
+    }
+    return 0;
+}
+
+int Generator::propose_model(int k, std::vector<int32_t>& drafts, std::vector<Distribution>& qs) {
+    Session& d = *draft_;
+    // Bring the draft's cache up to date: keep the common prefix with the history, feed the rest.
+    const auto& cached = d.tokens();
+    size_t keep = 0;
+    while (keep < cached.size() && keep < history_.size() && cached[keep] == history_[keep]) keep++;
+    if (keep == history_.size()) keep--;  // need logits for the last token: feed it again
+    d.truncate(int(keep));
+    int room = d.n_ctx() - int(history_.size());
+    if (room < 1) return 0;
+    k = std::min(k, room);
+    d.decode(history_.data() + keep, int(history_.size() - keep), false);
+    std::vector<int32_t> ctx = history_;
+    for (int i = 0; i < k; i++) {
+        const float* lg = d.last_logits();
+        if (top_prob(lg, d.n_vocab()) < spec_.p_min) break;
+        if (qs.size() <= size_t(i)) qs.emplace_back();
+        draft_sampler_.distribution(lg, ctx, qs[size_t(i)]);
+        int32_t x = draft_sampler_.draw(qs[size_t(i)]);
+        if (x >= target_.n_vocab()) break;  // padding id outside the target vocabulary
+        drafts.push_back(x);
+        ctx.push_back(x);
+        if (i + 1 < k) d.decode(&x, 1, false);
+    }
+    return int(drafts.size());
+}
+
+bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<float>* target_probs) {
+    TD_ASSERT(!history_.empty() && max_tokens >= 1);
+    const int n_past = target_.n_past();
+    TD_ASSERT(n_past == int(history_.size()) - 1);
+    const int room = target_.n_ctx() - n_past;  // tokens the target can still take, including `cur`
+    if (room < 1) return false;
+
+    int k = control_->next();
+    k = std::min({k, room - 1, max_tokens - 1});
+    std::vector<int32_t> drafts;
+    auto t0 = std::chrono::steady_clock::now();
+    if (k > 0) {
+        if (spec_.type == SpecType::NGRAM) propose_ngram(k, drafts);
+        else propose_model(k, drafts, q_);
+        if (int(drafts.size()) < spec_.n_min) drafts.clear();
+    }
+    const double t_draft = ms_since(t0);
+    const int nd = int(drafts.size());
+
+    // Target pass over [cur, d1..dk].
+    auto t1 = std::chrono::steady_clock::now();
+    std::vector<int32_t> batch;
+    batch.reserve(size_t(nd) + 1);
+    batch.push_back(history_.back());
+    batch.insert(batch.end(), drafts.begin(), drafts.end());
+    target_.decode(batch, true);
+
+    std::vector<int32_t> ctx = history_;
+    int accepted = 0;
+    int32_t final_token = -1;
+    if (p_.size() < size_t(nd) + 1) p_.resize(size_t(nd) + 1);
+    std::vector<float> probs;
+    for (int i = 0; i <= nd; i++) {
+        Distribution& p = p_[size_t(i)];
+        target_sampler_.distribution(target_.logits(i), ctx, p);
+        if (i == nd) {  // all drafts accepted (or none drafted): bonus / plain token from p
+            final_token = target_sampler_.draw(p);
+            probs.push_back(p.prob(final_token));
+            break;
+        }
+        const int32_t x = drafts[size_t(i)];
+        const float px = p.prob(x);
+        const float qx = spec_.type == SpecType::NGRAM ? 1.0f : q_[size_t(i)].prob(x);
+        bool accept;
+        if (spec_.broken_accept_all_for_tests) accept = true;
+        else if (px >= qx) accept = true;             // min(1, p/q) = 1: no draw needed (greedy path stays exact)
+        else if (px <= 0) accept = false;
+        else accept = target_sampler_.uniform() < double(px) / double(qx);
+        if (accept) {
+            accepted++;
+            probs.push_back(px);
+            ctx.push_back(x);
+            continue;
+        }
+        if (spec_.type == SpecType::NGRAM) {
+            Distribution one_hot;
+            one_hot.p.assign(p.p.size(), 0.0f);
+            one_hot.p[size_t(x)] = 1.0f;
+            final_token = sample_residual(p, one_hot, target_sampler_);
+        } else {
+            final_token = sample_residual(p, q_[size_t(i)], target_sampler_);
+        }
+        probs.push_back(p.prob(final_token));
+        break;
+    }
+    target_.truncate(n_past + 1 + accepted);
+    const double t_target = ms_since(t1);
+
+    for (int i = 0; i < accepted; i++) out.push_back(drafts[size_t(i)]);
+    out.push_back(final_token);
+    history_.insert(history_.end(), drafts.begin(), drafts.begin() + accepted);
+    history_.push_back(final_token);
+    if (target_probs) target_probs->insert(target_probs->end(), probs.begin(), probs.end());
+
+    stats_.n_rounds++;
+    stats_.n_generated += accepted + 1;
+    stats_.t_draft_ms += t_draft;
+    stats_.t_target_ms += t_target;
+    if (nd > 0) {
+        stats_.n_rounds_drafted++;
+        stats_.n_drafted += nd;
+        stats_.n_accept += accepted;
+        for (int i = 0; i < nd; i++) stats_.drafted_at[size_t(i)]++;
+        for (int i = 0; i < accepted; i++) stats_.accepted_at[size_t(i)]++;
+        if (control_->probing()) stats_.n_probe_rounds++;
+    }
+    control_->observe(nd, accepted, t_draft, t_target);
+    return true;
+}
+
+}  // namespace tandem

@@ -1,0 +1,265 @@
+// Speculative decoding: greedy token identity, distribution identity at temperature > 0 (with a negative
+// control), acceptance on real weights, incompatible pairs, edge cases of the draft length and the context.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "tandem/error.h"
+#include "tandem/gguf.h"
+#include "tandem/model.h"
+#include "tandem/quantize.h"
+#include "tandem/session.h"
+#include "tandem/speculative.h"
+#include "tandem/thread_pool.h"
+#include "tandem/tokenizer.h"
+#include "test_util.h"
+
+using namespace tandem;
+
+namespace {
+
+struct Fixture {
+    std::shared_ptr<const Model> target, q8, q4, l3, l4;
+    std::unique_ptr<Tokenizer> tok;
+    Fixture() {
+        const std::string src = test::shared_file("models/stories260K.gguf");
+        const std::string dir = test::temp_dir();
+        auto make = [&](const std::string& type, int keep) {
+            std::string out = dir + "/draft-" + type + "-" + std::to_string(keep) + ".gguf";
+            quantize_model(src, out, QuantizeParams{type, keep, nullptr});
+            return Model::load(out);
+        };
+        target = Model::load(src);
+        tok = Tokenizer::from_gguf(target->gguf());
+        q8 = make("Q8_0", 0);
+        q4 = make("Q4_0", 0);
+        l3 = make("F32", 3);
+        l4 = make("F32", 4);
+    }
+};
+
+Fixture& fx() {
+    static Fixture f;
+    return f;
+}
+
+SamplerParams greedy() {
+    SamplerParams sp;
+    sp.temp = 0;
+    return sp;
+}
+
+// Generates n tokens (EOS not special) with the given draft configuration.
+std::vector<int32_t> run(ThreadPool& pool, const std::vector<int32_t>& prompt, int n, const SamplerParams& sp,
+                         SpecParams spec, std::shared_ptr<const Model> draft_model, int self_layers = 0,
+                         SpecStats* stats = nullptr, int n_ctx = 0) {
+    Session target(fx().target, SessionParams{n_ctx, 0, 256}, pool);
+    std::unique_ptr<Session> draft;
+    if (spec.type == SpecType::DRAFT) draft = std::make_unique<Session>(draft_model, SessionParams{n_ctx, 0, 256}, pool);
+    if (spec.type == SpecType::SELF) draft = std::make_unique<Session>(fx().target, SessionParams{n_ctx, self_layers, 256}, pool);
+    Generator g(target, draft.get(), sp, spec);
+    g.start(prompt);
+    std::vector<int32_t> out;
+    while (int(out.size()) < n)
+        if (!g.step(out, n - int(out.size()))) break;
+    if (stats) *stats = g.stats();
+    return out;
+}
+
+const char* kPrompts[] = {"Once upon a time", "Tom and Lily went to the park", "The little dog was sad because"};
+
+}  // namespace
+
+TEST(Speculative, GreedyOutputIsTokenIdenticalToPlainDecoding) {
+    ThreadPool pool(1);
+    struct Draft { const char* name; SpecType type; std::shared_ptr<const Model> model; int layers; };
+    std::vector<Draft> drafts = {
+        {"Q8_0", SpecType::DRAFT, fx().q8, 0}, {"Q4_0", SpecType::DRAFT, fx().q4, 0},
+        {"first-3-layers", SpecType::DRAFT, fx().l3, 0}, {"first-4-layers", SpecType::DRAFT, fx().l4, 0},
+        {"ngram", SpecType::NGRAM, nullptr, 0}, {"self-2", SpecType::SELF, nullptr, 2},
+    };
+    const std::pair<int, int> limits[] = {{0, 1}, {1, 4}, {4, 8}, {4, 16}, {8, 16}};
+    for (const char* prompt : kPrompts) {
+        auto ids = fx().tok->encode(prompt, true, false);
+        auto plain = run(pool, ids, 256, greedy(), SpecParams{}, nullptr);
+        ASSERT_EQ(plain.size(), 256u);
+        for (const auto& d : drafts) {
+            for (auto [n_min, n_max] : limits) {
+                for (bool adaptive : {false, true}) {
+                    if (adaptive && !(n_min == 4 && n_max == 16)) continue;  // the fixed length is the strict case
+                    SpecParams sp;
+                    sp.type = d.type;
+                    sp.n_min = n_min;
+                    sp.n_max = n_max;
+                    sp.p_min = adaptive ? 0.75f : 0.0f;
+                    sp.adaptive = adaptive;
+                    SpecStats st;
+                    auto out = run(pool, ids, 256, greedy(), sp, d.model, d.layers, &st);
+                    ASSERT_EQ(out, plain) << d.name << " draft-min " << n_min << " draft-max " << n_max
+                                          << (adaptive ? " adaptive" : " fixed") << " prompt '" << prompt << "'";
+                    if (!adaptive && d.type != SpecType::NGRAM) {
+                        EXPECT_GT(st.n_drafted, 0) << d.name;
+                    }
+                }
+            }
+        }
+    }
+}
+
+namespace {
+
+// Chi-square test of homogeneity between two count tables; categories with a pooled expected count below 5 are
+// merged into one. Returns the p-value (survival function of chi-square via the Wilson-Hilferty approximation).
+double chi_square_p(const std::map<int, int>& a, const std::map<int, int>& b, int* df_out) {
+    std::map<int, std::pair<double, double>> cells;
+    for (auto [k, v] : a) cells[k].first += v;
+    for (auto [k, v] : b) cells[k].second += v;
+    double na = 0, nb = 0;
+    for (auto& [k, c] : cells) { na += c.first; nb += c.second; }
+    std::vector<std::pair<double, double>> merged;
+    std::pair<double, double> rare{0, 0};
+    for (auto& [k, c] : cells) {
+        double expected_small = std::min(na, nb) * (c.first + c.second) / (na + nb);
+        if (expected_small < 5) { rare.first += c.first; rare.second += c.second; }
+        else merged.push_back(c);
+    }
+    if (rare.first + rare.second > 0) merged.push_back(rare);
+    double chi = 0;
+    for (auto [x, y] : merged) {
+        double tot = x + y;
+        double ea = tot * na / (na + nb), eb = tot * nb / (na + nb);
+        if (ea > 0) chi += (x - ea) * (x - ea) / ea;
+        if (eb > 0) chi += (y - eb) * (y - eb) / eb;
+    }
+    int df = std::max(1, int(merged.size()) - 1);
+    *df_out = df;
+    double z = (std::cbrt(chi / df) - (1 - 2.0 / (9 * df))) / std::sqrt(2.0 / (9 * df));
+    return 0.5 * std::erfc(z / std::sqrt(2.0));
+}
+
+// Samples `runs` continuations of 2 tokens and counts, per position, the tokens seen. Key -1.. unused.
+std::vector<std::map<int, int>> sample_counts(const std::vector<int32_t>& prompt, SamplerParams sp, SpecParams spec,
+                                              std::shared_ptr<const Model> draft, int runs, uint64_t seed0) {
+    ThreadPool pool(1);
+    std::vector<std::map<int, int>> counts(3);
+    Session target(fx().target, SessionParams{64, 0, 256}, pool);
+    std::unique_ptr<Session> ds;
+    if (spec.type == SpecType::DRAFT) ds = std::make_unique<Session>(draft, SessionParams{64, 0, 256}, pool);
+    for (int r = 0; r < runs; r++) {
+        sp.seed = seed0 + uint64_t(r) * 7919;
+        Generator g(target, ds.get(), sp, spec);
+        g.start(prompt);
+        std::vector<int32_t> out;
+        while (out.size() < 2) g.step(out, 2 - int(out.size()));
+        counts[0][out[0]]++;
+        counts[1][out[1]]++;
+        counts[2][out[0] * 1000 + out[1]]++;  // joint of the first two tokens
+    }
+    return counts;
+}
+
+}  // namespace
+
+TEST(Speculative, SampledDistributionIsIndistinguishableFromPlainSampling) {
+    // 2 temperatures x 3 statistics (token 1, token 2, joint) = 6 tests; each at alpha = 1e-3 keeps the
+    // family-wise false-alarm rate below 0.6%. The negative control (a rule that accepts every draft token)
+    // must be rejected by at least one statistic.
+    auto ids = fx().tok->encode("Once upon a time", true, false);
+    const int runs = 3000;
+    const double alpha = 1e-3;
+    struct Cfg { float temp; int top_k; float top_p; };
+    for (Cfg c : {Cfg{0.8f, 0, 1.0f}, Cfg{1.0f, 40, 0.95f}}) {
+        SamplerParams sp;
+        sp.temp = c.temp;
+        sp.top_k = c.top_k;
+        sp.top_p = c.top_p;
+        sp.min_p = 0.0f;
+        SpecParams spec;
+        spec.type = SpecType::DRAFT;
+        spec.n_max = 4;
+        spec.p_min = 0.0f;
+        spec.adaptive = false;
+        auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, runs, 1);
+        auto specd = sample_counts(ids, sp, spec, fx().l3, runs, 500000);
+        SpecParams broken = spec;
+        broken.broken_accept_all_for_tests = true;
+        auto bad = sample_counts(ids, sp, broken, fx().l3, runs, 900000);
+        double min_bad_p = 1.0;
+        for (int s = 0; s < 3; s++) {
+            int df = 0, df_bad = 0;
+            double p = chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
+            double pb = chi_square_p(plain[size_t(s)], bad[size_t(s)], &df_bad);
+            std::printf("[ temp %.1f top_k %d top_p %.2f stat %d ] speculative vs plain: p = %.4f (df %d); broken rule: p = %.2e\n",
+                        c.temp, c.top_k, c.top_p, s, p, df, pb);
+            EXPECT_GT(p, alpha) << "speculative sampling changed the distribution (temp " << c.temp << ", stat " << s << ")";
+            min_bad_p = std::min(min_bad_p, pb);
+        }
+        EXPECT_LT(min_bad_p, alpha) << "the test cannot tell a broken acceptance rule apart (temp " << c.temp << ")";
+    }
+}
+
+TEST(Speculative, AcceptanceOnRealWeights) {
+    ThreadPool pool(1);
+    auto ids = fx().tok->encode("Once upon a time", true, false);
+    SpecParams sp;
+    sp.type = SpecType::DRAFT;
+    sp.n_max = 8;
+    sp.p_min = 0.0f;
+    sp.adaptive = false;
+    SpecStats st;
+    run(pool, ids, 256, greedy(), sp, fx().q4, 0, &st);
+    std::printf("[ stories260K + Q4_0 draft, greedy, draft-max 8 ] acceptance %.1f%%, mean accepted length %.2f\n",
+                100 * st.accept_rate(), st.mean_accepted_length());
+    EXPECT_GT(st.accept_rate(), 0.5);
+    run(pool, ids, 256, greedy(), sp, fx().target, 0, &st);
+    std::printf("[ stories260K as its own draft ] acceptance %.1f%%\n", 100 * st.accept_rate());
+    EXPECT_EQ(st.n_accept, st.n_drafted);
+    EXPECT_GT(st.n_drafted, 100);
+    SamplerParams hot;
+    hot.temp = 1.0f;
+    hot.seed = 5;
+    run(pool, ids, 256, hot, sp, fx().target, 0, &st);
+    std::printf("[ stories260K as its own draft, temp 1.0 ] acceptance %.1f%%\n", 100 * st.accept_rate());
+    EXPECT_EQ(st.n_accept, st.n_drafted);  // p == q: min(1, p/q) = 1 always
+}
+
+TEST(Speculative, IncompatiblePairsAreRefused) {
+    auto other = GgufFile::open(test::shared_file("models/synth-llama-spm-q8_0.gguf"));
+    auto other_tok = Tokenizer::from_gguf(*other);
+    try {
+        check_draft_compatible(*fx().tok, *other_tok);
+        FAIL() << "accepted an incompatible draft";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("vocab sizes differ"), std::string::npos) << e.what();
+    }
+    EXPECT_NO_THROW(check_draft_compatible(*fx().tok, *Tokenizer::from_gguf(fx().q4->gguf())));
+    std::string out;
+    int rc = test::run_command(test::tandem_bin() + " generate -m " + test::shared_file("models/stories260K.gguf") +
+                               " -md " + test::shared_file("models/synth-llama-spm-q8_0.gguf") + " -p hi -n 4", &out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("incompatible"), std::string::npos) << out;
+}
+
+TEST(Speculative, DraftLengthAndContextEdgeCases) {
+    ThreadPool pool(1);
+    auto ids = fx().tok->encode("Once upon a time", true, false);
+    auto plain = run(pool, ids, 100, greedy(), SpecParams{}, nullptr);
+    SpecParams sp;
+    sp.type = SpecType::DRAFT;
+    sp.adaptive = false;
+    sp.p_min = 0.0f;
+    sp.n_max = 0;  // --draft-max 0: plain decoding through the speculative path
+    SpecStats st;
+    EXPECT_EQ(run(pool, ids, 100, greedy(), sp, fx().q8, 0, &st), plain);
+    EXPECT_EQ(st.n_drafted, 0);
+    sp.n_max = 1000000;  // huge: capped by the context
+    EXPECT_EQ(run(pool, ids, 100, greedy(), sp, fx().q8), plain);
+    // A context of 40 fills up mid-draft: generation stops cleanly at the context size, same tokens as plain.
+    sp.n_max = 16;
+    auto small = run(pool, ids, 1000, greedy(), sp, fx().q8, 0, nullptr, 40);
+    // The cache holds 40 tokens; the last emitted token was sampled from the final position and never fed.
+    EXPECT_EQ(int(small.size() + ids.size()), 40 + 1);
+    EXPECT_TRUE(std::equal(small.begin(), small.end(), plain.begin()));
+    EXPECT_THROW(SpecParams{}.type == SpecType::NONE ? spec_type_from_name("bogus") : SpecType::NONE, Error);
+}
