@@ -148,5 +148,5 @@ TEST(Quant, SimdFloatKernelsMatchScalarReference) {
         axpy_f16_ref(0.37f, h.data(), y2.data(), n);
         for (int64_t i = 0; i < n; i++) EXPECT_NEAR(y1[size_t(i)], y2[size_t(i)], 1e-6);
     }
-    std::printf("[ cpu ] avx2 %d avx512 %d vnni %d\n", cpu_features().avx2, cpu_features().avx512, cpu_features().avx512vnni);
+    std::printf("[ cpu ] avx2 %d avx512 %d\n", cpu_features().avx2, cpu_features().avx512);
 }

@@ -1,6 +1,9 @@
 #include "quant/kernels.h"
 
 #include <algorithm>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <vector>
 
 #include "tandem/thread_pool.h"
@@ -21,10 +24,18 @@ const CpuFeatures& cpu_features() {
     static const CpuFeatures f = [] {
         CpuFeatures c;
 #if defined(__x86_64__)
-        __builtin_cpu_init();
-        c.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-        c.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-        c.avx512vnni = c.avx512 && __builtin_cpu_supports("avx512vnni");
+        // CPUID leaf 1: ECX.FMA[12], ECX.OSXSAVE[27], ECX.F16C[29]; leaf 7: EBX.AVX2[5], AVX512F[16], AVX512BW[30].
+        // XGETBV(0) tells whether the OS saves the YMM (bits 1,2) and ZMM (bits 5,6,7) state.
+        unsigned a, b, cx, d;
+        if (!__get_cpuid(1, &a, &b, &cx, &d)) return c;
+        const bool fma = cx & (1u << 12), osxsave = cx & (1u << 27), f16c = cx & (1u << 29);
+        if (!osxsave) return c;
+        unsigned xlo, xhi;
+        __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+        const bool ymm = (xlo & 0x6) == 0x6, zmm = (xlo & 0xE6) == 0xE6;
+        if (!__get_cpuid_count(7, 0, &a, &b, &cx, &d)) return c;
+        c.avx2 = ymm && fma && f16c && (b & (1u << 5));
+        c.avx512 = c.avx2 && zmm && (b & (1u << 16)) && (b & (1u << 30));
 #endif
         return c;
     }();

@@ -24,7 +24,6 @@ struct WeightView {
 struct CpuFeatures {
     bool avx2 = false;  // with FMA and F16C
     bool avx512 = false;
-    bool avx512vnni = false;
 };
 const CpuFeatures& cpu_features();
 

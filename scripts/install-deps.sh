@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs what tandem needs to build and test on Debian 12 (bookworm). Uses sudo when not root.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+  g++ cmake ninja-build pkg-config git ca-certificates \
+  libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev \
+  clang libclang-rt-14-dev >/dev/null
+echo "dependencies installed"
