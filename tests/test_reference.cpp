@@ -71,7 +71,10 @@ TEST_P(SynthReference, TeacherForcedLogitsMatch) {
     ASSERT_FALSE(ref.empty());
     double max_dev = 0;
     int n_checked = 0;
+    auto tok = Tokenizer::from_gguf(model->gguf());
     for (const auto& r : ref) {
+        EXPECT_EQ(tok->encode(r["prompt"].get<std::string>(), true, false), r["prompt_ids"].get<std::vector<int32_t>>())
+            << name << ": tokenizing '" << r["prompt"] << "'";
         // Feed the prompt and every reference token in one batch; logits at prompt_len-1+i predict step i.
         std::vector<int32_t> seq = r["prompt_ids"].get<std::vector<int32_t>>();
         const size_t n_prompt = seq.size();

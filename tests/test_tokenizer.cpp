@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <sstream>
 
 #include "tandem/gguf.h"
@@ -79,7 +81,10 @@ TEST_P(TokenizerVectors, IdsAndRoundTripMatchReference) {
     std::printf("[ %s ] %d/%zu vectors exact\n", vocab.c_str(), n_ok, vectors.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Spm, TokenizerVectors, ::testing::Values("ggml-vocab-llama-spm.gguf"),
+INSTANTIATE_TEST_SUITE_P(AllVocabs, TokenizerVectors,
+                         ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf", "ggml-vocab-starcoder.gguf",
+                                           "ggml-vocab-falcon.gguf", "ggml-vocab-gpt-neox.gguf", "ggml-vocab-mpt.gguf",
+                                           "ggml-vocab-deepseek-llm.gguf"),
                          [](const auto& info) {
                              std::string s = info.param;
                              for (char& c : s)
@@ -126,4 +131,41 @@ TEST(Tokenizer, Utf8Helpers) {
     EXPECT_FALSE(utf8_is_valid("\xC0\xAF"));      // overlong
     EXPECT_EQ(utf8_complete_prefix("ab\xE4\xB8"), 2u);
     EXPECT_EQ(utf8_complete_prefix("ab\xE4\xB8\x96"), 5u);
+}
+
+TEST(Tokenizer, RandomBytesNeverCrashAndValidUtf8RoundTrips) {
+    std::mt19937 rng(2024);
+    for (const char* vocab : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf", "ggml-vocab-deepseek-llm.gguf"}) {
+        auto f = GgufFile::open(test::shared_file(std::string("tokenizer-tests/") + vocab));
+        auto tok = Tokenizer::from_gguf(*f);
+        int n_valid = 0;
+        for (int i = 0; i < 400; i++) {
+            std::string s(std::uniform_int_distribution<size_t>(0, 40)(rng), '\0');
+            // Mix of ASCII, arbitrary bytes and well-formed multi-byte characters.
+            for (auto& c : s) c = char(rng() % 3 == 0 ? rng() : 32 + rng() % 95);
+            if (i % 2) s += "\xE4\xB8\x96\xF0\x9F\x99\x82 <s> ";
+            auto ids = tok->encode(s, true, i % 4 == 0);
+            for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok->n_vocab());
+            std::string back = tok->decode(tok->encode(s, false, false));
+            if (utf8_is_valid(s)) {
+                n_valid++;
+                EXPECT_EQ(back, s) << vocab;
+            }
+        }
+        EXPECT_GT(n_valid, 20);
+    }
+}
+
+TEST(Tokenizer, BpeControlTokensOnlyWhenAsked) {
+    auto f = GgufFile::open(test::shared_file("tokenizer-tests/ggml-vocab-gpt-2.gguf"));
+    auto tok = Tokenizer::from_gguf(*f);
+    const int32_t eot = tok->find_token("<|endoftext|>");
+    ASSERT_GE(eot, 0);
+    auto plain = tok->encode("a<|endoftext|>b", false, false);
+    auto special = tok->encode("a<|endoftext|>b", false, true);
+    EXPECT_EQ(std::count(plain.begin(), plain.end(), eot), 0);
+    EXPECT_EQ(std::count(special.begin(), special.end(), eot), 1);
+    EXPECT_EQ(tok->decode(plain), "a<|endoftext|>b");
+    EXPECT_TRUE(tok->is_eog(eot));
+    EXPECT_FALSE(tok->add_bos());
 }
