@@ -40,8 +40,8 @@ std::string temp_dir() {
 
 std::string tandem_bin() { return TANDEM_BIN; }
 
-int run_command(const std::string& cmd, std::string* output) {
-    std::string full = cmd + " 2>&1";
+int run_command(const std::string& cmd, std::string* output, bool merge_stderr) {
+    std::string full = cmd + (merge_stderr ? " 2>&1" : " 2>/dev/null");
     FILE* p = ::popen(full.c_str(), "r");
     if (!p) return -1;
     std::string out;

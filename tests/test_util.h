@@ -13,8 +13,8 @@ std::string shared_file(const std::string& rel);
 std::string temp_dir();
 // Path of the built `tandem` program.
 std::string tandem_bin();
-// Runs a shell command, returns its exit status and captures stdout+stderr.
-int run_command(const std::string& cmd, std::string* output);
+// Runs a shell command, returns its exit status and captures stdout (+ stderr when merge_stderr).
+int run_command(const std::string& cmd, std::string* output, bool merge_stderr = true);
 
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& bytes);

@@ -1,0 +1,111 @@
+// The `tandem` program: llama.cpp-compatible flags, JSON output, errors with exit codes.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using nlohmann::json;
+
+namespace {
+
+std::string stories() { return tandem::test::shared_file("models/stories260K.gguf"); }
+
+json run_json(const std::string& args) {
+    std::string out;
+    int rc = tandem::test::run_command(tandem::test::tandem_bin() + " generate " + args + " --json", &out, false);
+    EXPECT_EQ(rc, 0) << out;
+    return json::parse(out.substr(0, out.find('\n')));
+}
+
+}  // namespace
+
+TEST(Cli, GenerateJsonMatchesReferenceGreedy) {
+    json ref = json::parse(tandem::test::read_file(tandem::test::shared_file("reference/stories260K.greedy.json")));
+    json j = run_json("-m " + stories() + " -p 'Once upon a time' -n 40 --temp 0");
+    EXPECT_EQ(j["prompt_ids"], ref[0]["prompt_ids"]);
+    ASSERT_EQ(j["tokens"].size(), 40u);
+    for (size_t i = 0; i < 40; i++) EXPECT_EQ(j["tokens"][i], ref[0]["steps"][i]["id"]) << i;
+    EXPECT_EQ(j["text"].get<std::string>().rfind(", there was a little girl named Lily.", 0), 0u) << j["text"];
+    EXPECT_EQ(j["timings"]["predicted_n"], 40);
+    EXPECT_FALSE(j.contains("spec"));
+}
+
+TEST(Cli, SpeculativeJsonCarriesStatisticsAndSameText) {
+    json plain = run_json("-m " + stories() + " -p 'Tom and Lily went to the park' -n 64 --temp 0");
+    json spec = run_json("-m " + stories() + " -md " + stories() +
+                         " -p 'Tom and Lily went to the park' -n 64 --temp 0 --draft-max 8 --draft-min 2 --draft-p-min 0 --draft-adaptive off");
+    EXPECT_EQ(spec["tokens"], plain["tokens"]);
+    const json& s = spec["spec"];
+    for (const char* k : {"type", "n_draft", "n_predict", "n_drafted", "n_accept", "accept", "mean_accepted_length",
+                          "accept_by_position", "t_draft_ms", "t_target_ms"})
+        EXPECT_TRUE(s.contains(k)) << k;
+    EXPECT_EQ(s["type"], "draft");
+    EXPECT_EQ(s["n_draft"], 8);
+    EXPECT_GT(s["n_drafted"].get<int>(), 0);
+    EXPECT_EQ(s["n_accept"], s["n_drafted"]);  // the model as its own draft
+    EXPECT_DOUBLE_EQ(s["accept"].get<double>(), 100.0);
+    json ngram = run_json("-m " + stories() + " --spec-type ngram --spec-ngram-n 2 -p 'Tom and Lily went to the park' -n 64 --temp 0");
+    EXPECT_EQ(ngram["tokens"], plain["tokens"]);
+    json self = run_json("-m " + stories() + " --spec-type self --draft-layers 3 -p 'Tom and Lily went to the park' -n 64 --temp 0");
+    EXPECT_EQ(self["tokens"], plain["tokens"]);
+}
+
+TEST(Cli, LlamaSpeculativeStatisticsLines) {
+    std::string out;
+    int rc = tandem::test::run_command(tandem::test::tandem_bin() + " generate -m " + stories() + " -md " + stories() +
+                                           " -p hello -n 16 --temp 0 -ngl 99 -ngld 99 -td 1 -cd 512", &out);
+    ASSERT_EQ(rc, 0) << out;
+    for (const char* line : {"encoded ", "decoded ", "n_draft   = 16", "n_predict = 16", "n_drafted = ", "n_accept  = ",
+                             "accept    = ", "ignored"})
+        EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
+}
+
+TEST(Cli, PromptFromFileAndSamplingFlags) {
+    const std::string path = tandem::test::temp_dir() + "/prompt.txt";
+    tandem::test::write_file(path, "Once upon a time");
+    json a = run_json("-m " + stories() + " -f " + path + " -n 8 --temp 0");
+    json b = run_json("-m " + stories() + " -p 'Once upon a time' -n 8 --temp 0");
+    EXPECT_EQ(a["tokens"], b["tokens"]);
+    const std::string flags = " -p 'Once upon a time' -n 16 --temp 0.9 --top-k 20 --top-p 0.9 --min-p 0.02 --repeat-penalty 1.1 "
+                              "--samplers 'top_k;top_p;min_p;temperature' -s 7";
+    json c = run_json("-m " + stories() + flags);
+    json d = run_json("-m " + stories() + flags);
+    EXPECT_EQ(c["tokens"], d["tokens"]);  // same seed, same output
+}
+
+TEST(Cli, ErrorsExitNonZeroWithAMessage) {
+    struct Case { std::string args; std::string needle; };
+    std::vector<Case> cases = {
+        {"generate -m " + stories() + " -p hi --bogus", "unknown argument '--bogus'"},
+        {"generate -m " + stories() + " -p hi -n abc", "not an integer"},
+        {"generate -p hi", "-m MODEL is required"},
+        {"generate -m /nonexistent.gguf -p hi", "/nonexistent.gguf"},
+        {"generate -m " + stories() + " -c 8 -p 'Once upon a time there was a little girl named Lily'", "does not fit the context"},
+        {"generate -m " + stories() + " -p hi --spec-type draft", "needs -md"},
+        {"generate -m " + stories() + " -p hi --samplers bogus", "unknown sampler"},
+        {"tokenize -m " + stories(), "exactly one of -p TEXT or -f FILE"},
+        {"quantize " + stories() + " /tmp/x.gguf Q9_9", "unknown quantization type"},
+        {"nosuchcommand", "unknown command"},
+    };
+    for (const auto& c : cases) {
+        std::string out;
+        int rc = tandem::test::run_command(tandem::test::tandem_bin() + " " + c.args, &out);
+        EXPECT_NE(rc, 0) << c.args;
+        EXPECT_LT(rc, 128) << "crashed: " << c.args << "\n" << out;
+        EXPECT_NE(out.find(c.needle), std::string::npos) << c.args << "\n" << out;
+    }
+}
+
+TEST(Cli, TokenizeIdsAndFileBytesExactly) {
+    const std::string path = tandem::test::temp_dir() + "/tok.txt";
+    tandem::test::write_file(path, "Hello world\n");
+    std::string a, b;
+    ASSERT_EQ(tandem::test::run_command(tandem::test::tandem_bin() + " tokenize -m " + stories() + " -f " + path + " --ids --no-special", &a), 0);
+    ASSERT_EQ(tandem::test::run_command(tandem::test::tandem_bin() + " tokenize -m " + stories() + " -p 'Hello world' --ids --no-special", &b), 0);
+    json ja = json::parse(a), jb = json::parse(b);
+    EXPECT_EQ(ja.size(), jb.size() + 1);  // the trailing newline is tokenized, not stripped
+    std::string info;
+    ASSERT_EQ(tandem::test::run_command(tandem::test::tandem_bin() + " info " + stories(), &info), 0);
+    EXPECT_NE(info.find("params:    292800"), std::string::npos) << info;
+}
