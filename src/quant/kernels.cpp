@@ -8,6 +8,7 @@
 
 #include "tandem/thread_pool.h"
 #include "core/fp16.h"
+#include "quant/matmul_q8.h"
 #include "quant/quant.h"
 
 namespace tandem {
@@ -36,6 +37,7 @@ const CpuFeatures& cpu_features() {
         if (!__get_cpuid_count(7, 0, &a, &b, &cx, &d)) return c;
         c.avx2 = ymm && fma && f16c && (b & (1u << 5));
         c.avx512 = c.avx2 && zmm && (b & (1u << 16)) && (b & (1u << 30));
+        c.avx512vnni = c.avx512 && (b & (1u << 31)) && (cx & (1u << 11));  // + AVX512VL, AVX512_VNNI
 #endif
         return c;
     }();
@@ -107,10 +109,26 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
     // Rows are split in chunks of 16 so each thread gets whole cache lines of output.
     const int64_t chunk = 16;
     const int64_t n_chunks = (w.rows + chunk - 1) / chunk;
+    auto rows_of = [&](size_t b, size_t e) {
+        return std::make_pair(int64_t(b) * chunk, std::min<int64_t>(w.rows, int64_t(e) * chunk));
+    };
+#if defined(__x86_64__)
+    if (cpu_features().avx2 && matmul_q8_supported(w.type)) {
+        thread_local ActQ8 tl_act;
+        ActQ8& act = tl_act;  // the caller's instance: a thread_local named inside the lambda would be the worker's
+        quantize_act_q8(x, n_tok, w.cols, act);
+        pool.parallel_for(size_t(n_chunks), [&](size_t b, size_t e, int) {
+            auto [r0, r1] = rows_of(b, e);
+            if (cpu_features().avx512vnni) matmul_q8_rows_vnni(w, act, y, w.rows, r0, r1);
+            else matmul_q8_rows_avx2(w, act, y, w.rows, r0, r1);
+        });
+        return;
+    }
+#endif
     pool.parallel_for(size_t(n_chunks), [&](size_t b, size_t e, int) {
         thread_local std::vector<float> tl_scratch;
         if (tl_scratch.size() < size_t(w.cols)) tl_scratch.resize(size_t(w.cols));
-        int64_t r0 = int64_t(b) * chunk, r1 = std::min<int64_t>(w.rows, int64_t(e) * chunk);
+        auto [r0, r1] = rows_of(b, e);
         matmul_rows_ref(w, x, n_tok, y, w.rows, r0, r1, tl_scratch.data());
     });
 }

@@ -23,7 +23,8 @@ struct WeightView {
 // CPU features detected at run time; the fast kernels are chosen from these (scalar reference otherwise).
 struct CpuFeatures {
     bool avx2 = false;  // with FMA and F16C
-    bool avx512 = false;
+    bool avx512 = false;      // F + BW
+    bool avx512vnni = false;  // + VL + VNNI
 };
 const CpuFeatures& cpu_features();
 

@@ -7,5 +7,7 @@ int cmd_generate(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
+int cmd_synth(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
 
 }  // namespace tandem::cli

@@ -16,6 +16,8 @@ const char* kUsage =
     "  generate   generate text (llama.cpp-style flags: -m, -p, -n, -md, --draft-max, ...)\n"
     "  info       print a GGUF model's metadata, tensors, parameter count and size\n"
     "  tokenize   print the token ids of a text\n"
+    "  bench      measure prompt, generation, verification-batch and speculative speed (llama-bench style)\n"
+    "  synth      write a random-weight model of a real shape (tinyllama-1.1b, llama-2-7b, ...)\n"
     "  quantize   convert a model to another tensor type (or keep only its first layers)\n"
     "\n"
     "`tandem COMMAND --help` lists a command's options.\n";
@@ -33,6 +35,8 @@ int main(int argc, char** argv) {
         if (cmd == "info") return tandem::cli::cmd_info(argc, argv);
         if (cmd == "tokenize") return tandem::cli::cmd_tokenize(argc, argv);
         if (cmd == "quantize") return tandem::cli::cmd_quantize(argc, argv);
+        if (cmd == "synth") return tandem::cli::cmd_synth(argc, argv);
+        if (cmd == "bench") return tandem::cli::cmd_bench(argc, argv);
         std::fprintf(stderr, "tandem: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
         return 2;
     } catch (const tandem::Error& e) {

@@ -1,0 +1,34 @@
+// Random-weight models of real shapes, for speed measurements (speed does not depend on the weights' values).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+struct SynthShape {
+    std::string name;
+    std::string arch;  // "llama" or "qwen2"
+    int n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
+    float rope_theta;
+    bool tied_output;
+    bool rope_freqs;  // Llama-3.1-style per-dimension RoPE factors
+};
+
+// Known shapes: tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, llama-2-7b, llama-3.1-8b, and tiny-test (for tests).
+const std::vector<SynthShape>& synth_shapes();
+const SynthShape& synth_shape(const std::string& name);  // throws tandem::Error listing the known names
+
+struct SynthParams {
+    std::string shape;
+    std::string type = "Q8_0";  // any type or mix `tandem quantize` accepts; 1-D tensors stay F32
+    uint64_t seed = 1;
+    std::string vocab_path;     // copy tokenizer.* from this GGUF (its vocab size wins); empty: generate one
+    std::function<void(const std::string&)> on_progress;
+};
+
+// Streams the model to `out_path` tensor by tensor (memory use is one row). Throws tandem::Error.
+void synth_model(const std::string& out_path, const SynthParams& params);
+
+}  // namespace tandem

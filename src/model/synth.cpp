@@ -1,0 +1,170 @@
+#include "tandem/synth.h"
+
+#include <cmath>
+
+#include "quant/quant.h"
+#include "tandem/error.h"
+#include "tandem/gguf.h"
+#include "tandem/quantize.h"
+
+namespace tandem {
+
+const std::vector<SynthShape>& synth_shapes() {
+    static const std::vector<SynthShape> shapes = {
+        {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, false, false},
+        {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, true, true},
+        {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, true, false},
+        {"llama-2-7b", "llama", 4096, 32, 32, 32, 11008, 32000, 4096, 10000.0f, false, false},
+        {"llama-3.1-8b", "llama", 4096, 32, 32, 8, 14336, 128256, 131072, 500000.0f, false, true},
+        {"tiny-test", "llama", 256, 2, 4, 2, 512, 1000, 512, 10000.0f, false, false},
+    };
+    return shapes;
+}
+
+const SynthShape& synth_shape(const std::string& name) {
+    std::string known;
+    for (const auto& s : synth_shapes()) {
+        if (s.name == name) return s;
+        known += (known.empty() ? "" : ", ") + s.name;
+    }
+    throw Error("unknown shape '" + name + "' (known: " + known + ")");
+}
+
+namespace {
+
+// xoshiro256** with Box-Muller: fast, reproducible Gaussian noise.
+struct Rng {
+    uint64_t s[4];
+    explicit Rng(uint64_t seed) {
+        uint64_t z = seed + 0x9E3779B97F4A7C15ull;
+        for (auto& v : s) {
+            z += 0x9E3779B97F4A7C15ull;
+            uint64_t x = z;
+            x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+            x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+            v = x ^ (x >> 31);
+        }
+    }
+    static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+    uint64_t next() {
+        uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+        s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3]; s[2] ^= t; s[3] = rotl(s[3], 45);
+        return r;
+    }
+    float uniform() { return float((next() >> 40) + 0.5) * (1.0f / 16777216.0f); }
+    void gaussian(float* out, int64_t n, float std) {
+        for (int64_t i = 0; i < n; i += 2) {
+            float u1 = uniform(), u2 = uniform();
+            float r = std::sqrt(-2.0f * std::log(u1)) * std;
+            out[i] = r * std::cos(6.2831853f * u2);
+            if (i + 1 < n) out[i + 1] = r * std::sin(6.2831853f * u2);
+        }
+    }
+};
+
+void generated_vocab(GgufWriter& w, int n_vocab) {
+    // A SentencePiece-style vocabulary: <unk>, <s>, </s>, 256 byte tokens, then placeholder pieces.
+    std::vector<GgufValue> toks, scores, types;
+    for (int i = 0; i < n_vocab; i++) {
+        std::string t;
+        int type = 1;
+        if (i == 0) { t = "<unk>"; type = 2; }
+        else if (i == 1) { t = "<s>"; type = 3; }
+        else if (i == 2) { t = "</s>"; type = 3; }
+        else if (i < 259) { t = strprintf("<0x%02X>", i - 3); type = 6; }
+        else t = strprintf("\xE2\x96\x81t%d", i);
+        toks.push_back(GgufValue::of_str(t));
+        scores.push_back(GgufValue::of_f32(-float(i)));
+        types.push_back(GgufValue::of_i32(type));
+    }
+    w.set("tokenizer.ggml.model", GgufValue::of_str("llama"));
+    w.set("tokenizer.ggml.tokens", GgufValue::of_array(GgufType::STRING, std::move(toks)));
+    w.set("tokenizer.ggml.scores", GgufValue::of_array(GgufType::FLOAT32, std::move(scores)));
+    w.set("tokenizer.ggml.token_type", GgufValue::of_array(GgufType::INT32, std::move(types)));
+    w.set("tokenizer.ggml.bos_token_id", GgufValue::of_u32(1));
+    w.set("tokenizer.ggml.eos_token_id", GgufValue::of_u32(2));
+}
+
+}  // namespace
+
+void synth_model(const std::string& out_path, const SynthParams& p) {
+    const SynthShape& s = synth_shape(p.shape);
+    (void)mix_type_for(p.type, "probe", s.n_layer);  // validates the type
+    GgufWriter w;
+    const std::string a = s.arch;
+    int n_vocab = s.n_vocab;
+    w.set("general.architecture", GgufValue::of_str(a));
+    w.set("general.name", GgufValue::of_str("tandem synth " + s.name + " " + p.type));
+    if (!p.vocab_path.empty()) {
+        auto v = GgufFile::open(p.vocab_path);
+        for (const auto& [k, val] : v->metadata())
+            if (k.rfind("tokenizer.", 0) == 0) w.set(k, val);
+        const GgufValue* toks = v->get_array("tokenizer.ggml.tokens", GgufType::STRING);
+        if (!toks) throw Error(p.vocab_path + ": no tokenizer.ggml.tokens");
+        n_vocab = int(toks->arr.size());
+    } else {
+        generated_vocab(w, n_vocab);
+    }
+    const int hd = s.n_embd / s.n_head;
+    w.set(a + ".context_length", GgufValue::of_u32(uint32_t(s.n_ctx)));
+    w.set(a + ".embedding_length", GgufValue::of_u32(uint32_t(s.n_embd)));
+    w.set(a + ".block_count", GgufValue::of_u32(uint32_t(s.n_layer)));
+    w.set(a + ".feed_forward_length", GgufValue::of_u32(uint32_t(s.n_ff)));
+    w.set(a + ".attention.head_count", GgufValue::of_u32(uint32_t(s.n_head)));
+    w.set(a + ".attention.head_count_kv", GgufValue::of_u32(uint32_t(s.n_head_kv)));
+    w.set(a + ".rope.dimension_count", GgufValue::of_u32(uint32_t(hd)));
+    w.set(a + ".rope.freq_base", GgufValue::of_f32(s.rope_theta));
+    w.set(a + ".attention.layer_norm_rms_epsilon", GgufValue::of_f32(1e-5f));
+
+    struct T { std::string name; std::vector<int64_t> ne; bool is_norm; };
+    std::vector<T> ts;
+    const int64_t q = int64_t(s.n_head) * hd, kv = int64_t(s.n_head_kv) * hd;
+    ts.push_back({"token_embd.weight", {s.n_embd, n_vocab}, false});
+    if (s.rope_freqs) ts.push_back({"rope_freqs.weight", {hd / 2}, true});
+    for (int l = 0; l < s.n_layer; l++) {
+        std::string b = "blk." + std::to_string(l) + ".";
+        ts.push_back({b + "attn_norm.weight", {s.n_embd}, true});
+        ts.push_back({b + "attn_q.weight", {s.n_embd, q}, false});
+        ts.push_back({b + "attn_k.weight", {s.n_embd, kv}, false});
+        ts.push_back({b + "attn_v.weight", {s.n_embd, kv}, false});
+        if (a == "qwen2") {
+            ts.push_back({b + "attn_q.bias", {q}, false});
+            ts.push_back({b + "attn_k.bias", {kv}, false});
+            ts.push_back({b + "attn_v.bias", {kv}, false});
+        }
+        ts.push_back({b + "attn_output.weight", {q, s.n_embd}, false});
+        ts.push_back({b + "ffn_norm.weight", {s.n_embd}, true});
+        ts.push_back({b + "ffn_gate.weight", {s.n_embd, s.n_ff}, false});
+        ts.push_back({b + "ffn_up.weight", {s.n_embd, s.n_ff}, false});
+        ts.push_back({b + "ffn_down.weight", {s.n_ff, s.n_embd}, false});
+    }
+    ts.push_back({"output_norm.weight", {s.n_embd}, true});
+    if (!s.tied_output) ts.push_back({"output.weight", {s.n_embd, n_vocab}, false});
+
+    std::vector<TensorType> types;
+    for (const auto& t : ts) {
+        TensorType ty = t.ne.size() == 1 ? TensorType::F32 : fallback_type(mix_type_for(p.type, t.name, s.n_layer), t.ne[0]);
+        types.push_back(ty);
+        w.add_tensor(t.name, ty, t.ne);
+    }
+    w.begin(out_path);
+    Rng rng(p.seed);
+    std::vector<float> row;
+    std::vector<uint8_t> qrow;
+    for (size_t i = 0; i < ts.size(); i++) {
+        const T& t = ts[i];
+        const int64_t n = t.ne[0], rows = t.ne.size() > 1 ? t.ne[1] : 1;
+        row.resize(size_t(n));
+        qrow.resize(row_bytes(types[i], n));
+        if (p.on_progress) p.on_progress(strprintf("%s %s", t.name.c_str(), type_name(types[i])));
+        for (int64_t r = 0; r < rows; r++) {
+            if (t.is_norm) std::fill(row.begin(), row.end(), 1.0f);
+            else rng.gaussian(row.data(), n, 0.02f);
+            quantize_row_ref(types[i], row.data(), qrow.data(), n);
+            w.write_tensor_data(qrow.data(), qrow.size());
+        }
+    }
+    w.finish();
+}
+
+}  // namespace tandem

@@ -1,0 +1,26 @@
+// Activations quantized to 8 bits in blocks of 32 (as llama.cpp's Q8_0/Q8_1 activation blocks), the input of the
+// integer dot-product kernels. For a row x of n values (n % 32 == 0), block b holds
+//   d[b] = max|x| / 127, q[32b + i] = round(x[32b + i] / d[b]), s[b] = d[b] * sum_i q[32b + i].
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace tandem {
+
+struct ActQ8 {
+    int n_rows = 0;
+    int64_t n = 0;             // values per row
+    int64_t nb = 0;            // blocks per row
+    std::vector<int8_t> q;     // (n_rows, n)
+    std::vector<float> d;      // (n_rows, nb)
+    std::vector<float> s;      // (n_rows, nb)
+
+    const int8_t* qrow(int r) const { return q.data() + size_t(r) * size_t(n); }
+    const float* drow(int r) const { return d.data() + size_t(r) * size_t(nb); }
+    const float* srow(int r) const { return s.data() + size_t(r) * size_t(nb); }
+};
+
+// Quantizes n_rows rows of n floats (x is (n_rows, n), row-major).
+void quantize_act_q8(const float* x, int n_rows, int64_t n, ActQ8& out);
+
+}  // namespace tandem

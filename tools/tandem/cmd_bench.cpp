@@ -1,0 +1,321 @@
+// `tandem bench`: llama-bench style measurements (pp, tg, verification curve vbK), the machine's memory read
+// bandwidth measured in the same run, and speculative generation with and without a draft.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sys/mman.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "args.h"
+#include "commands.h"
+#include "tandem/error.h"
+#include "tandem/gguf.h"
+#include "tandem/model.h"
+#include "tandem/session.h"
+#include "tandem/speculative.h"
+#include "tandem/thread_pool.h"
+#include "tandem/tokenizer.h"
+
+namespace tandem::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) uint64_t sum_avx2(const uint64_t* p, size_t n) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 16 <= n; i += 16) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + i) + 1024, _MM_HINT_T0);
+        a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+        a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
+        a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
+        a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
+    }
+    a0 = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+    uint64_t t[4];
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t), a0);
+    return t[0] + t[1] + t[2] + t[3];
+}
+#endif
+
+uint64_t sum_words(const uint64_t* p, size_t n) {
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) return sum_avx2(p, n);
+#endif
+    uint64_t s0 = 0, s1 = 0;
+    for (size_t i = 0; i + 1 < n; i += 2) { s0 += p[i]; s1 += p[i + 1]; }
+    return s0 + s1;
+}
+
+// Memory read bandwidth (GB/s): the pool's threads sum disjoint parts of a 1 GiB buffer; best of 5 passes.
+double measure_bandwidth(ThreadPool& pool) {
+    const size_t bytes = size_t(1) << 30, n = bytes / 8;
+    uint64_t* buf = static_cast<uint64_t*>(std::aligned_alloc(2 << 20, bytes));
+    if (!buf) throw Error("bandwidth test: cannot allocate 1 GiB");
+    ::madvise(buf, bytes, MADV_HUGEPAGE);  // fewer TLB misses, as a streaming kernel over a big mapping sees
+    pool.parallel_for(n / 4096, [&](size_t b, size_t e, int) { for (size_t i = b * 4096; i < e * 4096; i++) buf[i] = i; });
+    double best = 0;
+    volatile uint64_t sink = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        std::vector<uint64_t> part(size_t(pool.size()), 0);
+        auto t0 = Clock::now();
+        pool.parallel_for(n / 4096, [&](size_t b, size_t e, int ti) { part[size_t(ti)] += sum_words(buf + b * 4096, (e - b) * 4096); });
+        double s = secs(t0, Clock::now());
+        for (auto v : part) sink = sink + v;
+        best = std::max(best, double(bytes) / s / 1e9);
+    }
+    std::free(buf);
+    return best;
+}
+
+struct Result {
+    std::string test;
+    std::vector<double> ts;  // tokens/s of each repetition
+    double gbps = 0, bw_fraction = 0;
+    double mean() const { double s = 0; for (double v : ts) s += v; return ts.empty() ? 0 : s / double(ts.size()); }
+    double sd() const {
+        if (ts.size() < 2) return 0;
+        double m = mean(), s = 0;
+        for (double v : ts) s += (v - m) * (v - m);
+        return std::sqrt(s / double(ts.size() - 1));
+    }
+};
+
+std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto& x : t) x = int32_t(rng() % uint32_t(n_vocab));
+    return t;
+}
+
+std::vector<int> parse_list(const std::string& flag, const std::string& v) {
+    std::vector<int> out;
+    size_t i = 0;
+    while (i < v.size()) {
+        size_t j = v.find(',', i);
+        if (j == std::string::npos) j = v.size();
+        out.push_back(to_int(flag, v.substr(i, j - i)));
+        i = j + 1;
+    }
+    return out;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+    std::string model_path, draft_path, prompt = "Once upon a time";
+    std::vector<int> pp = {512}, tg = {128}, vb = {1, 2, 4, 8, 16};
+    int reps = 5, n_threads = 2, n_spec = 128, draft_layers = 0;
+    bool json_out = false, spec_type_given = false, skip_bw = false;
+    SpecParams spec;
+    ArgParser ap("usage: tandem bench -m MODEL [-p 512] [-n 128] [--vb 1,2,4,8,16] [-r 5] [-t 2] [--json]\n"
+                 "       [-md DRAFT | --spec-type ngram|self] [--spec-n 128] [--prompt TEXT]");
+    ap.add({"-m", "--model"}, "FNAME", "model", [&](const std::string& v) { model_path = v; });
+    ap.add({"-p", "--n-prompt"}, "N[,N]", "prompt-processing tests (0 = none)", [&](const std::string& v) { pp = parse_list("-p", v); });
+    ap.add({"-n", "--n-gen"}, "N[,N]", "generation tests (0 = none)", [&](const std::string& v) { tg = parse_list("-n", v); });
+    ap.add({"--vb"}, "K[,K]", "verification batch sizes after a 256-token context (empty: none)", [&](const std::string& v) { vb = v.empty() ? std::vector<int>{} : parse_list("--vb", v); });
+    ap.add({"-r", "--repetitions"}, "N", "repetitions (5)", [&](const std::string& v) { reps = std::max(1, to_int("-r", v)); });
+    ap.add({"-t", "--threads"}, "N", "threads (2)", [&](const std::string& v) { n_threads = to_int("-t", v); });
+    ap.flag({"--json"}, "print a JSON array instead of a table", [&] { json_out = true; });
+    ap.flag({"--no-bandwidth"}, "skip the memory bandwidth measurement", [&] { skip_bw = true; });
+    ap.add({"-md", "--model-draft"}, "FNAME", "draft model: also run speculative generation", [&](const std::string& v) { draft_path = v; });
+    ap.add({"--spec-type"}, "TYPE", "draft | ngram | self", [&](const std::string& v) { spec.type = spec_type_from_name(v); spec_type_given = true; });
+    ap.add({"--draft-max"}, "N", "draft length cap (16)", [&](const std::string& v) { spec.n_max = to_int("--draft-max", v); });
+    ap.add({"--draft-min"}, "N", "draft-min (0)", [&](const std::string& v) { spec.n_min = to_int("--draft-min", v); });
+    ap.add({"--draft-p-min"}, "P", "draft-p-min (0.75)", [&](const std::string& v) { spec.p_min = to_float("--draft-p-min", v); });
+    ap.add({"--draft-adaptive"}, "on|off", "adaptive draft length (on)", [&](const std::string& v) { spec.adaptive = to_bool("--draft-adaptive", v); });
+    ap.add({"--draft-layers"}, "K", "self-speculation layers", [&](const std::string& v) { draft_layers = to_int("--draft-layers", v); });
+    ap.add({"--spec-n"}, "N", "tokens generated in the speculative test (128)", [&](const std::string& v) { n_spec = to_int("--spec-n", v); });
+    ap.add({"--prompt"}, "TEXT", "prompt of the speculative test", [&](const std::string& v) { prompt = v; });
+    auto pos = ap.parse(argc, argv, 2);
+    if (!pos.empty()) throw Error("unexpected argument '" + pos[0] + "'");
+    if (model_path.empty()) throw Error("-m MODEL is required");
+    if (!spec_type_given && !draft_path.empty()) spec.type = SpecType::DRAFT;
+
+    ThreadPool pool(n_threads);
+    auto model = Model::load(model_path);
+    const HParams& hp = model->hparams();
+    const double wbytes = double(model->weights_bytes());
+    const double bw = skip_bw ? 0.0 : measure_bandwidth(pool);
+    std::string name = model_path.substr(model_path.find_last_of('/') + 1);
+    std::vector<Result> results;
+    auto add_bw = [&](Result& r, double passes_per_s) {
+        r.gbps = wbytes * passes_per_s / 1e9;
+        r.bw_fraction = bw > 0 ? r.gbps / bw : 0;
+    };
+
+    for (int n : pp) {
+        if (n <= 0) continue;
+        Result r{"pp" + std::to_string(n), {}};
+        auto toks = random_tokens(n, hp.n_vocab, 1);
+        for (int rep = 0; rep <= reps; rep++) {
+            Session s(model, SessionParams{std::max(n + 1, 256), 0, 512}, pool);
+            auto t0 = Clock::now();
+            s.decode(toks, false);
+            if (rep > 0) r.ts.push_back(n / secs(t0, Clock::now()));  // rep 0 warms up
+        }
+        results.push_back(r);
+    }
+    for (int n : tg) {
+        if (n <= 0) continue;
+        Result r{"tg" + std::to_string(n), {}};
+        auto toks = random_tokens(n, hp.n_vocab, 2);
+        for (int rep = 0; rep <= reps; rep++) {
+            Session s(model, SessionParams{n + 16, 0, 512}, pool);
+            auto t0 = Clock::now();
+            for (int i = 0; i < n; i++) s.decode(&toks[size_t(i)], 1, false);
+            if (rep > 0) r.ts.push_back(n / secs(t0, Clock::now()));
+        }
+        add_bw(r, r.mean() / 1.0);
+        results.push_back(r);
+    }
+    double vb1 = 0;
+    std::vector<std::pair<int, double>> vb_time;  // (K, seconds per pass)
+    if (!vb.empty()) {
+        Session s(model, SessionParams{256 + 64, 0, 512}, pool);
+        s.decode(random_tokens(256, hp.n_vocab, 3), false);
+        for (int k : vb) {
+            if (k <= 0 || k > 64) throw Error("--vb sizes must be 1..64");
+            Result r{"vb" + std::to_string(k), {}};
+            auto toks = random_tokens(k, hp.n_vocab, uint32_t(4 + k));
+            for (int rep = 0; rep <= reps; rep++) {
+                auto t0 = Clock::now();
+                s.decode(toks, true);
+                double dt = secs(t0, Clock::now());
+                s.truncate(256);
+                if (rep > 0) r.ts.push_back(k / dt);
+            }
+            double pass_s = k / r.mean();
+            vb_time.emplace_back(k, pass_s);
+            if (k == 1) vb1 = pass_s;
+            add_bw(r, 1.0 / pass_s);
+            results.push_back(r);
+        }
+    }
+
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : results)
+        out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", r.test}, {"n_threads", n_threads},
+                       {"avg_ts", r.mean()}, {"stddev_ts", r.sd()}, {"gbps", r.gbps}, {"bw_fraction", r.bw_fraction}});
+
+    // Speculative generation, with and without speculation, greedy.
+    nlohmann::json spec_json;
+    if (spec.type != SpecType::NONE) {
+        auto tok = Tokenizer::from_gguf(model->gguf());
+        auto ids = tok->encode(prompt, true, false);
+        std::shared_ptr<const Model> dmodel;
+        if (spec.type == SpecType::DRAFT) {
+            if (draft_path.empty()) throw Error("--spec-type draft needs -md");
+            dmodel = Model::load(draft_path);
+            check_draft_compatible(*tok, *Tokenizer::from_gguf(dmodel->gguf()));
+            spec.draft_cost_prior = double(dmodel->weights_bytes()) / wbytes;
+        }
+        const int ctx = int(ids.size()) + n_spec + 64;
+        SamplerParams sp;
+        sp.temp = 0;
+        auto run_gen = [&](SpecParams sparams, SpecStats* st) {
+            Session target(model, SessionParams{ctx, 0, 512}, pool);
+            std::unique_ptr<Session> draft;
+            if (sparams.type == SpecType::DRAFT) draft = std::make_unique<Session>(dmodel, SessionParams{ctx, 0, 512}, pool);
+            if (sparams.type == SpecType::SELF)
+                draft = std::make_unique<Session>(model, SessionParams{ctx, draft_layers > 0 ? draft_layers : std::max(1, hp.n_layer / 2), 512}, pool);
+            Generator g(target, draft.get(), sp, sparams);
+            g.start(ids);
+            std::vector<int32_t> outt;
+            auto t0 = Clock::now();
+            while (int(outt.size()) < n_spec && g.step(outt, n_spec - int(outt.size()))) {}
+            double dt = secs(t0, Clock::now());
+            if (st) *st = g.stats();
+            return std::make_pair(outt, double(outt.size()) / dt);
+        };
+        auto [plain_toks, plain_ts] = run_gen(SpecParams{}, nullptr);
+        SpecStats st;
+        auto [spec_toks, spec_ts] = run_gen(spec, &st);
+        if (spec_toks != plain_toks) throw Error("internal: speculative output differs from plain greedy output");
+        // Draft step cost relative to a target step, measured on this machine now.
+        double c = 0;
+        if (spec.type == SpecType::DRAFT || spec.type == SpecType::SELF) {
+            auto step_time = [&](std::shared_ptr<const Model> m, int layers) {
+                Session s(m, SessionParams{64, layers, 512}, pool);
+                auto toks = random_tokens(33, m->hparams().n_vocab, 9);
+                s.decode(&toks[0], 1, false);
+                auto t0 = Clock::now();
+                for (int i = 1; i < 33; i++) s.decode(&toks[size_t(i)], 1, false);
+                return secs(t0, Clock::now()) / 32;
+            };
+            double tt = step_time(model, 0);
+            double td = spec.type == SpecType::DRAFT ? step_time(dmodel, 0) : step_time(model, draft_layers > 0 ? draft_layers : std::max(1, hp.n_layer / 2));
+            c = td / tt;
+        }
+        // Leviathan et al.: speed-up(k) = (1 - a^(k+1)) / ((1 - a) (k c + v(k))), v(k) = verification cost of
+        // k+1 tokens relative to one step, from the vb curve (linear interpolation).
+        auto v_of = [&](int n) {
+            if (vb_time.empty() || vb1 <= 0) return 1.0;
+            std::pair<int, double> lo = vb_time.front(), hi = vb_time.back();
+            for (auto& p : vb_time) {
+                if (p.first <= n) lo = p;
+                if (p.first >= n) { hi = p; break; }
+            }
+            double t = hi.first == lo.first ? lo.second : lo.second + (hi.second - lo.second) * (n - lo.first) / double(hi.first - lo.first);
+            if (n > vb_time.back().first) t = vb_time.back().second * n / vb_time.back().first;
+            return t / vb1;
+        };
+        nlohmann::json proj = nlohmann::json::array();
+        for (double a : {0.5, 0.7, 0.9}) {
+            double best = 1.0;
+            int best_k = 0;
+            for (int k = 1; k <= std::max(1, spec.n_max); k++) {
+                double s = (1 - std::pow(a, k + 1)) / ((1 - a) * (k * c + v_of(k + 1)));
+                if (s > best) { best = s; best_k = k; }
+            }
+            proj.push_back({{"acceptance", a}, {"best_draft_len", best_k}, {"speedup", best}});
+        }
+        spec_json = {{"type", spec_type_name(spec.type)}, {"n_predict", n_spec}, {"plain_ts", plain_ts}, {"spec_ts", spec_ts},
+                     {"speedup", spec_ts / plain_ts}, {"accept", st.accept_rate()}, {"n_drafted", st.n_drafted},
+                     {"n_accept", st.n_accept}, {"mean_accepted_length", st.mean_accepted_length()},
+                     {"n_rounds_drafted", st.n_rounds_drafted}, {"n_rounds", st.n_rounds}, {"draft_cost_ratio", c},
+                     {"projected", proj}};
+        out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", "spec"}, {"n_threads", n_threads}, {"spec", spec_json}});
+    }
+
+    if (json_out) {
+        std::printf("%s\n", out.dump(2).c_str());
+        return 0;
+    }
+    std::printf("memory read bandwidth: %.1f GB/s (%d threads); model %s, %s, %.2f GB of weights\n\n", bw, n_threads,
+                name.c_str(), model->describe_type().c_str(), wbytes / 1e9);
+    std::printf("| model | type | threads | test | t/s | GB/s | BW %% | x vb1 |\n|---|---|---|---|---|---|---|---|\n");
+    for (const auto& r : results) {
+        std::string rel = "";
+        if (r.test.rfind("vb", 0) == 0 && vb1 > 0) {
+            int k = std::atoi(r.test.c_str() + 2);
+            rel = strprintf("%.2f", (k / r.mean()) / vb1);
+        }
+        std::printf("| %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %s |\n", name.c_str(), model->describe_type().c_str(),
+                    n_threads, r.test.c_str(), r.mean(), r.sd(), r.gbps > 0 ? strprintf("%.1f", r.gbps).c_str() : "",
+                    r.bw_fraction > 0 ? strprintf("%.0f%%", 100 * r.bw_fraction).c_str() : "", rel.c_str());
+    }
+    if (!spec_json.is_null()) {
+        std::printf("\nspeculative (%s, greedy, %d tokens): plain %.2f t/s, speculative %.2f t/s, speed-up %.2fx; "
+                    "acceptance %.1f%% (%d/%d), mean accepted length %.2f, %d of %d rounds drafted; draft/target step cost %.3f\n",
+                    spec_type_name(spec.type), n_spec, spec_json["plain_ts"].get<double>(), spec_json["spec_ts"].get<double>(),
+                    spec_json["speedup"].get<double>(), 100 * spec_json["accept"].get<double>(), spec_json["n_accept"].get<int>(),
+                    spec_json["n_drafted"].get<int>(), spec_json["mean_accepted_length"].get<double>(),
+                    spec_json["n_rounds_drafted"].get<int>(), spec_json["n_rounds"].get<int>(), spec_json["draft_cost_ratio"].get<double>());
+        for (const auto& p : spec_json["projected"])
+            std::printf("  projected at acceptance %.1f: best draft length %d, speed-up %.2fx\n", p["acceptance"].get<double>(),
+                        p["best_draft_len"].get<int>(), p["speedup"].get<double>());
+    }
+    return 0;
+}
+
+}  // namespace tandem::cli
