@@ -8,5 +8,11 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake ninja-build pkg-config git ca-certificates \
   libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev \
-  clang libclang-rt-14-dev >/dev/null
+  clang libclang-rt-14-dev chromium >/dev/null
+# Node.js for the server tests (the machine image usually has a recent one; Debian's otherwise).
+if ! command -v node >/dev/null 2>&1; then
+  $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+cd "$(dirname "$0")/.."
+npm ci --prefix tests/server --no-audit --no-fund >/dev/null
 echo "dependencies installed"

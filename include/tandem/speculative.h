@@ -65,6 +65,12 @@ struct SpecStats {
 
 class DraftLengthController;
 
+struct TokenLogprob {
+    int32_t id = -1;
+    float logprob = 0;
+    std::vector<std::pair<int32_t, float>> top;  // most probable first
+};
+
 class Generator {
 public:
     // draft may be null for NONE and NGRAM. The samplers are copied; the draft's uses its own generator seeded
@@ -78,9 +84,10 @@ public:
 
     // One round. Appends at least one token to `out` unless the context is full (then returns false and
     // appends nothing). max_tokens bounds how many tokens this round may emit (>= 1).
-    // If target_probs is given, appends for each emitted token the probability the target's final
-    // distribution gave it (the true probability, also for accepted draft tokens).
-    bool step(std::vector<int32_t>& out, int max_tokens, std::vector<float>* target_probs = nullptr);
+    // If logprobs is given, appends for each emitted token its log-probability under the target model
+    // (log-softmax of the target's logits at that position: the true value, also for accepted draft tokens)
+    // and the n_top most probable alternatives.
+    bool step(std::vector<int32_t>& out, int max_tokens, std::vector<TokenLogprob>* logprobs = nullptr, int n_top = 0);
 
     const std::vector<int32_t>& history() const { return history_; }  // prompt + emitted tokens
     const SpecStats& stats() const { return stats_; }

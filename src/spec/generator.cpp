@@ -143,7 +143,30 @@ int Generator::propose_model(int k, std::vector<int32_t>& drafts, std::vector<Di
     return int(drafts.size());
 }
 
-bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<float>* target_probs) {
+namespace {
+
+TokenLogprob logprob_of(const float* logits, int n_vocab, int32_t id, int n_top) {
+    float mx = logits[0];
+    for (int i = 1; i < n_vocab; i++) mx = std::max(mx, logits[i]);
+    double sum = 0;
+    for (int i = 0; i < n_vocab; i++) sum += std::exp(double(logits[i] - mx));
+    const float lse = mx + float(std::log(sum));
+    TokenLogprob r;
+    r.id = id;
+    r.logprob = logits[id] - lse;
+    if (n_top > 0) {
+        std::vector<int32_t> idx(static_cast<size_t>(n_vocab));
+        for (int i = 0; i < n_vocab; i++) idx[size_t(i)] = i;
+        const int k = std::min(n_top, n_vocab);
+        std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+        for (int i = 0; i < k; i++) r.top.emplace_back(idx[size_t(i)], logits[idx[size_t(i)]] - lse);
+    }
+    return r;
+}
+
+}  // namespace
+
+bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<TokenLogprob>* logprobs, int n_top) {
     TD_ASSERT(!history_.empty() && max_tokens >= 1);
     const int n_past = target_.n_past();
     TD_ASSERT(n_past == int(history_.size()) - 1);
@@ -174,13 +197,12 @@ bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<floa
     int accepted = 0;
     int32_t final_token = -1;
     if (p_.size() < size_t(nd) + 1) p_.resize(size_t(nd) + 1);
-    std::vector<float> probs;
     for (int i = 0; i <= nd; i++) {
         Distribution& p = p_[size_t(i)];
         target_sampler_.distribution(target_.logits(i), ctx, p);
         if (i == nd) {  // all drafts accepted (or none drafted): bonus / plain token from p
             final_token = target_sampler_.draw(p);
-            probs.push_back(p.prob(final_token));
+            if (logprobs) logprobs->push_back(logprob_of(target_.logits(i), target_.n_vocab(), final_token, n_top));
             break;
         }
         const int32_t x = drafts[size_t(i)];
@@ -193,7 +215,7 @@ bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<floa
         else accept = target_sampler_.uniform() < double(px) / double(qx);
         if (accept) {
             accepted++;
-            probs.push_back(px);
+            if (logprobs) logprobs->push_back(logprob_of(target_.logits(i), target_.n_vocab(), x, n_top));
             ctx.push_back(x);
             continue;
         }
@@ -205,7 +227,7 @@ bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<floa
         } else {
             final_token = sample_residual(p, q_[size_t(i)], target_sampler_);
         }
-        probs.push_back(p.prob(final_token));
+        if (logprobs) logprobs->push_back(logprob_of(target_.logits(i), target_.n_vocab(), final_token, n_top));
         break;
     }
     target_.truncate(n_past + 1 + accepted);
@@ -215,7 +237,6 @@ bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<floa
     out.push_back(final_token);
     history_.insert(history_.end(), drafts.begin(), drafts.begin() + accepted);
     history_.push_back(final_token);
-    if (target_probs) target_probs->insert(target_probs->end(), probs.begin(), probs.end());
 
     stats_.n_rounds++;
     stats_.n_generated += accepted + 1;

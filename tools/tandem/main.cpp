@@ -16,6 +16,7 @@ const char* kUsage =
     "  generate   generate text (llama.cpp-style flags: -m, -p, -n, -md, --draft-max, ...)\n"
     "  info       print a GGUF model's metadata, tensors, parameter count and size\n"
     "  tokenize   print the token ids of a text\n"
+    "  serve      OpenAI-compatible HTTP server with speculative decoding and a web chat page\n"
     "  bench      measure prompt, generation, verification-batch and speculative speed (llama-bench style)\n"
     "  synth      write a random-weight model of a real shape (tinyllama-1.1b, llama-2-7b, ...)\n"
     "  quantize   convert a model to another tensor type (or keep only its first layers)\n"
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
         if (cmd == "quantize") return tandem::cli::cmd_quantize(argc, argv);
         if (cmd == "synth") return tandem::cli::cmd_synth(argc, argv);
         if (cmd == "bench") return tandem::cli::cmd_bench(argc, argv);
+        if (cmd == "serve") return tandem::cli::cmd_serve(argc, argv);
         std::fprintf(stderr, "tandem: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
         return 2;
     } catch (const tandem::Error& e) {

@@ -1,0 +1,87 @@
+// Robustness of the HTTP + JSON surface: random and mutated bodies, odd types and numbers, invalid UTF-8, deep
+// nesting, huge headers, slow and vanishing clients. The server must answer 4xx (never 5xx), stay up, and
+// (under ASan/UBSan in CI) report nothing.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { startServer, STORIES, sanitizerReport } from './helpers.mjs';
+
+function rng(seed) {
+  let s = seed >>> 0;
+  return () => { s ^= s << 13; s >>>= 0; s ^= s >> 17; s ^= s << 5; s >>>= 0; return s / 4294967296; };
+}
+
+const VALID = [
+  { prompt: 'Once upon a time', max_tokens: 4, temperature: 0 },
+  { messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, stream: true },
+  { prompt: [1, 2, 3], max_tokens: 2, logprobs: 2, stop: ['a', 'b'], logit_bias: { '5': -100 } },
+];
+
+function mutate(obj, r) {
+  const s = JSON.stringify(obj);
+  const values = [null, -1, 1e308, -1e308, 0, 1.5, 'x', '', [], {}, true, 2 ** 53, '\u0000', '\ud800', [[[]]], { a: { b: {} } }];
+  const o = JSON.parse(s);
+  const keys = Object.keys(o).concat(['n', 'top_k', 'top_p', 'seed', 'speculative', 'samplers', 'stream_options', 'min_p', 'messages', 'prompt']);
+  const k = keys[Math.floor(r() * keys.length)];
+  o[k] = values[Math.floor(r() * values.length)];
+  if (r() < 0.3) o.speculative = { n_max: Math.floor(r() * 300) - 10, type: ['draft', 'ngram', 'self', 'none', 'x'][Math.floor(r() * 5)] };
+  return JSON.stringify(o);
+}
+
+function rawRequest(port, data, { slowMs = 0, hangUp = false } = {}) {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let out = '';
+    sock.on('data', (d) => { out += d.toString('latin1'); });
+    sock.on('error', () => resolve(out));
+    sock.on('close', () => resolve(out));
+    sock.on('connect', async () => {
+      if (slowMs) {
+        for (const ch of data) { sock.write(ch); await new Promise((r) => setTimeout(r, slowMs)); if (sock.destroyed) return; }
+      } else sock.write(data);
+      if (hangUp) sock.destroy();
+      else setTimeout(() => sock.end(), 2000);
+    });
+  });
+}
+
+test('fuzz: bodies, headers and clients', async () => {
+  const srv = await startServer(['-m', STORIES, '--spec-type', 'ngram', '-np', '2']);
+  let five = 0;
+  try {
+    const r = rng(12345);
+    const endpoints = ['/v1/completions', '/v1/chat/completions', '/tokenize', '/detokenize'];
+    for (let i = 0; i < 300; i++) {
+      let body;
+      const kind = i % 4;
+      if (kind === 0) body = Buffer.from(Array.from({ length: Math.floor(r() * 200) }, () => Math.floor(r() * 256)));
+      else if (kind === 1) body = mutate(VALID[i % VALID.length], r);
+      else if (kind === 2) { const s = JSON.stringify(VALID[i % VALID.length]); const p = Math.floor(r() * s.length); body = s.slice(0, p) + String.fromCharCode(Math.floor(r() * 128)) + s.slice(p + 1); }
+      else body = Buffer.concat([Buffer.from('{"prompt": "'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('", "max_tokens": 2}')]);
+      const res = await fetch(srv.base + endpoints[i % endpoints.length], { method: 'POST', body, headers: { 'Content-Type': 'application/json' } });
+      await res.arrayBuffer();
+      if (res.status >= 500) { five++; console.log('5xx for', String(body).slice(0, 200)); }
+    }
+    // Deep nesting and a body over the size limit.
+    for (const body of ['['.repeat(100000) + ']'.repeat(100000), '{"prompt":"' + 'a'.repeat(2 << 20) + '"}']) {
+      const res = await fetch(srv.base + '/v1/completions', { method: 'POST', body });
+      await res.arrayBuffer();
+      assert.ok(res.status === 400 || res.status === 413, `status ${res.status}`);
+    }
+    // Huge header, garbage request line, slow client, client that vanishes mid-request.
+    const huge = await rawRequest(srv.port, `GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(100000)}\r\n\r\n`);
+    assert.ok(!/^HTTP\/1\.1 5/.test(huge), huge.slice(0, 100));
+    await rawRequest(srv.port, 'NONSENSE\r\n\r\n');
+    await rawRequest(srv.port, 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"prom', { hangUp: true });
+    const slow = rawRequest(srv.port, 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n', { slowMs: 20 });
+    const stream = rawRequest(srv.port, 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 58\r\n\r\n{"prompt":"Once upon a time","max_tokens":500,"stream":true}', { hangUp: true });
+    await Promise.all([slow, stream]);
+    assert.equal(five, 0);
+    const h = await fetch(srv.base + '/health');
+    assert.equal(h.status, 200);
+  } finally {
+    const code = await srv.stop();
+    assert.ok(!sanitizerReport(srv.stderr), srv.stderr.slice(-4000));
+    assert.ok(code === 0 || code === 'SIGTERM', `server exit: ${code}`);
+  }
+});

@@ -1,0 +1,84 @@
+// Load: 8 concurrent clients, 3 rounds of 80 requests mixing streaming, non-streaming, cancelled and malformed
+// ones. Zero 5xx; every valid answer equals the expected temperature-0 text; afterwards /health is OK, every
+// slot is free, nothing waits in the queue, and the server's memory does not grow from round to round.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { startServer, storiesDraft, STORIES, metrics, sanitizerReport } from './helpers.mjs';
+
+const PROMPTS = ['Once upon a time', 'Tom and Lily went to the park', 'The little dog', 'One day, a girl named Sue'];
+const CLIENTS = 8, PER_ROUND = 80, ROUNDS = 3;
+
+async function complete(base, prompt, stream, signal) {
+  const r = await fetch(base + '/v1/completions', {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, signal,
+    body: JSON.stringify({ prompt, max_tokens: 24, temperature: 0, stream }),
+  });
+  if (!stream) return { status: r.status, text: r.status === 200 ? (await r.json()).choices[0].text : await r.text() };
+  let text = '', buf = '';
+  const dec = new TextDecoder();
+  for await (const chunk of r.body) {
+    buf += dec.decode(chunk, { stream: true });
+    let i;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const ev = buf.slice(0, i); buf = buf.slice(i + 2);
+      if (ev === 'data: [DONE]') continue;
+      const j = JSON.parse(ev.slice(6));
+      text += j.choices[0]?.text ?? '';
+    }
+  }
+  return { status: r.status, text };
+}
+
+test('load: concurrent mixed requests, no 5xx, no leaks', async () => {
+  const srv = await startServer(['-m', STORIES, '-md', storiesDraft(), '-np', '4', '--queue-max', '64']);
+  try {
+    const expected = {};
+    for (const p of PROMPTS) expected[p] = (await complete(srv.base, p, false)).text;
+    const counts = { ok: 0, cancelled: 0, malformed: 0, five: 0, wrong: 0 };
+    const rss = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      let next = 0;
+      const worker = async (w) => {
+        while (next < PER_ROUND) {
+          const i = next++;
+          const kind = (i + w) % 7;
+          const prompt = PROMPTS[i % PROMPTS.length];
+          if (kind === 5) {  // malformed
+            const bodies = ['{', '{"prompt": 5}', '{"prompt": "x", "max_tokens": -3}', '[]', '{"prompt":"x","temperature":"hot"}'];
+            const r = await fetch(srv.base + '/v1/completions', { method: 'POST', body: bodies[i % bodies.length] });
+            if (r.status >= 500) counts.five++;
+            else if (r.status === 400) counts.malformed++;
+            else counts.wrong++;
+            await r.text();
+          } else if (kind === 6) {  // cancelled mid-stream or before the answer
+            const ac = new AbortController();
+            setTimeout(() => ac.abort(), 2 + (i % 5));
+            try { await complete(srv.base, prompt, i % 2 === 0, ac.signal); } catch { /* aborted */ }
+            counts.cancelled++;
+          } else {
+            const r = await complete(srv.base, prompt, kind % 2 === 0);
+            if (r.status >= 500) counts.five++;
+            else if (r.status === 200 && r.text === expected[prompt]) counts.ok++;
+            else counts.wrong++;
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: CLIENTS }, (_, w) => worker(w)));
+      await new Promise((r) => setTimeout(r, 300));  // cancelled generations finish their step
+      rss.push(srv.rssKb());
+    }
+    console.log(`load: ${JSON.stringify(counts)}, RSS by round (KiB): ${rss.join(', ')}`);
+    assert.equal(counts.five, 0);
+    assert.equal(counts.wrong, 0);
+    assert.ok(counts.ok + counts.cancelled + counts.malformed >= 200);
+    assert.equal((await fetch(srv.base + '/health')).status, 200);
+    const m = await metrics(srv.base);
+    assert.equal(m.get('tandem_slots_busy'), 0);
+    assert.equal(m.get('tandem_requests_deferred'), 0);
+    assert.ok(rss[ROUNDS - 1] - rss[0] < 16 * 1024, `RSS grew: ${rss.join(', ')} KiB`);
+  } finally {
+    const code = await srv.stop();
+    assert.ok(!sanitizerReport(srv.stderr), srv.stderr.slice(-4000));
+    assert.ok(code === 0 || code === 'SIGTERM', `server exit: ${code}`);
+  }
+});

@@ -1,0 +1,213 @@
+#include "server/engine.h"
+
+#include <chrono>
+
+#include "tandem/error.h"
+#include "tandem/gguf.h"
+
+namespace tandem::server {
+
+namespace {
+double now_ms() {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+bool Job::wait(std::vector<int32_t>& out, std::vector<TokenLogprob>& lp, int timeout_ms) {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return done_ || !pending_.empty(); });
+    out.insert(out.end(), pending_.begin(), pending_.end());
+    lp.insert(lp.end(), pending_lp_.begin(), pending_lp_.end());
+    pending_.clear();
+    pending_lp_.clear();
+    return !(done_);
+}
+
+void Job::push(const std::vector<int32_t>& toks, const std::vector<TokenLogprob>& lp) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        pending_.insert(pending_.end(), toks.begin(), toks.end());
+        pending_lp_.insert(pending_lp_.end(), lp.begin(), lp.end());
+    }
+    cv_.notify_all();
+}
+
+void Job::finish(const std::string& reason, const std::string& err) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        finish_reason = reason;
+        error = err;
+        done_ = true;
+    }
+    cv_.notify_all();
+}
+
+Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model> draft, const EngineParams& p)
+    : target_(std::move(target)), draft_(std::move(draft)), p_(p), pool_(p.n_threads) {
+    tok_ = Tokenizer::from_gguf(target_->gguf());
+    slots_.resize(size_t(std::max(1, p_.n_slots)));
+    for (auto& s : slots_) {
+        s.target = std::make_unique<Session>(target_, SessionParams{p_.n_ctx, 0, 256}, pool_);
+        if (draft_) s.draft = std::make_unique<Session>(draft_, SessionParams{p_.n_ctx_draft > 0 ? p_.n_ctx_draft : s.target->n_ctx(), 0, 256}, pool_);
+    }
+    n_ctx_ = slots_[0].target->n_ctx();
+    m_.n_slots = int(slots_.size());
+    m_.accepted_per_pos.assign(size_t(std::max(1, p_.spec.n_max)), 0);
+    thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    for (auto& j : queue_) j->finish("error", "server shutting down");
+}
+
+std::shared_ptr<Job> Engine::submit(JobRequest req) {
+    auto job = std::make_shared<Job>(std::move(req));
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (int(queue_.size()) >= p_.queue_max) return nullptr;
+        queue_.push_back(job);
+        m_.requests++;
+        m_.queue_depth = int(queue_.size());
+    }
+    cv_.notify_all();
+    return job;
+}
+
+EngineMetrics Engine::metrics() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return m_;
+}
+
+void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
+    s.job = std::move(job);
+    s.generated = 0;
+    s.t_start = now_ms();
+    const JobRequest& r = s.job->req;
+    SpecParams spec = r.spec;
+    Session* draft = nullptr;
+    if (spec.type == SpecType::DRAFT) {
+        draft = s.draft.get();
+        if (draft) spec.draft_cost_prior = double(draft_->weights_bytes()) / double(target_->weights_bytes());
+    } else if (spec.type == SpecType::SELF) {
+        const int L = target_->hparams().n_layer;
+        int k = p_.self_draft_layers > 0 ? std::min(p_.self_draft_layers, L - 1) : std::max(1, L / 2);
+        if (!s.self_draft) s.self_draft = std::make_unique<Session>(target_, SessionParams{s.target->n_ctx(), k, 256}, pool_);
+        draft = s.self_draft.get();
+        spec.draft_cost_prior = double(k) / L;
+    }
+    s.gen = std::make_unique<Generator>(*s.target, draft, r.sampling, spec);
+    s.gen->start(r.prompt);  // keeps the cached common prefix of the previous request in this slot
+    s.t_prompt_done = now_ms();
+}
+
+void Engine::release(Slot& s, const std::string& reason, const std::string& error) {
+    Job& j = *s.job;
+    const SpecStats& st = s.gen ? s.gen->stats() : SpecStats{};
+    j.n_prompt = int(j.req.prompt.size());
+    j.n_generated = s.generated;
+    j.n_drafted = st.n_drafted;
+    j.n_accepted = st.n_accept;
+    j.prompt_ms = s.t_prompt_done - s.t_start;
+    j.gen_ms = now_ms() - s.t_prompt_done;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        m_.tokens_prompt += uint64_t(j.n_prompt);
+        m_.tokens_generated += uint64_t(s.generated);
+        m_.seconds_prompt += j.prompt_ms / 1e3;
+        m_.seconds_generated += j.gen_ms / 1e3;
+        m_.spec_drafts += uint64_t(st.n_rounds_drafted);
+        m_.spec_draft_tokens += uint64_t(st.n_drafted);
+        m_.spec_accepted += uint64_t(st.n_accept);
+        for (size_t i = 0; i < st.accepted_at.size(); i++) {
+            if (m_.accepted_per_pos.size() <= i) m_.accepted_per_pos.resize(i + 1, 0);
+            m_.accepted_per_pos[i] += uint64_t(st.accepted_at[i]);
+        }
+    }
+    s.job->finish(reason, error);
+    s.job.reset();
+    s.gen.reset();
+}
+
+void Engine::step(Slot& s) {
+    Job& j = *s.job;
+    if (j.is_cancelled()) { release(s, "cancelled"); return; }
+    const int remaining = j.req.max_tokens - s.generated;
+    if (remaining <= 0) { release(s, "length"); return; }
+    std::vector<int32_t> toks;
+    std::vector<TokenLogprob> lp;
+    bool ok;
+    try {
+        ok = s.gen->step(toks, remaining, j.req.n_top_logprobs >= 0 ? &lp : nullptr, std::max(0, j.req.n_top_logprobs));
+    } catch (const Error& e) {
+        release(s, "error", e.what());
+        return;
+    }
+    if (!ok) { release(s, "length"); return; }  // context full
+    std::string reason;
+    size_t keep = toks.size();
+    for (size_t i = 0; i < toks.size(); i++) {
+        if (!j.req.ignore_eos && tok_->is_eog(toks[i])) { keep = i; reason = "stop"; break; }
+    }
+    toks.resize(keep);
+    if (lp.size() > keep) lp.resize(keep);
+    s.generated += int(keep);
+    j.push(toks, lp);
+    if (!reason.empty()) release(s, reason);
+    else if (s.generated >= j.req.max_tokens) release(s, "length");
+}
+
+void Engine::loop() {
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            auto busy = [&] { for (auto& s : slots_) if (s.job) return true; return false; };
+            cv_.wait(lk, [&] { return stop_ || !queue_.empty() || busy(); });
+            if (stop_) {
+                for (auto& s : slots_)
+                    if (s.job) s.job->finish("error", "server shutting down");
+                return;
+            }
+        }
+        // Admit queued jobs into free slots (a cancelled job is dropped before it costs anything).
+        for (auto& s : slots_) {
+            if (s.job) continue;
+            std::shared_ptr<Job> job;
+            {
+                std::lock_guard<std::mutex> lk(mu_);
+                while (!queue_.empty() && !job) {
+                    job = queue_.front();
+                    queue_.pop_front();
+                    if (job->is_cancelled()) { job->finish("cancelled"); job.reset(); }
+                }
+                m_.queue_depth = int(queue_.size());
+            }
+            if (!job) break;
+            try {
+                admit(s, job);
+            } catch (const Error& e) {
+                s.job = job;
+                release(s, "error", e.what());
+            }
+        }
+        // One round for every busy slot.
+        int busy = 0;
+        size_t kv_used = 0, kv_total = 0;
+        for (auto& s : slots_) {
+            if (s.job) step(s);
+            busy += s.job ? 1 : 0;
+            kv_used += size_t(s.target->n_past());
+            kv_total += size_t(s.target->n_ctx());
+        }
+        std::lock_guard<std::mutex> lk(mu_);
+        m_.busy_slots = busy;
+        m_.kv_used_fraction = kv_total ? double(kv_used) / double(kv_total) : 0.0;
+    }
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,120 @@
+// The server's inference engine: N slots (each with its own target and draft KV caches), a bounded queue of
+// jobs, and one inference thread that owns every model and session. HTTP threads never touch the model: they
+// submit a Job and read its results (tokens, then completion) from the Job under its mutex.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tandem/model.h"
+#include "tandem/sampling.h"
+#include "tandem/session.h"
+#include "tandem/speculative.h"
+#include "tandem/thread_pool.h"
+#include "tandem/tokenizer.h"
+
+namespace tandem::server {
+
+struct JobRequest {
+    std::vector<int32_t> prompt;
+    SamplerParams sampling;
+    SpecParams spec;
+    int max_tokens = 128;
+    bool ignore_eos = false;
+    int n_top_logprobs = -1;  // -1: no logprobs
+};
+
+// Results of one generation, filled by the inference thread, read by an HTTP thread.
+class Job {
+public:
+    explicit Job(JobRequest r) : req(std::move(r)) {}
+    const JobRequest req;
+
+    // HTTP side: wait until new tokens arrive or the job ends; moves the new tokens into `out`.
+    // Returns false once the job is finished and everything was taken. timeout_ms bounds one wait.
+    bool wait(std::vector<int32_t>& out, std::vector<TokenLogprob>& lp, int timeout_ms);
+    void cancel() { cancelled.store(true); }
+    bool is_cancelled() const { return cancelled.load(); }
+
+    // Inference side.
+    void push(const std::vector<int32_t>& toks, const std::vector<TokenLogprob>& lp);
+    void finish(const std::string& reason, const std::string& error = "");
+
+    // Valid after the job finished.
+    std::string finish_reason, error;
+    int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0;
+    double prompt_ms = 0, gen_ms = 0;
+
+private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::vector<int32_t> pending_;
+    std::vector<TokenLogprob> pending_lp_;
+    bool done_ = false;
+    std::atomic<bool> cancelled{false};
+};
+
+struct EngineParams {
+    int n_slots = 1;
+    int n_ctx = 0;        // per slot
+    int n_ctx_draft = 0;
+    int n_threads = 2;
+    int queue_max = 64;
+    int self_draft_layers = 0;
+    SpecParams spec;      // server defaults (requests may override n_max, n_min, p_min, type)
+};
+
+struct EngineMetrics {
+    uint64_t requests = 0, tokens_prompt = 0, tokens_generated = 0;
+    double seconds_prompt = 0, seconds_generated = 0;
+    uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted = 0;
+    std::vector<uint64_t> accepted_per_pos;
+    int queue_depth = 0, busy_slots = 0, n_slots = 0;
+    double kv_used_fraction = 0;
+};
+
+class Engine {
+public:
+    Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model> draft, const EngineParams& p);
+    ~Engine();
+
+    // Queues a job; returns null when the queue is full (the caller answers 503).
+    std::shared_ptr<Job> submit(JobRequest req);
+    EngineMetrics metrics() const;
+    int n_ctx() const { return n_ctx_; }
+    bool has_draft() const { return draft_ != nullptr; }
+
+private:
+    struct Slot {
+        std::unique_ptr<Session> target, draft, self_draft;
+        std::unique_ptr<Generator> gen;
+        std::shared_ptr<Job> job;
+        int generated = 0;
+        double t_start = 0, t_prompt_done = 0;
+    };
+    void loop();
+    void admit(Slot& s, std::shared_ptr<Job> job);
+    void step(Slot& s);
+    void release(Slot& s, const std::string& reason, const std::string& error = "");
+
+    std::shared_ptr<const Model> target_, draft_;
+    EngineParams p_;
+    int n_ctx_ = 0;
+    std::unique_ptr<Tokenizer> tok_;
+    ThreadPool pool_;
+    std::vector<Slot> slots_;
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<std::shared_ptr<Job>> queue_;
+    bool stop_ = false;
+    EngineMetrics m_;
+    std::thread thread_;
+};
+
+}  // namespace tandem::server

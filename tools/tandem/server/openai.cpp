@@ -1,0 +1,261 @@
+#include "server/openai.h"
+
+#include <cmath>
+
+#include "tandem/error.h"
+
+namespace tandem::server {
+
+using nlohmann::json;
+
+json error_body(const std::string& message, const std::string& type, int code) {
+    return {{"error", {{"message", message}, {"type", type}, {"code", code}}}};
+}
+
+json parse_body(const std::string& body) {
+    int depth = 0;
+    bool in_str = false, esc = false;
+    for (char c : body) {
+        if (in_str) {
+            if (esc) esc = false;
+            else if (c == '\\') esc = true;
+            else if (c == '"') in_str = false;
+            continue;
+        }
+        if (c == '"') in_str = true;
+        else if (c == '[' || c == '{') {
+            if (++depth > 64) throw BadRequest("the JSON body is nested too deeply");
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    try {
+        return json::parse(body);
+    } catch (const json::exception& e) {
+        throw BadRequest(std::string("invalid JSON: ") + e.what());
+    }
+}
+
+namespace {
+
+double number(const json& body, const char* key, double def, double lo, double hi) {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null()) return def;
+    if (!it->is_number()) throw BadRequest(std::string("'") + key + "' must be a number");
+    double v = it->get<double>();
+    if (!std::isfinite(v) || v < lo || v > hi)
+        throw BadRequest(strprintf("'%s' must be between %g and %g, got %g", key, lo, hi, v));
+    return v;
+}
+
+int64_t integer(const json& body, const char* key, int64_t def, int64_t lo, int64_t hi) {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null()) return def;
+    if (!it->is_number_integer() && !it->is_number_unsigned()) {
+        if (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>() && std::fabs(it->get<double>()) < 9e15) {
+            int64_t v = int64_t(it->get<double>());
+            if (v < lo || v > hi) throw BadRequest(strprintf("'%s' must be between %lld and %lld", key, (long long)lo, (long long)hi));
+            return v;
+        }
+        throw BadRequest(std::string("'") + key + "' must be an integer");
+    }
+    if (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX)) throw BadRequest(std::string("'") + key + "' is too large");
+    int64_t v = it->get<int64_t>();
+    if (v < lo || v > hi) throw BadRequest(strprintf("'%s' must be between %lld and %lld, got %lld", key, (long long)lo, (long long)hi, (long long)v));
+    return v;
+}
+
+bool boolean(const json& body, const char* key, bool def) {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null()) return def;
+    if (!it->is_boolean()) throw BadRequest(std::string("'") + key + "' must be a boolean");
+    return it->get<bool>();
+}
+
+std::string content_text(const json& c, size_t i) {
+    if (c.is_string()) return c.get<std::string>();
+    if (c.is_null()) return "";
+    if (c.is_array()) {  // [{"type": "text", "text": "..."}]
+        std::string s;
+        for (const auto& part : c) {
+            if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+                throw BadRequest(strprintf("messages[%zu].content: only text parts are supported", i));
+            s += part["text"].get<std::string>();
+        }
+        return s;
+    }
+    throw BadRequest(strprintf("messages[%zu].content must be a string or an array of text parts", i));
+}
+
+}  // namespace
+
+ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim) {
+    if (!body.is_object()) throw BadRequest("the request body must be a JSON object");
+    ParsedRequest r;
+    if (body.contains("model") && !body["model"].is_string() && !body["model"].is_null()) throw BadRequest("'model' must be a string");
+    if (chat) {
+        auto it = body.find("messages");
+        if (it == body.end() || !it->is_array() || it->empty()) throw BadRequest("'messages' must be a non-empty array");
+        for (size_t i = 0; i < it->size(); i++) {
+            const json& m = (*it)[i];
+            if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+                throw BadRequest(strprintf("messages[%zu] must be an object with a string 'role'", i));
+            std::string role = m["role"];
+            if (role == "developer") role = "system";
+            if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+                throw BadRequest(strprintf("messages[%zu]: unknown role '%s'", i, role.c_str()));
+            r.messages.push_back({role, content_text(m.contains("content") ? m["content"] : json(), i)});
+        }
+    } else {
+        auto it = body.find("prompt");
+        if (it == body.end()) throw BadRequest("'prompt' is required");
+        if (it->is_string()) {
+            r.prompt_text = it->get<std::string>();
+        } else if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) {
+            r.prompt_is_ids = true;
+            for (const auto& v : *it) {
+                if (!v.is_number_integer()) throw BadRequest("'prompt' token arrays must hold integers");
+                int64_t id = v.get<int64_t>();
+                if (id < 0 || id >= lim.n_vocab) throw BadRequest(strprintf("prompt token %lld is outside the vocabulary", (long long)id));
+                r.prompt_ids.push_back(int32_t(id));
+            }
+        } else if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
+            r.prompt_text = (*it)[0].get<std::string>();
+        } else {
+            throw BadRequest("'prompt' must be a string, an array with one string, or an array of token ids");
+        }
+    }
+
+    JobRequest& j = r.job;
+    SamplerParams& sp = j.sampling;
+    sp.temp = float(number(body, "temperature", 0.8, 0.0, 100.0));
+    sp.top_p = float(number(body, "top_p", 0.95, 0.0, 1.0));
+    sp.top_k = int(integer(body, "top_k", 40, 0, 1 << 20));
+    sp.min_p = float(number(body, "min_p", 0.05, 0.0, 1.0));
+    sp.typical_p = float(number(body, "typical_p", 1.0, 0.0, 1.0));
+    sp.repeat_penalty = float(number(body, "repeat_penalty", 1.0, 0.0, 10.0));
+    sp.penalty_last_n = int(integer(body, "repeat_last_n", 64, -1, 1 << 20));
+    sp.presence_penalty = float(number(body, "presence_penalty", 0.0, -2.0, 2.0));
+    sp.frequency_penalty = float(number(body, "frequency_penalty", 0.0, -2.0, 2.0));
+    sp.seed = uint64_t(integer(body, "seed", -1, INT64_MIN / 2, INT64_MAX / 2));
+    if (!body.contains("seed") || body["seed"].is_null())
+        sp.seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    if (auto it = body.find("samplers"); it != body.end() && !it->is_null()) {
+        std::string list;
+        if (it->is_string()) list = it->get<std::string>();
+        else if (it->is_array()) {
+            for (const auto& v : *it) {
+                if (!v.is_string()) throw BadRequest("'samplers' must be a list of names");
+                list += v.get<std::string>() + ";";
+            }
+        } else throw BadRequest("'samplers' must be a string or an array of names");
+        try {
+            sp.order = parse_sampler_names(list);
+        } catch (const Error& e) {
+            throw BadRequest(e.what());
+        }
+    }
+    if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) throw BadRequest("'logit_bias' must be an object mapping token ids to numbers");
+        for (auto& [k, v] : it->items()) {
+            char* end = nullptr;
+            long id = std::strtol(k.c_str(), &end, 10);
+            if (k.empty() || *end || id < 0 || id >= lim.n_vocab) throw BadRequest("logit_bias: '" + k + "' is not a token id of this model");
+            if (!v.is_number() && !v.is_boolean()) throw BadRequest("logit_bias values must be numbers");
+            double b = v.is_boolean() ? (v.get<bool>() ? 0.0 : -INFINITY) : v.get<double>();
+            if (std::isnan(b) || b > 100 || (b < -100 && std::isfinite(b))) throw BadRequest("logit_bias values must be between -100 and 100");
+            sp.logit_bias.emplace_back(int32_t(id), b <= -100 ? -INFINITY : float(b));
+        }
+    }
+
+    r.max_tokens_given = body.contains("max_tokens") || body.contains("max_completion_tokens") || body.contains("n_predict");
+    int64_t mt = integer(body, "max_tokens", -1, -1, INT32_MAX);
+    mt = integer(body, "max_completion_tokens", mt, -1, INT32_MAX);
+    mt = integer(body, "n_predict", mt, -1, INT32_MAX);
+    j.max_tokens = mt < 0 ? INT32_MAX : int(mt);
+    j.ignore_eos = boolean(body, "ignore_eos", false);
+    r.n = int(integer(body, "n", 1, 1, lim.max_n));
+    r.stream = boolean(body, "stream", false);
+    if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) throw BadRequest("'stream_options' must be an object");
+        r.include_usage = boolean(*it, "include_usage", false);
+    }
+    if (chat) {
+        r.logprobs = boolean(body, "logprobs", false);
+        r.top_logprobs = int(integer(body, "top_logprobs", 0, 0, 20));
+    } else if (body.contains("logprobs") && !body["logprobs"].is_null()) {
+        if (body["logprobs"].is_boolean()) r.logprobs = body["logprobs"].get<bool>();
+        else { r.top_logprobs = int(integer(body, "logprobs", 0, 0, 20)); r.logprobs = true; }
+    }
+    j.n_top_logprobs = r.logprobs ? r.top_logprobs : -1;
+    if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
+        if (it->is_string()) r.stop.push_back(it->get<std::string>());
+        else if (it->is_array()) {
+            if (it->size() > 16) throw BadRequest("at most 16 stop strings");
+            for (const auto& v : *it) {
+                if (!v.is_string()) throw BadRequest("'stop' must be a string or an array of strings");
+                r.stop.push_back(v.get<std::string>());
+            }
+        } else throw BadRequest("'stop' must be a string or an array of strings");
+        for (const auto& s : r.stop)
+            if (s.empty()) throw BadRequest("stop strings must not be empty");
+    }
+    r.truncate_prompt_tokens = int(integer(body, "truncate_prompt_tokens", -1, -1, INT32_MAX));
+
+    // Speculative decoding: server defaults, per-request overrides.
+    j.spec = lim.spec_defaults;
+    if (auto it = body.find("speculative"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) throw BadRequest("'speculative' must be an object");
+        j.spec.n_max = int(integer(*it, "n_max", j.spec.n_max, 0, 256));
+        j.spec.n_min = int(integer(*it, "n_min", j.spec.n_min, 0, 256));
+        j.spec.p_min = float(number(*it, "p_min", j.spec.p_min, 0.0, 1.0));
+        if (it->contains("adaptive")) j.spec.adaptive = boolean(*it, "adaptive", true);
+        if (auto t = it->find("type"); t != it->end() && !t->is_null()) {
+            if (!t->is_string()) throw BadRequest("speculative.type must be a string");
+            try {
+                j.spec.type = spec_type_from_name(t->get<std::string>());
+            } catch (const Error& e) {
+                throw BadRequest(e.what());
+            }
+            if (j.spec.type == SpecType::DRAFT && !lim.has_draft) throw BadRequest("speculative.type 'draft': the server has no draft model (-md)");
+        }
+    }
+    return r;
+}
+
+std::string TextPipeline::push(const std::vector<int32_t>& toks) {
+    if (stopped_) return {};
+    for (int32_t id : toks) held_ += streamer_.push(id);
+    if (stop_.empty()) {
+        std::string out;
+        out.swap(held_);
+        return out;
+    }
+    // A complete stop string: emit what precedes the earliest one and stop.
+    size_t first = std::string::npos;
+    for (const auto& s : stop_) first = std::min(first, held_.find(s));
+    if (first != std::string::npos) {
+        stopped_ = true;
+        std::string out = held_.substr(0, first);
+        held_.clear();
+        return out;
+    }
+    // Hold back the longest suffix that could still grow into a stop string.
+    size_t keep = 0;
+    for (const auto& s : stop_)
+        for (size_t k = std::min(s.size() - 1, held_.size()); k > keep; k--)
+            if (held_.compare(held_.size() - k, k, s, 0, k) == 0) { keep = k; break; }
+    size_t emit = utf8_complete_prefix(held_.substr(0, held_.size() - keep));
+    std::string out = held_.substr(0, emit);
+    held_.erase(0, emit);
+    return out;
+}
+
+std::string TextPipeline::finish() {
+    if (stopped_) return {};
+    std::string out = held_ + streamer_.flush();
+    held_.clear();
+    return out;
+}
+
+}  // namespace tandem::server
