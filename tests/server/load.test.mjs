@@ -75,7 +75,12 @@ test('load: concurrent mixed requests, no 5xx, no leaks', async () => {
     const m = await metrics(srv.base);
     assert.equal(m.get('tandem_slots_busy'), 0);
     assert.equal(m.get('tandem_requests_deferred'), 0);
-    assert.ok(rss[ROUNDS - 1] - rss[0] < 16 * 1024, `RSS grew: ${rss.join(', ')} KiB`);
+    if (process.env.TANDEM_SANITIZED === '1') {
+      // ASan keeps freed memory in quarantine, so RSS grows by design; LeakSanitizer checks leaks at exit instead.
+      console.log('load: RSS growth check not applicable under ASan (LeakSanitizer runs at exit)');
+    } else {
+      assert.ok(rss[ROUNDS - 1] - rss[0] < 16 * 1024, `RSS grew: ${rss.join(', ')} KiB`);
+    }
   } finally {
     const code = await srv.stop();
     assert.ok(!sanitizerReport(srv.stderr), srv.stderr.slice(-4000));
