@@ -150,30 +150,16 @@ void Session::forward_chunk(const int32_t* tokens, int n, int pos0, bool all_log
             for (int h = 0; h < nkv; h++) rope_head(k + h * hd, cs, sn, hp.n_rot, hp.rope_style);
             S.kv.store(l, pos0 + t, k, v);
         }
-        // Attention, parallel over (token, head) pairs. Online softmax over the cached positions.
+        // Attention, parallel over (token, head) pairs; token t sees positions 0..pos0+t.
         const int group = nh / nkv;
         pool_.parallel_for(size_t(n) * nh, [&](size_t b, size_t e, int) {
+            thread_local std::vector<float> scores;
+            if (scores.size() < size_t(pos0 + n)) scores.resize(size_t(pos0 + n));
             for (size_t th = b; th < e; th++) {
-                int t = int(th / size_t(nh)), h = int(th % size_t(nh));
-                const float* q = &S.q[size_t(t) * qd + size_t(h) * hd];
-                float* out = &S.att[size_t(t) * qd + size_t(h) * hd];
-                const int kvh = h / group;
-                float mx = -INFINITY, sum = 0;
-                std::fill(out, out + hd, 0.0f);
-                for (int p = 0; p <= pos0 + t; p++) {
-                    float s = dot_f32_f16(q, S.kv.k(l, p) + size_t(kvh) * hd, hd) * att_scale;
-                    if (s > mx) {
-                        float c = std::exp(mx - s);
-                        sum *= c;
-                        for (int i = 0; i < hd; i++) out[i] *= c;
-                        mx = s;
-                    }
-                    float w = std::exp(s - mx);
-                    sum += w;
-                    axpy_f16(w, S.kv.v(l, p) + size_t(kvh) * hd, out, hd);
-                }
-                float inv = 1.0f / sum;
-                for (int i = 0; i < hd; i++) out[i] *= inv;
+                const int t = int(th / size_t(nh)), h = int(th % size_t(nh));
+                const size_t koff = size_t(h / group) * hd;
+                attention_head(&S.q[size_t(t) * qd + size_t(h) * hd], S.kv.k(l, 0) + koff, S.kv.v(l, 0) + koff,
+                               size_t(kvd), pos0 + t + 1, hd, att_scale, scores.data(), &S.att[size_t(t) * qd + size_t(h) * hd]);
             }
         });
         matmul(pool_, view(L.wo), S.att.data(), n, S.rows_out.data());

@@ -1,6 +1,7 @@
 #include "quant/kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
@@ -15,6 +16,10 @@ namespace tandem {
 
 #if defined(__x86_64__)
 namespace avx2 {
+void attention_head(const float* q, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
+                    float scale, float* scores, float* out);
+void matmul_f32_rows(const float* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1);
+void matmul_f16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1);
 float dot_f32(const float* a, const float* b, int64_t n);
 float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
 void axpy_f16(float w, const uint16_t* x, float* y, int64_t n);
@@ -63,6 +68,31 @@ void axpy_f16(float w, const uint16_t* x, float* y, int64_t n) {
     if (cpu_features().avx2) return avx2::axpy_f16(w, x, y, n);
 #endif
     axpy_f16_ref(w, x, y, n);
+}
+
+void attention_head(const float* q, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
+                    float scale, float* scores, float* out) {
+#if defined(__x86_64__)
+    if (cpu_features().avx2) return avx2::attention_head(q, k, v, stride, n_pos, hd, scale, scores, out);
+#endif
+    attention_head_ref(q, k, v, stride, n_pos, hd, scale, scores, out);
+}
+
+void attention_head_ref(const float* q, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
+                        float scale, float* scores, float* out) {
+    float mx = -INFINITY;
+    for (int p = 0; p < n_pos; p++) {
+        scores[p] = dot_f32_f16_ref(q, k + size_t(p) * stride, hd) * scale;
+        mx = std::max(mx, scores[p]);
+    }
+    double sum = 0;
+    for (int p = 0; p < n_pos; p++) {
+        scores[p] = std::exp(scores[p] - mx);
+        sum += scores[p];
+    }
+    const float inv = float(1.0 / sum);
+    std::fill(out, out + hd, 0.0f);
+    for (int p = 0; p < n_pos; p++) axpy_f16_ref(scores[p] * inv, v + size_t(p) * stride, out, hd);
 }
 
 float dot_f32_ref(const float* a, const float* b, int64_t n) {
@@ -121,6 +151,18 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
             auto [r0, r1] = rows_of(b, e);
             if (cpu_features().avx512vnni) matmul_q8_rows_vnni(w, act, y, w.rows, r0, r1);
             else matmul_q8_rows_avx2(w, act, y, w.rows, r0, r1);
+        });
+        return;
+    }
+#endif
+#if defined(__x86_64__)
+    if (cpu_features().avx2 && (w.type == TensorType::F32 || w.type == TensorType::F16)) {
+        pool.parallel_for(size_t(n_chunks), [&](size_t b, size_t e, int) {
+            auto [r0, r1] = rows_of(b, e);
+            if (w.type == TensorType::F32)
+                avx2::matmul_f32_rows(reinterpret_cast<const float*>(w.data), w.cols, x, n_tok, y, w.rows, r0, r1);
+            else
+                avx2::matmul_f16_rows(reinterpret_cast<const uint16_t*>(w.data), w.cols, x, n_tok, y, w.rows, r0, r1);
         });
         return;
     }

@@ -3,6 +3,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 namespace tandem::avx2 {
@@ -48,6 +50,99 @@ __attribute__((target("avx2,fma,f16c"))) void axpy_f16(float w, const uint16_t* 
         _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, xv, _mm256_loadu_ps(y + i)));
     }
     for (; i < n; i++) y[i] += w * _cvtsh_ss(x[i]);
+}
+
+__attribute__((target("avx2,fma,f16c"))) static inline __m256 load8_f16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Scalar expf is accurate and this is not the bottleneck for long contexts (the dot products are).
+__attribute__((target("avx2,fma,f16c"))) void attention_head(const float* q, const uint16_t* k, const uint16_t* v,
+                                                             size_t stride, int n_pos, int hd, float scale,
+                                                             float* scores, float* out) {
+    float mx = -INFINITY;
+    if (hd % 8 == 0) {
+        for (int p = 0; p < n_pos; p++) {
+            const uint16_t* kp = k + size_t(p) * stride;
+            __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(q), load8_f16(kp));
+            for (int i = 8; i < hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8_f16(kp + i), acc);
+            scores[p] = hsum(acc) * scale;
+            mx = std::max(mx, scores[p]);
+        }
+    } else {
+        for (int p = 0; p < n_pos; p++) {
+            scores[p] = dot_f32_f16(q, k + size_t(p) * stride, hd) * scale;
+            mx = std::max(mx, scores[p]);
+        }
+    }
+    float sum = 0;
+    for (int p = 0; p < n_pos; p++) {
+        scores[p] = std::exp(scores[p] - mx);
+        sum += scores[p];
+    }
+    const float inv = 1.0f / sum;
+    if (hd % 8 == 0 && hd <= 256) {
+        __m256 acc[32];
+        const int nv = hd / 8;
+        for (int i = 0; i < nv; i++) acc[i] = _mm256_setzero_ps();
+        for (int p = 0; p < n_pos; p++) {
+            const __m256 w = _mm256_set1_ps(scores[p]);
+            const uint16_t* vp = v + size_t(p) * stride;
+            for (int i = 0; i < nv; i++) acc[i] = _mm256_fmadd_ps(w, load8_f16(vp + 8 * i), acc[i]);
+        }
+        const __m256 s = _mm256_set1_ps(inv);
+        for (int i = 0; i < nv; i++) _mm256_storeu_ps(out + 8 * i, _mm256_mul_ps(acc[i], s));
+    } else {
+        for (int i = 0; i < hd; i++) out[i] = 0;
+        for (int p = 0; p < n_pos; p++) axpy_f16(scores[p] * inv, v + size_t(p) * stride, out, hd);
+    }
+}
+
+// F32 / F16 weights: four rows per pass share each load of the activations.
+template <typename W, __m256 (*Load)(const W*)>
+__attribute__((target("avx2,fma,f16c"))) static inline void rows4(const W* w, int64_t cols, const float* x, int n_tok,
+                                                                  float* y, int64_t ldy, int64_t r0, int64_t r1) {
+    int64_t r = r0;
+    for (; r + 4 <= r1 && cols % 8 == 0; r += 4) {
+        const W* w0 = w + r * cols;
+        for (int t = 0; t < n_tok; t++) {
+            const float* xt = x + int64_t(t) * cols;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int64_t i = 0; i < cols; i += 8) {
+                const __m256 xv = _mm256_loadu_ps(xt + i);
+                a0 = _mm256_fmadd_ps(Load(w0 + i), xv, a0);
+                a1 = _mm256_fmadd_ps(Load(w0 + cols + i), xv, a1);
+                a2 = _mm256_fmadd_ps(Load(w0 + 2 * cols + i), xv, a2);
+                a3 = _mm256_fmadd_ps(Load(w0 + 3 * cols + i), xv, a3);
+            }
+            // transpose-reduce the four accumulators into four sums
+            const __m256 h01 = _mm256_hadd_ps(a0, a1), h23 = _mm256_hadd_ps(a2, a3);
+            const __m256 h = _mm256_hadd_ps(h01, h23);
+            const __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+            float o[4];
+            _mm_storeu_ps(o, sum4);
+            for (int j = 0; j < 4; j++) y[int64_t(t) * ldy + r + j] = o[j];
+        }
+    }
+    for (; r < r1; r++)
+        for (int t = 0; t < n_tok; t++) {
+            const W* wr = w + r * cols;
+            const float* xt = x + int64_t(t) * cols;
+            float s;
+            if constexpr (sizeof(W) == 4) s = dot_f32(reinterpret_cast<const float*>(wr), xt, cols);
+            else s = dot_f32_f16(xt, reinterpret_cast<const uint16_t*>(wr), cols);
+            y[int64_t(t) * ldy + r] = s;
+        }
+}
+
+__attribute__((target("avx2,fma,f16c"))) static inline __m256 load_f32(const float* p) { return _mm256_loadu_ps(p); }
+
+void matmul_f32_rows(const float* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+    rows4<float, load_f32>(w, cols, x, n_tok, y, ldy, r0, r1);
+}
+
+void matmul_f16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+    rows4<uint16_t, load8_f16>(w, cols, x, n_tok, y, ldy, r0, r1);
 }
 
 }  // namespace tandem::avx2
