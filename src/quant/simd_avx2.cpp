@@ -56,7 +56,24 @@ __attribute__((target("avx2,fma,f16c"))) static inline __m256 load8_f16(const ui
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// Scalar expf is accurate and this is not the bottleneck for long contexts (the dot products are).
+// exp(x) for x <= 0 (softmax after subtracting the max): Cody-Waite range reduction x = n ln2 + r and a degree-6
+// polynomial for exp(r) on |r| <= ln2/2 (relative error below 2e-7); underflows to 0 below -87.
+__attribute__((target("avx2,fma"))) static inline __m256 exp_ps(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
 __attribute__((target("avx2,fma,f16c"))) void attention_head(const float* q, const uint16_t* k, const uint16_t* v,
                                                              size_t stride, int n_pos, int hd, float scale,
                                                              float* scores, float* out) {
@@ -76,7 +93,16 @@ __attribute__((target("avx2,fma,f16c"))) void attention_head(const float* q, con
         }
     }
     float sum = 0;
-    for (int p = 0; p < n_pos; p++) {
+    int p0 = 0;
+    const __m256 vmx = _mm256_set1_ps(mx);
+    __m256 vsum = _mm256_setzero_ps();
+    for (; p0 + 8 <= n_pos; p0 += 8) {
+        const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(scores + p0), vmx));
+        _mm256_storeu_ps(scores + p0, e);
+        vsum = _mm256_add_ps(vsum, e);
+    }
+    sum = hsum(vsum);
+    for (int p = p0; p < n_pos; p++) {
         scores[p] = std::exp(scores[p] - mx);
         sum += scores[p];
     }
@@ -98,17 +124,21 @@ __attribute__((target("avx2,fma,f16c"))) void attention_head(const float* q, con
     }
 }
 
+static inline float to_f32(float v) { return v; }
+__attribute__((target("f16c"))) static inline float to_f32(uint16_t h) { return _cvtsh_ss(h); }
+
 // F32 / F16 weights: four rows per pass share each load of the activations.
 template <typename W, __m256 (*Load)(const W*)>
 __attribute__((target("avx2,fma,f16c"))) static inline void rows4(const W* w, int64_t cols, const float* x, int n_tok,
                                                                   float* y, int64_t ldy, int64_t r0, int64_t r1) {
     int64_t r = r0;
-    for (; r + 4 <= r1 && cols % 8 == 0; r += 4) {
+    const int64_t cols8 = cols / 8 * 8;
+    for (; r + 4 <= r1; r += 4) {
         const W* w0 = w + r * cols;
         for (int t = 0; t < n_tok; t++) {
             const float* xt = x + int64_t(t) * cols;
             __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int64_t i = 0; i < cols; i += 8) {
+            for (int64_t i = 0; i < cols8; i += 8) {
                 const __m256 xv = _mm256_loadu_ps(xt + i);
                 a0 = _mm256_fmadd_ps(Load(w0 + i), xv, a0);
                 a1 = _mm256_fmadd_ps(Load(w0 + cols + i), xv, a1);
@@ -121,6 +151,8 @@ __attribute__((target("avx2,fma,f16c"))) static inline void rows4(const W* w, in
             const __m128 sum4 = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
             float o[4];
             _mm_storeu_ps(o, sum4);
+            for (int64_t i = cols8; i < cols; i++)  // column remainder (rows whose length is not a multiple of 8)
+                for (int j = 0; j < 4; j++) o[j] += to_f32(w0[j * cols + i]) * xt[i];
             for (int j = 0; j < 4; j++) y[int64_t(t) * ldy + r + j] = o[j];
         }
     }
