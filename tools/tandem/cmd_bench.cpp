@@ -15,6 +15,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "io.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
 #include "tandem/model.h"
@@ -109,6 +110,31 @@ std::vector<int> parse_list(const std::string& flag, const std::string& v) {
     return out;
 }
 
+// Tokenizer throughput: encode the whole file `reps` times; tokens/s and MB/s of the best run.
+int bench_tokenizer(const std::string& vocab_path, const std::string& text_path, int reps, bool json_out) {
+    auto f = GgufFile::open(vocab_path);
+    auto tok = Tokenizer::from_gguf(*f);
+    std::string text = read_file_bytes(text_path);
+    double best = 1e30;
+    size_t n_tokens = 0;
+    for (int r = 0; r < std::max(1, reps); r++) {
+        auto t0 = Clock::now();
+        n_tokens = tok->encode(text, false, false).size();
+        best = std::min(best, secs(t0, Clock::now()));
+    }
+    std::string name = vocab_path.substr(vocab_path.find_last_of('/') + 1);
+    if (json_out) {
+        nlohmann::json j = {{"vocab", name}, {"tokenizer", tok->model_name()}, {"pre", tok->pre_name()}, {"bytes", text.size()},
+                            {"tokens", n_tokens}, {"tokens_per_second", n_tokens / best}, {"mb_per_second", text.size() / best / 1e6}};
+        std::printf("%s\n", j.dump(2).c_str());
+    } else {
+        std::printf("| vocab | tokenizer | bytes | tokens | tokens/s | MB/s |\n|---|---|---|---|---|---|\n");
+        std::printf("| %s | %s/%s | %zu | %zu | %.0f | %.2f |\n", name.c_str(), tok->model_name().c_str(), tok->pre_name().c_str(),
+                    text.size(), n_tokens, n_tokens / best, text.size() / best / 1e6);
+    }
+    return 0;
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
@@ -136,10 +162,13 @@ int cmd_bench(int argc, char** argv) {
     ap.add({"--draft-layers"}, "K", "self-speculation layers", [&](const std::string& v) { draft_layers = to_int("--draft-layers", v); });
     ap.add({"--spec-n"}, "N", "tokens generated in the speculative test (128)", [&](const std::string& v) { n_spec = to_int("--spec-n", v); });
     ap.add({"--prompt"}, "TEXT", "prompt of the speculative test", [&](const std::string& v) { prompt = v; });
+    std::string tokenize_file;
+    ap.add({"--tokenize"}, "FNAME", "only measure tokenizer throughput on this text file (-m may be vocab-only)", [&](const std::string& v) { tokenize_file = v; });
     auto pos = ap.parse(argc, argv, 2);
     if (!pos.empty()) throw Error("unexpected argument '" + pos[0] + "'");
     if (model_path.empty()) throw Error("-m MODEL is required");
     if (!spec_type_given && !draft_path.empty()) spec.type = SpecType::DRAFT;
+    if (!tokenize_file.empty()) return bench_tokenizer(model_path, tokenize_file, reps, json_out);
 
     ThreadPool pool(n_threads);
     auto model = Model::load(model_path);
