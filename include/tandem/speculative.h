@@ -104,6 +104,8 @@ private:
     Sampler draft_sampler_;
     std::unique_ptr<DraftLengthController> control_;
     std::vector<int32_t> history_;
+    size_t draft_base_ = 0;  // history index of the draft cache's position 0 (see propose_model)
+    static constexpr size_t kDraftWindow = 64;  // tokens of recent history a restarted draft sees
     SpecStats stats_;
     std::vector<Distribution> q_, p_;
 };

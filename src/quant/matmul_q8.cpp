@@ -164,7 +164,7 @@ __attribute__((target("avx2,fma,f16c,avx512vl,avx512vnni"))) void row_tile_vnni8
     int64_t b = 0;
     for (; b + 8 <= nb; b += 8) {
         __m256i w[8];
-        alignas(32) float dws[8];
+        uint16_t dh[8];
         for (int j = 0; j < 8; j++) {
             const uint8_t* blk = row + size_t(b + j) * bsz;
             if constexpr (Q4) {
@@ -173,12 +173,12 @@ __attribute__((target("avx2,fma,f16c,avx512vl,avx512vnni"))) void row_tile_vnni8
             } else {
                 w[j] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), _mm256_set1_epi8(char(0x80)));
             }
-            uint16_t dh;
-            std::memcpy(&dh, blk, 2);
-            dws[j] = _cvtsh_ss(dh);
+            std::memcpy(&dh[j], blk, 2);
         }
         _mm_prefetch(reinterpret_cast<const char*>(row + size_t(b + 8) * bsz) + 256, _MM_HINT_T0);
-        const __m256 dw = _mm256_load_ps(dws);
+        // the eight half scales, converted together (no scalar float stores feeding a vector load)
+        const __m256 dw = _mm256_cvtph_ps(_mm_set_epi16(short(dh[7]), short(dh[6]), short(dh[5]), short(dh[4]),
+                                                        short(dh[3]), short(dh[2]), short(dh[1]), short(dh[0])));
         for (int t = 0; t < T; t++) {
             const int8_t* aq = a.qrow(t0 + t) + b * 32;
             __m256i d[8];

@@ -12,6 +12,7 @@ constexpr double kPriorAcc = 1.5;    // Beta-style prior: 1.5 accepted out of 3 
 constexpr double kPriorTries = 3.0;
 constexpr int kProbeLen = 4;
 constexpr int kMaxProbeInterval = 256;
+constexpr double kProbeBudget = 0.02;  // fraction of the time probes may cost
 }  // namespace
 
 DraftLengthController::DraftLengthController(int n_max, int n_min, bool adaptive, double draft_cost_prior)
@@ -40,7 +41,7 @@ int DraftLengthController::next() {
         plain_run_ = 0;
         return best;
     }
-    if (++plain_run_ >= probe_interval_) {
+    if (++plain_run_ >= std::max(probe_interval_, min_probe_interval_)) {
         plain_run_ = 0;
         probe_interval_ = std::min(kMaxProbeInterval, probe_interval_ * 2);
         probing_ = true;
@@ -49,19 +50,29 @@ int DraftLengthController::next() {
     return 0;
 }
 
-void DraftLengthController::observe(int k, int accepted, double t_draft_ms, double t_target_ms) {
+void DraftLengthController::observe(int requested, int k, int accepted, double t_draft_ms, double t_target_ms) {
     if (k == 0) {
         t1_ = t1_ == 0 ? t_target_ms : (1 - kEma) * t1_ + kEma * t_target_ms;
-        return;
+        if (requested > 0) {  // asked for a draft, got none: a failed attempt whose cost was the drafting
+            tries_ = tries_ * kDecay + 1;
+            acc_ *= kDecay;
+            if (t1_ > 0) c_ = (1 - kEma) * c_ + kEma * (t_draft_ms / t1_);
+        }
+    } else {
+        acc_ = acc_ * kDecay + accepted;
+        tries_ = tries_ * kDecay + accepted + (accepted < k ? 1 : 0);
+        if (accepted > 0 && probing_) probe_interval_ = 16;
+        if (t1_ > 0) {
+            double c = t_draft_ms / k / t1_;
+            double b = std::max(0.0, (t_target_ms / t1_ - 1.0) / k);
+            c_ = (1 - kEma) * c_ + kEma * c;
+            b_ = (1 - kEma) * b_ + kEma * b;
+        }
     }
-    acc_ = acc_ * kDecay + accepted;
-    tries_ = tries_ * kDecay + accepted + (accepted < k ? 1 : 0);
-    if (accepted > 0 && probing_) probe_interval_ = 16;
-    if (t1_ > 0) {
-        double c = t_draft_ms / k / t1_;
-        double b = std::max(0.0, (t_target_ms / t1_ - 1.0) / k);
-        c_ = (1 - kEma) * c_ + kEma * c;
-        b_ = (1 - kEma) * b_ + kEma * b;
+    if (probing_ && t1_ > 0) {
+        // What this probe cost beyond a plain step, in plain steps; keep probes under kProbeBudget of the time.
+        double extra = std::max(0.0, (t_draft_ms + t_target_ms) / t1_ - 1.0);
+        min_probe_interval_ = std::max(16, int(std::ceil(extra / kProbeBudget)));
     }
 }
 

@@ -7,8 +7,11 @@
 //   b  - the extra cost of each additional token in a target verification pass (relative to one step),
 // and choose k in {0} U [n_min, n_max] maximizing the expected speed-up of a round (Leviathan et al. 2023):
 //   S(k) = (1 - a^(k+1)) / ((1 - a) * (1 + b*k + c*k)).
-// When no k beats plain decoding (S <= 1), it stops drafting and probes again with a short draft after
-// 16, 32, 64 ... 256 plain rounds, so a draft that never agrees costs about one extra step per 256 tokens.
+// When no k beats plain decoding (S <= 1), it stops drafting and probes again with a short draft after 16, 32,
+// 64 ... plain rounds, and never sooner than 50 times the measured extra cost of the last probe (in plain
+// steps): probing then costs at most about 2% of the time, however cheap the target or dear the draft.
+// A round whose draft produced nothing (its confidence fell below --draft-p-min at once) counts as a failed
+// attempt: drafting that never yields tokens is as useless as drafting that is always rejected.
 #pragma once
 
 namespace tandem {
@@ -21,9 +24,9 @@ public:
     int next();
     bool probing() const { return probing_; }
 
-    // After a round: k drafted (0 for a plain step), a accepted, time spent drafting, time of the target pass
-    // over k+1 tokens.
-    void observe(int k, int accepted, double t_draft_ms, double t_target_ms);
+    // After a round: `requested` tokens asked of the proposer (the value next() returned), k drafted, a accepted,
+    // time spent drafting, time of the target pass over k+1 tokens.
+    void observe(int requested, int k, int accepted, double t_draft_ms, double t_target_ms);
 
     double accept_estimate() const;
     double draft_cost_estimate() const { return c_; }
@@ -39,6 +42,7 @@ private:
     double c_, b_ = 0.1;
     int plain_run_ = 0;           // consecutive plain rounds chosen by the model
     int probe_interval_ = 16;
+    int min_probe_interval_ = 16;  // from the measured cost of probing
     bool probing_ = false;
 };
 

@@ -118,16 +118,27 @@ int Generator::propose_ngram(int k, std::vector<int32_t>& drafts) const {
 
 int Generator::propose_model(int k, std::vector<int32_t>& drafts, std::vector<Distribution>& qs) {
     Session& d = *draft_;
-    // Bring the draft's cache up to date: keep the common prefix with the history, feed the rest.
+    // Bring the draft's cache up to date: it holds history[draft_base_ ..]; keep the common prefix, feed the rest.
+    // For a probe after a long plain stretch (catching up would cost more than the probe is worth), or when its
+    // context is full, the draft restarts on a window of the most recent tokens instead. The draft only
+    // proposes, so this never changes the output; RoPE attention depends on relative positions, so a window
+    // predicts recent continuations about as well as the full history.
+    const size_t n = history_.size();
     const auto& cached = d.tokens();
     size_t keep = 0;
-    while (keep < cached.size() && keep < history_.size() && cached[keep] == history_[keep]) keep++;
-    if (keep == history_.size()) keep--;  // need logits for the last token: feed it again
+    while (keep < cached.size() && draft_base_ + keep < n && cached[keep] == history_[draft_base_ + keep]) keep++;
+    const size_t window = std::min<size_t>(kDraftWindow, size_t(std::max(1, d.n_ctx() - k - 1)));
+    const size_t lag = n - (draft_base_ + keep);
+    if ((control_->probing() && lag > window) || n - draft_base_ + size_t(k) > size_t(d.n_ctx())) {
+        draft_base_ = n > window ? n - window : 0;
+        keep = 0;
+    }
+    if (draft_base_ + keep == n) keep--;  // need logits for the last token: feed it again
     d.truncate(int(keep));
-    int room = d.n_ctx() - int(history_.size());
+    const int room = d.n_ctx() - int(n - draft_base_);
     if (room < 1) return 0;
     k = std::min(k, room);
-    d.decode(history_.data() + keep, int(history_.size() - keep), false);
+    d.decode(history_.data() + draft_base_ + keep, int(n - draft_base_ - keep), false);
     std::vector<int32_t> ctx = history_;
     for (int i = 0; i < k; i++) {
         const float* lg = d.last_logits();
@@ -250,7 +261,7 @@ bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<Toke
         for (int i = 0; i < accepted; i++) stats_.accepted_at[size_t(i)]++;
         if (control_->probing()) stats_.n_probe_rounds++;
     }
-    control_->observe(nd, accepted, t_draft, t_target);
+    control_->observe(k, nd, accepted, t_draft, t_target);
     return true;
 }
 

@@ -132,11 +132,6 @@ const ByteMap& byte_map() {
     return m;
 }
 
-size_t utf8_len(unsigned char c) {
-    static const size_t lookup[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    return lookup[c >> 4];
-}
-
 class BpeTokenizer final : public Tokenizer {
 public:
     explicit BpeTokenizer(const GgufFile& f) : Tokenizer(f) {

@@ -15,11 +15,6 @@ namespace {
 
 const std::string kSpace = "\xE2\x96\x81";  // U+2581
 
-size_t utf8_len(unsigned char c) {
-    static const size_t lookup[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    return lookup[c >> 4];
-}
-
 class SpmTokenizer final : public Tokenizer {
 public:
     explicit SpmTokenizer(const GgufFile& f) : Tokenizer(f) {
