@@ -125,8 +125,8 @@ TEST(Quant, MatmulMatchesDequantizedDotAndIsThreadCountInvariant) {
             for (int t = 0; t < n_tok; t++) {
                 double ref = 0;
                 for (int64_t i = 0; i < cols; i++) ref += double(row[size_t(i)]) * x[size_t(t * cols + i)];
-                // 8-bit activations (Q8_0/Q4_0 fast path) add up to ~0.5% of the row's magnitude.
-                const double tol = matmul_q8_supported(tt.type) && cpu_features().avx2 ? 0.03 * std::sqrt(double(cols)) : 1e-3;
+                // 8-bit activations (the integer fast paths) add up to ~0.5% of the row's magnitude.
+                const double tol = (matmul_q8_supported(tt.type) || matmul_kq_supported(tt.type)) && cpu_features().avx2 ? 0.03 * std::sqrt(double(cols)) : 1e-3;
                 ASSERT_NEAR(y1[size_t(t * rows + r)], ref, tol) << type_name(tt.type);
                 ASSERT_EQ(y1[size_t(t * rows + r)], y2[size_t(t * rows + r)]) << type_name(tt.type);
             }
@@ -205,6 +205,46 @@ TEST(Quant, AttentionKernelMatchesScalarReference) {
             attention_head(q.data(), k.data(), v.data(), stride, n_pos, hd, 0.3f, s1.data(), o1.data());
             attention_head_ref(q.data(), k.data(), v.data(), stride, n_pos, hd, 0.3f, s2.data(), o2.data());
             for (int i = 0; i < hd; i++) ASSERT_NEAR(o1[size_t(i)], o2[size_t(i)], 1e-5) << "hd " << hd << " n_pos " << n_pos;
+        }
+    }
+}
+
+TEST(Quant, KQuantUnpackedDotMatchesDequantizedReference) {
+    // unpack_kq_row must reproduce the dequantized weights exactly (w = lane_scale * q + offset), and the SIMD
+    // dot must equal the scalar integer reference.
+    for (TensorType type : {TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
+        const int64_t n = 512;
+        auto w = gaussian(size_t(n), 21);
+        std::vector<uint8_t> q(row_bytes(type, n));
+        quantize_row_ref(type, w.data(), q.data(), n);
+        std::vector<float> deq(static_cast<size_t>(n));
+        dequantize_row_ref(type, q.data(), deq.data(), n);
+        UnpackedRow row, row_fast;
+        unpack_kq_row(type, q.data(), n, row);
+#if defined(__x86_64__)
+        if (cpu_features().avx2) {
+            unpack_kq_row_avx2(type, q.data(), n, row_fast);
+            EXPECT_EQ(row_fast.q, row.q) << type_name(type);
+            EXPECT_EQ(row_fast.lane_scale, row.lane_scale) << type_name(type);
+            EXPECT_EQ(row_fast.offset, row.offset) << type_name(type);
+        }
+#endif
+        for (int64_t i = 0; i < n; i++)
+            ASSERT_NEAR(row.lane_scale[size_t(i / 4)] * row.q[size_t(i)] + row.offset[size_t(i / 32)], deq[size_t(i)], 1e-5)
+                << type_name(type) << " " << i;
+        auto x = gaussian(size_t(3 * n), 22);
+        ActQ8 act;
+        quantize_act_q8(x.data(), 3, n, act, 256);
+        for (int t = 0; t < 3; t++) {
+            float ref = dot_unpacked_ref(row, act, t);
+#if defined(__x86_64__)
+            if (cpu_features().avx2) {
+                EXPECT_NEAR(dot_unpacked_avx2(row, act, t), ref, 1e-4 * (1 + std::fabs(ref)));
+            }
+#endif
+            double exact = 0;
+            for (int64_t i = 0; i < n; i++) exact += double(deq[size_t(i)]) * x[size_t(t * n + i)];
+            EXPECT_NEAR(ref, exact, 0.03 * std::sqrt(double(n)));
         }
     }
 }

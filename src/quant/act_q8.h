@@ -20,7 +20,8 @@ struct ActQ8 {
     const float* srow(int r) const { return s.data() + size_t(r) * size_t(nb); }
 };
 
-// Quantizes n_rows rows of n floats (x is (n_rows, n), row-major).
-void quantize_act_q8(const float* x, int n_rows, int64_t n, ActQ8& out);
+// Quantizes n_rows rows of n floats (x is (n_rows, n), row-major). `group` values share one scale: 32 as
+// llama.cpp's Q8_0/Q8_1 activations, 256 as its Q8_K (used with the K-quants); blocks keep their own copy.
+void quantize_act_q8(const float* x, int n_rows, int64_t n, ActQ8& out, int group = 32);
 
 }  // namespace tandem

@@ -156,6 +156,20 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
     }
 #endif
 #if defined(__x86_64__)
+    if (cpu_features().avx2 && matmul_kq_supported(w.type)) {
+        thread_local ActQ8 tl_act;
+        ActQ8& act = tl_act;  // the caller's instance (see above)
+        quantize_act_q8(x, n_tok, w.cols, act, 256);  // one scale per 256 values, as llama.cpp's Q8_K
+        pool.parallel_for(size_t(n_chunks), [&](size_t b, size_t e, int) {
+            thread_local UnpackedRow row;
+            auto [r0, r1] = rows_of(b, e);
+            for (int64_t r = r0; r < r1; r++) {
+                unpack_kq_row_avx2(w.type, w.row(r), w.cols, row);
+                for (int t = 0; t < n_tok; t++) y[int64_t(t) * w.rows + r] = dot_unpacked_avx2(row, act, t);
+            }
+        });
+        return;
+    }
     if (cpu_features().avx2 && (w.type == TensorType::F32 || w.type == TensorType::F16)) {
         pool.parallel_for(size_t(n_chunks), [&](size_t b, size_t e, int) {
             auto [r0, r1] = rows_of(b, e);

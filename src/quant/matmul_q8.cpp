@@ -4,6 +4,7 @@
 //
 // Batches: for each weight row the kernel walks the tokens in tiles of 4, so a verification batch of k tokens
 // streams the row from memory once and re-reads it from L1 for the other tiles.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -11,13 +12,15 @@
 #include "quant/act_q8.h"
 #include "quant/blocks.h"
 #include "quant/matmul_q8.h"
+#include "tandem/error.h"
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
 namespace tandem {
 
-void quantize_act_q8(const float* x, int n_rows, int64_t n, ActQ8& out) {
+void quantize_act_q8(const float* x, int n_rows, int64_t n, ActQ8& out, int group) {
+    TD_ASSERT(n % group == 0 && group % 32 == 0);
     out.n_rows = n_rows;
     out.n = n;
     out.nb = n / 32;
@@ -26,19 +29,20 @@ void quantize_act_q8(const float* x, int n_rows, int64_t n, ActQ8& out) {
     out.s.resize(out.d.size());
     for (int r = 0; r < n_rows; r++) {
         const float* xr = x + int64_t(r) * n;
-        for (int64_t b = 0; b < out.nb; b++) {
-            const float* v = xr + b * 32;
+        for (int64_t g = 0; g < n; g += group) {
             float amax = 0;
-            for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(v[i]));
-            float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
-            int8_t* q = out.q.data() + size_t(r) * size_t(n) + size_t(b) * 32;
-            int sum = 0;
-            for (int i = 0; i < 32; i++) {
-                q[i] = int8_t(std::lrintf(v[i] * id));
-                sum += q[i];
+            for (int i = 0; i < group; i++) amax = std::max(amax, std::fabs(xr[g + i]));
+            const float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+            for (int64_t b = g / 32; b < (g + group) / 32; b++) {
+                int8_t* q = out.q.data() + size_t(r) * size_t(n) + size_t(b) * 32;
+                int sum = 0;
+                for (int i = 0; i < 32; i++) {
+                    q[i] = int8_t(std::lrintf(xr[b * 32 + i] * id));
+                    sum += q[i];
+                }
+                out.d[size_t(r) * size_t(out.nb) + size_t(b)] = d;
+                out.s[size_t(r) * size_t(out.nb) + size_t(b)] = d * float(sum);
             }
-            out.d[size_t(r) * size_t(out.nb) + size_t(b)] = d;
-            out.s[size_t(r) * size_t(out.nb) + size_t(b)] = d * float(sum);
         }
     }
 }

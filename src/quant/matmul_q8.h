@@ -2,6 +2,8 @@
 // Contract: w.cols % 32 == 0; a holds the activation rows (a.n == w.cols); writes y[t * ldy + r] for every
 // activation row t and weight row r in [r0, r1).
 #pragma once
+#include <vector>
+
 #include "quant/act_q8.h"
 #include "quant/kernels.h"
 
@@ -13,6 +15,21 @@ void matmul_q8_rows_ref(const WeightView& w, const ActQ8& a, float* y, int64_t l
 void matmul_q8_rows_avx2(const WeightView& w, const ActQ8& a, float* y, int64_t ldy, int64_t r0, int64_t r1);
 // AVX2 + AVX512-VL/VNNI (vpdpbusd on 256-bit vectors).
 void matmul_q8_rows_vnni(const WeightView& w, const ActQ8& a, float* y, int64_t ldy, int64_t r0, int64_t r1);
+#endif
+
+// K-quants (Q4_K, Q5_K, Q6_K): a weight row unpacked to signed integers with lane scales and block offsets,
+// w_i = lane_scale[i / 4] * q[i] + offset[i / 32]; the unpacking is shared by every token of a batch.
+struct UnpackedRow {
+    std::vector<int8_t> q;           // (n)
+    std::vector<float> lane_scale;   // (n / 4)
+    std::vector<float> offset;       // (n / 32)
+};
+bool matmul_kq_supported(TensorType t);
+void unpack_kq_row(TensorType t, const uint8_t* row, int64_t n, UnpackedRow& out);
+float dot_unpacked_ref(const UnpackedRow& w, const ActQ8& a, int t);
+#if defined(__x86_64__)
+float dot_unpacked_avx2(const UnpackedRow& w, const ActQ8& a, int t);
+void unpack_kq_row_avx2(TensorType t, const uint8_t* row, int64_t n, UnpackedRow& out);
 #endif
 
 }  // namespace tandem

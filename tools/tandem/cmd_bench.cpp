@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -174,13 +175,10 @@ int cmd_bench(int argc, char** argv) {
     auto model = Model::load(model_path);
     const HParams& hp = model->hparams();
     const double wbytes = double(model->weights_bytes());
-    const double bw = skip_bw ? 0.0 : measure_bandwidth(pool);
+    double bw = 0;  // measured after the model tests, so its 1 GiB buffer does not count in the peak RSS
     std::string name = model_path.substr(model_path.find_last_of('/') + 1);
     std::vector<Result> results;
-    auto add_bw = [&](Result& r, double passes_per_s) {
-        r.gbps = wbytes * passes_per_s / 1e9;
-        r.bw_fraction = bw > 0 ? r.gbps / bw : 0;
-    };
+    auto add_bw = [&](Result& r, double passes_per_s) { r.gbps = wbytes * passes_per_s / 1e9; };
 
     for (int n : pp) {
         if (n <= 0) continue;
@@ -230,6 +228,18 @@ int cmd_bench(int argc, char** argv) {
             results.push_back(r);
         }
     }
+
+    // Peak RSS so far (model tests only) against the file size and the largest KV cache used.
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    const double peak_rss_mib = double(ru.ru_maxrss) / 1024.0;
+    const double file_mib = double(model->gguf().file_size()) / 1048576.0;
+    int max_ctx = 256 + 64;
+    for (int n : pp) max_ctx = std::max(max_ctx, std::max(n + 1, 256));
+    for (int n : tg) max_ctx = std::max(max_ctx, n + 16);
+    const double kv_mib = double(size_t(hp.n_layer) * size_t(max_ctx) * size_t(hp.n_head_kv) * size_t(hp.head_dim) * 2 * 2) / 1048576.0;
+    if (!skip_bw) bw = measure_bandwidth(pool);
+    for (auto& r : results) r.bw_fraction = bw > 0 && r.gbps > 0 ? r.gbps / bw : 0;
 
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : results)
@@ -324,10 +334,14 @@ int cmd_bench(int argc, char** argv) {
         out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", "spec"}, {"n_threads", n_threads}, {"spec", spec_json}});
     }
 
+    out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", "memory"}, {"peak_rss_mib", peak_rss_mib},
+                   {"file_mib", file_mib}, {"kv_mib", kv_mib}, {"bandwidth_gbps", bw}});
     if (json_out) {
         std::printf("%s\n", out.dump(2).c_str());
         return 0;
     }
+    std::printf("peak RSS %.1f MiB (model file %.1f MiB + KV cache %.1f MiB = %.1f MiB)\n", peak_rss_mib, file_mib, kv_mib,
+                file_mib + kv_mib);
     std::printf("memory read bandwidth: %.1f GB/s (%d threads); model %s, %s, %.2f GB of weights\n\n", bw, n_threads,
                 name.c_str(), model->describe_type().c_str(), wbytes / 1e9);
     std::printf("| model | type | threads | test | t/s | GB/s | BW %% | x vb1 |\n|---|---|---|---|---|---|---|---|\n");
