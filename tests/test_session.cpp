@@ -83,3 +83,35 @@ TEST(Session, SharedModelManySessions) {
     c.decode(kSeq, false);
     for (int v = 0; v < a.n_vocab(); v++) ASSERT_EQ(a.last_logits()[v], c.last_logits()[v]);
 }
+
+TEST(Session, DecodeBatchOfSeveralSessionsEqualsSeparateDecodes) {
+    ThreadPool pool(2);
+    Session a(stories(), {}, pool), b(stories(), {}, pool), c(stories(), {}, pool);
+    Session a2(stories(), {}, pool), b2(stories(), {}, pool), c2(stories(), {}, pool);
+    // Different histories and positions; a gets 3 new tokens with all logits, b 1, c 2 with the last only.
+    a.decode(std::vector<int32_t>(kSeq.begin(), kSeq.begin() + 5), false);
+    a2.decode(std::vector<int32_t>(kSeq.begin(), kSeq.begin() + 5), false);
+    b.decode(std::vector<int32_t>(kSeq.begin(), kSeq.begin() + 11), false);
+    b2.decode(std::vector<int32_t>(kSeq.begin(), kSeq.begin() + 11), false);
+    const std::vector<int32_t> ta = {300, 301, 302}, tb = {303}, tc = {1, 304};
+    Session::decode_batch({{&a, ta.data(), 3, true}, {&b, tb.data(), 1, true}, {&c, tc.data(), 2, false}});
+    a2.decode(ta, true);
+    b2.decode(tb, true);
+    c2.decode(tc, false);
+    ASSERT_EQ(a.n_logits(), 3);
+    ASSERT_EQ(c.n_logits(), 1);
+    for (int v = 0; v < a.n_vocab(); v++) {
+        for (int i = 0; i < 3; i++) ASSERT_NEAR(a.logits(i)[v], a2.logits(i)[v], 1e-4);
+        ASSERT_NEAR(b.last_logits()[v], b2.last_logits()[v], 1e-4);
+        ASSERT_NEAR(c.last_logits()[v], c2.last_logits()[v], 1e-4);
+    }
+    EXPECT_EQ(a.tokens(), a2.tokens());
+    EXPECT_EQ(c.n_past(), 2);
+    // An overflow anywhere refuses the whole batch before anything runs.
+    SessionParams tiny;
+    tiny.n_ctx = 4;
+    Session d(stories(), tiny, pool);
+    const std::vector<int32_t> five = {1, 2, 3, 4, 5};
+    EXPECT_THROW(Session::decode_batch({{&a, ta.data(), 1, false}, {&d, five.data(), 5, false}}), Error);
+    EXPECT_EQ(a.n_past(), 8);
+}

@@ -37,6 +37,18 @@ public:
     void decode(const int32_t* tokens, int n, bool all_logits);
     void decode(const std::vector<int32_t>& tokens, bool all_logits) { decode(tokens.data(), int(tokens.size()), all_logits); }
 
+    // Several sessions of the same model (and layer count, and thread pool) in one forward pass: the weights
+    // are read once for all their tokens (continuous batching of server slots). Each request feeds `tokens` to
+    // its session exactly as decode() would. Throws tandem::Error (before running anything) if any request
+    // would overflow its context or holds an invalid id.
+    struct DecodeRequest {
+        Session* session;
+        const int32_t* tokens;
+        int n;
+        bool all_logits;
+    };
+    static void decode_batch(const std::vector<DecodeRequest>& reqs);
+
     // Logits of the last decode: row i (0..n_logits()-1) is the i-th kept position. Valid until the next decode.
     int n_logits() const { return n_logits_; }
     const float* logits(int i) const;
@@ -48,7 +60,16 @@ public:
     size_t kv_bytes() const;
 
 private:
-    void forward_chunk(const int32_t* tokens, int n, int pos0, bool all_logits, float* logits_out);
+    struct Segment {
+        Session* s;
+        const int32_t* tokens;
+        int n;
+        int pos0;
+        bool all_logits;
+        float* logits_out;  // null: no logits
+    };
+    static void forward_segments(const std::vector<Segment>& segs);
+    void check_decode(const int32_t* tokens, int n) const;
 
     std::shared_ptr<const Model> model_;
     ThreadPool& pool_;

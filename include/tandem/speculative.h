@@ -89,6 +89,14 @@ public:
     // and the n_top most probable alternatives.
     bool step(std::vector<int32_t>& out, int max_tokens, std::vector<TokenLogprob>* logprobs = nullptr, int n_top = 0);
 
+    // The same round in two phases, for a caller that runs the target passes of several generators together
+    // (Session::decode_batch): begin_step proposes and fills `batch` with the tokens the target must run (the
+    // last token, then the drafts); returns false, with nothing to run, when the context is full. The caller then
+    // runs target.decode(batch, all_logits = true) and calls end_step with the time that took.
+    bool begin_step(int max_tokens, std::vector<int32_t>& batch);
+    void end_step(std::vector<int32_t>& out, double t_target_ms, std::vector<TokenLogprob>* logprobs = nullptr,
+                  int n_top = 0);
+
     const std::vector<int32_t>& history() const { return history_; }  // prompt + emitted tokens
     const SpecStats& stats() const { return stats_; }
     const SpecParams& spec() const { return spec_; }
@@ -108,6 +116,8 @@ private:
     static constexpr size_t kDraftWindow = 64;  // tokens of recent history a restarted draft sees
     SpecStats stats_;
     std::vector<Distribution> q_, p_;
+    std::vector<int32_t> drafts_;  // between begin_step and end_step
+    struct Pending { int requested = 0; int n_past = 0; double t_draft_ms = 0; } pending_;
 };
 
 // Checks that a draft vocabulary can stand in for the target's: same tokenizer model and pre-tokenizer, same

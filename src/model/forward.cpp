@@ -25,7 +25,7 @@ namespace tandem {
 struct Session::Impl {
     KvCache kv;
     // scratch, sized for n_batch tokens
-    std::vector<float> x, xn, q, k, v, att, gate, up, rows_out;
+    std::vector<float> x, xn, q, k, v, att, gate, up, rows_out, logits_tmp;
     std::vector<float> rope_cos, rope_sin;  // (n_ctx, n_rot/2)
     Impl(int n_layer, int n_ctx, int kv_dim) : kv(n_layer, n_ctx, kv_dim) {}
 };
@@ -95,27 +95,65 @@ void Session::truncate(int n) {
 
 void Session::decode(const int32_t* tokens, int n, bool all_logits) {
     TD_ASSERT(n >= 1);
+    check_decode(tokens, n);
     const int nv = n_vocab();
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= nv) throw Error(strprintf("token id %d is out of range (vocab size %d)", tokens[i], nv));
-    if (n_past() + n > n_ctx_)
-        throw Error(strprintf("context overflow: %d tokens in the cache + %d new > context size %d", n_past(), n, n_ctx_));
     n_logits_ = all_logits ? n : 1;
     logits_.resize(size_t(n_logits_) * size_t(nv));
     for (int s = 0; s < n; s += n_batch_) {
         int m = std::min(n_batch_, n - s);
         bool last_chunk = s + m == n;
         float* out = all_logits ? logits_.data() + size_t(s) * nv : (last_chunk ? logits_.data() : nullptr);
-        forward_chunk(tokens + s, m, n_past(), all_logits, out);
+        std::vector<Segment> seg{{this, tokens + s, m, n_past(), all_logits, out}};
+        forward_segments(seg);
         tokens_.insert(tokens_.end(), tokens + s, tokens + s + m);
     }
 }
 
-void Session::forward_chunk(const int32_t* tokens, int n, int pos0, bool all_logits, float* logits_out) {
-    const HParams& hp = model_->hparams();
+void Session::check_decode(const int32_t* tokens, int n) const {
+    const int nv = n_vocab();
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= nv) throw Error(strprintf("token id %d is out of range (vocab size %d)", tokens[i], nv));
+    if (n_past() + n > n_ctx_)
+        throw Error(strprintf("context overflow: %d tokens in the cache + %d new > context size %d", n_past(), n, n_ctx_));
+}
+
+void Session::decode_batch(const std::vector<DecodeRequest>& reqs) {
+    if (reqs.empty()) return;
+    std::vector<Segment> segs;
+    for (const auto& r : reqs) {
+        TD_ASSERT(r.session && r.n >= 1);
+        TD_ASSERT(&r.session->model() == &reqs[0].session->model());
+        TD_ASSERT(r.session->n_layers_ == reqs[0].session->n_layers_ && &r.session->pool_ == &reqs[0].session->pool_);
+        r.session->check_decode(r.tokens, r.n);
+    }
+    for (const auto& r : reqs) {
+        Session& s = *r.session;
+        s.n_logits_ = r.all_logits ? r.n : 1;
+        s.logits_.resize(size_t(s.n_logits_) * size_t(s.n_vocab()));
+        segs.push_back({&s, r.tokens, r.n, s.n_past(), r.all_logits, s.logits_.data()});
+    }
+    forward_segments(segs);
+    for (const auto& r : reqs) r.session->tokens_.insert(r.session->tokens_.end(), r.tokens, r.tokens + r.n);
+}
+
+void Session::forward_segments(const std::vector<Segment>& segs) {
+    // One forward pass over the rows of every segment: the weights are read once for all of them, each row
+    // attends to its own session's cache.
+    Session& S0 = *segs[0].s;
+    const Model& model = *S0.model_;
+    ThreadPool& pool = S0.pool_;
+    const HParams& hp = model.hparams();
     const int E = hp.n_embd, hd = hp.head_dim, nh = hp.n_head, nkv = hp.n_head_kv;
     const int qd = nh * hd, kvd = nkv * hd, F = hp.n_ff, half = hp.n_rot / 2;
-    Impl& S = *impl_;
+    struct Row { Session* s; int pos; };
+    std::vector<Row> rows;
+    for (const auto& g : segs)
+        for (int t = 0; t < g.n; t++) rows.push_back({g.s, g.pos0 + t});
+    const int n = int(rows.size());
+    int max_pos = 0;
+    for (const auto& r : rows) max_pos = std::max(max_pos, r.pos + 1);
+
+    Impl& S = *S0.impl_;
     S.x.resize(size_t(n) * E);
     S.xn.resize(size_t(n) * E);
     S.q.resize(size_t(n) * qd);
@@ -126,16 +164,21 @@ void Session::forward_chunk(const int32_t* tokens, int n, int pos0, bool all_log
     S.up.resize(size_t(n) * F);
     S.rows_out.resize(size_t(n) * std::max(E, F));
 
-    const Weight& emb = model_->tok_embd();
-    for (int t = 0; t < n; t++) dequantize_row_ref(emb.type, emb.data + size_t(tokens[t]) * emb.row_stride, &S.x[size_t(t) * E], E);
+    const Weight& emb = model.tok_embd();
+    {
+        int r = 0;
+        for (const auto& g : segs)
+            for (int t = 0; t < g.n; t++, r++)
+                dequantize_row_ref(emb.type, emb.data + size_t(g.tokens[t]) * emb.row_stride, &S.x[size_t(r) * E], E);
+    }
 
     const float att_scale = 1.0f / std::sqrt(float(hd));
-    for (int l = 0; l < n_layers_; l++) {
-        const LayerWeights& L = model_->layer(l);
+    for (int l = 0; l < S0.n_layers_; l++) {
+        const LayerWeights& L = model.layer(l);
         for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], L.attn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
-        matmul(pool_, view(L.wq), S.xn.data(), n, S.q.data());
-        matmul(pool_, view(L.wk), S.xn.data(), n, S.k.data());
-        matmul(pool_, view(L.wv), S.xn.data(), n, S.v.data());
+        matmul(pool, view(L.wq), S.xn.data(), n, S.q.data());
+        matmul(pool, view(L.wk), S.xn.data(), n, S.k.data());
+        matmul(pool, view(L.wv), S.xn.data(), n, S.v.data());
         for (int t = 0; t < n; t++) {
             float* q = &S.q[size_t(t) * qd];
             float* k = &S.k[size_t(t) * kvd];
@@ -144,44 +187,63 @@ void Session::forward_chunk(const int32_t* tokens, int n, int pos0, bool all_log
                 for (int i = 0; i < qd; i++) q[i] += L.bq[size_t(i)];
                 for (int i = 0; i < kvd; i++) { k[i] += L.bk[size_t(i)]; v[i] += L.bv[size_t(i)]; }
             }
-            const float* cs = &S.rope_cos[size_t(pos0 + t) * half];
-            const float* sn = &S.rope_sin[size_t(pos0 + t) * half];
+            const Impl& R = *rows[size_t(t)].s->impl_;
+            const int pos = rows[size_t(t)].pos;
+            const float* cs = &R.rope_cos[size_t(pos) * half];
+            const float* sn = &R.rope_sin[size_t(pos) * half];
             for (int h = 0; h < nh; h++) rope_head(q + h * hd, cs, sn, hp.n_rot, hp.rope_style);
             for (int h = 0; h < nkv; h++) rope_head(k + h * hd, cs, sn, hp.n_rot, hp.rope_style);
-            S.kv.store(l, pos0 + t, k, v);
+            rows[size_t(t)].s->impl_->kv.store(l, pos, k, v);
         }
-        // Attention, parallel over (token, head) pairs; token t sees positions 0..pos0+t.
+        // Attention, parallel over (row, head) pairs; a row at position p sees positions 0..p of its session.
         const int group = nh / nkv;
-        pool_.parallel_for(size_t(n) * nh, [&](size_t b, size_t e, int) {
+        pool.parallel_for(size_t(n) * nh, [&](size_t b, size_t e, int) {
             thread_local std::vector<float> scores;
-            if (scores.size() < size_t(pos0 + n)) scores.resize(size_t(pos0 + n));
+            if (scores.size() < size_t(max_pos)) scores.resize(size_t(max_pos));
             for (size_t th = b; th < e; th++) {
                 const int t = int(th / size_t(nh)), h = int(th % size_t(nh));
+                const KvCache& kv = rows[size_t(t)].s->impl_->kv;
                 const size_t koff = size_t(h / group) * hd;
-                attention_head(&S.q[size_t(t) * qd + size_t(h) * hd], S.kv.k(l, 0) + koff, S.kv.v(l, 0) + koff,
-                               size_t(kvd), pos0 + t + 1, hd, att_scale, scores.data(), &S.att[size_t(t) * qd + size_t(h) * hd]);
+                attention_head(&S.q[size_t(t) * qd + size_t(h) * hd], kv.k(l, 0) + koff, kv.v(l, 0) + koff, size_t(kvd),
+                               rows[size_t(t)].pos + 1, hd, att_scale, scores.data(), &S.att[size_t(t) * qd + size_t(h) * hd]);
             }
         });
-        matmul(pool_, view(L.wo), S.att.data(), n, S.rows_out.data());
+        matmul(pool, view(L.wo), S.att.data(), n, S.rows_out.data());
         for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] += S.rows_out[i];
 
         for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], L.ffn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
-        matmul(pool_, view(L.w_gate), S.xn.data(), n, S.gate.data());
-        matmul(pool_, view(L.w_up), S.xn.data(), n, S.up.data());
+        matmul(pool, view(L.w_gate), S.xn.data(), n, S.gate.data());
+        matmul(pool, view(L.w_up), S.xn.data(), n, S.up.data());
         for (size_t i = 0; i < size_t(n) * F; i++) {
             float g = S.gate[i];
             S.gate[i] = g / (1.0f + std::exp(-g)) * S.up[i];
         }
-        matmul(pool_, view(L.w_down), S.gate.data(), n, S.rows_out.data());
+        matmul(pool, view(L.w_down), S.gate.data(), n, S.rows_out.data());
         for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] += S.rows_out[i];
     }
 
-    if (!logits_out) return;
-    const int first = all_logits ? 0 : n - 1;
-    const int n_out = n - first;
-    for (int t = 0; t < n_out; t++)
-        rmsnorm(&S.x[size_t(first + t) * E], model_->output_norm().data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
-    matmul(pool_, view(model_->output()), S.xn.data(), n_out, logits_out);
+    // Logits of the rows asked for, all in one matmul, then handed to their segments.
+    std::vector<float*> outs;
+    int r0 = 0, n_out = 0;
+    for (const auto& g : segs) {
+        if (g.logits_out) {
+            const int first = g.all_logits ? 0 : g.n - 1;
+            for (int t = first; t < g.n; t++, n_out++) {
+                rmsnorm(&S.x[size_t(r0 + t) * E], model.output_norm().data(), &S.xn[size_t(n_out) * E], E, hp.rms_eps);
+                outs.push_back(g.logits_out + size_t(t - first) * size_t(hp.n_vocab));
+            }
+        }
+        r0 += g.n;
+    }
+    if (n_out == 0) return;
+    if (segs.size() == 1) {
+        matmul(pool, view(model.output()), S.xn.data(), n_out, outs[0]);  // rows are contiguous already
+        return;
+    }
+    S.logits_tmp.resize(size_t(n_out) * size_t(hp.n_vocab));
+    matmul(pool, view(model.output()), S.xn.data(), n_out, S.logits_tmp.data());
+    for (int i = 0; i < n_out; i++)
+        std::copy_n(S.logits_tmp.data() + size_t(i) * hp.n_vocab, hp.n_vocab, outs[size_t(i)]);
 }
 
 }  // namespace tandem

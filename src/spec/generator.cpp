@@ -178,6 +178,15 @@ TokenLogprob logprob_of(const float* logits, int n_vocab, int32_t id, int n_top)
 }  // namespace
 
 bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<TokenLogprob>* logprobs, int n_top) {
+    std::vector<int32_t> batch;
+    if (!begin_step(max_tokens, batch)) return false;
+    auto t0 = std::chrono::steady_clock::now();
+    target_.decode(batch, true);
+    end_step(out, ms_since(t0), logprobs, n_top);
+    return true;
+}
+
+bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) {
     TD_ASSERT(!history_.empty() && max_tokens >= 1);
     const int n_past = target_.n_past();
     TD_ASSERT(n_past == int(history_.size()) - 1);
@@ -186,24 +195,26 @@ bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<Toke
 
     int k = control_->next();
     k = std::min({k, room - 1, max_tokens - 1});
-    std::vector<int32_t> drafts;
+    drafts_.clear();
     auto t0 = std::chrono::steady_clock::now();
     if (k > 0) {
-        if (spec_.type == SpecType::NGRAM) propose_ngram(k, drafts);
-        else propose_model(k, drafts, q_);
-        if (int(drafts.size()) < spec_.n_min) drafts.clear();
+        if (spec_.type == SpecType::NGRAM) propose_ngram(k, drafts_);
+        else propose_model(k, drafts_, q_);
+        if (int(drafts_.size()) < spec_.n_min) drafts_.clear();
     }
-    const double t_draft = ms_since(t0);
-    const int nd = int(drafts.size());
-
-    // Target pass over [cur, d1..dk].
-    auto t1 = std::chrono::steady_clock::now();
-    std::vector<int32_t> batch;
-    batch.reserve(size_t(nd) + 1);
+    pending_ = {std::max(k, 0), n_past, ms_since(t0)};
+    batch.clear();
     batch.push_back(history_.back());
-    batch.insert(batch.end(), drafts.begin(), drafts.end());
-    target_.decode(batch, true);
+    batch.insert(batch.end(), drafts_.begin(), drafts_.end());
+    return true;
+}
 
+void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vector<TokenLogprob>* logprobs, int n_top) {
+    const std::vector<int32_t>& drafts = drafts_;
+    const int nd = int(drafts.size());
+    const int n_past = pending_.n_past;
+    TD_ASSERT(target_.n_past() == n_past + 1 + nd && target_.n_logits() == nd + 1);
+    auto t1 = std::chrono::steady_clock::now();
     std::vector<int32_t> ctx = history_;
     int accepted = 0;
     int32_t final_token = -1;
@@ -242,7 +253,9 @@ bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<Toke
         break;
     }
     target_.truncate(n_past + 1 + accepted);
-    const double t_target = ms_since(t1);
+    const double t_target = t_target_ms + ms_since(t1);
+    const double t_draft = pending_.t_draft_ms;
+    const int k = pending_.requested;
 
     for (int i = 0; i < accepted; i++) out.push_back(drafts[size_t(i)]);
     out.push_back(final_token);
@@ -262,7 +275,6 @@ bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<Toke
         if (control_->probing()) stats_.n_probe_rounds++;
     }
     control_->observe(k, nd, accepted, t_draft, t_target);
-    return true;
 }
 
 }  // namespace tandem

@@ -134,21 +134,8 @@ void Engine::release(Slot& s, const std::string& reason, const std::string& erro
     s.gen.reset();
 }
 
-void Engine::step(Slot& s) {
+void Engine::deliver(Slot& s, std::vector<int32_t>& toks, std::vector<TokenLogprob>& lp) {
     Job& j = *s.job;
-    if (j.is_cancelled()) { release(s, "cancelled"); return; }
-    const int remaining = j.req.max_tokens - s.generated;
-    if (remaining <= 0) { release(s, "length"); return; }
-    std::vector<int32_t> toks;
-    std::vector<TokenLogprob> lp;
-    bool ok;
-    try {
-        ok = s.gen->step(toks, remaining, j.req.n_top_logprobs >= 0 ? &lp : nullptr, std::max(0, j.req.n_top_logprobs));
-    } catch (const Error& e) {
-        release(s, "error", e.what());
-        return;
-    }
-    if (!ok) { release(s, "length"); return; }  // context full
     std::string reason;
     size_t keep = toks.size();
     for (size_t i = 0; i < toks.size(); i++) {
@@ -160,6 +147,49 @@ void Engine::step(Slot& s) {
     j.push(toks, lp);
     if (!reason.empty()) release(s, reason);
     else if (s.generated >= j.req.max_tokens) release(s, "length");
+}
+
+void Engine::step_all() {
+    // Phase 1: every busy slot proposes (drafting runs per slot) and says what its target must run.
+    std::vector<Slot*> active;
+    std::vector<std::vector<int32_t>> batches;
+    for (auto& s : slots_) {
+        if (!s.job) continue;
+        Job& j = *s.job;
+        if (j.is_cancelled()) { release(s, "cancelled"); continue; }
+        const int remaining = j.req.max_tokens - s.generated;
+        if (remaining <= 0) { release(s, "length"); continue; }
+        std::vector<int32_t> batch;
+        try {
+            if (!s.gen->begin_step(remaining, batch)) { release(s, "length"); continue; }  // context full
+        } catch (const Error& e) {
+            release(s, "error", e.what());
+            continue;
+        }
+        active.push_back(&s);
+        batches.push_back(std::move(batch));
+    }
+    if (active.empty()) return;
+    // Phase 2: one forward pass of the target over all slots' tokens (weights read once for all of them).
+    std::vector<Session::DecodeRequest> reqs;
+    for (size_t i = 0; i < active.size(); i++)
+        reqs.push_back({active[i]->target.get(), batches[i].data(), int(batches[i].size()), true});
+    const double t0 = now_ms();
+    try {
+        Session::decode_batch(reqs);
+    } catch (const Error& e) {
+        for (Slot* s : active) release(*s, "error", e.what());
+        return;
+    }
+    const double t_target = now_ms() - t0;
+    // Phase 3: each slot verifies its drafts against its own logits and delivers its tokens.
+    for (Slot* s : active) {
+        std::vector<int32_t> toks;
+        std::vector<TokenLogprob> lp;
+        const int n_top = s->job->req.n_top_logprobs;
+        s->gen->end_step(toks, t_target, n_top >= 0 ? &lp : nullptr, std::max(0, n_top));
+        deliver(*s, toks, lp);
+    }
 }
 
 void Engine::loop() {
@@ -196,10 +226,10 @@ void Engine::loop() {
             }
         }
         // One round for every busy slot.
+        step_all();
         int busy = 0;
         size_t kv_used = 0, kv_total = 0;
         for (auto& s : slots_) {
-            if (s.job) step(s);
             busy += s.job ? 1 : 0;
             kv_used += size_t(s.target->n_past());
             kv_total += size_t(s.target->n_ctx());

@@ -100,7 +100,8 @@ private:
     };
     void loop();
     void admit(Slot& s, std::shared_ptr<Job> job);
-    void step(Slot& s);
+    void step_all();  // one round of every busy slot, their target passes merged into one forward pass
+    void deliver(Slot& s, std::vector<int32_t>& toks, std::vector<TokenLogprob>& lp);
     void release(Slot& s, const std::string& reason, const std::string& error = "");
 
     std::shared_ptr<const Model> target_, draft_;
