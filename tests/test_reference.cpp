@@ -107,9 +107,4 @@ INSTANTIATE_TEST_SUITE_P(AllSynth, SynthReference,
                          ::testing::Values("synth-llama-spm-q8_0", "synth-llama-spm-q4_0", "synth-llama-spm-q4_k_m",
                                            "synth-llama-spm-q5_k_m", "synth-qwen2-gpt2bpe-bf16",
                                            "synth-llama3ish-gpt2bpe-f16"),
-                         [](const auto& info) {
-                             std::string s = info.param;
-                             for (char& c : s)
-                                 if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                             return s;
-                         });
+                         test::ParamName());

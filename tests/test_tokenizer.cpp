@@ -85,12 +85,7 @@ INSTANTIATE_TEST_SUITE_P(AllVocabs, TokenizerVectors,
                          ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf", "ggml-vocab-starcoder.gguf",
                                            "ggml-vocab-falcon.gguf", "ggml-vocab-gpt-neox.gguf", "ggml-vocab-mpt.gguf",
                                            "ggml-vocab-deepseek-llm.gguf"),
-                         [](const auto& info) {
-                             std::string s = info.param;
-                             for (char& c : s)
-                                 if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                             return s;
-                         });
+                         test::ParamName());
 
 TEST(Tokenizer, SpecialTokensOnlyWhenAsked) {
     auto f = GgufFile::open(test::shared_file("models/stories260K.gguf"));

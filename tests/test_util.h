@@ -1,5 +1,6 @@
 // Helpers shared by the tests: where the shared data lives, temporary files, reference JSON.
 #pragma once
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,16 @@ std::string tandem_bin();
 int run_command(const std::string& cmd, std::string* output, bool merge_stderr = true);
 
 std::string read_file(const std::string& path);
+
+// GoogleTest parameter names must be alphanumeric: "synth-llama-spm-q8_0" -> "synth_llama_spm_q8_0".
+struct ParamName {
+    template <typename Info> std::string operator()(const Info& info) const {
+        std::string s = info.param;
+        for (char& c : s)
+            if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+        return s;
+    }
+};
 void write_file(const std::string& path, const std::string& bytes);
 
 }  // namespace tandem::test

@@ -21,10 +21,7 @@ bool matmul_kq_supported(TensorType t) {
 }
 
 void unpack_kq_row(TensorType t, const uint8_t* row, int64_t n, UnpackedRow& out) {
-    const int64_t nb = n / 32;
-    out.q.resize(size_t(n));
-    out.lane_scale.resize(size_t(nb) * 8);
-    out.offset.resize(size_t(nb));
+    out.resize(n);
     int8_t* q = out.q.data();
     float* ls = out.lane_scale.data();
     float* off = out.offset.data();
@@ -108,10 +105,7 @@ __attribute__((target("avx2"))) static inline __m256i hi2(__m256i h, __m256i m2,
 // AVX2 unpacking of Q4_K and Q6_K (the types of Q4_K_M files); same output as unpack_kq_row.
 __attribute__((target("avx2,fma,f16c"))) void unpack_kq_row_avx2(TensorType t, const uint8_t* row, int64_t n, UnpackedRow& out) {
     if (t == TensorType::Q5_K) return unpack_kq_row(t, row, n, out);
-    const int64_t nb = n / 32;
-    out.q.resize(size_t(n));
-    out.lane_scale.resize(size_t(nb) * 8);
-    out.offset.resize(size_t(nb));
+    out.resize(n);
     int8_t* q = out.q.data();
     float* ls = out.lane_scale.data();
     float* off = out.offset.data();

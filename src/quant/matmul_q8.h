@@ -23,6 +23,11 @@ struct UnpackedRow {
     std::vector<int8_t> q;           // (n)
     std::vector<float> lane_scale;   // (n / 4)
     std::vector<float> offset;       // (n / 32)
+    void resize(int64_t n) {
+        q.resize(size_t(n));
+        lane_scale.resize(size_t(n / 4));
+        offset.resize(size_t(n / 32));
+    }
 };
 bool matmul_kq_supported(TensorType t);
 void unpack_kq_row(TensorType t, const uint8_t* row, int64_t n, UnpackedRow& out);
