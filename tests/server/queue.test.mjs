@@ -1,0 +1,26 @@
+// More requests than slots + queue: the excess is answered 503 with Retry-After (never queued without bound),
+// and the server recovers.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { startServer, STORIES, metrics } from './helpers.mjs';
+
+test('a full queue answers 503 with Retry-After', async () => {
+  const srv = await startServer(['-m', STORIES, '-np', '1', '--queue-max', '1']);
+  try {
+    const body = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 1500, temperature: 0, ignore_eos: true });
+    const reqs = Array.from({ length: 8 }, () => fetch(srv.base + '/v1/completions', { method: 'POST', body }));
+    const res = await Promise.all(reqs);
+    const statuses = res.map((r) => r.status);
+    await Promise.all(res.map((r) => r.text()));
+    const busy = res.filter((r) => r.status === 503);
+    assert.ok(busy.length >= 1, `statuses: ${statuses}`);
+    for (const r of busy) assert.ok(Number(r.headers.get('retry-after')) >= 1);
+    assert.ok(statuses.filter((s) => s === 200).length >= 2, `statuses: ${statuses}`);
+    assert.ok(statuses.every((s) => s === 200 || s === 503), `statuses: ${statuses}`);
+    const m = await metrics(srv.base);
+    assert.equal(m.get('tandem_slots_busy'), 0);
+    assert.equal((await fetch(srv.base + '/health')).status, 200);
+  } finally {
+    await srv.stop();
+  }
+});
