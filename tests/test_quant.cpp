@@ -248,3 +248,36 @@ TEST(Quant, KQuantUnpackedDotMatchesDequantizedReference) {
         }
     }
 }
+
+TEST(Quant, PackedKernelMatchesIntegerReference) {
+    // The 8-row interleaved layout computes the same integer sums as the plain-layout reference.
+    for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0}) {
+        const int64_t rows = 24, cols = 288;
+        auto w = gaussian(size_t(rows * cols), 31);
+        const size_t rb = row_bytes(type, cols);
+        std::vector<uint8_t> q(rb * size_t(rows));
+        for (int64_t r = 0; r < rows; r++) quantize_row_ref(type, &w[size_t(r * cols)], &q[size_t(r) * rb], cols);
+        ASSERT_TRUE(packable(type, rows, cols));
+        std::vector<uint8_t> packed(packed_bytes(type, rows, cols));
+        repack_rows(type, q.data(), rb, rows, cols, packed.data());
+        WeightView v{q.data(), type, cols, rows, rb};
+        for (int n_tok : {1, 3, 4, 7}) {
+            auto x = gaussian(size_t(n_tok * cols), uint32_t(50 + n_tok));
+            ActQ8 act;
+            quantize_act_q8(x.data(), n_tok, cols, act);
+            std::vector<float> ref(size_t(n_tok * rows)), pref(ref.size()), fast(ref.size());
+            matmul_q8_rows_ref(v, act, ref.data(), rows, 0, rows);
+            matmul_packed_ref(type, packed.data(), cols, act, pref.data(), rows, 0, rows);
+            for (size_t i = 0; i < ref.size(); i++) ASSERT_NEAR(pref[i], ref[i], 1e-4 * (1 + std::fabs(ref[i])));
+#if defined(__x86_64__)
+            if (cpu_features().avx512vnni) {
+                matmul_packed_vnni(type, packed.data(), cols, act, fast.data(), rows, 8, rows);  // rows 8..23
+                for (size_t t = 0; t < size_t(n_tok); t++)
+                    for (int64_t r = 8; r < rows; r++)
+                        ASSERT_NEAR(fast[t * rows + size_t(r)], ref[t * rows + size_t(r)], 1e-4 * (1 + std::fabs(ref[t * rows + size_t(r)])))
+                            << type_name(type) << " n_tok " << n_tok << " row " << r;
+            }
+#endif
+        }
+    }
+}

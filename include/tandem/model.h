@@ -47,6 +47,7 @@ struct Weight {
     int64_t rows = 0;
     int64_t cols = 0;
     size_t row_stride = 0;
+    const uint8_t* packed = nullptr;  // a faster layout made at load (owned by the Model), or null
     size_t nbytes() const { return row_stride * size_t(rows); }
 };
 
@@ -91,6 +92,12 @@ private:
     Weight tok_embd_, output_;
     std::vector<float> output_norm_, rope_freqs_;
     std::vector<LayerWeights> layers_;
+    std::vector<std::unique_ptr<uint8_t[]>> packed_;  // repacked matrices (see Model::repack_for_cpu)
+    size_t packed_bytes_ = 0;
+    void repack_for_cpu();
+
+public:
+    size_t packed_bytes() const { return packed_bytes_; }  // memory held by repacked copies
 };
 
 }  // namespace tandem

@@ -32,7 +32,7 @@ struct Session::Impl {
 
 namespace {
 
-WeightView view(const Weight& w) { return WeightView{w.data, w.type, w.cols, w.rows, w.row_stride}; }
+WeightView view(const Weight& w) { return WeightView{w.data, w.type, w.cols, w.rows, w.row_stride, w.packed}; }
 
 void rmsnorm(const float* x, const float* w, float* out, int n, float eps) {
     double ss = 0;

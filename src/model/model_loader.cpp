@@ -1,6 +1,11 @@
 // Reads hyperparameters from GGUF metadata and binds weight tensors by name, checking every shape.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <map>
 
+#include "quant/kernels.h"
+#include "quant/matmul_q8.h"
 #include "quant/quant.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
@@ -143,7 +148,31 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         l.w_up = L.matrix(p + "ffn_up.weight", hp.n_ff, hp.n_embd);
         l.w_down = L.matrix(p + "ffn_down.weight", hp.n_embd, hp.n_ff);
     }
+    m->repack_for_cpu();
     return m;
+}
+
+// On CPUs with AVX512-VNNI, Q8_0/Q4_0 matrices are copied once into the 8-row interleaved layout of the fast
+// kernel (matmul_packed.cpp); the file's pages of those tensors are then released (MADV_DONTNEED on the
+// read-only mapping: they are re-read from the file if ever touched again), so memory stays about the file size.
+void Model::repack_for_cpu() {
+    if (!cpu_features().avx512vnni) return;
+    const long page = sysconf(_SC_PAGESIZE);
+    auto pack = [&](Weight& w) {
+        if (!packable(w.type, w.rows, w.cols) || w.packed) return;
+        const size_t n = tandem::packed_bytes(w.type, w.rows, w.cols);
+        std::unique_ptr<uint8_t[]> buf(new uint8_t[n]);
+        repack_rows(w.type, w.data, w.row_stride, w.rows, w.cols, buf.get());
+        w.packed = buf.get();
+        packed_bytes_ += n;
+        packed_.push_back(std::move(buf));
+        uintptr_t b = (reinterpret_cast<uintptr_t>(w.data) + uintptr_t(page) - 1) / uintptr_t(page) * uintptr_t(page);
+        uintptr_t e = (reinterpret_cast<uintptr_t>(w.data) + w.nbytes()) / uintptr_t(page) * uintptr_t(page);
+        if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+    };
+    for (auto& l : layers_)
+        for (Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) pack(*w);
+    if (!hp_.tied_output) pack(output_);
 }
 
 const std::string& Model::path() const { return file_->path(); }

@@ -143,6 +143,16 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
         return std::make_pair(int64_t(b) * chunk, std::min<int64_t>(w.rows, int64_t(e) * chunk));
     };
 #if defined(__x86_64__)
+    if (w.packed && cpu_features().avx512vnni) {
+        thread_local ActQ8 tl_act;
+        ActQ8& act = tl_act;  // the caller's instance (see below)
+        quantize_act_q8(x, n_tok, w.cols, act);
+        pool.parallel_for(size_t(n_chunks), [&](size_t b, size_t e, int) {
+            auto [r0, r1] = rows_of(b, e);
+            matmul_packed_vnni(w.type, w.packed, w.cols, act, y, w.rows, r0, r1);
+        });
+        return;
+    }
     if (cpu_features().avx2 && matmul_q8_supported(w.type)) {
         thread_local ActQ8 tl_act;
         ActQ8& act = tl_act;  // the caller's instance: a thread_local named inside the lambda would be the worker's

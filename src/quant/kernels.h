@@ -17,6 +17,7 @@ struct WeightView {
     int64_t cols = 0;       // row length = input dimension (GGUF ne[0])
     int64_t rows = 0;       // number of rows = output dimension (GGUF ne[1])
     size_t row_stride = 0;  // bytes per row
+    const uint8_t* packed = nullptr;  // optional repacked copy (Q8_0/Q4_0, see matmul_q8.h); null: none
     const uint8_t* row(int64_t r) const { return data + size_t(r) * row_stride; }
 };
 

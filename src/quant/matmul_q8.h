@@ -17,6 +17,17 @@ void matmul_q8_rows_avx2(const WeightView& w, const ActQ8& a, float* y, int64_t 
 void matmul_q8_rows_vnni(const WeightView& w, const ActQ8& a, float* y, int64_t ldy, int64_t r0, int64_t r1);
 #endif
 
+// Q8_0 / Q4_0 repacked into groups of 8 interleaved rows (layout in matmul_packed.cpp). r0, r1 multiples of 8.
+bool packable(TensorType t, int64_t rows, int64_t cols);
+size_t packed_bytes(TensorType t, int64_t rows, int64_t cols);
+void repack_rows(TensorType t, const uint8_t* src, size_t row_stride, int64_t rows, int64_t cols, uint8_t* dst);
+void matmul_packed_ref(TensorType t, const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy,
+                       int64_t r0, int64_t r1);
+#if defined(__x86_64__)
+void matmul_packed_vnni(TensorType t, const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy,
+                        int64_t r0, int64_t r1);
+#endif
+
 // K-quants (Q4_K, Q5_K, Q6_K): a weight row unpacked to signed integers with lane scales and block offsets,
 // w_i = lane_scale[i / 4] * q[i] + offset[i / 32]; the unpacking is shared by every token of a batch.
 struct UnpackedRow {

@@ -1,0 +1,159 @@
+// Q8_0 / Q4_0 weights repacked at load into groups of 8 interleaved rows, for the AVX512-VNNI kernel.
+//
+// Packed layout, for each group of 8 rows and each 32-element block b (bytes, in this order):
+//   uint16 d[8]              half scales of the 8 rows' block b
+//   Q8_0: uint8 q[8][8][4]   q[g][j][k] = (int8 value of row j, element 4g+k) ^ 0x80   (= value + 128)
+//   Q4_0: uint8 q[4][8][4]   low nibble of q[g][j][k] = element 4g+k of row j, high nibble = element 16+4g+k
+// so one 32-byte load holds four consecutive values of each of the 8 rows, and vpdpbusd against the four
+// matching activation bytes (broadcast) accumulates the 8 rows' dot products in one register: no horizontal
+// sums, and one scale multiply per 8 rows. The unsigned offset (128, or 8 for Q4_0 nibbles) comes back out
+// through the activation block sums (ActQ8::s).
+#include <cstring>
+
+#include "core/fp16.h"
+#include "quant/blocks.h"
+#include "quant/matmul_q8.h"
+#include "tandem/error.h"
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace tandem {
+
+namespace {
+size_t group_block_bytes(TensorType t) { return t == TensorType::Q8_0 ? 16 + 256 : 16 + 128; }
+}  // namespace
+
+bool packable(TensorType t, int64_t rows, int64_t cols) {
+    return (t == TensorType::Q8_0 || t == TensorType::Q4_0) && rows % 8 == 0 && cols % 32 == 0;
+}
+
+size_t packed_bytes(TensorType t, int64_t rows, int64_t cols) { return size_t(rows / 8) * size_t(cols / 32) * group_block_bytes(t); }
+
+void repack_rows(TensorType t, const uint8_t* src, size_t row_stride, int64_t rows, int64_t cols, uint8_t* dst) {
+    TD_ASSERT(packable(t, rows, cols));
+    const int64_t nb = cols / 32;
+    const size_t gbb = group_block_bytes(t);
+    for (int64_t G = 0; G < rows / 8; G++) {
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t* out = dst + (size_t(G) * size_t(nb) + size_t(b)) * gbb;
+            uint16_t* d = reinterpret_cast<uint16_t*>(out);
+            uint8_t* q = out + 16;
+            for (int j = 0; j < 8; j++) {
+                const uint8_t* row = src + size_t(G * 8 + j) * row_stride;
+                if (t == TensorType::Q8_0) {
+                    const block_q8_0* x = reinterpret_cast<const block_q8_0*>(row) + b;
+                    d[j] = x->d;
+                    for (int g = 0; g < 8; g++)
+                        for (int k = 0; k < 4; k++) q[(g * 8 + j) * 4 + k] = uint8_t(x->qs[4 * g + k]) ^ 0x80;
+                } else {
+                    const block_q4_0* x = reinterpret_cast<const block_q4_0*>(row) + b;
+                    d[j] = x->d;
+                    for (int g = 0; g < 4; g++)
+                        for (int k = 0; k < 4; k++) {
+                            // qs[i] holds element i (low nibble) and element i + 16 (high nibble)
+                            q[(g * 8 + j) * 4 + k] = x->qs[4 * g + k];
+                        }
+                }
+            }
+        }
+    }
+}
+
+void matmul_packed_ref(TensorType t, const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy,
+                       int64_t r0, int64_t r1) {
+    const int64_t nb = cols / 32;
+    const size_t gbb = group_block_bytes(t);
+    for (int64_t G = r0 / 8; G < r1 / 8; G++)
+        for (int tk = 0; tk < a.n_rows; tk++)
+            for (int j = 0; j < 8; j++) {
+                float acc = 0;
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t* blk = packed + (size_t(G) * size_t(nb) + size_t(b)) * gbb;
+                    const uint16_t* d = reinterpret_cast<const uint16_t*>(blk);
+                    const uint8_t* q = blk + 16;
+                    const int8_t* aq = a.qrow(tk) + b * 32;
+                    int sum = 0;
+                    for (int i = 0; i < 32; i++) {
+                        int w;
+                        if (t == TensorType::Q8_0) {
+                            w = int(int8_t(q[((i / 4) * 8 + j) * 4 + i % 4] ^ 0x80));
+                        } else {
+                            const int e = i % 16;
+                            const uint8_t byte = q[((e / 4) * 8 + j) * 4 + e % 4];
+                            w = (i < 16 ? (byte & 0xF) : (byte >> 4)) - 8;
+                        }
+                        sum += w * aq[i];
+                    }
+                    acc += fp16_to_f32(d[j]) * a.drow(tk)[b] * float(sum);
+                }
+                y[int64_t(tk) * ldy + G * 8 + j] = acc;
+            }
+}
+
+#if defined(__x86_64__)
+namespace {
+
+template <bool Q4, int T>
+__attribute__((target("avx2,fma,f16c,avx512vl,avx512vnni"))) void group_tile(const uint8_t* base, int64_t nb, const ActQ8& a,
+                                                                             int t0, float* y, int64_t ldy, int64_t row0) {
+    constexpr size_t gbb = Q4 ? 16 + 128 : 16 + 256;
+    constexpr float offset = Q4 ? 8.0f : 128.0f;
+    __m256 acc[T], corr[T];
+    for (int t = 0; t < T; t++) { acc[t] = _mm256_setzero_ps(); corr[t] = _mm256_setzero_ps(); }
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t* blk = base + size_t(b) * gbb;
+        _mm_prefetch(reinterpret_cast<const char*>(blk) + 4 * gbb, _MM_HINT_T0);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+        __m256i w[8];
+        if constexpr (Q4) {
+            for (int g = 0; g < 4; g++) {
+                const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * g));
+                w[g] = _mm256_and_si256(v, m4);
+                w[g + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            }
+        } else {
+            for (int g = 0; g < 8; g++) w[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * g));
+        }
+        for (int t = 0; t < T; t++) {
+            const int32_t* a4 = reinterpret_cast<const int32_t*>(a.qrow(t0 + t) + b * 32);
+            // Independent accumulator chains: vpdpbusd has a latency of several cycles, so one chain of eight
+            // would leave the unit idle (4 chains for a single token, 2 when tokens interleave).
+            constexpr int C = T == 1 ? 4 : 2;
+            __m256i s[C];
+            for (int c = 0; c < C; c++) s[c] = _mm256_setzero_si256();
+            for (int g = 0; g < 8; g++) s[g % C] = _mm256_dpbusd_epi32(s[g % C], w[g], _mm256_set1_epi32(a4[g]));
+            for (int c = 1; c < C; c++) s[0] = _mm256_add_epi32(s[0], s[c]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[0]), _mm256_mul_ps(dw, _mm256_set1_ps(a.drow(t0 + t)[b])), acc[t]);
+            corr[t] = _mm256_fmadd_ps(dw, _mm256_set1_ps(a.srow(t0 + t)[b]), corr[t]);
+        }
+    }
+    for (int t = 0; t < T; t++)
+        _mm256_storeu_ps(y + int64_t(t0 + t) * ldy + row0, _mm256_fnmadd_ps(_mm256_set1_ps(offset), corr[t], acc[t]));
+}
+
+template <bool Q4>
+__attribute__((target("avx2,fma,f16c,avx512vl,avx512vnni"))) void packed_rows(const uint8_t* packed, int64_t cols, const ActQ8& a,
+                                                                              float* y, int64_t ldy, int64_t r0, int64_t r1) {
+    const int64_t nb = cols / 32;
+    constexpr size_t gbb = Q4 ? 16 + 128 : 16 + 256;
+    for (int64_t G = r0 / 8; G < r1 / 8; G++) {
+        const uint8_t* base = packed + size_t(G) * size_t(nb) * gbb;
+        int t = 0;
+        for (; t + 4 <= a.n_rows; t += 4) group_tile<Q4, 4>(base, nb, a, t, y, ldy, G * 8);
+        for (; t + 2 <= a.n_rows; t += 2) group_tile<Q4, 2>(base, nb, a, t, y, ldy, G * 8);
+        for (; t < a.n_rows; t++) group_tile<Q4, 1>(base, nb, a, t, y, ldy, G * 8);
+    }
+}
+
+}  // namespace
+
+void matmul_packed_vnni(TensorType t, const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy,
+                        int64_t r0, int64_t r1) {
+    if (t == TensorType::Q4_0) packed_rows<true>(packed, cols, a, y, ldy, r0, r1);
+    else packed_rows<false>(packed, cols, a, y, ldy, r0, r1);
+}
+#endif
+
+}  // namespace tandem
