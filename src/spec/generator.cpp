@@ -139,18 +139,20 @@ int Generator::propose_model(int k, std::vector<int32_t>& drafts, std::vector<Di
     if (room < 1) return 0;
     k = std::min(k, room);
     d.decode(history_.data() + draft_base_ + keep, int(n - draft_base_ - keep), false);
-    std::vector<int32_t> ctx = history_;
+    // The drafted tokens are appended to history_ while drafting (the samplers' penalties see them) and
+    // removed again before returning; end_step appends the accepted ones for good.
     for (int i = 0; i < k; i++) {
         const float* lg = d.last_logits();
         if (top_prob(lg, d.n_vocab()) < spec_.p_min) break;
         if (qs.size() <= size_t(i)) qs.emplace_back();
-        draft_sampler_.distribution(lg, ctx, qs[size_t(i)]);
+        draft_sampler_.distribution(lg, history_, qs[size_t(i)]);
         int32_t x = draft_sampler_.draw(qs[size_t(i)]);
         if (x >= target_.n_vocab()) break;  // padding id outside the target vocabulary
         drafts.push_back(x);
-        ctx.push_back(x);
+        history_.push_back(x);
         if (i + 1 < k) d.decode(&x, 1, false);
     }
+    history_.resize(n);
     return int(drafts.size());
 }
 
@@ -215,13 +217,12 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
     const int n_past = pending_.n_past;
     TD_ASSERT(target_.n_past() == n_past + 1 + nd && target_.n_logits() == nd + 1);
     auto t1 = std::chrono::steady_clock::now();
-    std::vector<int32_t> ctx = history_;
-    int accepted = 0;
+    int accepted = 0;  // accepted drafts are appended to history_ as they are accepted
     int32_t final_token = -1;
     if (p_.size() < size_t(nd) + 1) p_.resize(size_t(nd) + 1);
     for (int i = 0; i <= nd; i++) {
         Distribution& p = p_[size_t(i)];
-        target_sampler_.distribution(target_.logits(i), ctx, p);
+        target_sampler_.distribution(target_.logits(i), history_, p);
         if (i == nd) {  // all drafts accepted (or none drafted): bonus / plain token from p
             final_token = target_sampler_.draw(p);
             if (logprobs) logprobs->push_back(logprob_of(target_.logits(i), target_.n_vocab(), final_token, n_top));
@@ -238,7 +239,7 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
         if (accept) {
             accepted++;
             if (logprobs) logprobs->push_back(logprob_of(target_.logits(i), target_.n_vocab(), x, n_top));
-            ctx.push_back(x);
+            history_.push_back(x);
             continue;
         }
         if (spec_.type == SpecType::NGRAM) {
@@ -259,7 +260,6 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
 
     for (int i = 0; i < accepted; i++) out.push_back(drafts[size_t(i)]);
     out.push_back(final_token);
-    history_.insert(history_.end(), drafts.begin(), drafts.begin() + accepted);
     history_.push_back(final_token);
 
     stats_.n_rounds++;
