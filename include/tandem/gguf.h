@@ -81,6 +81,9 @@ public:
     uint32_t version() const { return version_; }
     uint32_t alignment() const { return alignment_; }
     size_t file_size() const { return size_; }
+    // True when the data is this object's own read-only file mapping (open()), false for parse() over caller
+    // memory. Only a mapping's pages may be released (MADV_DONTNEED) by users of the tensor data.
+    bool owns_mapping() const { return map_ != nullptr; }
 
     const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
     const GgufValue* find(const std::string& key) const;

@@ -168,7 +168,7 @@ void Model::repack_for_cpu() {
         packed_.push_back(std::move(buf));
         uintptr_t b = (reinterpret_cast<uintptr_t>(w.data) + uintptr_t(page) - 1) / uintptr_t(page) * uintptr_t(page);
         uintptr_t e = (reinterpret_cast<uintptr_t>(w.data) + w.nbytes()) / uintptr_t(page) * uintptr_t(page);
-        if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+        if (e > b && file_->owns_mapping()) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
     };
     for (auto& l : layers_)
         for (Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) pack(*w);
