@@ -18,9 +18,11 @@ case "${1:-}" in
     secs="${2:-30}"
     cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DTANDEM_FUZZ=ON -DTANDEM_TESTS=OFF \
       -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined" >/dev/null
-    cmake --build build-fuzz --target fuzz_gguf
+    cmake --build build-fuzz --target fuzz_gguf tandem
     corpus=$(mktemp -d)
     cp "${TANDEM_SHARED_DIR:-../shared}/models/stories260K.gguf" "$corpus/"
+    # a small quantized model too, so the fuzzer reaches the Q8_0 repacking and BPE-free quantized paths
+    ./build-fuzz/bin/tandem synth "$corpus/tiny-q8_0.gguf" --shape tiny-test --type Q8_0 2>/dev/null
     ./build-fuzz/bin/fuzz_gguf -max_total_time="$secs" -rss_limit_mb=4096 "$corpus" 2>&1 | tail -n 3
     rm -rf "$corpus"
     ;;
