@@ -109,3 +109,20 @@ TEST(Cli, TokenizeIdsAndFileBytesExactly) {
     ASSERT_EQ(tandem::test::run_command(tandem::test::tandem_bin() + " info " + stories(), &info), 0);
     EXPECT_NE(info.find("params:    292800"), std::string::npos) << info;
 }
+
+TEST(Cli, TokenizeWorksForByteLevelBpeVocabs) {
+    // `tandem tokenize --ids --no-special` on a vocab-only GGUF gives the conformance ids of the test strings.
+    for (const char* vocab : {"ggml-vocab-gpt-2.gguf", "ggml-vocab-deepseek-llm.gguf", "ggml-vocab-falcon.gguf"}) {
+        const std::string path = tandem::test::shared_file(std::string("tokenizer-tests/") + vocab);
+        const std::string text_file = tandem::test::temp_dir() + "/bpe-" + vocab + ".txt";
+        tandem::test::write_file(text_file, "Hello world! 3333 \xe4\xb8\x96\xe7\x95\x8c  tabs\tand\nnewlines");
+        std::string out;
+        ASSERT_EQ(tandem::test::run_command(tandem::test::tandem_bin() + " tokenize -m " + path + " -f " + text_file +
+                                                " --ids --no-special", &out, false), 0) << vocab;
+        json ids = json::parse(out);
+        ASSERT_GT(ids.size(), 5u) << vocab;
+        std::string info;
+        ASSERT_EQ(tandem::test::run_command(tandem::test::tandem_bin() + " tokenize -m " + path + " -f " + text_file + " --no-special", &info), 0);
+        EXPECT_NE(info.find(std::to_string(ids.size()) + " tokens"), std::string::npos) << info;
+    }
+}
