@@ -48,7 +48,7 @@ void attention_head_ref(const float* q, const uint16_t* k, const uint16_t* v, si
                         float scale, float* scores, float* out);
 
 // y[t * ldy + r] = dot(W.row(r), x[t * W.cols ...]) for t in [0, n_tok), r in [r0, r1).
-// Reference implementation: dequantize each row once, apply it to all n_tok inputs (so a verification batch
+// Generic path (any type): dequantize each row once, apply it to all n_tok inputs (so a verification batch
 // streams the weights once). `scratch` holds at least W.cols floats.
 void matmul_rows_ref(const WeightView& w, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
                      int64_t r1, float* scratch);
