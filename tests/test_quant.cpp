@@ -249,6 +249,32 @@ TEST(Quant, KQuantUnpackedDotMatchesDequantizedReference) {
     }
 }
 
+TEST(Quant, ActivationQuantizerMatchesScalarReferenceExactly) {
+    // Same rounding (nearest-even) and the same scale arithmetic: every byte, scale and sum identical.
+    for (int group : {32, 256}) {
+        const int n_rows = 5;
+        const int64_t n = 512;
+        auto x = gaussian(size_t(n_rows * n), 77);
+        for (int64_t i = 0; i < n; i++) x[size_t(2 * n + i)] = 0.0f;                   // an all-zero row
+        for (int64_t i = 0; i < n; i++) x[size_t(3 * n + i)] = float(i % 64) * 0.5f - 16;  // ties at .5 after scaling
+        x[size_t(4 * n)] = 1e30f;                                                       // one huge value
+        ActQ8 ref, fast;
+        quantize_act_q8_ref(x.data(), n_rows, n, ref, group);
+        quantize_act_q8(x.data(), n_rows, n, fast, group);
+        ASSERT_EQ(ref.q, fast.q) << "group " << group;
+        ASSERT_EQ(ref.d, fast.d) << "group " << group;
+        ASSERT_EQ(ref.s, fast.s) << "group " << group;
+        ASSERT_EQ(ref.qsum, fast.qsum) << "group " << group;
+        // In two steps over row ranges, as the thread pool runs it.
+        ActQ8 split;
+        quantize_act_q8_prepare(n_rows, n, split);
+        quantize_act_q8_rows(x.data(), n, group, split, 3, n_rows);
+        quantize_act_q8_rows(x.data(), n, group, split, 0, 3);
+        ASSERT_EQ(ref.q, split.q);
+        ASSERT_EQ(ref.qsum, split.qsum);
+    }
+}
+
 TEST(Quant, PackedKernelMatchesIntegerReference) {
     // The 8-row interleaved layout computes the same integer sums as the plain-layout reference.
     for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0}) {
@@ -261,7 +287,7 @@ TEST(Quant, PackedKernelMatchesIntegerReference) {
         std::vector<uint8_t> packed(packed_bytes(type, rows, cols));
         repack_rows(type, q.data(), rb, rows, cols, packed.data());
         WeightView v{q.data(), type, cols, rows, rb};
-        for (int n_tok : {1, 3, 4, 7}) {
+        for (int n_tok : {1, 2, 3, 4, 7, 8, 9, 16, 19}) {  // every tile size (8, 4, 2, 1) and repeated tiles
             auto x = gaussian(size_t(n_tok * cols), uint32_t(50 + n_tok));
             ActQ8 act;
             quantize_act_q8(x.data(), n_tok, cols, act);

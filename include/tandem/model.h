@@ -92,7 +92,7 @@ private:
     Weight tok_embd_, output_;
     std::vector<float> output_norm_, rope_freqs_;
     std::vector<LayerWeights> layers_;
-    std::vector<std::unique_ptr<uint8_t[]>> packed_;  // repacked matrices (see Model::repack_for_cpu)
+    std::shared_ptr<uint8_t> packed_;  // one buffer holding the repacked matrices (see Model::repack_for_cpu)
     size_t packed_bytes_ = 0;
     void repack_for_cpu();
 

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "core/mmap.h"
 #include "quant/kernels.h"
 #include "quant/matmul_q8.h"
 #include "quant/quant.h"
@@ -158,21 +159,27 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
 void Model::repack_for_cpu() {
     if (!cpu_features().avx512vnni) return;
     const long page = sysconf(_SC_PAGESIZE);
-    auto pack = [&](Weight& w) {
-        if (!packable(w.type, w.rows, w.cols) || w.packed) return;
-        const size_t n = tandem::packed_bytes(w.type, w.rows, w.cols);
-        std::unique_ptr<uint8_t[]> buf(new uint8_t[n]);
-        repack_rows(w.type, w.data, w.row_stride, w.rows, w.cols, buf.get());
-        w.packed = buf.get();
-        packed_bytes_ += n;
-        packed_.push_back(std::move(buf));
-        uintptr_t b = (reinterpret_cast<uintptr_t>(w.data) + uintptr_t(page) - 1) / uintptr_t(page) * uintptr_t(page);
-        uintptr_t e = (reinterpret_cast<uintptr_t>(w.data) + w.nbytes()) / uintptr_t(page) * uintptr_t(page);
-        if (e > b && file_->owns_mapping()) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
-    };
+    std::vector<Weight*> todo;
     for (auto& l : layers_)
-        for (Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) pack(*w);
-    if (!hp_.tied_output) pack(output_);
+        for (Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+            if (packable(w->type, w->rows, w->cols)) todo.push_back(w);
+    if (!hp_.tied_output && packable(output_.type, output_.rows, output_.cols)) todo.push_back(&output_);
+    // One huge-page buffer for all copies, each matrix at a 64-byte boundary.
+    auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };
+    size_t total = 0;
+    for (Weight* w : todo) total += aligned(tandem::packed_bytes(w->type, w->rows, w->cols));
+    packed_ = allocate_large(total);
+    size_t at = 0;
+    for (Weight* w : todo) {
+        const size_t n = tandem::packed_bytes(w->type, w->rows, w->cols);
+        repack_rows(w->type, w->data, w->row_stride, w->rows, w->cols, packed_.get() + at);
+        w->packed = packed_.get() + at;
+        at += aligned(n);
+        uintptr_t b = (reinterpret_cast<uintptr_t>(w->data) + uintptr_t(page) - 1) / uintptr_t(page) * uintptr_t(page);
+        uintptr_t e = (reinterpret_cast<uintptr_t>(w->data) + w->nbytes()) / uintptr_t(page) * uintptr_t(page);
+        if (e > b && file_->owns_mapping()) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+    }
+    packed_bytes_ = total;
 }
 
 const std::string& Model::path() const { return file_->path(); }

@@ -137,11 +137,18 @@ void matmul_rows_ref(const WeightView& w, const float* x, int n_tok, float* y, i
 
 namespace {
 
-// The activations of one matmul, quantized once by the calling thread into its own buffer. The workers use the
-// returned reference: a thread_local named inside their lambda would be each worker's own (empty) instance.
-const ActQ8& quantized_activations(const float* x, int n_tok, int64_t cols, int group) {
+// The activations of one matmul, quantized into the calling thread's own buffer (rows shared among the pool's
+// threads when there are several). The workers use the returned reference: a thread_local named inside their
+// lambda would be each worker's own (empty) instance.
+const ActQ8& quantized_activations(ThreadPool& pool, const float* x, int n_tok, int64_t cols, int group) {
     thread_local ActQ8 act;
-    quantize_act_q8(x, n_tok, cols, act, group);
+    quantize_act_q8_prepare(n_tok, cols, act);
+    if (n_tok < 4) {
+        quantize_act_q8_rows(x, cols, group, act, 0, n_tok);
+    } else {
+        ActQ8& out = act;
+        pool.parallel_for(size_t(n_tok), [&](size_t b, size_t e, int) { quantize_act_q8_rows(x, cols, group, out, int(b), int(e)); });
+    }
     return act;
 }
 
@@ -156,7 +163,7 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
     };
 #if defined(__x86_64__)
     if (w.packed && cpu_features().avx512vnni) {
-        const ActQ8& act = quantized_activations(x, n_tok, w.cols, 32);
+        const ActQ8& act = quantized_activations(pool, x, n_tok, w.cols, 32);
         pool.parallel_for(size_t(n_chunks), [&](size_t b, size_t e, int) {
             auto [r0, r1] = rows_of(b, e);
             matmul_packed_vnni(w.type, w.packed, w.cols, act, y, w.rows, r0, r1);
@@ -164,7 +171,7 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
         return;
     }
     if (cpu_features().avx2 && matmul_q8_supported(w.type)) {
-        const ActQ8& act = quantized_activations(x, n_tok, w.cols, 32);
+        const ActQ8& act = quantized_activations(pool, x, n_tok, w.cols, 32);
         pool.parallel_for(size_t(n_chunks), [&](size_t b, size_t e, int) {
             auto [r0, r1] = rows_of(b, e);
             if (cpu_features().avx512vnni) matmul_q8_rows_vnni(w, act, y, w.rows, r0, r1);
@@ -175,7 +182,7 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
 #endif
 #if defined(__x86_64__)
     if (cpu_features().avx2 && matmul_kq_supported(w.type)) {
-        const ActQ8& act = quantized_activations(x, n_tok, w.cols, 256);  // one scale per 256, as llama.cpp's Q8_K
+        const ActQ8& act = quantized_activations(pool, x, n_tok, w.cols, 256);  // one scale per 256, as llama.cpp's Q8_K
         pool.parallel_for(size_t(n_chunks), [&](size_t b, size_t e, int) {
             thread_local UnpackedRow row;
             auto [r0, r1] = rows_of(b, e);

@@ -7,8 +7,9 @@
 // so one 32-byte load holds four consecutive values of each of the 8 rows, and vpdpbusd against the four
 // matching activation bytes (broadcast) accumulates the 8 rows' dot products in one register: no horizontal
 // sums, and one scale multiply per 8 rows. The unsigned offset (128, or 8 for Q4_0 nibbles) comes back out
-// through the activation block sums (ActQ8::s).
+// through the activation block sums (ActQ8::qsum), as the starting value of the integer sum.
 #include <cstring>
+#include <type_traits>
 
 #include "core/fp16.h"
 #include "quant/blocks.h"
@@ -94,17 +95,36 @@ void matmul_packed_ref(TensorType t, const uint8_t* packed, int64_t cols, const 
 #if defined(__x86_64__)
 namespace {
 
-template <bool Q4, int T>
+// Software prefetch of every cache line of the stream: a near one into L1 and a far one into L2, so the memory
+// keeps streaming while the integer units work on a large verification batch (without the far prefetch a
+// 4-token pass cost the sum of the memory time and the compute time instead of the larger of the two).
+constexpr size_t kNearPrefetch = 1024, kFarPrefetch = 16384;  // bytes ahead
+
+template <bool Q4, int T, bool PF>
 __attribute__((target("avx2,fma,f16c,avx512vl,avx512vnni"))) void group_tile(const uint8_t* base, int64_t nb, const ActQ8& a,
                                                                              int t0, float* y, int64_t ldy, int64_t row0) {
     constexpr size_t gbb = Q4 ? 16 + 128 : 16 + 256;
-    constexpr float offset = Q4 ? 8.0f : 128.0f;
-    __m256 acc[T], corr[T];
-    for (int t = 0; t < T; t++) { acc[t] = _mm256_setzero_ps(); corr[t] = _mm256_setzero_ps(); }
+    constexpr int32_t offset = Q4 ? 8 : 128;
+    // Independent accumulator chains: vpdpbusd has a latency of several cycles, so one chain of eight per
+    // token would leave the unit idle; with 4 or more tokens the tokens themselves are the independent chains.
+    constexpr int C = T == 1 ? 4 : T == 2 ? 2 : 1;
+    static_assert(T <= 8, "accumulators: 8 weight + T integer + T float registers");
+    __m256 acc[T];
+    for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const int8_t* aq[T];
+    const float* ad[T];
+    const int32_t* as[T];
+    for (int t = 0; t < T; t++) { aq[t] = a.qrow(t0 + t); ad[t] = a.drow(t0 + t); as[t] = a.sumrow(t0 + t); }
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t* blk = base + size_t(b) * gbb;
-        _mm_prefetch(reinterpret_cast<const char*>(blk) + 4 * gbb, _MM_HINT_T0);
+        if constexpr (PF) {
+            const char* p = reinterpret_cast<const char*>(blk);
+            for (size_t o = 0; o < gbb; o += 64) {
+                _mm_prefetch(p + kNearPrefetch + o, _MM_HINT_T0);
+                _mm_prefetch(p + kFarPrefetch + o, _MM_HINT_T1);
+            }
+        }
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
         __m256i w[8];
         if constexpr (Q4) {
@@ -116,21 +136,24 @@ __attribute__((target("avx2,fma,f16c,avx512vl,avx512vnni"))) void group_tile(con
         } else {
             for (int g = 0; g < 8; g++) w[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * g));
         }
+        // The weights carry +offset (unsigned for vpdpbusd); starting the sum at -offset * sum(a) removes it.
+        // Weight group outer, token inner: neighbouring instructions are independent.
+        __m256i s[T][C];
         for (int t = 0; t < T; t++) {
-            const int32_t* a4 = reinterpret_cast<const int32_t*>(a.qrow(t0 + t) + b * 32);
-            // Independent accumulator chains: vpdpbusd has a latency of several cycles, so one chain of eight
-            // would leave the unit idle (4 chains for a single token, 2 when tokens interleave).
-            constexpr int C = T == 1 ? 4 : 2;
-            __m256i s[C];
-            for (int c = 0; c < C; c++) s[c] = _mm256_setzero_si256();
-            for (int g = 0; g < 8; g++) s[g % C] = _mm256_dpbusd_epi32(s[g % C], w[g], _mm256_set1_epi32(a4[g]));
-            for (int c = 1; c < C; c++) s[0] = _mm256_add_epi32(s[0], s[c]);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[0]), _mm256_mul_ps(dw, _mm256_set1_ps(a.drow(t0 + t)[b])), acc[t]);
-            corr[t] = _mm256_fmadd_ps(dw, _mm256_set1_ps(a.srow(t0 + t)[b]), corr[t]);
+            s[t][0] = _mm256_set1_epi32(-offset * as[t][b]);
+            for (int c = 1; c < C; c++) s[t][c] = _mm256_setzero_si256();
+        }
+        for (int g = 0; g < 8; g++)
+            for (int t = 0; t < T; t++) {
+                const int32_t* a4 = reinterpret_cast<const int32_t*>(aq[t] + b * 32);
+                s[t][g % C] = _mm256_dpbusd_epi32(s[t][g % C], w[g], _mm256_set1_epi32(a4[g]));
+            }
+        for (int t = 0; t < T; t++) {
+            for (int c = 1; c < C; c++) s[t][0] = _mm256_add_epi32(s[t][0], s[t][c]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t][0]), _mm256_mul_ps(dw, _mm256_set1_ps(ad[t][b])), acc[t]);
         }
     }
-    for (int t = 0; t < T; t++)
-        _mm256_storeu_ps(y + int64_t(t0 + t) * ldy + row0, _mm256_fnmadd_ps(_mm256_set1_ps(offset), corr[t], acc[t]));
+    for (int t = 0; t < T; t++) _mm256_storeu_ps(y + int64_t(t0 + t) * ldy + row0, acc[t]);
 }
 
 template <bool Q4>
@@ -140,10 +163,19 @@ __attribute__((target("avx2,fma,f16c,avx512vl,avx512vnni"))) void packed_rows(co
     constexpr size_t gbb = Q4 ? 16 + 128 : 16 + 256;
     for (int64_t G = r0 / 8; G < r1 / 8; G++) {
         const uint8_t* base = packed + size_t(G) * size_t(nb) * gbb;
+        // The first tile of tokens streams the group from memory (and prefetches); later tiles find it in cache.
+        const int n = a.n_rows;
         int t = 0;
-        for (; t + 4 <= a.n_rows; t += 4) group_tile<Q4, 4>(base, nb, a, t, y, ldy, G * 8);
-        for (; t + 2 <= a.n_rows; t += 2) group_tile<Q4, 2>(base, nb, a, t, y, ldy, G * 8);
-        for (; t < a.n_rows; t++) group_tile<Q4, 1>(base, nb, a, t, y, ldy, G * 8);
+        auto tile = [&](auto tn) {
+            constexpr int TN = decltype(tn)::value;
+            if (t == 0) group_tile<Q4, TN, true>(base, nb, a, t, y, ldy, G * 8);
+            else group_tile<Q4, TN, false>(base, nb, a, t, y, ldy, G * 8);
+            t += TN;
+        };
+        while (n - t >= 8) tile(std::integral_constant<int, 8>{});
+        if (n - t >= 4) tile(std::integral_constant<int, 4>{});
+        if (n - t >= 2) tile(std::integral_constant<int, 2>{});
+        if (n - t >= 1) tile(std::integral_constant<int, 1>{});
     }
 }
 

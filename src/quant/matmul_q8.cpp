@@ -19,15 +19,20 @@
 
 namespace tandem {
 
-void quantize_act_q8(const float* x, int n_rows, int64_t n, ActQ8& out, int group) {
-    TD_ASSERT(n % group == 0 && group % 32 == 0);
+namespace {
+
+void act_resize(ActQ8& out, int n_rows, int64_t n) {
     out.n_rows = n_rows;
     out.n = n;
     out.nb = n / 32;
     out.q.resize(size_t(n_rows) * size_t(n));
     out.d.resize(size_t(n_rows) * size_t(out.nb));
     out.s.resize(out.d.size());
-    for (int r = 0; r < n_rows; r++) {
+    out.qsum.resize(out.d.size());
+}
+
+void quantize_act_rows_ref(const float* x, int64_t n, int group, ActQ8& out, int r0, int r1) {
+    for (int r = r0; r < r1; r++) {
         const float* xr = x + int64_t(r) * n;
         for (int64_t g = 0; g < n; g += group) {
             float amax = 0;
@@ -42,10 +47,76 @@ void quantize_act_q8(const float* x, int n_rows, int64_t n, ActQ8& out, int grou
                 }
                 out.d[size_t(r) * size_t(out.nb) + size_t(b)] = d;
                 out.s[size_t(r) * size_t(out.nb) + size_t(b)] = d * float(sum);
+                out.qsum[size_t(r) * size_t(out.nb) + size_t(b)] = sum;
             }
         }
     }
 }
+
+#if defined(__x86_64__)
+// Same arithmetic as the reference: x * (1/d) rounded to nearest-even (vcvtps2dq and lrintf under the default
+// rounding mode), so the two agree bit for bit.
+__attribute__((target("avx2,fma"))) void quantize_act_rows_avx2(const float* x, int64_t n, int group, ActQ8& out, int r0,
+                                                                int r1) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int r = r0; r < r1; r++) {
+        const float* xr = x + int64_t(r) * n;
+        for (int64_t g = 0; g < n; g += group) {
+            __m256 m = _mm256_setzero_ps();
+            for (int i = 0; i < group; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(xr + g + i)));
+            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+            const float amax = _mm_cvtss_f32(m4);
+            const float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+            const __m256 vid = _mm256_set1_ps(id);
+            for (int64_t b = g / 32; b < (g + group) / 32; b++) {
+                const float* xb = xr + b * 32;
+                __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb), vid));
+                __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 8), vid));
+                __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 16), vid));
+                __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 24), vid));
+                __m256i sum = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+                __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+                s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+                s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+                // packs work within 128-bit lanes: the permute restores element order.
+                const __m256i p16a = _mm256_packs_epi32(i0, i1), p16b = _mm256_packs_epi32(i2, i3);
+                const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b), order);
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.q.data() + size_t(r) * size_t(n) + size_t(b) * 32), p8);
+                const int isum = _mm_cvtsi128_si32(s4);
+                out.d[size_t(r) * size_t(out.nb) + size_t(b)] = d;
+                out.s[size_t(r) * size_t(out.nb) + size_t(b)] = d * float(isum);
+                out.qsum[size_t(r) * size_t(out.nb) + size_t(b)] = isum;
+            }
+        }
+    }
+}
+#endif
+
+}  // namespace
+
+void quantize_act_q8_ref(const float* x, int n_rows, int64_t n, ActQ8& out, int group) {
+    TD_ASSERT(n % group == 0 && group % 32 == 0);
+    act_resize(out, n_rows, n);
+    quantize_act_rows_ref(x, n, group, out, 0, n_rows);
+}
+
+void quantize_act_q8(const float* x, int n_rows, int64_t n, ActQ8& out, int group) {
+    TD_ASSERT(n % group == 0 && group % 32 == 0);
+    act_resize(out, n_rows, n);
+    quantize_act_q8_rows(x, n, group, out, 0, n_rows);
+}
+
+void quantize_act_q8_rows(const float* x, int64_t n, int group, ActQ8& out, int r0, int r1) {
+#if defined(__x86_64__)
+    if (cpu_features().avx2) return quantize_act_rows_avx2(x, n, group, out, r0, r1);
+#endif
+    quantize_act_rows_ref(x, n, group, out, r0, r1);
+}
+
+void quantize_act_q8_prepare(int n_rows, int64_t n, ActQ8& out) { act_resize(out, n_rows, n); }
 
 bool matmul_q8_supported(TensorType t) { return t == TensorType::Q8_0 || t == TensorType::Q4_0; }
 
