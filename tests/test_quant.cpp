@@ -278,7 +278,7 @@ TEST(Quant, ActivationQuantizerMatchesScalarReferenceExactly) {
 TEST(Quant, PackedKernelMatchesIntegerReference) {
     // The 8-row interleaved layout computes the same integer sums as the plain-layout reference.
     for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0}) {
-        const int64_t rows = 24, cols = 288;
+        const int64_t rows = 48, cols = 288;
         auto w = gaussian(size_t(rows * cols), 31);
         const size_t rb = row_bytes(type, cols);
         std::vector<uint8_t> q(rb * size_t(rows));
@@ -297,9 +297,9 @@ TEST(Quant, PackedKernelMatchesIntegerReference) {
             for (size_t i = 0; i < ref.size(); i++) ASSERT_NEAR(pref[i], ref[i], 1e-4 * (1 + std::fabs(ref[i])));
 #if defined(__x86_64__)
             if (cpu_features().avx512vnni) {
-                matmul_packed_vnni(type, packed.data(), cols, act, fast.data(), rows, 8, rows);  // rows 8..23
+                matmul_packed_vnni(type, packed.data(), cols, act, fast.data(), rows, 16, rows);  // rows 16..47
                 for (size_t t = 0; t < size_t(n_tok); t++)
-                    for (int64_t r = 8; r < rows; r++)
+                    for (int64_t r = 16; r < rows; r++)
                         ASSERT_NEAR(fast[t * rows + size_t(r)], ref[t * rows + size_t(r)], 1e-4 * (1 + std::fabs(ref[t * rows + size_t(r)])))
                             << type_name(type) << " n_tok " << n_tok << " row " << r;
             }

@@ -1,7 +1,7 @@
 // A small fork-join thread pool for data-parallel loops.
 //
-// parallel_for(n, fn) splits [0, n) into one contiguous chunk per thread and runs fn(begin, end) on each; the
-// calling thread takes chunk 0. Workers spin briefly after a job (a forward pass issues many back-to-back jobs),
+// parallel_for(n, fn) splits [0, n) into contiguous pieces (about 4 per thread) that the threads, the calling one
+// included, take in order until none is left; fn(begin, end, thread_index) may run several times per thread. Workers spin briefly after a job (a forward pass issues many back-to-back jobs),
 // then sleep on a condition variable, so an idle engine uses no CPU.
 #pragma once
 #include <atomic>
@@ -36,6 +36,7 @@ private:
     size_t job_n_ = 0;
     std::atomic<uint64_t> generation_{0};
     std::atomic<int> pending_{0};
+    std::atomic<size_t> next_{0};  // first index not yet taken
     std::atomic<bool> stop_{false};
     std::mutex mu_;
     std::condition_variable cv_;

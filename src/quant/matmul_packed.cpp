@@ -1,13 +1,17 @@
-// Q8_0 / Q4_0 weights repacked at load into groups of 8 interleaved rows, for the AVX512-VNNI kernel.
+// Q8_0 / Q4_0 weights repacked at load into groups of R = 16 interleaved rows, for the AVX512-VNNI kernel.
 //
-// Packed layout, for each group of 8 rows and each 32-element block b (bytes, in this order):
-//   uint16 d[8]              half scales of the 8 rows' block b
-//   Q8_0: uint8 q[8][8][4]   q[g][j][k] = (int8 value of row j, element 4g+k) ^ 0x80   (= value + 128)
-//   Q4_0: uint8 q[4][8][4]   low nibble of q[g][j][k] = element 4g+k of row j, high nibble = element 16+4g+k
-// so one 32-byte load holds four consecutive values of each of the 8 rows, and vpdpbusd against the four
-// matching activation bytes (broadcast) accumulates the 8 rows' dot products in one register: no horizontal
-// sums, and one scale multiply per 8 rows. The unsigned offset (128, or 8 for Q4_0 nibbles) comes back out
+// Packed layout, for each group of 16 rows and each 32-element block b (bytes, in this order):
+//   uint16 d[16]              half scales of the 16 rows' block b
+//   Q8_0: uint8 q[8][16][4]   q[g][j][k] = (int8 value of row j, element 4g+k) ^ 0x80   (= value + 128)
+//   Q4_0: uint8 q[4][16][4]   low nibble of q[g][j][k] = element 4g+k of row j, high nibble = element 16+4g+k
+// so one 64-byte load holds four consecutive values of each of the 16 rows, and vpdpbusd against the four
+// matching activation bytes (broadcast) accumulates the 16 rows' dot products in one register: no horizontal
+// sums, and one scale multiply per 16 rows. The unsigned offset (128, or 8 for Q4_0 nibbles) comes back out
 // through the activation block sums (ActQ8::qsum), as the starting value of the integer sum.
+//
+// Why 16 rows in 512-bit registers rather than 8 in 256-bit ones: on Zen 4 both run vpdpbusd at the same MACs
+// per cycle, but a verification batch issues one activation broadcast per vpdpbusd and a scale multiply per
+// block and token, and with 8 rows those instructions alone kept the front end as busy as the multiplier.
 #include <cstring>
 #include <type_traits>
 
@@ -16,48 +20,70 @@
 #include "quant/matmul_q8.h"
 #include "tandem/error.h"
 #if defined(__x86_64__)
+// GCC 12's _mm512_cvtepi32_ps / _mm512_cvtph_ps pass an intentionally undefined vector as the unused merge
+// source, which -Wmaybe-uninitialized reports as a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #endif
 
 namespace tandem {
 
 namespace {
-size_t group_block_bytes(TensorType t) { return t == TensorType::Q8_0 ? 16 + 256 : 16 + 128; }
+constexpr int R = kPackedRows;
+constexpr size_t q_bytes(TensorType t) { return t == TensorType::Q8_0 ? size_t(R) * 32 : size_t(R) * 16; }
+constexpr size_t group_block_bytes(TensorType t) { return 2 * R + q_bytes(t); }
 }  // namespace
 
 bool packable(TensorType t, int64_t rows, int64_t cols) {
-    return (t == TensorType::Q8_0 || t == TensorType::Q4_0) && rows % 8 == 0 && cols % 32 == 0;
+    return (t == TensorType::Q8_0 || t == TensorType::Q4_0) && rows % R == 0 && cols % 32 == 0;
 }
 
-size_t packed_bytes(TensorType t, int64_t rows, int64_t cols) { return size_t(rows / 8) * size_t(cols / 32) * group_block_bytes(t); }
+size_t packed_bytes(TensorType t, int64_t rows, int64_t cols) { return size_t(rows / R) * size_t(cols / 32) * group_block_bytes(t); }
 
 void repack_rows(TensorType t, const uint8_t* src, size_t row_stride, int64_t rows, int64_t cols, uint8_t* dst) {
     TD_ASSERT(packable(t, rows, cols));
     const int64_t nb = cols / 32;
     const size_t gbb = group_block_bytes(t);
-    for (int64_t G = 0; G < rows / 8; G++) {
+    for (int64_t G = 0; G < rows / R; G++) {
         for (int64_t b = 0; b < nb; b++) {
             uint8_t* out = dst + (size_t(G) * size_t(nb) + size_t(b)) * gbb;
             uint16_t* d = reinterpret_cast<uint16_t*>(out);
-            uint8_t* q = out + 16;
-            for (int j = 0; j < 8; j++) {
-                const uint8_t* row = src + size_t(G * 8 + j) * row_stride;
+            uint8_t* q = out + 2 * R;
+            for (int j = 0; j < R; j++) {
+                const uint8_t* row = src + size_t(G * R + j) * row_stride;
                 if (t == TensorType::Q8_0) {
                     const block_q8_0* x = reinterpret_cast<const block_q8_0*>(row) + b;
                     d[j] = x->d;
                     for (int g = 0; g < 8; g++)
-                        for (int k = 0; k < 4; k++) q[(g * 8 + j) * 4 + k] = uint8_t(x->qs[4 * g + k]) ^ 0x80;
+                        for (int k = 0; k < 4; k++) q[(g * R + j) * 4 + k] = uint8_t(x->qs[4 * g + k]) ^ 0x80;
                 } else {
                     const block_q4_0* x = reinterpret_cast<const block_q4_0*>(row) + b;
                     d[j] = x->d;
+                    // qs[i] holds element i (low nibble) and element i + 16 (high nibble)
                     for (int g = 0; g < 4; g++)
-                        for (int k = 0; k < 4; k++) {
-                            // qs[i] holds element i (low nibble) and element i + 16 (high nibble)
-                            q[(g * 8 + j) * 4 + k] = x->qs[4 * g + k];
-                        }
+                        for (int k = 0; k < 4; k++) q[(g * R + j) * 4 + k] = x->qs[4 * g + k];
                 }
             }
         }
+    }
+}
+
+// Weight i of row j (0 <= j < R) in one packed block.
+static int packed_weight(TensorType t, const uint8_t* q, int j, int i) {
+    if (t == TensorType::Q8_0) return int(int8_t(q[((i / 4) * R + j) * 4 + i % 4] ^ 0x80));
+    const int e = i % 16;
+    const uint8_t byte = q[((e / 4) * R + j) * 4 + e % 4];
+    return (i < 16 ? (byte & 0xF) : (byte >> 4)) - 8;
+}
+
+void dequantize_packed_row(TensorType t, const uint8_t* packed, int64_t cols, int64_t r, float* out) {
+    const int64_t nb = cols / 32;
+    const size_t gbb = group_block_bytes(t);
+    const int j = int(r % R);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t* blk = packed + (size_t(r / R) * size_t(nb) + size_t(b)) * gbb;
+        const float d = fp16_to_f32(reinterpret_cast<const uint16_t*>(blk)[j]);
+        for (int i = 0; i < 32; i++) out[b * 32 + i] = d * float(packed_weight(t, blk + 2 * R, j, i));
     }
 }
 
@@ -65,57 +91,52 @@ void matmul_packed_ref(TensorType t, const uint8_t* packed, int64_t cols, const 
                        int64_t r0, int64_t r1) {
     const int64_t nb = cols / 32;
     const size_t gbb = group_block_bytes(t);
-    for (int64_t G = r0 / 8; G < r1 / 8; G++)
+    for (int64_t G = r0 / R; G < r1 / R; G++)
         for (int tk = 0; tk < a.n_rows; tk++)
-            for (int j = 0; j < 8; j++) {
+            for (int j = 0; j < R; j++) {
                 float acc = 0;
                 for (int64_t b = 0; b < nb; b++) {
                     const uint8_t* blk = packed + (size_t(G) * size_t(nb) + size_t(b)) * gbb;
                     const uint16_t* d = reinterpret_cast<const uint16_t*>(blk);
-                    const uint8_t* q = blk + 16;
                     const int8_t* aq = a.qrow(tk) + b * 32;
                     int sum = 0;
-                    for (int i = 0; i < 32; i++) {
-                        int w;
-                        if (t == TensorType::Q8_0) {
-                            w = int(int8_t(q[((i / 4) * 8 + j) * 4 + i % 4] ^ 0x80));
-                        } else {
-                            const int e = i % 16;
-                            const uint8_t byte = q[((e / 4) * 8 + j) * 4 + e % 4];
-                            w = (i < 16 ? (byte & 0xF) : (byte >> 4)) - 8;
-                        }
-                        sum += w * aq[i];
-                    }
+                    for (int i = 0; i < 32; i++) sum += packed_weight(t, blk + 2 * R, j, i) * aq[i];
                     acc += fp16_to_f32(d[j]) * a.drow(tk)[b] * float(sum);
                 }
-                y[int64_t(tk) * ldy + G * 8 + j] = acc;
+                y[int64_t(tk) * ldy + G * R + j] = acc;
             }
 }
 
 #if defined(__x86_64__)
 namespace {
 
+#define TD_VNNI512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
 // Software prefetch of every cache line of the stream: a near one into L1 and a far one into L2, so the memory
 // keeps streaming while the integer units work on a large verification batch (without the far prefetch a
 // 4-token pass cost the sum of the memory time and the compute time instead of the larger of the two).
 constexpr size_t kNearPrefetch = 1024, kFarPrefetch = 16384;  // bytes ahead
 
+// y[t][row0 .. row0+15] for tokens t0 .. t0+T-1, over one group's nb blocks.
 template <bool Q4, int T, bool PF>
-__attribute__((target("avx2,fma,f16c,avx512vl,avx512vnni"))) void group_tile(const uint8_t* base, int64_t nb, const ActQ8& a,
-                                                                             int t0, float* y, int64_t ldy, int64_t row0) {
-    constexpr size_t gbb = Q4 ? 16 + 128 : 16 + 256;
+TD_VNNI512 void group_tile(const uint8_t* base, int64_t nb, const ActQ8& a, int t0, float* y, int64_t ldy, int64_t row0) {
+    constexpr size_t gbb = group_block_bytes(Q4 ? TensorType::Q4_0 : TensorType::Q8_0);
     constexpr int32_t offset = Q4 ? 8 : 128;
     // Independent accumulator chains: vpdpbusd has a latency of several cycles, so one chain of eight per
     // token would leave the unit idle; with 4 or more tokens the tokens themselves are the independent chains.
     constexpr int C = T == 1 ? 4 : T == 2 ? 2 : 1;
-    static_assert(T <= 8, "accumulators: 8 weight + T integer + T float registers");
-    __m256 acc[T];
-    for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    static_assert(T <= 8, "registers: 8 weight + T integer + T float accumulators");
+    __m512 acc[T];
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
     const int8_t* aq[T];
     const float* ad[T];
     const int32_t* as[T];
-    for (int t = 0; t < T; t++) { aq[t] = a.qrow(t0 + t); ad[t] = a.drow(t0 + t); as[t] = a.sumrow(t0 + t); }
+    for (int t = 0; t < T; t++) {
+        aq[t] = a.qrow(t0 + t);
+        ad[t] = a.drow(t0 + t);
+        as[t] = a.sumrow(t0 + t);
+    }
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t* blk = base + size_t(b) * gbb;
         if constexpr (PF) {
@@ -125,51 +146,52 @@ __attribute__((target("avx2,fma,f16c,avx512vl,avx512vnni"))) void group_tile(con
                 _mm_prefetch(p + kFarPrefetch + o, _MM_HINT_T1);
             }
         }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-        __m256i w[8];
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+        const uint8_t* qb = blk + 2 * R;
+        __m512i w[8];
         if constexpr (Q4) {
             for (int g = 0; g < 4; g++) {
-                const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * g));
-                w[g] = _mm256_and_si256(v, m4);
-                w[g + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                const __m512i v = _mm512_loadu_si512(qb + 64 * g);
+                w[g] = _mm512_and_si512(v, m4);
+                w[g + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
             }
         } else {
-            for (int g = 0; g < 8; g++) w[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * g));
+            for (int g = 0; g < 8; g++) w[g] = _mm512_loadu_si512(qb + 64 * g);
         }
         // The weights carry +offset (unsigned for vpdpbusd); starting the sum at -offset * sum(a) removes it.
         // Weight group outer, token inner: neighbouring instructions are independent.
-        __m256i s[T][C];
+        __m512i s[T][C];
         for (int t = 0; t < T; t++) {
-            s[t][0] = _mm256_set1_epi32(-offset * as[t][b]);
-            for (int c = 1; c < C; c++) s[t][c] = _mm256_setzero_si256();
+            s[t][0] = _mm512_set1_epi32(-offset * as[t][b]);
+            for (int c = 1; c < C; c++) s[t][c] = _mm512_setzero_si512();
         }
         for (int g = 0; g < 8; g++)
             for (int t = 0; t < T; t++) {
                 const int32_t* a4 = reinterpret_cast<const int32_t*>(aq[t] + b * 32);
-                s[t][g % C] = _mm256_dpbusd_epi32(s[t][g % C], w[g], _mm256_set1_epi32(a4[g]));
+                s[t][g % C] = _mm512_dpbusd_epi32(s[t][g % C], w[g], _mm512_set1_epi32(a4[g]));
             }
         for (int t = 0; t < T; t++) {
-            for (int c = 1; c < C; c++) s[t][0] = _mm256_add_epi32(s[t][0], s[t][c]);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t][0]), _mm256_mul_ps(dw, _mm256_set1_ps(ad[t][b])), acc[t]);
+            for (int c = 1; c < C; c++) s[t][0] = _mm512_add_epi32(s[t][0], s[t][c]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t][0]), _mm512_mul_ps(dw, _mm512_set1_ps(ad[t][b])), acc[t]);
         }
     }
-    for (int t = 0; t < T; t++) _mm256_storeu_ps(y + int64_t(t0 + t) * ldy + row0, acc[t]);
+    for (int t = 0; t < T; t++) _mm512_storeu_ps(y + int64_t(t0 + t) * ldy + row0, acc[t]);
 }
 
 template <bool Q4>
-__attribute__((target("avx2,fma,f16c,avx512vl,avx512vnni"))) void packed_rows(const uint8_t* packed, int64_t cols, const ActQ8& a,
-                                                                              float* y, int64_t ldy, int64_t r0, int64_t r1) {
+TD_VNNI512 void packed_rows(const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy, int64_t r0,
+                            int64_t r1) {
     const int64_t nb = cols / 32;
-    constexpr size_t gbb = Q4 ? 16 + 128 : 16 + 256;
-    for (int64_t G = r0 / 8; G < r1 / 8; G++) {
+    constexpr size_t gbb = group_block_bytes(Q4 ? TensorType::Q4_0 : TensorType::Q8_0);
+    for (int64_t G = r0 / R; G < r1 / R; G++) {
         const uint8_t* base = packed + size_t(G) * size_t(nb) * gbb;
         // The first tile of tokens streams the group from memory (and prefetches); later tiles find it in cache.
         const int n = a.n_rows;
         int t = 0;
         auto tile = [&](auto tn) {
             constexpr int TN = decltype(tn)::value;
-            if (t == 0) group_tile<Q4, TN, true>(base, nb, a, t, y, ldy, G * 8);
-            else group_tile<Q4, TN, false>(base, nb, a, t, y, ldy, G * 8);
+            if (t == 0) group_tile<Q4, TN, true>(base, nb, a, t, y, ldy, G * R);
+            else group_tile<Q4, TN, false>(base, nb, a, t, y, ldy, G * R);
             t += TN;
         };
         while (n - t >= 8) tile(std::integral_constant<int, 8>{});

@@ -17,10 +17,14 @@ void matmul_q8_rows_avx2(const WeightView& w, const ActQ8& a, float* y, int64_t 
 void matmul_q8_rows_vnni(const WeightView& w, const ActQ8& a, float* y, int64_t ldy, int64_t r0, int64_t r1);
 #endif
 
-// Q8_0 / Q4_0 repacked into groups of 8 interleaved rows (layout in matmul_packed.cpp). r0, r1 multiples of 8.
+// Q8_0 / Q4_0 repacked into groups of kPackedRows interleaved rows (layout in matmul_packed.cpp); r0, r1 of the
+// kernels are multiples of kPackedRows.
+constexpr int kPackedRows = 16;
 bool packable(TensorType t, int64_t rows, int64_t cols);
 size_t packed_bytes(TensorType t, int64_t rows, int64_t cols);
 void repack_rows(TensorType t, const uint8_t* src, size_t row_stride, int64_t rows, int64_t cols, uint8_t* dst);
+// Row r of a packed matrix as floats (out: cols values), e.g. an embedding row of a tied output matrix.
+void dequantize_packed_row(TensorType t, const uint8_t* packed, int64_t cols, int64_t r, float* out);
 void matmul_packed_ref(TensorType t, const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy,
                        int64_t r0, int64_t r1);
 #if defined(__x86_64__)
