@@ -64,11 +64,17 @@ struct LayerWeights {
     Weight w_down;                 // (n_embd, n_ff)
 };
 
+struct LoadOptions {
+    // Copy Q8_0/Q4_0 matrices into the CPU's faster interleaved layout when it has one (see repack_for_cpu).
+    // Off: every matrix is used in place from the file (the tests compare the two paths).
+    bool repack = true;
+};
+
 class Model {
 public:
     // Loads hyperparameters and weights; throws tandem::Error naming the file and the missing/mismatched item.
-    static std::shared_ptr<const Model> load(const std::string& path);
-    static std::shared_ptr<const Model> from_gguf(std::shared_ptr<const GgufFile> file);
+    static std::shared_ptr<const Model> load(const std::string& path, const LoadOptions& opt = {});
+    static std::shared_ptr<const Model> from_gguf(std::shared_ptr<const GgufFile> file, const LoadOptions& opt = {});
 
     const HParams& hparams() const { return hp_; }
     const GgufFile& gguf() const { return *file_; }

@@ -15,6 +15,7 @@
 
 #include "model/kv_cache.h"
 #include "quant/kernels.h"
+#include "quant/matmul_q8.h"
 #include "quant/quant.h"
 #include "tandem/error.h"
 #include "tandem/session.h"
@@ -168,8 +169,10 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     {
         int r = 0;
         for (const auto& g : segs)
-            for (int t = 0; t < g.n; t++, r++)
-                dequantize_row_ref(emb.type, emb.data + size_t(g.tokens[t]) * emb.row_stride, &S.x[size_t(r) * E], E);
+            for (int t = 0; t < g.n; t++, r++) {
+                if (emb.packed) dequantize_packed_row(emb.type, emb.packed, E, g.tokens[t], &S.x[size_t(r) * E]);
+                else dequantize_row_ref(emb.type, emb.data + size_t(g.tokens[t]) * emb.row_stride, &S.x[size_t(r) * E], E);
+            }
     }
 
     const float att_scale = 1.0f / std::sqrt(float(hd));

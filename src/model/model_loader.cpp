@@ -74,9 +74,11 @@ struct Loader {
 
 }  // namespace
 
-std::shared_ptr<const Model> Model::load(const std::string& path) { return from_gguf(GgufFile::open(path)); }
+std::shared_ptr<const Model> Model::load(const std::string& path, const LoadOptions& opt) {
+    return from_gguf(GgufFile::open(path), opt);
+}
 
-std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> file) {
+std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> file, const LoadOptions& opt) {
     const GgufFile& f = *file;
     auto arch = f.get_str("general.architecture");
     if (!arch) throw Error(f.path() + ": missing required metadata 'general.architecture'");
@@ -149,7 +151,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         l.w_up = L.matrix(p + "ffn_up.weight", hp.n_ff, hp.n_embd);
         l.w_down = L.matrix(p + "ffn_down.weight", hp.n_embd, hp.n_ff);
     }
-    m->repack_for_cpu();
+    if (opt.repack) m->repack_for_cpu();
     return m;
 }
 
@@ -163,7 +165,8 @@ void Model::repack_for_cpu() {
     for (auto& l : layers_)
         for (Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
             if (packable(w->type, w->rows, w->cols)) todo.push_back(w);
-    if (!hp_.tied_output && packable(output_.type, output_.rows, output_.cols)) todo.push_back(&output_);
+    // A tied output matrix is the embedding table: packed once, and embedding rows are then read from the copy.
+    if (packable(output_.type, output_.rows, output_.cols)) todo.push_back(&output_);
     // One huge-page buffer for all copies, each matrix at a 64-byte boundary.
     auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };
     size_t total = 0;
@@ -180,6 +183,7 @@ void Model::repack_for_cpu() {
         if (e > b && file_->owns_mapping()) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
     }
     packed_bytes_ = total;
+    if (hp_.tied_output) tok_embd_.packed = output_.packed;
 }
 
 const std::string& Model::path() const { return file_->path(); }

@@ -17,6 +17,7 @@ const std::vector<SynthShape>& synth_shapes() {
         {"llama-2-7b", "llama", 4096, 32, 32, 32, 11008, 32000, 4096, 10000.0f, false, false},
         {"llama-3.1-8b", "llama", 4096, 32, 32, 8, 14336, 128256, 131072, 500000.0f, false, true},
         {"tiny-test", "llama", 256, 2, 4, 2, 512, 1000, 512, 10000.0f, false, false},
+        {"tiny-test-tied", "qwen2", 256, 2, 4, 2, 512, 1008, 512, 10000.0f, true, false},
     };
     return shapes;
 }
@@ -141,9 +142,14 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     ts.push_back({"output_norm.weight", {s.n_embd}, true});
     if (!s.tied_output) ts.push_back({"output.weight", {s.n_embd, n_vocab}, false});
 
+    // A plain type (Q8_0, Q4_0, ...) is used for every 2-D weight, output and embeddings included, as in the
+    // reference models of ../shared/bench/BASELINE.md; a mix (Q4_K_M, ...) follows llama.cpp's per-tensor rules
+    // (Q6_K output and so on), as `tandem quantize` does.
+    const std::optional<TensorType> plain = tensor_type_from_name(p.type);
     std::vector<TensorType> types;
     for (const auto& t : ts) {
-        TensorType ty = t.ne.size() == 1 ? TensorType::F32 : fallback_type(mix_type_for(p.type, t.name, s.n_layer), t.ne[0]);
+        const TensorType want = plain ? *plain : mix_type_for(p.type, t.name, s.n_layer);
+        TensorType ty = t.ne.size() == 1 ? TensorType::F32 : fallback_type(want, t.ne[0]);
         types.push_back(ty);
         w.add_tensor(t.name, ty, t.ne);
     }

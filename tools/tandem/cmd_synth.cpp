@@ -14,7 +14,7 @@ int cmd_synth(int argc, char** argv) {
                  "shapes: tinyllama-1.1b llama-3.2-1b qwen2.5-0.5b llama-2-7b llama-3.1-8b tiny-test\n"
                  "Random weights of a real model's shape, streamed to disk (for speed measurements).");
     ap.add({"--shape"}, "NAME", "model shape", [&](const std::string& v) { p.shape = v; });
-    ap.add({"--type"}, "TYPE", "tensor type or mix (Q8_0)", [&](const std::string& v) { p.type = v; });
+    ap.add({"--type"}, "TYPE", "tensor type for every matrix, or a llama.cpp mix such as Q4_K_M (Q8_0)", [&](const std::string& v) { p.type = v; });
     ap.add({"--seed"}, "S", "random seed (1)", [&](const std::string& v) { p.seed = to_u64("--seed", v); });
     ap.add({"--vocab"}, "FNAME", "copy the vocabulary of this GGUF", [&](const std::string& v) { p.vocab_path = v; });
     auto pos = ap.parse(argc, argv, 2);
