@@ -194,17 +194,22 @@ TEST(Quant, IntegerMatmulKernelsMatchScalarIntegerReference) {
 }
 
 TEST(Quant, AttentionKernelMatchesScalarReference) {
-    for (int hd : {8, 32, 64, 128, 12}) {
-        for (int n_pos : {1, 7, 100}) {
-            const size_t stride = size_t(hd) * 3;
-            auto q = gaussian(size_t(hd), 5);
-            auto kf = gaussian(stride * size_t(n_pos), 6), vf = gaussian(stride * size_t(n_pos), 7);
-            std::vector<uint16_t> k(kf.size()), v(vf.size());
-            for (size_t i = 0; i < kf.size(); i++) { k[i] = f32_to_fp16(kf[i]); v[i] = f32_to_fp16(vf[i]); }
-            std::vector<float> s1(static_cast<size_t>(n_pos)), s2(s1.size()), o1(static_cast<size_t>(hd)), o2(o1.size());
-            attention_head(q.data(), k.data(), v.data(), stride, n_pos, hd, 0.3f, s1.data(), o1.data());
-            attention_head_ref(q.data(), k.data(), v.data(), stride, n_pos, hd, 0.3f, s2.data(), o2.data());
-            for (int i = 0; i < hd; i++) ASSERT_NEAR(o1[size_t(i)], o2[size_t(i)], 1e-5) << "hd " << hd << " n_pos " << n_pos;
+    // Grouped heads (m sharing one K/V head), head sizes with and without a SIMD path, position counts below,
+    // at and around the 8-position tile.
+    for (int hd : {8, 32, 64, 96, 128, 12}) {
+        for (int m : {1, 3, 8}) {
+            for (int n_pos : {1, 7, 8, 9, 100}) {
+                const size_t stride = size_t(hd) * 3;
+                auto q = gaussian(size_t(m * hd), 5);
+                auto kf = gaussian(stride * size_t(n_pos), 6), vf = gaussian(stride * size_t(n_pos), 7);
+                std::vector<uint16_t> k(kf.size()), v(vf.size());
+                for (size_t i = 0; i < kf.size(); i++) { k[i] = f32_to_fp16(kf[i]); v[i] = f32_to_fp16(vf[i]); }
+                std::vector<float> s1(size_t(m * n_pos)), s2(s1.size()), o1(size_t(m * hd)), o2(o1.size());
+                attention_heads(q.data(), m, k.data(), v.data(), stride, n_pos, hd, 0.3f, s1.data(), o1.data());
+                attention_heads_ref(q.data(), m, k.data(), v.data(), stride, n_pos, hd, 0.3f, s2.data(), o2.data());
+                for (size_t i = 0; i < o1.size(); i++)
+                    ASSERT_NEAR(o1[i], o2[i], 1e-5) << "hd " << hd << " m " << m << " n_pos " << n_pos << " i " << i;
+            }
         }
     }
 }

@@ -198,17 +198,19 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             for (int h = 0; h < nkv; h++) rope_head(k + h * hd, cs, sn, hp.n_rot, hp.rope_style);
             rows[size_t(t)].s->impl_->kv.store(l, pos, k, v);
         }
-        // Attention, parallel over (row, head) pairs; a row at position p sees positions 0..p of its session.
+        // Attention, parallel over (row, key/value head) pairs: the `group` query heads of a KV head are adjacent
+        // in q and att and share one pass over the cache. A row at position p sees positions 0..p of its session.
         const int group = nh / nkv;
-        pool.parallel_for(size_t(n) * nh, [&](size_t b, size_t e, int) {
+        pool.parallel_for(size_t(n) * size_t(nkv), [&](size_t b, size_t e, int) {
             thread_local std::vector<float> scores;
-            if (scores.size() < size_t(max_pos)) scores.resize(size_t(max_pos));
-            for (size_t th = b; th < e; th++) {
-                const int t = int(th / size_t(nh)), h = int(th % size_t(nh));
+            if (scores.size() < size_t(group) * size_t(max_pos)) scores.resize(size_t(group) * size_t(max_pos));
+            for (size_t tg = b; tg < e; tg++) {
+                const int t = int(tg / size_t(nkv)), g = int(tg % size_t(nkv));
                 const KvCache& kv = rows[size_t(t)].s->impl_->kv;
-                const size_t koff = size_t(h / group) * hd;
-                attention_head(&S.q[size_t(t) * qd + size_t(h) * hd], kv.k(l, 0) + koff, kv.v(l, 0) + koff, size_t(kvd),
-                               rows[size_t(t)].pos + 1, hd, att_scale, scores.data(), &S.att[size_t(t) * qd + size_t(h) * hd]);
+                const size_t koff = size_t(g) * hd;
+                const size_t qoff = size_t(t) * qd + size_t(g) * size_t(group) * hd;
+                attention_heads(&S.q[qoff], group, kv.k(l, 0) + koff, kv.v(l, 0) + koff, size_t(kvd), rows[size_t(t)].pos + 1,
+                                hd, att_scale, scores.data(), &S.att[qoff]);
             }
         });
         matmul(pool, view(L.wo), S.att.data(), n, S.rows_out.data());

@@ -11,13 +11,14 @@
 #include "core/fp16.h"
 #include "quant/matmul_q8.h"
 #include "quant/quant.h"
+#include "tandem/error.h"
 
 namespace tandem {
 
 #if defined(__x86_64__)
 namespace avx2 {
-void attention_head(const float* q, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
-                    float scale, float* scores, float* out);
+void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
+                     float scale, float* scores, float* out);
 void matmul_f32_rows(const float* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1);
 void matmul_f16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1);
 float dot_f32(const float* a, const float* b, int64_t n);
@@ -70,29 +71,34 @@ void axpy_f16(float w, const uint16_t* x, float* y, int64_t n) {
     axpy_f16_ref(w, x, y, n);
 }
 
-void attention_head(const float* q, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
-                    float scale, float* scores, float* out) {
+void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
+                     float scale, float* scores, float* out) {
+    TD_ASSERT(m >= 1 && m <= 64);
 #if defined(__x86_64__)
-    if (cpu_features().avx2) return avx2::attention_head(q, k, v, stride, n_pos, hd, scale, scores, out);
+    if (cpu_features().avx2 && hd % 32 == 0 && hd <= 256) return avx2::attention_heads(q, m, k, v, stride, n_pos, hd, scale, scores, out);
 #endif
-    attention_head_ref(q, k, v, stride, n_pos, hd, scale, scores, out);
+    attention_heads_ref(q, m, k, v, stride, n_pos, hd, scale, scores, out);
 }
 
-void attention_head_ref(const float* q, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
-                        float scale, float* scores, float* out) {
-    float mx = -INFINITY;
-    for (int p = 0; p < n_pos; p++) {
-        scores[p] = dot_f32_f16_ref(q, k + size_t(p) * stride, hd) * scale;
-        mx = std::max(mx, scores[p]);
+void attention_heads_ref(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
+                         float scale, float* scores, float* out) {
+    for (int r = 0; r < m; r++) {
+        const float* qr = q + size_t(r) * size_t(hd);
+        float* o = out + size_t(r) * size_t(hd);
+        float mx = -INFINITY;
+        for (int p = 0; p < n_pos; p++) {
+            scores[p] = dot_f32_f16_ref(qr, k + size_t(p) * stride, hd) * scale;
+            mx = std::max(mx, scores[p]);
+        }
+        double sum = 0;
+        for (int p = 0; p < n_pos; p++) {
+            scores[p] = std::exp(scores[p] - mx);
+            sum += scores[p];
+        }
+        const float inv = float(1.0 / sum);
+        std::fill(o, o + hd, 0.0f);
+        for (int p = 0; p < n_pos; p++) axpy_f16_ref(scores[p] * inv, v + size_t(p) * stride, o, hd);
     }
-    double sum = 0;
-    for (int p = 0; p < n_pos; p++) {
-        scores[p] = std::exp(scores[p] - mx);
-        sum += scores[p];
-    }
-    const float inv = float(1.0 / sum);
-    std::fill(out, out + hd, 0.0f);
-    for (int p = 0; p < n_pos; p++) axpy_f16_ref(scores[p] * inv, v + size_t(p) * stride, out, hd);
 }
 
 float dot_f32_ref(const float* a, const float* b, int64_t n) {

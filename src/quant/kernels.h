@@ -39,13 +39,14 @@ float dot_f32_f16_ref(const float* a, const uint16_t* b, int64_t n);
 void axpy_f16(float w, const uint16_t* x, float* y, int64_t n);  // y += w * x
 void axpy_f16_ref(float w, const uint16_t* x, float* y, int64_t n);
 
-// Causal attention of one query head over n_pos cached positions (keys and values in half precision):
-//   out = softmax(scale * q . k_p) weighted sum of v_p,   q, out: (hd);  k_p = k + p * stride, v_p likewise.
-// `scores` holds at least n_pos floats of scratch.
-void attention_head(const float* q, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
-                    float scale, float* scores, float* out);
-void attention_head_ref(const float* q, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
-                        float scale, float* scores, float* out);
+// Causal attention of m query heads that share one key/value head (grouped-query attention; m = 1 for
+// plain multi-head attention) over n_pos cached positions, keys and values in half precision:
+//   out[r] = sum_p softmax_p(scale * q[r] . k_p) v_p,   q, out: (m, hd) row-major;  k_p = k + p * stride, v_p likewise.
+// `scores` holds at least m * n_pos floats of scratch; m <= 64.
+void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
+                     float scale, float* scores, float* out);
+void attention_heads_ref(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
+                         float scale, float* scores, float* out);
 
 // y[t * ldy + r] = dot(W.row(r), x[t * W.cols ...]) for t in [0, n_tok), r in [r0, r1).
 // Generic path (any type): dequantize each row once, apply it to all n_tok inputs (so a verification batch
