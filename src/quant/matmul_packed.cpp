@@ -12,6 +12,7 @@
 // Why 16 rows in 512-bit registers rather than 8 in 256-bit ones: on Zen 4 both run vpdpbusd at the same MACs
 // per cycle, but a verification batch issues one activation broadcast per vpdpbusd and a scale multiply per
 // block and token, and with 8 rows those instructions alone kept the front end as busy as the multiplier.
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -183,15 +184,22 @@ TD_VNNI512 void packed_rows(const uint8_t* packed, int64_t cols, const ActQ8& a,
                             int64_t r1) {
     const int64_t nb = cols / 32;
     constexpr size_t gbb = group_block_bytes(Q4 ? TensorType::Q4_0 : TensorType::Q8_0);
-    for (int64_t G = r0 / R; G < r1 / R; G++) {
-        const uint8_t* base = packed + size_t(G) * size_t(nb) * gbb;
-        // The first tile of tokens streams the group from memory (and prefetches); later tiles find it in cache.
-        const int n = a.n_rows;
+    const int n = a.n_rows;
+    // Loop order for large batches (prompt processing): a block of kRowGroups groups (a few hundred KB of
+    // weights, kept in L2) meets each 8-token tile in turn, whose activations (8 x cols bytes) stay in L1
+    // across the groups. Group-by-group over all tokens would re-read every token's activations for each group.
+    constexpr int64_t kRowGroups = 8;
+    for (int64_t G0 = r0 / R; G0 < r1 / R; G0 += kRowGroups) {
+        const int64_t G1 = std::min(r1 / R, G0 + kRowGroups);
         int t = 0;
         auto tile = [&](auto tn) {
             constexpr int TN = decltype(tn)::value;
-            if (t == 0) group_tile<Q4, TN, true>(base, nb, a, t, y, ldy, G * R);
-            else group_tile<Q4, TN, false>(base, nb, a, t, y, ldy, G * R);
+            for (int64_t G = G0; G < G1; G++) {
+                const uint8_t* base = packed + size_t(G) * size_t(nb) * gbb;
+                // The first tile of tokens streams the group from memory (and prefetches); later ones find it in cache.
+                if (t == 0) group_tile<Q4, TN, true>(base, nb, a, t, y, ldy, G * R);
+                else group_tile<Q4, TN, false>(base, nb, a, t, y, ldy, G * R);
+            }
             t += TN;
         };
         while (n - t >= 8) tile(std::integral_constant<int, 8>{});
