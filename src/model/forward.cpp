@@ -179,9 +179,11 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     for (int l = 0; l < S0.n_layers_; l++) {
         const LayerWeights& L = model.layer(l);
         for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], L.attn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
-        matmul(pool, view(L.wq), S.xn.data(), n, S.q.data());
-        matmul(pool, view(L.wk), S.xn.data(), n, S.k.data());
-        matmul(pool, view(L.wv), S.xn.data(), n, S.v.data());
+        {
+            const WeightView ws[3] = {view(L.wq), view(L.wk), view(L.wv)};
+            float* const ys[3] = {S.q.data(), S.k.data(), S.v.data()};
+            matmul_shared_input(pool, ws, ys, 3, S.xn.data(), n);
+        }
         for (int t = 0; t < n; t++) {
             float* q = &S.q[size_t(t) * qd];
             float* k = &S.k[size_t(t) * kvd];
@@ -217,8 +219,11 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] += S.rows_out[i];
 
         for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], L.ffn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
-        matmul(pool, view(L.w_gate), S.xn.data(), n, S.gate.data());
-        matmul(pool, view(L.w_up), S.xn.data(), n, S.up.data());
+        {
+            const WeightView ws[2] = {view(L.w_gate), view(L.w_up)};
+            float* const ys[2] = {S.gate.data(), S.up.data()};
+            matmul_shared_input(pool, ws, ys, 2, S.xn.data(), n);
+        }
         for (size_t i = 0; i < size_t(n) * F; i++) {
             float g = S.gate[i];
             S.gate[i] = g / (1.0f + std::exp(-g)) * S.up[i];

@@ -218,4 +218,33 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
     });
 }
 
+void matmul_shared_input(ThreadPool& pool, const WeightView* ws, float* const* ys, int count, const float* x, int n_tok) {
+    bool fused = count > 0;
+#if defined(__x86_64__)
+    fused = fused && cpu_features().avx512vnni;
+    for (int i = 0; i < count; i++) fused = fused && ws[i].packed && ws[i].cols == ws[0].cols && ws[i].rows % kPackedRows == 0;
+#else
+    fused = false;
+#endif
+    if (!fused) {
+        for (int i = 0; i < count; i++) matmul(pool, ws[i], x, n_tok, ys[i]);
+        return;
+    }
+#if defined(__x86_64__)
+    // Work items are chunks of 16 rows over the matrices laid end to end.
+    constexpr int64_t chunk = 16;
+    std::vector<int64_t> first(size_t(count) + 1, 0);  // first chunk of each matrix
+    for (int i = 0; i < count; i++) first[size_t(i) + 1] = first[size_t(i)] + ws[i].rows / chunk;
+    const ActQ8& act = quantized_activations(pool, x, n_tok, ws[0].cols, 32);
+    pool.parallel_for(size_t(first[size_t(count)]), [&](size_t b, size_t e, int) {
+        for (int i = 0; i < count; i++) {
+            const int64_t lo = std::max<int64_t>(int64_t(b), first[size_t(i)]), hi = std::min<int64_t>(int64_t(e), first[size_t(i) + 1]);
+            if (lo < hi)
+                matmul_packed_vnni(ws[i].type, ws[i].packed, ws[i].cols, act, ys[i], ws[i].rows, (lo - first[size_t(i)]) * chunk,
+                                   (hi - first[size_t(i)]) * chunk);
+        }
+    });
+#endif
+}
+
 }  // namespace tandem

@@ -57,4 +57,9 @@ void matmul_rows_ref(const WeightView& w, const float* x, int n_tok, float* y, i
 // Multi-threaded matmul over all rows of W: y[n_tok][W.rows] = x[n_tok][W.cols] * W^T.
 void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, float* y);
 
+// Several matrices applied to the same input (q/k/v, gate/up): ys[i] (n_tok, ws[i].rows) = x * ws[i]^T. When all
+// are packed, the activations are quantized once and one pass of the pool covers every matrix (fewer
+// fork-joins per token); otherwise one matmul each.
+void matmul_shared_input(ThreadPool& pool, const WeightView* ws, float* const* ys, int count, const float* x, int n_tok);
+
 }  // namespace tandem

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sys/mman.h>
@@ -83,31 +84,64 @@ uint64_t sum_words(const uint64_t* p, size_t n) {
     return s0 + s1;
 }
 
-// Memory read bandwidth (GB/s): the pool's threads sum disjoint parts of a 1 GiB buffer; best of 5 passes.
-double measure_bandwidth(ThreadPool& pool) {
-    const size_t bytes = size_t(1) << 30, n = bytes / 8;
-    uint64_t* buf = static_cast<uint64_t*>(std::aligned_alloc(2 << 20, bytes));
-    if (!buf) throw Error("bandwidth test: cannot allocate 1 GiB");
-    ::madvise(buf, bytes, MADV_HUGEPAGE);  // fewer TLB misses, as a streaming kernel over a big mapping sees
-    pool.parallel_for(n / 4096, [&](size_t b, size_t e, int) { for (size_t i = b * 4096; i < e * 4096; i++) buf[i] = i; });
-    double best = 0;
-    volatile uint64_t sink = 0;
-    for (int rep = 0; rep < 5; rep++) {
-        std::vector<uint64_t> part(size_t(pool.size()), 0);
-        auto t0 = Clock::now();
-        pool.parallel_for(n / 4096, [&](size_t b, size_t e, int ti) { part[size_t(ti)] += sum_words(buf + b * 4096, (e - b) * 4096); });
-        double s = secs(t0, Clock::now());
-        for (auto v : part) sink = sink + v;
-        best = std::max(best, double(bytes) / s / 1e9);
+// Memory read bandwidth (GB/s): the pool's threads sum disjoint parts of a 512 MiB buffer (16x the L3 cache
+// here); best of 3 passes. The machine's bandwidth moves with its neighbours' load (33-60 GB/s within minutes
+// on the development machine), so a probe runs beside each generation repetition and each repetition is
+// compared with its own probe.
+class BandwidthProbe {
+public:
+    explicit BandwidthProbe(ThreadPool& pool) : pool_(pool) {
+        buf_ = static_cast<uint64_t*>(std::aligned_alloc(2 << 20, kBytes));
+        if (!buf_) throw Error("bandwidth test: cannot allocate 512 MiB");
+        ::madvise(buf_, kBytes, MADV_HUGEPAGE);  // fewer TLB misses, as the kernels' repacked weights
+        const size_t n = kBytes / 8;
+        uint64_t* buf = buf_;
+        pool_.parallel_for(n / 4096, [&](size_t b, size_t e, int) { for (size_t i = b * 4096; i < e * 4096; i++) buf[i] = i; });
     }
-    std::free(buf);
-    return best;
+    ~BandwidthProbe() { std::free(buf_); }
+    BandwidthProbe(const BandwidthProbe&) = delete;
+    BandwidthProbe& operator=(const BandwidthProbe&) = delete;
+    static constexpr size_t kBytes = size_t(512) << 20;
+
+    double measure() {
+        const size_t n = kBytes / 8;
+        double best = 0;
+        for (int rep = 0; rep < 3; rep++) {
+            std::vector<uint64_t> part(size_t(pool_.size()), 0);
+            auto t0 = Clock::now();
+            pool_.parallel_for(n / 4096, [&](size_t b, size_t e, int ti) { part[size_t(ti)] += sum_words(buf_ + b * 4096, (e - b) * 4096); });
+            double s = secs(t0, Clock::now());
+            for (auto v : part) sink_ = sink_ + v;
+            best = std::max(best, double(kBytes) / s / 1e9);
+        }
+        all_.push_back(best);
+        return best;
+    }
+    double median() const {
+        if (all_.empty()) return 0;
+        std::vector<double> v = all_;
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    }
+
+private:
+    ThreadPool& pool_;
+    uint64_t* buf_ = nullptr;
+    std::vector<double> all_;
+    volatile uint64_t sink_ = 0;
+};
+
+double median_of(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 struct Result {
     std::string test;
     std::vector<double> ts;  // tokens/s of each repetition
     double gbps = 0, bw_fraction = 0;
+    double rel_vb1 = 0;      // vbK: median over repetitions of (time of this pass / time of the 1-token pass)
     double mean() const { double s = 0; for (double v : ts) s += v; return ts.empty() ? 0 : s / double(ts.size()); }
     double sd() const {
         if (ts.size() < 2) return 0;
@@ -200,10 +234,19 @@ int cmd_bench(int argc, char** argv) {
     auto model = Model::load(model_path);
     const HParams& hp = model->hparams();
     const double wbytes = double(model->weights_bytes());
-    double bw = 0;  // measured after the model tests, so its 1 GiB buffer does not count in the peak RSS
+    std::unique_ptr<BandwidthProbe> probe;
+    if (!skip_bw) probe = std::make_unique<BandwidthProbe>(pool);
     std::string name = model_path.substr(model_path.find_last_of('/') + 1);
     std::vector<Result> results;
-    auto add_bw = [&](Result& r, double passes_per_s) { r.gbps = wbytes * passes_per_s / 1e9; };
+    // Weight bytes streamed per second, and its fraction of the bandwidth: the mean over repetitions of each
+    // repetition's rate against the probe run just before it.
+    auto add_bw = [&](Result& r, const std::vector<double>& passes_per_s, const std::vector<double>& probes) {
+        r.gbps = wbytes * (r.ts.empty() ? 0 : std::accumulate(passes_per_s.begin(), passes_per_s.end(), 0.0) / double(passes_per_s.size())) / 1e9;
+        if (probes.size() != passes_per_s.size() || probes.empty()) return;
+        double f = 0;
+        for (size_t i = 0; i < probes.size(); i++) f += wbytes * passes_per_s[i] / 1e9 / probes[i];
+        r.bw_fraction = f / double(probes.size());
+    };
 
     for (int n : pp) {
         if (n <= 0) continue;
@@ -221,55 +264,83 @@ int cmd_bench(int argc, char** argv) {
         if (n <= 0) continue;
         Result r{"tg" + std::to_string(n), {}};
         auto toks = random_tokens(n, hp.n_vocab, 2);
+        std::vector<double> probes;
         for (int rep = 0; rep <= reps; rep++) {
             Session s(model, SessionParams{n + 16, 0, 512}, pool);
+            const double bw_now = rep > 0 && probe ? probe->measure() : 0;
             auto t0 = Clock::now();
             for (int i = 0; i < n; i++) s.decode(&toks[size_t(i)], 1, false);
-            if (rep > 0) r.ts.push_back(n / secs(t0, Clock::now()));
+            if (rep > 0) {
+                r.ts.push_back(n / secs(t0, Clock::now()));
+                if (probe) probes.push_back(bw_now);
+            }
         }
-        add_bw(r, r.mean() / 1.0);
+        add_bw(r, r.ts, probes);
         results.push_back(r);
     }
     double vb1 = 0;
     std::vector<std::pair<int, double>> vb_time;  // (K, seconds per pass)
     if (!vb.empty()) {
+        for (int k : vb)
+            if (k <= 0 || k > 64) throw Error("--vb sizes must be 1..64");
+        std::vector<int> ks = vb;
+        if (std::find(ks.begin(), ks.end(), 1) == ks.end()) ks.insert(ks.begin(), 1);  // the reference pass
         Session s(model, SessionParams{256 + 64, 0, 512}, pool);
         s.decode(random_tokens(256, hp.n_vocab, 3), false);
-        for (int k : vb) {
-            if (k <= 0 || k > 64) throw Error("--vb sizes must be 1..64");
-            Result r{"vb" + std::to_string(k), {}};
-            auto toks = random_tokens(k, hp.n_vocab, uint32_t(4 + k));
-            for (int rep = 0; rep <= reps; rep++) {
+        // Repetitions outer, sizes inner: every size of one repetition runs within the same second or so, and
+        // "x vb1" is the median of the per-repetition ratios.
+        std::vector<std::vector<double>> times(ks.size());
+        std::vector<double> probes;
+        for (int rep = 0; rep <= reps; rep++) {
+            const double bw_now = rep > 0 && probe ? probe->measure() : 0;
+            if (rep > 0 && probe) probes.push_back(bw_now);
+            for (size_t j = 0; j < ks.size(); j++) {
+                auto toks = random_tokens(ks[j], hp.n_vocab, uint32_t(4 + ks[j]));
                 auto t0 = Clock::now();
                 s.decode(toks, true);
                 double dt = secs(t0, Clock::now());
                 s.truncate(256);
-                if (rep > 0) r.ts.push_back(k / dt);
+                if (rep > 0) times[j].push_back(dt);
             }
-            double pass_s = k / r.mean();
-            vb_time.emplace_back(k, pass_s);
-            if (k == 1) vb1 = pass_s;
-            add_bw(r, 1.0 / pass_s);
+        }
+        const size_t j1 = size_t(std::find(ks.begin(), ks.end(), 1) - ks.begin());
+        for (size_t j = 0; j < ks.size(); j++) {
+            if (std::find(vb.begin(), vb.end(), ks[j]) == vb.end()) continue;
+            Result r{"vb" + std::to_string(ks[j]), {}};
+            std::vector<double> passes, ratios;
+            for (size_t i = 0; i < times[j].size(); i++) {
+                r.ts.push_back(ks[j] / times[j][i]);
+                passes.push_back(1.0 / times[j][i]);
+                ratios.push_back(times[j][i] / times[j1][i]);
+            }
+            r.rel_vb1 = median_of(ratios);
+            const double pass_s = median_of(times[j]);
+            vb_time.emplace_back(ks[j], pass_s);
+            if (ks[j] == 1) vb1 = pass_s;
+            add_bw(r, passes, probes);
             results.push_back(r);
         }
+        if (vb1 == 0) vb1 = median_of(times[j1]);
     }
 
-    // Peak RSS so far (model tests only) against the file size and the largest KV cache used.
+    // Peak RSS so far (model tests only, less the probe's buffer) against the file size and the largest KV cache.
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
-    const double peak_rss_mib = double(ru.ru_maxrss) / 1024.0;
+    const double peak_rss_mib = double(ru.ru_maxrss) / 1024.0 - (probe ? double(BandwidthProbe::kBytes) / 1048576.0 : 0.0);
     const double file_mib = double(model->gguf().file_size()) / 1048576.0;
     int max_ctx = 256 + 64;
     for (int n : pp) max_ctx = std::max(max_ctx, std::max(n + 1, 256));
     for (int n : tg) max_ctx = std::max(max_ctx, n + 16);
     const double kv_mib = double(size_t(hp.n_layer) * size_t(max_ctx) * size_t(hp.n_head_kv) * size_t(hp.head_dim) * 2 * 2) / 1048576.0;
-    if (!skip_bw) bw = measure_bandwidth(pool);
-    for (auto& r : results) r.bw_fraction = bw > 0 && r.gbps > 0 ? r.gbps / bw : 0;
+    if (probe && probe->median() == 0) probe->measure();
+    const double bw = probe ? probe->median() : 0;
 
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : results)
         out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", r.test}, {"n_threads", n_threads},
                        {"avg_ts", r.mean()}, {"stddev_ts", r.sd()}, {"gbps", r.gbps}, {"bw_fraction", r.bw_fraction}});
+    for (size_t i = 0; i < results.size(); i++)
+        if (results[i].rel_vb1 > 0) out[i]["x_vb1"] = results[i].rel_vb1;
 
     // Speculative generation, with and without speculation, greedy.
     nlohmann::json spec_json;
@@ -367,15 +438,13 @@ int cmd_bench(int argc, char** argv) {
     }
     std::printf("peak RSS %.1f MiB (model file %.1f MiB + KV cache %.1f MiB = %.1f MiB)\n", peak_rss_mib, file_mib, kv_mib,
                 file_mib + kv_mib);
-    std::printf("memory read bandwidth: %.1f GB/s (%d threads); model %s, %s, %.2f GB of weights\n\n", bw, n_threads,
+    std::printf("memory read bandwidth: %.1f GB/s (%d threads, median of the probes; BW %% compares each repetition with "
+                "the probe run just before it); model %s, %s, %.2f GB of weights\n\n", bw, n_threads,
                 name.c_str(), model->describe_type().c_str(), wbytes / 1e9);
     std::printf("| model | type | threads | test | t/s | GB/s | BW %% | x vb1 |\n|---|---|---|---|---|---|---|---|\n");
     for (const auto& r : results) {
         std::string rel = "";
-        if (r.test.rfind("vb", 0) == 0 && vb1 > 0) {
-            int k = std::atoi(r.test.c_str() + 2);
-            rel = strprintf("%.2f", (k / r.mean()) / vb1);
-        }
+        if (r.rel_vb1 > 0) rel = strprintf("%.2f", r.rel_vb1);
         std::printf("| %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %s |\n", name.c_str(), model->describe_type().c_str(),
                     n_threads, r.test.c_str(), r.mean(), r.sd(), r.gbps > 0 ? strprintf("%.1f", r.gbps).c_str() : "",
                     r.bw_fraction > 0 ? strprintf("%.0f%%", 100 * r.bw_fraction).c_str() : "", rel.c_str());
