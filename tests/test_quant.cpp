@@ -281,9 +281,11 @@ TEST(Quant, ActivationQuantizerMatchesScalarReferenceExactly) {
 }
 
 TEST(Quant, PackedKernelMatchesIntegerReference) {
-    // The 8-row interleaved layout computes the same integer sums as the plain-layout reference.
-    for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0}) {
-        const int64_t rows = 48, cols = 288;
+    // The 16-row interleaved layouts compute the same integer sums as the plain-layout references (for Q4_K the
+    // K-quant path's unpacked rows, with activations in groups of 256 as the packed kernel expects).
+    for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K}) {
+        const bool kq = type == TensorType::Q4_K;
+        const int64_t rows = 48, cols = kq ? 512 : 288;
         auto w = gaussian(size_t(rows * cols), 31);
         const size_t rb = row_bytes(type, cols);
         std::vector<uint8_t> q(rb * size_t(rows));
@@ -302,11 +304,20 @@ TEST(Quant, PackedKernelMatchesIntegerReference) {
         for (int n_tok : {1, 2, 3, 4, 7, 8, 9, 16, 19}) {  // every tile size (8, 4, 2, 1) and repeated tiles
             auto x = gaussian(size_t(n_tok * cols), uint32_t(50 + n_tok));
             ActQ8 act;
-            quantize_act_q8(x.data(), n_tok, cols, act);
+            quantize_act_q8(x.data(), n_tok, cols, act, packed_act_group(type));
             std::vector<float> ref(size_t(n_tok * rows)), pref(ref.size()), fast(ref.size());
-            matmul_q8_rows_ref(v, act, ref.data(), rows, 0, rows);
+            if (kq) {
+                UnpackedRow row;
+                for (int64_t r = 0; r < rows; r++) {
+                    unpack_kq_row(type, &q[size_t(r) * rb], cols, row);
+                    for (int t = 0; t < n_tok; t++) ref[size_t(t * rows + r)] = dot_unpacked_ref(row, act, t);
+                }
+            } else {
+                matmul_q8_rows_ref(v, act, ref.data(), rows, 0, rows);
+            }
             matmul_packed_ref(type, packed.data(), cols, act, pref.data(), rows, 0, rows);
-            for (size_t i = 0; i < ref.size(); i++) ASSERT_NEAR(pref[i], ref[i], 1e-4 * (1 + std::fabs(ref[i])));
+            for (size_t i = 0; i < ref.size(); i++)
+                ASSERT_NEAR(pref[i], ref[i], 1e-4 * (1 + std::fabs(ref[i]))) << type_name(type) << " n_tok " << n_tok << " i " << i;
 #if defined(__x86_64__)
             if (cpu_features().avx512vnni) {
                 matmul_packed_vnni(type, packed.data(), cols, act, fast.data(), rows, 16, rows);  // rows 16..47

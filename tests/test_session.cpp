@@ -127,7 +127,7 @@ TEST(Session, RepackedWeightsGiveTheSameLogits) {
     ThreadPool pool(2);
     const std::vector<int32_t> toks = {1, 17, 400, 2, 999, 3, 3, 512, 77, 998, 5, 6};
     for (const char* shape : {"tiny-test", "tiny-test-tied"}) {
-        for (const char* type : {"Q8_0", "Q4_0"}) {
+        for (const char* type : {"Q8_0", "Q4_0", "Q4_K_M"}) {
             const std::string path = test::temp_dir() + "/" + shape + "-" + type + ".gguf";
             SynthParams p;
             p.shape = shape;
@@ -149,7 +149,7 @@ TEST(Session, RepackedWeightsGiveTheSameLogits) {
                     max_diff = std::max(max_diff, double(std::fabs(a.logits(int(i))[v] - b.logits(int(i))[v])));
                     max_abs = std::max(max_abs, double(std::fabs(b.logits(int(i))[v])));
                 }
-            std::printf("[ repack ] %s %s: max |logit| %.3f, max difference %.5f\n", shape, type, max_abs, max_diff);
+            std::printf("[ repack ] %s %s: %zu bytes repacked, max |logit| %.3f, max difference %.5f\n", shape, type, packed->packed_bytes(), max_abs, max_diff);
             EXPECT_GT(max_abs, 0.1);
             EXPECT_LT(max_diff, 0.03 * max_abs) << shape << " " << type;
         }

@@ -169,7 +169,7 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
     };
 #if defined(__x86_64__)
     if (w.packed && cpu_features().avx512vnni) {
-        const ActQ8& act = quantized_activations(pool, x, n_tok, w.cols, 32);
+        const ActQ8& act = quantized_activations(pool, x, n_tok, w.cols, packed_act_group(w.type));
         pool.parallel_for(size_t(n_chunks), [&](size_t b, size_t e, int) {
             auto [r0, r1] = rows_of(b, e);
             matmul_packed_vnni(w.type, w.packed, w.cols, act, y, w.rows, r0, r1);
@@ -222,7 +222,8 @@ void matmul_shared_input(ThreadPool& pool, const WeightView* ws, float* const* y
     bool fused = count > 0;
 #if defined(__x86_64__)
     fused = fused && cpu_features().avx512vnni;
-    for (int i = 0; i < count; i++) fused = fused && ws[i].packed && ws[i].cols == ws[0].cols && ws[i].rows % kPackedRows == 0;
+    for (int i = 0; i < count; i++)
+        fused = fused && ws[i].packed && ws[i].type == ws[0].type && ws[i].cols == ws[0].cols && ws[i].rows % kPackedRows == 0;
 #else
     fused = false;
 #endif
@@ -235,7 +236,7 @@ void matmul_shared_input(ThreadPool& pool, const WeightView* ws, float* const* y
     constexpr int64_t chunk = 16;
     std::vector<int64_t> first(size_t(count) + 1, 0);  // first chunk of each matrix
     for (int i = 0; i < count; i++) first[size_t(i) + 1] = first[size_t(i)] + ws[i].rows / chunk;
-    const ActQ8& act = quantized_activations(pool, x, n_tok, ws[0].cols, 32);
+    const ActQ8& act = quantized_activations(pool, x, n_tok, ws[0].cols, packed_act_group(ws[0].type));
     pool.parallel_for(size_t(first[size_t(count)]), [&](size_t b, size_t e, int) {
         for (int i = 0; i < count; i++) {
             const int64_t lo = std::max<int64_t>(int64_t(b), first[size_t(i)]), hi = std::min<int64_t>(int64_t(e), first[size_t(i) + 1]);

@@ -12,13 +12,13 @@
 // Why 16 rows in 512-bit registers rather than 8 in 256-bit ones: on Zen 4 both run vpdpbusd at the same MACs
 // per cycle, but a verification batch issues one activation broadcast per vpdpbusd and a scale multiply per
 // block and token, and with 8 rows those instructions alone kept the front end as busy as the multiplier.
-#include <algorithm>
 #include <cstring>
-#include <type_traits>
 
 #include "core/fp16.h"
 #include "quant/blocks.h"
+#include "quant/matmul_packed_k.h"
 #include "quant/matmul_q8.h"
+#include "quant/packed_driver.h"
 #include "tandem/error.h"
 #if defined(__x86_64__)
 // GCC 12's _mm512_cvtepi32_ps / _mm512_cvtph_ps pass an intentionally undefined vector as the unused merge
@@ -36,13 +36,18 @@ constexpr size_t group_block_bytes(TensorType t) { return 2 * R + q_bytes(t); }
 }  // namespace
 
 bool packable(TensorType t, int64_t rows, int64_t cols) {
+    if (t == TensorType::Q4_K) return rows % R == 0 && cols % QK_K == 0;
     return (t == TensorType::Q8_0 || t == TensorType::Q4_0) && rows % R == 0 && cols % 32 == 0;
 }
 
-size_t packed_bytes(TensorType t, int64_t rows, int64_t cols) { return size_t(rows / R) * size_t(cols / 32) * group_block_bytes(t); }
+size_t packed_bytes(TensorType t, int64_t rows, int64_t cols) {
+    if (t == TensorType::Q4_K) return packed_bytes_q4k(rows, cols);
+    return size_t(rows / R) * size_t(cols / 32) * group_block_bytes(t);
+}
 
 void repack_rows(TensorType t, const uint8_t* src, size_t row_stride, int64_t rows, int64_t cols, uint8_t* dst) {
     TD_ASSERT(packable(t, rows, cols));
+    if (t == TensorType::Q4_K) return repack_rows_q4k(src, row_stride, rows, cols, dst);
     const int64_t nb = cols / 32;
     const size_t gbb = group_block_bytes(t);
     for (int64_t G = 0; G < rows / R; G++) {
@@ -78,6 +83,7 @@ static int packed_weight(TensorType t, const uint8_t* q, int j, int i) {
 }
 
 void dequantize_packed_row(TensorType t, const uint8_t* packed, int64_t cols, int64_t r, float* out) {
+    if (t == TensorType::Q4_K) return dequantize_packed_row_q4k(packed, cols, r, out);
     const int64_t nb = cols / 32;
     const size_t gbb = group_block_bytes(t);
     const int j = int(r % R);
@@ -90,6 +96,7 @@ void dequantize_packed_row(TensorType t, const uint8_t* packed, int64_t cols, in
 
 void matmul_packed_ref(TensorType t, const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy,
                        int64_t r0, int64_t r1) {
+    if (t == TensorType::Q4_K) return matmul_packed_ref_q4k(packed, cols, a, y, ldy, r0, r1);
     const int64_t nb = cols / 32;
     const size_t gbb = group_block_bytes(t);
     for (int64_t G = r0 / R; G < r1 / R; G++)
@@ -184,38 +191,20 @@ TD_VNNI512 void packed_rows(const uint8_t* packed, int64_t cols, const ActQ8& a,
                             int64_t r1) {
     const int64_t nb = cols / 32;
     constexpr size_t gbb = group_block_bytes(Q4 ? TensorType::Q4_0 : TensorType::Q8_0);
-    const int n = a.n_rows;
-    // Loop order for large batches (prompt processing): a block of kRowGroups groups (a few hundred KB of
-    // weights, kept in L2) meets each 8-token tile in turn, whose activations (8 x cols bytes) stay in L1
-    // across the groups. Group-by-group over all tokens would re-read every token's activations for each group.
-    constexpr int64_t kRowGroups = 8;
-    for (int64_t G0 = r0 / R; G0 < r1 / R; G0 += kRowGroups) {
-        const int64_t G1 = std::min(r1 / R, G0 + kRowGroups);
-        int t = 0;
-        auto tile = [&](auto tn) {
-            constexpr int TN = decltype(tn)::value;
-            for (int64_t G = G0; G < G1; G++) {
-                const uint8_t* base = packed + size_t(G) * size_t(nb) * gbb;
-                // The first tile of tokens streams the group from memory, later ones find it in cache. Software
-                // prefetch pays once a tile computes long enough to fall behind the memory (measured: a 4-token
-                // tile 1.7x faster with it, a 1-token tile 1.2x slower: the hardware prefetcher keeps up alone).
-                if (t == 0 && TN >= 2) group_tile<Q4, TN, true>(base, nb, a, t, y, ldy, G * R);
-                else group_tile<Q4, TN, false>(base, nb, a, t, y, ldy, G * R);
-            }
-            t += TN;
-        };
-        while (n - t >= 8) tile(std::integral_constant<int, 8>{});
-        if (n - t >= 4) tile(std::integral_constant<int, 4>{});
-        if (n - t >= 2) tile(std::integral_constant<int, 2>{});
-        if (n - t >= 1) tile(std::integral_constant<int, 1>{});
-    }
+    packed_tiles<8>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, bool pf) {
+        constexpr int TN = decltype(tn)::value;
+        const uint8_t* base = packed + size_t(G) * size_t(nb) * gbb;
+        if (pf) group_tile<Q4, TN, true>(base, nb, a, t, y, ldy, G * R);
+        else group_tile<Q4, TN, false>(base, nb, a, t, y, ldy, G * R);
+    });
 }
 
 }  // namespace
 
 void matmul_packed_vnni(TensorType t, const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy,
                         int64_t r0, int64_t r1) {
-    if (t == TensorType::Q4_0) packed_rows<true>(packed, cols, a, y, ldy, r0, r1);
+    if (t == TensorType::Q4_K) matmul_packed_vnni_q4k(packed, cols, a, y, ldy, r0, r1);
+    else if (t == TensorType::Q4_0) packed_rows<true>(packed, cols, a, y, ldy, r0, r1);
     else packed_rows<false>(packed, cols, a, y, ldy, r0, r1);
 }
 #endif
