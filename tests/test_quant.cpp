@@ -270,6 +270,8 @@ TEST(Quant, ActivationQuantizerMatchesScalarReferenceExactly) {
         ASSERT_EQ(ref.d, fast.d) << "group " << group;
         ASSERT_EQ(ref.s, fast.s) << "group " << group;
         ASSERT_EQ(ref.qsum, fast.qsum) << "group " << group;
+        ASSERT_EQ(ref.qsum16, fast.qsum16) << "group " << group;
+        for (size_t i = 0; i < ref.qsum.size(); i++) ASSERT_EQ(ref.qsum[i], ref.qsum16[2 * i] + ref.qsum16[2 * i + 1]);
         // In two steps over row ranges, as the thread pool runs it.
         ActQ8 split;
         quantize_act_q8_prepare(n_rows, n, split);
@@ -283,8 +285,8 @@ TEST(Quant, ActivationQuantizerMatchesScalarReferenceExactly) {
 TEST(Quant, PackedKernelMatchesIntegerReference) {
     // The 16-row interleaved layouts compute the same integer sums as the plain-layout references (for Q4_K the
     // K-quant path's unpacked rows, with activations in groups of 256 as the packed kernel expects).
-    for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K}) {
-        const bool kq = type == TensorType::Q4_K;
+    for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
+        const bool kq = type == TensorType::Q4_K || type == TensorType::Q6_K;
         const int64_t rows = 48, cols = kq ? 512 : 288;
         auto w = gaussian(size_t(rows * cols), 31);
         const size_t rb = row_bytes(type, cols);

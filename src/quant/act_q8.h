@@ -15,11 +15,13 @@ struct ActQ8 {
     std::vector<float> d;      // (n_rows, nb)
     std::vector<float> s;      // (n_rows, nb)
     std::vector<int32_t> qsum; // (n_rows, nb) sum_i q[32b + i]
+    std::vector<int16_t> qsum16;  // (n_rows, n / 16) sums of 16 (Q6_K's sub-blocks); |sum| <= 2032
 
     const int8_t* qrow(int r) const { return q.data() + size_t(r) * size_t(n); }
     const float* drow(int r) const { return d.data() + size_t(r) * size_t(nb); }
     const float* srow(int r) const { return s.data() + size_t(r) * size_t(nb); }
     const int32_t* sumrow(int r) const { return qsum.data() + size_t(r) * size_t(nb); }
+    const int16_t* sum16row(int r) const { return qsum16.data() + size_t(r) * size_t(2 * nb); }
 };
 
 // Quantizes n_rows rows of n floats (x is (n_rows, n), row-major). `group` values share one scale: 32 as

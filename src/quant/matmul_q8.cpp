@@ -29,6 +29,7 @@ void act_resize(ActQ8& out, int n_rows, int64_t n) {
     out.d.resize(size_t(n_rows) * size_t(out.nb));
     out.s.resize(out.d.size());
     out.qsum.resize(out.d.size());
+    out.qsum16.resize(2 * out.d.size());
 }
 
 void quantize_act_rows_ref(const float* x, int64_t n, int group, ActQ8& out, int r0, int r1) {
@@ -40,11 +41,14 @@ void quantize_act_rows_ref(const float* x, int64_t n, int group, ActQ8& out, int
             const float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
             for (int64_t b = g / 32; b < (g + group) / 32; b++) {
                 int8_t* q = out.q.data() + size_t(r) * size_t(n) + size_t(b) * 32;
-                int sum = 0;
+                int sum = 0, sum16 = 0;
                 for (int i = 0; i < 32; i++) {
                     q[i] = int8_t(std::lrintf(xr[b * 32 + i] * id));
                     sum += q[i];
+                    if (i == 15) sum16 = sum;
                 }
+                out.qsum16[(size_t(r) * size_t(out.nb) + size_t(b)) * 2] = int16_t(sum16);
+                out.qsum16[(size_t(r) * size_t(out.nb) + size_t(b)) * 2 + 1] = int16_t(sum - sum16);
                 out.d[size_t(r) * size_t(out.nb) + size_t(b)] = d;
                 out.s[size_t(r) * size_t(out.nb) + size_t(b)] = d * float(sum);
                 out.qsum[size_t(r) * size_t(out.nb) + size_t(b)] = sum;
@@ -77,15 +81,20 @@ __attribute__((target("avx2,fma"))) void quantize_act_rows_avx2(const float* x, 
                 __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 8), vid));
                 __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 16), vid));
                 __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 24), vid));
-                __m256i sum = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
-                __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
-                s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-                s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+                // Sums of the two halves of 16: lanes 0-3 of s4 from elements 0-15, lanes of h4 from 16-31.
+                const __m256i s01 = _mm256_add_epi32(i0, i1), s23 = _mm256_add_epi32(i2, i3);
+                __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s01), _mm256_extracti128_si256(s01, 1));
+                __m128i h4 = _mm_add_epi32(_mm256_castsi256_si128(s23), _mm256_extracti128_si256(s23, 1));
+                s4 = _mm_hadd_epi32(s4, h4);  // (a0+a1, a2+a3, b0+b1, b2+b3)
+                s4 = _mm_hadd_epi32(s4, s4);  // (a, b, a, b)
+                const int sum16a = _mm_cvtsi128_si32(s4), sum16b = _mm_extract_epi32(s4, 1);
                 // packs work within 128-bit lanes: the permute restores element order.
                 const __m256i p16a = _mm256_packs_epi32(i0, i1), p16b = _mm256_packs_epi32(i2, i3);
                 const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b), order);
                 _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.q.data() + size_t(r) * size_t(n) + size_t(b) * 32), p8);
-                const int isum = _mm_cvtsi128_si32(s4);
+                const int isum = sum16a + sum16b;
+                out.qsum16[(size_t(r) * size_t(out.nb) + size_t(b)) * 2] = int16_t(sum16a);
+                out.qsum16[(size_t(r) * size_t(out.nb) + size_t(b)) * 2 + 1] = int16_t(sum16b);
                 out.d[size_t(r) * size_t(out.nb) + size_t(b)] = d;
                 out.s[size_t(r) * size_t(out.nb) + size_t(b)] = d * float(isum);
                 out.qsum[size_t(r) * size_t(out.nb) + size_t(b)] = isum;

@@ -1,0 +1,186 @@
+// Q6_K weights repacked at load into groups of R = 16 interleaved rows for the AVX512-VNNI kernel.
+//
+// A Q6_K super-block holds 256 weights in 16 sub-blocks j of 16: w = d * sc_j * (q - 32), q in 0..63, sc_j a
+// signed byte. Against activations a = da * qa (one da per super-block) a row's dot product is
+//   da * d * ( sum_j sc_j * S_j  -  32 * sum_j sc_j * A_j ),   S_j = sum_{i in j} q_i qa_i,  A_j = sum_{i in j} qa_i,
+// exact in 32-bit integers. Packed layout, per group of 16 rows and super-block (4384 bytes; the 16 rows' blocks
+// take 3360: the 6-bit weights are stored one per byte, so each 64-byte load feeds a vpdpbusd directly):
+//   uint16 d[16]                  the rows' half scales
+//   int8   sc[8][16][2]           sc[p][row] = (sc_2p, sc_2p+1): one vpdpwssd per sub-block pair for the offsets
+//   uint8  q[16][4][16][4]        q[j][g][row][k] = weight 4g+k of sub-block j (0..63)
+#include "core/fp16.h"
+#include "quant/blocks.h"
+#include "quant/matmul_packed_k.h"
+#include "quant/matmul_q8.h"
+#include "quant/packed_driver.h"
+#include "tandem/error.h"
+#if defined(__x86_64__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 false positive in the 512-bit conversion intrinsics
+#include <immintrin.h>
+#endif
+
+namespace tandem {
+
+namespace {
+constexpr int R = kPackedRows;
+constexpr size_t kOffD = 0, kOffSc = 2 * R, kOffQ = kOffSc + 16 * R;
+constexpr size_t kGroupBytes = kOffQ + 16 * 4 * R * 4;  // 4384
+static_assert(kGroupBytes == 4384);
+
+const uint8_t* group_block(const uint8_t* packed, int64_t nsb, int64_t G, int64_t s) {
+    return packed + (size_t(G) * size_t(nsb) + size_t(s)) * kGroupBytes;
+}
+int q_at(const uint8_t* blk, int row, int j, int i) {  // weight i (0..15) of sub-block j, 0..63
+    return blk[kOffQ + ((size_t(j) * 4 + size_t(i / 4)) * R + size_t(row)) * 4 + size_t(i % 4)];
+}
+int sc_at(const uint8_t* blk, int row, int j) {
+    return int(int8_t(blk[kOffSc + (size_t(j / 2) * R + size_t(row)) * 2 + size_t(j % 2)]));
+}
+
+// The 256 6-bit values of a block in element order (ggml's layout: per half of 128, ql holds the low 4 bits of
+// elements l and l+64 (low/high nibble) and l+32, l+96 in ql[l+32]; qh holds their 2 high bits).
+void decode_q6k(const block_q6_K& x, uint8_t* q) {
+    for (int n = 0; n < 2; n++) {
+        const uint8_t* ql = x.ql + 64 * n;
+        const uint8_t* qh = x.qh + 32 * n;
+        uint8_t* o = q + 128 * n;
+        for (int l = 0; l < 32; l++) {
+            o[l] = uint8_t((ql[l] & 0xF) | ((qh[l] & 3) << 4));
+            o[l + 32] = uint8_t((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+            o[l + 64] = uint8_t((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+            o[l + 96] = uint8_t((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+        }
+    }
+}
+}  // namespace
+
+size_t packed_bytes_q6k(int64_t rows, int64_t cols) { return size_t(rows / R) * size_t(cols / QK_K) * kGroupBytes; }
+
+void repack_rows_q6k(const uint8_t* src, size_t row_stride, int64_t rows, int64_t cols, uint8_t* dst) {
+    TD_ASSERT(rows % R == 0 && cols % QK_K == 0);
+    const int64_t nsb = cols / QK_K;
+    uint8_t q[QK_K];
+    for (int64_t G = 0; G < rows / R; G++)
+        for (int64_t s = 0; s < nsb; s++) {
+            uint8_t* out = dst + (size_t(G) * size_t(nsb) + size_t(s)) * kGroupBytes;
+            for (int r = 0; r < R; r++) {
+                const block_q6_K* x = reinterpret_cast<const block_q6_K*>(src + size_t(G * R + r) * row_stride) + s;
+                reinterpret_cast<uint16_t*>(out + kOffD)[r] = x->d;
+                for (int j = 0; j < 16; j++) out[kOffSc + (size_t(j / 2) * R + size_t(r)) * 2 + size_t(j % 2)] = uint8_t(x->scales[j]);
+                decode_q6k(*x, q);
+                for (int j = 0; j < 16; j++)
+                    for (int i = 0; i < 16; i++) out[kOffQ + ((size_t(j) * 4 + size_t(i / 4)) * R + size_t(r)) * 4 + size_t(i % 4)] = q[16 * j + i];
+            }
+        }
+}
+
+void dequantize_packed_row_q6k(const uint8_t* packed, int64_t cols, int64_t r, float* out) {
+    const int64_t nsb = cols / QK_K;
+    const int row = int(r % R);
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t* blk = group_block(packed, nsb, r / R, s);
+        const float d = fp16_to_f32(reinterpret_cast<const uint16_t*>(blk + kOffD)[row]);
+        for (int j = 0; j < 16; j++) {
+            const float sc = d * float(sc_at(blk, row, j));
+            for (int i = 0; i < 16; i++) out[s * QK_K + j * 16 + i] = sc * float(q_at(blk, row, j, i) - 32);
+        }
+    }
+}
+
+void matmul_packed_ref_q6k(const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+    const int64_t nsb = cols / QK_K;
+    for (int64_t r = r0; r < r1; r++) {
+        const int row = int(r % R);
+        for (int t = 0; t < a.n_rows; t++) {
+            float acc = 0;
+            for (int64_t s = 0; s < nsb; s++) {
+                const uint8_t* blk = group_block(packed, nsb, r / R, s);
+                const float d = fp16_to_f32(reinterpret_cast<const uint16_t*>(blk + kOffD)[row]);
+                for (int j = 0; j < 16; j++) {  // each 16-element sub-block with its own activation scale
+                    const int8_t* qa = a.qrow(t) + s * QK_K + j * 16;
+                    int S = 0;
+                    for (int i = 0; i < 16; i++) S += q_at(blk, row, j, i) * qa[i];
+                    const int A = a.sum16row(t)[s * 16 + j];
+                    acc += a.drow(t)[s * 8 + j / 2] * d * float(sc_at(blk, row, j) * (S - 32 * A));
+                }
+            }
+            y[int64_t(t) * ldy + r] = acc;
+        }
+    }
+}
+
+#if defined(__x86_64__)
+namespace {
+
+#define TD_VNNI512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+constexpr size_t kNearPrefetch = 1024, kFarPrefetch = 16384;  // bytes ahead, as the other packed kernels
+
+template <int T, bool PF>
+TD_VNNI512 void q6k_tile(const uint8_t* base, int64_t nsb, const ActQ8& a, int t0, float* y, int64_t ldy, int64_t row0) {
+    constexpr int C = T == 1 ? 2 : 1;  // independent vpdpbusd chains per token and sub-block
+    __m512 acc[T];
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+        const uint8_t* blk = base + size_t(s) * kGroupBytes;
+        if constexpr (PF) {
+            const char* p = reinterpret_cast<const char*>(blk);
+            for (size_t o = 0; o < kGroupBytes; o += 64) {
+                _mm_prefetch(p + kNearPrefetch + o, _MM_HINT_T0);
+                _mm_prefetch(p + kFarPrefetch + o, _MM_HINT_T1);
+            }
+        }
+        __m512i isum[T], osum[T];
+        for (int t = 0; t < T; t++) { isum[t] = _mm512_setzero_si512(); osum[t] = _mm512_setzero_si512(); }
+        for (int p = 0; p < 8; p++) {
+            // (sc_2p, sc_2p+1) per row as int16 pairs; each as int32 for the multiply.
+            const __m512i scp = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kOffSc + size_t(p) * 2 * R)));
+            const __m512i sc2[2] = {_mm512_srai_epi32(_mm512_slli_epi32(scp, 16), 16), _mm512_srai_epi32(scp, 16)};
+            for (int h = 0; h < 2; h++) {
+                const int j = 2 * p + h;
+                __m512i S[T][C];
+                for (int t = 0; t < T; t++)
+                    for (int c = 0; c < C; c++) S[t][c] = _mm512_setzero_si512();
+                for (int g = 0; g < 4; g++) {
+                    const __m512i w = _mm512_loadu_si512(blk + kOffQ + size_t(j * 4 + g) * 64);
+                    for (int t = 0; t < T; t++) {
+                        const int8_t* qa = a.qrow(t0 + t) + s * QK_K + j * 16 + 4 * g;
+                        S[t][g % C] = _mm512_dpbusd_epi32(S[t][g % C], w, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(qa)));
+                    }
+                }
+                for (int t = 0; t < T; t++) {
+                    __m512i st = S[t][0];
+                    if constexpr (C > 1) st = _mm512_add_epi32(st, S[t][1]);
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sc2[h], st));
+                }
+            }
+            for (int t = 0; t < T; t++) {
+                const int16_t* A = a.sum16row(t0 + t) + s * 16 + 2 * p;
+                const int32_t pair = int32_t((uint32_t(uint16_t(A[0]))) | (uint32_t(uint16_t(A[1])) << 16));
+                osum[t] = _mm512_dpwssd_epi32(osum[t], scp, _mm512_set1_epi32(pair));
+            }
+        }
+        const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kOffD)));
+        for (int t = 0; t < T; t++) {
+            const __m512i tot = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(osum[t], 5));  // - 32 * sum sc_j A_j
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_mul_ps(dv, _mm512_set1_ps(a.drow(t0 + t)[s * 8])), acc[t]);
+        }
+    }
+    for (int t = 0; t < T; t++) _mm512_storeu_ps(y + int64_t(t0 + t) * ldy + row0, acc[t]);
+}
+
+}  // namespace
+
+TD_VNNI512 void matmul_packed_vnni_q6k(const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy, int64_t r0,
+                                       int64_t r1) {
+    const int64_t nsb = cols / QK_K;
+    packed_tiles<4>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, bool pf) {
+        constexpr int TN = decltype(tn)::value;
+        const uint8_t* base = group_block(packed, nsb, G, 0);
+        if (pf) q6k_tile<TN, true>(base, nsb, a, t, y, ldy, G * R);
+        else q6k_tile<TN, false>(base, nsb, a, t, y, ldy, G * R);
+    });
+}
+#endif
+
+}  // namespace tandem
