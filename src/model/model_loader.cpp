@@ -2,7 +2,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <map>
+#include <thread>
 
 #include "core/mmap.h"
 #include "quant/kernels.h"
@@ -173,16 +176,27 @@ void Model::repack_for_cpu() {
     size_t total = 0;
     for (Weight* w : todo) total += aligned(tandem::packed_bytes(w->type, w->rows, w->cols));
     packed_ = allocate_large(total);
-    size_t at = 0;
-    for (Weight* w : todo) {
-        const size_t n = tandem::packed_bytes(w->type, w->rows, w->cols);
-        repack_rows(w->type, w->data, w->row_stride, w->rows, w->cols, packed_.get() + at);
-        w->packed = packed_.get() + at;
-        at += aligned(n);
-        uintptr_t b = (reinterpret_cast<uintptr_t>(w->data) + uintptr_t(page) - 1) / uintptr_t(page) * uintptr_t(page);
-        uintptr_t e = (reinterpret_cast<uintptr_t>(w->data) + w->nbytes()) / uintptr_t(page) * uintptr_t(page);
-        if (e > b && file_->owns_mapping()) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
-    }
+    std::vector<size_t> offset(todo.size());
+    for (size_t i = 1; i < todo.size(); i++)
+        offset[i] = offset[i - 1] + aligned(tandem::packed_bytes(todo[i - 1]->type, todo[i - 1]->rows, todo[i - 1]->cols));
+    // Matrices are taken in turn by a few threads (loading is mostly page faults on the file and on the new
+    // buffer, which the kernel serves in parallel); at most one matrix per thread is resident twice at a time.
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+        for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
+            Weight* w = todo[i];
+            repack_rows(w->type, w->data, w->row_stride, w->rows, w->cols, packed_.get() + offset[i]);
+            w->packed = packed_.get() + offset[i];
+            uintptr_t b = (reinterpret_cast<uintptr_t>(w->data) + uintptr_t(page) - 1) / uintptr_t(page) * uintptr_t(page);
+            uintptr_t e = (reinterpret_cast<uintptr_t>(w->data) + w->nbytes()) / uintptr_t(page) * uintptr_t(page);
+            if (e > b && file_->owns_mapping()) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+        }
+    };
+    const unsigned n_threads = std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> threads;
+    for (unsigned i = 1; i < n_threads; i++) threads.emplace_back(work);
+    work();
+    for (auto& t : threads) t.join();
     packed_bytes_ = total;
     if (hp_.tied_output) tok_embd_.packed = output_.packed;
 }
