@@ -193,6 +193,20 @@ TEST(Quant, IntegerMatmulKernelsMatchScalarIntegerReference) {
     }
 }
 
+TEST(Quant, SiluMulMatchesScalarReference) {
+    // Relative 1e-6 (the vector exponential's error is below 2e-7), over both signs, large magnitudes (where
+    // exp(-g) would overflow) and a tail that is not a multiple of 8.
+    std::vector<float> g = gaussian(1003, 11), up = gaussian(1003, 12);
+    for (size_t i = 0; i < g.size(); i += 50) g[i] *= 100.0f;
+    g[1] = 0.0f;
+    g[2] = -200.0f;
+    g[3] = 200.0f;
+    std::vector<float> a = g, b = g;
+    silu_mul(a.data(), up.data(), int64_t(a.size()));
+    silu_mul_ref(b.data(), up.data(), int64_t(b.size()));
+    for (size_t i = 0; i < a.size(); i++) ASSERT_NEAR(a[i], b[i], 1e-6 * (1 + std::fabs(b[i]))) << "g " << g[i];
+}
+
 TEST(Quant, AttentionKernelMatchesScalarReference) {
     // Grouped heads (m sharing one K/V head), head sizes with and without a SIMD path, position counts below,
     // at and around the 8-position tile.

@@ -224,10 +224,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             float* const ys[2] = {S.gate.data(), S.up.data()};
             matmul_shared_input(pool, ws, ys, 2, S.xn.data(), n);
         }
-        for (size_t i = 0; i < size_t(n) * F; i++) {
-            float g = S.gate[i];
-            S.gate[i] = g / (1.0f + std::exp(-g)) * S.up[i];
-        }
+        silu_mul(S.gate.data(), S.up.data(), int64_t(n) * F);
         matmul(pool, view(L.w_down), S.gate.data(), n, S.rows_out.data());
         for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] += S.rows_out[i];
     }

@@ -24,6 +24,7 @@ void matmul_f16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok,
 float dot_f32(const float* a, const float* b, int64_t n);
 float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
 void axpy_f16(float w, const uint16_t* x, float* y, int64_t n);
+void silu_mul(float* gate, const float* up, int64_t n);
 }  // namespace avx2
 #endif
 
@@ -69,6 +70,17 @@ void axpy_f16(float w, const uint16_t* x, float* y, int64_t n) {
     if (cpu_features().avx2) return avx2::axpy_f16(w, x, y, n);
 #endif
     axpy_f16_ref(w, x, y, n);
+}
+
+void silu_mul(float* gate, const float* up, int64_t n) {
+#if defined(__x86_64__)
+    if (cpu_features().avx2) return avx2::silu_mul(gate, up, n);
+#endif
+    silu_mul_ref(gate, up, n);
+}
+
+void silu_mul_ref(float* gate, const float* up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,

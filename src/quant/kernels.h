@@ -39,6 +39,10 @@ float dot_f32_f16_ref(const float* a, const uint16_t* b, int64_t n);
 void axpy_f16(float w, const uint16_t* x, float* y, int64_t n);  // y += w * x
 void axpy_f16_ref(float w, const uint16_t* x, float* y, int64_t n);
 
+// gate[i] = silu(gate[i]) * up[i] (the SwiGLU of the feed-forward block), silu(g) = g / (1 + exp(-g)).
+void silu_mul(float* gate, const float* up, int64_t n);
+void silu_mul_ref(float* gate, const float* up, int64_t n);
+
 // Causal attention of m query heads that share one key/value head (grouped-query attention; m = 1 for
 // plain multi-head attention) over n_pos cached positions, keys and values in half precision:
 //   out[r] = sum_p softmax_p(scale * q[r] . k_p) v_p,   q, out: (m, hd) row-major;  k_p = k + p * stride, v_p likewise.

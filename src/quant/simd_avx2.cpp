@@ -74,6 +74,21 @@ __attribute__((target("avx2,fma"))) static inline __m256 exp_ps(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+// gate[i] = silu(gate[i]) * up[i], silu(g) = g * sigmoid(g); the exponential only of -|g| (<= 0, where exp_ps
+// is valid), sigmoid(g) = 1 / (1 + e) for g >= 0 and e / (1 + e) below.
+__attribute__((target("avx2,fma"))) void silu_mul(float* gate, const float* up, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 g = _mm256_loadu_ps(gate + i);
+        const __m256 e = exp_ps(_mm256_or_ps(g, sign));  // exp(-|g|)
+        const __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));
+        const __m256 sig = _mm256_blendv_ps(r, _mm256_mul_ps(e, r), g);  // g's sign bit picks e / (1 + e)
+        _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_mul_ps(g, sig), _mm256_loadu_ps(up + i)));
+    }
+    for (; i < n; i++) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
 // The eight horizontal sums of v[0..7] as one vector: result[i] = sum of the lanes of v[i].
 __attribute__((target("avx2,fma"))) static inline __m256 hsum8(const __m256* v) {
     const __m256 s0123 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
