@@ -210,7 +210,7 @@ TEST(Quant, SiluMulMatchesScalarReference) {
 TEST(Quant, AttentionKernelMatchesScalarReference) {
     // Grouped heads (m sharing one K/V head), head sizes with and without a SIMD path, position counts below,
     // at and around the 8-position tile.
-    for (int hd : {8, 32, 64, 96, 128, 12}) {
+    for (int hd : {8, 16, 24, 32, 64, 96, 128, 12}) {
         for (int m : {1, 3, 8}) {
             for (int n_pos : {1, 7, 8, 9, 100}) {
                 const size_t stride = size_t(hd) * 3;

@@ -87,7 +87,7 @@ void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v
                      float scale, float* scores, float* out) {
     TD_ASSERT(m >= 1 && m <= 64);
 #if defined(__x86_64__)
-    if (cpu_features().avx2 && hd % 32 == 0 && hd <= 256) return avx2::attention_heads(q, m, k, v, stride, n_pos, hd, scale, scores, out);
+    if (cpu_features().avx2 && hd % 8 == 0 && hd <= 256) return avx2::attention_heads(q, m, k, v, stride, n_pos, hd, scale, scores, out);
 #endif
     attention_heads_ref(q, m, k, v, stride, n_pos, hd, scale, scores, out);
 }

@@ -136,7 +136,7 @@ __attribute__((target("avx2,fma"))) static inline void pv_chunk(const float* p, 
     for (int i = 0; i < CH; i++) _mm256_storeu_ps(o + 8 * i, acc[i]);
 }
 
-// m query heads sharing one key/value head (grouped-query attention), hd % 32 == 0 and hd <= 256. Keys and
+// m query heads sharing one key/value head (grouped-query attention), hd % 8 == 0 and hd <= 256. Keys and
 // values are converted from half precision once per tile of 8 positions for all m heads; the scores of 8
 // positions come out of one reduction (hsum8) instead of eight.
 __attribute__((target("avx2,fma,f16c"))) void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v,
@@ -189,7 +189,9 @@ __attribute__((target("avx2,fma,f16c"))) void attention_heads(const float* q, in
             float* o = out + size_t(r) * size_t(hd);
             int i0 = 0;
             for (; i0 + 8 <= nv; i0 += 8) pv_chunk<8>(pr, np, tile + 8 * i0, hd, o + 8 * i0);
-            for (; i0 < nv; i0 += 4) pv_chunk<4>(pr, np, tile + 8 * i0, hd, o + 8 * i0);  // nv % 8 == 4 (hd 32, 96, ...)
+            if (nv - i0 >= 4) { pv_chunk<4>(pr, np, tile + 8 * i0, hd, o + 8 * i0); i0 += 4; }
+            if (nv - i0 >= 2) { pv_chunk<2>(pr, np, tile + 8 * i0, hd, o + 8 * i0); i0 += 2; }
+            if (nv - i0 >= 1) pv_chunk<1>(pr, np, tile + 8 * i0, hd, o + 8 * i0);
         }
     }
     for (int r = 0; r < m; r++) {

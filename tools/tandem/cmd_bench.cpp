@@ -293,7 +293,11 @@ int cmd_bench(int argc, char** argv) {
         std::vector<double> probes;
         for (int rep = 0; rep <= reps; rep++) {
             const double bw_now = rep > 0 && probe ? probe->measure() : 0;
-            if (rep > 0 && probe) probes.push_back(bw_now);
+            if (rep > 0 && probe) {
+                probes.push_back(bw_now);
+                s.decode(random_tokens(1, hp.n_vocab, 4), true);  // untimed: the probe has evicted the caches
+                s.truncate(256);
+            }
             for (size_t j = 0; j < ks.size(); j++) {
                 auto toks = random_tokens(ks[j], hp.n_vocab, uint32_t(4 + ks[j]));
                 auto t0 = Clock::now();
@@ -372,15 +376,17 @@ int cmd_bench(int argc, char** argv) {
             if (st) *st = g.stats();
             return std::make_pair(outt, double(outt.size()) / dt);
         };
-        // Plain and speculative runs alternate (the machine is shared and noisy); medians are reported.
+        // Plain and speculative runs alternate in the order ABBA ABBA ... (the machine's speed drifts with its
+        // neighbours' load; this cancels a steady drift), -r pairs; medians are reported.
         std::vector<double> plain_v, spec_v;
         SpecStats st;
-        for (int rep = 0; rep < std::max(1, std::min(reps, 3)); rep++) {
-            auto [plain_toks, pts] = run_gen(SpecParams{}, nullptr);
-            auto [spec_toks, sts] = run_gen(spec, &st);
-            if (spec_toks != plain_toks) throw Error("internal: speculative output differs from plain greedy output");
-            plain_v.push_back(pts);
-            spec_v.push_back(sts);
+        for (int rep = 0; rep < reps; rep++) {
+            std::pair<std::vector<int32_t>, double> p, q;
+            if (rep % 2 == 0) { p = run_gen(SpecParams{}, nullptr); q = run_gen(spec, &st); }
+            else { q = run_gen(spec, &st); p = run_gen(SpecParams{}, nullptr); }
+            if (q.first != p.first) throw Error("internal: speculative output differs from plain greedy output");
+            plain_v.push_back(p.second);
+            spec_v.push_back(q.second);
         }
         auto median = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
         const double plain_ts = median(plain_v), spec_ts = median(spec_v);
