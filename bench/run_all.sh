@@ -29,7 +29,7 @@ $T bench -m "$SHARED/models/stories260K.gguf" -p 0 -n 0 --vb 1,2,4,8,16 -r 3 -t 
 $T bench -m "$SHARED/models/stories260K.gguf" -p 0 -n 0 --vb 1,2,4,8,16 -r 3 -t 1 -md "$MODELS/stories-q4_0.gguf" --spec-n 256
 if [ "${SKIP_7B:-0}" != 1 ]; then
   echo "## llama-2-7b shape Q8_0 target, tinyllama-1.1b shape Q4_0 draft of unrelated weights (acceptance ~0)"
-  $T bench -m "$MODELS/llama2-7b-q8_0.gguf" -p 0 -n 32 --vb 1,2,4,8,16 -r 4 -t 2 -md "$MODELS/tinyllama-q4_0-other.gguf" --spec-n 64 --draft-max 8
+  $T bench -m "$MODELS/llama2-7b-q8_0.gguf" -p 0 -n 32 --vb 1,2,4,8,16 -r 6 -t 2 -md "$MODELS/tinyllama-q4_0-other.gguf" --spec-n 64 --draft-max 8
   $T bench -m "$MODELS/llama2-7b-q8_0.gguf" -p 0 -n 0 --vb 1,9 -r 1 -t 2 -md "$MODELS/tinyllama-q4_0-other.gguf" --spec-n 64 --draft-max 8 --draft-adaptive off --draft-p-min 0
 fi
 echo "## tokenizer throughput"

@@ -180,16 +180,28 @@ void Model::repack_for_cpu() {
     for (size_t i = 1; i < todo.size(); i++)
         offset[i] = offset[i - 1] + aligned(tandem::packed_bytes(todo[i - 1]->type, todo[i - 1]->rows, todo[i - 1]->cols));
     // Matrices are taken in turn by a few threads (loading is mostly page faults on the file and on the new
-    // buffer, which the kernel serves in parallel); at most one matrix per thread is resident twice at a time.
+    // buffer, which the kernel serves in parallel), each in slices of 256 rows whose file pages are released as
+    // soon as they are copied, so the file and its copy are never resident twice for more than a slice per thread.
+    auto release = [&](const uint8_t* from, size_t bytes) {  // whole pages inside [from, from + bytes)
+        if (!file_->owns_mapping()) return;
+        uintptr_t b = (reinterpret_cast<uintptr_t>(from) + uintptr_t(page) - 1) / uintptr_t(page) * uintptr_t(page);
+        uintptr_t e = (reinterpret_cast<uintptr_t>(from) + bytes) / uintptr_t(page) * uintptr_t(page);
+        if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+    };
     std::atomic<size_t> next{0};
     auto work = [&] {
+        constexpr int64_t kSlice = 256;  // rows, a multiple of the packed group
         for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
             Weight* w = todo[i];
-            repack_rows(w->type, w->data, w->row_stride, w->rows, w->cols, packed_.get() + offset[i]);
-            w->packed = packed_.get() + offset[i];
-            uintptr_t b = (reinterpret_cast<uintptr_t>(w->data) + uintptr_t(page) - 1) / uintptr_t(page) * uintptr_t(page);
-            uintptr_t e = (reinterpret_cast<uintptr_t>(w->data) + w->nbytes()) / uintptr_t(page) * uintptr_t(page);
-            if (e > b && file_->owns_mapping()) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+            uint8_t* dst = packed_.get() + offset[i];
+            for (int64_t r0 = 0; r0 < w->rows; r0 += kSlice) {
+                const int64_t n = std::min(kSlice, w->rows - r0);
+                const uint8_t* src = w->data + size_t(r0) * w->row_stride;
+                repack_rows(w->type, src, w->row_stride, n, w->cols, dst + tandem::packed_bytes(w->type, r0, w->cols));
+                release(src, size_t(n) * w->row_stride);
+            }
+            w->packed = dst;
+            release(w->data, w->nbytes());  // the pages that straddled two slices
         }
     };
     const unsigned n_threads = std::min(4u, std::max(1u, std::thread::hardware_concurrency()));

@@ -122,13 +122,6 @@ void matmul_packed_ref(TensorType t, const uint8_t* packed, int64_t cols, const 
 #if defined(__x86_64__)
 namespace {
 
-#define TD_VNNI512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
-
-// Software prefetch of every cache line of the stream: a near one into L1 and a far one into L2, so the memory
-// keeps streaming while the integer units work on a large verification batch (without the far prefetch a
-// 4-token pass cost the sum of the memory time and the compute time instead of the larger of the two).
-constexpr size_t kNearPrefetch = 1024, kFarPrefetch = 16384;  // bytes ahead
-
 // y[t][row0 .. row0+15] for tokens t0 .. t0+T-1, over one group's nb blocks.
 template <bool Q4, int T, bool PF>
 TD_VNNI512 void group_tile(const uint8_t* base, int64_t nb, const ActQ8& a, int t0, float* y, int64_t ldy, int64_t row0) {
@@ -151,13 +144,7 @@ TD_VNNI512 void group_tile(const uint8_t* base, int64_t nb, const ActQ8& a, int 
     }
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t* blk = base + size_t(b) * gbb;
-        if constexpr (PF) {
-            const char* p = reinterpret_cast<const char*>(blk);
-            for (size_t o = 0; o < gbb; o += 64) {
-                _mm_prefetch(p + kNearPrefetch + o, _MM_HINT_T0);
-                _mm_prefetch(p + kFarPrefetch + o, _MM_HINT_T1);
-            }
-        }
+        if constexpr (PF) prefetch_stream(blk, gbb);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
         const uint8_t* qb = blk + 2 * R;
         __m512i w[8];
@@ -195,11 +182,8 @@ TD_VNNI512 void packed_rows(const uint8_t* packed, int64_t cols, const ActQ8& a,
                             int64_t r1) {
     const int64_t nb = cols / 32;
     constexpr size_t gbb = group_block_bytes(Q4 ? TensorType::Q4_0 : TensorType::Q8_0);
-    packed_tiles<8>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, bool pf) {
-        constexpr int TN = decltype(tn)::value;
-        const uint8_t* base = packed + size_t(G) * size_t(nb) * gbb;
-        if (pf) group_tile<Q4, TN, true>(base, nb, a, t, y, ldy, G * R);
-        else group_tile<Q4, TN, false>(base, nb, a, t, y, ldy, G * R);
+    packed_tiles<8>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, auto pf) {
+        group_tile<Q4, decltype(tn)::value, decltype(pf)::value>(packed + size_t(G) * size_t(nb) * gbb, nb, a, t, y, ldy, G * R);
     });
 }
 

@@ -109,10 +109,6 @@ void matmul_packed_ref_q4k(const uint8_t* packed, int64_t cols, const ActQ8& a, 
 #if defined(__x86_64__)
 namespace {
 
-#define TD_VNNI512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
-
-constexpr size_t kNearPrefetch = 1024, kFarPrefetch = 16384;  // bytes ahead, as the Q8_0/Q4_0 kernel
-
 // y[t][row0 .. row0+15] for tokens t0 .. t0+T-1, over one group's nsb super-blocks.
 template <int T, bool PF>
 TD_VNNI512 void q4k_tile(const uint8_t* base, int64_t nsb, const ActQ8& a, int t0, float* y, int64_t ldy, int64_t row0) {
@@ -122,13 +118,7 @@ TD_VNNI512 void q4k_tile(const uint8_t* base, int64_t nsb, const ActQ8& a, int t
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t* blk = base + size_t(s) * kGroupBytes;
-        if constexpr (PF) {
-            const char* p = reinterpret_cast<const char*>(blk);
-            for (size_t o = 0; o < kGroupBytes; o += 64) {
-                _mm_prefetch(p + kNearPrefetch + o, _MM_HINT_T0);
-                _mm_prefetch(p + kFarPrefetch + o, _MM_HINT_T1);
-            }
-        }
+        if constexpr (PF) prefetch_stream(blk, kGroupBytes);
         __m512i isum[T], msum[T];
         for (int t = 0; t < T; t++) { isum[t] = _mm512_setzero_si512(); msum[t] = _mm512_setzero_si512(); }
         for (int p = 0; p < 4; p++) {
@@ -172,11 +162,8 @@ TD_VNNI512 void q4k_tile(const uint8_t* base, int64_t nsb, const ActQ8& a, int t
 TD_VNNI512 void matmul_packed_vnni_q4k(const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy, int64_t r0,
                                        int64_t r1) {
     const int64_t nsb = cols / QK_K;
-    packed_tiles<4>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, bool pf) {
-        constexpr int TN = decltype(tn)::value;
-        const uint8_t* base = group_block(packed, nsb, G, 0);
-        if (pf) q4k_tile<TN, true>(base, nsb, a, t, y, ldy, G * R);
-        else q4k_tile<TN, false>(base, nsb, a, t, y, ldy, G * R);
+    packed_tiles<4>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, auto pf) {
+        q4k_tile<decltype(tn)::value, decltype(pf)::value>(group_block(packed, nsb, G, 0), nsb, a, t, y, ldy, G * R);
     });
 }
 #endif

@@ -112,10 +112,6 @@ void matmul_packed_ref_q6k(const uint8_t* packed, int64_t cols, const ActQ8& a, 
 #if defined(__x86_64__)
 namespace {
 
-#define TD_VNNI512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
-
-constexpr size_t kNearPrefetch = 1024, kFarPrefetch = 16384;  // bytes ahead, as the other packed kernels
-
 template <int T, bool PF>
 TD_VNNI512 void q6k_tile(const uint8_t* base, int64_t nsb, const ActQ8& a, int t0, float* y, int64_t ldy, int64_t row0) {
     constexpr int C = T == 1 ? 2 : 1;  // independent vpdpbusd chains per token and sub-block
@@ -123,13 +119,7 @@ TD_VNNI512 void q6k_tile(const uint8_t* base, int64_t nsb, const ActQ8& a, int t
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t* blk = base + size_t(s) * kGroupBytes;
-        if constexpr (PF) {
-            const char* p = reinterpret_cast<const char*>(blk);
-            for (size_t o = 0; o < kGroupBytes; o += 64) {
-                _mm_prefetch(p + kNearPrefetch + o, _MM_HINT_T0);
-                _mm_prefetch(p + kFarPrefetch + o, _MM_HINT_T1);
-            }
-        }
+        if constexpr (PF) prefetch_stream(blk, kGroupBytes);
         __m512i isum[T], osum[T];
         for (int t = 0; t < T; t++) { isum[t] = _mm512_setzero_si512(); osum[t] = _mm512_setzero_si512(); }
         for (int p = 0; p < 8; p++) {
@@ -174,11 +164,8 @@ TD_VNNI512 void q6k_tile(const uint8_t* base, int64_t nsb, const ActQ8& a, int t
 TD_VNNI512 void matmul_packed_vnni_q6k(const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy, int64_t r0,
                                        int64_t r1) {
     const int64_t nsb = cols / QK_K;
-    packed_tiles<4>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, bool pf) {
-        constexpr int TN = decltype(tn)::value;
-        const uint8_t* base = group_block(packed, nsb, G, 0);
-        if (pf) q6k_tile<TN, true>(base, nsb, a, t, y, ldy, G * R);
-        else q6k_tile<TN, false>(base, nsb, a, t, y, ldy, G * R);
+    packed_tiles<4>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, auto pf) {
+        q6k_tile<decltype(tn)::value, decltype(pf)::value>(group_block(packed, nsb, G, 0), nsb, a, t, y, ldy, G * R);
     });
 }
 #endif

@@ -131,6 +131,28 @@ private:
     volatile uint64_t sink_ = 0;
 };
 
+// Peak resident memory (VmHWM) can be reset on Linux by writing 5 to /proc/self/clear_refs, so the peak of one
+// phase (generation) can be told from the load's and prompt processing's. Returns false where that is refused.
+bool reset_peak_rss() {
+    FILE* f = std::fopen("/proc/self/clear_refs", "w");
+    if (!f) return false;
+    const bool ok = std::fputs("5", f) >= 0;
+    return std::fclose(f) == 0 && ok;
+}
+double peak_rss_mib_now() {  // VmHWM, or the process's lifetime peak where /proc is not there
+    if (FILE* f = std::fopen("/proc/self/status", "r")) {
+        char line[256];
+        long kb = -1;
+        while (std::fgets(line, sizeof line, f))
+            if (std::sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
+        std::fclose(f);
+        if (kb >= 0) return double(kb) / 1024.0;
+    }
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    return double(ru.ru_maxrss) / 1024.0;
+}
+
 double median_of(std::vector<double> v) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
@@ -260,6 +282,9 @@ int cmd_bench(int argc, char** argv) {
         }
         results.push_back(r);
     }
+    // Peak RSS of the generation tests alone (the target's "during generation"); the overall peak comes below.
+    const double overall_before_tg = peak_rss_mib_now();
+    const bool tg_peak_ok = reset_peak_rss();
     for (int n : tg) {
         if (n <= 0) continue;
         Result r{"tg" + std::to_string(n), {}};
@@ -278,6 +303,8 @@ int cmd_bench(int argc, char** argv) {
         add_bw(r, r.ts, probes);
         results.push_back(r);
     }
+    const double probe_mib = probe ? double(BandwidthProbe::kBytes) / 1048576.0 : 0.0;
+    const double gen_peak_mib = tg_peak_ok ? peak_rss_mib_now() - probe_mib : 0.0;
     double vb1 = 0;
     std::vector<std::pair<int, double>> vb_time;  // (K, seconds per pass)
     if (!vb.empty()) {
@@ -328,9 +355,7 @@ int cmd_bench(int argc, char** argv) {
     }
 
     // Peak RSS so far (model tests only, less the probe's buffer) against the file size and the largest KV cache.
-    struct rusage ru {};
-    getrusage(RUSAGE_SELF, &ru);
-    const double peak_rss_mib = double(ru.ru_maxrss) / 1024.0 - (probe ? double(BandwidthProbe::kBytes) / 1048576.0 : 0.0);
+    const double peak_rss_mib = std::max(overall_before_tg, peak_rss_mib_now()) - probe_mib;
     const double file_mib = double(model->gguf().file_size()) / 1048576.0;
     int max_ctx = 256 + 64;
     for (int n : pp) max_ctx = std::max(max_ctx, std::max(n + 1, 256));
@@ -390,6 +415,11 @@ int cmd_bench(int argc, char** argv) {
         }
         auto median = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
         const double plain_ts = median(plain_v), spec_ts = median(spec_v);
+        // The speed-up is the median of the per-pair ratios: the two runs of a pair are seconds apart, so a change
+        // in the machine's speed between pairs cancels (a ratio of medians would keep it).
+        std::vector<double> ratios;
+        for (size_t i = 0; i < plain_v.size(); i++) ratios.push_back(spec_v[i] / plain_v[i]);
+        const double speedup = median_of(ratios);
         // Draft step cost relative to a target step, measured on this machine now.
         double c = 0;
         if (spec.type == SpecType::DRAFT || spec.type == SpecType::SELF) {
@@ -429,21 +459,23 @@ int cmd_bench(int argc, char** argv) {
             proj.push_back({{"acceptance", a}, {"best_draft_len", best_k}, {"speedup", best}});
         }
         spec_json = {{"type", spec_type_name(spec.type)}, {"n_predict", n_spec}, {"plain_ts", plain_ts}, {"spec_ts", spec_ts},
-                     {"speedup", spec_ts / plain_ts}, {"accept", st.accept_rate()}, {"n_drafted", st.n_drafted},
+                     {"speedup", speedup}, {"accept", st.accept_rate()}, {"n_drafted", st.n_drafted},
                      {"n_accept", st.n_accept}, {"mean_accepted_length", st.mean_accepted_length()},
                      {"n_rounds_drafted", st.n_rounds_drafted}, {"n_rounds", st.n_rounds}, {"draft_cost_ratio", c},
                      {"projected", proj}};
         out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", "spec"}, {"n_threads", n_threads}, {"spec", spec_json}});
     }
 
-    out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", "memory"}, {"peak_rss_mib", peak_rss_mib},
+    out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", "memory"}, {"peak_rss_mib", peak_rss_mib}, {"generation_peak_rss_mib", gen_peak_mib},
                    {"file_mib", file_mib}, {"kv_mib", kv_mib}, {"bandwidth_gbps", bw}});
     if (json_out) {
         std::printf("%s\n", out.dump(2).c_str());
         return 0;
     }
-    std::printf("peak RSS %.1f MiB (model file %.1f MiB + KV cache %.1f MiB = %.1f MiB)\n", peak_rss_mib, file_mib, kv_mib,
-                file_mib + kv_mib);
+    std::printf("peak RSS %.1f MiB overall (load, prompt processing, batches), %s during generation; model file %.1f MiB + "
+                "KV cache %.1f MiB = %.1f MiB\n",
+                peak_rss_mib, gen_peak_mib > 0 ? strprintf("%.1f MiB", gen_peak_mib).c_str() : "not measured", file_mib,
+                kv_mib, file_mib + kv_mib);
     std::printf("memory read bandwidth: %.1f GB/s (%d threads, median of the probes; BW %% compares each repetition with "
                 "the probe run just before it); model %s, %s, %.2f GB of weights\n\n", bw, n_threads,
                 name.c_str(), model->describe_type().c_str(), wbytes / 1e9);
@@ -456,7 +488,7 @@ int cmd_bench(int argc, char** argv) {
                     r.bw_fraction > 0 ? strprintf("%.0f%%", 100 * r.bw_fraction).c_str() : "", rel.c_str());
     }
     if (!spec_json.is_null()) {
-        std::printf("\nspeculative (%s, greedy, %d tokens): plain %.2f t/s, speculative %.2f t/s, speed-up %.2fx; "
+        std::printf("\nspeculative (%s, greedy, %d tokens): plain %.2f t/s, speculative %.2f t/s (medians), speed-up %.2fx (median of pairs); "
                     "acceptance %.1f%% (%d/%d), mean accepted length %.2f, %d of %d rounds drafted; draft/target step cost %.3f\n",
                     spec_type_name(spec.type), n_spec, spec_json["plain_ts"].get<double>(), spec_json["spec_ts"].get<double>(),
                     spec_json["speedup"].get<double>(), 100 * spec_json["accept"].get<double>(), spec_json["n_accept"].get<int>(),
