@@ -21,9 +21,6 @@
 #include "quant/packed_driver.h"
 #include "tandem/error.h"
 #if defined(__x86_64__)
-// GCC 12's _mm512_cvtepi32_ps / _mm512_cvtph_ps pass an intentionally undefined vector as the unused merge
-// source, which -Wmaybe-uninitialized reports as a false positive.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #endif
 

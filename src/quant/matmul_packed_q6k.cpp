@@ -15,7 +15,6 @@
 #include "quant/packed_driver.h"
 #include "tandem/error.h"
 #if defined(__x86_64__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 false positive in the 512-bit conversion intrinsics
 #include <immintrin.h>
 #endif
 

@@ -12,6 +12,11 @@
 namespace tandem {
 
 #if defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's _mm512_cvtepi32_ps / _mm512_cvtph_ps pass an intentionally undefined vector as the unused merge
+// source, which -Wmaybe-uninitialized reports as a false positive in the kernels that include this header.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // The instruction sets of the packed kernels (callers check cpu_features().avx512vnni).
 #define TD_VNNI512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 
