@@ -3,11 +3,15 @@
 // A Q6_K super-block holds 256 weights in 16 sub-blocks j of 16: w = d * sc_j * (q - 32), q in 0..63, sc_j a
 // signed byte. Against activations a = da * qa (one da per super-block) a row's dot product is
 //   da * d * ( sum_j sc_j * S_j  -  32 * sum_j sc_j * A_j ),   S_j = sum_{i in j} q_i qa_i,  A_j = sum_{i in j} qa_i,
-// exact in 32-bit integers. Packed layout, per group of 16 rows and super-block (4384 bytes; the 16 rows' blocks
-// take 3360: the 6-bit weights are stored one per byte, so each 64-byte load feeds a vpdpbusd directly):
+// exact in 32-bit integers. Packed layout, per group of 16 rows and super-block (3360 bytes, the same as the
+// 16 rows' blocks):
 //   uint16 d[16]                  the rows' half scales
 //   int8   sc[8][16][2]           sc[p][row] = (sc_2p, sc_2p+1): one vpdpwssd per sub-block pair for the offsets
-//   uint8  q[16][4][16][4]        q[j][g][row][k] = weight 4g+k of sub-block j (0..63)
+//   uint8  ql[8][4][16][4]        ql[p][g][row][k]: low nibble = low 4 bits of weight 4g+k of sub-block 2p,
+//                                 high nibble = the same of sub-block 2p+1
+//   uint8  qh[4][4][16][4]        qh[Q][g][row][k]: bits 2i, 2i+1 = high 2 bits of weight 4g+k of sub-block 4Q+i
+// A 64-byte load of ql and one of qh give, after masks and shifts, the weights of two sub-blocks for 16 rows
+// by 4 elements, each the operand of one vpdpbusd.
 #include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/matmul_packed_k.h"
@@ -22,15 +26,18 @@ namespace tandem {
 
 namespace {
 constexpr int R = kPackedRows;
-constexpr size_t kOffD = 0, kOffSc = 2 * R, kOffQ = kOffSc + 16 * R;
-constexpr size_t kGroupBytes = kOffQ + 16 * 4 * R * 4;  // 4384
-static_assert(kGroupBytes == 4384);
+constexpr size_t kOffD = 0, kOffSc = 2 * R, kOffQl = kOffSc + 16 * R, kOffQh = kOffQl + 8 * 4 * R * 4;
+constexpr size_t kGroupBytes = kOffQh + 4 * 4 * R * 4;  // 3360
+static_assert(kGroupBytes == 16 * sizeof(block_q6_K));
 
 const uint8_t* group_block(const uint8_t* packed, int64_t nsb, int64_t G, int64_t s) {
     return packed + (size_t(G) * size_t(nsb) + size_t(s)) * kGroupBytes;
 }
+size_t ql_index(int p, int g, int row, int k) { return kOffQl + ((size_t(p) * 4 + size_t(g)) * R + size_t(row)) * 4 + size_t(k); }
+size_t qh_index(int Q, int g, int row, int k) { return kOffQh + ((size_t(Q) * 4 + size_t(g)) * R + size_t(row)) * 4 + size_t(k); }
 int q_at(const uint8_t* blk, int row, int j, int i) {  // weight i (0..15) of sub-block j, 0..63
-    return blk[kOffQ + ((size_t(j) * 4 + size_t(i / 4)) * R + size_t(row)) * 4 + size_t(i % 4)];
+    const uint8_t lo = blk[ql_index(j / 2, i / 4, row, i % 4)], hi = blk[qh_index(j / 4, i / 4, row, i % 4)];
+    return ((j % 2 ? lo >> 4 : lo) & 0xF) | (((hi >> (2 * (j % 4))) & 3) << 4);
 }
 int sc_at(const uint8_t* blk, int row, int j) {
     return int(int8_t(blk[kOffSc + (size_t(j / 2) * R + size_t(row)) * 2 + size_t(j % 2)]));
@@ -67,8 +74,16 @@ void repack_rows_q6k(const uint8_t* src, size_t row_stride, int64_t rows, int64_
                 reinterpret_cast<uint16_t*>(out + kOffD)[r] = x->d;
                 for (int j = 0; j < 16; j++) out[kOffSc + (size_t(j / 2) * R + size_t(r)) * 2 + size_t(j % 2)] = uint8_t(x->scales[j]);
                 decode_q6k(*x, q);
-                for (int j = 0; j < 16; j++)
-                    for (int i = 0; i < 16; i++) out[kOffQ + ((size_t(j) * 4 + size_t(i / 4)) * R + size_t(r)) * 4 + size_t(i % 4)] = q[16 * j + i];
+                for (int g = 0; g < 4; g++)
+                    for (int k = 0; k < 4; k++) {
+                        for (int p = 0; p < 8; p++)
+                            out[ql_index(p, g, r, k)] = uint8_t((q[32 * p + 4 * g + k] & 0xF) | ((q[32 * p + 16 + 4 * g + k] & 0xF) << 4));
+                        for (int Q = 0; Q < 4; Q++) {
+                            uint8_t h = 0;
+                            for (int i = 0; i < 4; i++) h = uint8_t(h | ((q[16 * (4 * Q + i) + 4 * g + k] >> 4) << (2 * i)));
+                            out[qh_index(Q, g, r, k)] = h;
+                        }
+                    }
             }
         }
 }
@@ -116,6 +131,7 @@ TD_VNNI512 void q6k_tile(const uint8_t* base, int64_t nsb, const ActQ8& a, int t
     constexpr int C = T == 1 ? 2 : 1;  // independent vpdpbusd chains per token and sub-block
     __m512 acc[T];
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int64_t s = 0; s < nsb; s++) {
         const uint8_t* blk = base + size_t(s) * kGroupBytes;
         if constexpr (PF) prefetch_stream(blk, kGroupBytes);
@@ -124,26 +140,29 @@ TD_VNNI512 void q6k_tile(const uint8_t* base, int64_t nsb, const ActQ8& a, int t
         for (int p = 0; p < 8; p++) {
             // (sc_2p, sc_2p+1) per row as int16 pairs; each as int32 for the multiply.
             const __m512i scp = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kOffSc + size_t(p) * 2 * R)));
-            const __m512i sc2[2] = {_mm512_srai_epi32(_mm512_slli_epi32(scp, 16), 16), _mm512_srai_epi32(scp, 16)};
-            for (int h = 0; h < 2; h++) {
-                const int j = 2 * p + h;
-                __m512i S[T][C];
-                for (int t = 0; t < T; t++)
-                    for (int c = 0; c < C; c++) S[t][c] = _mm512_setzero_si512();
-                for (int g = 0; g < 4; g++) {
-                    const __m512i w = _mm512_loadu_si512(blk + kOffQ + size_t(j * 4 + g) * 64);
-                    for (int t = 0; t < T; t++) {
-                        const int8_t* qa = a.qrow(t0 + t) + s * QK_K + j * 16 + 4 * g;
-                        S[t][g % C] = _mm512_dpbusd_epi32(S[t][g % C], w, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(qa)));
-                    }
-                }
+            const __m512i sc_a = _mm512_srai_epi32(_mm512_slli_epi32(scp, 16), 16), sc_b = _mm512_srai_epi32(scp, 16);
+            __m512i Sa[T][C], Sb[T][C];
+            for (int t = 0; t < T; t++)
+                for (int c = 0; c < C; c++) { Sa[t][c] = _mm512_setzero_si512(); Sb[t][c] = _mm512_setzero_si512(); }
+            for (int g = 0; g < 4; g++) {
+                // Sub-blocks 2p and 2p+1 are 4Q+2(p%2) and 4Q+2(p%2)+1 of quad Q = p/2: their high bits sit at bits
+                // 0-1 and 2-3 (p even) or 4-5 and 6-7 (p odd) of each qh byte, moved to bits 4-5 (16-bit shifts;
+                // the bits crossing a byte boundary are masked off).
+                const __m512i l = _mm512_loadu_si512(blk + ql_index(p, g, 0, 0));
+                const __m512i h = _mm512_loadu_si512(blk + qh_index(p / 2, g, 0, 0));
+                const __m512i ha = p % 2 ? h : _mm512_slli_epi16(h, 4), hb = p % 2 ? _mm512_srli_epi16(h, 2) : _mm512_slli_epi16(h, 2);
+                const __m512i wa = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(ha, m30));
+                const __m512i wb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), _mm512_and_si512(hb, m30));
                 for (int t = 0; t < T; t++) {
-                    __m512i st = S[t][0];
-                    if constexpr (C > 1) st = _mm512_add_epi32(st, S[t][1]);
-                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sc2[h], st));
+                    const int8_t* qa = a.qrow(t0 + t) + s * QK_K + p * 32 + 4 * g;
+                    Sa[t][g % C] = _mm512_dpbusd_epi32(Sa[t][g % C], wa, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(qa)));
+                    Sb[t][g % C] = _mm512_dpbusd_epi32(Sb[t][g % C], wb, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(qa + 16)));
                 }
             }
             for (int t = 0; t < T; t++) {
+                __m512i sa = Sa[t][0], sb = Sb[t][0];
+                if constexpr (C > 1) { sa = _mm512_add_epi32(sa, Sa[t][1]); sb = _mm512_add_epi32(sb, Sb[t][1]); }
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(sc_a, sa), _mm512_mullo_epi32(sc_b, sb)));
                 const int16_t* A = a.sum16row(t0 + t) + s * 16 + 2 * p;
                 const int32_t pair = int32_t((uint32_t(uint16_t(A[0]))) | (uint32_t(uint16_t(A[1])) << 16));
                 osum[t] = _mm512_dpwssd_epi32(osum[t], scp, _mm512_set1_epi32(pair));
