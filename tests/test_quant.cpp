@@ -299,8 +299,8 @@ TEST(Quant, ActivationQuantizerMatchesScalarReferenceExactly) {
 TEST(Quant, PackedKernelMatchesIntegerReference) {
     // The 16-row interleaved layouts compute the same integer sums as the plain-layout references (for Q4_K the
     // K-quant path's unpacked rows, with activations in groups of 256 as the packed kernel expects).
-    for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
-        const bool kq = type == TensorType::Q4_K || type == TensorType::Q6_K;
+    for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
+        const bool kq = type == TensorType::Q4_K || type == TensorType::Q5_K || type == TensorType::Q6_K;
         const int64_t rows = 48, cols = kq ? 512 : 288;
         auto w = gaussian(size_t(rows * cols), 31);
         const size_t rb = row_bytes(type, cols);

@@ -127,7 +127,7 @@ TEST(Session, RepackedWeightsGiveTheSameLogits) {
     ThreadPool pool(2);
     const std::vector<int32_t> toks = {1, 17, 400, 2, 999, 3, 3, 512, 77, 998, 5, 6};
     for (const char* shape : {"tiny-test", "tiny-test-tied"}) {
-        for (const char* type : {"Q8_0", "Q4_0", "Q4_K_M"}) {
+        for (const char* type : {"Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M"}) {
             const std::string path = test::temp_dir() + "/" + shape + "-" + type + ".gguf";
             SynthParams p;
             p.shape = shape;

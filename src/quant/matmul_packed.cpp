@@ -33,19 +33,19 @@ constexpr size_t group_block_bytes(TensorType t) { return 2 * R + q_bytes(t); }
 }  // namespace
 
 bool packable(TensorType t, int64_t rows, int64_t cols) {
-    if (t == TensorType::Q4_K || t == TensorType::Q6_K) return rows % R == 0 && cols % QK_K == 0;
+    if (t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K) return rows % R == 0 && cols % QK_K == 0;
     return (t == TensorType::Q8_0 || t == TensorType::Q4_0) && rows % R == 0 && cols % 32 == 0;
 }
 
 size_t packed_bytes(TensorType t, int64_t rows, int64_t cols) {
-    if (t == TensorType::Q4_K) return packed_bytes_q4k(rows, cols);
+    if (t == TensorType::Q4_K || t == TensorType::Q5_K) return packed_bytes_q45k(t, rows, cols);
     if (t == TensorType::Q6_K) return packed_bytes_q6k(rows, cols);
     return size_t(rows / R) * size_t(cols / 32) * group_block_bytes(t);
 }
 
 void repack_rows(TensorType t, const uint8_t* src, size_t row_stride, int64_t rows, int64_t cols, uint8_t* dst) {
     TD_ASSERT(packable(t, rows, cols));
-    if (t == TensorType::Q4_K) return repack_rows_q4k(src, row_stride, rows, cols, dst);
+    if (t == TensorType::Q4_K || t == TensorType::Q5_K) return repack_rows_q45k(t, src, row_stride, rows, cols, dst);
     if (t == TensorType::Q6_K) return repack_rows_q6k(src, row_stride, rows, cols, dst);
     const int64_t nb = cols / 32;
     const size_t gbb = group_block_bytes(t);
@@ -82,7 +82,7 @@ static int packed_weight(TensorType t, const uint8_t* q, int j, int i) {
 }
 
 void dequantize_packed_row(TensorType t, const uint8_t* packed, int64_t cols, int64_t r, float* out) {
-    if (t == TensorType::Q4_K) return dequantize_packed_row_q4k(packed, cols, r, out);
+    if (t == TensorType::Q4_K || t == TensorType::Q5_K) return dequantize_packed_row_q45k(t, packed, cols, r, out);
     if (t == TensorType::Q6_K) return dequantize_packed_row_q6k(packed, cols, r, out);
     const int64_t nb = cols / 32;
     const size_t gbb = group_block_bytes(t);
@@ -96,7 +96,7 @@ void dequantize_packed_row(TensorType t, const uint8_t* packed, int64_t cols, in
 
 void matmul_packed_ref(TensorType t, const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy,
                        int64_t r0, int64_t r1) {
-    if (t == TensorType::Q4_K) return matmul_packed_ref_q4k(packed, cols, a, y, ldy, r0, r1);
+    if (t == TensorType::Q4_K || t == TensorType::Q5_K) return matmul_packed_ref_q45k(t, packed, cols, a, y, ldy, r0, r1);
     if (t == TensorType::Q6_K) return matmul_packed_ref_q6k(packed, cols, a, y, ldy, r0, r1);
     const int64_t nb = cols / 32;
     const size_t gbb = group_block_bytes(t);
@@ -188,7 +188,7 @@ TD_VNNI512 void packed_rows(const uint8_t* packed, int64_t cols, const ActQ8& a,
 
 void matmul_packed_vnni(TensorType t, const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy,
                         int64_t r0, int64_t r1) {
-    if (t == TensorType::Q4_K) matmul_packed_vnni_q4k(packed, cols, a, y, ldy, r0, r1);
+    if (t == TensorType::Q4_K || t == TensorType::Q5_K) matmul_packed_vnni_q45k(t, packed, cols, a, y, ldy, r0, r1);
     else if (t == TensorType::Q6_K) matmul_packed_vnni_q6k(packed, cols, a, y, ldy, r0, r1);
     else if (t == TensorType::Q4_0) packed_rows<true>(packed, cols, a, y, ldy, r0, r1);
     else packed_rows<false>(packed, cols, a, y, ldy, r0, r1);

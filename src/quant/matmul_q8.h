@@ -17,11 +17,13 @@ void matmul_q8_rows_avx2(const WeightView& w, const ActQ8& a, float* y, int64_t 
 void matmul_q8_rows_vnni(const WeightView& w, const ActQ8& a, float* y, int64_t ldy, int64_t r0, int64_t r1);
 #endif
 
-// Q8_0 / Q4_0 / Q4_K / Q6_K repacked into groups of kPackedRows interleaved rows (layouts in matmul_packed.cpp and
+// Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K repacked into groups of kPackedRows interleaved rows (layouts in matmul_packed.cpp and
 // matmul_packed_k.cpp); r0, r1 of the kernels are multiples of kPackedRows. Activations: quantized with
 // packed_act_group(t) values per scale.
 constexpr int kPackedRows = 16;
-inline int packed_act_group(TensorType t) { return t == TensorType::Q4_K || t == TensorType::Q6_K ? 256 : 32; }
+inline int packed_act_group(TensorType t) {
+    return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K ? 256 : 32;
+}
 bool packable(TensorType t, int64_t rows, int64_t cols);
 size_t packed_bytes(TensorType t, int64_t rows, int64_t cols);
 void repack_rows(TensorType t, const uint8_t* src, size_t row_stride, int64_t rows, int64_t cols, uint8_t* dst);
