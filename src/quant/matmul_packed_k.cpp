@@ -201,7 +201,10 @@ TD_VNNI512 void matmul_packed_vnni_q45k(TensorType type, const uint8_t* packed, 
     const int64_t nsb = cols / QK_K;
     packed_tiles<4>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, auto pf) {
         const uint8_t* base = group_block(q5, packed, nsb, G, 0);
-        if (q5) q45k_tile<true, decltype(tn)::value, decltype(pf)::value>(base, nsb, a, t, y, ldy, G * R);
+        // Q5_K's single-token tiles prefetch too (measured: tg 33 against 22 t/s without; for Q4_K it costs 12%):
+        // its two streams within each block, weights and fifth bits, seem to defeat the hardware prefetcher.
+        if (q5 && t == 0) q45k_tile<true, decltype(tn)::value, true>(base, nsb, a, t, y, ldy, G * R);
+        else if (q5) q45k_tile<true, decltype(tn)::value, decltype(pf)::value>(base, nsb, a, t, y, ldy, G * R);
         else q45k_tile<false, decltype(tn)::value, decltype(pf)::value>(base, nsb, a, t, y, ldy, G * R);
     });
 }
