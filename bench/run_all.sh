@@ -13,10 +13,11 @@ synth tinyllama-q8_0 tinyllama-1.1b Q8_0 1
 synth tinyllama-q4_0 tinyllama-1.1b Q4_0 1
 synth tinyllama-q4_0-other tinyllama-1.1b Q4_0 2     # unrelated weights: a useless draft
 synth tinyllama-q4_k_m tinyllama-1.1b Q4_K_M 1       # llama.cpp's most used mix (Q4_K, Q6_K output and some layers)
+synth tinyllama-q5_k_m tinyllama-1.1b Q5_K_M 1
 [ "${SKIP_7B:-0}" = 1 ] || synth llama2-7b-q8_0 llama-2-7b Q8_0 3
 
 echo "## tinyllama-1.1b shape, 2 threads"
-for m in tinyllama-q8_0 tinyllama-q4_0 tinyllama-q4_k_m; do
+for m in tinyllama-q8_0 tinyllama-q4_0 tinyllama-q4_k_m tinyllama-q5_k_m; do
   $T bench -m "$MODELS/$m.gguf" -p 512 -n 128 --vb 1,2,4,8,16 -r 3 -t 2
 done
 echo "## stories260K, 1 thread"
