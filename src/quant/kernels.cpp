@@ -170,6 +170,27 @@ const ActQ8& quantized_activations(ThreadPool& pool, const float* x, int n_tok, 
     return act;
 }
 
+#if defined(__x86_64__)
+// Packed matrices sharing an input (all of one type, rows % kPackedRows == 0, count <= 8): one quantization of
+// the activations and one pass of the pool, whose work items are chunks of 16 rows over the matrices laid end to
+// end.
+void matmul_packed_many(ThreadPool& pool, const WeightView* ws, float* const* ys, int count, const float* x, int n_tok) {
+    constexpr int64_t chunk = 16;
+    TD_ASSERT(count >= 1 && count <= 8);
+    int64_t first[9] = {0};  // first chunk of each matrix (no allocation: this runs for every matmul of every token)
+    for (int i = 0; i < count; i++) first[i + 1] = first[i] + ws[i].rows / chunk;
+    const ActQ8& act = quantized_activations(pool, x, n_tok, ws[0].cols, packed_act_group(ws[0].type));
+    pool.parallel_for(size_t(first[count]), [&](size_t b, size_t e, int) {
+        for (int i = 0; i < count; i++) {
+            const int64_t lo = std::max<int64_t>(int64_t(b), first[i]), hi = std::min<int64_t>(int64_t(e), first[i + 1]);
+            if (lo < hi)
+                matmul_packed_vnni(ws[i].type, ws[i].packed, ws[i].cols, act, ys[i], ws[i].rows, (lo - first[i]) * chunk,
+                                   (hi - first[i]) * chunk);
+        }
+    });
+}
+#endif
+
 }  // namespace
 
 void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, float* y) {
@@ -180,14 +201,7 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
         return std::make_pair(int64_t(b) * chunk, std::min<int64_t>(w.rows, int64_t(e) * chunk));
     };
 #if defined(__x86_64__)
-    if (w.packed && cpu_features().avx512vnni) {
-        const ActQ8& act = quantized_activations(pool, x, n_tok, w.cols, packed_act_group(w.type));
-        pool.parallel_for(size_t(n_chunks), [&](size_t b, size_t e, int) {
-            auto [r0, r1] = rows_of(b, e);
-            matmul_packed_vnni(w.type, w.packed, w.cols, act, y, w.rows, r0, r1);
-        });
-        return;
-    }
+    if (w.packed && cpu_features().avx512vnni) return matmul_packed_many(pool, &w, &y, 1, x, n_tok);
     if (cpu_features().avx2 && matmul_q8_supported(w.type)) {
         const ActQ8& act = quantized_activations(pool, x, n_tok, w.cols, 32);
         pool.parallel_for(size_t(n_chunks), [&](size_t b, size_t e, int) {
@@ -233,7 +247,7 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
 void matmul_shared_input(ThreadPool& pool, const WeightView* ws, float* const* ys, int count, const float* x, int n_tok) {
     bool fused = count > 0;
 #if defined(__x86_64__)
-    fused = fused && cpu_features().avx512vnni;
+    fused = fused && count <= 8 && cpu_features().avx512vnni;
     for (int i = 0; i < count; i++)
         fused = fused && ws[i].packed && ws[i].type == ws[0].type && ws[i].cols == ws[0].cols && ws[i].rows % kPackedRows == 0;
 #else
@@ -244,19 +258,7 @@ void matmul_shared_input(ThreadPool& pool, const WeightView* ws, float* const* y
         return;
     }
 #if defined(__x86_64__)
-    // Work items are chunks of 16 rows over the matrices laid end to end.
-    constexpr int64_t chunk = 16;
-    std::vector<int64_t> first(size_t(count) + 1, 0);  // first chunk of each matrix
-    for (int i = 0; i < count; i++) first[size_t(i) + 1] = first[size_t(i)] + ws[i].rows / chunk;
-    const ActQ8& act = quantized_activations(pool, x, n_tok, ws[0].cols, packed_act_group(ws[0].type));
-    pool.parallel_for(size_t(first[size_t(count)]), [&](size_t b, size_t e, int) {
-        for (int i = 0; i < count; i++) {
-            const int64_t lo = std::max<int64_t>(int64_t(b), first[size_t(i)]), hi = std::min<int64_t>(int64_t(e), first[size_t(i) + 1]);
-            if (lo < hi)
-                matmul_packed_vnni(ws[i].type, ws[i].packed, ws[i].cols, act, ys[i], ws[i].rows, (lo - first[size_t(i)]) * chunk,
-                                   (hi - first[size_t(i)]) * chunk);
-        }
-    });
+    matmul_packed_many(pool, ws, ys, count, x, n_tok);
 #endif
 }
 

@@ -145,9 +145,6 @@ __attribute__((target("avx2,fma,f16c"))) void attention_heads(const float* q, in
     const int nv = hd / 8;
     alignas(32) float tile[8 * 256];  // (8 positions, hd) as floats
     auto load_tile = [&](const uint16_t* base, int p0, int np) __attribute__((target("avx2,fma,f16c"))) {
-        // The rows of a head are `stride` apart in the cache: prefetch the next tile's rows while converting.
-        for (int j = 8; j < 16 && p0 + j < n_pos; j++)
-            for (int b = 0; b < hd * 2; b += 64) _mm_prefetch(reinterpret_cast<const char*>(base + size_t(p0 + j) * stride) + b, _MM_HINT_T0);
         for (int j = 0; j < np; j++)
             for (int i = 0; i < nv; i++) _mm256_store_ps(tile + j * hd + 8 * i, load8_f16(base + size_t(p0 + j) * stride + 8 * i));
     };

@@ -84,6 +84,12 @@ uint64_t sum_words(const uint64_t* p, size_t n) {
     return s0 + s1;
 }
 
+double median_of(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
 // Memory read bandwidth (GB/s): the pool's threads sum disjoint parts of a 512 MiB buffer (16x the L3 cache
 // here); best of 3 passes. The machine's bandwidth moves with its neighbours' load (33-60 GB/s within minutes
 // on the development machine), so a probe runs beside each generation repetition and each repetition is
@@ -117,12 +123,7 @@ public:
         all_.push_back(best);
         return best;
     }
-    double median() const {
-        if (all_.empty()) return 0;
-        std::vector<double> v = all_;
-        std::sort(v.begin(), v.end());
-        return v[v.size() / 2];
-    }
+    double median() const { return median_of(all_); }
 
 private:
     ThreadPool& pool_;
@@ -151,12 +152,6 @@ double peak_rss_mib_now() {  // VmHWM, or the process's lifetime peak where /pro
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
     return double(ru.ru_maxrss) / 1024.0;
-}
-
-double median_of(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 struct Result {
@@ -413,8 +408,7 @@ int cmd_bench(int argc, char** argv) {
             plain_v.push_back(p.second);
             spec_v.push_back(q.second);
         }
-        auto median = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
-        const double plain_ts = median(plain_v), spec_ts = median(spec_v);
+        const double plain_ts = median_of(plain_v), spec_ts = median_of(spec_v);
         // The speed-up is the median of the per-pair ratios: the two runs of a pair are seconds apart, so a change
         // in the machine's speed between pairs cancels (a ratio of medians would keep it).
         std::vector<double> ratios;
