@@ -1,6 +1,7 @@
 // The `tandem` program: llama.cpp-compatible flags, JSON output, errors with exit codes.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -125,4 +126,41 @@ TEST(Cli, TokenizeWorksForByteLevelBpeVocabs) {
         ASSERT_EQ(tandem::test::run_command(tandem::test::tandem_bin() + " tokenize -m " + path + " -f " + text_file + " --no-special", &info), 0);
         EXPECT_NE(info.find(std::to_string(ids.size()) + " tokens"), std::string::npos) << info;
     }
+}
+
+TEST(Cli, BenchJsonHasOneObjectPerTestInLlamaBenchShape) {
+    // The shape the issue asks for: {"model", "type", "test", "n_threads", "avg_ts", "stddev_ts", "gbps",
+    // "bw_fraction"} per test, vbK with its ratio to vb1, and a memory record; with the bandwidth probe on, the
+    // generation test is compared with it. A speculative run adds a "spec" record whose output matched plain.
+    std::string out;
+    int rc = tandem::test::run_command(tandem::test::tandem_bin() + " bench -m " + stories() +
+                                           " -p 16 -n 8 --vb 1,2 -r 2 -t 1 --json --spec-type ngram --spec-n 16",
+                                       &out, false);
+    ASSERT_EQ(rc, 0) << out;
+    json j = json::parse(out);
+    ASSERT_TRUE(j.is_array());
+    std::map<std::string, json> by_test;
+    for (const auto& r : j) by_test[r.at("test").get<std::string>()] = r;
+    for (const char* t : {"pp16", "tg8", "vb1", "vb2"}) {
+        ASSERT_TRUE(by_test.count(t)) << t << "\n" << out;
+        const json& r = by_test[t];
+        for (const char* k : {"model", "type", "n_threads", "avg_ts", "stddev_ts", "gbps", "bw_fraction"}) EXPECT_TRUE(r.contains(k)) << t << " " << k;
+        EXPECT_EQ(r["model"], "stories260K.gguf");
+        EXPECT_EQ(r["type"], "F32");
+        EXPECT_EQ(r["n_threads"], 1);
+        EXPECT_GT(r["avg_ts"].get<double>(), 0) << t;
+    }
+    EXPECT_GT(by_test["tg8"]["gbps"].get<double>(), 0);
+    EXPECT_GT(by_test["tg8"]["bw_fraction"].get<double>(), 0);
+    EXPECT_DOUBLE_EQ(by_test["vb1"]["x_vb1"].get<double>(), 1.0);
+    EXPECT_GT(by_test["vb2"]["x_vb1"].get<double>(), 0);
+    ASSERT_TRUE(by_test.count("memory"));
+    EXPECT_GT(by_test["memory"]["bandwidth_gbps"].get<double>(), 0);
+    EXPECT_GT(by_test["memory"]["generation_peak_rss_mib"].get<double>(), 0);
+    ASSERT_TRUE(by_test.count("spec"));
+    const json& s = by_test["spec"]["spec"];
+    EXPECT_EQ(s["type"], "ngram");
+    EXPECT_GT(s["plain_ts"].get<double>(), 0);
+    EXPECT_GT(s["speedup"].get<double>(), 0);
+    EXPECT_EQ(s["projected"].size(), 3u);
 }
