@@ -4,6 +4,7 @@
 #include <random>
 
 #include "core/fp16.h"
+#include "cpu/isa.h"
 #include "quant/blocks.h"
 #include "quant/kernels.h"
 #include "quant/matmul_q8.h"
@@ -13,6 +14,15 @@
 using namespace tandem;
 
 namespace {
+
+// The kernel tables of every level this CPU supports (scalar included): each test runs them all, so every level's
+// kernels are checked natively on a machine that has it (and under emulation by scripts/test-cpus.sh).
+std::vector<const IsaKernels*> all_levels() {
+    std::vector<const IsaKernels*> v;
+    for (CpuLevel l : cpu_levels_supported())
+        if (const IsaKernels* k = isa_for(l)) v.push_back(k);
+    return v;
+}
 
 std::vector<float> gaussian(size_t n, uint32_t seed) {
     std::mt19937 rng(seed);
@@ -126,7 +136,7 @@ TEST(Quant, MatmulMatchesDequantizedDotAndIsThreadCountInvariant) {
                 double ref = 0;
                 for (int64_t i = 0; i < cols; i++) ref += double(row[size_t(i)]) * x[size_t(t * cols + i)];
                 // 8-bit activations (the integer fast paths) add up to ~0.5% of the row's magnitude.
-                const double tol = (matmul_q8_supported(tt.type) || matmul_kq_supported(tt.type)) && cpu_features().avx2 ? 0.03 * std::sqrt(double(cols)) : 1e-3;
+                const double tol = (matmul_q8_supported(tt.type) || matmul_kq_supported(tt.type)) && isa().level != CpuLevel::Scalar ? 0.03 * std::sqrt(double(cols)) : 1e-3;
                 ASSERT_NEAR(y1[size_t(t * rows + r)], ref, tol) << type_name(tt.type);
                 ASSERT_EQ(y1[size_t(t * rows + r)], y2[size_t(t * rows + r)]) << type_name(tt.type);
             }
@@ -135,23 +145,50 @@ TEST(Quant, MatmulMatchesDequantizedDotAndIsThreadCountInvariant) {
 }
 
 TEST(Quant, SimdFloatKernelsMatchScalarReference) {
-    // Tolerance: relative 1e-5 of the sum of |a*b| (different summation order only).
-    for (int64_t n : {1, 7, 8, 15, 16, 33, 64, 257}) {
-        auto a = gaussian(size_t(n), 11), b = gaussian(size_t(n), 12);
-        std::vector<uint16_t> h(static_cast<size_t>(n));
-        double mag = 0;
-        for (int64_t i = 0; i < n; i++) {
-            h[size_t(i)] = f32_to_fp16(b[size_t(i)]);
-            mag += std::fabs(a[size_t(i)] * b[size_t(i)]);
+    // Every level this CPU has. Tolerance: relative 1e-5 of the sum of |a*b| (different summation order only).
+    for (const IsaKernels* k : all_levels()) {
+        SCOPED_TRACE(cpu_level_name(k->level));
+        for (int64_t n : {1, 7, 8, 15, 16, 33, 64, 257}) {
+            auto a = gaussian(size_t(n), 11), b = gaussian(size_t(n), 12);
+            std::vector<uint16_t> h(static_cast<size_t>(n));
+            double mag = 0;
+            for (int64_t i = 0; i < n; i++) {
+                h[size_t(i)] = f32_to_fp16(b[size_t(i)]);
+                mag += std::fabs(a[size_t(i)] * b[size_t(i)]);
+            }
+            EXPECT_NEAR(k->dot_f32(a.data(), b.data(), n), dot_f32_ref(a.data(), b.data(), n), 1e-5 * mag + 1e-6);
+            EXPECT_NEAR(k->dot_f32_f16(a.data(), h.data(), n), dot_f32_f16_ref(a.data(), h.data(), n), 1e-5 * mag + 1e-6);
+            std::vector<float> y1 = a, y2 = a;
+            k->axpy_f16(0.37f, h.data(), y1.data(), n);
+            axpy_f16_ref(0.37f, h.data(), y2.data(), n);
+            for (int64_t i = 0; i < n; i++) EXPECT_NEAR(y1[size_t(i)], y2[size_t(i)], 1e-6);
         }
-        EXPECT_NEAR(dot_f32(a.data(), b.data(), n), dot_f32_ref(a.data(), b.data(), n), 1e-5 * mag + 1e-6);
-        EXPECT_NEAR(dot_f32_f16(a.data(), h.data(), n), dot_f32_f16_ref(a.data(), h.data(), n), 1e-5 * mag + 1e-6);
-        std::vector<float> y1 = a, y2 = a;
-        axpy_f16(0.37f, h.data(), y1.data(), n);
-        axpy_f16_ref(0.37f, h.data(), y2.data(), n);
-        for (int64_t i = 0; i < n; i++) EXPECT_NEAR(y1[size_t(i)], y2[size_t(i)], 1e-6);
+        // F32 / F16 / BF16 matrices: every row count around the 4-row step, columns with and without a tail.
+        for (TensorType type : {TensorType::F32, TensorType::F16, TensorType::BF16}) {
+            auto fn16 = type == TensorType::F16 ? k->matmul_f16_rows : k->matmul_bf16_rows;
+            if (type == TensorType::F32 ? !k->matmul_f32_rows : !fn16) continue;  // the scalar level: generic path
+            for (int64_t cols : {8, 13, 64, 100}) {
+                const int64_t rows = 7;
+                const int n_tok = 3;
+                auto w = gaussian(size_t(rows * cols), 13), x = gaussian(size_t(n_tok * cols), 14);
+                const size_t rb = row_bytes(type, cols);
+                std::vector<uint8_t> q(rb * size_t(rows));
+                for (int64_t r = 0; r < rows; r++) quantize_row_ref(type, &w[size_t(r * cols)], &q[size_t(r) * rb], cols);
+                WeightView v{q.data(), type, cols, rows, rb};
+                std::vector<float> ref(size_t(n_tok * rows)), got(ref.size()), scratch(static_cast<size_t>(cols));
+                matmul_rows_ref(v, x.data(), n_tok, ref.data(), rows, 0, rows, scratch.data());
+                if (type == TensorType::F32) k->matmul_f32_rows(reinterpret_cast<const float*>(q.data()), cols, x.data(), n_tok, got.data(), rows, 0, rows);
+                else fn16(reinterpret_cast<const uint16_t*>(q.data()), cols, x.data(), n_tok, got.data(), rows, 0, rows);
+                for (size_t i = 0; i < ref.size(); i++) ASSERT_NEAR(got[i], ref[i], 1e-4 * (1 + std::fabs(ref[i]))) << type_name(type) << " cols " << cols;
+            }
+        }
+        // The bandwidth probe's sum.
+        std::vector<uint64_t> words(4096 + 8);
+        uint64_t* aligned = words.data() + (8 - (reinterpret_cast<uintptr_t>(words.data()) / 8) % 8) % 8;
+        uint64_t want = 0;
+        for (size_t i = 0; i < 4096; i++) want += (aligned[i] = i * 2654435761u);
+        EXPECT_EQ(k->stream_sum(aligned, 4096), want);
     }
-    std::printf("[ cpu ] avx2 %d avx512 %d\n", cpu_features().avx2, cpu_features().avx512);
 }
 
 TEST(Quant, IntegerMatmulKernelsMatchScalarIntegerReference) {
@@ -172,16 +209,12 @@ TEST(Quant, IntegerMatmulKernelsMatchScalarIntegerReference) {
                 quantize_act_q8(x.data(), n_tok, cols, act);
                 std::vector<float> ref(size_t(n_tok * rows)), fast(ref.size());
                 matmul_q8_rows_ref(v, act, ref.data(), rows, 0, rows);
-                std::vector<std::pair<const char*, void (*)(const WeightView&, const ActQ8&, float*, int64_t, int64_t, int64_t)>> kernels;
-#if defined(__x86_64__)
-                if (cpu_features().avx2) kernels.push_back({"avx2", matmul_q8_rows_avx2});
-                if (cpu_features().avx512vnni) kernels.push_back({"vnni", matmul_q8_rows_vnni});
-#endif
-                for (auto [kname, k] : kernels) {
-                    k(v, act, fast.data(), rows, 0, rows);
+                for (const IsaKernels* k : all_levels()) {
+                    if (!k->matmul_q8_rows) continue;
+                    k->matmul_q8_rows(type, q.data(), rb, cols, act, fast.data(), rows, 0, rows);
                     for (size_t i = 0; i < ref.size(); i++)
                         ASSERT_NEAR(fast[i], ref[i], 1e-4 * (1 + std::fabs(ref[i])))
-                            << kname << " " << type_name(type) << " cols " << cols << " n_tok " << n_tok << " i " << i;
+                            << cpu_level_name(k->level) << " " << type_name(type) << " cols " << cols << " n_tok " << n_tok << " i " << i;
                 }
                 // The quantized-activation result stays close to the exact float product (8-bit activations: error
                 // ~ sqrt(cols) * amax / 127 / sqrt(12) for unit weights; 5 sigma).
@@ -201,10 +234,13 @@ TEST(Quant, SiluMulMatchesScalarReference) {
     g[1] = 0.0f;
     g[2] = -200.0f;
     g[3] = 200.0f;
-    std::vector<float> a = g, b = g;
-    silu_mul(a.data(), up.data(), int64_t(a.size()));
-    silu_mul_ref(b.data(), up.data(), int64_t(b.size()));
-    for (size_t i = 0; i < a.size(); i++) ASSERT_NEAR(a[i], b[i], 1e-6 * (1 + std::fabs(b[i]))) << "g " << g[i];
+    for (const IsaKernels* k : all_levels()) {
+        std::vector<float> a = g, b = g;
+        k->silu_mul(a.data(), up.data(), int64_t(a.size()));
+        silu_mul_ref(b.data(), up.data(), int64_t(b.size()));
+        for (size_t i = 0; i < a.size(); i++)
+            ASSERT_NEAR(a[i], b[i], 1e-6 * (1 + std::fabs(b[i]))) << cpu_level_name(k->level) << " g " << g[i];
+    }
 }
 
 TEST(Quant, AttentionKernelMatchesScalarReference) {
@@ -219,10 +255,16 @@ TEST(Quant, AttentionKernelMatchesScalarReference) {
                 std::vector<uint16_t> k(kf.size()), v(vf.size());
                 for (size_t i = 0; i < kf.size(); i++) { k[i] = f32_to_fp16(kf[i]); v[i] = f32_to_fp16(vf[i]); }
                 std::vector<float> s1(size_t(m * n_pos)), s2(s1.size()), o1(size_t(m * hd)), o2(o1.size());
-                attention_heads(q.data(), m, k.data(), v.data(), stride, n_pos, hd, 0.3f, s1.data(), o1.data());
                 attention_heads_ref(q.data(), m, k.data(), v.data(), stride, n_pos, hd, 0.3f, s2.data(), o2.data());
-                for (size_t i = 0; i < o1.size(); i++)
-                    ASSERT_NEAR(o1[i], o2[i], 1e-5) << "hd " << hd << " m " << m << " n_pos " << n_pos << " i " << i;
+                for (const IsaKernels* lv : all_levels()) {
+                    if (hd % 8 != 0) {  // no SIMD path: the dispatcher's reference
+                        attention_heads(q.data(), m, k.data(), v.data(), stride, n_pos, hd, 0.3f, s1.data(), o1.data());
+                    } else {
+                        lv->attention_heads(q.data(), m, k.data(), v.data(), stride, n_pos, hd, 0.3f, s1.data(), o1.data());
+                    }
+                    for (size_t i = 0; i < o1.size(); i++)
+                        ASSERT_NEAR(o1[i], o2[i], 1e-5) << cpu_level_name(lv->level) << " hd " << hd << " m " << m << " n_pos " << n_pos << " i " << i;
+                }
             }
         }
     }
@@ -240,14 +282,14 @@ TEST(Quant, KQuantUnpackedDotMatchesDequantizedReference) {
         dequantize_row_ref(type, q.data(), deq.data(), n);
         UnpackedRow row, row_fast;
         unpack_kq_row(type, q.data(), n, row);
-#if defined(__x86_64__)
-        if (cpu_features().avx2) {
-            unpack_kq_row_avx2(type, q.data(), n, row_fast);
-            EXPECT_EQ(row_fast.q, row.q) << type_name(type);
-            EXPECT_EQ(row_fast.lane_scale, row.lane_scale) << type_name(type);
-            EXPECT_EQ(row_fast.offset, row.offset) << type_name(type);
+        row_fast.resize(n);
+        for (const IsaKernels* k : all_levels()) {
+            if (!k->unpack_kq_row) continue;
+            k->unpack_kq_row(type, q.data(), n, row_fast.q.data(), row_fast.lane_scale.data(), row_fast.offset.data());
+            EXPECT_EQ(row_fast.q, row.q) << cpu_level_name(k->level) << " " << type_name(type);
+            EXPECT_EQ(row_fast.lane_scale, row.lane_scale) << cpu_level_name(k->level) << " " << type_name(type);
+            EXPECT_EQ(row_fast.offset, row.offset) << cpu_level_name(k->level) << " " << type_name(type);
         }
-#endif
         for (int64_t i = 0; i < n; i++)
             ASSERT_NEAR(row.lane_scale[size_t(i / 4)] * row.q[size_t(i)] + row.offset[size_t(i / 32)], deq[size_t(i)], 1e-5)
                 << type_name(type) << " " << i;
@@ -256,11 +298,11 @@ TEST(Quant, KQuantUnpackedDotMatchesDequantizedReference) {
         quantize_act_q8(x.data(), 3, n, act, 256);
         for (int t = 0; t < 3; t++) {
             float ref = dot_unpacked_ref(row, act, t);
-#if defined(__x86_64__)
-            if (cpu_features().avx2) {
-                EXPECT_NEAR(dot_unpacked_avx2(row, act, t), ref, 1e-4 * (1 + std::fabs(ref)));
+            for (const IsaKernels* k : all_levels()) {
+                if (!k->dot_unpacked) continue;
+                EXPECT_NEAR(k->dot_unpacked(row.q.data(), row.lane_scale.data(), row.offset.data(), act, t), ref, 1e-4 * (1 + std::fabs(ref)))
+                    << cpu_level_name(k->level);
             }
-#endif
             double exact = 0;
             for (int64_t i = 0; i < n; i++) exact += double(deq[size_t(i)]) * x[size_t(t * n + i)];
             EXPECT_NEAR(ref, exact, 0.03 * std::sqrt(double(n)));
@@ -279,12 +321,15 @@ TEST(Quant, ActivationQuantizerMatchesScalarReferenceExactly) {
         x[size_t(4 * n)] = 1e30f;                                                       // one huge value
         ActQ8 ref, fast;
         quantize_act_q8_ref(x.data(), n_rows, n, ref, group);
-        quantize_act_q8(x.data(), n_rows, n, fast, group);
-        ASSERT_EQ(ref.q, fast.q) << "group " << group;
-        ASSERT_EQ(ref.d, fast.d) << "group " << group;
-        ASSERT_EQ(ref.s, fast.s) << "group " << group;
-        ASSERT_EQ(ref.qsum, fast.qsum) << "group " << group;
-        ASSERT_EQ(ref.qsum16, fast.qsum16) << "group " << group;
+        for (const IsaKernels* k : all_levels()) {
+            quantize_act_q8_prepare(n_rows, n, fast);
+            k->quantize_act_rows(x.data(), n, group, fast, 0, n_rows);
+            ASSERT_EQ(ref.q, fast.q) << cpu_level_name(k->level) << " group " << group;
+            ASSERT_EQ(ref.d, fast.d) << cpu_level_name(k->level) << " group " << group;
+            ASSERT_EQ(ref.s, fast.s) << cpu_level_name(k->level) << " group " << group;
+            ASSERT_EQ(ref.qsum, fast.qsum) << cpu_level_name(k->level) << " group " << group;
+            ASSERT_EQ(ref.qsum16, fast.qsum16) << cpu_level_name(k->level) << " group " << group;
+        }
         for (size_t i = 0; i < ref.qsum.size(); i++) ASSERT_EQ(ref.qsum[i], ref.qsum16[2 * i] + ref.qsum16[2 * i + 1]);
         // In two steps over row ranges, as the thread pool runs it.
         ActQ8 split;
@@ -334,15 +379,14 @@ TEST(Quant, PackedKernelMatchesIntegerReference) {
             matmul_packed_ref(type, packed.data(), cols, act, pref.data(), rows, 0, rows);
             for (size_t i = 0; i < ref.size(); i++)
                 ASSERT_NEAR(pref[i], ref[i], 1e-4 * (1 + std::fabs(ref[i]))) << type_name(type) << " n_tok " << n_tok << " i " << i;
-#if defined(__x86_64__)
-            if (cpu_features().avx512vnni) {
-                matmul_packed_vnni(type, packed.data(), cols, act, fast.data(), rows, 16, rows);  // rows 16..47
+            for (const IsaKernels* k : all_levels()) {
+                if (!k->matmul_packed) continue;
+                k->matmul_packed(type, packed.data(), cols, act, fast.data(), rows, 16, rows);  // rows 16..47
                 for (size_t t = 0; t < size_t(n_tok); t++)
                     for (int64_t r = 16; r < rows; r++)
                         ASSERT_NEAR(fast[t * rows + size_t(r)], ref[t * rows + size_t(r)], 1e-4 * (1 + std::fabs(ref[t * rows + size_t(r)])))
-                            << type_name(type) << " n_tok " << n_tok << " row " << r;
+                            << cpu_level_name(k->level) << " " << type_name(type) << " n_tok " << n_tok << " row " << r;
             }
-#endif
         }
     }
 }

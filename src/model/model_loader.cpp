@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/mmap.h"
+#include "cpu/isa.h"
 #include "quant/kernels.h"
 #include "quant/matmul_q8.h"
 #include "quant/quant.h"
@@ -158,12 +159,12 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     return m;
 }
 
-// On CPUs with AVX512-VNNI, Q8_0/Q4_0/Q4_K/Q6_K matrices are copied once into the 16-row interleaved layouts of the
+// At levels with a packed kernel (cpu/isa.h: every SIMD level), Q8_0/Q4_0/Q4_K/Q5_K/Q6_K matrices are copied once into the 16-row interleaved layouts of the
 // fast kernels (matmul_packed.cpp, matmul_packed_k.cpp, matmul_packed_q6k.cpp); the file's pages of those tensors are then released
 // (MADV_DONTNEED on the read-only mapping: they are re-read from the file if ever touched again), so memory stays
 // about the file size (the copies are 0-3% larger than the blocks they replace).
 void Model::repack_for_cpu() {
-    if (!cpu_features().avx512vnni) return;
+    if (!isa().matmul_packed) return;
     const long page = sysconf(_SC_PAGESIZE);
     std::vector<Weight*> todo;
     for (auto& l : layers_)

@@ -2,11 +2,32 @@
 // integer dot-product kernels. For a row x of n values (n % 32 == 0), block b holds
 //   d[b] = max|x| / 127, q[32b + i] = round(x[32b + i] / d[b]), qsum[b] = sum_i q[32b + i], s[b] = d[b] * qsum[b].
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace tandem {
 
+// A view of quantized activation rows as plain pointers: what the per-ISA kernels receive (cpu/isa.h). The
+// accessors are integer arithmetic only.
+//   q: (n_rows, n)   d, s, qsum: (n_rows, nb)   qsum16: (n_rows, 2 * nb)
+struct ActRows {
+    int8_t* q = nullptr;
+    float* d = nullptr;
+    float* s = nullptr;
+    int32_t* qsum = nullptr;
+    int16_t* qsum16 = nullptr;
+    int n_rows = 0;
+    int64_t n = 0, nb = 0;
+
+    const int8_t* qrow(int r) const { return q + size_t(r) * size_t(n); }
+    const float* drow(int r) const { return d + size_t(r) * size_t(nb); }
+    const float* srow(int r) const { return s + size_t(r) * size_t(nb); }
+    const int32_t* sumrow(int r) const { return qsum + size_t(r) * size_t(nb); }
+    const int16_t* sum16row(int r) const { return qsum16 + size_t(r) * size_t(2 * nb); }
+};
+
+// The owner of the activation buffers.
 struct ActQ8 {
     int n_rows = 0;
     int64_t n = 0;             // values per row
@@ -22,6 +43,8 @@ struct ActQ8 {
     const float* srow(int r) const { return s.data() + size_t(r) * size_t(nb); }
     const int32_t* sumrow(int r) const { return qsum.data() + size_t(r) * size_t(nb); }
     const int16_t* sum16row(int r) const { return qsum16.data() + size_t(r) * size_t(2 * nb); }
+    // The kernels write and read through this view.
+    operator ActRows() const;
 };
 
 // Quantizes n_rows rows of n floats (x is (n_rows, n), row-major). `group` values share one scale: 32 as
@@ -29,8 +52,10 @@ struct ActQ8 {
 void quantize_act_q8(const float* x, int n_rows, int64_t n, ActQ8& out, int group = 32);
 void quantize_act_q8_ref(const float* x, int n_rows, int64_t n, ActQ8& out, int group = 32);  // scalar reference
 // In two steps, so threads can share the work: prepare sizes `out` for n_rows rows, then each thread quantizes
-// rows [r0, r1) of x. The result is bit-identical to quantize_act_q8 (and to the reference).
+// rows [r0, r1) of x. The result is bit-identical to quantize_act_q8 (and to the reference) at every level.
 void quantize_act_q8_prepare(int n_rows, int64_t n, ActQ8& out);
 void quantize_act_q8_rows(const float* x, int64_t n, int group, ActQ8& out, int r0, int r1);
+// The scalar reference of one step (what every level's quantize_act_rows is tested against).
+void quantize_act_rows_ref(const float* x, int64_t n, int group, const ActRows& out, int r0, int r1);
 
 }  // namespace tandem

@@ -49,7 +49,7 @@ struct block_q6_K { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK
 static_assert(sizeof(block_q6_K) == 210);
 
 // Unpack the 6-bit scale and min of sub-block j (0..7) of Q4_K/Q5_K.
-inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+static inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
     if (j < 4) {
         *d = q[j] & 63;
         *m = q[j + 4] & 63;

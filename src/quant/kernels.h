@@ -1,5 +1,5 @@
-// Compute kernels: the boundary that fast (SIMD) implementations slot into. The scalar functions here are the
-// reference every optimized kernel is tested against.
+// Compute kernels: what the model calls. Each dispatches to the active SIMD level's table (cpu/isa.h); the
+// scalar functions here are the reference every level's kernel is tested against.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -17,17 +17,9 @@ struct WeightView {
     int64_t cols = 0;       // row length = input dimension (GGUF ne[0])
     int64_t rows = 0;       // number of rows = output dimension (GGUF ne[1])
     size_t row_stride = 0;  // bytes per row
-    const uint8_t* packed = nullptr;  // optional repacked copy (Q8_0/Q4_0, see matmul_q8.h); null: none
+    const uint8_t* packed = nullptr;  // optional repacked copy (quant/packed_layout.h); null: none
     const uint8_t* row(int64_t r) const { return data + size_t(r) * row_stride; }
 };
-
-// CPU features detected at run time; the fast kernels are chosen from these (scalar reference otherwise).
-struct CpuFeatures {
-    bool avx2 = false;  // with FMA and F16C
-    bool avx512 = false;      // F + BW
-    bool avx512vnni = false;  // + VL + VNNI
-};
-const CpuFeatures& cpu_features();
 
 // Dot product of n floats. Dispatches to SIMD; *_ref is the scalar reference (8-lane float accumulation).
 float dot_f32(const float* a, const float* b, int64_t n);

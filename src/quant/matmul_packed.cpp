@@ -1,4 +1,5 @@
-// Q8_0 / Q4_0 weights repacked at load into groups of R = 16 interleaved rows, for the AVX512-VNNI kernel.
+// Q8_0 / Q4_0 weights repacked at load into groups of R = 16 interleaved rows (quant/packed_layout.h), the
+// reference kernel over them, and the dispatch of packing by type. SIMD kernels: per level under src/cpu/.
 //
 // Packed layout, for each group of 16 rows and each 32-element block b (bytes, in this order):
 //   uint16 d[16]              half scales of the 16 rows' block b
@@ -18,18 +19,14 @@
 #include "quant/blocks.h"
 #include "quant/matmul_packed_k.h"
 #include "quant/matmul_q8.h"
-#include "quant/packed_driver.h"
+#include "quant/packed_layout.h"
 #include "tandem/error.h"
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 namespace tandem {
 
 namespace {
-constexpr int R = kPackedRows;
-constexpr size_t q_bytes(TensorType t) { return t == TensorType::Q8_0 ? size_t(R) * 32 : size_t(R) * 16; }
-constexpr size_t group_block_bytes(TensorType t) { return 2 * R + q_bytes(t); }
+constexpr int R = packed::R;
+constexpr size_t group_block_bytes(TensorType t) { return packed::q8_block_bytes(t == TensorType::Q4_0); }
 }  // namespace
 
 bool packable(TensorType t, int64_t rows, int64_t cols) {
@@ -94,7 +91,7 @@ void dequantize_packed_row(TensorType t, const uint8_t* packed, int64_t cols, in
     }
 }
 
-void matmul_packed_ref(TensorType t, const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy,
+void matmul_packed_ref(TensorType t, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
                        int64_t r0, int64_t r1) {
     if (t == TensorType::Q4_K || t == TensorType::Q5_K) return matmul_packed_ref_q45k(t, packed, cols, a, y, ldy, r0, r1);
     if (t == TensorType::Q6_K) return matmul_packed_ref_q6k(packed, cols, a, y, ldy, r0, r1);
@@ -116,83 +113,5 @@ void matmul_packed_ref(TensorType t, const uint8_t* packed, int64_t cols, const 
             }
 }
 
-#if defined(__x86_64__)
-namespace {
-
-// y[t][row0 .. row0+15] for tokens t0 .. t0+T-1, over one group's nb blocks.
-template <bool Q4, int T, bool PF>
-TD_VNNI512 void group_tile(const uint8_t* base, int64_t nb, const ActQ8& a, int t0, float* y, int64_t ldy, int64_t row0) {
-    constexpr size_t gbb = group_block_bytes(Q4 ? TensorType::Q4_0 : TensorType::Q8_0);
-    constexpr int32_t offset = Q4 ? 8 : 128;
-    // Independent accumulator chains: vpdpbusd has a latency of several cycles, so one chain of eight per
-    // token would leave the unit idle; with 4 or more tokens the tokens themselves are the independent chains.
-    constexpr int C = T == 1 ? 4 : T == 2 ? 2 : 1;
-    static_assert(T <= 8, "registers: 8 weight + T integer + T float accumulators");
-    __m512 acc[T];
-    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const int8_t* aq[T];
-    const float* ad[T];
-    const int32_t* as[T];
-    for (int t = 0; t < T; t++) {
-        aq[t] = a.qrow(t0 + t);
-        ad[t] = a.drow(t0 + t);
-        as[t] = a.sumrow(t0 + t);
-    }
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t* blk = base + size_t(b) * gbb;
-        if constexpr (PF) prefetch_stream(blk, gbb);
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
-        const uint8_t* qb = blk + 2 * R;
-        __m512i w[8];
-        if constexpr (Q4) {
-            for (int g = 0; g < 4; g++) {
-                const __m512i v = _mm512_loadu_si512(qb + 64 * g);
-                w[g] = _mm512_and_si512(v, m4);
-                w[g + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-            }
-        } else {
-            for (int g = 0; g < 8; g++) w[g] = _mm512_loadu_si512(qb + 64 * g);
-        }
-        // The weights carry +offset (unsigned for vpdpbusd); starting the sum at -offset * sum(a) removes it.
-        // Weight group outer, token inner: neighbouring instructions are independent.
-        __m512i s[T][C];
-        for (int t = 0; t < T; t++) {
-            s[t][0] = _mm512_set1_epi32(-offset * as[t][b]);
-            for (int c = 1; c < C; c++) s[t][c] = _mm512_setzero_si512();
-        }
-        for (int g = 0; g < 8; g++)
-            for (int t = 0; t < T; t++) {
-                const int32_t* a4 = reinterpret_cast<const int32_t*>(aq[t] + b * 32);
-                s[t][g % C] = _mm512_dpbusd_epi32(s[t][g % C], w[g], _mm512_set1_epi32(a4[g]));
-            }
-        for (int t = 0; t < T; t++) {
-            for (int c = 1; c < C; c++) s[t][0] = _mm512_add_epi32(s[t][0], s[t][c]);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t][0]), _mm512_mul_ps(dw, _mm512_set1_ps(ad[t][b])), acc[t]);
-        }
-    }
-    for (int t = 0; t < T; t++) _mm512_storeu_ps(y + int64_t(t0 + t) * ldy + row0, acc[t]);
-}
-
-template <bool Q4>
-TD_VNNI512 void packed_rows(const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy, int64_t r0,
-                            int64_t r1) {
-    const int64_t nb = cols / 32;
-    constexpr size_t gbb = group_block_bytes(Q4 ? TensorType::Q4_0 : TensorType::Q8_0);
-    packed_tiles<8>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, auto pf) {
-        group_tile<Q4, decltype(tn)::value, decltype(pf)::value>(packed + size_t(G) * size_t(nb) * gbb, nb, a, t, y, ldy, G * R);
-    });
-}
-
-}  // namespace
-
-void matmul_packed_vnni(TensorType t, const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy,
-                        int64_t r0, int64_t r1) {
-    if (t == TensorType::Q4_K || t == TensorType::Q5_K) matmul_packed_vnni_q45k(t, packed, cols, a, y, ldy, r0, r1);
-    else if (t == TensorType::Q6_K) matmul_packed_vnni_q6k(packed, cols, a, y, ldy, r0, r1);
-    else if (t == TensorType::Q4_0) packed_rows<true>(packed, cols, a, y, ldy, r0, r1);
-    else packed_rows<false>(packed, cols, a, y, ldy, r0, r1);
-}
-#endif
 
 }  // namespace tandem

@@ -1,36 +1,28 @@
-// Q4_K and Q5_K weights repacked at load into groups of R = 16 interleaved rows for the AVX512-VNNI kernel.
+// Q4_K and Q5_K weights repacked at load into groups of 16 interleaved rows (layout: quant/packed_layout.h),
+// the reference kernel over that layout, and the row read-back of tied embeddings. The SIMD kernels are per level
+// under src/cpu/.
 //
 // A Q4_K super-block holds 256 weights in 8 sub-blocks j of 32: w = d * sc_j * q - dmin * m_j, q in 0..15, with
-// 6-bit sc_j, m_j; Q5_K is the same with q in 0..31 (a fifth bit per weight). Against activations a = da * qa (one da per super-block, integer qa) a row's dot product is
+// 6-bit sc_j, m_j; Q5_K is the same with q in 0..31 (a fifth bit per weight). Against activations a = da * qa
+// (one da per super-block, integer qa) a row's dot product is
 //   da * ( d * sum_j sc_j * S_j  -  dmin * sum_j m_j * A_j ),   S_j = sum_{i in j} q_i qa_i,  A_j = sum_{i in j} qa_i,
-// all sums exact in 32-bit integers. Packed layout, per group of 16 rows and super-block (2368 bytes, 2.8% more
-// than the 16 rows' 2304):
-//   uint16 d[16], dmin[16]        the rows' half scales
-//   uint8  sc[8][16]              sc[j][row]
-//   uint8  m[4][16][2]            m[p][row] = (m_2p, m_2p+1): one vpdpwssd per sub-block pair
-//   uint8  q[4][8][16][4]         q[p][g][row][k]: low nibble = weight 4g+k of sub-block 2p, high nibble = the
-//                                 same of sub-block 2p+1 (this is Q4_K's own nibble pairing, so a plain copy)
-//   Q5_K only: uint8 qh[8][16][4]  qh[g][row][k]: bit j = fifth bit of weight 4g+k of sub-block j (Q5_K's own
-//                                 qh bytes, copied), 512 bytes more (2880, against 2816 for the 16 rows' blocks)
-// so one 64-byte load feeds two vpdpbusd (16 rows x 4 weights each) after a mask and a shift.
+// all sums exact in 32-bit integers. A packed group block is 2368 bytes (2.8% more than the 16 rows' 2304); the
+// nibbles keep Q4_K's own pairing (a plain copy), Q5_K adds its own qh bytes (2880 against 2816).
 #include "quant/matmul_packed_k.h"
 
 #include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/matmul_q8.h"
-#include "quant/packed_driver.h"
+#include "quant/packed_layout.h"
 #include "tandem/error.h"
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 namespace tandem {
 
 namespace {
-constexpr int R = kPackedRows;
-constexpr size_t kOffD = 0, kOffDmin = 2 * R, kOffSc = 4 * R, kOffM = kOffSc + 8 * R, kOffQ = kOffM + 8 * R;
-constexpr size_t kOffQh = kOffQ + 4 * 8 * R * 4;
-constexpr size_t group_bytes(bool q5) { return q5 ? kOffQh + 8 * R * 4 : kOffQh; }  // 2880 : 2368
+constexpr int R = packed::R;
+constexpr size_t kOffD = packed::kQ45OffD, kOffDmin = packed::kQ45OffDmin, kOffSc = packed::kQ45OffSc;
+constexpr size_t kOffM = packed::kQ45OffM, kOffQ = packed::kQ45OffQ, kOffQh = packed::kQ45OffQh;
+constexpr size_t group_bytes(bool q5) { return packed::q45k_block_bytes(q5); }
 static_assert(group_bytes(false) == 2368 && group_bytes(true) == 2880);
 
 const uint8_t* group_block(bool q5, const uint8_t* packed, int64_t nsb, int64_t G, int64_t s) {
@@ -102,7 +94,7 @@ void dequantize_packed_row_q45k(TensorType t, const uint8_t* packed, int64_t col
     }
 }
 
-void matmul_packed_ref_q45k(TensorType t, const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy,
+void matmul_packed_ref_q45k(TensorType t, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
                             int64_t r0, int64_t r1) {
     const bool q5 = is_q5(t);
     const int64_t nsb = cols / QK_K;
@@ -130,84 +122,5 @@ void matmul_packed_ref_q45k(TensorType t, const uint8_t* packed, int64_t cols, c
     }
 }
 
-#if defined(__x86_64__)
-namespace {
-
-// y[t][row0 .. row0+15] for tokens t0 .. t0+T-1, over one group's nsb super-blocks.
-// Bit b (0..7) of every byte moved to bit 4 (16-bit shifts; the bits that cross a byte boundary are masked off
-// by the caller's 0x10 mask).
-TD_VNNI512 inline __m512i bit_to_4(__m512i h, int b) {
-    return b <= 4 ? _mm512_sll_epi16(h, _mm_cvtsi32_si128(4 - b)) : _mm512_srl_epi16(h, _mm_cvtsi32_si128(b - 4));
-}
-
-template <bool Q5, int T, bool PF>
-TD_VNNI512 void q45k_tile(const uint8_t* base, int64_t nsb, const ActQ8& a, int t0, float* y, int64_t ldy, int64_t row0) {
-    constexpr size_t kGroupBytes = group_bytes(Q5);
-    constexpr int C = T == 1 ? 2 : 1;  // independent vpdpbusd chains per token and sub-block
-    __m512 acc[T];
-    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
-    for (int64_t s = 0; s < nsb; s++) {
-        const uint8_t* blk = base + size_t(s) * kGroupBytes;
-        if constexpr (PF) prefetch_stream(blk, kGroupBytes);
-        __m512i isum[T], msum[T];
-        for (int t = 0; t < T; t++) { isum[t] = _mm512_setzero_si512(); msum[t] = _mm512_setzero_si512(); }
-        for (int p = 0; p < 4; p++) {
-            __m512i slo[T][C], shi[T][C];
-            for (int t = 0; t < T; t++)
-                for (int c = 0; c < C; c++) { slo[t][c] = _mm512_setzero_si512(); shi[t][c] = _mm512_setzero_si512(); }
-            for (int g = 0; g < 8; g++) {
-                const __m512i v = _mm512_loadu_si512(blk + kOffQ + size_t(p * 8 + g) * 64);
-                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                if constexpr (Q5) {  // the fifth bits of sub-blocks 2p and 2p+1
-                    const __m512i h = _mm512_loadu_si512(blk + kOffQh + size_t(g) * 64);
-                    lo = _mm512_or_si512(lo, _mm512_and_si512(bit_to_4(h, 2 * p), m10));
-                    hi = _mm512_or_si512(hi, _mm512_and_si512(bit_to_4(h, 2 * p + 1), m10));
-                }
-                for (int t = 0; t < T; t++) {
-                    const int8_t* qa = a.qrow(t0 + t) + s * QK_K + p * 64 + 4 * g;
-                    slo[t][g % C] = _mm512_dpbusd_epi32(slo[t][g % C], lo, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(qa)));
-                    shi[t][g % C] = _mm512_dpbusd_epi32(shi[t][g % C], hi, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(qa + 32)));
-                }
-            }
-            const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kOffSc + size_t(2 * p) * R)));
-            const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kOffSc + size_t(2 * p + 1) * R)));
-            const __m512i mp = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kOffM + size_t(p) * 2 * R)));
-            for (int t = 0; t < T; t++) {
-                __m512i sl = slo[t][0], sh = shi[t][0];
-                if constexpr (C > 1) { sl = _mm512_add_epi32(sl, slo[t][1]); sh = _mm512_add_epi32(sh, shi[t][1]); }
-                isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(sc_lo, sl), _mm512_mullo_epi32(sc_hi, sh)));
-                const int32_t* A = a.sumrow(t0 + t) + s * 8 + 2 * p;
-                const int32_t pair = int32_t((uint32_t(A[0]) & 0xFFFFu) | (uint32_t(A[1]) << 16));
-                msum[t] = _mm512_dpwssd_epi32(msum[t], mp, _mm512_set1_epi32(pair));
-            }
-        }
-        const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kOffD)));
-        const __m512 mv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kOffDmin)));
-        for (int t = 0; t < T; t++) {
-            const __m512 da = _mm512_set1_ps(a.drow(t0 + t)[s * 8]);
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, da), acc[t]);
-            acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(mv, da), acc[t]);
-        }
-    }
-    for (int t = 0; t < T; t++) _mm512_storeu_ps(y + int64_t(t0 + t) * ldy + row0, acc[t]);
-}
-
-}  // namespace
-
-TD_VNNI512 void matmul_packed_vnni_q45k(TensorType type, const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy,
-                                        int64_t r0, int64_t r1) {
-    const bool q5 = is_q5(type);
-    const int64_t nsb = cols / QK_K;
-    packed_tiles<4>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, auto pf) {
-        const uint8_t* base = group_block(q5, packed, nsb, G, 0);
-        // Q5_K's single-token tiles prefetch too (measured: tg 33 against 22 t/s without; for Q4_K it costs 12%):
-        // its two streams within each block, weights and fifth bits, seem to defeat the hardware prefetcher.
-        if (q5 && t == 0) q45k_tile<true, decltype(tn)::value, true>(base, nsb, a, t, y, ldy, G * R);
-        else if (q5) q45k_tile<true, decltype(tn)::value, decltype(pf)::value>(base, nsb, a, t, y, ldy, G * R);
-        else q45k_tile<false, decltype(tn)::value, decltype(pf)::value>(base, nsb, a, t, y, ldy, G * R);
-    });
-}
-#endif
 
 }  // namespace tandem

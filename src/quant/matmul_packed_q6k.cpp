@@ -1,4 +1,5 @@
-// Q6_K weights repacked at load into groups of R = 16 interleaved rows for the AVX512-VNNI kernel.
+// Q6_K weights repacked at load into groups of R = 16 interleaved rows (layout: quant/packed_layout.h), with the
+// reference kernel over that layout; the SIMD kernels are per level under src/cpu/.
 //
 // A Q6_K super-block holds 256 weights in 16 sub-blocks j of 16: w = d * sc_j * (q - 32), q in 0..63, sc_j a
 // signed byte. Against activations a = da * qa (one da per super-block) a row's dot product is
@@ -16,25 +17,21 @@
 #include "quant/blocks.h"
 #include "quant/matmul_packed_k.h"
 #include "quant/matmul_q8.h"
-#include "quant/packed_driver.h"
+#include "quant/packed_layout.h"
 #include "tandem/error.h"
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 namespace tandem {
 
 namespace {
-constexpr int R = kPackedRows;
-constexpr size_t kOffD = 0, kOffSc = 2 * R, kOffQl = kOffSc + 16 * R, kOffQh = kOffQl + 8 * 4 * R * 4;
-constexpr size_t kGroupBytes = kOffQh + 4 * 4 * R * 4;  // 3360
+constexpr int R = packed::R;
+constexpr size_t kOffD = packed::kQ6OffD, kOffSc = packed::kQ6OffSc, kGroupBytes = packed::kQ6BlockBytes;
 static_assert(kGroupBytes == 16 * sizeof(block_q6_K));
 
 const uint8_t* group_block(const uint8_t* packed, int64_t nsb, int64_t G, int64_t s) {
     return packed + (size_t(G) * size_t(nsb) + size_t(s)) * kGroupBytes;
 }
-size_t ql_index(int p, int g, int row, int k) { return kOffQl + ((size_t(p) * 4 + size_t(g)) * R + size_t(row)) * 4 + size_t(k); }
-size_t qh_index(int Q, int g, int row, int k) { return kOffQh + ((size_t(Q) * 4 + size_t(g)) * R + size_t(row)) * 4 + size_t(k); }
+constexpr auto ql_index = packed::q6k_ql_index;
+constexpr auto qh_index = packed::q6k_qh_index;
 int q_at(const uint8_t* blk, int row, int j, int i) {  // weight i (0..15) of sub-block j, 0..63
     const uint8_t lo = blk[ql_index(j / 2, i / 4, row, i % 4)], hi = blk[qh_index(j / 4, i / 4, row, i % 4)];
     return ((j % 2 ? lo >> 4 : lo) & 0xF) | (((hi >> (2 * (j % 4))) & 3) << 4);
@@ -101,7 +98,7 @@ void dequantize_packed_row_q6k(const uint8_t* packed, int64_t cols, int64_t r, f
     }
 }
 
-void matmul_packed_ref_q6k(const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+void matmul_packed_ref_q6k(const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy, int64_t r0, int64_t r1) {
     const int64_t nsb = cols / QK_K;
     for (int64_t r = r0; r < r1; r++) {
         const int row = int(r % R);
@@ -123,69 +120,5 @@ void matmul_packed_ref_q6k(const uint8_t* packed, int64_t cols, const ActQ8& a, 
     }
 }
 
-#if defined(__x86_64__)
-namespace {
-
-template <int T, bool PF>
-TD_VNNI512 void q6k_tile(const uint8_t* base, int64_t nsb, const ActQ8& a, int t0, float* y, int64_t ldy, int64_t row0) {
-    constexpr int C = T == 1 ? 2 : 1;  // independent vpdpbusd chains per token and sub-block
-    __m512 acc[T];
-    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    for (int64_t s = 0; s < nsb; s++) {
-        const uint8_t* blk = base + size_t(s) * kGroupBytes;
-        if constexpr (PF) prefetch_stream(blk, kGroupBytes);
-        __m512i isum[T], osum[T];
-        for (int t = 0; t < T; t++) { isum[t] = _mm512_setzero_si512(); osum[t] = _mm512_setzero_si512(); }
-        for (int p = 0; p < 8; p++) {
-            // (sc_2p, sc_2p+1) per row as int16 pairs; each as int32 for the multiply.
-            const __m512i scp = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kOffSc + size_t(p) * 2 * R)));
-            const __m512i sc_a = _mm512_srai_epi32(_mm512_slli_epi32(scp, 16), 16), sc_b = _mm512_srai_epi32(scp, 16);
-            __m512i Sa[T][C], Sb[T][C];
-            for (int t = 0; t < T; t++)
-                for (int c = 0; c < C; c++) { Sa[t][c] = _mm512_setzero_si512(); Sb[t][c] = _mm512_setzero_si512(); }
-            for (int g = 0; g < 4; g++) {
-                // Sub-blocks 2p and 2p+1 are 4Q+2(p%2) and 4Q+2(p%2)+1 of quad Q = p/2: their high bits sit at bits
-                // 0-1 and 2-3 (p even) or 4-5 and 6-7 (p odd) of each qh byte, moved to bits 4-5 (16-bit shifts;
-                // the bits crossing a byte boundary are masked off).
-                const __m512i l = _mm512_loadu_si512(blk + ql_index(p, g, 0, 0));
-                const __m512i h = _mm512_loadu_si512(blk + qh_index(p / 2, g, 0, 0));
-                const __m512i ha = p % 2 ? h : _mm512_slli_epi16(h, 4), hb = p % 2 ? _mm512_srli_epi16(h, 2) : _mm512_slli_epi16(h, 2);
-                const __m512i wa = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(ha, m30));
-                const __m512i wb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), _mm512_and_si512(hb, m30));
-                for (int t = 0; t < T; t++) {
-                    const int8_t* qa = a.qrow(t0 + t) + s * QK_K + p * 32 + 4 * g;
-                    Sa[t][g % C] = _mm512_dpbusd_epi32(Sa[t][g % C], wa, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(qa)));
-                    Sb[t][g % C] = _mm512_dpbusd_epi32(Sb[t][g % C], wb, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(qa + 16)));
-                }
-            }
-            for (int t = 0; t < T; t++) {
-                __m512i sa = Sa[t][0], sb = Sb[t][0];
-                if constexpr (C > 1) { sa = _mm512_add_epi32(sa, Sa[t][1]); sb = _mm512_add_epi32(sb, Sb[t][1]); }
-                isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(sc_a, sa), _mm512_mullo_epi32(sc_b, sb)));
-                const int16_t* A = a.sum16row(t0 + t) + s * 16 + 2 * p;
-                const int32_t pair = int32_t((uint32_t(uint16_t(A[0]))) | (uint32_t(uint16_t(A[1])) << 16));
-                osum[t] = _mm512_dpwssd_epi32(osum[t], scp, _mm512_set1_epi32(pair));
-            }
-        }
-        const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kOffD)));
-        for (int t = 0; t < T; t++) {
-            const __m512i tot = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(osum[t], 5));  // - 32 * sum sc_j A_j
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_mul_ps(dv, _mm512_set1_ps(a.drow(t0 + t)[s * 8])), acc[t]);
-        }
-    }
-    for (int t = 0; t < T; t++) _mm512_storeu_ps(y + int64_t(t0 + t) * ldy + row0, acc[t]);
-}
-
-}  // namespace
-
-TD_VNNI512 void matmul_packed_vnni_q6k(const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy, int64_t r0,
-                                       int64_t r1) {
-    const int64_t nsb = cols / QK_K;
-    packed_tiles<4>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, auto pf) {
-        q6k_tile<decltype(tn)::value, decltype(pf)::value>(group_block(packed, nsb, G, 0), nsb, a, t, y, ldy, G * R);
-    });
-}
-#endif
 
 }  // namespace tandem

@@ -10,12 +10,7 @@
 namespace tandem {
 
 bool matmul_q8_supported(TensorType t);
-void matmul_q8_rows_ref(const WeightView& w, const ActQ8& a, float* y, int64_t ldy, int64_t r0, int64_t r1);
-#if defined(__x86_64__)
-void matmul_q8_rows_avx2(const WeightView& w, const ActQ8& a, float* y, int64_t ldy, int64_t r0, int64_t r1);
-// AVX2 + AVX512-VL/VNNI (vpdpbusd on 256-bit vectors).
-void matmul_q8_rows_vnni(const WeightView& w, const ActQ8& a, float* y, int64_t ldy, int64_t r0, int64_t r1);
-#endif
+void matmul_q8_rows_ref(const WeightView& w, const ActRows& a, float* y, int64_t ldy, int64_t r0, int64_t r1);
 
 // Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K repacked into groups of kPackedRows interleaved rows (layouts in matmul_packed.cpp and
 // matmul_packed_k.cpp); r0, r1 of the kernels are multiples of kPackedRows. Activations: quantized with
@@ -29,12 +24,8 @@ size_t packed_bytes(TensorType t, int64_t rows, int64_t cols);
 void repack_rows(TensorType t, const uint8_t* src, size_t row_stride, int64_t rows, int64_t cols, uint8_t* dst);
 // Row r of a packed matrix as floats (out: cols values), e.g. an embedding row of a tied output matrix.
 void dequantize_packed_row(TensorType t, const uint8_t* packed, int64_t cols, int64_t r, float* out);
-void matmul_packed_ref(TensorType t, const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy,
+void matmul_packed_ref(TensorType t, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
                        int64_t r0, int64_t r1);
-#if defined(__x86_64__)
-void matmul_packed_vnni(TensorType t, const uint8_t* packed, int64_t cols, const ActQ8& a, float* y, int64_t ldy,
-                        int64_t r0, int64_t r1);
-#endif
 
 // K-quants (Q4_K, Q5_K, Q6_K): a weight row unpacked to signed integers with lane scales and block offsets,
 // w_i = lane_scale[i / 4] * q[i] + offset[i / 32]; the unpacking is shared by every token of a batch.
@@ -50,10 +41,8 @@ struct UnpackedRow {
 };
 bool matmul_kq_supported(TensorType t);
 void unpack_kq_row(TensorType t, const uint8_t* row, int64_t n, UnpackedRow& out);
-float dot_unpacked_ref(const UnpackedRow& w, const ActQ8& a, int t);
-#if defined(__x86_64__)
-float dot_unpacked_avx2(const UnpackedRow& w, const ActQ8& a, int t);
-void unpack_kq_row_avx2(TensorType t, const uint8_t* row, int64_t n, UnpackedRow& out);
-#endif
+// The same into caller-sized buffers (q: n, ls: n / 4, off: n / 32).
+void unpack_kq_row_ref(TensorType t, const uint8_t* row, int64_t n, int8_t* q, float* ls, float* off);
+float dot_unpacked_ref(const UnpackedRow& w, const ActRows& a, int t);
 
 }  // namespace tandem

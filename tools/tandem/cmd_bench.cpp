@@ -11,13 +11,11 @@
 #include <random>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include "args.h"
 #include "commands.h"
 #include "io.h"
+#include "tandem/cpu.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
 #include "tandem/model.h"
@@ -32,57 +30,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-#if defined(__x86_64__)
-// Streaming sums for the bandwidth probe: four independent accumulators, software prefetch 4 KiB ahead into
-// L1 and 16 KiB ahead into L2 for every line (the best of the variants tried on the development machine).
-#define TD_PROBE_PREFETCH(c)                                                        \
-    for (int o = 0; o < 128; o += 64) {                                             \
-        _mm_prefetch((c) + 4096 + o, _MM_HINT_T0);                                  \
-        _mm_prefetch((c) + 16384 + o, _MM_HINT_T1);                                 \
-    }
-__attribute__((target("avx2"))) uint64_t sum_avx2(const uint64_t* p, size_t n) {
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i + 16 <= n; i += 16) {
-        TD_PROBE_PREFETCH(reinterpret_cast<const char*>(p + i))
-        a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-        a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
-        a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
-        a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
-    }
-    a0 = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
-    uint64_t t[4];
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t), a0);
-    return t[0] + t[1] + t[2] + t[3];
-}
-__attribute__((target("avx512f"))) uint64_t sum_avx512(const uint64_t* p, size_t n) {
-    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i + 32 <= n; i += 32) {
-        TD_PROBE_PREFETCH(reinterpret_cast<const char*>(p + i))
-        TD_PROBE_PREFETCH(reinterpret_cast<const char*>(p + i + 16))
-        a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + i));
-        a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + i + 8));
-        a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + i + 16));
-        a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 24));
-    }
-    alignas(64) uint64_t t[8];
-    _mm512_store_si512(t, _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)));
-    uint64_t sum = 0;
-    for (uint64_t v : t) sum += v;
-    return sum;
-}
-#undef TD_PROBE_PREFETCH
-#endif
-
-uint64_t sum_words(const uint64_t* p, size_t n) {
-#if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx512f")) return sum_avx512(p, n);
-    if (__builtin_cpu_supports("avx2")) return sum_avx2(p, n);
-#endif
-    uint64_t s0 = 0, s1 = 0;
-    for (size_t i = 0; i + 1 < n; i += 2) { s0 += p[i]; s1 += p[i + 1]; }
-    return s0 + s1;
-}
 
 double median_of(std::vector<double> v) {
     if (v.empty()) return 0;
@@ -99,7 +46,9 @@ public:
     explicit BandwidthProbe(ThreadPool& pool) : pool_(pool) {
         buf_ = static_cast<uint64_t*>(std::aligned_alloc(2 << 20, kBytes));
         if (!buf_) throw Error("bandwidth test: cannot allocate 512 MiB");
+#ifdef MADV_HUGEPAGE
         ::madvise(buf_, kBytes, MADV_HUGEPAGE);  // fewer TLB misses, as the kernels' repacked weights
+#endif
         const size_t n = kBytes / 8;
         uint64_t* buf = buf_;
         pool_.parallel_for(n / 4096, [&](size_t b, size_t e, int) { for (size_t i = b * 4096; i < e * 4096; i++) buf[i] = i; });
@@ -115,7 +64,7 @@ public:
         for (int rep = 0; rep < 3; rep++) {
             std::vector<uint64_t> part(size_t(pool_.size()), 0);
             auto t0 = Clock::now();
-            pool_.parallel_for(n / 4096, [&](size_t b, size_t e, int ti) { part[size_t(ti)] += sum_words(buf_ + b * 4096, (e - b) * 4096); });
+            pool_.parallel_for(n / 4096, [&](size_t b, size_t e, int ti) { part[size_t(ti)] += memory_stream_sum(buf_ + b * 4096, (e - b) * 4096); });
             double s = secs(t0, Clock::now());
             for (auto v : part) sink_ = sink_ + v;
             best = std::max(best, double(kBytes) / s / 1e9);

@@ -1,15 +1,14 @@
-// AVX2 + FMA + F16C versions of the float kernels. Compiled with target attributes, so the file builds on any
-// x86-64 compiler and is only called when the CPU reports the features (see kernels.cpp).
-#if defined(__x86_64__)
+// The float kernels of the x86 levels, written with AVX2 + FMA + F16C intrinsics. A per-ISA unit (cpu/isa.h):
+// built once for each of avx2, avx512 and avx512vnni with that level's flags (the AVX-512 builds get the EVEX
+// encodings and 32 vector registers from the compiler).
+#include "cpu/isa_unit.h"
+
 #include <immintrin.h>
+#include <math.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
+namespace tandem::TD_ISA {
 
-namespace tandem::avx2 {
-
-__attribute__((target("avx2,fma"))) static inline float hsum(__m256 v) {
+static inline float hsum(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
     lo = _mm_add_ps(lo, hi);
     lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
@@ -17,7 +16,7 @@ __attribute__((target("avx2,fma"))) static inline float hsum(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
-__attribute__((target("avx2,fma"))) float dot_f32(const float* a, const float* b, int64_t n) {
+float dot_f32(const float* a, const float* b, int64_t n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -30,7 +29,7 @@ __attribute__((target("avx2,fma"))) float dot_f32(const float* a, const float* b
     return s;
 }
 
-__attribute__((target("avx2,fma,f16c"))) float dot_f32_f16(const float* a, const uint16_t* b, int64_t n) {
+float dot_f32_f16(const float* a, const uint16_t* b, int64_t n) {
     __m256 s0 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -42,7 +41,7 @@ __attribute__((target("avx2,fma,f16c"))) float dot_f32_f16(const float* a, const
     return s;
 }
 
-__attribute__((target("avx2,fma,f16c"))) void axpy_f16(float w, const uint16_t* x, float* y, int64_t n) {
+void axpy_f16(float w, const uint16_t* x, float* y, int64_t n) {
     const __m256 wv = _mm256_set1_ps(w);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -52,13 +51,13 @@ __attribute__((target("avx2,fma,f16c"))) void axpy_f16(float w, const uint16_t* 
     for (; i < n; i++) y[i] += w * _cvtsh_ss(x[i]);
 }
 
-__attribute__((target("avx2,fma,f16c"))) static inline __m256 load8_f16(const uint16_t* p) {
+static inline __m256 load8_f16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
 // exp(x) for x <= 0 (softmax after subtracting the max): Cody-Waite range reduction x = n ln2 + r and a degree-6
 // polynomial for exp(r) on |r| <= ln2/2 (relative error below 2e-7); underflows to 0 below -87.
-__attribute__((target("avx2,fma"))) static inline __m256 exp_ps(__m256 x) {
+static inline __m256 exp_ps(__m256 x) {
     x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -76,21 +75,28 @@ __attribute__((target("avx2,fma"))) static inline __m256 exp_ps(__m256 x) {
 
 // gate[i] = silu(gate[i]) * up[i], silu(g) = g * sigmoid(g); the exponential only of -|g| (<= 0, where exp_ps
 // is valid), sigmoid(g) = 1 / (1 + e) for g >= 0 and e / (1 + e) below.
-__attribute__((target("avx2,fma"))) void silu_mul(float* gate, const float* up, int64_t n) {
-    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+static inline __m256 silu_mul8(__m256 g, __m256 up) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 e = exp_ps(_mm256_or_ps(g, _mm256_set1_ps(-0.0f)));  // exp(-|g|)
+    const __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));
+    const __m256 sig = _mm256_blendv_ps(r, _mm256_mul_ps(e, r), g);  // g's sign bit picks e / (1 + e)
+    return _mm256_mul_ps(_mm256_mul_ps(g, sig), up);
+}
+
+// The tail (n % 8 values) goes through the same vector arithmetic in a padded buffer, so every value is computed
+// the same way wherever it sits: a batch of rows gives bit-identical results to one row at a time.
+void silu_mul(float* gate, const float* up, int64_t n) {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 g = _mm256_loadu_ps(gate + i);
-        const __m256 e = exp_ps(_mm256_or_ps(g, sign));  // exp(-|g|)
-        const __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));
-        const __m256 sig = _mm256_blendv_ps(r, _mm256_mul_ps(e, r), g);  // g's sign bit picks e / (1 + e)
-        _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_mul_ps(g, sig), _mm256_loadu_ps(up + i)));
-    }
-    for (; i < n; i++) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(gate + i, silu_mul8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    if (i == n) return;
+    float g8[8] = {0, 0, 0, 0, 0, 0, 0, 0}, u8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t j = i; j < n; j++) { g8[j - i] = gate[j]; u8[j - i] = up[j]; }
+    _mm256_storeu_ps(g8, silu_mul8(_mm256_loadu_ps(g8), _mm256_loadu_ps(u8)));
+    for (int64_t j = i; j < n; j++) gate[j] = g8[j - i];
 }
 
 // The eight horizontal sums of v[0..7] as one vector: result[i] = sum of the lanes of v[i].
-__attribute__((target("avx2,fma"))) static inline __m256 hsum8(const __m256* v) {
+static inline __m256 hsum8(const __m256* v) {
     const __m256 s0123 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
     const __m256 s4567 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
     // s0123 = [v0..v3 sums of lanes 0-3 | v0..v3 sums of lanes 4-7], s4567 likewise for v4..v7.
@@ -98,7 +104,7 @@ __attribute__((target("avx2,fma"))) static inline __m256 hsum8(const __m256* v) 
 }
 
 // softmax in place over row[0, n) (max subtracted); returns 1 / sum of the exponentials.
-__attribute__((target("avx2,fma"))) static inline float softmax_unnormalized(float* row, int n) {
+static inline float softmax_unnormalized(float* row, int n) {
     __m256 vmx8 = _mm256_set1_ps(-INFINITY);
     int p = 0;
     for (; p + 8 <= n; p += 8) vmx8 = _mm256_max_ps(vmx8, _mm256_loadu_ps(row + p));
@@ -106,7 +112,7 @@ __attribute__((target("avx2,fma"))) static inline float softmax_unnormalized(flo
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
     float mx = _mm_cvtss_f32(m4);
-    for (; p < n; p++) mx = std::max(mx, row[p]);
+    for (; p < n; p++) mx = (row[p] > mx ? row[p] : mx);
     const __m256 vmx = _mm256_set1_ps(mx);
     __m256 vsum = _mm256_setzero_ps();
     p = 0;
@@ -117,7 +123,7 @@ __attribute__((target("avx2,fma"))) static inline float softmax_unnormalized(flo
     }
     float sum = hsum(vsum);
     for (; p < n; p++) {
-        row[p] = std::exp(row[p] - mx);
+        row[p] = expf(row[p] - mx);
         sum += row[p];
     }
     return 1.0f / sum;
@@ -126,7 +132,7 @@ __attribute__((target("avx2,fma"))) static inline float softmax_unnormalized(flo
 // o[0 .. 8*CH) += sum_j p[j] * tile[j][0 .. 8*CH) over np <= 8 positions; CH accumulator registers (a
 // compile-time count, so they stay in registers).
 template <int CH>
-__attribute__((target("avx2,fma"))) static inline void pv_chunk(const float* p, int np, const float* tile, int hd, float* o) {
+static inline void pv_chunk(const float* p, int np, const float* tile, int hd, float* o) {
     __m256 acc[CH];
     for (int i = 0; i < CH; i++) acc[i] = _mm256_loadu_ps(o + 8 * i);
     for (int j = 0; j < np; j++) {
@@ -139,12 +145,12 @@ __attribute__((target("avx2,fma"))) static inline void pv_chunk(const float* p, 
 // m query heads sharing one key/value head (grouped-query attention), hd % 8 == 0 and hd <= 256. Keys and
 // values are converted from half precision once per tile of 8 positions for all m heads; the scores of 8
 // positions come out of one reduction (hsum8) instead of eight.
-__attribute__((target("avx2,fma,f16c"))) void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v,
+void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v,
                                                               size_t stride, int n_pos, int hd, float scale, float* scores,
                                                               float* out) {
     const int nv = hd / 8;
     alignas(32) float tile[8 * 256];  // (8 positions, hd) as floats
-    auto load_tile = [&](const uint16_t* base, int p0, int np) __attribute__((target("avx2,fma,f16c"))) {
+    auto load_tile = [&](const uint16_t* base, int p0, int np) {
         for (int j = 0; j < np; j++)
             for (int i = 0; i < nv; i++) _mm256_store_ps(tile + j * hd + 8 * i, load8_f16(base + size_t(p0 + j) * stride + 8 * i));
     };
@@ -177,9 +183,9 @@ __attribute__((target("avx2,fma,f16c"))) void attention_heads(const float* q, in
     float inv[64];
     for (int r = 0; r < m; r++) inv[r] = softmax_unnormalized(scores + size_t(r) * size_t(n_pos), n_pos);
     // Output: (m, hd) = probabilities (m, n_pos) x values (n_pos, hd).
-    for (int r = 0; r < m; r++) std::fill(out + size_t(r) * size_t(hd), out + size_t(r + 1) * size_t(hd), 0.0f);
+    for (int r = 0; r < m; r++) for (int i = 0; i < hd; i++) out[size_t(r) * size_t(hd) + size_t(i)] = 0.0f;
     for (p0 = 0; p0 < n_pos; p0 += 8) {
-        const int np = std::min(8, n_pos - p0);
+        const int np = (n_pos - p0 < 8 ? n_pos - p0 : 8);
         load_tile(v, p0, np);
         for (int r = 0; r < m; r++) {
             const float* pr = scores + size_t(r) * size_t(n_pos) + p0;
@@ -198,13 +204,27 @@ __attribute__((target("avx2,fma,f16c"))) void attention_heads(const float* q, in
     }
 }
 
-static inline float to_f32(float v) { return v; }
-__attribute__((target("f16c"))) static inline float to_f32(uint16_t h) { return _cvtsh_ss(h); }
 
-// F32 / F16 weights: four rows per pass share each load of the activations.
-template <typename W, __m256 (*Load)(const W*)>
-__attribute__((target("avx2,fma,f16c"))) static inline void rows4(const W* w, int64_t cols, const float* x, int n_tok,
-                                                                  float* y, int64_t ldy, int64_t r0, int64_t r1) {
+
+static inline __m256 load_f32(const float* p) { return _mm256_loadu_ps(p); }
+static inline float scalar_f32(float v) { return v; }
+static inline float scalar_f16(uint16_t h) { return _cvtsh_ss(h); }
+// bfloat16 is the high half of a float: widen to 32 bits and shift left by 16.
+static inline __m256 load8_bf16(const uint16_t* p) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+static inline float scalar_bf16(uint16_t h) {
+    const uint32_t u = uint32_t(h) << 16;
+    float f;
+    __builtin_memcpy(&f, &u, 4);
+    return f;
+}
+
+// F32 / F16 / BF16 weights: four rows per pass share each load of the activations.
+template <typename W, __m256 (*Load)(const W*), float (*Scalar)(W)>
+static inline void rows4(const W* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
+                         int64_t r1) {
     int64_t r = r0;
     const int64_t cols8 = cols / 8 * 8;
     for (; r + 4 <= r1; r += 4) {
@@ -226,7 +246,7 @@ __attribute__((target("avx2,fma,f16c"))) static inline void rows4(const W* w, in
             float o[4];
             _mm_storeu_ps(o, sum4);
             for (int64_t i = cols8; i < cols; i++)  // column remainder (rows whose length is not a multiple of 8)
-                for (int j = 0; j < 4; j++) o[j] += to_f32(w0[j * cols + i]) * xt[i];
+                for (int j = 0; j < 4; j++) o[j] += Scalar(w0[j * cols + i]) * xt[i];
             for (int j = 0; j < 4; j++) y[int64_t(t) * ldy + r + j] = o[j];
         }
     }
@@ -234,22 +254,63 @@ __attribute__((target("avx2,fma,f16c"))) static inline void rows4(const W* w, in
         for (int t = 0; t < n_tok; t++) {
             const W* wr = w + r * cols;
             const float* xt = x + int64_t(t) * cols;
-            float s;
-            if constexpr (sizeof(W) == 4) s = dot_f32(reinterpret_cast<const float*>(wr), xt, cols);
-            else s = dot_f32_f16(xt, reinterpret_cast<const uint16_t*>(wr), cols);
+            __m256 acc = _mm256_setzero_ps();
+            for (int64_t i = 0; i < cols8; i += 8) acc = _mm256_fmadd_ps(Load(wr + i), _mm256_loadu_ps(xt + i), acc);
+            float s = hsum(acc);
+            for (int64_t i = cols8; i < cols; i++) s += Scalar(wr[i]) * xt[i];
             y[int64_t(t) * ldy + r] = s;
         }
 }
 
-__attribute__((target("avx2,fma,f16c"))) static inline __m256 load_f32(const float* p) { return _mm256_loadu_ps(p); }
-
 void matmul_f32_rows(const float* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-    rows4<float, load_f32>(w, cols, x, n_tok, y, ldy, r0, r1);
+    rows4<float, load_f32, scalar_f32>(w, cols, x, n_tok, y, ldy, r0, r1);
 }
 
 void matmul_f16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-    rows4<uint16_t, load8_f16>(w, cols, x, n_tok, y, ldy, r0, r1);
+    rows4<uint16_t, load8_f16, scalar_f16>(w, cols, x, n_tok, y, ldy, r0, r1);
 }
 
-}  // namespace tandem::avx2
+void matmul_bf16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+    rows4<uint16_t, load8_bf16, scalar_bf16>(w, cols, x, n_tok, y, ldy, r0, r1);
+}
+
+// Streaming sum for the bandwidth probe: four independent accumulators, software prefetch 4 KiB ahead into L1
+// and 16 KiB ahead into L2 for every line (the best of the variants tried on the development machine).
+uint64_t stream_sum(const uint64_t* p, size_t n) {
+#if defined(__AVX512F__)  // 512-bit loads where the level has them (measured faster on Zen 4)
+    __m512i b0 = _mm512_setzero_si512(), b1 = b0, b2 = b0, b3 = b0;
+    for (size_t i = 0; i + 32 <= n; i += 32) {
+        const char* c = reinterpret_cast<const char*>(p + i);
+        for (int o = 0; o < 256; o += 64) {
+            _mm_prefetch(c + 4096 + o, _MM_HINT_T0);
+            _mm_prefetch(c + 16384 + o, _MM_HINT_T1);
+        }
+        b0 = _mm512_add_epi64(b0, _mm512_load_si512(p + i));
+        b1 = _mm512_add_epi64(b1, _mm512_load_si512(p + i + 8));
+        b2 = _mm512_add_epi64(b2, _mm512_load_si512(p + i + 16));
+        b3 = _mm512_add_epi64(b3, _mm512_load_si512(p + i + 24));
+    }
+    alignas(64) uint64_t t[8];
+    _mm512_store_si512(t, _mm512_add_epi64(_mm512_add_epi64(b0, b1), _mm512_add_epi64(b2, b3)));
+    return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+#else
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i + 16 <= n; i += 16) {
+        const char* c = reinterpret_cast<const char*>(p + i);
+        for (int o = 0; o < 128; o += 64) {
+            _mm_prefetch(c + 4096 + o, _MM_HINT_T0);
+            _mm_prefetch(c + 16384 + o, _MM_HINT_T1);
+        }
+        a0 = _mm256_add_epi64(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+        a1 = _mm256_add_epi64(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
+        a2 = _mm256_add_epi64(a2, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
+        a3 = _mm256_add_epi64(a3, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
+    }
+    a0 = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+    uint64_t t[4];
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t), a0);
+    return t[0] + t[1] + t[2] + t[3];
 #endif
+}
+
+}  // namespace tandem::TD_ISA

@@ -1,0 +1,84 @@
+// The boundary between the engine and its per-ISA kernels: one table of function pointers per SIMD level.
+//
+// Each level's kernels live in their own translation units, compiled with exactly that level's flags (see
+// CMakeLists.txt: the x86 sources under src/cpu/x86 are built once per x86 level, the AArch64 ones under
+// src/cpu/arm once per ARM level) and with -DTD_ISA=isa_<level>, which names the namespace every function of
+// such a unit lives in. A unit exports one function, tandem::isa_<level>::fill_table, and nothing else can reach
+// its code: no target attributes, no inline function shared with the baseline build, so no instruction of a
+// higher level can end up on a path a lower level runs (tests/check_isa_leaks.py verifies it on the binaries).
+//
+// The table holds plain-data views (no std:: containers cross this boundary). An entry left null means "the
+// level has nothing better than the scalar reference"; `isa()` returns the active level's table with the nulls
+// already filled from the scalar table, so callers never test for null.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "cpu/cpu_level.h"
+#include "quant/act_q8.h"
+#include "tandem/tensor_type.h"
+
+namespace tandem {
+
+struct IsaKernels {
+    CpuLevel level = CpuLevel::Scalar;
+
+    // --- float helpers (contracts: quant/kernels.h) ---
+    float (*dot_f32)(const float* a, const float* b, int64_t n) = nullptr;
+    float (*dot_f32_f16)(const float* a, const uint16_t* b, int64_t n) = nullptr;
+    void (*axpy_f16)(float w, const uint16_t* x, float* y, int64_t n) = nullptr;
+    void (*silu_mul)(float* gate, const float* up, int64_t n) = nullptr;
+    // Only for hd % 8 == 0 and hd <= 256 (the wrapper falls back to the reference otherwise).
+    void (*attention_heads)(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos,
+                            int hd, float scale, float* scores, float* out) = nullptr;
+    // y[t * ldy + r] = W.row(r) . x[t] for rows [r0, r1) of a row-major (rows, cols) F32 / F16 / BF16 matrix.
+    void (*matmul_f32_rows)(const float* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
+                            int64_t r1) = nullptr;
+    void (*matmul_f16_rows)(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy,
+                            int64_t r0, int64_t r1) = nullptr;
+    void (*matmul_bf16_rows)(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy,
+                             int64_t r0, int64_t r1) = nullptr;
+
+    // --- 8-bit activations (contract: quant/act_q8.h; bit-identical to the reference) ---
+    void (*quantize_act_rows)(const float* x, int64_t n, int group, const ActRows& out, int r0, int r1) = nullptr;
+
+    // --- integer matmuls (contracts: quant/matmul_q8.h) ---
+    // Q8_0 / Q4_0 rows in the file's layout (matrices that are not packed).
+    void (*matmul_q8_rows)(TensorType t, const uint8_t* w, size_t row_stride, int64_t cols, const ActRows& a, float* y,
+                           int64_t ldy, int64_t r0, int64_t r1) = nullptr;
+    // K-quant rows in the file's layout: unpack one row (q: n, lane_scale: n / 4, offset: n / 32), then dot it
+    // with activation row t.
+    void (*unpack_kq_row)(TensorType t, const uint8_t* row, int64_t n, int8_t* q, float* lane_scale,
+                          float* offset) = nullptr;
+    float (*dot_unpacked)(const int8_t* q, const float* lane_scale, const float* offset, const ActRows& a,
+                          int t) = nullptr;
+    // Matrices repacked into 16-row groups (quant/matmul_q8.h: packable()); null at levels that keep the file's
+    // layout, and then the loader does not repack.
+    void (*matmul_packed)(TensorType t, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
+                          int64_t r0, int64_t r1) = nullptr;
+    // What the packed kernel is, for `tandem info` and bench output ("none" when matmul_packed is null).
+    const char* packed_kernel = "none";
+
+    // --- memory bandwidth probe (tandem bench): sum of n 64-bit words, p 64-byte aligned, n % 32 == 0 ---
+    uint64_t (*stream_sum)(const uint64_t* p, size_t n) = nullptr;
+};
+
+// The table of the active level (cpu_level_active()), nulls filled from the scalar table.
+const IsaKernels& isa();
+// The table of level l (nulls filled from scalar), or null when this build or this CPU cannot run it. Tests
+// and benchmarks use it to run every level this machine has.
+const IsaKernels* isa_for(CpuLevel l);
+
+// Fills the entries a level provides (defined in that level's units; declared here for the dispatcher only).
+void fill_scalar_table(IsaKernels& t);
+#if defined(__x86_64__)
+namespace isa_avx2 { void fill_table(IsaKernels& t); }
+namespace isa_avx512 { void fill_table(IsaKernels& t); }
+namespace isa_avx512vnni { void fill_table(IsaKernels& t); }
+#elif defined(__aarch64__)
+namespace isa_neon { void fill_table(IsaKernels& t); }
+namespace isa_dotprod { void fill_table(IsaKernels& t); }
+namespace isa_i8mm { void fill_table(IsaKernels& t); }
+#endif
+
+}  // namespace tandem
