@@ -411,10 +411,15 @@ int cmd_bench(int argc, char** argv) {
 
     out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", "memory"}, {"peak_rss_mib", peak_rss_mib}, {"generation_peak_rss_mib", gen_peak_mib},
                    {"file_mib", file_mib}, {"kv_mib", kv_mib}, {"bandwidth_gbps", bw}});
+    const CpuInfo cpu = cpu_info();
+    out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", "cpu"}, {"level", cpu.level},
+                   {"detected", cpu.detected}, {"forced", cpu.forced}, {"supported", cpu.supported},
+                   {"packed_kernel", cpu.packed_kernel}});
     if (json_out) {
         std::printf("%s\n", out.dump(2).c_str());
         return 0;
     }
+    std::printf("%s\n", cpu_info_line().c_str());
     std::printf("peak RSS %.1f MiB overall (load, prompt processing, batches), %s during generation; model file %.1f MiB + "
                 "KV cache %.1f MiB = %.1f MiB\n",
                 peak_rss_mib, gen_peak_mib > 0 ? strprintf("%.1f MiB", gen_peak_mib).c_str() : "not measured", file_mib,

@@ -7,6 +7,7 @@
 #include "args.h"
 #include "commands.h"
 #include "io.h"
+#include "tandem/cpu.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
 #include "tandem/model.h"
@@ -226,6 +227,7 @@ int cmd_generate(int argc, char** argv) {
         std::fputs("\n", stdout);
         std::fflush(stdout);
     }
+    std::fprintf(stderr, "\n%s", cpu_info_line().c_str());
     std::fprintf(stderr, "\nencoded %4d tokens in %8.3f seconds, speed: %8.3f t/s\n", n_prompt, prompt_s, n_prompt / std::max(prompt_s, 1e-9));
     std::fprintf(stderr, "decoded %4d tokens in %8.3f seconds, speed: %8.3f t/s\n", n_gen, gen_s, n_gen / std::max(gen_s, 1e-9));
     if (o.spec.type != SpecType::NONE) {

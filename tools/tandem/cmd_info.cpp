@@ -2,6 +2,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "tandem/cpu.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
 #include "tandem/model.h"
@@ -38,6 +39,7 @@ int cmd_info(int argc, char** argv) {
     auto pos = ap.parse(argc, argv, 2);
     if (pos.size() != 1) throw Error("expected one model file (see --help)");
     auto f = GgufFile::open(pos[0]);
+    std::printf("%s\n", cpu_info_line().c_str());
     std::printf("file:      %s\n", f->path().c_str());
     std::printf("gguf:      v%u, %zu metadata keys, %zu tensors, alignment %u, %zu bytes\n", f->version(),
                 f->metadata().size(), f->tensors().size(), f->alignment(), f->file_size());

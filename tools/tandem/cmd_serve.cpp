@@ -6,6 +6,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "tandem/cpu.h"
 #include "io.h"
 #include "server/engine.h"
 #include "server/http_server.h"
@@ -69,7 +70,7 @@ int cmd_serve(int argc, char** argv) {
 
     server::HttpServer http(sp);
     http.start();
-    std::fprintf(stderr, "listening on http://%s:%d\n", sp.host.c_str(), http.port());
+    std::fprintf(stderr, "%s\nlistening on http://%s:%d\n", cpu_info_line().c_str(), sp.host.c_str(), http.port());
     std::fflush(stderr);
     std::thread signals([&] {
         int sig = 0;

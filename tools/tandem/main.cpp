@@ -5,6 +5,7 @@
 #include <string>
 
 #include "commands.h"
+#include "tandem/cpu.h"
 #include "tandem/error.h"
 
 namespace {
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
     }
     std::string cmd = argv[1];
     try {
+        tandem::cpu_info();  // a bad TANDEM_CPU is reported here, before any work
         if (cmd == "generate") return tandem::cli::cmd_generate(argc, argv);
         if (cmd == "info") return tandem::cli::cmd_info(argc, argv);
         if (cmd == "tokenize") return tandem::cli::cmd_tokenize(argc, argv);

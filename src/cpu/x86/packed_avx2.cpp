@@ -46,6 +46,8 @@ void q8_tile(const uint8_t* base, int64_t nb, const ActRows& a, int t0, float* y
     for (int h = 0; h < 2; h++)
         for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0F), flip = _mm256_set1_epi8(char(0x80));
+    const int8_t* aq0[T];
+    for (int t = 0; t < T; t++) aq0[t] = a.qrow(t0 + t);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t* blk = base + size_t(b) * gbb;
         if constexpr (PF) prefetch_stream(blk, gbb);
@@ -55,11 +57,12 @@ void q8_tile(const uint8_t* base, int64_t nb, const ActRows& a, int t0, float* y
             if constexpr (Q4) {
                 __m256i p[T];
                 for (int t = 0; t < T; t++) p[t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
                 for (int g = 0; g < 4; g++) {
                     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32 * h));
                     const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                     for (int t = 0; t < T; t++) {
-                        const int8_t* aq = a.qrow(t0 + t) + b * 32;
+                        const int8_t* aq = aq0[t] + b * 32;
                         p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(lo, bcast4(aq + 4 * g)));
                         p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(hi, bcast4(aq + 16 + 4 * g)));
                     }
@@ -69,11 +72,13 @@ void q8_tile(const uint8_t* base, int64_t nb, const ActRows& a, int t0, float* y
                     s[t] = _mm256_sub_epi32(widen_pairs(p[t]), _mm256_set1_epi32(8 * a.sumrow(t0 + t)[b]));
             } else {
                 for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
+                // not unrolled: unrolled, GCC schedules all the multiplies first and spills their results
+#pragma GCC unroll 1
                 for (int g = 0; g < 8; g++) {
                     const __m256i w = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32 * h)), flip);
                     const __m256i aw = _mm256_sign_epi8(w, w);
                     for (int t = 0; t < T; t++) {
-                        const __m256i sa = _mm256_sign_epi8(bcast4(a.qrow(t0 + t) + b * 32 + 4 * g), w);
+                        const __m256i sa = _mm256_sign_epi8(bcast4(aq0[t] + b * 32 + 4 * g), w);
                         s[t] = _mm256_add_epi32(s[t], widen_pairs(_mm256_maddubs_epi16(aw, sa)));
                     }
                 }
@@ -97,6 +102,8 @@ void q45k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float
     for (int h = 0; h < 2; h++)
         for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
+    const int8_t* aq0[T];
+    for (int t = 0; t < T; t++) aq0[t] = a.qrow(t0 + t);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t* blk = base + size_t(sb) * gb;
         if constexpr (PF) prefetch_stream(blk, gb);
@@ -109,27 +116,29 @@ void q45k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float
                     Slo[t] = Shi[t] = _mm256_setzero_si256();
                     plo[t] = phi[t] = _mm256_setzero_si256();
                 }
-                for (int g = 0; g < 8; g++) {
-                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + packed::kQ45OffQ + size_t(p * 8 + g) * 64 + 32 * h));
-                    __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                    if constexpr (Q5) {  // fifth bits of sub-blocks 2p and 2p+1, moved to bit 4
-                        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + packed::kQ45OffQh + size_t(g) * 64 + 32 * h));
-                        const __m256i bl = 2 * p <= 4 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(4 - 2 * p)) : _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p - 4));
-                        const __m256i bh = 2 * p + 1 <= 4 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(3 - 2 * p)) : _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p - 3));
-                        lo = _mm256_or_si256(lo, _mm256_and_si256(bl, m10));
-                        hi = _mm256_or_si256(hi, _mm256_and_si256(bh, m10));
+                for (int g0 = 0; g0 < 8; g0 += kWiden) {
+#pragma GCC unroll 1
+                    for (int g = g0; g < g0 + kWiden; g++) {
+                        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + packed::kQ45OffQ + size_t(p * 8 + g) * 64 + 32 * h));
+                        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                        if constexpr (Q5) {  // fifth bits of sub-blocks 2p and 2p+1, moved to bit 4
+                            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + packed::kQ45OffQh + size_t(g) * 64 + 32 * h));
+                            const __m256i bl = 2 * p <= 4 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(4 - 2 * p)) : _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p - 4));
+                            const __m256i bh = 2 * p + 1 <= 4 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(3 - 2 * p)) : _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p - 3));
+                            lo = _mm256_or_si256(lo, _mm256_and_si256(bl, m10));
+                            hi = _mm256_or_si256(hi, _mm256_and_si256(bh, m10));
+                        }
+                        for (int t = 0; t < T; t++) {
+                            const int8_t* qa = aq0[t] + sb * QK_K + p * 64 + 4 * g;
+                            plo[t] = _mm256_add_epi16(plo[t], _mm256_maddubs_epi16(lo, bcast4(qa)));
+                            phi[t] = _mm256_add_epi16(phi[t], _mm256_maddubs_epi16(hi, bcast4(qa + 32)));
+                        }
                     }
                     for (int t = 0; t < T; t++) {
-                        const int8_t* qa = a.qrow(t0 + t) + sb * QK_K + p * 64 + 4 * g;
-                        plo[t] = _mm256_add_epi16(plo[t], _mm256_maddubs_epi16(lo, bcast4(qa)));
-                        phi[t] = _mm256_add_epi16(phi[t], _mm256_maddubs_epi16(hi, bcast4(qa + 32)));
+                        Slo[t] = _mm256_add_epi32(Slo[t], widen_pairs(plo[t]));
+                        Shi[t] = _mm256_add_epi32(Shi[t], widen_pairs(phi[t]));
+                        plo[t] = phi[t] = _mm256_setzero_si256();
                     }
-                    if ((g + 1) % kWiden == 0)
-                        for (int t = 0; t < T; t++) {
-                            Slo[t] = _mm256_add_epi32(Slo[t], widen_pairs(plo[t]));
-                            Shi[t] = _mm256_add_epi32(Shi[t], widen_pairs(phi[t]));
-                            plo[t] = phi[t] = _mm256_setzero_si256();
-                        }
                 }
                 const __m256i sc_lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + packed::kQ45OffSc + size_t(2 * p) * R + 8 * h)));
                 const __m256i sc_hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + packed::kQ45OffSc + size_t(2 * p + 1) * R + 8 * h)));
@@ -161,6 +170,8 @@ void q6k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float*
     for (int h = 0; h < 2; h++)
         for (int t = 0; t < T; t++) acc[h][t] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const int8_t* aq0[T];
+    for (int t = 0; t < T; t++) aq0[t] = a.qrow(t0 + t);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t* blk = base + size_t(sb) * packed::kQ6BlockBytes;
         if constexpr (PF) prefetch_stream(blk, packed::kQ6BlockBytes);
@@ -184,7 +195,7 @@ void q6k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float*
                         const __m256i wa = _mm256_or_si256(_mm256_and_si256(l, m4), _mm256_and_si256(ha, m30));
                         const __m256i wb = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 4), m4), _mm256_and_si256(hh, m30));
                         for (int t = 0; t < T; t++) {
-                            const int8_t* qa = a.qrow(t0 + t) + sb * QK_K + p * 32 + 4 * gg;
+                            const int8_t* qa = aq0[t] + sb * QK_K + p * 32 + 4 * gg;
                             pa[t] = _mm256_add_epi16(pa[t], _mm256_maddubs_epi16(wa, bcast4(qa)));
                             pb[t] = _mm256_add_epi16(pb[t], _mm256_maddubs_epi16(wb, bcast4(qa + 16)));
                         }
