@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs what tandem needs to build and test on Debian 12 (bookworm). Uses sudo when not root.
+#   --cpus  also what scripts/test-cpus.sh needs: qemu-user, the AArch64 cross compiler and the arm64 libraries
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -12,6 +13,13 @@ $SUDO apt-get install -y -qq --no-install-recommends \
 # Node.js for the server tests (the machine image usually has a recent one; Debian's otherwise).
 if ! command -v node >/dev/null 2>&1; then
   $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+if [ "${1:-}" = "--cpus" ]; then
+  # arm64 -dev packages through Debian multiarch: the cross build links them and qemu-aarch64 runs with them
+  $SUDO dpkg --add-architecture arm64
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends qemu-user g++-aarch64-linux-gnu binutils-aarch64-linux-gnu \
+    libpcre2-dev:arm64 libgtest-dev:arm64 libcpp-httplib-dev:arm64 python3 >/dev/null
 fi
 cd "$(dirname "$0")/.."
 npm ci --prefix tests/server --no-audit --no-fund >/dev/null

@@ -164,3 +164,12 @@ TEST(Cli, BenchJsonHasOneObjectPerTestInLlamaBenchShape) {
     EXPECT_GT(s["speedup"].get<double>(), 0);
     EXPECT_EQ(s["projected"].size(), 3u);
 }
+
+TEST(Cli, GenerateJsonWithInvalidUtf8TextIsValidJson) {
+    // A lone UTF-8 continuation byte forced by a logit bias on its byte token (<0x80>, id 3 + 0x80 in
+    // SentencePiece vocabularies): --json used to end in std::terminate on the invalid text.
+    json j = run_json("-m " + stories() + " -p 'Once upon a time' -n 4 --temp 0 --logit-bias 131+100");
+    ASSERT_EQ(j["tokens"].size(), 4u);
+    for (const auto& t : j["tokens"]) EXPECT_EQ(t, 131);
+    EXPECT_NE(j["text"].get<std::string>().find("\xEF\xBF\xBD"), std::string::npos) << j["text"];  // U+FFFD
+}

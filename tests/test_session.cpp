@@ -121,7 +121,7 @@ TEST(Session, DecodeBatchOfSeveralSessionsEqualsSeparateDecodes) {
 }
 
 TEST(Session, RepackedWeightsGiveTheSameLogits) {
-    // Q8_0/Q4_0 matrices copied into the interleaved layout (on CPUs with AVX512-VNNI) compute the same integer
+    // Matrices copied into the interleaved layout (at every SIMD level, cpu/isa.h) compute the same integer
     // sums as the in-place kernels; only float summation order differs. Covers an untied llama model and a tied
     // qwen2 model, whose embedding rows are then read back from the packed output matrix.
     ThreadPool pool(2);

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define TD_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+#define TD_PAUSE() __asm__ __volatile__("yield")
 #else
 #define TD_PAUSE() ((void)0)
 #endif
@@ -53,7 +56,12 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t,
     }
     cv_.notify_all();
     run_chunk(0);
-    while (pending_.load(std::memory_order_acquire) != 0) TD_PAUSE();
+    // Spin for the stragglers, then yield the core: on an oversubscribed machine the thread being waited for may
+    // need it.
+    for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; spin++) {
+        if (spin < 4096) TD_PAUSE();
+        else std::this_thread::yield();
+    }
     job_ = nullptr;
 }
 

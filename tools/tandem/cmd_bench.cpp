@@ -152,7 +152,7 @@ int bench_tokenizer(const std::string& vocab_path, const std::string& text_path,
     if (json_out) {
         nlohmann::json j = {{"vocab", name}, {"tokenizer", tok->model_name()}, {"pre", tok->pre_name()}, {"bytes", text.size()},
                             {"tokens", n_tokens}, {"tokens_per_second", n_tokens / best}, {"mb_per_second", text.size() / best / 1e6}};
-        std::printf("%s\n", j.dump(2).c_str());
+        std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
         std::printf("| vocab | tokenizer | bytes | tokens | tokens/s | MB/s |\n|---|---|---|---|---|---|\n");
         std::printf("| %s | %s/%s | %zu | %zu | %.0f | %.2f |\n", name.c_str(), tok->model_name().c_str(), tok->pre_name().c_str(),
@@ -416,7 +416,7 @@ int cmd_bench(int argc, char** argv) {
                    {"detected", cpu.detected}, {"forced", cpu.forced}, {"supported", cpu.supported},
                    {"packed_kernel", cpu.packed_kernel}});
     if (json_out) {
-        std::printf("%s\n", out.dump(2).c_str());
+        std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         return 0;
     }
     std::printf("%s\n", cpu_info_line().c_str());

@@ -221,7 +221,8 @@ int cmd_generate(int argc, char** argv) {
         j["timings"] = {{"prompt_n", n_prompt}, {"prompt_ms", prompt_s * 1e3}, {"prompt_per_second", n_prompt / std::max(prompt_s, 1e-9)},
                         {"predicted_n", n_gen}, {"predicted_ms", gen_s * 1e3}, {"predicted_per_second", n_gen / std::max(gen_s, 1e-9)}};
         if (o.spec.type != SpecType::NONE) j["spec"] = spec_json(gen.spec(), st, n_gen);
-        std::printf("%s\n", j.dump().c_str());
+        // generated text may end inside a UTF-8 sequence (byte tokens): invalid bytes become U+FFFD, never a crash
+        std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
         std::fputs(tail.c_str(), stdout);
         std::fputs("\n", stdout);
