@@ -3,6 +3,8 @@
 // at the three; the compiler may schedule it differently).
 #include "cpu/isa_unit.h"
 
+#include "cpu/isa_kernels.h"
+
 #include <arm_neon.h>
 #include <math.h>
 

@@ -16,6 +16,7 @@
 #include <arm_neon.h>
 
 #include "cpu/arm/neon_util.h"
+#include "cpu/isa_kernels.h"
 #include "quant/blocks.h"
 
 namespace tandem::TD_ISA {
@@ -232,7 +233,7 @@ void q6k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float*
 
 }  // namespace
 
-void matmul_packed_neon(TensorType type, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
+void matmul_packed(TensorType type, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
                         int64_t r0, int64_t r1) {
     if (type == TensorType::Q8_0 || type == TensorType::Q4_0) {
         const int64_t nb = cols / 32;

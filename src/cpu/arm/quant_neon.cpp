@@ -2,6 +2,8 @@
 // (bit-identical to the reference: FCVTNS rounds to nearest even, as lrintf). A per-ISA unit (cpu/isa.h).
 #include "cpu/isa_unit.h"
 
+#include "cpu/isa_kernels.h"
+
 #include <arm_neon.h>
 
 #include "cpu/arm/neon_util.h"

@@ -6,15 +6,10 @@
 #include <immintrin.h>
 #include <math.h>
 
-namespace tandem::TD_ISA {
+#include "cpu/isa_kernels.h"
+#include "cpu/x86/x86_util.h"
 
-static inline float hsum(__m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-    return _mm_cvtss_f32(lo);
-}
+namespace tandem::TD_ISA {
 
 float dot_f32(const float* a, const float* b, int64_t n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();

@@ -18,6 +18,7 @@
 
 #include <immintrin.h>
 
+#include "cpu/isa_kernels.h"
 #include "cpu/x86/x86_util.h"
 #include "quant/blocks.h"
 
@@ -225,7 +226,8 @@ void q6k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float*
 
 }  // namespace
 
-void matmul_packed_avx2(TensorType type, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
+#if !defined(__AVX512VNNI__)  // the avx512vnni level has its 512-bit kernels (packed_vnni512.cpp)
+void matmul_packed(TensorType type, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
                         int64_t r0, int64_t r1) {
     if (type == TensorType::Q8_0 || type == TensorType::Q4_0) {
         const int64_t nb = cols / 32;
@@ -251,5 +253,6 @@ void matmul_packed_avx2(TensorType type, const uint8_t* packed, int64_t cols, co
         else q45k_tile<false, decltype(tn)::value, decltype(pf)::value>(base, nsb, a, t, y, ldy, G * R);
     });
 }
+#endif
 
 }  // namespace tandem::TD_ISA

@@ -12,6 +12,7 @@
 
 #include <immintrin.h>
 
+#include "cpu/isa_kernels.h"
 #include "cpu/x86/x86_util.h"
 #include "quant/blocks.h"
 
@@ -230,7 +231,7 @@ void packed_q6k(const uint8_t* packed, int64_t cols, const ActRows& a, float* y,
 
 }  // namespace
 
-void matmul_packed_vnni512(TensorType t, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
+void matmul_packed(TensorType t, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
                            int64_t r0, int64_t r1) {
     if (t == TensorType::Q4_K || t == TensorType::Q5_K) packed_q45k(t, packed, cols, a, y, ldy, r0, r1);
     else if (t == TensorType::Q6_K) packed_q6k(packed, cols, a, y, ldy, r0, r1);

@@ -2,6 +2,8 @@
 // with AVX2 intrinsics (plus 256-bit vpdpbusd where the level has AVX512-VNNI). A per-ISA unit (cpu/isa.h).
 #include "cpu/isa_unit.h"
 
+#include "cpu/isa_kernels.h"
+
 #include <immintrin.h>
 #include <string.h>
 

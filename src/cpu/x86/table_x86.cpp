@@ -2,43 +2,21 @@
 // gets follows from the flags it is built with.
 #include "cpu/isa_unit.h"
 
+#include "cpu/isa_kernels.h"
+
 namespace tandem::TD_ISA {
 
-// Defined in this level's other units.
-float dot_f32(const float* a, const float* b, int64_t n);
-float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
-void axpy_f16(float w, const uint16_t* x, float* y, int64_t n);
-void silu_mul(float* gate, const float* up, int64_t n);
-void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
-                     float scale, float* scores, float* out);
-void matmul_f32_rows(const float* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1);
-void matmul_f16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1);
-void matmul_bf16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1);
-uint64_t stream_sum(const uint64_t* p, size_t n);
-void quantize_act_rows(const float* x, int64_t n, int group, const ActRows& out, int r0, int r1);
-void matmul_q8_rows(TensorType t, const uint8_t* w, size_t row_stride, int64_t cols, const ActRows& a, float* y,
-                    int64_t ldy, int64_t r0, int64_t r1);
-void unpack_kq_row(TensorType t, const uint8_t* row, int64_t n, int8_t* q, float* ls, float* off);
-float dot_unpacked(const int8_t* q, const float* lane_scale, const float* offset, const ActRows& a, int t);
-void matmul_packed_avx2(TensorType t, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
-                        int64_t r0, int64_t r1);
-#if defined(__AVX512VNNI__)
-void matmul_packed_vnni512(TensorType t, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
-                           int64_t r0, int64_t r1);
-#endif
+void unpack_kq_row(TensorType t, const uint8_t* row, int64_t n, int8_t* q, float* ls, float* off);  // quant_avx2.cpp
 
 void fill_table(IsaKernels& k) {
 #if defined(__AVX512VNNI__)
     k.level = CpuLevel::Avx512Vnni;
-    k.matmul_packed = matmul_packed_vnni512;
     k.packed_kernel = "16-row packed, 512-bit vpdpbusd";
 #elif defined(__AVX512F__)
     k.level = CpuLevel::Avx512;
-    k.matmul_packed = matmul_packed_avx2;
     k.packed_kernel = "16-row packed, 256-bit vpmaddubsw (EVEX)";
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
     k.level = CpuLevel::Avx2;
-    k.matmul_packed = matmul_packed_avx2;
     k.packed_kernel = "16-row packed, 256-bit vpmaddubsw";
 #else
 #error "an x86 level unit built without AVX2+FMA+F16C"
@@ -56,6 +34,7 @@ void fill_table(IsaKernels& k) {
     k.matmul_q8_rows = matmul_q8_rows;
     k.unpack_kq_row = unpack_kq_row;
     k.dot_unpacked = dot_unpacked;
+    k.matmul_packed = matmul_packed;
 }
 
 }  // namespace tandem::TD_ISA
