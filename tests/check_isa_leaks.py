@@ -3,7 +3,8 @@
 
 Every function of a linked binary is classified by its (demangled) name: code of a per-ISA unit lives in namespace
 tandem::isa_<level>; everything else is baseline code and must run on the architecture's baseline CPU.
-  x86-64:  VEX-encoded instructions (AVX, AVX2, FMA, F16C) only in isa_avx2 / isa_avx512 / isa_avx512vnni,
+  x86-64:  VEX-encoded instructions (AVX, AVX2, FMA, F16C, AVX-VNNI) only in isa_avx2 / isa_avx512 /
+           isa_avxvnni / isa_avx512vnni,
            EVEX-encoded ones (AVX-512) only in isa_avx512 / isa_avx512vnni. Encodings are read from the
            instruction bytes: in 64-bit mode a leading C4/C5 is always VEX and 62 always EVEX.
   AArch64: SDOT/UDOT only in isa_dotprod / isa_i8mm, SMMLA/UMMLA/USMMLA/USDOT/SUDOT only in isa_i8mm.
@@ -16,7 +17,7 @@ import re
 import subprocess
 import sys
 
-X86_VEX_OK = ("isa_avx2::", "isa_avx512::", "isa_avx512vnni::")
+X86_VEX_OK = ("isa_avx2::", "isa_avx512::", "isa_avxvnni::", "isa_avx512vnni::")
 X86_EVEX_OK = ("isa_avx512::", "isa_avx512vnni::")
 ARM_DOT_OK = ("isa_dotprod::", "isa_i8mm::")
 ARM_MM_OK = ("isa_i8mm::",)

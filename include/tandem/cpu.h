@@ -8,7 +8,7 @@
 namespace tandem {
 
 struct CpuInfo {
-    std::string level;                   // the level in use: scalar|avx2|avx512|avx512vnni|neon|dotprod|i8mm
+    std::string level;                   // the level in use: scalar|avx2|avx512|avxvnni|avx512vnni|neon|dotprod|i8mm
     std::string detected;                // the best level this CPU supports
     bool forced = false;                 // level chosen by TANDEM_CPU
     std::vector<std::string> supported;  // every level this CPU supports, lowest first

@@ -27,7 +27,7 @@ struct LevelName {
 };
 constexpr LevelName kNames[] = {
     {CpuLevel::Scalar, "scalar"}, {CpuLevel::Avx2, "avx2"},       {CpuLevel::Avx512, "avx512"},
-    {CpuLevel::Avx512Vnni, "avx512vnni"}, {CpuLevel::Neon, "neon"}, {CpuLevel::Dotprod, "dotprod"},
+    {CpuLevel::AvxVnni, "avxvnni"}, {CpuLevel::Avx512Vnni, "avx512vnni"}, {CpuLevel::Neon, "neon"}, {CpuLevel::Dotprod, "dotprod"},
     {CpuLevel::I8mm, "i8mm"},
 };
 
@@ -52,12 +52,16 @@ std::vector<CpuLevel> detect() {
     unsigned xlo, xhi;
     __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
     const bool ymm = (xlo & 0x6) == 0x6, zmm = (xlo & 0xE6) == 0xE6;
+    // Leaf 7 subleaf 1: EAX.AVX-VNNI[4].
+    unsigned a1 = 0, b1, c1, d1;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return levels;
     if (!(ymm && fma && f16c && (b & (1u << 5)))) return levels;
     levels.push_back(CpuLevel::Avx2);
-    if (!(zmm && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31)))) return levels;
-    levels.push_back(CpuLevel::Avx512);
-    if (c & (1u << 11)) levels.push_back(CpuLevel::Avx512Vnni);
+    const bool avxvnni = a >= 1 && __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) && (a1 & (1u << 4));
+    const bool avx512 = zmm && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31));
+    if (avx512) levels.push_back(CpuLevel::Avx512);
+    if (avxvnni) levels.push_back(CpuLevel::AvxVnni);
+    if (avx512 && (c & (1u << 11))) levels.push_back(CpuLevel::Avx512Vnni);
 #elif defined(__aarch64__)
     levels.push_back(CpuLevel::Neon);  // Advanced SIMD is part of every ARMv8-A profile CPU
 #if defined(__linux__)

@@ -26,6 +26,7 @@ FillFn level_fill(CpuLevel l) {
 #if defined(__x86_64__)
         case CpuLevel::Avx2: return isa_avx2::fill_table;
         case CpuLevel::Avx512: return isa_avx512::fill_table;
+        case CpuLevel::AvxVnni: return isa_avxvnni::fill_table;
         case CpuLevel::Avx512Vnni: return isa_avx512vnni::fill_table;
 #elif defined(__aarch64__)
         case CpuLevel::Neon: return isa_neon::fill_table;

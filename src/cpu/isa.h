@@ -74,6 +74,7 @@ void fill_scalar_table(IsaKernels& t);
 #if defined(__x86_64__)
 namespace isa_avx2 { void fill_table(IsaKernels& t); }
 namespace isa_avx512 { void fill_table(IsaKernels& t); }
+namespace isa_avxvnni { void fill_table(IsaKernels& t); }
 namespace isa_avx512vnni { void fill_table(IsaKernels& t); }
 #elif defined(__aarch64__)
 namespace isa_neon { void fill_table(IsaKernels& t); }

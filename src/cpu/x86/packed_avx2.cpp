@@ -12,6 +12,7 @@
 //    activation block sums, as in the AVX512-VNNI kernels.
 //  - Q8_0 is signed: its sign moves onto the activations (vpsignb) and |w| is the unsigned operand, at most
 //    2 * 128 * 127 = 32512 per pair: exact.
+// With AVX-VNNI (the avxvnni level) vpdpbusd replaces each vpmaddubsw + vpmaddwd pair (and Q8_0's sign trick).
 // Every tile walks the blocks once and meets both halves of each line in turn, so a group streams from memory
 // once per tile; float accumulators per (half, token) take one multiply-add per block.
 #include "cpu/isa_unit.h"
@@ -34,6 +35,16 @@ inline __m256i bcast4(const int8_t* p) {
     return _mm256_set1_epi32(v);
 }
 inline __m256i widen_pairs(__m256i p16) { return _mm256_madd_epi16(p16, _mm256_set1_epi16(1)); }
+
+// The avxvnni level (AVX-VNNI, the VEX form of vpdpbusd: Alder Lake and later, Zen 5): unsigned weights times
+// signed activations summed into int32 in one instruction, no int16 stage and no sign trick.
+#if defined(__AVXVNNI__)
+constexpr bool kVnni = true;
+inline __m256i dpbusd(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
+#else
+constexpr bool kVnni = false;
+inline __m256i dpbusd(__m256i acc, __m256i, __m256i) { return acc; }  // not reached: every use is under kVnni
+#endif
 // Eight half-precision scales (rows 8h .. 8h+7) as floats.
 inline __m256 load_d8(const uint8_t* d16, int h) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d16 + 16 * h)));
@@ -55,7 +66,23 @@ void q8_tile(const uint8_t* base, int64_t nb, const ActRows& a, int t0, float* y
         const uint8_t* qb = blk + 2 * R;
         for (int h = 0; h < 2; h++) {
             __m256i s[T];
-            if constexpr (Q4) {
+            if constexpr (kVnni) {
+                // the stored weights are value + 128 (Q8_0) or value + 8 (Q4_0 nibbles): start at -offset * sum(a)
+                for (int t = 0; t < T; t++) s[t] = _mm256_set1_epi32(-(Q4 ? 8 : 128) * a.sumrow(t0 + t)[b]);
+#pragma GCC unroll 1
+                for (int g = 0; g < (Q4 ? 4 : 8); g++) {
+                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32 * h));
+                    if constexpr (Q4) {
+                        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                        for (int t = 0; t < T; t++) {
+                            s[t] = dpbusd(s[t], lo, bcast4(aq0[t] + b * 32 + 4 * g));
+                            s[t] = dpbusd(s[t], hi, bcast4(aq0[t] + b * 32 + 16 + 4 * g));
+                        }
+                    } else {
+                        for (int t = 0; t < T; t++) s[t] = dpbusd(s[t], v, bcast4(aq0[t] + b * 32 + 4 * g));
+                    }
+                }
+            } else if constexpr (Q4) {
                 __m256i p[T];
                 for (int t = 0; t < T; t++) p[t] = _mm256_setzero_si256();
 #pragma GCC unroll 1
@@ -131,11 +158,17 @@ void q45k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float
                         }
                         for (int t = 0; t < T; t++) {
                             const int8_t* qa = aq0[t] + sb * QK_K + p * 64 + 4 * g;
-                            plo[t] = _mm256_add_epi16(plo[t], _mm256_maddubs_epi16(lo, bcast4(qa)));
-                            phi[t] = _mm256_add_epi16(phi[t], _mm256_maddubs_epi16(hi, bcast4(qa + 32)));
+                            if constexpr (kVnni) {
+                                Slo[t] = dpbusd(Slo[t], lo, bcast4(qa));
+                                Shi[t] = dpbusd(Shi[t], hi, bcast4(qa + 32));
+                            } else {
+                                plo[t] = _mm256_add_epi16(plo[t], _mm256_maddubs_epi16(lo, bcast4(qa)));
+                                phi[t] = _mm256_add_epi16(phi[t], _mm256_maddubs_epi16(hi, bcast4(qa + 32)));
+                            }
                         }
                     }
-                    for (int t = 0; t < T; t++) {
+                    if constexpr (!kVnni)
+                        for (int t = 0; t < T; t++) {
                         Slo[t] = _mm256_add_epi32(Slo[t], widen_pairs(plo[t]));
                         Shi[t] = _mm256_add_epi32(Shi[t], widen_pairs(phi[t]));
                         plo[t] = phi[t] = _mm256_setzero_si256();
@@ -197,11 +230,17 @@ void q6k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float*
                         const __m256i wb = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 4), m4), _mm256_and_si256(hh, m30));
                         for (int t = 0; t < T; t++) {
                             const int8_t* qa = aq0[t] + sb * QK_K + p * 32 + 4 * gg;
-                            pa[t] = _mm256_add_epi16(pa[t], _mm256_maddubs_epi16(wa, bcast4(qa)));
-                            pb[t] = _mm256_add_epi16(pb[t], _mm256_maddubs_epi16(wb, bcast4(qa + 16)));
+                            if constexpr (kVnni) {
+                                Sa[t] = dpbusd(Sa[t], wa, bcast4(qa));
+                                Sb[t] = dpbusd(Sb[t], wb, bcast4(qa + 16));
+                            } else {
+                                pa[t] = _mm256_add_epi16(pa[t], _mm256_maddubs_epi16(wa, bcast4(qa)));
+                                pb[t] = _mm256_add_epi16(pb[t], _mm256_maddubs_epi16(wb, bcast4(qa + 16)));
+                            }
                         }
                     }
-                    for (int t = 0; t < T; t++) {
+                    if constexpr (!kVnni)
+                        for (int t = 0; t < T; t++) {
                         Sa[t] = _mm256_add_epi32(Sa[t], widen_pairs(pa[t]));
                         Sb[t] = _mm256_add_epi32(Sb[t], widen_pairs(pb[t]));
                     }

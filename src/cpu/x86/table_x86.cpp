@@ -12,6 +12,9 @@ void fill_table(IsaKernels& k) {
 #if defined(__AVX512VNNI__)
     k.level = CpuLevel::Avx512Vnni;
     k.packed_kernel = "16-row packed, 512-bit vpdpbusd";
+#elif defined(__AVXVNNI__)
+    k.level = CpuLevel::AvxVnni;
+    k.packed_kernel = "16-row packed, 256-bit vpdpbusd (AVX-VNNI)";
 #elif defined(__AVX512F__)
     k.level = CpuLevel::Avx512;
     k.packed_kernel = "16-row packed, 256-bit vpmaddubsw (EVEX)";
