@@ -64,56 +64,69 @@ void q8_tile(const uint8_t* base, int64_t nb, const ActRows& a, int t0, float* y
         const uint8_t* blk = base + size_t(b) * gbb;
         if constexpr (PF) prefetch_stream(blk, gbb);
         const uint8_t* qb = blk + 2 * R;
-        for (int h = 0; h < 2; h++) {
-            __m256i s[T];
-            if constexpr (kVnni) {
-                // the stored weights are value + 128 (Q8_0) or value + 8 (Q4_0 nibbles): start at -offset * sum(a)
-                for (int t = 0; t < T; t++) s[t] = _mm256_set1_epi32(-(Q4 ? 8 : 128) * a.sumrow(t0 + t)[b]);
+        // Both halves of each line in the same step, so each activation broadcast serves 16 rows.
+        __m256i s[2][T];
+        if constexpr (kVnni) {
+            // the stored weights are value + 128 (Q8_0) or value + 8 (Q4_0 nibbles): start at -offset * sum(a)
+            for (int t = 0; t < T; t++) s[0][t] = s[1][t] = _mm256_set1_epi32(-(Q4 ? 8 : 128) * a.sumrow(t0 + t)[b]);
 #pragma GCC unroll 1
-                for (int g = 0; g < (Q4 ? 4 : 8); g++) {
-                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32 * h));
-                    if constexpr (Q4) {
-                        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                        for (int t = 0; t < T; t++) {
-                            s[t] = dpbusd(s[t], lo, bcast4(aq0[t] + b * 32 + 4 * g));
-                            s[t] = dpbusd(s[t], hi, bcast4(aq0[t] + b * 32 + 16 + 4 * g));
-                        }
-                    } else {
-                        for (int t = 0; t < T; t++) s[t] = dpbusd(s[t], v, bcast4(aq0[t] + b * 32 + 4 * g));
-                    }
-                }
-            } else if constexpr (Q4) {
-                __m256i p[T];
-                for (int t = 0; t < T; t++) p[t] = _mm256_setzero_si256();
-#pragma GCC unroll 1
-                for (int g = 0; g < 4; g++) {
-                    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32 * h));
-                    const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            for (int g = 0; g < (Q4 ? 4 : 8); g++) {
+                const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * g));
+                const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32));
+                if constexpr (Q4) {
+                    const __m256i lo0 = _mm256_and_si256(v0, m4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
+                    const __m256i lo1 = _mm256_and_si256(v1, m4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
                     for (int t = 0; t < T; t++) {
-                        const int8_t* aq = aq0[t] + b * 32;
-                        p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(lo, bcast4(aq + 4 * g)));
-                        p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(hi, bcast4(aq + 16 + 4 * g)));
+                        const __m256i al = bcast4(aq0[t] + b * 32 + 4 * g), ah = bcast4(aq0[t] + b * 32 + 16 + 4 * g);
+                        s[0][t] = dpbusd(dpbusd(s[0][t], lo0, al), hi0, ah);
+                        s[1][t] = dpbusd(dpbusd(s[1][t], lo1, al), hi1, ah);
                     }
-                }
-                // the nibbles are value + 8: remove 8 * (sum of the block's activations)
-                for (int t = 0; t < T; t++)
-                    s[t] = _mm256_sub_epi32(widen_pairs(p[t]), _mm256_set1_epi32(8 * a.sumrow(t0 + t)[b]));
-            } else {
-                for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
-                // not unrolled: unrolled, GCC schedules all the multiplies first and spills their results
-#pragma GCC unroll 1
-                for (int g = 0; g < 8; g++) {
-                    const __m256i w = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32 * h)), flip);
-                    const __m256i aw = _mm256_sign_epi8(w, w);
+                } else {
                     for (int t = 0; t < T; t++) {
-                        const __m256i sa = _mm256_sign_epi8(bcast4(aq0[t] + b * 32 + 4 * g), w);
-                        s[t] = _mm256_add_epi32(s[t], widen_pairs(_mm256_maddubs_epi16(aw, sa)));
+                        const __m256i av = bcast4(aq0[t] + b * 32 + 4 * g);
+                        s[0][t] = dpbusd(s[0][t], v0, av);
+                        s[1][t] = dpbusd(s[1][t], v1, av);
                     }
                 }
             }
+        } else if constexpr (Q4) {
+            __m256i p[2][T];
+            for (int t = 0; t < T; t++) p[0][t] = p[1][t] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+            for (int g = 0; g < 4; g++) {
+                const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * g));
+                const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32));
+                const __m256i lo0 = _mm256_and_si256(v0, m4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), m4);
+                const __m256i lo1 = _mm256_and_si256(v1, m4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
+                for (int t = 0; t < T; t++) {
+                    const __m256i al = bcast4(aq0[t] + b * 32 + 4 * g), ah = bcast4(aq0[t] + b * 32 + 16 + 4 * g);
+                    p[0][t] = _mm256_add_epi16(p[0][t], _mm256_add_epi16(_mm256_maddubs_epi16(lo0, al), _mm256_maddubs_epi16(hi0, ah)));
+                    p[1][t] = _mm256_add_epi16(p[1][t], _mm256_add_epi16(_mm256_maddubs_epi16(lo1, al), _mm256_maddubs_epi16(hi1, ah)));
+                }
+            }
+            // the nibbles are value + 8: remove 8 * (sum of the block's activations)
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < 2; h++)
+                    s[h][t] = _mm256_sub_epi32(widen_pairs(p[h][t]), _mm256_set1_epi32(8 * a.sumrow(t0 + t)[b]));
+        } else {
+            for (int t = 0; t < T; t++) s[0][t] = s[1][t] = _mm256_setzero_si256();
+            // not unrolled: unrolled, GCC schedules all the multiplies first and spills their results
+#pragma GCC unroll 1
+            for (int g = 0; g < 8; g++) {
+                const __m256i w0 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * g)), flip);
+                const __m256i w1 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32)), flip);
+                const __m256i aw0 = _mm256_sign_epi8(w0, w0), aw1 = _mm256_sign_epi8(w1, w1);
+                for (int t = 0; t < T; t++) {
+                    const __m256i av = bcast4(aq0[t] + b * 32 + 4 * g);
+                    s[0][t] = _mm256_add_epi32(s[0][t], widen_pairs(_mm256_maddubs_epi16(aw0, _mm256_sign_epi8(av, w0))));
+                    s[1][t] = _mm256_add_epi32(s[1][t], widen_pairs(_mm256_maddubs_epi16(aw1, _mm256_sign_epi8(av, w1))));
+                }
+            }
+        }
+        for (int h = 0; h < 2; h++) {
             const __m256 dw = load_d8(blk, h);
             for (int t = 0; t < T; t++)
-                acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_set1_ps(a.drow(t0 + t)[b])), acc[h][t]);
+                acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[h][t]), _mm256_mul_ps(dw, _mm256_set1_ps(a.drow(t0 + t)[b])), acc[h][t]);
         }
     }
     for (int t = 0; t < T; t++)
