@@ -26,4 +26,22 @@ float dot_unpacked(const int8_t* q, const float* lane_scale, const float* offset
 void matmul_packed(TensorType t, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
                    int64_t r0, int64_t r1);
 
+// The entries every level takes from the functions above; the level's table unit sets the rest (level,
+// packed_kernel, unpack_kq_row).
+static inline void fill_common(IsaKernels& k) {
+    k.dot_f32 = dot_f32;
+    k.dot_f32_f16 = dot_f32_f16;
+    k.axpy_f16 = axpy_f16;
+    k.silu_mul = silu_mul;
+    k.attention_heads = attention_heads;
+    k.matmul_f32_rows = matmul_f32_rows;
+    k.matmul_f16_rows = matmul_f16_rows;
+    k.matmul_bf16_rows = matmul_bf16_rows;
+    k.stream_sum = stream_sum;
+    k.quantize_act_rows = quantize_act_rows;
+    k.matmul_q8_rows = matmul_q8_rows;
+    k.dot_unpacked = dot_unpacked;
+    k.matmul_packed = matmul_packed;
+}
+
 }  // namespace tandem::TD_ISA

@@ -19,20 +19,8 @@ void fill_table(IsaKernels& k) {
     k.level = CpuLevel::Neon;
     k.packed_kernel = "16-row packed, SMULL+SADALP";
 #endif
-    k.dot_f32 = dot_f32;
-    k.dot_f32_f16 = dot_f32_f16;
-    k.axpy_f16 = axpy_f16;
-    k.silu_mul = silu_mul;
-    k.attention_heads = attention_heads;
-    k.matmul_f32_rows = matmul_f32_rows;
-    k.matmul_f16_rows = matmul_f16_rows;
-    k.matmul_bf16_rows = matmul_bf16_rows;
-    k.stream_sum = stream_sum;
-    k.quantize_act_rows = quantize_act_rows;
-    k.matmul_q8_rows = matmul_q8_rows;
+    fill_common(k);
     k.unpack_kq_row = unpack_kq_row_ref;  // scalar: only matrices that cannot be packed take this path
-    k.dot_unpacked = dot_unpacked;
-    k.matmul_packed = matmul_packed;
 }
 
 }  // namespace tandem::TD_ISA
