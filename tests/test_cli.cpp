@@ -173,3 +173,13 @@ TEST(Cli, GenerateJsonWithInvalidUtf8TextIsValidJson) {
     for (const auto& t : j["tokens"]) EXPECT_EQ(t, 131);
     EXPECT_NE(j["text"].get<std::string>().find("\xEF\xBF\xBD"), std::string::npos) << j["text"];  // U+FFFD
 }
+
+TEST(Cli, ServePortOutOfRangeIsRefused) {
+    // --port 83808 used to bind 18272 (the value modulo 65536): a different port than asked, silently. (`timeout`:
+    // a server that starts anyway is stopped and the test fails instead of hanging.)
+    std::string out;
+    int rc = tandem::test::run_command("timeout 20 " + tandem::test::tandem_bin() + " serve -m " + stories() + " --port 83808", &out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("--port"), std::string::npos) << out;
+    EXPECT_NE(out.find("out of range (0 to 65535)"), std::string::npos) << out;
+}

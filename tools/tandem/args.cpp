@@ -81,6 +81,12 @@ int to_int(const std::string& flag, const std::string& v) {
     return int(x);
 }
 
+int to_int_in(const std::string& flag, const std::string& v, int lo, int hi) {
+    const int x = to_int(flag, v);
+    if (x < lo || x > hi) throw Error(strprintf("flag '%s': %d is out of range (%d to %d)", flag.c_str(), x, lo, hi));
+    return x;
+}
+
 float to_float(const std::string& flag, const std::string& v) {
     errno = 0;
     char* end = nullptr;

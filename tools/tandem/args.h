@@ -32,6 +32,8 @@ private:
 
 // Value conversions that throw tandem::Error("<flag>: ...") on malformed input.
 int to_int(const std::string& flag, const std::string& v);
+// An integer in [lo, hi]; outside it a tandem::Error naming the flag and the range.
+int to_int_in(const std::string& flag, const std::string& v, int lo, int hi);
 float to_float(const std::string& flag, const std::string& v);
 uint64_t to_u64(const std::string& flag, const std::string& v);
 bool to_bool(const std::string& flag, const std::string& v);  // on/off, true/false, 1/0, yes/no

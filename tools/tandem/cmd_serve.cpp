@@ -33,7 +33,7 @@ int cmd_serve(int argc, char** argv) {
     ap.add({"--queue-max"}, "N", "requests waiting beyond the slots before 503 (64)", [&](const std::string& v) { ep.queue_max = to_int("--queue-max", v); });
     ap.add({"-t", "--threads"}, "N", "threads (2)", [&](const std::string& v) { ep.n_threads = to_int("-t", v); });
     ap.add({"--host"}, "ADDR", "bind address (127.0.0.1)", [&](const std::string& v) { sp.host = v; });
-    ap.add({"--port"}, "N", "port (8080; 0 = any free port, printed)", [&](const std::string& v) { sp.port = to_int("--port", v); });
+    ap.add({"--port"}, "N", "port (8080; 0 = any free port, printed)", [&](const std::string& v) { sp.port = to_int_in("--port", v, 0, 65535); });
     ap.add({"--api-key"}, "KEY", "require Authorization: Bearer KEY", [&](const std::string& v) { sp.api_key = v; });
     ap.add({"--api-key-file"}, "FNAME", "read the API key from a file", [&](const std::string& v) {
         std::string k = read_file_bytes(v);
