@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "quant/kernels.h"
+#include "tandem/cpu.h"
 #include "tandem/error.h"
 
 namespace tandem {
@@ -41,8 +42,6 @@ struct Tables {
     std::array<IsaKernels, kLevels> table{};
     std::array<bool, kLevels> present{};
     Tables() {
-        IsaKernels scalar;
-        fill_scalar_table(scalar);
         for (int i = 0; i < kLevels; i++) {
             const CpuLevel l = CpuLevel(i);
             FillFn fill = level_fill(l);
@@ -50,14 +49,9 @@ struct Tables {
             IsaKernels k;
             fill(k);
             TD_ASSERT(k.level == l);  // a unit built with the wrong level's flags
-            // the helpers every caller uses directly come from the scalar table where a level has none
-            if (!k.dot_f32) k.dot_f32 = scalar.dot_f32;
-            if (!k.dot_f32_f16) k.dot_f32_f16 = scalar.dot_f32_f16;
-            if (!k.axpy_f16) k.axpy_f16 = scalar.axpy_f16;
-            if (!k.silu_mul) k.silu_mul = scalar.silu_mul;
-            if (!k.attention_heads) k.attention_heads = scalar.attention_heads;
-            if (!k.quantize_act_rows) k.quantize_act_rows = scalar.quantize_act_rows;
-            if (!k.stream_sum) k.stream_sum = scalar.stream_sum;
+            // the helpers callers use directly: every level fills them (the scalar table with the references)
+            TD_ASSERT(k.dot_f32 && k.dot_f32_f16 && k.axpy_f16 && k.silu_mul && k.attention_heads &&
+                      k.quantize_act_rows && k.stream_sum);
             table[size_t(i)] = k;
             present[size_t(i)] = true;
         }
@@ -98,12 +92,7 @@ const IsaKernels& isa() {
     return *active;
 }
 
-}  // namespace tandem
-
 // ---- public summary (include/tandem/cpu.h) ----
-#include "tandem/cpu.h"
-
-namespace tandem {
 
 CpuInfo cpu_info() {
     CpuInfo info;

@@ -7,9 +7,9 @@
 // its code: no target attributes, no inline function shared with the baseline build, so no instruction of a
 // higher level can end up on a path a lower level runs (tests/check_isa_leaks.py verifies it on the binaries).
 //
-// The table holds plain-data views (no std:: containers cross this boundary). An entry left null means "the
-// level has nothing better than the scalar reference"; `isa()` returns the active level's table with the nulls
-// already filled from the scalar table, so callers never test for null.
+// The table holds plain-data views (no std:: containers cross this boundary). The helpers (dot_f32 .. stream_sum)
+// are filled at every level, the scalar one with the references; a matmul entry left null means "no kernel of
+// this kind at this level": quant/kernels.cpp then takes the generic reference path.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -63,9 +63,9 @@ struct IsaKernels {
     uint64_t (*stream_sum)(const uint64_t* p, size_t n) = nullptr;
 };
 
-// The table of the active level (cpu_level_active()), nulls filled from the scalar table.
+// The table of the active level (cpu_level_active()).
 const IsaKernels& isa();
-// The table of level l (nulls filled from scalar), or null when this build or this CPU cannot run it. Tests
+// The table of level l, or null when this build or this CPU cannot run it. Tests
 // and benchmarks use it to run every level this machine has.
 const IsaKernels* isa_for(CpuLevel l);
 
