@@ -159,3 +159,35 @@ TEST_F(Corrupt, CommandLineExitsNonZeroWithMessage) {
         EXPECT_EQ(rc, 1) << c.name << ": " << out;
     }
 }
+
+// Regression (issue 12, defect 18): with general.alignment = 1 an F32 tensor can start at an odd offset; the
+// reader must refuse it (weights are read in place) instead of handing out a misaligned float pointer.
+TEST(GgufAlignment, TensorsTheLoaderCannotReadAlignedAreRefused) {
+    int refused = 0, accepted = 0;
+    for (int pad = 0; pad < 4; pad++) {  // metadata of 4 lengths: the data section starts at 4 different residues
+        const std::string path = test::temp_dir() + "/align1-" + std::to_string(pad) + ".gguf";
+        GgufWriter w;
+        w.set("general.architecture", GgufValue::of_str("llama"));
+        w.set("general.alignment", GgufValue::of_u32(1));
+        w.set("general.name", GgufValue::of_str(std::string(size_t(pad), 'x')));
+        w.add_tensor("b", TensorType::F32, {4});     // at the start of the data section
+        w.add_tensor("a", TensorType::Q8_0, {32});  // 16 bytes later
+        w.begin(path);
+        std::vector<uint8_t> q(34, 0), f(16, 0);
+        w.write_tensor_data(f.data(), f.size());
+        w.write_tensor_data(q.data(), q.size());
+        w.finish();
+        try {
+            auto g = GgufFile::open(path);
+            const GgufTensor* b = g->tensor("b");
+            ASSERT_NE(b, nullptr);
+            EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data) % 4, 0u) << "accepted a misaligned F32 tensor";
+            accepted++;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("not aligned to 4 bytes"), std::string::npos) << e.what();
+            refused++;
+        }
+    }
+    EXPECT_GT(refused, 0);
+    EXPECT_GT(accepted, 0);
+}

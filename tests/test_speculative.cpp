@@ -275,3 +275,63 @@ TEST(Speculative, DraftLengthAndContextEdgeCases) {
     EXPECT_TRUE(std::equal(small.begin(), small.end(), plain.begin()));
     EXPECT_THROW(SpecParams{}.type == SpecType::NONE ? spec_type_from_name("bogus") : SpecType::NONE, Error);
 }
+
+namespace {
+
+// stories260K with its vocabulary cut to the first n tokens (embedding and output rows, tokenizer arrays):
+// a draft whose vocabulary is shorter than the target's, as with Qwen2.5 pairs (padded vocabularies differ).
+std::string vocab_cut_copy(int n) {
+    const std::string out = test::temp_dir() + "/stories-vocab" + std::to_string(n) + ".gguf";
+    auto src = GgufFile::open(test::shared_file("models/stories260K.gguf"));
+    GgufWriter w;
+    for (const auto& [k, v] : src->metadata()) {
+        GgufValue c = v;
+        if (k.rfind("tokenizer.ggml.", 0) == 0 && c.type == GgufType::ARRAY && int(c.arr.size()) > n &&
+            k != "tokenizer.ggml.merges")
+            c.arr.resize(size_t(n));
+        if (k.find(".vocab_size") != std::string::npos) c = GgufValue::of_u32(uint32_t(n));
+        w.set(k, c);
+    }
+    auto cut = [&](const GgufTensor& t) { return t.name == "token_embd.weight" || t.name == "output.weight"; };
+    for (const auto& t : src->tensors()) {
+        std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+        if (cut(t)) ne[1] = n;
+        w.add_tensor(t.name, t.type, ne);
+    }
+    w.begin(out);
+    for (const auto& t : src->tensors()) w.write_tensor_data(t.data, cut(t) ? t.nbytes / size_t(t.ne[1]) * size_t(n) : t.nbytes);
+    w.finish();
+    return out;
+}
+
+}  // namespace
+
+// Regression (issue 12, defect 13): the target may produce a token the shorter draft vocabulary lacks; the draft
+// must keep working (such a token reaches it as id 0) and the output must stay exactly the target's.
+TEST(Speculative, DraftWithAShorterVocabularyNeverFails) {
+    auto draft = Model::load(vocab_cut_copy(500));
+    ASSERT_EQ(draft->hparams().n_vocab, 500);
+    EXPECT_NO_THROW(check_draft_compatible(*fx().tok, *Tokenizer::from_gguf(draft->gguf())));
+    ThreadPool pool(2);
+    SamplerParams sp = greedy();
+    sp.logit_bias.emplace_back(505, 100.0f);  // the target picks an id the draft lacks, again and again
+    const auto prompt = fx().tok->encode("Once upon a time", true, false);
+    SpecParams spec;
+    spec.type = SpecType::DRAFT;
+    spec.n_max = 6;
+    SpecParams none;
+    none.type = SpecType::NONE;
+    const auto plain = run(pool, prompt, 48, sp, none, nullptr);
+    int beyond = 0;
+    for (int32_t t : plain) beyond += t >= 500;
+    ASSERT_GT(beyond, 0) << "the bias did not make the target produce ids the draft lacks";
+    std::vector<int32_t> spec_out;
+    ASSERT_NO_THROW(spec_out = run(pool, prompt, 48, sp, spec, draft));
+    EXPECT_EQ(spec_out, plain);
+    // Sampling too (the draft's q covers fewer ids than the target's p).
+    SamplerParams hot = sp;
+    hot.logit_bias = {{505, 4.0f}, {509, 4.0f}};
+    hot.temp = 1.5f;
+    hot.seed = 7;
+    EXPECT_NO_THROW(run(pool, prompt, 48, hot, spec, draft));
+}

@@ -50,8 +50,11 @@ public:
     bool greedy() const { return params_.temp <= 0; }
 
     // The final distribution for `logits` (n_vocab values, not modified) after penalties over `history`
-    // (the tokens so far, oldest first), logit bias and the sampler chain.
+    // (the tokens so far, oldest first), logit bias and the sampler chain. Throws tandem::Error when no token
+    // is left (every one banned by the logit bias, or NaN logits).
     void distribution(const float* logits, const std::vector<int32_t>& history, Distribution& out) const;
+    // The same; returns false instead of throwing when no token is left.
+    bool try_distribution(const float* logits, const std::vector<int32_t>& history, Distribution& out) const;
 
     // Draw from a distribution (one uniform draw from this sampler's generator).
     int32_t draw(const Distribution& d);
@@ -68,6 +71,13 @@ private:
     std::mt19937_64 rng_;
     mutable Distribution scratch_;
 };
+
+// Seed of an independent random stream `stream` derived from `seed` (SplitMix64 of both): stream 0 is `seed`
+// itself; seeds S and S+1 give unrelated streams (unlike seed + stream, where stream 1 of S is stream 0 of S+1).
+uint64_t derive_seed(uint64_t seed, uint64_t stream);
+
+// Ids of tokens that `bias` bans (-inf), without repeats.
+size_t count_banned(const std::vector<std::pair<int32_t, float>>& bias);
 
 // The argmax of n logits (ties: lowest id).
 int32_t argmax(const float* logits, int n);

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -22,6 +23,14 @@ public:
     ThreadPool& operator=(const ThreadPool&) = delete;
 
     int size() const { return n_threads_; }
+    // More threads than CPUs this process may run on: then nobody spins (a spinning thread would take the
+    // core from the one it waits for), waiting threads yield or sleep at once.
+    bool oversubscribed() const { return oversubscribed_; }
+
+    // CPUs this process may run on (sched_getaffinity; hardware_concurrency elsewhere).
+    static int available_cpus();
+    // A one-line warning when n threads are more than available_cpus(); empty otherwise.
+    static std::string oversubscription_warning(int n_threads);
 
     // fn(begin, end, thread_index). Blocks until all chunks are done. Not reentrant.
     void parallel_for(size_t n, const std::function<void(size_t, size_t, int)>& fn);
@@ -31,6 +40,7 @@ private:
     void run_chunk(int idx);
 
     int n_threads_;
+    bool oversubscribed_ = false;
     std::vector<std::thread> threads_;
     const std::function<void(size_t, size_t, int)>* job_ = nullptr;
     size_t job_n_ = 0;

@@ -12,14 +12,50 @@
 
 namespace tandem {
 
-MappedFile::MappedFile(const std::string& path) : path_(path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+int open_regular_file(const std::string& path) {
+    // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below like any non-regular file.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (::fstat(fd, &st) != 0) {
+        int e = errno;
         ::close(fd);
-        throw Error(path + ": not a regular file");
+        throw Error(path + ": cannot stat: " + std::strerror(e));
     }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        const char* what = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" :
+                           S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : S_ISSOCK(st.st_mode) ? "a socket" : "not a file";
+        throw Error(path + ": is " + what + ", not a regular file");
+    }
+    int flags = ::fcntl(fd, F_GETFL);
+    if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    return fd;
+}
+
+std::string read_regular_file(const std::string& path) {
+    int fd = open_regular_file(path);
+    std::string out;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            int e = errno;
+            ::close(fd);
+            throw Error(path + ": read failed: " + std::strerror(e));
+        }
+        if (n == 0) break;
+        out.append(buf, size_t(n));
+    }
+    ::close(fd);
+    return out;
+}
+
+MappedFile::MappedFile(const std::string& path) : path_(path) {
+    int fd = open_regular_file(path);
+    struct stat st {};
+    ::fstat(fd, &st);
     size_ = size_t(st.st_size);
     if (size_ > 0) {
         void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);

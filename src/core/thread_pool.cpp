@@ -4,6 +4,10 @@
 #include <chrono>
 #include <thread>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define TD_PAUSE() _mm_pause()
@@ -15,7 +19,24 @@
 
 namespace tandem {
 
+int ThreadPool::available_cpus() {
+#if defined(__linux__)
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+#endif
+    return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::string ThreadPool::oversubscription_warning(int n_threads) {
+    const int cpus = available_cpus();
+    if (n_threads <= cpus) return {};
+    return "warning: " + std::to_string(n_threads) + " threads on " + std::to_string(cpus) +
+           " available CPUs: threads will wait for each other; -t " + std::to_string(cpus) + " is faster";
+}
+
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+    oversubscribed_ = n_threads_ > available_cpus();
     for (int i = 1; i < n_threads_; i++) threads_.emplace_back([this, i] { worker(i); });
 }
 
@@ -58,8 +79,9 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t,
     run_chunk(0);
     // Spin for the stragglers, then yield the core: on an oversubscribed machine the thread being waited for may
     // need it.
+    const int max_spin = oversubscribed_ ? 0 : 4096;
     for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; spin++) {
-        if (spin < 4096) TD_PAUSE();
+        if (spin < max_spin) TD_PAUSE();
         else std::this_thread::yield();
     }
     job_ = nullptr;
@@ -70,7 +92,8 @@ void ThreadPool::worker(int idx) {
     for (;;) {
         // Spin a while for the next job, then sleep.
         uint64_t g = generation_.load(std::memory_order_acquire);
-        for (int spin = 0; g == seen && spin < 20000; spin++) {
+        const int max_spin = oversubscribed_ ? 0 : 20000;
+        for (int spin = 0; g == seen && spin < max_spin; spin++) {
             TD_PAUSE();
             g = generation_.load(std::memory_order_acquire);
         }

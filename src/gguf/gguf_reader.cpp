@@ -190,6 +190,17 @@ void GgufFile::parse_all(const uint8_t* data, size_t size) {
 
     size_t data_start = (c.offset() + alignment_ - 1) / alignment_ * alignment_;
     if (!tensors_.empty() && data_start > size) c.fail("file truncated before the tensor data section");
+    // Weights are read in place (the mapping is page aligned): each tensor must start where its elements can be
+    // loaded, e.g. 4 bytes for F32, 2 for F16 and the quantized blocks (their fp16 scales). A small
+    // general.alignment can break this; such a file is refused rather than read misaligned.
+    for (const auto& t : tensors_) {
+        const auto& tr = type_traits(t.type);
+        const size_t need = tr.block_elems == 1 ? size_t(tr.block_bytes) : 2;
+        if ((data_start + t.offset) % need != 0)
+            c.fail(strprintf("tensor '%s': its data (file offset %llu) is not aligned to %zu bytes for %s "
+                             "(general.alignment = %u); re-save the file with the default alignment of 32",
+                             t.name.c_str(), (unsigned long long)(data_start + t.offset), need, tr.name, alignment_));
+    }
     // Bounds and overlap checks, in offset order.
     std::vector<const GgufTensor*> order;
     for (auto& t : tensors_) order.push_back(&t);

@@ -143,7 +143,31 @@ Sampler::Sampler(const SamplerParams& params, int n_vocab) : params_(params), n_
         if (id < 0 || id >= n_vocab) throw Error(strprintf("logit bias for token %d: outside the vocabulary (%d tokens)", id, n_vocab));
 }
 
+uint64_t derive_seed(uint64_t seed, uint64_t stream) {
+    if (stream == 0) return seed;
+    auto mix = [](uint64_t z) {
+        z += 0x9e3779b97f4a7c15ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    };
+    return mix(mix(seed) ^ mix(~stream));
+}
+
+size_t count_banned(const std::vector<std::pair<int32_t, float>>& bias) {
+    std::vector<int32_t> ids;
+    for (const auto& [id, b] : bias)
+        if (b == -INFINITY) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    return size_t(std::unique(ids.begin(), ids.end()) - ids.begin());
+}
+
 void Sampler::distribution(const float* logits, const std::vector<int32_t>& history, Distribution& out) const {
+    if (!try_distribution(logits, history, out))
+        throw Error("sampling: no token is left (every token banned by the logit bias, or the logits are NaN)");
+}
+
+bool Sampler::try_distribution(const float* logits, const std::vector<int32_t>& history, Distribution& out) const {
     std::vector<Cand> c(static_cast<size_t>(n_vocab_));
     for (int i = 0; i < n_vocab_; i++) c[size_t(i)] = {logits[i], i};
     for (const auto& [id, bias] : params_.logit_bias) c[size_t(id)].logit += bias;
@@ -162,7 +186,7 @@ void Sampler::distribution(const float* logits, const std::vector<int32_t>& hist
         }
     }
     c.erase(std::remove_if(c.begin(), c.end(), [](const Cand& x) { return std::isnan(x.logit) || x.logit == -INFINITY; }), c.end());
-    if (c.empty()) throw Error("sampling: every token is banned (logit bias -inf everywhere)");
+    if (c.empty()) return false;
 
     out.p.assign(size_t(n_vocab_), 0.0f);
     out.support.clear();
@@ -170,7 +194,7 @@ void Sampler::distribution(const float* logits, const std::vector<int32_t>& hist
         auto best = std::min_element(c.begin(), c.end(), by_logit_desc);
         out.p[size_t(best->id)] = 1.0f;
         out.support.push_back(best->id);
-        return;
+        return true;
     }
     for (SamplerKind k : P.order) {
         switch (k) {
@@ -189,6 +213,7 @@ void Sampler::distribution(const float* logits, const std::vector<int32_t>& hist
         out.p[size_t(c[i].id)] = p[i];
         out.support.push_back(c[i].id);
     }
+    return !out.support.empty();
 }
 
 double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }

@@ -47,6 +47,12 @@ int32_t sample_residual(const Distribution& p, const Distribution& q, Sampler& r
 
 }  // namespace
 
+// The draft samples with the request's parameters, minus logit biases for ids its vocabulary lacks.
+static SamplerParams draft_sampling(SamplerParams p, int draft_vocab) {
+    std::erase_if(p.logit_bias, [draft_vocab](const auto& b) { return b.first >= draft_vocab; });
+    return p;
+}
+
 const char* spec_type_name(SpecType t) {
     switch (t) {
         case SpecType::NONE: return "none";
@@ -67,8 +73,8 @@ SpecType spec_type_from_name(const std::string& s) {
 
 Generator::Generator(Session& target, Session* draft, const SamplerParams& sampling, const SpecParams& spec)
     : target_(target), draft_(draft), spec_(spec), target_sampler_(sampling, target.n_vocab()),
-      draft_sampler_(sampling, draft ? draft->n_vocab() : target.n_vocab()) {
-    draft_sampler_.reseed(sampling.seed + 1);
+      draft_sampler_(draft_sampling(sampling, draft ? draft->n_vocab() : target.n_vocab()), draft ? draft->n_vocab() : target.n_vocab()) {
+    draft_sampler_.reseed(derive_seed(sampling.seed, 1));  // independent of the target stream of seed + 1
     const bool needs_draft = spec.type == SpecType::DRAFT || spec.type == SpecType::SELF;
     if (needs_draft && !draft) throw Error(std::string("speculative type '") + spec_type_name(spec.type) + "' needs a draft session");
     if (!needs_draft) draft_ = nullptr;
@@ -125,8 +131,12 @@ int Generator::propose_model(int k, std::vector<int32_t>& drafts, std::vector<Di
     // predicts recent continuations about as well as the full history.
     const size_t n = history_.size();
     const auto& cached = d.tokens();
+    // A target token the draft's vocabulary lacks (the draft's may be up to 128 shorter) reaches the draft as
+    // token 0: its proposals get a little worse there, the output cannot change (the target verifies).
+    const int32_t d_vocab = d.n_vocab();
+    auto for_draft = [d_vocab](int32_t x) { return x < d_vocab ? x : 0; };
     size_t keep = 0;
-    while (keep < cached.size() && draft_base_ + keep < n && cached[keep] == history_[draft_base_ + keep]) keep++;
+    while (keep < cached.size() && draft_base_ + keep < n && cached[keep] == for_draft(history_[draft_base_ + keep])) keep++;
     const size_t window = std::min<size_t>(kDraftWindow, size_t(std::max(1, d.n_ctx() - k - 1)));
     const size_t lag = n - (draft_base_ + keep);
     if ((control_->probing() && lag > window) || n - draft_base_ + size_t(k) > size_t(d.n_ctx())) {
@@ -138,14 +148,17 @@ int Generator::propose_model(int k, std::vector<int32_t>& drafts, std::vector<Di
     const int room = d.n_ctx() - int(n - draft_base_);
     if (room < 1) return 0;
     k = std::min(k, room);
-    d.decode(history_.data() + draft_base_ + keep, int(n - draft_base_ - keep), false);
+    std::vector<int32_t> feed(history_.begin() + std::ptrdiff_t(draft_base_ + keep), history_.end());
+    for (int32_t& x : feed) x = for_draft(x);
+    d.decode(feed.data(), int(feed.size()), false);
     // The drafted tokens are appended to history_ while drafting (the samplers' penalties see them) and
     // removed again before returning; end_step appends the accepted ones for good.
     for (int i = 0; i < k; i++) {
         const float* lg = d.last_logits();
         if (top_prob(lg, d.n_vocab()) < spec_.p_min) break;
         if (qs.size() <= size_t(i)) qs.emplace_back();
-        draft_sampler_.distribution(lg, history_, qs[size_t(i)]);
+        // A logit bias may ban every token the draft has (it can have fewer than the target): no draft then.
+        if (!draft_sampler_.try_distribution(lg, history_, qs[size_t(i)])) break;
         int32_t x = draft_sampler_.draw(qs[size_t(i)]);
         if (x >= target_.n_vocab()) break;  // padding id outside the target vocabulary
         drafts.push_back(x);

@@ -95,6 +95,12 @@ float to_float(const std::string& flag, const std::string& v) {
     return x;
 }
 
+float to_float_in(const std::string& flag, const std::string& v, float lo, float hi) {
+    const float x = to_float(flag, v);
+    if (x < lo || x > hi) throw Error(strprintf("flag '%s': %g is out of range (%g to %g)", flag.c_str(), x, lo, hi));
+    return x;
+}
+
 uint64_t to_u64(const std::string& flag, const std::string& v) {
     errno = 0;
     char* end = nullptr;

@@ -35,6 +35,9 @@ int to_int(const std::string& flag, const std::string& v);
 // An integer in [lo, hi]; outside it a tandem::Error naming the flag and the range.
 int to_int_in(const std::string& flag, const std::string& v, int lo, int hi);
 float to_float(const std::string& flag, const std::string& v);
+float to_float_in(const std::string& flag, const std::string& v, float lo, float hi);
+// Every numeric flag goes through a *_in conversion: a value outside what the program can honour is refused
+// with its range, never wrapped or clamped silently.
 uint64_t to_u64(const std::string& flag, const std::string& v);
 bool to_bool(const std::string& flag, const std::string& v);  // on/off, true/false, 1/0, yes/no
 

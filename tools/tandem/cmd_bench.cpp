@@ -130,7 +130,7 @@ std::vector<int> parse_list(const std::string& flag, const std::string& v) {
     while (i < v.size()) {
         size_t j = v.find(',', i);
         if (j == std::string::npos) j = v.size();
-        out.push_back(to_int(flag, v.substr(i, j - i)));
+        out.push_back(to_int_in(flag, v.substr(i, j - i), 0, 1 << 20));  // token counts and batch sizes
         i = j + 1;
     }
     return out;
@@ -175,18 +175,18 @@ int cmd_bench(int argc, char** argv) {
     ap.add({"-p", "--n-prompt"}, "N[,N]", "prompt-processing tests (0 = none)", [&](const std::string& v) { pp = parse_list("-p", v); });
     ap.add({"-n", "--n-gen"}, "N[,N]", "generation tests (0 = none)", [&](const std::string& v) { tg = parse_list("-n", v); });
     ap.add({"--vb"}, "K[,K]", "verification batch sizes after a 256-token context (empty: none)", [&](const std::string& v) { vb = v.empty() ? std::vector<int>{} : parse_list("--vb", v); });
-    ap.add({"-r", "--repetitions"}, "N", "repetitions (5)", [&](const std::string& v) { reps = std::max(1, to_int("-r", v)); });
-    ap.add({"-t", "--threads"}, "N", "threads (2)", [&](const std::string& v) { n_threads = to_int("-t", v); });
+    ap.add({"-r", "--repetitions"}, "N", "repetitions (5)", [&](const std::string& v) { reps = std::max(1, to_int_in("-r", v, 1, 100000)); });
+    ap.add({"-t", "--threads"}, "N", "threads (2)", [&](const std::string& v) { n_threads = to_int_in("-t", v, 1, 1024); });
     ap.flag({"--json"}, "print a JSON array instead of a table", [&] { json_out = true; });
     ap.flag({"--no-bandwidth"}, "skip the memory bandwidth measurement", [&] { skip_bw = true; });
     ap.add({"-md", "--model-draft"}, "FNAME", "draft model: also run speculative generation", [&](const std::string& v) { draft_path = v; });
     ap.add({"--spec-type"}, "TYPE", "draft | ngram | self", [&](const std::string& v) { spec.type = spec_type_from_name(v); spec_type_given = true; });
-    ap.add({"--draft-max"}, "N", "draft length cap (16)", [&](const std::string& v) { spec.n_max = to_int("--draft-max", v); });
-    ap.add({"--draft-min"}, "N", "draft-min (0)", [&](const std::string& v) { spec.n_min = to_int("--draft-min", v); });
-    ap.add({"--draft-p-min"}, "P", "draft-p-min (0.75)", [&](const std::string& v) { spec.p_min = to_float("--draft-p-min", v); });
+    ap.add({"--draft-max"}, "N", "draft length cap (16)", [&](const std::string& v) { spec.n_max = to_int_in("--draft-max", v, 0, 256); });
+    ap.add({"--draft-min"}, "N", "draft-min (0)", [&](const std::string& v) { spec.n_min = to_int_in("--draft-min", v, 0, 256); });
+    ap.add({"--draft-p-min"}, "P", "draft-p-min (0.75)", [&](const std::string& v) { spec.p_min = to_float_in("--draft-p-min", v, 0.0f, 1.0f); });
     ap.add({"--draft-adaptive"}, "on|off", "adaptive draft length (on)", [&](const std::string& v) { spec.adaptive = to_bool("--draft-adaptive", v); });
-    ap.add({"--draft-layers"}, "K", "self-speculation layers", [&](const std::string& v) { draft_layers = to_int("--draft-layers", v); });
-    ap.add({"--spec-n"}, "N", "tokens generated in the speculative test (128)", [&](const std::string& v) { n_spec = to_int("--spec-n", v); });
+    ap.add({"--draft-layers"}, "K", "self-speculation layers", [&](const std::string& v) { draft_layers = to_int_in("--draft-layers", v, 0, 65536); });
+    ap.add({"--spec-n"}, "N", "tokens generated in the speculative test (128)", [&](const std::string& v) { n_spec = to_int_in("--spec-n", v, 1, 1 << 24); });
     ap.add({"--prompt"}, "TEXT", "prompt of the speculative test", [&](const std::string& v) { prompt = v; });
     std::string tokenize_file;
     ap.add({"--tokenize"}, "FNAME", "only measure tokenizer throughput on this text file (-m may be vocab-only)", [&](const std::string& v) { tokenize_file = v; });
@@ -196,6 +196,7 @@ int cmd_bench(int argc, char** argv) {
     if (!spec_type_given && !draft_path.empty()) spec.type = SpecType::DRAFT;
     if (!tokenize_file.empty()) return bench_tokenizer(model_path, tokenize_file, reps, json_out);
 
+    if (auto w = ThreadPool::oversubscription_warning(n_threads); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
     ThreadPool pool(n_threads);
     auto model = Model::load(model_path);
     const HParams& hp = model->hparams();

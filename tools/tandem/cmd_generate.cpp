@@ -65,28 +65,28 @@ void add_flags(ArgParser& ap, Options& o) {
     ap.add({"-m", "--model"}, "FNAME", "target model GGUF", [&](const std::string& v) { o.model = S(v); });
     ap.add({"-p", "--prompt"}, "TEXT", "prompt", [&](const std::string& v) { o.prompt = v; o.have_prompt = true; });
     ap.add({"-f", "--file"}, "FNAME", "read the prompt from a file", [&](const std::string& v) { o.file = v; });
-    ap.add({"-n", "--n-predict", "--predict"}, "N", "tokens to generate (-1 = until end or context full)", [&](const std::string& v) { o.n_predict = to_int("-n", v); });
-    ap.add({"-c", "--ctx-size"}, "N", "context size (0 = model's, at most 4096)", [&](const std::string& v) { o.n_ctx = to_int("-c", v); });
-    ap.add({"-b", "--batch-size", "-ub", "--ubatch-size"}, "N", "prompt tokens per forward chunk", [&](const std::string& v) { o.n_batch = to_int("-b", v); });
-    ap.add({"-t", "--threads"}, "N", "threads", [&](const std::string& v) { o.n_threads = to_int("-t", v); });
+    ap.add({"-n", "--n-predict", "--predict"}, "N", "tokens to generate (-1 = until end or context full)", [&](const std::string& v) { o.n_predict = to_int_in("-n", v, -2, INT32_MAX); });
+    ap.add({"-c", "--ctx-size"}, "N", "context size (0 = model's, at most 4096)", [&](const std::string& v) { o.n_ctx = to_int_in("-c", v, 0, 1 << 24); });
+    ap.add({"-b", "--batch-size", "-ub", "--ubatch-size"}, "N", "prompt tokens per forward chunk", [&](const std::string& v) { o.n_batch = to_int_in("-b", v, 1, 1 << 20); });
+    ap.add({"-t", "--threads"}, "N", "threads", [&](const std::string& v) { o.n_threads = to_int_in("-t", v, 1, 1024); });
     ap.add({"-s", "--seed"}, "N", "sampling seed (-1 = random)", [&](const std::string& v) { o.sp.seed = to_u64("-s", v); });
-    ap.add({"--temp", "--temperature"}, "T", "temperature (<= 0: greedy)", [&](const std::string& v) { o.sp.temp = to_float("--temp", v); });
-    ap.add({"--top-k"}, "N", "top-k (0 = off)", [&](const std::string& v) { o.sp.top_k = to_int("--top-k", v); });
-    ap.add({"--top-p"}, "P", "top-p (1 = off)", [&](const std::string& v) { o.sp.top_p = to_float("--top-p", v); });
-    ap.add({"--min-p"}, "P", "min-p (0 = off)", [&](const std::string& v) { o.sp.min_p = to_float("--min-p", v); });
-    ap.add({"--typical", "--typical-p"}, "P", "locally typical sampling (1 = off)", [&](const std::string& v) { o.sp.typical_p = to_float("--typical", v); });
-    ap.add({"--repeat-penalty"}, "F", "repetition penalty (1 = off)", [&](const std::string& v) { o.sp.repeat_penalty = to_float("--repeat-penalty", v); });
-    ap.add({"--repeat-last-n"}, "N", "tokens the penalties look back (-1 = all)", [&](const std::string& v) { o.sp.penalty_last_n = to_int("--repeat-last-n", v); });
-    ap.add({"--presence-penalty"}, "F", "presence penalty", [&](const std::string& v) { o.sp.presence_penalty = to_float("--presence-penalty", v); });
-    ap.add({"--frequency-penalty"}, "F", "frequency penalty", [&](const std::string& v) { o.sp.frequency_penalty = to_float("--frequency-penalty", v); });
+    ap.add({"--temp", "--temperature"}, "T", "temperature (<= 0: greedy)", [&](const std::string& v) { o.sp.temp = to_float_in("--temp", v, -100.0f, 100.0f); });
+    ap.add({"--top-k"}, "N", "top-k (0 = off)", [&](const std::string& v) { o.sp.top_k = to_int_in("--top-k", v, -1, 1 << 24); });
+    ap.add({"--top-p"}, "P", "top-p (1 = off)", [&](const std::string& v) { o.sp.top_p = to_float_in("--top-p", v, 0.0f, 1.0f); });
+    ap.add({"--min-p"}, "P", "min-p (0 = off)", [&](const std::string& v) { o.sp.min_p = to_float_in("--min-p", v, 0.0f, 1.0f); });
+    ap.add({"--typical", "--typical-p"}, "P", "locally typical sampling (1 = off)", [&](const std::string& v) { o.sp.typical_p = to_float_in("--typical", v, 0.0f, 1.0f); });
+    ap.add({"--repeat-penalty"}, "F", "repetition penalty (1 = off)", [&](const std::string& v) { o.sp.repeat_penalty = to_float_in("--repeat-penalty", v, 0.0f, 100.0f); });
+    ap.add({"--repeat-last-n"}, "N", "tokens the penalties look back (-1 = all)", [&](const std::string& v) { o.sp.penalty_last_n = to_int_in("--repeat-last-n", v, -1, 1 << 24); });
+    ap.add({"--presence-penalty"}, "F", "presence penalty", [&](const std::string& v) { o.sp.presence_penalty = to_float_in("--presence-penalty", v, -100.0f, 100.0f); });
+    ap.add({"--frequency-penalty"}, "F", "frequency penalty", [&](const std::string& v) { o.sp.frequency_penalty = to_float_in("--frequency-penalty", v, -100.0f, 100.0f); });
     ap.add({"--samplers"}, "LIST", "sampler order, e.g. top_k;top_p;min_p;temperature", [&](const std::string& v) { o.sp.order = parse_sampler_names(v, &o.notes); });
     ap.add({"--sampling-seq", "--sampler-seq"}, "SEQ", "sampler order as letters, e.g. kypmt", [&](const std::string& v) { o.sp.order = parse_sampler_seq(v, &o.notes); });
     ap.add({"-l", "--logit-bias"}, "ID(+/-)BIAS", "e.g. 15043+1 or 2-inf", [&](const std::string& v) {
         size_t p = v.find_first_of("+-", 1);
         if (p == std::string::npos) throw Error("--logit-bias: expected TOKEN_ID(+/-)BIAS, got '" + v + "'");
-        int id = to_int("--logit-bias", v.substr(0, p));
+        int id = to_int_in("--logit-bias", v.substr(0, p), 0, INT32_MAX);
         std::string b = v.substr(p);
-        float bias = (b == "-inf") ? -INFINITY : (b == "+inf") ? INFINITY : to_float("--logit-bias", b);
+        float bias = (b == "-inf") ? -INFINITY : (b == "+inf") ? INFINITY : to_float_in("--logit-bias", b, -1000.0f, 1000.0f);
         o.sp.logit_bias.emplace_back(id, bias);
     });
     ap.flag({"--ignore-eos"}, "keep generating past end-of-generation tokens", [&] { o.ignore_eos = true; });
@@ -97,16 +97,16 @@ void add_flags(ArgParser& ap, Options& o) {
     ap.flag({"--json"}, "print one JSON object at the end instead of streaming text", [&] { o.json = true; });
     // speculative decoding
     ap.add({"-md", "--model-draft", "--spec-draft-model"}, "FNAME", "draft model GGUF", [&](const std::string& v) { o.draft_model = v; });
-    ap.add({"-cd", "--ctx-size-draft"}, "N", "draft context size (default: same as -c)", [&](const std::string& v) { o.n_ctx_draft = to_int("-cd", v); });
-    ap.add({"-td", "--threads-draft"}, "N", "draft threads (default: same as -t)", [&](const std::string& v) { o.n_threads_draft = to_int("-td", v); });
-    ap.add({"--draft-max", "--draft", "--draft-n", "--spec-draft-n-max"}, "N", "most tokens drafted per round (16)", [&](const std::string& v) { o.spec.n_max = to_int("--draft-max", v); });
-    ap.add({"--draft-min", "--draft-n-min", "--spec-draft-n-min"}, "N", "skip verification of shorter drafts (0)", [&](const std::string& v) { o.spec.n_min = to_int("--draft-min", v); });
-    ap.add({"--draft-p-min", "--spec-draft-p-min"}, "P", "stop drafting below this draft probability (0.75)", [&](const std::string& v) { o.spec.p_min = to_float("--draft-p-min", v); });
+    ap.add({"-cd", "--ctx-size-draft"}, "N", "draft context size (default: same as -c)", [&](const std::string& v) { o.n_ctx_draft = to_int_in("-cd", v, 0, 1 << 24); });
+    ap.add({"-td", "--threads-draft"}, "N", "draft threads (default: same as -t)", [&](const std::string& v) { o.n_threads_draft = to_int_in("-td", v, 1, 1024); });
+    ap.add({"--draft-max", "--draft", "--draft-n", "--spec-draft-n-max"}, "N", "most tokens drafted per round (16)", [&](const std::string& v) { o.spec.n_max = to_int_in("--draft-max", v, 0, 256); });
+    ap.add({"--draft-min", "--draft-n-min", "--spec-draft-n-min"}, "N", "skip verification of shorter drafts (0)", [&](const std::string& v) { o.spec.n_min = to_int_in("--draft-min", v, 0, 256); });
+    ap.add({"--draft-p-min", "--spec-draft-p-min"}, "P", "stop drafting below this draft probability (0.75)", [&](const std::string& v) { o.spec.p_min = to_float_in("--draft-p-min", v, 0.0f, 1.0f); });
     ap.add({"--draft-adaptive"}, "on|off", "adapt the draft length to acceptance and cost (on)", [&](const std::string& v) { o.spec.adaptive = to_bool("--draft-adaptive", v); });
     ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self", [&](const std::string& v) { o.spec.type = spec_type_from_name(v); o.spec_type_given = true; });
-    ap.add({"--spec-ngram-n"}, "N", "n-gram length matched for ngram drafting (3)", [&](const std::string& v) { o.spec.ngram_n = to_int("--spec-ngram-n", v); });
-    ap.add({"--spec-ngram-m"}, "M", "tokens proposed per n-gram match (16)", [&](const std::string& v) { o.spec.ngram_m = to_int("--spec-ngram-m", v); });
-    ap.add({"--draft-layers"}, "K", "self-speculation: layers of the target used as draft (default: half)", [&](const std::string& v) { o.draft_layers = to_int("--draft-layers", v); });
+    ap.add({"--spec-ngram-n"}, "N", "n-gram length matched for ngram drafting (3)", [&](const std::string& v) { o.spec.ngram_n = to_int_in("--spec-ngram-n", v, 1, 64); });
+    ap.add({"--spec-ngram-m"}, "M", "tokens proposed per n-gram match (16)", [&](const std::string& v) { o.spec.ngram_m = to_int_in("--spec-ngram-m", v, 1, 256); });
+    ap.add({"--draft-layers"}, "K", "self-speculation: layers of the target used as draft (default: half)", [&](const std::string& v) { o.draft_layers = to_int_in("--draft-layers", v, 0, 65536); });
     ap.add({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "accepted for compatibility; ignored (no GPU backend)", [&](const std::string&) { o.notes.push_back("-ngl (no GPU backend: ignored)"); });
     ap.add({"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, "N", "accepted for compatibility; ignored", [&](const std::string&) { o.notes.push_back("-ngld (no GPU backend: ignored)"); });
 }
@@ -144,6 +144,7 @@ int cmd_generate(int argc, char** argv) {
     if (o.n_threads < 1 || o.n_threads > 512) throw Error("-t must be between 1 and 512");
     for (const auto& n : o.notes) std::fprintf(stderr, "note: %s\n", n.c_str());
 
+    if (auto w = ThreadPool::oversubscription_warning(o.n_threads); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
     ThreadPool pool(o.n_threads);
     std::unique_ptr<ThreadPool> draft_pool;
     if (o.n_threads_draft > 0 && o.n_threads_draft != o.n_threads) draft_pool = std::make_unique<ThreadPool>(o.n_threads_draft);

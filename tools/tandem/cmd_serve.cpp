@@ -2,13 +2,20 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "args.h"
+#include "core/mmap.h"
 #include "commands.h"
 #include "tandem/cpu.h"
 #include "io.h"
-#include "server/engine.h"
+#include "serve/engine.h"
+#include "tandem/thread_pool.h"
 #include "server/http_server.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
@@ -17,50 +24,87 @@
 
 namespace tandem::cli {
 
+namespace {
+
+std::vector<std::string> split_list(const std::string& v) {
+    std::vector<std::string> out;
+    size_t i = 0;
+    while (i <= v.size()) {
+        size_t j = v.find(',', i);
+        if (j == std::string::npos) j = v.size();
+        std::string item = v.substr(i, j - i);
+        while (!item.empty() && item.back() == ' ') item.pop_back();
+        while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+        if (!item.empty()) out.push_back(item);
+        i = j + 1;
+    }
+    return out;
+}
+
+// SIGINT/SIGTERM: the first starts a graceful stop, a second one exits at once.
+std::mutex g_sig_mu;
+std::condition_variable g_sig_cv;
+bool g_stop = false;
+
+}  // namespace
+
 int cmd_serve(int argc, char** argv) {
     server::ServeParams sp;
     server::EngineParams ep;
     std::string model_path, draft_path;
     bool spec_type_given = false;
+    int grace_s = 5;
     ArgParser ap("usage: tandem serve -m TARGET.gguf [-md DRAFT.gguf | --spec-type ngram|self] [--draft-max N] [--draft-min N]\n"
                  "       [--draft-p-min P] [-c CTX] [-cd CTX] [-np N] [--host 127.0.0.1] [--port 8080]\n"
-                 "       [--api-key KEY | --api-key-file FILE] [--alias NAME] [--chat-template NAME] [-t N] [--queue-max N]");
+                 "       [--api-key KEY | --api-key-file FILE] [--alias NAME] [--chat-template NAME] [-t N] [--queue-max N]\n"
+                 "       [--allowed-hosts H,H] [--cors-origins O,O] [--timeout S] [--shutdown-grace S]");
     ap.add({"-m", "--model"}, "FNAME", "target model", [&](const std::string& v) { model_path = v; });
     ap.add({"-md", "--model-draft", "--spec-draft-model"}, "FNAME", "draft model", [&](const std::string& v) { draft_path = v; });
-    ap.add({"-c", "--ctx-size"}, "N", "context per slot (default: model's, at most 4096)", [&](const std::string& v) { ep.n_ctx = to_int("-c", v); });
-    ap.add({"-cd", "--ctx-size-draft"}, "N", "draft context per slot", [&](const std::string& v) { ep.n_ctx_draft = to_int("-cd", v); });
-    ap.add({"-np", "--parallel"}, "N", "slots (concurrent generations, 1)", [&](const std::string& v) { ep.n_slots = to_int("-np", v); });
-    ap.add({"--queue-max"}, "N", "requests waiting beyond the slots before 503 (64)", [&](const std::string& v) { ep.queue_max = to_int("--queue-max", v); });
-    ap.add({"-t", "--threads"}, "N", "threads (2)", [&](const std::string& v) { ep.n_threads = to_int("-t", v); });
+    ap.add({"-c", "--ctx-size"}, "N", "context per slot (default: model's, at most 4096)", [&](const std::string& v) { ep.n_ctx = to_int_in("-c", v, 0, 1 << 24); });
+    ap.add({"-cd", "--ctx-size-draft"}, "N", "draft context per slot", [&](const std::string& v) { ep.n_ctx_draft = to_int_in("-cd", v, 0, 1 << 24); });
+    ap.add({"-np", "--parallel"}, "N", "slots (concurrent generations, 1)", [&](const std::string& v) { ep.n_slots = to_int_in("-np", v, 1, 64); });
+    ap.add({"--queue-max"}, "N", "requests waiting beyond the slots before 503 (64)", [&](const std::string& v) { ep.queue_max = to_int_in("--queue-max", v, 0, 4096); });
+    ap.add({"-t", "--threads"}, "N", "threads (2)", [&](const std::string& v) { ep.n_threads = to_int_in("-t", v, 1, 1024); });
     ap.add({"--host"}, "ADDR", "bind address (127.0.0.1)", [&](const std::string& v) { sp.host = v; });
     ap.add({"--port"}, "N", "port (8080; 0 = any free port, printed)", [&](const std::string& v) { sp.port = to_int_in("--port", v, 0, 65535); });
-    ap.add({"--api-key"}, "KEY", "require Authorization: Bearer KEY", [&](const std::string& v) { sp.api_key = v; });
+    ap.add({"--api-key"}, "KEY", "require Authorization: Bearer KEY", [&](const std::string& v) {
+        if (v.empty()) throw Error("--api-key: the key is empty (an empty key would turn authentication off)");
+        sp.api_key = v;
+    });
     ap.add({"--api-key-file"}, "FNAME", "read the API key from a file", [&](const std::string& v) {
         std::string k = read_file_bytes(v);
-        while (!k.empty() && (k.back() == '\n' || k.back() == '\r' || k.back() == ' ')) k.pop_back();
-        if (k.empty()) throw Error(v + ": empty API key file");
+        while (!k.empty() && (k.back() == '\n' || k.back() == '\r' || k.back() == ' ' || k.back() == '\t')) k.pop_back();
+        if (k.empty()) throw Error(v + ": empty API key file (an empty key would turn authentication off)");
+        if (k.find_first_of("\r\n") != std::string::npos) throw Error(v + ": the API key file holds more than one line");
         sp.api_key = k;
     });
     ap.add({"--alias", "-a"}, "NAME", "model id shown by /v1/models", [&](const std::string& v) { sp.alias = v; });
     ap.add({"--chat-template"}, "NAME", "chatml llama2 llama3 mistral phi3 gemma zephyr deepseek deepseek3", [&](const std::string& v) { sp.chat_template = v; });
-    ap.add({"--max-body"}, "BYTES", "largest request body (1 MiB)", [&](const std::string& v) { sp.max_body_bytes = size_t(to_int("--max-body", v)); });
-    ap.add({"--draft-max", "--draft", "--draft-n", "--spec-draft-n-max"}, "N", "draft length cap (16)", [&](const std::string& v) { ep.spec.n_max = to_int("--draft-max", v); });
-    ap.add({"--draft-min", "--draft-n-min", "--spec-draft-n-min"}, "N", "draft-min (0)", [&](const std::string& v) { ep.spec.n_min = to_int("--draft-min", v); });
-    ap.add({"--draft-p-min", "--spec-draft-p-min"}, "P", "draft-p-min (0.75)", [&](const std::string& v) { ep.spec.p_min = to_float("--draft-p-min", v); });
+    ap.add({"--max-body"}, "BYTES", "largest request body, counted after decoding (1 MiB)", [&](const std::string& v) { sp.max_body_bytes = size_t(to_int_in("--max-body", v, 1, 1 << 30)); });
+    ap.add({"--allowed-hosts"}, "H,H", "Host names accepted besides loopback ones when bound to loopback ('*': any)", [&](const std::string& v) { sp.allowed_hosts = split_list(v); });
+    ap.add({"--cors-origins"}, "O,O", "browser origins allowed besides loopback and same-origin ones ('*': any)", [&](const std::string& v) { sp.cors_origins = split_list(v); });
+    ap.add({"-to", "--timeout"}, "S", "seconds a request body and each write may take (60)", [&](const std::string& v) { sp.timeout_s = to_int_in("--timeout", v, 1, 86400); });
+    ap.add({"--shutdown-grace"}, "S", "seconds running generations may continue after SIGTERM (5)", [&](const std::string& v) { grace_s = to_int_in("--shutdown-grace", v, 0, 3600); });
+    ap.add({"--draft-max", "--draft", "--draft-n", "--spec-draft-n-max"}, "N", "draft length cap (16)", [&](const std::string& v) { ep.spec.n_max = to_int_in("--draft-max", v, 0, 256); });
+    ap.add({"--draft-min", "--draft-n-min", "--spec-draft-n-min"}, "N", "draft-min (0)", [&](const std::string& v) { ep.spec.n_min = to_int_in("--draft-min", v, 0, 256); });
+    ap.add({"--draft-p-min", "--spec-draft-p-min"}, "P", "draft-p-min (0.75)", [&](const std::string& v) { ep.spec.p_min = to_float_in("--draft-p-min", v, 0.0f, 1.0f); });
     ap.add({"--draft-adaptive"}, "on|off", "adaptive draft length (on)", [&](const std::string& v) { ep.spec.adaptive = to_bool("--draft-adaptive", v); });
     ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self", [&](const std::string& v) { ep.spec.type = spec_type_from_name(v); spec_type_given = true; });
-    ap.add({"--draft-layers"}, "K", "self-speculation layers", [&](const std::string& v) { ep.self_draft_layers = to_int("--draft-layers", v); });
+    ap.add({"--draft-layers"}, "K", "self-speculation layers", [&](const std::string& v) { ep.self_draft_layers = to_int_in("--draft-layers", v, 0, 65536); });
     ap.add({"-ngl", "--gpu-layers", "-ngld", "--gpu-layers-draft"}, "N", "accepted; ignored (no GPU backend)", [&](const std::string&) {});
     auto pos = ap.parse(argc, argv, 2);
     if (!pos.empty()) throw Error("unexpected argument '" + pos[0] + "'");
     if (model_path.empty()) throw Error("-m MODEL is required");
     if (!spec_type_given) ep.spec.type = draft_path.empty() ? SpecType::NONE : SpecType::DRAFT;
     if (ep.spec.type == SpecType::DRAFT && draft_path.empty()) throw Error("--spec-type draft needs -md");
-    if (ep.n_slots < 1 || ep.n_slots > 64) throw Error("-np must be 1..64");
-    if (ep.queue_max < 0) throw Error("--queue-max must be >= 0");
     sp.http_threads = std::max(16, 2 * (ep.n_slots + ep.queue_max) + 8);
+    if (auto w = ThreadPool::oversubscription_warning(ep.n_threads); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
+    // Fail before binding on files that cannot be models (a directory, a FIFO, a missing file).
+    { int fd = open_regular_file(model_path); ::close(fd); }
+    if (!draft_path.empty()) { int fd = open_regular_file(draft_path); ::close(fd); }
 
-    // Signals: SIGPIPE ignored (a client that goes away is a failed write); SIGINT/SIGTERM stop the server.
+    // Signals: SIGPIPE ignored (a client that goes away is a failed write). SIGINT/SIGTERM go to one thread:
+    // the first starts a graceful stop (or exits at once while the model is still loading), a second exits now.
     ::signal(SIGPIPE, SIG_IGN);
     sigset_t set;
     sigemptyset(&set);
@@ -72,11 +116,25 @@ int cmd_serve(int argc, char** argv) {
     http.start();
     std::fprintf(stderr, "%s\nlistening on http://%s:%d\n", cpu_info_line().c_str(), sp.host.c_str(), http.port());
     std::fflush(stderr);
-    std::thread signals([&] {
+    std::atomic<bool> loaded{false};
+    std::thread signals([&set, &loaded] {
         int sig = 0;
         sigwait(&set, &sig);
-        std::fprintf(stderr, "signal %d: stopping\n", sig);
-        http.stop();
+        if (!loaded.load()) {
+            std::fprintf(stderr, "signal %d while loading: exiting\n", sig);
+            std::fflush(stderr);
+            std::_Exit(0);
+        }
+        std::fprintf(stderr, "signal %d: stopping (a second signal exits at once)\n", sig);
+        {
+            std::lock_guard<std::mutex> lk(g_sig_mu);
+            g_stop = true;
+        }
+        g_sig_cv.notify_all();
+        sigwait(&set, &sig);
+        std::fprintf(stderr, "signal %d again: exiting now\n", sig);
+        std::fflush(stderr);
+        std::_Exit(1);
     });
     signals.detach();
 
@@ -90,7 +148,19 @@ int cmd_serve(int argc, char** argv) {
     auto engine = std::make_shared<server::Engine>(model, draft, ep);
     http.set_spec_defaults(ep.spec);
     http.set_ready(model, engine);
-    http.wait();
+    loaded.store(true);
+
+    {
+        std::unique_lock<std::mutex> lk(g_sig_mu);
+        g_sig_cv.wait(lk, [] { return g_stop; });
+    }
+    // Graceful stop: no new connections or requests; queued generations get 503 now; running ones may go on
+    // for the grace period and then end with finish_reason "length"; the answers are written; exit.
+    http.stop_accepting();
+    engine->shutdown(grace_s * 1000);
+    if (!http.wait_idle(grace_s * 1000 + 3000)) std::fprintf(stderr, "shutdown: requests still open after the grace period; closing them\n");
+    http.stop();
+    std::fprintf(stderr, "stopped\n");
     return 0;
 }
 

@@ -1,14 +1,14 @@
 #include "server/http_server.h"
 
-#include <httplib.h>
-
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
-#include <thread>
 
-#include "server/engine.h"
-#include "server/openai.h"
+#include "serve/access.h"
+#include "serve/engine.h"
+#include "serve/openai.h"
+#include "server/http_transport.h"
 #include "server/webui.h"
 #include "tandem/chat.h"
 #include "tandem/error.h"
@@ -22,22 +22,8 @@ using nlohmann::json;
 
 namespace {
 
-bool constant_time_equal(const std::string& a, const std::string& b) {
-    unsigned char diff = a.size() == b.size() ? 0 : 1;
-    const size_t n = std::max(a.size(), b.size());
-    for (size_t i = 0; i < n; i++) {
-        unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-        unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-        diff |= static_cast<unsigned char>(x ^ y);
-    }
-    return diff == 0;
-}
-
-void send_error(httplib::Response& res, int status, const std::string& msg, const std::string& type) {
-    res.status = status;
-    // Messages may quote the offending (possibly invalid UTF-8) input: replace bad bytes rather than throw.
-    res.set_content(error_body(msg, type, status).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
-}
+// JSON text; strings that quote the (possibly invalid UTF-8) input get U+FFFD instead of a throw.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 std::string random_id(const char* prefix) {
     static std::atomic<uint64_t> counter{0};
@@ -49,20 +35,60 @@ int64_t unix_time() {
     return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+const char* error_type(int status) {
+    switch (status) {
+        case 401: return "authentication_error";
+        case 403: return "permission_error";
+        case 404: return "not_found_error";
+        case 503: return "unavailable_error";
+        default: return status < 500 ? "invalid_request_error" : "server_error";
+    }
+}
+
+bool loopback_address(const std::string& host) {
+    return is_loopback_host(host_without_port(host)) || host == "::1" || host == "[::1]";
+}
+
 }  // namespace
+
+// One request being answered: the request, its responder, and the CORS headers every answer carries.
+struct Call {
+    const HttpRequest& req;
+    Responder& res;
+    Headers cors;
+    int status = 0;
+
+    void send(int st, const std::string& type, const std::string& body, Headers extra = {}) {
+        status = st;
+        extra.insert(extra.end(), cors.begin(), cors.end());
+        res.send(st, type, body, extra);
+    }
+    void json_ok(const json& j) { send(200, "application/json", dump(j)); }
+    void error(int st, const std::string& msg, Headers extra = {}) {
+        send(st, "application/json", dump(error_body(msg, error_type(st), st)), std::move(extra));
+    }
+    bool begin_stream(const std::string& type) {
+        status = 200;
+        Headers h = {{"Cache-Control", "no-cache"}};
+        h.insert(h.end(), cors.begin(), cors.end());
+        return res.begin_stream(200, type, h);
+    }
+};
 
 struct HttpServer::Impl {
     ServeParams p;
-    httplib::Server svr;
-    std::thread thread;
-    int bound_port = 0;
+    AccessPolicy policy;
+    std::unique_ptr<HttpTransport> transport;
     std::atomic<bool> ready{false};
     std::shared_ptr<const Model> model;
     std::shared_ptr<Engine> engine;
     std::unique_ptr<Tokenizer> tok;
     ChatTemplate tmpl = ChatTemplate::CHATML;
     std::string model_id;
-    std::atomic<uint64_t> http_requests{0}, http_errors{0};
+    SpecParams engine_spec_defaults;
+    std::atomic<uint64_t> http_requests{0};
+    using Route = void (Impl::*)(Call&);
+    std::map<std::string, std::map<std::string, Route>> routes;  // path -> method -> handler
 
     // --- helpers -------------------------------------------------------------------------------------------
     std::vector<int32_t> build_prompt(const ParsedRequest& r, bool chat) {
@@ -110,10 +136,10 @@ struct HttpServer::Impl {
         return {{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", top}, {"text_offset", off}};
     }
 
-    // Parses + validates + builds the prompt; on failure writes the 400 and returns false.
-    bool prepare(const httplib::Request& req, httplib::Response& res, bool chat, ParsedRequest& out) {
+    // Parses + validates + builds the prompt; on failure answers 400 and returns false.
+    bool prepare(Call& call, bool chat, ParsedRequest& out) {
         try {
-            json body = parse_body(req.body);
+            json body = parse_body(call.req.body);
             ServerLimits lim{tok->n_vocab(), 8, engine->has_draft(), engine_spec_defaults};
             out = parse_request(body, chat, lim);
             out.job.prompt = build_prompt(out, chat);
@@ -130,98 +156,87 @@ struct HttpServer::Impl {
             const int room = n_ctx - int(out.job.prompt.size());
             out.job.max_tokens = std::min(out.job.max_tokens, room);  // clamped to the context
         } catch (const BadRequest& e) {
-            send_error(res, 400, e.what(), "invalid_request_error");
+            call.error(400, e.what());
             return false;
         } catch (const json::exception& e) {
-            send_error(res, 400, e.what(), "invalid_request_error");
+            call.error(400, e.what());
             return false;
         }
         return true;
     }
 
-    SpecParams engine_spec_defaults;
+    void chat_completions(Call& c) { generate(c, true); }
+    void completions(Call& c) { generate(c, false); }
 
-    void handle_generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+    void generate(Call& call, bool chat) {
         ParsedRequest pr;
-        if (!prepare(req, res, chat, pr)) return;
+        if (!prepare(call, chat, pr)) return;
         std::vector<std::shared_ptr<Job>> jobs;
         for (int i = 0; i < pr.n; i++) {
             JobRequest jr = pr.job;
-            jr.sampling.seed += uint64_t(i);
+            jr.sampling.seed = derive_seed(pr.job.sampling.seed, uint64_t(i));  // choice 0 keeps the request's seed
             auto job = engine->submit(std::move(jr));
             if (!job) {
                 for (auto& j : jobs) j->cancel();
-                res.set_header("Retry-After", "1");
-                send_error(res, 503, "the server is busy (queue full); retry later", "unavailable_error");
+                if (engine->shutting_down()) call.error(503, "the server is shutting down", {{"Connection", "close"}});
+                else call.error(503, "the server is busy (queue full); retry later", {{"Retry-After", "1"}});
                 return;
             }
             jobs.push_back(job);
         }
         const std::string id = random_id(chat ? "chatcmpl-" : "cmpl-");
         const int64_t created = unix_time();
-        if (pr.stream) stream_response(res, jobs, pr, chat, id, created);
-        else blocking_response(res, jobs, pr, chat, id, created);
+        if (pr.stream) stream_response(call, jobs, pr, chat, id, created);
+        else blocking_response(call, jobs, pr, chat, id, created);
+        for (auto& j : jobs) j->cancel();  // no-op for finished jobs; frees the slot when the client went away
     }
 
-    void blocking_response(httplib::Response& res, std::vector<std::shared_ptr<Job>> jobs, const ParsedRequest& pr,
-                           bool chat, const std::string& id, int64_t created) {
-        // Chunked so that a client that goes away is noticed: whitespace is written while waiting (valid before
-        // a JSON document) and a failed write cancels the generation.
-        auto state = std::make_shared<bool>(false);
-        res.set_chunked_content_provider("application/json", [this, jobs, pr, chat, id, created, state](size_t, httplib::DataSink& sink) {
-            json choices = json::array();
-            int completion_tokens = 0, prompt_tokens = 0;
-            json timings;
-            for (size_t c = 0; c < jobs.size(); c++) {
-                auto& job = jobs[c];
-                TextPipeline text(*tok, pr.stop);
-                std::string content;
-                std::vector<int32_t> toks;
-                std::vector<TokenLogprob> lps, all_lps;
-                bool more = true;
-                while (more) {
-                    toks.clear();
-                    lps.clear();
-                    more = job->wait(toks, lps, 100);
-                    content += text.push(toks);
-                    all_lps.insert(all_lps.end(), lps.begin(), lps.end());
-                    if (text.stopped()) { job->cancel(); }
-                    if (more && !sink.write(" ", 1)) {
-                        for (auto& j : jobs) j->cancel();
-                        return false;
-                    }
-                }
-                content += text.finish();
-                if (!job->error.empty()) {
-                    std::string err = error_body(job->error, "server_error", 500).dump(-1, ' ', false, json::error_handler_t::replace);
-                    sink.write(err.data(), err.size());
-                    sink.done();
-                    return true;
-                }
-                std::string finish = text.stopped() || job->finish_reason == "stop" ? "stop" : "length";
-                json choice = {{"index", c}, {"finish_reason", finish}};
-                if (chat) {
-                    choice["message"] = {{"role", "assistant"}, {"content", content}};
-                    choice["logprobs"] = pr.logprobs ? json{{"content", logprob_list(all_lps)}} : json(nullptr);
-                } else {
-                    choice["text"] = content;
-                    choice["logprobs"] = pr.logprobs ? completion_logprobs(all_lps) : json(nullptr);
-                }
-                choices.push_back(choice);
-                completion_tokens += job->n_generated;
-                prompt_tokens = job->n_prompt;
-                timings = timings_of(*job);
+    // A failed job answers with its own status (400 for input the engine refused, 503 at shutdown, 500).
+    void job_error(Call& call, const Job& job) { call.error(job.error_status, job.error); }
+
+    // Non-streaming: everything is generated before the status line is written, so the status is always right.
+    // A client that goes away meanwhile is noticed (the socket is polled) and its jobs are cancelled.
+    void blocking_response(Call& call, const std::vector<std::shared_ptr<Job>>& jobs, const ParsedRequest& pr, bool chat,
+                           const std::string& id, int64_t created) {
+        json choices = json::array();
+        int completion_tokens = 0, prompt_tokens = 0;
+        json timings;
+        for (size_t c = 0; c < jobs.size(); c++) {
+            auto& job = jobs[c];
+            TextPipeline text(*tok, pr.stop);
+            std::string content;
+            std::vector<int32_t> toks;
+            std::vector<TokenLogprob> lps, all_lps;
+            for (bool more = true; more;) {
+                toks.clear();
+                lps.clear();
+                more = job->wait(toks, lps, 100);
+                content += text.push(toks);
+                all_lps.insert(all_lps.end(), lps.begin(), lps.end());
+                if (text.stopped()) job->cancel();
+                if (more && call.res.client_gone()) return;
             }
-            json out = {{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created},
-                        {"model", model_id}, {"system_fingerprint", "tandem"}, {"choices", choices},
-                        {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
-                                   {"total_tokens", prompt_tokens + completion_tokens}}},
-                        {"timings", timings}};
-            std::string s = out.dump(-1, ' ', false, json::error_handler_t::replace);
-            sink.write(s.data(), s.size());
-            sink.done();
-            return true;
-        }, [jobs](bool) { for (auto& j : jobs) j->cancel(); });
+            content += text.finish();
+            if (!job->error.empty()) return job_error(call, *job);
+            std::string finish = text.stopped() || job->finish_reason == "stop" ? "stop" : "length";
+            json choice = {{"index", c}, {"finish_reason", finish}};
+            if (chat) {
+                choice["message"] = {{"role", "assistant"}, {"content", content}};
+                choice["logprobs"] = pr.logprobs ? json{{"content", logprob_list(all_lps)}} : json(nullptr);
+            } else {
+                choice["text"] = content;
+                choice["logprobs"] = pr.logprobs ? completion_logprobs(all_lps) : json(nullptr);
+            }
+            choices.push_back(choice);
+            completion_tokens += job->n_generated;
+            prompt_tokens = job->n_prompt;
+            timings = timings_of(*job);
+        }
+        call.json_ok({{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created},
+                      {"model", model_id}, {"system_fingerprint", "tandem"}, {"choices", choices},
+                      {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
+                                 {"total_tokens", prompt_tokens + completion_tokens}}},
+                      {"timings", timings}});
     }
 
     json logprob_list(const std::vector<TokenLogprob>& lps) {
@@ -230,76 +245,76 @@ struct HttpServer::Impl {
         return a;
     }
 
-    void stream_response(httplib::Response& res, std::vector<std::shared_ptr<Job>> jobs, const ParsedRequest& pr,
-                         bool chat, const std::string& id, int64_t created) {
-        res.set_header("Cache-Control", "no-cache");
-        res.set_chunked_content_provider("text/event-stream", [this, jobs, pr, chat, id, created](size_t, httplib::DataSink& sink) {
-            auto send = [&](const json& j) {
-                std::string s = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
-                return sink.write(s.data(), s.size());
-            };
-            auto chunk = [&](size_t index, const json& delta_or_text, const json& finish, const json& logprobs) {
-                json choice = {{"index", index}, {"finish_reason", finish}};
-                if (chat) choice["delta"] = delta_or_text;
-                else choice["text"] = delta_or_text;
-                if (!logprobs.is_null()) choice["logprobs"] = logprobs;
-                return json{{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
-                            {"model", model_id}, {"system_fingerprint", "tandem"}, {"choices", json::array({choice})}};
-            };
-            int completion_tokens = 0, prompt_tokens = 0;
-            json timings;
-            for (size_t c = 0; c < jobs.size(); c++) {
-                auto& job = jobs[c];
-                if (chat && !send(chunk(c, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr))) {
-                    for (auto& j : jobs) j->cancel();
-                    return false;
-                }
-                TextPipeline text(*tok, pr.stop);
-                std::vector<int32_t> toks;
-                std::vector<TokenLogprob> lps;
-                bool more = true;
-                while (more) {
+    // Streaming: the status line waits for the first job's first result, so a request that fails before it
+    // generates anything (shutdown, a refused input) still gets its 4xx/5xx status; a failure after that is
+    // sent as an error event and the stream ends.
+    void stream_response(Call& call, const std::vector<std::shared_ptr<Job>>& jobs, const ParsedRequest& pr, bool chat,
+                         const std::string& id, int64_t created) {
+        std::vector<int32_t> toks;
+        std::vector<TokenLogprob> lps;
+        bool more = true;
+        for (;;) {  // first result of the first job
+            more = jobs[0]->wait(toks, lps, 100);
+            if (!toks.empty() || !more) break;
+            if (call.res.client_gone()) return;
+        }
+        if (!more && toks.empty() && !jobs[0]->error.empty()) return job_error(call, *jobs[0]);
+        if (!call.begin_stream("text/event-stream")) return;
+        Responder& sink = call.res;
+        auto send = [&](const json& j) { return sink.write("data: " + dump(j) + "\n\n"); };
+        auto chunk = [&](size_t index, const json& delta_or_text, const json& finish, const json& logprobs) {
+            json choice = {{"index", index}, {"finish_reason", finish}};
+            if (chat) choice["delta"] = delta_or_text;
+            else choice["text"] = delta_or_text;
+            if (!logprobs.is_null()) choice["logprobs"] = logprobs;
+            return json{{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
+                        {"model", model_id}, {"system_fingerprint", "tandem"}, {"choices", json::array({choice})}};
+        };
+        int completion_tokens = 0, prompt_tokens = 0;
+        for (size_t c = 0; c < jobs.size(); c++) {
+            auto& job = jobs[c];
+            if (chat && !send(chunk(c, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr))) return;
+            TextPipeline text(*tok, pr.stop);
+            bool have = c == 0;  // the first job's first result is already in toks/lps
+            for (;;) {
+                if (!have) {
                     toks.clear();
                     lps.clear();
                     more = job->wait(toks, lps, 100);
-                    std::string piece = text.push(toks);
-                    if (text.stopped()) job->cancel();
-                    json lp = nullptr;
-                    if (pr.logprobs && !lps.empty()) lp = chat ? json{{"content", logprob_list(lps)}} : completion_logprobs(lps);
-                    bool ok = true;
-                    if (!piece.empty() || !lp.is_null())
-                        ok = send(chunk(c, chat ? json{{"content", piece}} : json(piece), nullptr, lp));
-                    else if (more) ok = sink.is_writable();
-                    if (!ok) {
-                        for (auto& j : jobs) j->cancel();
-                        return false;
-                    }
                 }
-                std::string rest = text.finish();
-                if (!job->error.empty()) {
-                    send(error_body(job->error, "server_error", 500));
-                    sink.done();
-                    return true;
-                }
-                std::string finish = text.stopped() || job->finish_reason == "stop" ? "stop" : "length";
-                json last = chunk(c, chat ? (rest.empty() ? json::object() : json{{"content", rest}}) : json(rest), finish, nullptr);
-                last["timings"] = timings_of(*job);
-                if (!send(last)) return false;
-                completion_tokens += job->n_generated;
-                prompt_tokens = job->n_prompt;
+                have = false;
+                std::string piece = text.push(toks);
+                if (text.stopped()) job->cancel();
+                json lp = nullptr;
+                if (pr.logprobs && !lps.empty()) lp = chat ? json{{"content", logprob_list(lps)}} : completion_logprobs(lps);
+                bool ok = true;
+                if (!piece.empty() || !lp.is_null()) ok = send(chunk(c, chat ? json{{"content", piece}} : json(piece), nullptr, lp));
+                else if (more) ok = sink.write("");  // nothing to say: is the client still there?
+                if (!ok) return;
+                if (!more) break;
             }
-            if (pr.include_usage) {
-                json u = {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
-                          {"model", model_id}, {"choices", json::array()},
-                          {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
-                                     {"total_tokens", prompt_tokens + completion_tokens}}}};
-                send(u);
+            std::string rest = text.finish();
+            if (!job->error.empty()) {
+                send(error_body(job->error, error_type(job->error_status), job->error_status));
+                sink.end_stream();
+                return;
             }
-            std::string done = "data: [DONE]\n\n";
-            sink.write(done.data(), done.size());
-            sink.done();
-            return true;
-        }, [jobs](bool) { for (auto& j : jobs) j->cancel(); });
+            std::string finish = text.stopped() || job->finish_reason == "stop" ? "stop" : "length";
+            json last = chunk(c, chat ? (rest.empty() ? json::object() : json{{"content", rest}}) : json(rest), finish, nullptr);
+            last["timings"] = timings_of(*job);
+            if (!send(last)) return;
+            completion_tokens += job->n_generated;
+            prompt_tokens = job->n_prompt;
+        }
+        if (pr.include_usage) {
+            json u = {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
+                      {"model", model_id}, {"choices", json::array()},
+                      {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
+                                 {"total_tokens", prompt_tokens + completion_tokens}}}};
+            send(u);
+        }
+        sink.write("data: [DONE]\n\n");
+        sink.end_stream();
     }
 
     std::string metrics_text() {
@@ -329,135 +344,122 @@ struct HttpServer::Impl {
         return s;
     }
 
-    void routes() {
-        svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-            http_requests++;
-            const bool open = req.path == "/health" || req.path == "/v1/models" || req.path == "/models" || req.path == "/" ||
-                              req.path == "/index.html";
-            if (!p.api_key.empty() && !open) {
-                std::string auth = req.get_header_value("Authorization");
-                const std::string prefix = "Bearer ";
-                if (auth.rfind(prefix, 0) != 0 || !constant_time_equal(auth.substr(prefix.size()), p.api_key)) {
-                    send_error(res, 401, "invalid or missing API key", "authentication_error");
-                    return httplib::Server::HandlerResponse::Handled;
-                }
+    // --- routes ------------------------------------------------------------------------------------------
+    void health(Call& c) {
+        if (!ready.load()) return c.error(503, "Loading model", {{"Retry-After", "1"}});
+        c.send(200, "application/json", R"({"status":"ok"})");
+    }
+    void index(Call& c) { c.send(200, "text/html; charset=utf-8", kWebUi); }
+    void models(Call& c) {
+        const HParams& hp = model->hparams();
+        json m = {{"id", model_id}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "tandem"},
+                  {"meta", {{"vocab_type", tok->model_name()}, {"n_vocab", hp.n_vocab}, {"n_ctx_train", hp.n_ctx_train},
+                            {"n_ctx", engine->n_ctx()}, {"n_embd", hp.n_embd}, {"n_params", model->n_params()},
+                            {"size", model->weights_bytes()}}}};
+        c.json_ok({{"object", "list"}, {"data", json::array({m})}});
+    }
+    void metrics(Call& c) { c.send(200, "text/plain; version=0.0.4", metrics_text()); }
+    void tokenize(Call& c) {
+        try {
+            json b = parse_body(c.req.body);
+            if (!b.is_object() || !b.contains("content") || !b["content"].is_string()) throw BadRequest("'content' must be a string");
+            bool add_special = b.value("add_special", false);
+            bool parse_special = b.value("parse_special", true);
+            bool with_pieces = b.value("with_pieces", false);
+            auto ids = tok->encode(b["content"].get<std::string>(), add_special, parse_special);
+            json toks = json::array();
+            for (int32_t id : ids) {
+                if (with_pieces) toks.push_back({{"id", id}, {"piece", tok->token_to_piece(id, true)}});
+                else toks.push_back(id);
             }
-            if (!ready.load() && req.path != "/health" && req.path != "/" && req.path != "/index.html") {
-                res.set_header("Retry-After", "1");
-                send_error(res, 503, "the model is loading", "unavailable_error");
-                return httplib::Server::HandlerResponse::Handled;
+            c.json_ok({{"tokens", toks}});
+        } catch (const json::exception& e) {
+            c.error(400, e.what());
+        } catch (const BadRequest& e) {
+            c.error(400, e.what());
+        }
+    }
+    void detokenize(Call& c) {
+        try {
+            json b = parse_body(c.req.body);
+            if (!b.is_object() || !b.contains("tokens") || !b["tokens"].is_array()) throw BadRequest("'tokens' must be an array of ids");
+            std::vector<int32_t> ids;
+            for (const auto& v : b["tokens"]) {
+                if (!v.is_number_integer()) throw BadRequest("'tokens' must be an array of ids");
+                int64_t id = v.get<int64_t>();
+                if (id < 0 || id >= tok->n_vocab()) throw BadRequest(strprintf("token %lld is outside the vocabulary", (long long)id));
+                ids.push_back(int32_t(id));
             }
-            return httplib::Server::HandlerResponse::Unhandled;
-        });
-        svr.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-            http_errors++;
-            std::string what = "internal error";
-            try {
-                if (ep) std::rethrow_exception(ep);
-            } catch (const std::exception& e) {
-                what = e.what();
-            } catch (...) {
-            }
-            send_error(res, 500, what, "server_error");
-        });
-        svr.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-            if (!res.body.empty()) return;
-            std::string type = res.status == 404 ? "not_found_error" : res.status == 413 ? "invalid_request_error" : "server_error";
-            std::string msg = res.status == 404 ? "no such endpoint" : res.status == 413 ? "request body too large" : "HTTP error";
-            send_error(res, res.status, msg, type);
-        });
-        svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-            std::fprintf(stderr, "%s %s %d %zu bytes\n", req.method.c_str(), req.path.c_str(), res.status, req.body.size());
-        });
+            c.json_ok({{"content", tok->decode(ids, false)}});
+        } catch (const json::exception& e) {
+            c.error(400, e.what());
+        } catch (const BadRequest& e) {
+            c.error(400, e.what());
+        }
+    }
 
-        svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-            if (!ready.load()) {
-                res.set_header("Retry-After", "1");
-                send_error(res, 503, "Loading model", "unavailable_error");
-                return;
-            }
-            res.set_content(R"({"status":"ok"})", "application/json");
-        });
-        auto index = [](const httplib::Request&, httplib::Response& res) { res.set_content(kWebUi, "text/html; charset=utf-8"); };
-        svr.Get("/", index);
-        svr.Get("/index.html", index);
-        auto models = [this](const httplib::Request&, httplib::Response& res) {
-            const HParams& hp = model->hparams();
-            json m = {{"id", model_id}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "tandem"},
-                      {"meta", {{"vocab_type", tok->model_name()}, {"n_vocab", hp.n_vocab}, {"n_ctx_train", hp.n_ctx_train},
-                                {"n_ctx", engine->n_ctx()}, {"n_embd", hp.n_embd}, {"n_params", model->n_params()},
-                                {"size", model->weights_bytes()}}}};
-            res.set_content(json{{"object", "list"}, {"data", json::array({m})}}.dump(), "application/json");
+    void add_routes() {
+        auto add = [&](const char* method, std::initializer_list<const char*> paths, Route r) {
+            for (const char* path : paths) routes[path][method] = r;
         };
-        svr.Get("/v1/models", models);
-        svr.Get("/models", models);
-        svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-            res.set_content(metrics_text(), "text/plain; version=0.0.4");
-        });
-        svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { handle_generate(req, res, true); });
-        svr.Post("/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { handle_generate(req, res, true); });
-        svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { handle_generate(req, res, false); });
-        svr.Post("/completions", [this](const httplib::Request& req, httplib::Response& res) { handle_generate(req, res, false); });
-        svr.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-            try {
-                json b = parse_body(req.body);
-                if (!b.is_object() || !b.contains("content") || !b["content"].is_string()) throw BadRequest("'content' must be a string");
-                bool add_special = b.value("add_special", false);
-                bool parse_special = b.value("parse_special", true);
-                bool with_pieces = b.value("with_pieces", false);
-                auto ids = tok->encode(b["content"].get<std::string>(), add_special, parse_special);
-                json toks = json::array();
-                for (int32_t id : ids) {
-                    if (with_pieces) toks.push_back({{"id", id}, {"piece", tok->token_to_piece(id, true)}});
-                    else toks.push_back(id);
-                }
-                res.set_content(json{{"tokens", toks}}.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-            } catch (const json::exception& e) {
-                send_error(res, 400, e.what(), "invalid_request_error");
-            } catch (const BadRequest& e) {
-                send_error(res, 400, e.what(), "invalid_request_error");
-            }
-        });
-        svr.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-            try {
-                json b = parse_body(req.body);
-                if (!b.is_object() || !b.contains("tokens") || !b["tokens"].is_array()) throw BadRequest("'tokens' must be an array of ids");
-                std::vector<int32_t> ids;
-                for (const auto& v : b["tokens"]) {
-                    if (!v.is_number_integer()) throw BadRequest("'tokens' must be an array of ids");
-                    int64_t id = v.get<int64_t>();
-                    if (id < 0 || id >= tok->n_vocab()) throw BadRequest(strprintf("token %lld is outside the vocabulary", (long long)id));
-                    ids.push_back(int32_t(id));
-                }
-                res.set_content(json{{"content", tok->decode(ids, false)}}.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-            } catch (const json::exception& e) {
-                send_error(res, 400, e.what(), "invalid_request_error");
-            } catch (const BadRequest& e) {
-                send_error(res, 400, e.what(), "invalid_request_error");
-            }
-        });
+        add("GET", {"/health"}, &Impl::health);
+        add("GET", {"/", "/index.html"}, &Impl::index);
+        add("GET", {"/v1/models", "/models"}, &Impl::models);
+        add("GET", {"/metrics"}, &Impl::metrics);
+        add("POST", {"/v1/chat/completions", "/chat/completions"}, &Impl::chat_completions);
+        add("POST", {"/v1/completions", "/completions"}, &Impl::completions);
+        add("POST", {"/tokenize"}, &Impl::tokenize);
+        add("POST", {"/detokenize"}, &Impl::detokenize);
+    }
+
+    // Every request: access checks, then the route. Runs on a transport worker thread.
+    void handle(const HttpRequest& req, Responder& res) {
+        http_requests++;
+        AccessDecision d = check_access(policy, {req.method, req.path, req.header("host"), req.header("origin"),
+                                                 req.header("authorization"), req.header("access-control-request-headers")});
+        Call call{req, res, d.headers};
+        if (d.status == 204) call.send(204, "", "");
+        else if (d.status) call.error(d.status, d.message);
+        else dispatch(call);
+        std::fprintf(stderr, "%s %s %d %zu bytes\n", req.method.c_str(), req.path.c_str(), call.status, req.body.size());
+    }
+
+    void dispatch(Call& call) {
+        auto it = routes.find(call.req.path);
+        if (it == routes.end()) return call.error(404, "no such endpoint");
+        auto m = it->second.find(call.req.method);
+        if (m == it->second.end()) {
+            std::string allow;
+            for (auto& [k, v] : it->second) allow += (allow.empty() ? "" : ", ") + k;
+            return call.error(405, "method " + call.req.method + " is not allowed here (" + allow + ")", {{"Allow", allow}});
+        }
+        const bool needs_model = call.req.path != "/health" && call.req.path != "/" && call.req.path != "/index.html";
+        if (needs_model && !ready.load()) return call.error(503, "the model is loading", {{"Retry-After", "1"}});
+        (this->*(m->second))(call);
     }
 };
 
 HttpServer::HttpServer(const ServeParams& p) : impl_(std::make_unique<Impl>()) {
-    impl_->p = p;
-    impl_->svr.set_payload_max_length(p.max_body_bytes);
-    impl_->svr.set_read_timeout(15, 0);
-    impl_->svr.set_write_timeout(15, 0);
-    impl_->svr.set_keep_alive_max_count(100);
-    const int n = p.http_threads;
-    impl_->svr.new_task_queue = [n] { return new httplib::ThreadPool(size_t(n)); };
-    impl_->routes();
+    Impl& I = *impl_;
+    I.p = p;
+    I.policy = {p.api_key, loopback_address(p.host), p.allowed_hosts, p.cors_origins};
+    I.add_routes();
+    TransportParams tp;
+    tp.max_body_bytes = p.max_body_bytes;
+    tp.workers = p.http_threads;
+    tp.body_timeout_s = p.timeout_s;
+    tp.write_timeout_s = p.timeout_s;
+    tp.header_timeout_s = std::min(p.timeout_s, 10);
+    I.transport = std::make_unique<HttpTransport>(
+        tp, [&I](const HttpRequest& req, Responder& res) { I.handle(req, res); },
+        [](int status, const std::string& msg) { return dump(error_body(msg, error_type(status), status)); });
 }
 
 HttpServer::~HttpServer() { stop(); }
 
 void HttpServer::start() {
-    Impl& I = *impl_;
-    if (I.p.port == 0) I.bound_port = I.svr.bind_to_any_port(I.p.host);
-    else I.bound_port = I.svr.bind_to_port(I.p.host, I.p.port) ? I.p.port : -1;
-    if (I.bound_port <= 0) throw Error(strprintf("cannot listen on %s:%d", I.p.host.c_str(), I.p.port));
-    I.thread = std::thread([&I] { I.svr.listen_after_bind(); });
+    impl_->transport->listen(impl_->p.host, impl_->p.port);
+    impl_->transport->start();
 }
 
 void HttpServer::set_ready(std::shared_ptr<const Model> model, std::shared_ptr<Engine> engine) {
@@ -476,22 +478,16 @@ void HttpServer::set_ready(std::shared_ptr<const Model> model, std::shared_ptr<E
         else std::fprintf(stderr, "warning: %s; using ChatML\n", jinja.empty() ? "the model has no chat template" : "the model's chat template is not recognised");
     }
     std::string path = model->path();
-    I.model_id = !I.p.alias.empty() ? I.p.alias : path.substr(path.find_last_of('/') + 1);
+    // The id is shown by /v1/models and in every response: made valid UTF-8 once, here.
+    I.model_id = valid_utf8(!I.p.alias.empty() ? I.p.alias : path.substr(path.find_last_of('/') + 1));
     I.ready.store(true);
     std::fprintf(stderr, "ready: model %s, chat template %s\n", I.model_id.c_str(), chat_template_name(I.tmpl));
 }
 
 void HttpServer::set_spec_defaults(const SpecParams& sp) { impl_->engine_spec_defaults = sp; }
-
-void HttpServer::wait() {
-    if (impl_->thread.joinable()) impl_->thread.join();
-}
-
-void HttpServer::stop() {
-    if (impl_->svr.is_running()) impl_->svr.stop();
-    if (impl_->thread.joinable()) impl_->thread.join();
-}
-
-int HttpServer::port() const { return impl_->bound_port; }
+void HttpServer::stop_accepting() { impl_->transport->stop_accepting(); }
+bool HttpServer::wait_idle(int timeout_ms) { return impl_->transport->wait_idle(timeout_ms); }
+void HttpServer::stop() { impl_->transport->stop(); }
+int HttpServer::port() const { return impl_->transport->port(); }
 
 }  // namespace tandem::server

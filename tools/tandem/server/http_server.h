@@ -1,15 +1,14 @@
-// HTTP front end of `tandem serve` (cpp-httplib): routes, authentication, limits, SSE streaming. Owns nothing
-// of the model: requests become Jobs for the Engine.
+// HTTP front end of `tandem serve`: routes, access checks (src/serve/access.h), SSE streaming, on the
+// transport of http_transport.h. Owns nothing of the model: requests become Jobs for the Engine.
 #pragma once
-#include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tandem/speculative.h"
 
 namespace tandem {
 class Model;
-class Tokenizer;
 }  // namespace tandem
 
 namespace tandem::server {
@@ -22,22 +21,25 @@ struct ServeParams {
     std::string api_key;
     std::string alias;
     std::string chat_template;  // forced template name; empty: recognise the model's
+    std::vector<std::string> allowed_hosts, cors_origins;
     size_t max_body_bytes = 1 << 20;
     int http_threads = 32;
+    int timeout_s = 60;  // whole-body read and each write; headers get min(timeout, 10 s)
 };
 
 class HttpServer {
 public:
     explicit HttpServer(const ServeParams& p);
     ~HttpServer();
-    // Binds and starts listening in a background thread (/health answers 503 until set_ready). Throws Error.
+    // Binds and starts serving (/health answers 503 until set_ready). Throws Error (e.g. the port is taken).
     void start();
     // Models are loaded: routes that need them become available.
     void set_ready(std::shared_ptr<const Model> model, std::shared_ptr<Engine> engine);
     // Speculative defaults that requests start from (call before set_ready).
     void set_spec_defaults(const SpecParams& sp);
-    void wait();  // until stop()
-    void stop();
+    void stop_accepting();           // shutdown, step 1: no new connections or requests
+    bool wait_idle(int timeout_ms);  // shutdown, step 2: until every request in progress has been answered
+    void stop();                     // shutdown, step 3: close everything
     int port() const;
 
 private:

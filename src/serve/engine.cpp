@@ -1,4 +1,4 @@
-#include "server/engine.h"
+#include "serve/engine.h"
 
 #include <chrono>
 
@@ -32,11 +32,12 @@ void Job::push(const std::vector<int32_t>& toks, const std::vector<TokenLogprob>
     cv_.notify_all();
 }
 
-void Job::finish(const std::string& reason, const std::string& err) {
+void Job::finish(const std::string& reason, const std::string& err, int status) {
     {
         std::lock_guard<std::mutex> lk(mu_);
         finish_reason = reason;
         error = err;
+        error_status = status;
         done_ = true;
     }
     cv_.notify_all();
@@ -63,14 +64,33 @@ Engine::~Engine() {
     }
     cv_.notify_all();
     thread_.join();
-    for (auto& j : queue_) j->finish("error", "server shutting down");
+    for (auto& j : queue_) j->finish("error", "the server is shutting down", 503);
+}
+
+void Engine::shutdown(int grace_ms) {
+    std::deque<std::shared_ptr<Job>> dropped;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (shutting_down_) return;
+        shutting_down_ = true;
+        deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(0, grace_ms));
+        dropped.swap(queue_);
+        m_.queue_depth = 0;
+    }
+    for (auto& j : dropped) j->finish("error", "the server is shutting down", 503);
+    cv_.notify_all();
+}
+
+bool Engine::shutting_down() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return shutting_down_;
 }
 
 std::shared_ptr<Job> Engine::submit(JobRequest req) {
     auto job = std::make_shared<Job>(std::move(req));
     {
         std::lock_guard<std::mutex> lk(mu_);
-        if (int(queue_.size()) >= p_.queue_max) return nullptr;
+        if (shutting_down_ || int(queue_.size()) >= p_.queue_max) return nullptr;
         queue_.push_back(job);
         m_.requests++;
         m_.queue_depth = int(queue_.size());
@@ -129,7 +149,7 @@ void Engine::release(Slot& s, const std::string& reason, const std::string& erro
             m_.accepted_per_pos[i] += uint64_t(st.accepted_at[i]);
         }
     }
-    s.job->finish(reason, error);
+    s.job->finish(reason, error, 500);
     s.job.reset();
     s.gen.reset();
 }
@@ -162,7 +182,7 @@ void Engine::step_all() {
         std::vector<int32_t> batch;
         try {
             if (!s.gen->begin_step(remaining, batch)) { release(s, "length"); continue; }  // context full
-        } catch (const Error& e) {
+        } catch (const std::exception& e) {
             release(s, "error", e.what());
             continue;
         }
@@ -177,7 +197,7 @@ void Engine::step_all() {
     const double t0 = now_ms();
     try {
         Session::decode_batch(reqs);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
         for (Slot* s : active) release(*s, "error", e.what());
         return;
     }
@@ -187,7 +207,12 @@ void Engine::step_all() {
         std::vector<int32_t> toks;
         std::vector<TokenLogprob> lp;
         const int n_top = s->job->req.n_top_logprobs;
-        s->gen->end_step(toks, t_target, n_top >= 0 ? &lp : nullptr, std::max(0, n_top));
+        try {
+            s->gen->end_step(toks, t_target, n_top >= 0 ? &lp : nullptr, std::max(0, n_top));
+        } catch (const std::exception& e) {  // one request's failure never reaches the other slots
+            release(*s, "error", e.what());
+            continue;
+        }
         deliver(*s, toks, lp);
     }
 }
@@ -220,11 +245,20 @@ void Engine::loop() {
             if (!job) break;
             try {
                 admit(s, job);
-            } catch (const Error& e) {
+            } catch (const std::exception& e) {
                 s.job = job;
                 release(s, "error", e.what());
             }
         }
+        // Shutdown grace period over: running jobs end now with what they have.
+        bool cut = false;
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            cut = shutting_down_ && std::chrono::steady_clock::now() >= deadline_;
+        }
+        if (cut)
+            for (auto& s : slots_)
+                if (s.job) release(s, "length");
         // One round for every busy slot.
         step_all();
         int busy = 0;

@@ -3,6 +3,7 @@
 // submit a Job and read its results (tokens, then completion) from the Job under its mutex.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -44,10 +45,13 @@ public:
 
     // Inference side.
     void push(const std::vector<int32_t>& toks, const std::vector<TokenLogprob>& lp);
-    void finish(const std::string& reason, const std::string& error = "");
+    // reason: "stop" (end of generation), "length" (max_tokens, the context, or cut by shutdown), "cancelled",
+    // "error" (then `error` says why and `error_status` is the HTTP status to answer with).
+    void finish(const std::string& reason, const std::string& error = "", int error_status = 500);
 
     // Valid after the job finished.
     std::string finish_reason, error;
+    int error_status = 500;
     int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0;
     double prompt_ms = 0, gen_ms = 0;
 
@@ -84,8 +88,12 @@ public:
     Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model> draft, const EngineParams& p);
     ~Engine();
 
-    // Queues a job; returns null when the queue is full (the caller answers 503).
+    // Queues a job; returns null when the queue is full or the engine is shutting down (the caller answers 503).
     std::shared_ptr<Job> submit(JobRequest req);
+    // Graceful stop: no new jobs; queued jobs finish now with error_status 503; running ones keep generating
+    // for at most grace_ms, then end with finish_reason "length" (what they generated so far is delivered).
+    void shutdown(int grace_ms);
+    bool shutting_down() const;
     EngineMetrics metrics() const;
     int n_ctx() const { return n_ctx_; }
     bool has_draft() const { return draft_ != nullptr; }
@@ -114,6 +122,8 @@ private:
     std::condition_variable cv_;
     std::deque<std::shared_ptr<Job>> queue_;
     bool stop_ = false;
+    bool shutting_down_ = false;
+    std::chrono::steady_clock::time_point deadline_{};
     EngineMetrics m_;
     std::thread thread_;
 };

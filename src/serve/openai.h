@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "server/engine.h"
+#include "serve/engine.h"
 #include "tandem/chat.h"
 
 namespace tandem::server {
@@ -17,6 +17,9 @@ struct BadRequest : std::runtime_error {
 };
 
 nlohmann::json error_body(const std::string& message, const std::string& type, int code);
+
+// `s` with every invalid UTF-8 sequence replaced by U+FFFD.
+std::string valid_utf8(const std::string& s);
 
 // Parses a request body. Refuses nesting deeper than 64 levels before parsing (a body of a million '[' would
 // otherwise cost a deep recursion) and invalid UTF-8 (the JSON parser rejects it). Throws BadRequest.

@@ -1,4 +1,4 @@
-#include "server/openai.h"
+#include "serve/openai.h"
 
 #include <cmath>
 
@@ -10,6 +10,12 @@ using nlohmann::json;
 
 json error_body(const std::string& message, const std::string& type, int code) {
     return {{"error", {{"message", message}, {"type", type}, {"code", code}}}};
+}
+
+std::string valid_utf8(const std::string& s) {
+    // nlohmann::json writes invalid sequences as U+FFFD with error_handler_t::replace; the string literal it
+    // produces is parsed back.
+    return json::parse(json(s).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
 }
 
 json parse_body(const std::string& body) {
@@ -166,6 +172,8 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
             if (std::isnan(b) || b > 100 || (b < -100 && std::isfinite(b))) throw BadRequest("logit_bias values must be between -100 and 100");
             sp.logit_bias.emplace_back(int32_t(id), b <= -100 ? -INFINITY : float(b));
         }
+        if (count_banned(sp.logit_bias) >= size_t(lim.n_vocab))
+            throw BadRequest(strprintf("logit_bias bans all %d tokens of the vocabulary: nothing could be generated", lim.n_vocab));
     }
 
     r.max_tokens_given = body.contains("max_tokens") || body.contains("max_completion_tokens") || body.contains("n_predict");

@@ -1,0 +1,190 @@
+// The server's library parts without HTTP: access rules (Host, CORS, key), request validation that must stop
+// a request before it reaches the engine, and the engine's isolation of one failing job and its shutdown.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "serve/access.h"
+#include "serve/engine.h"
+#include "serve/openai.h"
+#include "tandem/model.h"
+#include "test_util.h"
+
+using namespace tandem;
+using namespace tandem::server;
+using nlohmann::json;
+
+namespace {
+
+AccessDecision check(const AccessPolicy& p, std::string method, std::string path, std::string host, std::string origin = "",
+                     std::string auth = "") {
+    return check_access(p, {std::move(method), std::move(path), std::move(host), std::move(origin), std::move(auth), ""});
+}
+
+bool has_header(const AccessDecision& d, const std::string& k, const std::string& v) {
+    for (const auto& [a, b] : d.headers)
+        if (a == k && b == v) return true;
+    return false;
+}
+
+}  // namespace
+
+TEST(Access, HostHeaderMustBeLoopbackWhenBoundToLoopback) {
+    AccessPolicy p;
+    for (const char* h : {"localhost", "localhost:8080", "127.0.0.1:8080", "127.1.2.3", "[::1]:80", "LOCALHOST:1", ""})
+        EXPECT_EQ(check(p, "GET", "/health", h).status, 0) << h;
+    for (const char* h : {"evil.example", "evil.example:8080", "localhost.evil.example", "127.0.0.1.evil.example", "10.0.0.1", "[::2]"})
+        EXPECT_EQ(check(p, "GET", "/health", h).status, 403) << h;
+    p.allowed_hosts = {"my.box"};
+    EXPECT_EQ(check(p, "GET", "/health", "my.box:8080").status, 0);
+    p.allowed_hosts = {"*"};
+    EXPECT_EQ(check(p, "GET", "/health", "evil.example").status, 0);
+    AccessPolicy open;
+    open.loopback_bind = false;  // --host 0.0.0.0: names are the operator's business
+    EXPECT_EQ(check(open, "GET", "/health", "anything.example").status, 0);
+}
+
+TEST(Access, ForeignOriginsAreRefusedWithoutAKey) {
+    AccessPolicy p;
+    // a web page elsewhere posting text/plain to a keyless local server (no preflight in the browser)
+    EXPECT_EQ(check(p, "POST", "/v1/completions", "localhost:8080", "https://evil.example").status, 403);
+    EXPECT_EQ(check(p, "POST", "/v1/completions", "localhost:8080", "null").status, 403);
+    // same origin, loopback origins
+    auto d = check(p, "POST", "/v1/completions", "localhost:8080", "http://localhost:8080");
+    EXPECT_EQ(d.status, 0);
+    EXPECT_TRUE(has_header(d, "Access-Control-Allow-Origin", "http://localhost:8080"));
+    EXPECT_EQ(check(p, "POST", "/v1/completions", "localhost:8080", "http://127.0.0.1:3000").status, 0);
+    // allow-listed
+    p.cors_origins = {"https://app.example"};
+    EXPECT_EQ(check(p, "POST", "/v1/completions", "localhost:8080", "https://app.example").status, 0);
+    EXPECT_EQ(check(p, "POST", "/v1/completions", "localhost:8080", "https://app.example.evil").status, 403);
+    p.cors_origins = {"*"};
+    EXPECT_EQ(check(p, "POST", "/v1/completions", "localhost:8080", "https://evil.example").status, 0);
+}
+
+TEST(Access, PreflightPassesWithoutTheKeyAndTheKeyGuardsTheRest) {
+    AccessPolicy p;
+    p.api_key = "sk-test";
+    auto pre = check(p, "OPTIONS", "/v1/chat/completions", "localhost", "https://web.example");
+    EXPECT_EQ(pre.status, 204);
+    EXPECT_TRUE(has_header(pre, "Access-Control-Allow-Origin", "https://web.example"));
+    EXPECT_TRUE(has_header(pre, "Access-Control-Allow-Methods", "GET, POST, OPTIONS"));
+    EXPECT_EQ(check(p, "POST", "/v1/chat/completions", "localhost", "https://web.example").status, 401);
+    EXPECT_EQ(check(p, "POST", "/v1/chat/completions", "localhost", "", "Bearer sk-tesT").status, 401);
+    EXPECT_EQ(check(p, "POST", "/v1/chat/completions", "localhost", "", "Bearer sk-test").status, 0);
+    EXPECT_EQ(check(p, "GET", "/health", "localhost").status, 0);
+    EXPECT_EQ(check(p, "GET", "/metrics", "localhost").status, 401);
+}
+
+TEST(Requests, LogitBiasThatBansEveryTokenIsRefusedBeforeGeneration) {
+    ServerLimits lim{50, 8, false, {}};
+    json all = json::object(), all_false = json::object();
+    for (int i = 0; i < 50; i++) {
+        all[std::to_string(i)] = -100;
+        all_false[std::to_string(i)] = false;
+    }
+    for (const json& bias : {all, all_false}) {
+        for (bool chat : {false, true}) {
+            json body = chat ? json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}} : json{{"prompt", "hi"}};
+            body["logit_bias"] = bias;
+            try {
+                parse_request(body, chat, lim);
+                FAIL() << "accepted a logit_bias that bans every token";
+            } catch (const BadRequest& e) {
+                EXPECT_NE(std::string(e.what()).find("bans all 50 tokens"), std::string::npos) << e.what();
+            }
+        }
+    }
+    all.erase("7");  // one token left: fine
+    EXPECT_NO_THROW(parse_request(json{{"prompt", "hi"}, {"logit_bias", all}}, false, lim));
+}
+
+TEST(Requests, ModelIdsAreMadeValidUtf8) {
+    EXPECT_EQ(valid_utf8("model.gguf"), "model.gguf");
+    EXPECT_EQ(valid_utf8("caf\xc3\xa9"), "caf\xc3\xa9");
+    EXPECT_EQ(valid_utf8("bad\xff.gguf"), "bad\xef\xbf\xbd.gguf");
+    EXPECT_NO_THROW(json(valid_utf8("\xc3\x28\xa0\xa1")).dump());
+}
+
+TEST(Requests, DerivedSeedsAreIndependentStreams) {
+    // stream 1 of seed S must not be stream 0 of seed S+1 (the old seed + i scheme)
+    for (uint64_t s : {0ull, 1ull, 42ull, 0xffffffffffffffffull}) {
+        EXPECT_EQ(derive_seed(s, 0), s);
+        EXPECT_NE(derive_seed(s, 1), s + 1);
+        EXPECT_NE(derive_seed(s, 1), derive_seed(s + 1, 0));
+        EXPECT_NE(derive_seed(s, 1), derive_seed(s + 1, 1));
+        EXPECT_NE(derive_seed(s, 1), derive_seed(s, 2));
+    }
+}
+
+namespace {
+
+std::shared_ptr<const Model> stories() {
+    static auto m = Model::load(test::shared_file("models/stories260K.gguf"));
+    return m;
+}
+
+// Waits for the job to finish; returns the tokens it delivered.
+std::vector<int32_t> drain(Job& j) {
+    std::vector<int32_t> toks;
+    std::vector<TokenLogprob> lp;
+    while (j.wait(toks, lp, 1000)) {}
+    return toks;
+}
+
+JobRequest request(int max_tokens) {
+    JobRequest r;
+    r.prompt = {1, 403, 407, 261};
+    r.sampling.temp = 0;
+    r.max_tokens = max_tokens;
+    r.ignore_eos = true;
+    return r;
+}
+
+}  // namespace
+
+// Regression (issue 12, defect 1): a job whose sampling fails (here every token banned, which the HTTP layer
+// refuses earlier) ends with an error; the engine thread survives and serves the next job.
+TEST(Engine, AFailingJobDoesNotStopTheEngine) {
+    EngineParams ep;
+    ep.n_slots = 2;
+    Engine e(stories(), nullptr, ep);
+    JobRequest bad = request(8);
+    for (int i = 0; i < 512; i++) bad.sampling.logit_bias.emplace_back(i, -INFINITY);
+    bad.sampling.temp = 0.8f;
+    auto j1 = e.submit(bad);
+    auto j2 = e.submit(request(8));
+    ASSERT_TRUE(j1 && j2);
+    drain(*j1);
+    EXPECT_EQ(j1->finish_reason, "error");
+    EXPECT_NE(j1->error.find("no token is left"), std::string::npos) << j1->error;
+    EXPECT_EQ(drain(*j2).size(), 8u);
+    EXPECT_EQ(j2->finish_reason, "length");
+    auto j3 = e.submit(request(4));
+    EXPECT_EQ(drain(*j3).size(), 4u);
+}
+
+// Regression (issue 12, defect 12): shutdown answers queued jobs with 503 at once, ends running ones with
+// "length" after the grace period, and refuses new jobs.
+TEST(Engine, ShutdownDropsTheQueueAndCutsRunningJobs) {
+    EngineParams ep;
+    ep.n_slots = 1;
+    Engine e(stories(), nullptr, ep);
+    auto running = e.submit(request(1 << 20));
+    ASSERT_TRUE(running);
+    std::vector<int32_t> first;
+    std::vector<TokenLogprob> lp;
+    while (first.empty() && running->wait(first, lp, 1000)) {}  // it is in the slot now
+    auto queued = e.submit(request(8));
+    ASSERT_TRUE(queued);
+    e.shutdown(0);
+    drain(*queued);
+    EXPECT_EQ(queued->finish_reason, "error");
+    EXPECT_EQ(queued->error_status, 503);
+    drain(*running);
+    EXPECT_EQ(running->finish_reason, "length") << running->error;
+    EXPECT_TRUE(running->error.empty());
+    EXPECT_TRUE(e.shutting_down());
+    EXPECT_EQ(e.submit(request(4)), nullptr);
+}
