@@ -8,7 +8,7 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake ninja-build pkg-config git ca-certificates \
-  libgtest-dev libgmock-dev nlohmann-json3-dev libcpp-httplib-dev libpcre2-dev \
+  libgtest-dev libgmock-dev nlohmann-json3-dev libboost-dev zlib1g-dev libpcre2-dev \
   clang libclang-rt-14-dev chromium >/dev/null
 # Node.js for the server tests (the machine image usually has a recent one; Debian's otherwise).
 if ! command -v node >/dev/null 2>&1; then
@@ -19,7 +19,7 @@ if [ "${1:-}" = "--cpus" ]; then
   $SUDO dpkg --add-architecture arm64
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends qemu-user g++-aarch64-linux-gnu binutils-aarch64-linux-gnu \
-    libpcre2-dev:arm64 libgtest-dev:arm64 libcpp-httplib-dev:arm64 python3 >/dev/null
+    libpcre2-dev:arm64 libgtest-dev:arm64 libboost-dev:arm64 zlib1g-dev:arm64 python3 >/dev/null
 fi
 cd "$(dirname "$0")/.."
 npm ci --prefix tests/server --no-audit --no-fund >/dev/null

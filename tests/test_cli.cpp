@@ -1,9 +1,12 @@
 // The `tandem` program: llama.cpp-compatible flags, JSON output, errors with exit codes.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "tandem/thread_pool.h"
 #include "test_util.h"
 
 using nlohmann::json;
@@ -182,4 +185,58 @@ TEST(Cli, ServePortOutOfRangeIsRefused) {
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find("--port"), std::string::npos) << out;
     EXPECT_NE(out.find("out of range (0 to 65535)"), std::string::npos) << out;
+}
+
+// Regression (issue 12, defects 9, 14, 16): numeric flags outside what can be honoured, an empty API key, and
+// files that are not regular files (a directory read as an empty prompt; a FIFO or /dev/zero that hung) are
+// refused with a message, exit 1, before anything is served or generated. (`timeout`: a command that hangs
+// or starts serving fails the test instead of hanging it.)
+TEST(Cli, InputsThatCannotBeHonouredAreRefused) {
+    const std::string dir = tandem::test::temp_dir();
+    const std::string fifo = dir + "/prompt.fifo";
+    ::unlink(fifo.c_str());
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    tandem::test::write_file(dir + "/empty.key", "\n");
+    struct Case { std::string args; std::string needle; };
+    const std::string m = " -m " + stories();
+    std::vector<Case> cases = {
+        {"serve" + m + " --api-key ''", "--api-key: the key is empty"},
+        {"serve" + m + " --api-key-file " + dir + "/empty.key", "empty API key file"},
+        {"serve" + m + " -np 0", "'-np': 0 is out of range (1 to 64)"},
+        {"serve" + m + " --max-body -5", "'--max-body': -5 is out of range"},
+        {"serve" + m + " --draft-p-min 1.5", "'--draft-p-min': 1.5 is out of range (0 to 1)"},
+        {"serve" + m + " -t 0", "'-t': 0 is out of range (1 to 1024)"},
+        {"serve" + m + " --timeout 0", "'--timeout': 0 is out of range"},
+        {"serve -m " + dir, "is a directory, not a regular file"},
+        {"serve -m " + fifo, "is a FIFO, not a regular file"},
+        {"generate" + m + " -p hi --top-p 2", "'--top-p': 2 is out of range (0 to 1)"},
+        {"generate" + m + " -p hi --draft-max 100000", "'--draft-max': 100000 is out of range (0 to 256)"},
+        {"generate" + m + " -p hi -c -1", "'-c': -1 is out of range"},
+        {"generate" + m + " -f " + dir, "is a directory, not a regular file"},
+        {"generate" + m + " -f " + fifo, "is a FIFO, not a regular file"},
+        {"generate -m /dev/zero -p hi", "is a device, not a regular file"},
+        {"generate -m " + fifo + " -p hi", "is a FIFO, not a regular file"},
+        {"tokenize" + m + " -f " + dir, "is a directory, not a regular file"},
+        {"bench" + m + " -r 0", "'-r': 0 is out of range"},
+        {"quantize " + stories() + " " + dir + "/x.gguf Q8_0 --keep-layers 0", "'--keep-layers': 0 is out of range"},
+    };
+    for (const auto& c : cases) {
+        std::string out;
+        int rc = tandem::test::run_command("timeout 20 " + tandem::test::tandem_bin() + " " + c.args + " </dev/null", &out);
+        EXPECT_EQ(rc, 1) << c.args << "\n" << out;
+        EXPECT_NE(out.find(c.needle), std::string::npos) << c.args << "\n" << out;
+    }
+}
+
+// Regression (issue 12, defect 10): more threads than CPUs made every parallel loop spin-wait for threads that
+// had no core (32 tokens: 6.5 s at -t 8 on 2 cores). Now nobody spins then, and the user is warned.
+TEST(Cli, MoreThreadsThanCpusWarns) {
+    const int n = tandem::ThreadPool::available_cpus() + 1;
+    std::string out;
+    int rc = tandem::test::run_command("timeout 60 " + tandem::test::tandem_bin() + " generate -m " + stories() +
+                                       " -p 'Once upon a time' -n 16 --temp 0 -t " + std::to_string(n), &out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("warning: " + std::to_string(n) + " threads on"), std::string::npos) << out;
+    tandem::ThreadPool pool(n);
+    EXPECT_TRUE(pool.oversubscribed());
 }

@@ -230,6 +230,8 @@ private:
     void on_header(beast::error_code ec) {
         if (ec == http::error::header_limit)
             return fail(431, strprintf("the request headers are larger than %zu bytes", I_->p.max_header_bytes));
+        if (ec == http::error::body_limit)  // a Content-Length over the limit is refused with the headers
+            return fail(413, strprintf("the request body is larger than %zu bytes (--max-body)", I_->p.max_body_bytes));
         if (ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
             ec == net::error::operation_aborted || ec == net::error::connection_reset)
             return close();
