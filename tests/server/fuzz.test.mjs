@@ -85,3 +85,73 @@ test('fuzz: bodies, headers and clients', async () => {
     assert.ok(code === 0 || code === 'SIGTERM', `server exit: ${code}`);
   }
 });
+
+// The transport classes of issue 12 at random: chunked bodies (random chunk sizes, some with bad sizes or cut
+// short), gzip/deflate bodies (valid, truncated, bombs), unknown encodings, header counts around the limit,
+// pipelined requests with wrong lengths. Every answer must be below 500; the server must stay up.
+test('fuzz: transport (chunked, gzip, header counts, pipelining)', async () => {
+  const srv = await startServer(['-m', STORIES, '-np', '2', '--max-body', '200000']);
+  const { rawExchange, parseResponses } = await import('./helpers.mjs');
+  const zlib = await import('node:zlib');
+  let five = 0, answered = 0;
+  try {
+    const r = rng(777);
+    const pick = (a) => a[Math.floor(r() * a.length)];
+    const head = (extra) => 'POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n' + extra + '\r\n';
+    for (let i = 0; i < 120; i++) {
+      const json = Buffer.from(mutate(VALID[i % VALID.length], r));
+      let data;
+      switch (i % 5) {
+        case 0: {  // chunked, random chunk sizes; sometimes a bad size line or no terminator
+          const parts = [head('Transfer-Encoding: chunked\r\n')];
+          let off = 0;
+          while (off < json.length) {
+            const n = 1 + Math.floor(r() * 40);
+            const piece = json.subarray(off, off + n);
+            parts.push((r() < 0.05 ? 'zz' : piece.length.toString(16)) + '\r\n', piece, '\r\n');
+            off += n;
+          }
+          if (r() < 0.8) parts.push('0\r\n\r\n');
+          data = Buffer.concat(parts.map((p) => Buffer.from(p)));
+          break;
+        }
+        case 1: {  // gzip / deflate: valid, truncated, or a bomb
+          const kind = pick(['gzip', 'deflate', 'gzip']);
+          let body = kind === 'gzip' ? zlib.gzipSync(json) : zlib.deflateSync(json);
+          if (r() < 0.3) body = body.subarray(0, Math.floor(r() * body.length));
+          if (r() < 0.15) body = zlib.gzipSync(Buffer.alloc((1 + Math.floor(r() * 8)) << 20));
+          data = Buffer.concat([Buffer.from(head(`Content-Encoding: ${kind}\r\nContent-Length: ${body.length}\r\n`)), body]);
+          break;
+        }
+        case 2: {  // odd encodings
+          const enc = pick(['br', 'compress', 'identity', 'gzip, gzip', 'GZIP', '']);
+          data = Buffer.concat([Buffer.from(head(`Content-Encoding: ${enc}\r\nContent-Length: ${json.length}\r\n`)), json]);
+          break;
+        }
+        case 3: {  // header counts around the limit
+          const n = 90 + Math.floor(r() * 30);
+          const hs = Array.from({ length: n }, (_, k) => `X-${k}: ${'v'.repeat(Math.floor(r() * 50))}\r\n`).join('');
+          data = Buffer.from(`GET /health HTTP/1.1\r\nHost: localhost\r\n${hs}\r\n`);
+          break;
+        }
+        default: {  // two pipelined requests, the first with a Content-Length off by a little
+          const len = Math.max(0, json.length + Math.floor(r() * 5) - 2);
+          data = Buffer.concat([Buffer.from(head(`Content-Length: ${len}\r\n`)), json,
+            Buffer.from('GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n')]);
+        }
+      }
+      const ex = await rawExchange(srv.port, data, { timeoutMs: 3000, endAfterMs: 1500 });
+      for (const res of parseResponses(ex.text)) {
+        answered++;
+        if (res.status >= 500) { five++; console.log('5xx', res.status, res.body.slice(0, 200)); }
+      }
+    }
+    assert.equal(five, 0);
+    assert.ok(answered > 60, `only ${answered} answers`);
+    assert.equal((await fetch(srv.base + '/health')).status, 200);
+  } finally {
+    const code = await srv.stop();
+    assert.ok(!sanitizerReport(srv.stderr), srv.stderr.slice(-4000));
+    assert.equal(code, 0, `server exit: ${code}`);
+  }
+});

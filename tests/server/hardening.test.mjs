@@ -204,7 +204,9 @@ test('a second server on a taken port refuses to start', async () => {
     const second = spawn(BIN, ['serve', '-m', STORIES, '--host', '127.0.0.1', '--port', String(srv.port)], { stdio: ['ignore', 'ignore', 'pipe'] });
     let err = '';
     second.stderr.on('data', (d) => { err += d; });
+    const timer = setTimeout(() => second.kill('SIGKILL'), 10000);  // it started after all: fail, do not hang
     const code = await new Promise((r) => second.on('exit', (c, s) => r(c ?? s)));
+    clearTimeout(timer);
     assert.equal(code, 1, err);
     assert.match(err, /already in use/);
     for (let i = 0; i < 10; i++) assert.equal((await fetch(srv.base + '/v1/models')).status, 200);
