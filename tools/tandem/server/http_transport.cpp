@@ -530,10 +530,15 @@ void HttpTransport::stop() {
     I.wcv.notify_all();
     for (auto& t : I.workers) t.join();  // handlers see their writes fail and return
     I.workers.clear();
+    // Let the operations aborted by the closes finish (their handlers hold the connections, and the connections
+    // hold this Impl), then stop whatever is left and run the remaining ready handlers here.
     I.work.reset();
+    for (int i = 0; i < 200 && !I.ioc.stopped(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     I.ioc.stop();
     for (auto& t : I.io_threads) t.join();
     I.io_threads.clear();
+    I.ioc.restart();
+    I.ioc.poll();
 }
 
 }  // namespace tandem::server
