@@ -67,7 +67,7 @@ TEST(Access, PreflightPassesWithoutTheKeyAndTheKeyGuardsTheRest) {
     AccessPolicy p;
     p.api_key = "sk-test";
     auto pre = check(p, "OPTIONS", "/v1/chat/completions", "localhost", "https://web.example");
-    EXPECT_EQ(pre.status, 204);
+    EXPECT_EQ(pre.status, 200);
     EXPECT_TRUE(has_header(pre, "Access-Control-Allow-Origin", "https://web.example"));
     EXPECT_TRUE(has_header(pre, "Access-Control-Allow-Methods", "GET, POST, OPTIONS"));
     EXPECT_EQ(check(p, "POST", "/v1/chat/completions", "localhost", "https://web.example").status, 401);

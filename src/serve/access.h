@@ -9,10 +9,11 @@
 //             allowed: always the same origin and loopback origins; with --api-key any origin (the key is the
 //             guard, as llama-server); otherwise those in --cors-origins ('*': any). 403 otherwise, so a
 //             foreign page cannot drive a keyless local server even with a "simple" text/plain POST.
-//   3. OPTIONS preflight of an allowed origin: 204 with the Access-Control-Allow-* headers, before the key
-//             check (a preflight carries no key).
-//   4. Key    with --api-key every path but /health, /, /index.html, /v1/models and /models needs
-//             "Authorization: Bearer KEY" (compared in constant time): 401.
+//   3. OPTIONS preflight of an allowed origin: 200 (as llama-server) with the Access-Control-Allow-* headers,
+//             before the key check (a preflight carries no key).
+//   4. Key    with --api-key every path but /health, /v1/health, /, /index.html, /sw.js, /v1/models and /models
+//             needs "Authorization: Bearer KEY" (the caller maps llama-server's X-Api-Key: KEY to it), compared
+//             in constant time: 401.
 // Responses to an allowed cross-origin request carry Access-Control-Allow-Origin: <origin> and Vary: Origin.
 #pragma once
 #include <string>

@@ -23,6 +23,16 @@ bool Job::wait(std::vector<int32_t>& out, std::vector<TokenLogprob>& lp, int tim
     return !(done_);
 }
 
+JobProgress Job::progress() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return progress_;
+}
+
+void Job::set_progress(const JobProgress& p) {
+    std::lock_guard<std::mutex> lk(mu_);
+    progress_ = p;
+}
+
 void Job::push(const std::vector<int32_t>& toks, const std::vector<TokenLogprob>& lp) {
     {
         std::lock_guard<std::mutex> lk(mu_);
@@ -48,11 +58,12 @@ Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model>
     tok_ = Tokenizer::from_gguf(target_->gguf());
     slots_.resize(size_t(std::max(1, p_.n_slots)));
     for (auto& s : slots_) {
-        s.target = std::make_unique<Session>(target_, SessionParams{p_.n_ctx, 0, 256}, pool_);
-        if (draft_) s.draft = std::make_unique<Session>(draft_, SessionParams{p_.n_ctx_draft > 0 ? p_.n_ctx_draft : s.target->n_ctx(), 0, 256}, pool_);
+        s.target = std::make_unique<Session>(target_, SessionParams{p_.n_ctx, 0, p_.n_batch}, pool_);
+        if (draft_) s.draft = std::make_unique<Session>(draft_, SessionParams{p_.n_ctx_draft > 0 ? p_.n_ctx_draft : s.target->n_ctx(), 0, p_.n_batch}, pool_);
     }
     n_ctx_ = slots_[0].target->n_ctx();
     m_.n_slots = int(slots_.size());
+    for (auto& s : slots_) m_.slots.push_back({int(&s - slots_.data()), s.target->n_ctx(), 0, false, 0, 0});
     m_.accepted_per_pos.assign(size_t(std::max(1, p_.spec.n_max)), 0);
     thread_ = std::thread([this] { loop(); });
 }
@@ -117,10 +128,11 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
     } else if (spec.type == SpecType::SELF) {
         const int L = target_->hparams().n_layer;
         int k = p_.self_draft_layers > 0 ? std::min(p_.self_draft_layers, L - 1) : std::max(1, L / 2);
-        if (!s.self_draft) s.self_draft = std::make_unique<Session>(target_, SessionParams{s.target->n_ctx(), k, 256}, pool_);
+        if (!s.self_draft) s.self_draft = std::make_unique<Session>(target_, SessionParams{s.target->n_ctx(), k, p_.n_batch}, pool_);
         draft = s.self_draft.get();
         spec.draft_cost_prior = double(k) / L;
     }
+    s.job->slot.store(int(&s - slots_.data()));
     s.gen = std::make_unique<Generator>(*s.target, draft, r.sampling, spec);
     s.gen->start(r.prompt);  // keeps the cached common prefix of the previous request in this slot
     s.t_prompt_done = now_ms();
@@ -164,6 +176,9 @@ void Engine::deliver(Slot& s, std::vector<int32_t>& toks, std::vector<TokenLogpr
     toks.resize(keep);
     if (lp.size() > keep) lp.resize(keep);
     s.generated += int(keep);
+    const SpecStats& st = s.gen->stats();
+    j.set_progress({int(j.req.prompt.size()), s.generated, st.n_drafted, st.n_accept, s.t_prompt_done - s.t_start,
+                    now_ms() - s.t_prompt_done});
     j.push(toks, lp);
     if (!reason.empty()) release(s, reason);
     else if (s.generated >= j.req.max_tokens) release(s, "length");
@@ -263,12 +278,16 @@ void Engine::loop() {
         step_all();
         int busy = 0;
         size_t kv_used = 0, kv_total = 0;
+        std::vector<SlotInfo> info;
         for (auto& s : slots_) {
             busy += s.job ? 1 : 0;
             kv_used += size_t(s.target->n_past());
             kv_total += size_t(s.target->n_ctx());
+            info.push_back({int(&s - slots_.data()), s.target->n_ctx(), s.target->n_past(), s.job != nullptr,
+                            s.job ? int(s.job->req.prompt.size()) : 0, s.generated});
         }
         std::lock_guard<std::mutex> lk(mu_);
+        m_.slots = std::move(info);
         m_.busy_slots = busy;
         m_.kv_used_fraction = kv_total ? double(kv_used) / double(kv_total) : 0.0;
     }

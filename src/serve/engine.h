@@ -31,6 +31,12 @@ struct JobRequest {
     int n_top_logprobs = -1;  // -1: no logprobs
 };
 
+// Where a running job is, for timings_per_token.
+struct JobProgress {
+    int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0;
+    double prompt_ms = 0, gen_ms = 0;
+};
+
 // Results of one generation, filled by the inference thread, read by an HTTP thread.
 class Job {
 public:
@@ -49,6 +55,11 @@ public:
     // "error" (then `error` says why and `error_status` is the HTTP status to answer with).
     void finish(const std::string& reason, const std::string& error = "", int error_status = 500);
 
+    JobProgress progress() const;
+    void set_progress(const JobProgress& p);
+
+    std::atomic<int> slot{-1};  // the slot generating it, once admitted
+
     // Valid after the job finished.
     std::string finish_reason, error;
     int error_status = 500;
@@ -56,8 +67,9 @@ public:
     double prompt_ms = 0, gen_ms = 0;
 
 private:
-    std::mutex mu_;
+    mutable std::mutex mu_;
     std::condition_variable cv_;
+    JobProgress progress_;
     std::vector<int32_t> pending_;
     std::vector<TokenLogprob> pending_lp_;
     bool done_ = false;
@@ -71,7 +83,14 @@ struct EngineParams {
     int n_threads = 2;
     int queue_max = 64;
     int self_draft_layers = 0;
+    int n_batch = 256;    // prompt tokens per forward chunk
     SpecParams spec;      // server defaults (requests may override n_max, n_min, p_min, type)
+};
+
+struct SlotInfo {
+    int id = 0, n_ctx = 0, n_past = 0;
+    bool is_processing = false;
+    int n_prompt = 0, n_generated = 0;
 };
 
 struct EngineMetrics {
@@ -79,6 +98,7 @@ struct EngineMetrics {
     double seconds_prompt = 0, seconds_generated = 0;
     uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted = 0;
     std::vector<uint64_t> accepted_per_pos;
+    std::vector<SlotInfo> slots;
     int queue_depth = 0, busy_slots = 0, n_slots = 0;
     double kv_used_fraction = 0;
 };

@@ -12,6 +12,21 @@ json error_body(const std::string& message, const std::string& type, int code) {
     return {{"error", {{"message", message}, {"type", type}, {"code", code}}}};
 }
 
+SamplerParams ServerLimits::server_sampling_defaults() {
+    SamplerParams sp;
+    sp.temp = 0.8f;
+    sp.top_p = 0.95f;
+    sp.top_k = 40;
+    sp.min_p = 0.05f;
+    sp.typical_p = 1.0f;
+    sp.repeat_penalty = 1.0f;
+    sp.penalty_last_n = 64;
+    sp.presence_penalty = 0.0f;
+    sp.frequency_penalty = 0.0f;
+    sp.seed = UINT64_MAX;
+    return sp;
+}
+
 std::string valid_utf8(const std::string& s) {
     // nlohmann::json writes invalid sequences as U+FFFD with error_handler_t::replace; the string literal it
     // produces is parsed back.
@@ -86,6 +101,7 @@ std::string content_text(const json& c, size_t i) {
         for (const auto& part : c) {
             if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
                 throw BadRequest(strprintf("messages[%zu].content: only text parts are supported", i));
+            if (!s.empty()) s += "\n";  // as llama-server joins text parts
             s += part["text"].get<std::string>();
         }
         return s;
@@ -93,7 +109,63 @@ std::string content_text(const json& c, size_t i) {
     throw BadRequest(strprintf("messages[%zu].content must be a string or an array of text parts", i));
 }
 
+// One prompt: a string, an array of token ids, or llama-server's mix of both ([12, "text", 34]).
+PromptInput one_prompt(const json& p, int n_vocab) {
+    PromptInput in;
+    auto id_of = [&](const json& v) {
+        int64_t id = v.get<int64_t>();
+        if (id < 0 || id >= n_vocab) throw BadRequest(strprintf("prompt token %lld is outside the vocabulary", (long long)id));
+        return int32_t(id);
+    };
+    if (p.is_string()) {
+        in.parts.push_back({p.get<std::string>(), {}});
+        return in;
+    }
+    if (!p.is_array()) throw BadRequest("a prompt must be a string, an array of token ids, or an array mixing both");
+    for (const auto& v : p) {
+        if (v.is_number_integer()) {
+            if (in.parts.empty() || !in.parts.back().text.empty()) in.parts.push_back({});
+            in.parts.back().ids.push_back(id_of(v));
+        } else if (v.is_string()) {
+            in.parts.push_back({v.get<std::string>(), {}});
+        } else {
+            throw BadRequest("a prompt array may hold only token ids and strings");
+        }
+    }
+    return in;
+}
+
 }  // namespace
+
+std::vector<PromptInput> parse_prompts(const json& p, int n_vocab) {
+    std::vector<PromptInput> out;
+    // An array is several prompts when its first element is a string or an array (OpenAI: ["a", "b"] and
+    // [[1, 2], [3]]); otherwise it is one prompt (token ids, possibly mixed with strings after the first).
+    if (p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array())) {
+        if (p.size() > 16) throw BadRequest("at most 16 prompts in one request");
+        for (const auto& e : p) out.push_back(one_prompt(e, n_vocab));
+    } else {
+        if (p.is_array() && p.empty()) throw BadRequest("'prompt' is empty");
+        out.push_back(one_prompt(p, n_vocab));
+    }
+    return out;
+}
+
+void refuse_unimplemented(const json& body) {
+    auto present = [&](const char* k) {
+        auto it = body.find(k);
+        if (it == body.end() || it->is_null()) return false;
+        if (it->is_string()) return !it->get<std::string>().empty();
+        if (it->is_array() || it->is_object()) return !it->empty();
+        return !(it->is_boolean() && !it->get<bool>());
+    };
+    for (const char* k : {"grammar", "json_schema", "tools", "functions", "lora"})
+        if (present(k)) throw BadRequest(std::string("'") + k + "' is not supported by this server yet");
+    if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+        if (!it->is_object() || it->value("type", "") != "text")
+            throw BadRequest("'response_format' other than {\"type\": \"text\"} is not supported by this server yet");
+    }
+}
 
 ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim) {
     if (!body.is_object()) throw BadRequest("the request body must be a JSON object");
@@ -115,37 +187,26 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
     } else {
         auto it = body.find("prompt");
         if (it == body.end()) throw BadRequest("'prompt' is required");
-        if (it->is_string()) {
-            r.prompt_text = it->get<std::string>();
-        } else if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) {
-            r.prompt_is_ids = true;
-            for (const auto& v : *it) {
-                if (!v.is_number_integer()) throw BadRequest("'prompt' token arrays must hold integers");
-                int64_t id = v.get<int64_t>();
-                if (id < 0 || id >= lim.n_vocab) throw BadRequest(strprintf("prompt token %lld is outside the vocabulary", (long long)id));
-                r.prompt_ids.push_back(int32_t(id));
-            }
-        } else if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
-            r.prompt_text = (*it)[0].get<std::string>();
-        } else {
-            throw BadRequest("'prompt' must be a string, an array with one string, or an array of token ids");
-        }
+        r.prompts = parse_prompts(*it, lim.n_vocab);
     }
+    refuse_unimplemented(body);
 
     JobRequest& j = r.job;
     SamplerParams& sp = j.sampling;
-    sp.temp = float(number(body, "temperature", 0.8, 0.0, 100.0));
-    sp.top_p = float(number(body, "top_p", 0.95, 0.0, 1.0));
-    sp.top_k = int(integer(body, "top_k", 40, 0, 1 << 20));
-    sp.min_p = float(number(body, "min_p", 0.05, 0.0, 1.0));
-    sp.typical_p = float(number(body, "typical_p", 1.0, 0.0, 1.0));
-    sp.repeat_penalty = float(number(body, "repeat_penalty", 1.0, 0.0, 10.0));
-    sp.penalty_last_n = int(integer(body, "repeat_last_n", 64, -1, 1 << 20));
-    sp.presence_penalty = float(number(body, "presence_penalty", 0.0, -2.0, 2.0));
-    sp.frequency_penalty = float(number(body, "frequency_penalty", 0.0, -2.0, 2.0));
+    const SamplerParams& d = lim.sampling;
+    sp = d;
+    sp.temp = float(number(body, "temperature", d.temp, 0.0, 100.0));
+    sp.top_p = float(number(body, "top_p", d.top_p, 0.0, 1.0));
+    sp.top_k = int(integer(body, "top_k", d.top_k, 0, 1 << 20));
+    sp.min_p = float(number(body, "min_p", d.min_p, 0.0, 1.0));
+    sp.typical_p = float(number(body, "typical_p", d.typical_p, 0.0, 1.0));
+    sp.repeat_penalty = float(number(body, "repeat_penalty", d.repeat_penalty, 0.0, 10.0));
+    sp.penalty_last_n = int(integer(body, "repeat_last_n", d.penalty_last_n, -1, 1 << 20));
+    sp.presence_penalty = float(number(body, "presence_penalty", d.presence_penalty, -2.0, 2.0));
+    sp.frequency_penalty = float(number(body, "frequency_penalty", d.frequency_penalty, -2.0, 2.0));
     sp.seed = uint64_t(integer(body, "seed", -1, INT64_MIN / 2, INT64_MAX / 2));
-    if (!body.contains("seed") || body["seed"].is_null())
-        sp.seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    if (!body.contains("seed") || body["seed"].is_null() || int64_t(sp.seed) == -1)
+        sp.seed = d.seed != UINT64_MAX ? d.seed : uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
     if (auto it = body.find("samplers"); it != body.end() && !it->is_null()) {
         std::string list;
         if (it->is_string()) list = it->get<std::string>();
@@ -162,6 +223,7 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
         }
     }
     if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
+        sp.logit_bias.clear();  // the request's bias replaces the server's (-l)
         if (!it->is_object()) throw BadRequest("'logit_bias' must be an object mapping token ids to numbers");
         for (auto& [k, v] : it->items()) {
             char* end = nullptr;
@@ -180,8 +242,9 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
     int64_t mt = integer(body, "max_tokens", -1, -1, INT32_MAX);
     mt = integer(body, "max_completion_tokens", mt, -1, INT32_MAX);
     mt = integer(body, "n_predict", mt, -1, INT32_MAX);
+    if (lim.n_predict >= 0) mt = mt < 0 ? lim.n_predict : std::min<int64_t>(mt, lim.n_predict);  // -n: default and cap
     j.max_tokens = mt < 0 ? INT32_MAX : int(mt);
-    j.ignore_eos = boolean(body, "ignore_eos", false);
+    j.ignore_eos = boolean(body, "ignore_eos", lim.ignore_eos);
     r.n = int(integer(body, "n", 1, 1, lim.max_n));
     r.stream = boolean(body, "stream", false);
     if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
@@ -209,9 +272,19 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
             if (s.empty()) throw BadRequest("stop strings must not be empty");
     }
     r.truncate_prompt_tokens = int(integer(body, "truncate_prompt_tokens", -1, -1, INT32_MAX));
+    // llama-server's native fields (/completion; accepted everywhere)
+    r.n_probs = int(integer(body, "n_probs", 0, 0, 20));
+    if (r.n_probs > 0 && !r.logprobs) { r.logprobs = true; r.top_logprobs = r.n_probs; }
+    j.n_top_logprobs = r.logprobs ? std::max(r.top_logprobs, r.n_probs) : -1;
+    r.return_tokens = boolean(body, "return_tokens", false);
+    r.timings_per_token = boolean(body, "timings_per_token", false);
 
-    // Speculative decoding: server defaults, per-request overrides.
+    // Speculative decoding: server defaults, per-request overrides (our nested object, or llama-server's flat
+    // "speculative.n_max" keys).
     j.spec = lim.spec_defaults;
+    j.spec.n_max = int(integer(body, "speculative.n_max", j.spec.n_max, 0, 256));
+    j.spec.n_min = int(integer(body, "speculative.n_min", j.spec.n_min, 0, 256));
+    j.spec.p_min = float(number(body, "speculative.p_min", j.spec.p_min, 0.0, 1.0));
     if (auto it = body.find("speculative"); it != body.end() && !it->is_null()) {
         if (!it->is_object()) throw BadRequest("'speculative' must be an object");
         j.spec.n_max = int(integer(*it, "n_max", j.spec.n_max, 0, 256));
@@ -241,7 +314,13 @@ std::string TextPipeline::push(const std::vector<int32_t>& toks) {
     }
     // A complete stop string: emit what precedes the earliest one and stop.
     size_t first = std::string::npos;
-    for (const auto& s : stop_) first = std::min(first, held_.find(s));
+    for (const auto& s : stop_) {
+        size_t at = held_.find(s);
+        if (at < first) {
+            first = at;
+            stop_word_ = s;
+        }
+    }
     if (first != std::string::npos) {
         stopped_ = true;
         std::string out = held_.substr(0, first);

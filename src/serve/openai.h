@@ -25,12 +25,28 @@ std::string valid_utf8(const std::string& s);
 // otherwise cost a deep recursion) and invalid UTF-8 (the JSON parser rejects it). Throws BadRequest.
 nlohmann::json parse_body(const std::string& body);
 
+// One prompt of a completions request: pieces of text and runs of token ids, in order (llama-server accepts
+// [12, "text", 34]). The caller tokenizes the text pieces (BOS before the first piece only).
+struct PromptInput {
+    struct Part {
+        std::string text;
+        std::vector<int32_t> ids;
+    };
+    std::vector<Part> parts;
+};
+
+// `prompt` of a completions request: a string, token ids, a mix, or an array of those (up to 16 prompts).
+std::vector<PromptInput> parse_prompts(const nlohmann::json& prompt, int n_vocab);
+// 400 for fields that would change the output and are not implemented (grammar, json_schema, tools,
+// response_format other than text): never accepted silently.
+void refuse_unimplemented(const nlohmann::json& body);
+
 struct ParsedRequest {
-    JobRequest job;                     // prompt filled by the caller from `messages` / `prompt`
+    JobRequest job;                     // prompt filled by the caller from `messages` / `prompts`
     std::vector<ChatMessage> messages;  // chat
-    std::string prompt_text;            // completions (text prompt)
-    std::vector<int32_t> prompt_ids;    // completions (token prompt)
-    bool prompt_is_ids = false;
+    std::vector<PromptInput> prompts;   // completions: one or more
+    int n_probs = 0;                    // llama-server's n_probs (native /completion)
+    bool return_tokens = false, timings_per_token = false;
     bool stream = false, include_usage = false;
     bool logprobs = false;
     int top_logprobs = 0;
@@ -45,6 +61,14 @@ struct ServerLimits {
     int max_n = 8;
     bool has_draft = false;
     SpecParams spec_defaults;
+    // Defaults a request starts from (llama-server: the sampling flags on the command line). seed: UINT64_MAX
+    // = a fresh seed per request. n_predict >= 0 also caps what a request may ask for (llama-server's -n).
+    SamplerParams sampling = server_sampling_defaults();
+    int n_predict = -1;
+    bool ignore_eos = false;
+
+    // The OpenAI/llama-server defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalties.
+    static SamplerParams server_sampling_defaults();
 };
 
 // Validates and converts a chat (chat = true) or completions request body. Throws BadRequest.
@@ -59,11 +83,12 @@ public:
     std::string push(const std::vector<int32_t>& toks);
     std::string finish();  // what is held back, at the end (unless stopped)
     bool stopped() const { return stopped_; }
+    const std::string& stop_word() const { return stop_word_; }  // the stop string that ended it
 
 private:
     TextStreamer streamer_;
     std::vector<std::string> stop_;
-    std::string held_;
+    std::string held_, stop_word_;
     bool stopped_ = false;
 };
 

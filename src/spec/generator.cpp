@@ -64,11 +64,31 @@ const char* spec_type_name(SpecType t) {
 }
 
 SpecType spec_type_from_name(const std::string& s) {
+    // llama.cpp's names too: draft-simple is a draft model; its n-gram variants (ngram-simple, ngram-map-k,
+    // ngram-map-k4v, ngram-mod, ngram-cache) are all served by tandem's prompt-lookup n-gram drafting. A list
+    // ("ngram-simple,draft-simple") means: a draft model if it names one, else n-grams.
+    if (s.find(',') != std::string::npos) {
+        SpecType best = SpecType::NONE;
+        size_t i = 0;
+        while (i <= s.size()) {
+            size_t j = s.find(',', i);
+            if (j == std::string::npos) j = s.size();
+            SpecType t = spec_type_from_name(s.substr(i, j - i));
+            if (t == SpecType::DRAFT || best == SpecType::NONE) best = t;
+            i = j + 1;
+        }
+        return best;
+    }
     if (s == "none") return SpecType::NONE;
-    if (s == "draft") return SpecType::DRAFT;
-    if (s == "ngram" || s == "ngram-simple" || s == "lookup") return SpecType::NGRAM;
+    if (s == "draft" || s == "draft-simple") return SpecType::DRAFT;
+    if (s == "ngram" || s == "ngram-simple" || s == "lookup" || s == "ngram-map-k" || s == "ngram-map-k4v" ||
+        s == "ngram-mod" || s == "ngram-cache")
+        return SpecType::NGRAM;
     if (s == "self") return SpecType::SELF;
-    throw Error("unknown speculative type '" + s + "' (none, draft, ngram, self)");
+    if (s == "draft-eagle3" || s == "draft-mtp" || s == "draft-dflash" || s == "draft-dspark")
+        throw Error("speculative type '" + s + "' needs model-specific draft heads, which tandem does not implement (use "
+                    "draft-simple with -md, ngram, or self)");
+    throw Error("unknown speculative type '" + s + "' (none, draft, ngram, self; llama.cpp's draft-simple and ngram-* too)");
 }
 
 Generator::Generator(Session& target, Session* draft, const SamplerParams& sampling, const SpecParams& spec)

@@ -170,7 +170,7 @@ test('pipelined requests are all answered, in order, at once; Range is ignored o
   } finally { await finishServer(srv); }
 });
 
-test('access: foreign Host and Origin are refused on loopback, preflights pass, allow-lists work', async () => {
+test('access: foreign Host and Origin are refused on loopback, preflights pass (200), allow-lists work', async () => {
   const srv = await startServer(['-m', STORIES, '--cors-origins', 'https://app.example']);
   try {
     const rs = parseResponses((await rawExchange(srv.port, req('/health', { headers: { Host: 'rebound.example:8080', Connection: 'close' } }))).text);
@@ -184,14 +184,14 @@ test('access: foreign Host and Origin are refused on loopback, preflights pass, 
     assert.equal(app.headers.get('access-control-allow-origin'), 'https://app.example');
     await app.arrayBuffer();
     const pre = await fetch(srv.base + '/v1/chat/completions', { method: 'OPTIONS', headers: { Origin: 'http://localhost:5173', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'content-type,authorization' } });
-    assert.equal(pre.status, 204);
+    assert.equal(pre.status, 200);
     assert.equal(pre.headers.get('access-control-allow-origin'), 'http://localhost:5173');
     assert.equal(pre.headers.get('access-control-allow-headers'), 'content-type,authorization');
   } finally { await finishServer(srv); }
   const keyed = await startServer(['-m', STORIES, '--api-key', 'sk-1']);
   try {
     const pre = await fetch(keyed.base + '/v1/chat/completions', { method: 'OPTIONS', headers: { Origin: 'https://web.example', 'Access-Control-Request-Method': 'POST' } });
-    assert.equal(pre.status, 204, 'a preflight carries no key and must pass');
+    assert.equal(pre.status, 200, 'a preflight carries no key and must pass');
     const noKey = await fetch(keyed.base + '/v1/completions', { method: 'POST', body: '{}', headers: { Origin: 'https://web.example' } });
     assert.equal(noKey.status, 401);
     assert.equal(noKey.headers.get('access-control-allow-origin'), 'https://web.example');

@@ -30,7 +30,7 @@ async function complete(base, prompt, stream, signal) {
 }
 
 test('load: concurrent mixed requests, no 5xx, no leaks', async () => {
-  const srv = await startServer(['-m', STORIES, '-md', storiesDraft(), '-np', '4', '--queue-max', '64']);
+  const srv = await startServer(['-m', STORIES, '-md', storiesDraft(), '-np', '4', '--queue-max', '64', '--metrics']);
   try {
     const expected = {};
     for (const p of PROMPTS) expected[p] = (await complete(srv.base, p, false)).text;

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { startServer, STORIES, metrics } from './helpers.mjs';
 
 test('a full queue answers 503 with Retry-After', async () => {
-  const srv = await startServer(['-m', STORIES, '-np', '1', '--queue-max', '1']);
+  const srv = await startServer(['-m', STORIES, '-np', '1', '--queue-max', '1', '--metrics']);
   try {
     const body = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 1500, temperature: 0, ignore_eos: true });
     const reqs = Array.from({ length: 8 }, () => fetch(srv.base + '/v1/completions', { method: 'POST', body }));

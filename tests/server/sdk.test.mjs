@@ -8,7 +8,7 @@ const KEY = 'test-key-123';
 let srv, client;
 
 test.before(async () => {
-  srv = await startServer(['-m', STORIES, '-md', storiesDraft(), '--api-key', KEY, '--alias', 'stories', '-np', '2']);
+  srv = await startServer(['-m', STORIES, '-md', storiesDraft(), '--api-key', KEY, '--alias', 'stories', '-np', '2', '--metrics']);
   client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: KEY, maxRetries: 0 });
 });
 test.after(async () => { await srv.stop(); });

@@ -11,11 +11,18 @@ namespace tandem::cli {
 
 void ArgParser::add(std::vector<std::string> names, std::string value_name, std::string help,
                     std::function<void(const std::string&)> apply) {
-    opts_.push_back({std::move(names), std::move(value_name), std::move(help), std::move(apply)});
+    opts_.push_back({std::move(names), std::move(value_name), std::move(help), std::move(apply), {}});
 }
 
 void ArgParser::flag(std::vector<std::string> names, std::string help, std::function<void()> apply) {
-    opts_.push_back({std::move(names), "", std::move(help), [apply](const std::string&) { apply(); }});
+    opts_.push_back({std::move(names), "", std::move(help), [apply](const std::string&) { apply(); }, {}});
+}
+
+void ArgParser::optional(std::vector<std::string> names, std::vector<std::string> values, std::string help,
+                         std::function<void(const std::string&)> apply) {
+    std::string value_name = "[";
+    for (const auto& v : values) value_name += (value_name.size() > 1 ? "|" : "") + v;
+    opts_.push_back({std::move(names), value_name + "]", std::move(help), std::move(apply), std::move(values)});
 }
 
 std::vector<std::string> ArgParser::parse(int argc, char** argv, int first) {
@@ -40,14 +47,24 @@ std::vector<std::string> ArgParser::parse(int argc, char** argv, int first) {
                 has_inline = true;
             }
         }
-        const Option* opt = nullptr;
-        for (const auto& o : opts_)
+        const Option* opt = nullptr;  // the first option with this name (compatibility tables come last)
+        for (const auto& o : opts_) {
             for (const auto& n : o.names)
                 if (n == a) opt = &o;
+            if (opt) break;
+        }
         if (!opt) throw Error("unknown argument '" + a + "' (see --help)");
         if (opt->value_name.empty()) {
             if (has_inline) throw Error("flag '" + a + "' takes no value");
             opt->apply("");
+            continue;
+        }
+        if (!has_inline && !opt->optional_values.empty()) {  // e.g. -fa, which older llama.cpp took without a value
+            bool known = false;
+            if (i + 1 < argc)
+                for (const auto& v : opt->optional_values) known = known || v == argv[i + 1];
+            if (known) value = argv[++i];
+            opt->apply(value);
             continue;
         }
         if (!has_inline) {

@@ -12,6 +12,7 @@ struct Option {
     std::string value_name;          // empty: a flag without value
     std::string help;
     std::function<void(const std::string&)> apply;
+    std::vector<std::string> optional_values;  // non-empty: the value is taken only if it is one of these
 };
 
 class ArgParser {
@@ -20,6 +21,9 @@ public:
     void add(std::vector<std::string> names, std::string value_name, std::string help,
              std::function<void(const std::string&)> apply);
     void flag(std::vector<std::string> names, std::string help, std::function<void()> apply);
+    // A flag whose value may be left out: the next argument is taken only when it is one of `values`.
+    void optional(std::vector<std::string> names, std::vector<std::string> values, std::string help,
+                  std::function<void(const std::string&)> apply);
     // Parses argv; positional arguments are returned. Throws tandem::Error on unknown flags, missing or
     // malformed values. "-h/--help" prints help and exits 0.
     std::vector<std::string> parse(int argc, char** argv, int first);

@@ -1,6 +1,7 @@
 // `tandem serve`: OpenAI-compatible HTTP server with speculative decoding (llama-server style flags).
 #include <signal.h>
 
+#include <cmath>
 #include <cstdio>
 #include <unistd.h>
 
@@ -14,6 +15,8 @@
 #include "commands.h"
 #include "tandem/cpu.h"
 #include "io.h"
+#include "llama_flags.h"
+#include "model/hf_cache.h"
 #include "serve/engine.h"
 #include "tandem/thread_pool.h"
 #include "server/http_server.h"
@@ -54,6 +57,8 @@ int cmd_serve(int argc, char** argv) {
     std::string model_path, draft_path;
     bool spec_type_given = false;
     int grace_s = 5;
+    std::vector<std::string> notes;
+    std::string hf_repo, hf_file, hf_repo_draft;
     ArgParser ap("usage: tandem serve -m TARGET.gguf [-md DRAFT.gguf | --spec-type ngram|self] [--draft-max N] [--draft-min N]\n"
                  "       [--draft-p-min P] [-c CTX] [-cd CTX] [-np N] [--host 127.0.0.1] [--port 8080]\n"
                  "       [--api-key KEY | --api-key-file FILE] [--alias NAME] [--chat-template NAME] [-t N] [--queue-max N]\n"
@@ -91,9 +96,71 @@ int cmd_serve(int argc, char** argv) {
     ap.add({"--draft-adaptive"}, "on|off", "adaptive draft length (on)", [&](const std::string& v) { ep.spec.adaptive = to_bool("--draft-adaptive", v); });
     ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self", [&](const std::string& v) { ep.spec.type = spec_type_from_name(v); spec_type_given = true; });
     ap.add({"--draft-layers"}, "K", "self-speculation layers", [&](const std::string& v) { ep.self_draft_layers = to_int_in("--draft-layers", v, 0, 65536); });
-    ap.add({"-ngl", "--gpu-layers", "-ngld", "--gpu-layers-draft"}, "N", "accepted; ignored (no GPU backend)", [&](const std::string&) {});
+    // Sampling flags set the defaults requests start from (as llama-server); -n is also a cap.
+    SamplerParams& sd = sp.sampling;
+    ap.add({"--temp", "--temperature"}, "T", "default temperature (0.8)", [&](const std::string& v) { sd.temp = to_float_in("--temp", v, -100.0f, 100.0f); });
+    ap.add({"--top-k"}, "N", "default top-k (40)", [&](const std::string& v) { sd.top_k = std::max(0, to_int_in("--top-k", v, -1, 1 << 24)); });
+    ap.add({"--top-p"}, "P", "default top-p (0.95)", [&](const std::string& v) { sd.top_p = to_float_in("--top-p", v, 0.0f, 1.0f); });
+    ap.add({"--min-p"}, "P", "default min-p (0.05)", [&](const std::string& v) { sd.min_p = to_float_in("--min-p", v, 0.0f, 1.0f); });
+    ap.add({"--typical", "--typical-p"}, "P", "default typical-p (1 = off)", [&](const std::string& v) { sd.typical_p = to_float_in("--typical", v, 0.0f, 1.0f); });
+    ap.add({"--repeat-penalty"}, "F", "default repetition penalty (1 = off)", [&](const std::string& v) { sd.repeat_penalty = to_float_in("--repeat-penalty", v, 0.0f, 10.0f); });
+    ap.add({"--repeat-last-n"}, "N", "default penalty window (64)", [&](const std::string& v) { sd.penalty_last_n = to_int_in("--repeat-last-n", v, -1, 1 << 24); });
+    ap.add({"--presence-penalty"}, "F", "default presence penalty", [&](const std::string& v) { sd.presence_penalty = to_float_in("--presence-penalty", v, -2.0f, 2.0f); });
+    ap.add({"--frequency-penalty"}, "F", "default frequency penalty", [&](const std::string& v) { sd.frequency_penalty = to_float_in("--frequency-penalty", v, -2.0f, 2.0f); });
+    ap.add({"-s", "--seed"}, "N", "default seed (-1: a fresh one per request)", [&](const std::string& v) { sd.seed = to_u64("--seed", v); });
+    ap.add({"--samplers"}, "LIST", "default sampler order", [&](const std::string& v) { sd.order = parse_sampler_names(v, &notes); });
+    ap.add({"--sampler-seq", "--sampling-seq"}, "SEQ", "default sampler order as letters", [&](const std::string& v) { sd.order = parse_sampler_seq(v, &notes); });
+    ap.add({"-l", "--logit-bias"}, "ID(+/-)BIAS", "default logit bias (a request's logit_bias replaces it)", [&](const std::string& v) {
+        size_t p = v.find_first_of("+-", 1);
+        if (p == std::string::npos) throw Error("--logit-bias: expected TOKEN_ID(+/-)BIAS, got '" + v + "'");
+        int id = to_int_in("--logit-bias", v.substr(0, p), 0, INT32_MAX);
+        std::string b = v.substr(p);
+        float bias = (b == "-inf") ? -INFINITY : (b == "+inf") ? INFINITY : to_float_in("--logit-bias", b, -1000.0f, 1000.0f);
+        sd.logit_bias.emplace_back(id, bias);
+    });
+    ap.flag({"--ignore-eos"}, "requests ignore end-of-generation tokens by default", [&] { sp.ignore_eos = true; });
+    ap.add({"-n", "--predict", "--n-predict"}, "N", "default and largest max_tokens (-1: none)", [&](const std::string& v) { sp.n_predict = std::max(-1, to_int_in("-n", v, -2, INT32_MAX)); });
+    ap.add({"-b", "--batch-size", "-ub", "--ubatch-size"}, "N", "prompt tokens per forward chunk (256)", [&](const std::string& v) { ep.n_batch = to_int_in("-b", v, 1, 1 << 16); });
+    ap.add({"--spec-ngram-size-n", "--spec-ngram-simple-size-n"}, "N", "n-gram length matched (3)", [&](const std::string& v) { ep.spec.ngram_n = to_int_in("--spec-ngram-size-n", v, 1, 64); });
+    ap.add({"--spec-ngram-size-m", "--spec-ngram-simple-size-m"}, "M", "tokens proposed per n-gram match (16)", [&](const std::string& v) { ep.spec.ngram_m = to_int_in("--spec-ngram-size-m", v, 1, 256); });
+    // Server behaviour
+    ap.add({"--chat-template-file"}, "FNAME", "a Jinja chat template file, recognised like the model's own", [&](const std::string& v) { sp.chat_template_text = read_file_bytes(v); });
+    ap.flag({"--jinja", "--no-jinja"}, "accepted: templates are recognised and rendered by built-in renderers", [&] {});
+    ap.flag({"--ui", "--webui"}, "serve the chat page at / (default)", [&] { sp.webui = true; });
+    ap.flag({"--no-ui", "--no-webui"}, "do not serve the chat page", [&] { sp.webui = false; });
+    ap.add({"--api-prefix"}, "PREFIX", "serve every path under PREFIX (e.g. /api)", [&](const std::string& v) {
+        if (!v.empty() && v[0] != '/') throw Error("--api-prefix: must start with '/'");
+        sp.api_prefix = v;
+        while (!sp.api_prefix.empty() && sp.api_prefix.back() == '/') sp.api_prefix.pop_back();
+    });
+    ap.flag({"--slots"}, "expose GET /slots (default)", [&] { sp.slots_endpoint = true; });
+    ap.flag({"--no-slots"}, "GET /slots answers 501", [&] { sp.slots_endpoint = false; });
+    ap.flag({"--props"}, "allow POST /props", [&] { sp.props_post = true; });
+    ap.flag({"--metrics"}, "expose GET /metrics (Prometheus); without it the endpoint answers 501, as llama-server", [&] { sp.metrics = true; });
+    ap.add({"--slot-save-path"}, "DIR", "directory for POST /slots/ID?action=save|restore", [&](const std::string& v) { sp.slot_save_path = v; });
+    ap.flag({"--reuse-port"}, "let other processes listen on the same port (SO_REUSEPORT)", [&] { sp.reuse_port = true; });
+    ap.flag({"--no-context-shift"}, "accepted: a prompt longer than the context is refused (400) (default)", [&] {});
+    ap.flag({"--context-shift"}, "not implemented: noted", [&] { std::fprintf(stderr, "note: --context-shift: not implemented; a request that fills the context ends with finish_reason \"length\"\n"); });
+    ap.add({"--keep"}, "N", "accepted (no context shift)", [&](const std::string& v) { to_int_in("--keep", v, -1, INT32_MAX); });
+    ap.add({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "accepted; ignored (no GPU backend)", [&](const std::string&) {});
+    register_llama_server_flags(ap, [&](const std::string& flag, const std::string& v) {
+        if (flag == "-hf" || flag == "-hfr" || flag == "--hf-repo") hf_repo = v;
+        else if (flag == "-hff" || flag == "--hf-file") hf_file = v;
+        else if (flag == "-hfd" || flag == "-hfrd" || flag == "--hf-repo-draft" || flag == "--spec-draft-hf") hf_repo_draft = v;
+        else if (flag == "-hft" || flag == "--hf-token") {}
+        else throw Error(flag + " " + v + ": tandem does not download models; download the file and pass it with -m PATH");
+    });
     auto pos = ap.parse(argc, argv, 2);
     if (!pos.empty()) throw Error("unexpected argument '" + pos[0] + "'");
+    for (const auto& n : notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+    // -hf: a model llama.cpp already downloaded is found in its Hugging Face cache; tandem never downloads.
+    if (model_path.empty() && !hf_repo.empty()) {
+        model_path = hf_cached_model(hf_repo, hf_file);
+        std::fprintf(stderr, "-hf %s: using the cached file %s\n", hf_repo.c_str(), model_path.c_str());
+    } else if (!hf_file.empty() && hf_repo.empty()) {
+        throw Error("--hf-file needs --hf-repo");
+    }
+    if (draft_path.empty() && !hf_repo_draft.empty()) draft_path = hf_cached_model(hf_repo_draft, "");
     if (model_path.empty()) throw Error("-m MODEL is required");
     if (!spec_type_given) ep.spec.type = draft_path.empty() ? SpecType::NONE : SpecType::DRAFT;
     if (ep.spec.type == SpecType::DRAFT && draft_path.empty()) throw Error("--spec-type draft needs -md");

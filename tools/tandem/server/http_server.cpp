@@ -86,17 +86,13 @@ struct HttpServer::Impl {
     ChatTemplate tmpl = ChatTemplate::CHATML;
     std::string model_id;
     SpecParams engine_spec_defaults;
+    std::string chat_template_source;  // what /props shows: the Jinja text the template was recognised from
+    int64_t start_time = unix_time();
     std::atomic<uint64_t> http_requests{0};
     using Route = void (Impl::*)(Call&);
     std::map<std::string, std::map<std::string, Route>> routes;  // path -> method -> handler
 
     // --- helpers -------------------------------------------------------------------------------------------
-    std::vector<int32_t> build_prompt(const ParsedRequest& r, bool chat) {
-        if (chat) return tok->encode(render_chat(tmpl, r.messages, true), true, true);
-        if (r.prompt_is_ids) return r.prompt_ids;
-        return tok->encode(r.prompt_text, true, true);
-    }
-
     json timings_of(const Job& j) {
         return {{"prompt_n", j.n_prompt}, {"prompt_ms", j.prompt_ms},
                 {"prompt_per_second", j.prompt_ms > 0 ? j.n_prompt / (j.prompt_ms / 1e3) : 0.0},
@@ -136,25 +132,68 @@ struct HttpServer::Impl {
         return {{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", top}, {"text_offset", off}};
     }
 
-    // Parses + validates + builds the prompt; on failure answers 400 and returns false.
-    bool prepare(Call& call, bool chat, ParsedRequest& out) {
+    // The request defaults and limits of this server (its flags).
+    ServerLimits limits() const {
+        ServerLimits lim;
+        lim.n_vocab = tok->n_vocab();
+        lim.max_n = 8;
+        lim.has_draft = engine->has_draft();
+        lim.spec_defaults = engine_spec_defaults;
+        lim.sampling = p.sampling;
+        lim.n_predict = p.n_predict;
+        lim.ignore_eos = p.ignore_eos;
+        return lim;
+    }
+
+    enum class Api { Chat, Oai, Native };  // /v1/chat/completions, /v1/completions, llama-server's /completion
+
+    // One prompt, tokenized and fitted to the context.
+    struct Prompt {
+        std::vector<int32_t> ids;
+        bool truncated = false;
+    };
+
+    std::vector<int32_t> tokenize_prompt(const PromptInput& in) {
+        std::vector<int32_t> ids;
+        for (size_t i = 0; i < in.parts.size(); i++) {
+            const auto& part = in.parts[i];
+            if (!part.text.empty() || part.ids.empty()) {
+                auto t = tok->encode(part.text, i == 0, true);  // BOS before a leading text part only
+                ids.insert(ids.end(), t.begin(), t.end());
+            }
+            ids.insert(ids.end(), part.ids.begin(), part.ids.end());
+        }
+        return ids;
+    }
+
+    // Parses, validates and tokenizes; on failure answers 400 and returns false.
+    bool prepare(Call& call, Api api, ParsedRequest& out, std::vector<Prompt>& prompts) {
         try {
             json body = parse_body(call.req.body);
-            ServerLimits lim{tok->n_vocab(), 8, engine->has_draft(), engine_spec_defaults};
-            out = parse_request(body, chat, lim);
-            out.job.prompt = build_prompt(out, chat);
-            if (out.job.prompt.empty()) throw BadRequest("the prompt is empty");
+            out = parse_request(body, api == Api::Chat, limits());
+            if (body.is_object() && body.value("post_sampling_probs", false))
+                throw BadRequest("'post_sampling_probs' is not supported by this server yet");
+            if (api == Api::Chat) prompts.push_back({tok->encode(render_chat(tmpl, out.messages, true), true, true)});
+            else
+                for (const auto& in : out.prompts) prompts.push_back({tokenize_prompt(in)});
             const int n_ctx = engine->n_ctx();
-            if (int(out.job.prompt.size()) >= n_ctx) {
+            for (auto& pr : prompts) {
+                if (pr.ids.empty()) throw BadRequest("the prompt is empty");
+                if (int(pr.ids.size()) < n_ctx) continue;
                 if (out.truncate_prompt_tokens > 0 && out.truncate_prompt_tokens < n_ctx) {
-                    out.job.prompt.erase(out.job.prompt.begin(), out.job.prompt.end() - out.truncate_prompt_tokens);
-                } else {
-                    throw BadRequest(strprintf("the prompt is %zu tokens, the context is %d (ask for truncation with "
-                                               "'truncate_prompt_tokens')", out.job.prompt.size(), n_ctx));
+                    pr.ids.erase(pr.ids.begin(), pr.ids.end() - out.truncate_prompt_tokens);
+                    pr.truncated = true;
+                    continue;
                 }
+                // llama-server's error shape, with the numbers a client needs to shorten the request
+                json e = error_body(strprintf("the request exceeds the available context size: the prompt is %zu tokens, "
+                                              "the context is %d (ask for truncation with 'truncate_prompt_tokens')",
+                                              pr.ids.size(), n_ctx), "exceed_context_size_error", 400);
+                e["error"]["n_prompt_tokens"] = pr.ids.size();
+                e["error"]["n_ctx"] = n_ctx;
+                call.send(400, "application/json", dump(e));
+                return false;
             }
-            const int room = n_ctx - int(out.job.prompt.size());
-            out.job.max_tokens = std::min(out.job.max_tokens, room);  // clamped to the context
         } catch (const BadRequest& e) {
             call.error(400, e.what());
             return false;
@@ -165,78 +204,178 @@ struct HttpServer::Impl {
         return true;
     }
 
-    void chat_completions(Call& c) { generate(c, true); }
-    void completions(Call& c) { generate(c, false); }
+    void chat_completions(Call& c) { generate(c, Api::Chat); }
+    void completions(Call& c) { generate(c, Api::Oai); }
+    void completion_native(Call& c) { generate(c, Api::Native); }
 
-    void generate(Call& call, bool chat) {
+    void generate(Call& call, Api api) {
         ParsedRequest pr;
-        if (!prepare(call, chat, pr)) return;
+        std::vector<Prompt> prompts;
+        if (!prepare(call, api, pr, prompts)) return;
+        // Jobs in choice order: prompt-major, then the n choices of each prompt (OpenAI's index order).
         std::vector<std::shared_ptr<Job>> jobs;
-        for (int i = 0; i < pr.n; i++) {
-            JobRequest jr = pr.job;
-            jr.sampling.seed = derive_seed(pr.job.sampling.seed, uint64_t(i));  // choice 0 keeps the request's seed
-            auto job = engine->submit(std::move(jr));
-            if (!job) {
-                for (auto& j : jobs) j->cancel();
-                if (engine->shutting_down()) call.error(503, "the server is shutting down", {{"Connection", "close"}});
-                else call.error(503, "the server is busy (queue full); retry later", {{"Retry-After", "1"}});
-                return;
+        std::vector<size_t> job_prompt;
+        for (size_t pi = 0; pi < prompts.size(); pi++) {
+            for (int i = 0; i < pr.n; i++) {
+                JobRequest jr = pr.job;
+                jr.prompt = prompts[pi].ids;
+                jr.max_tokens = std::min(jr.max_tokens, engine->n_ctx() - int(jr.prompt.size()));  // clamped to the context
+                // choice 0 of prompt 0 keeps the request's seed; the others get independent derived streams
+                jr.sampling.seed = derive_seed(pr.job.sampling.seed, uint64_t(pi * size_t(pr.n) + size_t(i)));
+                auto job = engine->submit(std::move(jr));
+                if (!job) {
+                    for (auto& j : jobs) j->cancel();
+                    if (engine->shutting_down()) call.error(503, "the server is shutting down", {{"Connection", "close"}});
+                    else call.error(503, "the server is busy (queue full); retry later", {{"Retry-After", "1"}});
+                    return;
+                }
+                jobs.push_back(job);
+                job_prompt.push_back(pi);
             }
-            jobs.push_back(job);
         }
-        const std::string id = random_id(chat ? "chatcmpl-" : "cmpl-");
-        const int64_t created = unix_time();
-        if (pr.stream) stream_response(call, jobs, pr, chat, id, created);
-        else blocking_response(call, jobs, pr, chat, id, created);
+        Gen g{call, api, pr, prompts, jobs, job_prompt, random_id(api == Api::Chat ? "chatcmpl-" : "cmpl-"), unix_time()};
+        if (pr.stream) stream_response(g);
+        else blocking_response(g);
         for (auto& j : jobs) j->cancel();  // no-op for finished jobs; frees the slot when the client went away
+    }
+
+    struct Gen {
+        Call& call;
+        Api api;
+        const ParsedRequest& pr;
+        const std::vector<Prompt>& prompts;
+        const std::vector<std::shared_ptr<Job>>& jobs;
+        const std::vector<size_t>& job_prompt;
+        std::string id;
+        int64_t created;
+    };
+
+    // What a finished job produced, after stop strings.
+    struct JobText {
+        std::string text;
+        std::vector<int32_t> toks;
+        std::vector<TokenLogprob> lps;
+        std::string stop_word;
+        bool stopped_by_word = false;
+    };
+
+    // OpenAI finish_reason and llama-server stop_type of a finished job.
+    static std::string finish_reason(const Job& j, const JobText& t) {
+        return t.stopped_by_word || j.finish_reason == "stop" ? "stop" : "length";
+    }
+    static std::string stop_type(const Job& j, const JobText& t) {
+        if (t.stopped_by_word) return "word";
+        if (j.finish_reason == "stop") return "eos";
+        if (j.finish_reason == "length") return "limit";
+        return "none";
     }
 
     // A failed job answers with its own status (400 for input the engine refused, 503 at shutdown, 500).
     void job_error(Call& call, const Job& job) { call.error(job.error_status, job.error); }
 
+    json usage_of(const Gen& g) {
+        int completion = 0, prompt = 0;
+        for (const auto& j : g.jobs) completion += j->n_generated;
+        for (const auto& pr : g.prompts) prompt += int(pr.ids.size());
+        return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion},
+                {"prompt_tokens_details", {{"cached_tokens", 0}}}};
+    }
+
+    json generation_settings(const JobRequest& r, const ParsedRequest& pr) {
+        const SamplerParams& s = r.sampling;
+        json samplers = json::array();
+        for (SamplerKind k : s.order) samplers.push_back(sampler_kind_name(k));
+        return {{"n_predict", r.max_tokens == INT32_MAX ? -1 : r.max_tokens}, {"seed", s.seed}, {"temperature", s.temp},
+                {"top_k", s.top_k}, {"top_p", s.top_p}, {"min_p", s.min_p}, {"typical_p", s.typical_p},
+                {"repeat_last_n", s.penalty_last_n}, {"repeat_penalty", s.repeat_penalty},
+                {"presence_penalty", s.presence_penalty}, {"frequency_penalty", s.frequency_penalty},
+                {"ignore_eos", r.ignore_eos}, {"stop", pr.stop}, {"n_probs", pr.n_probs}, {"samplers", samplers},
+                {"speculative.n_max", r.spec.n_max}, {"speculative.n_min", r.spec.n_min}, {"speculative.p_min", r.spec.p_min},
+                {"stream", pr.stream}};
+    }
+
+    // llama-server's completion_probabilities entries.
+    json native_probs(const std::vector<TokenLogprob>& lps) {
+        auto bytes = [](const std::string& s) {
+            json a = json::array();
+            for (unsigned char c : s) a.push_back(int(c));
+            return a;
+        };
+        json out = json::array();
+        for (const auto& e : lps) {
+            std::string t = tok->token_to_piece(e.id, true);
+            json top = json::array();
+            for (auto [id, l] : e.top) {
+                std::string tt = tok->token_to_piece(id, true);
+                top.push_back({{"id", id}, {"token", tt}, {"bytes", bytes(tt)}, {"logprob", l}});
+            }
+            out.push_back({{"id", e.id}, {"token", t}, {"bytes", bytes(t)}, {"logprob", e.logprob}, {"top_logprobs", top}});
+        }
+        return out;
+    }
+
+    json native_final(const Gen& g, size_t c, const JobText& t, bool stream) {
+        const Job& j = *g.jobs[c];
+        const Prompt& p = g.prompts[g.job_prompt[c]];
+        json res = {{"index", c}, {"content", stream ? std::string() : t.text},
+                    {"tokens", g.pr.return_tokens && !stream ? json(t.toks) : json::array()}, {"id_slot", j.slot.load()},
+                    {"stop", true}, {"model", model_id}, {"tokens_predicted", j.n_generated}, {"tokens_evaluated", j.n_prompt},
+                    {"generation_settings", generation_settings(j.req, g.pr)}, {"prompt", tok->decode(p.ids, false)},
+                    {"has_new_line", t.text.find('\n') != std::string::npos}, {"truncated", p.truncated},
+                    {"stop_type", stop_type(j, t)}, {"stopping_word", t.stop_word},
+                    {"tokens_cached", j.n_prompt + j.n_generated}, {"timings", timings_of(j)}};
+        if (!stream && g.pr.n_probs > 0) res["completion_probabilities"] = native_probs(t.lps);
+        return res;
+    }
+
     // Non-streaming: everything is generated before the status line is written, so the status is always right.
     // A client that goes away meanwhile is noticed (the socket is polled) and its jobs are cancelled.
-    void blocking_response(Call& call, const std::vector<std::shared_ptr<Job>>& jobs, const ParsedRequest& pr, bool chat,
-                           const std::string& id, int64_t created) {
-        json choices = json::array();
-        int completion_tokens = 0, prompt_tokens = 0;
-        json timings;
-        for (size_t c = 0; c < jobs.size(); c++) {
-            auto& job = jobs[c];
-            TextPipeline text(*tok, pr.stop);
-            std::string content;
+    void blocking_response(Gen& g) {
+        std::vector<JobText> texts(g.jobs.size());
+        for (size_t c = 0; c < g.jobs.size(); c++) {
+            Job& job = *g.jobs[c];
+            JobText& t = texts[c];
+            TextPipeline text(*tok, g.pr.stop);
             std::vector<int32_t> toks;
-            std::vector<TokenLogprob> lps, all_lps;
+            std::vector<TokenLogprob> lps;
             for (bool more = true; more;) {
                 toks.clear();
                 lps.clear();
-                more = job->wait(toks, lps, 100);
-                content += text.push(toks);
-                all_lps.insert(all_lps.end(), lps.begin(), lps.end());
-                if (text.stopped()) job->cancel();
-                if (more && call.res.client_gone()) return;
+                more = job.wait(toks, lps, 100);
+                t.text += text.push(toks);
+                t.toks.insert(t.toks.end(), toks.begin(), toks.end());
+                t.lps.insert(t.lps.end(), lps.begin(), lps.end());
+                if (text.stopped()) job.cancel();
+                if (more && g.call.res.client_gone()) return;
             }
-            content += text.finish();
-            if (!job->error.empty()) return job_error(call, *job);
-            std::string finish = text.stopped() || job->finish_reason == "stop" ? "stop" : "length";
-            json choice = {{"index", c}, {"finish_reason", finish}};
+            t.text += text.finish();
+            t.stopped_by_word = text.stopped();
+            t.stop_word = text.stop_word();
+            if (!job.error.empty()) return job_error(g.call, job);
+        }
+        if (g.api == Api::Native) {
+            if (g.jobs.size() == 1) return g.call.json_ok(native_final(g, 0, texts[0], false));
+            json all = json::array();
+            for (size_t c = 0; c < g.jobs.size(); c++) all.push_back(native_final(g, c, texts[c], false));
+            return g.call.json_ok(all);
+        }
+        const bool chat = g.api == Api::Chat;
+        json choices = json::array();
+        for (size_t c = 0; c < g.jobs.size(); c++) {
+            const JobText& t = texts[c];
+            json choice = {{"index", c}, {"finish_reason", finish_reason(*g.jobs[c], t)}};
             if (chat) {
-                choice["message"] = {{"role", "assistant"}, {"content", content}};
-                choice["logprobs"] = pr.logprobs ? json{{"content", logprob_list(all_lps)}} : json(nullptr);
+                choice["message"] = {{"role", "assistant"}, {"content", t.text}};
+                choice["logprobs"] = g.pr.logprobs ? json{{"content", logprob_list(t.lps)}} : json(nullptr);
             } else {
-                choice["text"] = content;
-                choice["logprobs"] = pr.logprobs ? completion_logprobs(all_lps) : json(nullptr);
+                choice["text"] = t.text;
+                choice["logprobs"] = g.pr.logprobs ? completion_logprobs(t.lps) : json(nullptr);
             }
             choices.push_back(choice);
-            completion_tokens += job->n_generated;
-            prompt_tokens = job->n_prompt;
-            timings = timings_of(*job);
         }
-        call.json_ok({{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created},
-                      {"model", model_id}, {"system_fingerprint", "tandem"}, {"choices", choices},
-                      {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
-                                 {"total_tokens", prompt_tokens + completion_tokens}}},
-                      {"timings", timings}});
+        g.call.json_ok({{"id", g.id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", g.created},
+                        {"model", model_id}, {"system_fingerprint", "tandem"}, {"choices", choices},
+                        {"usage", usage_of(g)}, {"timings", timings_of(*g.jobs.back())}});
     }
 
     json logprob_list(const std::vector<TokenLogprob>& lps) {
@@ -247,74 +386,118 @@ struct HttpServer::Impl {
 
     // Streaming: the status line waits for the first job's first result, so a request that fails before it
     // generates anything (shutdown, a refused input) still gets its 4xx/5xx status; a failure after that is
-    // sent as an error event and the stream ends.
-    void stream_response(Call& call, const std::vector<std::shared_ptr<Job>>& jobs, const ParsedRequest& pr, bool chat,
-                         const std::string& id, int64_t created) {
+    // sent as an error event and the stream ends. Chunks never carry empty text (log-probabilities of tokens
+    // whose text is held back, an incomplete UTF-8 sequence or a possible stop string, wait for the text).
+    void stream_response(Gen& g) {
         std::vector<int32_t> toks;
         std::vector<TokenLogprob> lps;
         bool more = true;
         for (;;) {  // first result of the first job
-            more = jobs[0]->wait(toks, lps, 100);
+            more = g.jobs[0]->wait(toks, lps, 100);
             if (!toks.empty() || !more) break;
-            if (call.res.client_gone()) return;
+            if (g.call.res.client_gone()) return;
         }
-        if (!more && toks.empty() && !jobs[0]->error.empty()) return job_error(call, *jobs[0]);
-        if (!call.begin_stream("text/event-stream")) return;
-        Responder& sink = call.res;
+        if (!more && toks.empty() && !g.jobs[0]->error.empty()) return job_error(g.call, *g.jobs[0]);
+        if (!g.call.begin_stream("text/event-stream")) return;
+        Responder& sink = g.call.res;
+        const bool chat = g.api == Api::Chat, native = g.api == Api::Native;
         auto send = [&](const json& j) { return sink.write("data: " + dump(j) + "\n\n"); };
-        auto chunk = [&](size_t index, const json& delta_or_text, const json& finish, const json& logprobs) {
+        auto oai_chunk = [&](size_t index, const json& delta_or_text, const json& finish, const json& logprobs) {
             json choice = {{"index", index}, {"finish_reason", finish}};
             if (chat) choice["delta"] = delta_or_text;
             else choice["text"] = delta_or_text;
             if (!logprobs.is_null()) choice["logprobs"] = logprobs;
-            return json{{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
+            return json{{"id", g.id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", g.created},
                         {"model", model_id}, {"system_fingerprint", "tandem"}, {"choices", json::array({choice})}};
         };
-        int completion_tokens = 0, prompt_tokens = 0;
-        for (size_t c = 0; c < jobs.size(); c++) {
-            auto& job = jobs[c];
-            if (chat && !send(chunk(c, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr))) return;
-            TextPipeline text(*tok, pr.stop);
+        for (size_t c = 0; c < g.jobs.size(); c++) {
+            Job& job = *g.jobs[c];
+            if (chat && !send(oai_chunk(c, {{"role", "assistant"}, {"content", nullptr}}, nullptr, nullptr))) return;
+            TextPipeline text(*tok, g.pr.stop);
+            std::vector<TokenLogprob> held_lps;
+            std::vector<int32_t> held_toks;
+            int n_sent = 0;
             bool have = c == 0;  // the first job's first result is already in toks/lps
             for (;;) {
                 if (!have) {
                     toks.clear();
                     lps.clear();
-                    more = job->wait(toks, lps, 100);
+                    more = job.wait(toks, lps, 100);
                 }
                 have = false;
                 std::string piece = text.push(toks);
-                if (text.stopped()) job->cancel();
-                json lp = nullptr;
-                if (pr.logprobs && !lps.empty()) lp = chat ? json{{"content", logprob_list(lps)}} : completion_logprobs(lps);
+                if (text.stopped()) job.cancel();
+                held_lps.insert(held_lps.end(), lps.begin(), lps.end());
+                held_toks.insert(held_toks.end(), toks.begin(), toks.end());
+                n_sent += int(toks.size());
                 bool ok = true;
-                if (!piece.empty() || !lp.is_null()) ok = send(chunk(c, chat ? json{{"content", piece}} : json(piece), nullptr, lp));
-                else if (more) ok = sink.write("");  // nothing to say: is the client still there?
+                if (!piece.empty()) {
+                    json out;
+                    if (native) {
+                        out = {{"index", c}, {"content", piece}, {"tokens", held_toks}, {"stop", false}, {"id_slot", job.slot.load()},
+                               {"tokens_predicted", n_sent}, {"tokens_evaluated", job.req.prompt.size()}};
+                        if (g.pr.n_probs > 0) out["completion_probabilities"] = native_probs(held_lps);
+                    } else {
+                        json lp = nullptr;
+                        if (g.pr.logprobs && !held_lps.empty())
+                            lp = chat ? json{{"content", logprob_list(held_lps)}} : completion_logprobs(held_lps);
+                        out = oai_chunk(c, chat ? json{{"content", piece}} : json(piece), nullptr, lp);
+                    }
+                    if (g.pr.timings_per_token) out["timings"] = live_timings(job);
+                    held_lps.clear();
+                    held_toks.clear();
+                    ok = send(out);
+                } else if (more) {
+                    ok = sink.write("");  // nothing to say: is the client still there?
+                }
                 if (!ok) return;
                 if (!more) break;
             }
             std::string rest = text.finish();
-            if (!job->error.empty()) {
-                send(error_body(job->error, error_type(job->error_status), job->error_status));
+            if (!job.error.empty()) {
+                send(error_body(job.error, error_type(job.error_status), job.error_status));
                 sink.end_stream();
                 return;
             }
-            std::string finish = text.stopped() || job->finish_reason == "stop" ? "stop" : "length";
-            json last = chunk(c, chat ? (rest.empty() ? json::object() : json{{"content", rest}}) : json(rest), finish, nullptr);
-            last["timings"] = timings_of(*job);
+            JobText t;
+            t.stopped_by_word = text.stopped();
+            t.stop_word = text.stop_word();
+            if (native) {
+                if (!rest.empty()) {
+                    json out = {{"index", c}, {"content", rest}, {"tokens", held_toks}, {"stop", false}, {"id_slot", job.slot.load()},
+                                {"tokens_predicted", job.n_generated}, {"tokens_evaluated", job.n_prompt}};
+                    if (g.pr.n_probs > 0) out["completion_probabilities"] = native_probs(held_lps);
+                    if (!send(out)) return;
+                }
+                if (!send(native_final(g, c, t, true))) return;
+                continue;
+            }
+            json lp = nullptr;
+            if (g.pr.logprobs && !held_lps.empty()) lp = chat ? json{{"content", logprob_list(held_lps)}} : completion_logprobs(held_lps);
+            json last = oai_chunk(c, chat ? (rest.empty() ? json::object() : json{{"content", rest}}) : json(rest),
+                                  finish_reason(job, t), lp);
+            last["timings"] = timings_of(job);
             if (!send(last)) return;
-            completion_tokens += job->n_generated;
-            prompt_tokens = job->n_prompt;
         }
-        if (pr.include_usage) {
-            json u = {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
-                      {"model", model_id}, {"choices", json::array()},
-                      {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
-                                 {"total_tokens", prompt_tokens + completion_tokens}}}};
-            send(u);
+        if (!native) {
+            if (g.pr.include_usage) {
+                json u = {{"id", g.id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", g.created},
+                          {"model", model_id}, {"choices", json::array()}, {"usage", usage_of(g)},
+                          {"timings", timings_of(*g.jobs.back())}};
+                send(u);
+            }
+            sink.write("data: [DONE]\n\n");
         }
-        sink.write("data: [DONE]\n\n");
         sink.end_stream();
+    }
+
+    json live_timings(const Job& j) {
+        JobProgress p = j.progress();
+        return {{"prompt_n", p.n_prompt}, {"prompt_ms", p.prompt_ms},
+                {"prompt_per_second", p.prompt_ms > 0 ? p.n_prompt / (p.prompt_ms / 1e3) : 0.0},
+                {"predicted_n", p.n_generated}, {"predicted_ms", p.gen_ms},
+                {"predicted_per_second", p.gen_ms > 0 ? p.n_generated / (p.gen_ms / 1e3) : 0.0},
+                {"draft_n", p.n_drafted}, {"draft_n_accepted", p.n_accepted}};
     }
 
     std::string metrics_text() {
@@ -349,16 +532,84 @@ struct HttpServer::Impl {
         if (!ready.load()) return c.error(503, "Loading model", {{"Retry-After", "1"}});
         c.send(200, "application/json", R"({"status":"ok"})");
     }
-    void index(Call& c) { c.send(200, "text/html; charset=utf-8", kWebUi); }
+    void index(Call& c) {
+        if (!p.webui) return c.error(404, "the chat page is off (--no-webui)");
+        c.send(200, "text/html; charset=utf-8", kWebUi);
+    }
     void models(Call& c) {
         const HParams& hp = model->hparams();
         json m = {{"id", model_id}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "tandem"},
+                  {"aliases", json::array({model_id})}, {"tags", json::array()},
                   {"meta", {{"vocab_type", tok->model_name()}, {"n_vocab", hp.n_vocab}, {"n_ctx_train", hp.n_ctx_train},
                             {"n_ctx", engine->n_ctx()}, {"n_embd", hp.n_embd}, {"n_params", model->n_params()},
                             {"size", model->weights_bytes()}}}};
-        c.json_ok({{"object", "list"}, {"data", json::array({m})}});
+        // llama-server's "models" list beside OpenAI's "data"
+        json legacy = {{"name", model_id}, {"model", model_id}, {"modified_at", ""}, {"size", model->weights_bytes()},
+                       {"digest", ""}, {"type", "model"}, {"description", ""}, {"tags", json::array()},
+                       {"capabilities", json::array({"completion"})}, {"parameters", ""}, {"details", json::object()}};
+        c.json_ok({{"object", "list"}, {"data", json::array({m})}, {"models", json::array({legacy})}});
     }
-    void metrics(Call& c) { c.send(200, "text/plain; version=0.0.4", metrics_text()); }
+    void metrics(Call& c) {
+        if (!p.metrics) return c.error(501, "this server does not expose metrics: start it with --metrics");
+        c.send(200, "text/plain; version=0.0.4", metrics_text(), {{"Process-Start-Time-Unix", std::to_string(start_time)}});
+    }
+    void props_get(Call& c) {
+        ServerLimits lim = limits();
+        JobRequest r;
+        r.sampling = lim.sampling;
+        r.max_tokens = lim.n_predict < 0 ? INT32_MAX : lim.n_predict;
+        r.spec = engine_spec_defaults;
+        r.ignore_eos = lim.ignore_eos;
+        ParsedRequest pr;
+        const std::string bos = tok->bos() >= 0 ? tok->token_to_piece(tok->bos(), true) : "";
+        const std::string eos = tok->eos() >= 0 ? tok->token_to_piece(tok->eos(), true) : "";
+        c.json_ok({{"default_generation_settings", {{"params", generation_settings(r, pr)}, {"n_ctx", engine->n_ctx()}}},
+                   {"total_slots", engine->metrics().n_slots}, {"model_alias", model_id}, {"model_path", model->path()},
+                   {"modalities", {{"vision", false}, {"video", false}, {"audio", false}}},
+                   {"endpoint_slots", p.slots_endpoint}, {"endpoint_props", p.props_post}, {"endpoint_metrics", p.metrics},
+                   {"ui", p.webui}, {"chat_template", chat_template_source}, {"chat_template_name", chat_template_name(tmpl)},
+                   {"bos_token", bos}, {"eos_token", eos}, {"build_info", "tandem " TANDEM_VERSION}, {"is_sleeping", false}});
+    }
+    void props_post(Call& c) {
+        if (!p.props_post) return c.error(501, "this server does not allow changing its properties: start it with --props");
+        try {
+            json b = parse_body(c.req.body);
+            if (!b.is_object()) throw BadRequest("the body must be a JSON object");
+            if (!b.empty()) throw BadRequest("no property can be changed at run time here");
+            c.json_ok({{"success", true}});
+        } catch (const BadRequest& e) {
+            c.error(400, e.what());
+        } catch (const json::exception& e) {
+            c.error(400, e.what());
+        }
+    }
+    void slots(Call& c) {
+        if (!p.slots_endpoint) return c.error(501, "this server does not expose slots: it was started with --no-slots");
+        json out = json::array();
+        for (const SlotInfo& s : engine->metrics().slots)
+            out.push_back({{"id", s.id}, {"n_ctx", s.n_ctx}, {"is_processing", s.is_processing}, {"n_past", s.n_past},
+                           {"next_token", {{"n_decoded", s.n_generated}}}, {"n_prompt_tokens", s.n_prompt},
+                           {"speculative", engine->has_draft() || engine_spec_defaults.type != SpecType::NONE}});
+        c.json_ok(out);
+    }
+    void slot_action(Call& c) {
+        if (!p.slots_endpoint) return c.error(501, "this server does not expose slots: it was started with --no-slots");
+        c.error(501, "saving and restoring slots is not implemented");
+    }
+    void apply_template(Call& c) {
+        try {
+            json b = parse_body(c.req.body);
+            ParsedRequest pr = parse_request(b, true, limits());
+            c.json_ok({{"prompt", render_chat(tmpl, pr.messages, true)}});
+        } catch (const BadRequest& e) {
+            c.error(400, e.what());
+        } catch (const json::exception& e) {
+            c.error(400, e.what());
+        }
+    }
+    void not_implemented(Call& c) {
+        c.error(501, "this endpoint (" + c.req.path + ") is not implemented by tandem (see README, llama-server compatibility)");
+    }
     void tokenize(Call& c) {
         try {
             json b = parse_body(c.req.body);
@@ -402,30 +653,49 @@ struct HttpServer::Impl {
         auto add = [&](const char* method, std::initializer_list<const char*> paths, Route r) {
             for (const char* path : paths) routes[path][method] = r;
         };
-        add("GET", {"/health"}, &Impl::health);
+        add("GET", {"/health", "/v1/health"}, &Impl::health);
         add("GET", {"/", "/index.html"}, &Impl::index);
         add("GET", {"/v1/models", "/models"}, &Impl::models);
         add("GET", {"/metrics"}, &Impl::metrics);
+        add("GET", {"/props"}, &Impl::props_get);
+        add("POST", {"/props"}, &Impl::props_post);
+        add("GET", {"/slots"}, &Impl::slots);
         add("POST", {"/v1/chat/completions", "/chat/completions"}, &Impl::chat_completions);
-        add("POST", {"/v1/completions", "/completions"}, &Impl::completions);
+        add("POST", {"/v1/completions"}, &Impl::completions);
+        add("POST", {"/completion", "/completions"}, &Impl::completion_native);  // llama-server's native shape
+        add("POST", {"/apply-template"}, &Impl::apply_template);
         add("POST", {"/tokenize"}, &Impl::tokenize);
         add("POST", {"/detokenize"}, &Impl::detokenize);
+        add("POST", {"/infill", "/embedding", "/embeddings", "/v1/embeddings", "/rerank", "/reranking", "/v1/rerank",
+                     "/v1/messages", "/v1/messages/count_tokens", "/v1/responses", "/responses"},
+            &Impl::not_implemented);
+        add("GET", {"/lora-adapters"}, &Impl::not_implemented);
+        add("POST", {"/lora-adapters"}, &Impl::not_implemented);
     }
 
     // Every request: access checks, then the route. Runs on a transport worker thread.
     void handle(const HttpRequest& req, Responder& res) {
         http_requests++;
-        AccessDecision d = check_access(policy, {req.method, req.path, req.header("host"), req.header("origin"),
-                                                 req.header("authorization"), req.header("access-control-request-headers")});
+        std::string path = req.path;
+        if (!p.api_prefix.empty() && path.rfind(p.api_prefix, 0) == 0) path = path.substr(p.api_prefix.size());
+        if (path.empty()) path = "/";
+        std::string auth = req.header("authorization");
+        if (auth.empty() && req.has_header("x-api-key")) auth = "Bearer " + req.header("x-api-key");  // llama-server accepts it
+        AccessDecision d = check_access(policy, {req.method, path, req.header("host"), req.header("origin"), auth,
+                                                 req.header("access-control-request-headers")});
         Call call{req, res, d.headers};
-        if (d.status == 204) call.send(204, "", "");
+        if (d.status == 200) call.send(200, "text/plain", "");  // preflight
         else if (d.status) call.error(d.status, d.message);
-        else dispatch(call);
+        else dispatch(call, path);
         std::fprintf(stderr, "%s %s %d %zu bytes\n", req.method.c_str(), req.path.c_str(), call.status, req.body.size());
     }
 
-    void dispatch(Call& call) {
-        auto it = routes.find(call.req.path);
+    void dispatch(Call& call, const std::string& path) {
+        if (call.req.path.size() > 7 && path.rfind("/slots/", 0) == 0 && call.req.method == "POST") {
+            if (!ready.load()) return call.error(503, "the model is loading", {{"Retry-After", "1"}});
+            return slot_action(call);
+        }
+        auto it = routes.find(path);
         if (it == routes.end()) return call.error(404, "no such endpoint");
         auto m = it->second.find(call.req.method);
         if (m == it->second.end()) {
@@ -433,7 +703,7 @@ struct HttpServer::Impl {
             for (auto& [k, v] : it->second) allow += (allow.empty() ? "" : ", ") + k;
             return call.error(405, "method " + call.req.method + " is not allowed here (" + allow + ")", {{"Allow", allow}});
         }
-        const bool needs_model = call.req.path != "/health" && call.req.path != "/" && call.req.path != "/index.html";
+        const bool needs_model = path != "/health" && path != "/v1/health" && path != "/" && path != "/index.html";
         if (needs_model && !ready.load()) return call.error(503, "the model is loading", {{"Retry-After", "1"}});
         (this->*(m->second))(call);
     }
@@ -467,14 +737,32 @@ void HttpServer::set_ready(std::shared_ptr<const Model> model, std::shared_ptr<E
     I.model = model;
     I.engine = engine;
     I.tok = Tokenizer::from_gguf(model->gguf());
+    // --chat-template NAME (a built-in renderer), or a Jinja text given inline (llama-server treats a name it
+    // does not know as a template) or by --chat-template-file, or the model's tokenizer.chat_template: a text is
+    // recognised by its markers and rendered by the matching built-in renderer.
+    std::string jinja = model->gguf().get_str("tokenizer.chat_template").value_or("");
+    std::string source = "the model's chat template";
+    if (!I.p.chat_template_text.empty()) {
+        jinja = I.p.chat_template_text;
+        source = "--chat-template-file";
+    }
     if (!I.p.chat_template.empty()) {
-        auto t = chat_template_from_name(I.p.chat_template);
-        if (!t) throw Error("unknown --chat-template '" + I.p.chat_template + "' (chatml, llama2, llama3, mistral, phi3, gemma, zephyr, deepseek, deepseek3)");
-        I.tmpl = *t;
-    } else {
-        auto jinja = model->gguf().get_str("tokenizer.chat_template").value_or("");
+        if (auto t = chat_template_from_name(I.p.chat_template)) {
+            I.tmpl = *t;
+            jinja.clear();
+            source.clear();
+        } else {
+            jinja = I.p.chat_template;
+            source = "--chat-template";
+        }
+    }
+    I.chat_template_source = jinja.empty() ? std::string(chat_template_name(I.tmpl)) : jinja;
+    if (!source.empty()) {
         auto t = detect_chat_template(jinja);
         if (t) I.tmpl = *t;
+        else if (source != "the model's chat template")
+            throw Error(source + ": not a chat template tandem recognises (built-in: chatml, llama2, llama3, mistral, phi3, "
+                                 "gemma, zephyr, deepseek, deepseek3)");
         else std::fprintf(stderr, "warning: %s; using ChatML\n", jinja.empty() ? "the model has no chat template" : "the model's chat template is not recognised");
     }
     std::string path = model->path();

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "serve/openai.h"
+#include "tandem/sampling.h"
 #include "tandem/speculative.h"
 
 namespace tandem {
@@ -25,6 +27,16 @@ struct ServeParams {
     size_t max_body_bytes = 1 << 20;
     int http_threads = 32;
     int timeout_s = 60;  // whole-body read and each write; headers get min(timeout, 10 s)
+    bool reuse_port = false;
+    // llama-server's defaults for requests (its sampling flags, -n, --ignore-eos)
+    SamplerParams sampling = ServerLimits::server_sampling_defaults();
+    int n_predict = -1;
+    bool ignore_eos = false;
+    std::string chat_template_text;  // --chat-template-file: recognised like the model's tokenizer.chat_template
+    bool webui = true;
+    std::string api_prefix;          // every route also under this prefix
+    bool slots_endpoint = true, props_post = false, metrics = false;
+    std::string slot_save_path;
 };
 
 class HttpServer {
