@@ -142,7 +142,6 @@ int cmd_serve(int argc, char** argv) {
     ap.flag({"--no-context-shift"}, "accepted: a prompt longer than the context is refused (400) (default)", [&] {});
     ap.flag({"--context-shift"}, "not implemented: noted", [&] { std::fprintf(stderr, "note: --context-shift: not implemented; a request that fills the context ends with finish_reason \"length\"\n"); });
     ap.add({"--keep"}, "N", "accepted (no context shift)", [&](const std::string& v) { to_int_in("--keep", v, -1, INT32_MAX); });
-    ap.add({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "accepted; ignored (no GPU backend)", [&](const std::string&) {});
     register_llama_server_flags(ap, [&](const std::string& flag, const std::string& v) {
         if (flag == "-hf" || flag == "-hfr" || flag == "--hf-repo") hf_repo = v;
         else if (flag == "-hff" || flag == "--hf-file") hf_file = v;
@@ -154,7 +153,7 @@ int cmd_serve(int argc, char** argv) {
     if (!pos.empty()) throw Error("unexpected argument '" + pos[0] + "'");
     for (const auto& n : notes) std::fprintf(stderr, "note: %s\n", n.c_str());
     // -hf: a model llama.cpp already downloaded is found in its Hugging Face cache; tandem never downloads.
-    if (model_path.empty() && !hf_repo.empty()) {
+    if (!hf_repo.empty()) {  // as llama-server, -hf names the model even beside -m
         model_path = hf_cached_model(hf_repo, hf_file);
         std::fprintf(stderr, "-hf %s: using the cached file %s\n", hf_repo.c_str(), model_path.c_str());
     } else if (!hf_file.empty() && hf_repo.empty()) {

@@ -1,0 +1,168 @@
+// llama-server compatibility (issue 11): its command line, its native endpoints and request fields, and the
+// OpenAI SDK on the new request shapes.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import OpenAI from 'openai';
+import { startServer, STORIES, tmpDir, generateJson, sanitizerReport } from './helpers.mjs';
+
+const post = async (base, p, body) => {
+  const r = await fetch(base + p, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  const text = await r.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* SSE or empty */ }
+  return { status: r.status, json, text };
+};
+
+async function done(srv) {
+  const code = await srv.stop();
+  assert.ok(!sanitizerReport(srv.stderr), srv.stderr.slice(-4000));
+  assert.equal(code, 0, srv.stderr.slice(-2000));
+}
+
+test('a llama-server command line starts unchanged; sampling flags become the defaults', async () => {
+  // the flags llama.cpp's own server tests pass on every launch, and a few more users type
+  const srv = await startServer(['-m', STORIES, '--temp', '0', '--seed', '42', '--n-predict', '8', '--batch-size', '32',
+    '--ubatch-size', '32', '--no-slots', '--offline', '--jinja', '-ngl', '99', '-fa', '--cont-batching', '--metrics',
+    '--no-webui', '--verbose', '--ctx-size', '256', '-ctk', 'f16', '--no-mmap', '--reasoning-format', 'none']);
+  try {
+    assert.match(srv.stderr, /note: -ngl: ignored, no GPU backend/);
+    // -n 8 is the default and the cap; --temp 0 makes it greedy: the same text as `generate --temp 0 -n 8`
+    const ref = generateJson(['-m', STORIES, '-p', 'Once upon a time', '-n', '8', '--temp', '0']);
+    const r = await post(srv.base, '/completion', { prompt: 'Once upon a time' });
+    assert.equal(r.status, 200);
+    assert.equal(r.json.content, ref.text);
+    assert.equal(r.json.tokens_predicted, 8);
+    const capped = await post(srv.base, '/completion', { prompt: 'Once upon a time', n_predict: 100 });
+    assert.equal(capped.json.tokens_predicted, 8, 'the server -n caps n_predict');
+    assert.equal((await fetch(srv.base + '/slots')).status, 501, '--no-slots');
+    assert.equal((await fetch(srv.base + '/')).status, 404, '--no-webui');
+    assert.equal((await fetch(srv.base + '/metrics')).status, 200, '--metrics');
+  } finally { await done(srv); }
+});
+
+test('flags that would mislead are refused with the reason', async () => {
+  const { execFileSync } = await import('node:child_process');
+  const { BIN } = await import('./helpers.mjs');
+  for (const [args, needle] of [
+    [['--lora', 'x.gguf'], /LoRA adapters and control vectors are not supported/],
+    [['--grammar', 'root ::= "a"'], /grammars and JSON schemas are not implemented yet/],
+    [['--rope-freq-base', '10000'], /RoPE overrides are not supported/],
+    [['--model-url', 'https://example.com/m.gguf'], /does not download models/],
+    [['--hf-repo', 'nobody/nothing', '--hf-file', 'x.gguf'], /does not download models.*not in the Hugging Face cache/],
+    [['--chat-template', 'this is not a template'], /not a chat template tandem recognises/],
+  ]) {
+    let out = '';
+    try {
+      execFileSync(BIN, ['serve', '-m', STORIES, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LLAMA_CACHE: tmpDir() }, timeout: 20000 });
+    } catch (e) { out = String(e.stderr); assert.equal(e.status, 1, out); }
+    assert.match(out, needle, args.join(' '));
+  }
+});
+
+test('-hf finds a model llama.cpp already downloaded (Hugging Face cache layout)', async () => {
+  const cache = path.join(tmpDir(), 'hf-cache');
+  const snap = path.join(cache, 'models--ggml-org--models', 'snapshots', 'abc123', 'tinyllamas');
+  fs.mkdirSync(snap, { recursive: true });
+  const file = path.join(snap, 'stories260K.gguf');
+  if (!fs.existsSync(file)) fs.symlinkSync(STORIES, file);
+  fs.mkdirSync(path.join(cache, 'models--ggml-org--models', 'refs'), { recursive: true });
+  fs.writeFileSync(path.join(cache, 'models--ggml-org--models', 'refs', 'main'), 'abc123\n');
+  const srv = await startServer(['--hf-repo', 'ggml-org/models', '--hf-file', 'tinyllamas/stories260K.gguf'], { env: { LLAMA_CACHE: cache } });
+  try {
+    assert.match(srv.stderr, /using the cached file .*stories260K\.gguf/);
+    assert.equal((await post(srv.base, '/completion', { prompt: 'Once', n_predict: 2 })).status, 200);
+  } finally { await done(srv); }
+});
+
+test('native /completion: shape, streaming, probabilities, tokens, stop words', async () => {
+  const srv = await startServer(['-m', STORIES, '-np', '2']);
+  try {
+    const body = { prompt: 'Once upon a time', n_predict: 12, temperature: 0, return_tokens: true, n_probs: 2 };
+    const r = await post(srv.base, '/completion', body);
+    assert.equal(r.status, 200);
+    const j = r.json;
+    for (const k of ['content', 'tokens', 'id_slot', 'stop', 'model', 'tokens_predicted', 'tokens_evaluated', 'generation_settings',
+      'prompt', 'has_new_line', 'truncated', 'stop_type', 'stopping_word', 'tokens_cached', 'timings', 'completion_probabilities'])
+      assert.ok(k in j, `missing ${k}`);
+    assert.equal(j.stop, true);
+    assert.equal(j.stop_type, 'limit');
+    assert.equal(j.tokens.length, 12);
+    assert.equal(j.completion_probabilities.length, 12);
+    assert.equal(j.completion_probabilities[0].top_logprobs.length, 2);
+    assert.equal(j.completion_probabilities[0].id, j.tokens[0]);
+    assert.equal(j.generation_settings.temperature, 0);
+    // /completions (no /v1) is the same native endpoint, as in llama-server
+    const alias = await post(srv.base, '/completions', body);
+    assert.equal(alias.json.content, j.content);
+    // streaming: partial chunks with content, then a final object with stop: true; no [DONE]
+    const s = await post(srv.base, '/completion', { ...body, stream: true, timings_per_token: true });
+    const events = s.text.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => e.slice(6));
+    assert.ok(!events.includes('[DONE]'));
+    const chunks = events.map((e) => JSON.parse(e));
+    assert.equal(chunks.at(-1).stop, true);
+    assert.equal(chunks.slice(0, -1).map((c) => c.content).join(''), j.content);
+    assert.ok(chunks.slice(0, -1).every((c) => c.content.length > 0 && c.stop === false && 'timings' in c));
+    // a stop word
+    const w = await post(srv.base, '/completion', { prompt: 'Once upon a time', n_predict: 30, temperature: 0, stop: [j.content.split(' ')[3]] });
+    assert.equal(w.json.stop_type, 'word');
+    assert.equal(w.json.stopping_word, j.content.split(' ')[3]);
+    // several prompts: an array of results
+    const many = await post(srv.base, '/completion', { prompt: ['Once upon a time', 'The little dog'], n_predict: 4, temperature: 0 });
+    assert.ok(Array.isArray(many.json) && many.json.length === 2);
+    assert.equal(many.json[0].content, j.content.slice(0, many.json[0].content.length));
+  } finally { await done(srv); }
+});
+
+test('/props, /slots, /apply-template, /metrics without --metrics', async () => {
+  const srv = await startServer(['-m', STORIES, '-np', '2', '--temp', '0.5']);
+  try {
+    const props = await (await fetch(srv.base + '/props')).json();
+    assert.equal(props.total_slots, 2);
+    assert.equal(props.default_generation_settings.params.temperature, 0.5);
+    assert.ok(props.default_generation_settings.n_ctx > 0);
+    assert.ok('chat_template' in props && 'build_info' in props);
+    assert.equal((await post(srv.base, '/props', { n_ctx: 1 })).status, 501, 'POST /props needs --props');
+    const slots = await (await fetch(srv.base + '/slots')).json();
+    assert.equal(slots.length, 2);
+    assert.equal(slots[0].is_processing, false);
+    const t = await post(srv.base, '/apply-template', { messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }] });
+    assert.equal(t.status, 200);
+    assert.match(t.json.prompt, /Be brief\.[\s\S]*Hi/);
+    assert.equal((await fetch(srv.base + '/metrics')).status, 501);
+  } finally { await done(srv); }
+});
+
+test('OpenAI SDK: several prompts, refused fields, context errors, first streamed chunk', async () => {
+  const srv = await startServer(['-m', STORIES, '-c', '64']);
+  const client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'none' });
+  try {
+    const r = await client.completions.create({ model: 'x', prompt: ['Once upon a time', 'The little dog'], max_tokens: 4, temperature: 0, n: 2 });
+    assert.equal(r.choices.length, 4);
+    assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2, 3]);
+    assert.equal(r.choices[0].text, r.choices[1].text, 'temperature 0: both choices of a prompt agree');
+    assert.ok(r.usage.prompt_tokens > 0 && 'prompt_tokens_details' in r.usage);
+    for (const extra of [{ response_format: { type: 'json_object' } }, { tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }, { grammar: 'root ::= "a"' }]) {
+      await assert.rejects(client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, ...extra }),
+        (e) => e.status === 400 && /not supported by this server yet/.test(e.message));
+    }
+    await assert.rejects(client.completions.create({ model: 'x', prompt: 'a '.repeat(200), max_tokens: 2 }),
+      (e) => e.status === 400 && e.error?.type === 'exceed_context_size_error' && /exceeds the available context size/.test(e.message));
+    // multi-part content is joined with "\n", as llama-server
+    const t = await post(srv.base, '/apply-template', { messages: [{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }] });
+    assert.match(t.json.prompt, /a\nb/);
+    // streaming: the role chunk has content null; no chunk has empty text; logprobs come with the first text
+    const stream = await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }], max_tokens: 6, temperature: 0, logprobs: true, stream: true, stream_options: { include_usage: true } });
+    const chunks = [];
+    for await (const c of stream) chunks.push(c);
+    assert.equal(chunks[0].choices[0].delta.content, null);
+    const texts = chunks.slice(1).filter((c) => c.choices[0]?.delta?.content !== undefined);
+    assert.ok(texts.every((c) => c.choices[0].delta.content.length > 0));
+    assert.ok(texts[0].choices[0].logprobs.content.length > 0);
+    assert.ok(chunks.at(-1).usage && chunks.at(-1).timings);
+    // llama-server's flat speculative keys are accepted
+    const flat = await post(srv.base, '/v1/completions', { prompt: 'Once', max_tokens: 2, 'speculative.n_max': 4 });
+    assert.equal(flat.status, 200);
+  } finally { await done(srv); }
+});
