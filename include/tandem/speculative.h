@@ -99,6 +99,8 @@ public:
 
     const std::vector<int32_t>& history() const { return history_; }  // prompt + emitted tokens
     const SpecStats& stats() const { return stats_; }
+    // Prompt tokens start() found already in the target's cache (not computed again).
+    int n_cached() const { return n_cached_; }
     const SpecParams& spec() const { return spec_; }
 
 private:
@@ -115,6 +117,7 @@ private:
     size_t draft_base_ = 0;  // history index of the draft cache's position 0 (see propose_model)
     static constexpr size_t kDraftWindow = 64;  // tokens of recent history a restarted draft sees
     SpecStats stats_;
+    int n_cached_ = 0;
     std::vector<Distribution> q_, p_;
     std::vector<int32_t> drafts_;  // between begin_step and end_step
     struct Pending { int requested = 0; int n_past = 0; double t_draft_ms = 0; } pending_;

@@ -57,8 +57,10 @@ Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model>
     : target_(std::move(target)), draft_(std::move(draft)), p_(p), pool_(p.n_threads) {
     tok_ = Tokenizer::from_gguf(target_->gguf());
     slots_.resize(size_t(std::max(1, p_.n_slots)));
+    const int total = p_.n_ctx > 0 ? p_.n_ctx : std::min(target_->hparams().n_ctx_train > 0 ? target_->hparams().n_ctx_train : 4096, 4096);
+    const int per_slot = std::max(8, total / int(slots_.size()));
     for (auto& s : slots_) {
-        s.target = std::make_unique<Session>(target_, SessionParams{p_.n_ctx, 0, p_.n_batch}, pool_);
+        s.target = std::make_unique<Session>(target_, SessionParams{per_slot, 0, p_.n_batch}, pool_);
         if (draft_) s.draft = std::make_unique<Session>(draft_, SessionParams{p_.n_ctx_draft > 0 ? p_.n_ctx_draft : s.target->n_ctx(), 0, p_.n_batch}, pool_);
     }
     n_ctx_ = slots_[0].target->n_ctx();
@@ -145,6 +147,7 @@ void Engine::release(Slot& s, const std::string& reason, const std::string& erro
     j.n_generated = s.generated;
     j.n_drafted = st.n_drafted;
     j.n_accepted = st.n_accept;
+    j.n_cached = s.gen ? s.gen->n_cached() : 0;
     j.prompt_ms = s.t_prompt_done - s.t_start;
     j.gen_ms = now_ms() - s.t_prompt_done;
     {

@@ -63,7 +63,7 @@ public:
     // Valid after the job finished.
     std::string finish_reason, error;
     int error_status = 500;
-    int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0;
+    int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0, n_cached = 0;
     double prompt_ms = 0, gen_ms = 0;
 
 private:
@@ -78,8 +78,9 @@ private:
 
 struct EngineParams {
     int n_slots = 1;
-    int n_ctx = 0;        // per slot
-    int n_ctx_draft = 0;
+    int n_ctx = 0;        // all slots together, as llama-server's -c: each slot gets n_ctx / n_slots;
+                          // 0: the model's training context, at most 4096
+    int n_ctx_draft = 0;  // per slot; 0: the target's
     int n_threads = 2;
     int queue_max = 64;
     int self_draft_layers = 0;

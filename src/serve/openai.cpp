@@ -224,25 +224,54 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
     }
     if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
         sp.logit_bias.clear();  // the request's bias replaces the server's (-l)
-        if (!it->is_object()) throw BadRequest("'logit_bias' must be an object mapping token ids to numbers");
-        for (auto& [k, v] : it->items()) {
-            char* end = nullptr;
-            long id = std::strtol(k.c_str(), &end, 10);
-            if (k.empty() || *end || id < 0 || id >= lim.n_vocab) throw BadRequest("logit_bias: '" + k + "' is not a token id of this model");
+        // OpenAI's {"id": bias}, and llama-server's [[id, bias], ...]; a key or first element that is not a number
+        // is text: the bias applies to each of its tokens (llama-server). Bias false bans, true is 0.
+        auto add = [&](const std::string& key, const json* id_value, const json& v) {
             if (!v.is_number() && !v.is_boolean()) throw BadRequest("logit_bias values must be numbers");
             double b = v.is_boolean() ? (v.get<bool>() ? 0.0 : -INFINITY) : v.get<double>();
             if (std::isnan(b) || b > 100 || (b < -100 && std::isfinite(b))) throw BadRequest("logit_bias values must be between -100 and 100");
-            sp.logit_bias.emplace_back(int32_t(id), b <= -100 ? -INFINITY : float(b));
+            const float bias = b <= -100 ? -INFINITY : float(b);
+            std::vector<int32_t> ids;
+            if (id_value && id_value->is_number_integer()) {
+                int64_t id = id_value->get<int64_t>();
+                if (id < 0 || id >= lim.n_vocab) throw BadRequest(strprintf("logit_bias: %lld is not a token id of this model", (long long)id));
+                ids.push_back(int32_t(id));
+            } else {
+                char* end = nullptr;
+                long id = std::strtol(key.c_str(), &end, 10);
+                if (!key.empty() && !*end) {
+                    if (id < 0 || id >= lim.n_vocab) throw BadRequest("logit_bias: '" + key + "' is not a token id of this model");
+                    ids.push_back(int32_t(id));
+                } else if (lim.tokenize) {
+                    ids = lim.tokenize(key);
+                } else {
+                    throw BadRequest("logit_bias: '" + key + "' is not a token id");
+                }
+            }
+            for (int32_t id : ids) sp.logit_bias.emplace_back(id, bias);
+        };
+        if (it->is_object()) {
+            for (auto& [k, v] : it->items()) add(k, nullptr, v);
+        } else if (it->is_array()) {
+            for (const auto& e : *it) {
+                if (!e.is_array() || e.size() != 2 || !(e[0].is_number_integer() || e[0].is_string()))
+                    throw BadRequest("logit_bias arrays hold [token id or text, bias] pairs");
+                add(e[0].is_string() ? e[0].get<std::string>() : std::string(), e[0].is_string() ? nullptr : &e[0], e[1]);
+            }
+        } else {
+            throw BadRequest("'logit_bias' must be an object mapping token ids to numbers, or an array of [id, bias] pairs");
         }
         if (count_banned(sp.logit_bias) >= size_t(lim.n_vocab))
             throw BadRequest(strprintf("logit_bias bans all %d tokens of the vocabulary: nothing could be generated", lim.n_vocab));
     }
+    if (boolean(body, "continue_final_message", false) && boolean(body, "add_generation_prompt", false))
+        throw BadRequest("'continue_final_message' and 'add_generation_prompt' exclude each other");
 
     r.max_tokens_given = body.contains("max_tokens") || body.contains("max_completion_tokens") || body.contains("n_predict");
     int64_t mt = integer(body, "max_tokens", -1, -1, INT32_MAX);
     mt = integer(body, "max_completion_tokens", mt, -1, INT32_MAX);
     mt = integer(body, "n_predict", mt, -1, INT32_MAX);
-    if (lim.n_predict >= 0) mt = mt < 0 ? lim.n_predict : std::min<int64_t>(mt, lim.n_predict);  // -n: default and cap
+    if (mt < 0) mt = lim.n_predict;  // the server's -n is the default (llama-server does not cap a request's own value)
     j.max_tokens = mt < 0 ? INT32_MAX : int(mt);
     j.ignore_eos = boolean(body, "ignore_eos", lim.ignore_eos);
     r.n = int(integer(body, "n", 1, 1, lim.max_n));
@@ -277,6 +306,13 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
     if (r.n_probs > 0 && !r.logprobs) { r.logprobs = true; r.top_logprobs = r.n_probs; }
     j.n_top_logprobs = r.logprobs ? std::max(r.top_logprobs, r.n_probs) : -1;
     r.return_tokens = boolean(body, "return_tokens", false);
+    if (auto it = body.find("response_fields"); it != body.end() && !it->is_null()) {
+        if (!it->is_array()) throw BadRequest("'response_fields' must be an array of field paths");
+        for (const auto& f : *it) {
+            if (!f.is_string()) throw BadRequest("'response_fields' must be an array of field paths");
+            r.response_fields.push_back(f.get<std::string>());
+        }
+    }
     r.timings_per_token = boolean(body, "timings_per_token", false);
 
     // Speculative decoding: server defaults, per-request overrides (our nested object, or llama-server's flat

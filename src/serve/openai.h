@@ -1,6 +1,7 @@
 // OpenAI-compatible request parsing and response building (no HTTP, no model access): pure functions that the
 // HTTP layer calls, so they can be tested on their own.
 #pragma once
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -47,6 +48,7 @@ struct ParsedRequest {
     std::vector<PromptInput> prompts;   // completions: one or more
     int n_probs = 0;                    // llama-server's n_probs (native /completion)
     bool return_tokens = false, timings_per_token = false;
+    std::vector<std::string> response_fields;  // native: only these ("a/b" paths) in the final object
     bool stream = false, include_usage = false;
     bool logprobs = false;
     int top_logprobs = 0;
@@ -62,10 +64,11 @@ struct ServerLimits {
     bool has_draft = false;
     SpecParams spec_defaults;
     // Defaults a request starts from (llama-server: the sampling flags on the command line). seed: UINT64_MAX
-    // = a fresh seed per request. n_predict >= 0 also caps what a request may ask for (llama-server's -n).
+    // = a fresh seed per request. n_predict: the default max_tokens (-1: until the end or the context is full).
     SamplerParams sampling = server_sampling_defaults();
     int n_predict = -1;
     bool ignore_eos = false;
+    std::function<std::vector<int32_t>(const std::string&)> tokenize;  // logit_bias keys given as text
 
     // The OpenAI/llama-server defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalties.
     static SamplerParams server_sampling_defaults();

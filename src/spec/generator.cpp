@@ -121,6 +121,7 @@ void Generator::start(const std::vector<int32_t>& prompt) {
     size_t keep = 0;
     while (keep < cached.size() && keep + 1 < prompt.size() && cached[keep] == prompt[keep]) keep++;
     target_.truncate(int(keep));
+    n_cached_ = int(keep);
     if (keep + 1 < prompt.size())
         target_.decode(prompt.data() + keep, int(prompt.size() - 1 - keep), false);
 }

@@ -21,24 +21,28 @@ async function done(srv) {
   assert.equal(code, 0, srv.stderr.slice(-2000));
 }
 
-test('a llama-server command line starts unchanged; sampling flags become the defaults', async () => {
+test('a llama-server command line starts unchanged; sampling flags become the defaults; -c is shared by the slots', async () => {
   // the flags llama.cpp's own server tests pass on every launch, and a few more users type
   const srv = await startServer(['-m', STORIES, '--temp', '0', '--seed', '42', '--n-predict', '8', '--batch-size', '32',
     '--ubatch-size', '32', '--no-slots', '--offline', '--jinja', '-ngl', '99', '-fa', '--cont-batching', '--metrics',
     '--no-webui', '--verbose', '--ctx-size', '256', '-ctk', 'f16', '--no-mmap', '--reasoning-format', 'none']);
   try {
     assert.match(srv.stderr, /note: -ngl: ignored, no GPU backend/);
-    // -n 8 is the default and the cap; --temp 0 makes it greedy: the same text as `generate --temp 0 -n 8`
+    // -n 8 is the default (not a cap, as in llama-server); --temp 0 makes it greedy: the same text as
+    // `generate --temp 0 -n 8`
     const ref = generateJson(['-m', STORIES, '-p', 'Once upon a time', '-n', '8', '--temp', '0']);
     const r = await post(srv.base, '/completion', { prompt: 'Once upon a time' });
     assert.equal(r.status, 200);
     assert.equal(r.json.content, ref.text);
     assert.equal(r.json.tokens_predicted, 8);
-    const capped = await post(srv.base, '/completion', { prompt: 'Once upon a time', n_predict: 100 });
-    assert.equal(capped.json.tokens_predicted, 8, 'the server -n caps n_predict');
+    const longer = await post(srv.base, '/completion', { prompt: 'Once upon a time', n_predict: 20, ignore_eos: true });
+    assert.equal(longer.json.tokens_predicted, 20, "a request's own n_predict wins over the server's -n");
     assert.equal((await fetch(srv.base + '/slots')).status, 501, '--no-slots');
     assert.equal((await fetch(srv.base + '/')).status, 404, '--no-webui');
-    assert.equal((await fetch(srv.base + '/metrics')).status, 200, '--metrics');
+    const m = await (await fetch(srv.base + '/metrics')).text();
+    assert.match(m, /^llamacpp:tokens_predicted_total \d+/m, "llama-server's metric names");
+    const props = await (await fetch(srv.base + '/props')).json();
+    assert.equal(props.default_generation_settings.n_ctx, 256);
   } finally { await done(srv); }
 });
 
@@ -108,6 +112,18 @@ test('native /completion: shape, streaming, probabilities, tokens, stop words', 
     const w = await post(srv.base, '/completion', { prompt: 'Once upon a time', n_predict: 30, temperature: 0, stop: [j.content.split(' ')[3]] });
     assert.equal(w.json.stop_type, 'word');
     assert.equal(w.json.stopping_word, j.content.split(' ')[3]);
+    // llama-server's logit_bias forms: [[id, bias]] and text keys
+    const banned = j.tokens[0];
+    const b1 = await post(srv.base, '/completion', { prompt: 'Once upon a time', n_predict: 1, temperature: 0, logit_bias: [[banned, false]] });
+    assert.notEqual(b1.json.content, j.content.slice(0, b1.json.content.length) || null);
+    const word = j.content.split(' ')[1];
+    const b2 = await post(srv.base, '/completion', { prompt: 'Once upon a time', n_predict: 12, temperature: 0, logit_bias: [[' ' + word, -100]] });
+    assert.equal(b2.status, 200);
+    assert.ok(!b2.json.content.includes(' ' + word + ' '), b2.json.content);
+    // response_fields picks nested values
+    const rf = await post(srv.base, '/completion', { prompt: 'Once', n_predict: 2, response_fields: ['content', 'generation_settings/n_predict'] });
+    assert.deepEqual(Object.keys(rf.json).sort(), ['content', 'generation_settings/n_predict']);
+    assert.equal(rf.json['generation_settings/n_predict'], 2);
     // several prompts: an array of results
     const many = await post(srv.base, '/completion', { prompt: ['Once upon a time', 'The little dog'], n_predict: 4, temperature: 0 });
     assert.ok(Array.isArray(many.json) && many.json.length === 2);
@@ -121,7 +137,8 @@ test('/props, /slots, /apply-template, /metrics without --metrics', async () => 
     const props = await (await fetch(srv.base + '/props')).json();
     assert.equal(props.total_slots, 2);
     assert.equal(props.default_generation_settings.params.temperature, 0.5);
-    assert.ok(props.default_generation_settings.n_ctx > 0);
+    const meta = (await (await fetch(srv.base + '/v1/models')).json()).data[0].meta;
+    assert.equal(props.default_generation_settings.n_ctx, Math.min(meta.n_ctx_train, 4096) / 2, "the model's context shared by 2 slots");
     assert.ok('chat_template' in props && 'build_info' in props);
     assert.equal((await post(srv.base, '/props', { n_ctx: 1 })).status, 501, 'POST /props needs --props');
     const slots = await (await fetch(srv.base + '/slots')).json();

@@ -83,7 +83,8 @@ int cmd_serve(int argc, char** argv) {
         if (k.find_first_of("\r\n") != std::string::npos) throw Error(v + ": the API key file holds more than one line");
         sp.api_key = k;
     });
-    ap.add({"--alias", "-a"}, "NAME", "model id shown by /v1/models", [&](const std::string& v) { sp.alias = v; });
+    ap.add({"--alias", "-a"}, "NAME[,NAME]", "model id shown by /v1/models (more names: aliases)", [&](const std::string& v) { sp.alias = v; });
+    ap.add({"--tags"}, "T,T", "model tags shown by /v1/models", [&](const std::string& v) { sp.tags = v; });
     ap.add({"--chat-template"}, "NAME", "chatml llama2 llama3 mistral phi3 gemma zephyr deepseek deepseek3", [&](const std::string& v) { sp.chat_template = v; });
     ap.add({"--max-body"}, "BYTES", "largest request body, counted after decoding (1 MiB)", [&](const std::string& v) { sp.max_body_bytes = size_t(to_int_in("--max-body", v, 1, 1 << 30)); });
     ap.add({"--allowed-hosts"}, "H,H", "Host names accepted besides loopback ones when bound to loopback ('*': any)", [&](const std::string& v) { sp.allowed_hosts = split_list(v); });

@@ -86,7 +86,8 @@ struct HttpServer::Impl {
     ChatTemplate tmpl = ChatTemplate::CHATML;
     std::string model_id;
     SpecParams engine_spec_defaults;
-    std::string chat_template_source;  // what /props shows: the Jinja text the template was recognised from
+    std::string chat_template_source;
+    json aliases = json::array(), tags = json::array();  // what /props shows: the Jinja text the template was recognised from
     int64_t start_time = unix_time();
     std::atomic<uint64_t> http_requests{0};
     using Route = void (Impl::*)(Call&);
@@ -98,7 +99,9 @@ struct HttpServer::Impl {
                 {"prompt_per_second", j.prompt_ms > 0 ? j.n_prompt / (j.prompt_ms / 1e3) : 0.0},
                 {"predicted_n", j.n_generated}, {"predicted_ms", j.gen_ms},
                 {"predicted_per_second", j.gen_ms > 0 ? j.n_generated / (j.gen_ms / 1e3) : 0.0},
-                {"draft_n", j.n_drafted}, {"draft_n_accepted", j.n_accepted}};
+                {"draft_n", j.n_drafted}, {"draft_n_accepted", j.n_accepted}, {"cache_n", j.n_cached},
+                {"prompt_per_token_ms", j.n_prompt > 0 ? j.prompt_ms / j.n_prompt : 0.0},
+                {"predicted_per_token_ms", j.n_generated > 0 ? j.gen_ms / j.n_generated : 0.0}};
     }
 
     json logprob_entry(const TokenLogprob& lp) {
@@ -142,6 +145,7 @@ struct HttpServer::Impl {
         lim.sampling = p.sampling;
         lim.n_predict = p.n_predict;
         lim.ignore_eos = p.ignore_eos;
+        lim.tokenize = [this](const std::string& text) { return tok->encode(text, false, true); };
         return lim;
     }
 
@@ -278,7 +282,7 @@ struct HttpServer::Impl {
         for (const auto& j : g.jobs) completion += j->n_generated;
         for (const auto& pr : g.prompts) prompt += int(pr.ids.size());
         return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion},
-                {"prompt_tokens_details", {{"cached_tokens", 0}}}};
+                {"prompt_tokens_details", {{"cached_tokens", g.jobs.empty() ? 0 : g.jobs[0]->n_cached}}}};
     }
 
     json generation_settings(const JobRequest& r, const ParsedRequest& pr) {
@@ -325,7 +329,13 @@ struct HttpServer::Impl {
                     {"stop_type", stop_type(j, t)}, {"stopping_word", t.stop_word},
                     {"tokens_cached", j.n_prompt + j.n_generated}, {"timings", timings_of(j)}};
         if (!stream && g.pr.n_probs > 0) res["completion_probabilities"] = native_probs(t.lps);
-        return res;
+        if (g.pr.response_fields.empty()) return res;
+        json picked = json::object();  // llama-server: each "a/b" path, flattened under its own name
+        for (const auto& f : g.pr.response_fields) {
+            json::json_pointer ptr("/" + f);
+            if (res.contains(ptr)) picked[f] = res.at(ptr);
+        }
+        return picked;
     }
 
     // Non-streaming: everything is generated before the status line is written, so the status is always right.
@@ -519,6 +529,21 @@ struct HttpServer::Impl {
         metric("spec_decode_num_drafts", "counter", "Verification rounds that had a draft.", double(m.spec_drafts));
         metric("spec_decode_num_draft_tokens", "counter", "Drafted tokens verified.", double(m.spec_draft_tokens));
         metric("spec_decode_num_accepted_tokens", "counter", "Drafted tokens accepted.", double(m.spec_accepted));
+        // llama-server's names, for dashboards built on them
+        auto llama = [&](const char* name, const char* type, const char* help, double v) {
+            s += strprintf("# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %.17g\n", name, help, name, type, name, v);
+        };
+        llama("prompt_tokens_total", "counter", "Number of prompt tokens processed.", double(m.tokens_prompt));
+        llama("prompt_seconds_total", "counter", "Prompt process time", m.seconds_prompt);
+        llama("tokens_predicted_total", "counter", "Number of generation tokens processed.", double(m.tokens_generated));
+        llama("tokens_predicted_seconds_total", "counter", "Predict process time", m.seconds_generated);
+        llama("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.",
+              m.seconds_prompt > 0 ? double(m.tokens_prompt) / m.seconds_prompt : 0.0);
+        llama("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.",
+              m.seconds_generated > 0 ? double(m.tokens_generated) / m.seconds_generated : 0.0);
+        llama("requests_processing", "gauge", "Number of requests processing.", m.busy_slots);
+        llama("requests_deferred", "gauge", "Number of requests deferred.", m.queue_depth);
+        llama("kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.", m.kv_used_fraction);
         s += "# HELP tandem_spec_decode_num_accepted_tokens_per_pos Drafted tokens accepted, by position in the draft.\n"
              "# TYPE tandem_spec_decode_num_accepted_tokens_per_pos counter\n";
         for (size_t i = 0; i < m.accepted_per_pos.size(); i++)
@@ -536,10 +561,13 @@ struct HttpServer::Impl {
         if (!p.webui) return c.error(404, "the chat page is off (--no-webui)");
         c.send(200, "text/html; charset=utf-8", kWebUi);
     }
+    void service_worker(Call& c) {  // the llama.cpp web UI registers one; tandem's page needs none
+        c.send(200, "application/javascript", "// tandem: no service worker\n");
+    }
     void models(Call& c) {
         const HParams& hp = model->hparams();
         json m = {{"id", model_id}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "tandem"},
-                  {"aliases", json::array({model_id})}, {"tags", json::array()},
+                  {"aliases", aliases}, {"tags", tags},
                   {"meta", {{"vocab_type", tok->model_name()}, {"n_vocab", hp.n_vocab}, {"n_ctx_train", hp.n_ctx_train},
                             {"n_ctx", engine->n_ctx()}, {"n_embd", hp.n_embd}, {"n_params", model->n_params()},
                             {"size", model->weights_bytes()}}}};
@@ -655,6 +683,7 @@ struct HttpServer::Impl {
         };
         add("GET", {"/health", "/v1/health"}, &Impl::health);
         add("GET", {"/", "/index.html"}, &Impl::index);
+        add("GET", {"/sw.js"}, &Impl::service_worker);
         add("GET", {"/v1/models", "/models"}, &Impl::models);
         add("GET", {"/metrics"}, &Impl::metrics);
         add("GET", {"/props"}, &Impl::props_get);
@@ -703,7 +732,7 @@ struct HttpServer::Impl {
             for (auto& [k, v] : it->second) allow += (allow.empty() ? "" : ", ") + k;
             return call.error(405, "method " + call.req.method + " is not allowed here (" + allow + ")", {{"Allow", allow}});
         }
-        const bool needs_model = path != "/health" && path != "/v1/health" && path != "/" && path != "/index.html";
+        const bool needs_model = path != "/health" && path != "/v1/health" && path != "/" && path != "/index.html" && path != "/sw.js";
         if (needs_model && !ready.load()) return call.error(503, "the model is loading", {{"Retry-After", "1"}});
         (this->*(m->second))(call);
     }
@@ -767,7 +796,22 @@ void HttpServer::set_ready(std::shared_ptr<const Model> model, std::shared_ptr<E
     }
     std::string path = model->path();
     // The id is shown by /v1/models and in every response: made valid UTF-8 once, here.
-    I.model_id = valid_utf8(!I.p.alias.empty() ? I.p.alias : path.substr(path.find_last_of('/') + 1));
+    // --alias A,B,C: A is the id, all are aliases (llama-server); --tags likewise.
+    auto split = [](const std::string& v) {
+        json out = json::array();
+        size_t i = 0;
+        while (i <= v.size()) {
+            size_t j = v.find(',', i);
+            if (j == std::string::npos) j = v.size();
+            if (j > i) out.push_back(valid_utf8(v.substr(i, j - i)));
+            i = j + 1;
+        }
+        return out;
+    };
+    I.aliases = split(I.p.alias);
+    I.tags = split(I.p.tags);
+    I.model_id = !I.aliases.empty() ? I.aliases[0].get<std::string>() : valid_utf8(path.substr(path.find_last_of('/') + 1));
+    if (I.aliases.empty()) I.aliases.push_back(I.model_id);
     I.ready.store(true);
     std::fprintf(stderr, "ready: model %s, chat template %s\n", I.model_id.c_str(), chat_template_name(I.tmpl));
 }

@@ -21,7 +21,8 @@ struct ServeParams {
     std::string host = "127.0.0.1";
     int port = 8080;
     std::string api_key;
-    std::string alias;
+    std::string alias;          // comma-separated: the first is the model id
+    std::string tags;           // comma-separated
     std::string chat_template;  // forced template name; empty: recognise the model's
     std::vector<std::string> allowed_hosts, cors_origins;
     size_t max_body_bytes = 1 << 20;
