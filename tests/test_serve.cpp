@@ -69,7 +69,7 @@ TEST(Access, PreflightPassesWithoutTheKeyAndTheKeyGuardsTheRest) {
     auto pre = check(p, "OPTIONS", "/v1/chat/completions", "localhost", "https://web.example");
     EXPECT_EQ(pre.status, 200);
     EXPECT_TRUE(has_header(pre, "Access-Control-Allow-Origin", "https://web.example"));
-    EXPECT_TRUE(has_header(pre, "Access-Control-Allow-Methods", "GET, POST, OPTIONS"));
+    EXPECT_TRUE(has_header(pre, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"));
     EXPECT_EQ(check(p, "POST", "/v1/chat/completions", "localhost", "https://web.example").status, 401);
     EXPECT_EQ(check(p, "POST", "/v1/chat/completions", "localhost", "", "Bearer sk-tesT").status, 401);
     EXPECT_EQ(check(p, "POST", "/v1/chat/completions", "localhost", "", "Bearer sk-test").status, 0);

@@ -97,7 +97,7 @@ AccessDecision check_access(const AccessPolicy& P, const AccessRequest& r) {
     }
     // 3. Preflight
     if (r.method == "OPTIONS") {
-        d.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        d.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
         d.headers.emplace_back("Access-Control-Allow-Headers", r.request_headers.empty() ? "*" : r.request_headers);
         d.headers.emplace_back("Access-Control-Max-Age", "86400");
         d.status = 200;  // as llama-server (204 would do as well for browsers)
@@ -105,7 +105,8 @@ AccessDecision check_access(const AccessPolicy& P, const AccessRequest& r) {
     }
     // 4. Key
     const bool open = r.path == "/health" || r.path == "/v1/health" || r.path == "/v1/models" || r.path == "/models" ||
-                      r.path == "/" || r.path == "/index.html" || r.path == "/sw.js";
+                      r.path == "/" || r.path == "/index.html" || r.path == "/sw.js" ||
+                      r.path == "/manifest.webmanifest";
     if (!P.api_key.empty() && !open) {
         const std::string prefix = "Bearer ";
         if (r.authorization.rfind(prefix, 0) != 0 || !constant_time_equal(r.authorization.substr(prefix.size()), P.api_key))

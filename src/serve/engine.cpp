@@ -58,7 +58,7 @@ Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model>
     tok_ = Tokenizer::from_gguf(target_->gguf());
     slots_.resize(size_t(std::max(1, p_.n_slots)));
     const int total = p_.n_ctx > 0 ? p_.n_ctx : std::min(target_->hparams().n_ctx_train > 0 ? target_->hparams().n_ctx_train : 4096, 4096);
-    const int per_slot = std::max(8, total / int(slots_.size()));
+    const int per_slot = std::max(8, p_.kv_unified ? total : total / int(slots_.size()));
     for (auto& s : slots_) {
         s.target = std::make_unique<Session>(target_, SessionParams{per_slot, 0, p_.n_batch}, pool_);
         if (draft_) s.draft = std::make_unique<Session>(draft_, SessionParams{p_.n_ctx_draft > 0 ? p_.n_ctx_draft : s.target->n_ctx(), 0, p_.n_batch}, pool_);
@@ -153,6 +153,7 @@ void Engine::release(Slot& s, const std::string& reason, const std::string& erro
     {
         std::lock_guard<std::mutex> lk(mu_);
         m_.tokens_prompt += uint64_t(j.n_prompt);
+        m_.tokens_cached += uint64_t(j.n_cached);
         m_.tokens_generated += uint64_t(s.generated);
         m_.seconds_prompt += j.prompt_ms / 1e3;
         m_.seconds_generated += j.gen_ms / 1e3;

@@ -85,6 +85,7 @@ struct EngineParams {
     int queue_max = 64;
     int self_draft_layers = 0;
     int n_batch = 256;    // prompt tokens per forward chunk
+    bool kv_unified = false;  // llama-server's --kv-unified: every slot may use the whole -c (memory: n_slots x -c)
     SpecParams spec;      // server defaults (requests may override n_max, n_min, p_min, type)
 };
 
@@ -95,7 +96,7 @@ struct SlotInfo {
 };
 
 struct EngineMetrics {
-    uint64_t requests = 0, tokens_prompt = 0, tokens_generated = 0;
+    uint64_t requests = 0, tokens_prompt = 0, tokens_generated = 0, tokens_cached = 0;
     double seconds_prompt = 0, seconds_generated = 0;
     uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted = 0;
     std::vector<uint64_t> accepted_per_pos;

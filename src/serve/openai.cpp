@@ -121,6 +121,14 @@ PromptInput one_prompt(const json& p, int n_vocab) {
         in.parts.push_back({p.get<std::string>(), {}});
         return in;
     }
+    if (p.is_object()) {  // llama-server's {"prompt_string": ..., "multimodal_data": [...]}
+        auto it = p.find("prompt_string");
+        if (it == p.end() || !it->is_string()) throw BadRequest("a prompt object needs a string 'prompt_string'");
+        if (auto m = p.find("multimodal_data"); m != p.end() && !m->is_null() && !(m->is_array() && m->empty()))
+            throw BadRequest("multimodal prompts are not supported by this server");
+        in.parts.push_back({it->get<std::string>(), {}});
+        return in;
+    }
     if (!p.is_array()) throw BadRequest("a prompt must be a string, an array of token ids, or an array mixing both");
     for (const auto& v : p) {
         if (v.is_number_integer()) {
@@ -141,7 +149,7 @@ std::vector<PromptInput> parse_prompts(const json& p, int n_vocab) {
     std::vector<PromptInput> out;
     // An array is several prompts when its first element is a string or an array (OpenAI: ["a", "b"] and
     // [[1, 2], [3]]); otherwise it is one prompt (token ids, possibly mixed with strings after the first).
-    if (p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array())) {
+    if (p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array() || p[0].is_object())) {
         if (p.size() > 16) throw BadRequest("at most 16 prompts in one request");
         for (const auto& e : p) out.push_back(one_prompt(e, n_vocab));
     } else {

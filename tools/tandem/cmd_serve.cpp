@@ -142,6 +142,8 @@ int cmd_serve(int argc, char** argv) {
     ap.flag({"--reuse-port"}, "let other processes listen on the same port (SO_REUSEPORT)", [&] { sp.reuse_port = true; });
     ap.flag({"--no-context-shift"}, "accepted: a prompt longer than the context is refused (400) (default)", [&] {});
     ap.flag({"--context-shift"}, "not implemented: noted", [&] { std::fprintf(stderr, "note: --context-shift: not implemented; a request that fills the context ends with finish_reason \"length\"\n"); });
+    ap.flag({"-kvu", "--kv-unified"}, "every slot may use the whole -c (each slot still has its own cache: memory n_slots x -c)", [&] { ep.kv_unified = true; });
+    ap.flag({"-no-kvu", "--no-kv-unified"}, "-c is shared by the slots (default)", [&] { ep.kv_unified = false; });
     ap.add({"--keep"}, "N", "accepted (no context shift)", [&](const std::string& v) { to_int_in("--keep", v, -1, INT32_MAX); });
     register_llama_server_flags(ap, [&](const std::string& flag, const std::string& v) {
         if (flag == "-hf" || flag == "-hfr" || flag == "--hf-repo") hf_repo = v;

@@ -69,7 +69,6 @@ constexpr CompatFlag kFlags[] = {
     {"-ctk --cache-type-k -ctv --cache-type-v", true, Kind::Notice, "the KV cache is F16"},
     {"-ctkd --cache-type-k-draft --spec-draft-type-k -ctvd --cache-type-v-draft --spec-draft-type-v", true, Kind::Notice, "the KV cache is F16"},
     {"-dt --defrag-thold", true, Kind::Quiet, ""},
-    {"-kvu --kv-unified -no-kvu --no-kv-unified", false, Kind::Notice, "each slot has its own KV cache of -c tokens"},
     {"--kv-unified-per-slot", true, Kind::Notice, "each slot has its own KV cache of -c tokens"},
     {"--swa-full", false, Kind::Quiet, ""},
     {"-ctxcp --ctx-checkpoints --swa-checkpoints", true, Kind::Quiet, ""},

@@ -1,6 +1,8 @@
 #include "server/http_server.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -95,12 +97,13 @@ struct HttpServer::Impl {
 
     // --- helpers -------------------------------------------------------------------------------------------
     json timings_of(const Job& j) {
-        return {{"prompt_n", j.n_prompt}, {"prompt_ms", j.prompt_ms},
-                {"prompt_per_second", j.prompt_ms > 0 ? j.n_prompt / (j.prompt_ms / 1e3) : 0.0},
+        const int processed = j.n_prompt - j.n_cached;  // as llama-server: prompt_n + cache_n = the prompt
+        return {{"prompt_n", processed}, {"prompt_ms", j.prompt_ms},
+                {"prompt_per_second", j.prompt_ms > 0 ? processed / (j.prompt_ms / 1e3) : 0.0},
                 {"predicted_n", j.n_generated}, {"predicted_ms", j.gen_ms},
                 {"predicted_per_second", j.gen_ms > 0 ? j.n_generated / (j.gen_ms / 1e3) : 0.0},
                 {"draft_n", j.n_drafted}, {"draft_n_accepted", j.n_accepted}, {"cache_n", j.n_cached},
-                {"prompt_per_token_ms", j.n_prompt > 0 ? j.prompt_ms / j.n_prompt : 0.0},
+                {"prompt_per_token_ms", processed > 0 ? j.prompt_ms / processed : 0.0},
                 {"predicted_per_token_ms", j.n_generated > 0 ? j.gen_ms / j.n_generated : 0.0}};
     }
 
@@ -295,7 +298,19 @@ struct HttpServer::Impl {
                 {"presence_penalty", s.presence_penalty}, {"frequency_penalty", s.frequency_penalty},
                 {"ignore_eos", r.ignore_eos}, {"stop", pr.stop}, {"n_probs", pr.n_probs}, {"samplers", samplers},
                 {"speculative.n_max", r.spec.n_max}, {"speculative.n_min", r.spec.n_min}, {"speculative.p_min", r.spec.p_min},
-                {"stream", pr.stream}};
+                {"stream", pr.stream}, {"logit_bias", bias_list(r)}};
+    }
+
+    // llama-server's generation_settings.logit_bias: [{"token", "bias"}], -inf as null; ignore_eos shows as the
+    // end-of-generation tokens banned (as llama-server implements it).
+    json bias_list(const JobRequest& r) {
+        json out = json::array();
+        for (const auto& [id, b] : r.sampling.logit_bias)
+            out.push_back({{"token", id}, {"bias", std::isinf(b) ? json(nullptr) : json(b)}});
+        if (r.ignore_eos)
+            for (int32_t id = 0; id < tok->n_vocab(); id++)
+                if (tok->is_eog(id)) out.push_back({{"token", id}, {"bias", nullptr}});
+        return out;
     }
 
     // llama-server's completion_probabilities entries.
@@ -324,7 +339,7 @@ struct HttpServer::Impl {
         json res = {{"index", c}, {"content", stream ? std::string() : t.text},
                     {"tokens", g.pr.return_tokens && !stream ? json(t.toks) : json::array()}, {"id_slot", j.slot.load()},
                     {"stop", true}, {"model", model_id}, {"tokens_predicted", j.n_generated}, {"tokens_evaluated", j.n_prompt},
-                    {"generation_settings", generation_settings(j.req, g.pr)}, {"prompt", tok->decode(p.ids, false)},
+                    {"generation_settings", generation_settings(j.req, g.pr)}, {"prompt", tok->decode(p.ids, false, true)},
                     {"has_new_line", t.text.find('\n') != std::string::npos}, {"truncated", p.truncated},
                     {"stop_type", stop_type(j, t)}, {"stopping_word", t.stop_word},
                     {"tokens_cached", j.n_prompt + j.n_generated}, {"timings", timings_of(j)}};
@@ -535,6 +550,7 @@ struct HttpServer::Impl {
         };
         llama("prompt_tokens_total", "counter", "Number of prompt tokens processed.", double(m.tokens_prompt));
         llama("prompt_seconds_total", "counter", "Prompt process time", m.seconds_prompt);
+        llama("prompt_tokens_cached_total", "counter", "Number of prompt tokens taken from the cache.", double(m.tokens_cached));
         llama("tokens_predicted_total", "counter", "Number of generation tokens processed.", double(m.tokens_generated));
         llama("tokens_predicted_seconds_total", "counter", "Predict process time", m.seconds_generated);
         llama("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.",
@@ -560,6 +576,15 @@ struct HttpServer::Impl {
     void index(Call& c) {
         if (!p.webui) return c.error(404, "the chat page is off (--no-webui)");
         c.send(200, "text/html; charset=utf-8", kWebUi);
+    }
+    void input_tokens(Call& c) {  // llama-server: the prompt size of a chat request, without generating
+        ParsedRequest pr;
+        std::vector<Prompt> prompts;
+        if (!prepare(c, Api::Chat, pr, prompts)) return;
+        c.json_ok({{"input_tokens", prompts[0].ids.size()}});
+    }
+    void manifest(Call& c) {
+        c.send(200, "application/manifest+json", R"({"name":"tandem","short_name":"tandem","start_url":"/","display":"standalone"})");
     }
     void service_worker(Call& c) {  // the llama.cpp web UI registers one; tandem's page needs none
         c.send(200, "application/javascript", "// tandem: no service worker\n");
@@ -684,6 +709,8 @@ struct HttpServer::Impl {
         add("GET", {"/health", "/v1/health"}, &Impl::health);
         add("GET", {"/", "/index.html"}, &Impl::index);
         add("GET", {"/sw.js"}, &Impl::service_worker);
+        add("GET", {"/manifest.webmanifest"}, &Impl::manifest);
+        add("POST", {"/chat/completions/input_tokens", "/v1/chat/completions/input_tokens"}, &Impl::input_tokens);
         add("GET", {"/v1/models", "/models"}, &Impl::models);
         add("GET", {"/metrics"}, &Impl::metrics);
         add("GET", {"/props"}, &Impl::props_get);
@@ -732,7 +759,8 @@ struct HttpServer::Impl {
             for (auto& [k, v] : it->second) allow += (allow.empty() ? "" : ", ") + k;
             return call.error(405, "method " + call.req.method + " is not allowed here (" + allow + ")", {{"Allow", allow}});
         }
-        const bool needs_model = path != "/health" && path != "/v1/health" && path != "/" && path != "/index.html" && path != "/sw.js";
+        const bool needs_model = path != "/health" && path != "/v1/health" && path != "/" && path != "/index.html" && path != "/sw.js" &&
+                                 path != "/manifest.webmanifest";
         if (needs_model && !ready.load()) return call.error(503, "the model is loading", {{"Retry-After", "1"}});
         (this->*(m->second))(call);
     }
@@ -810,6 +838,7 @@ void HttpServer::set_ready(std::shared_ptr<const Model> model, std::shared_ptr<E
     };
     I.aliases = split(I.p.alias);
     I.tags = split(I.p.tags);
+    std::sort(I.aliases.begin(), I.aliases.end());  // llama-server keeps them in a std::set: the id is the first
     I.model_id = !I.aliases.empty() ? I.aliases[0].get<std::string>() : valid_utf8(path.substr(path.find_last_of('/') + 1));
     if (I.aliases.empty()) I.aliases.push_back(I.model_id);
     I.ready.store(true);
