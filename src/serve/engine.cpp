@@ -221,6 +221,10 @@ void Engine::step_all() {
         return;
     }
     const double t_target = now_ms() - t0;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        m_.n_decode++;
+    }
     // Phase 3: each slot verifies its drafts against its own logits and delivers its tokens.
     for (Slot* s : active) {
         std::vector<int32_t> toks;

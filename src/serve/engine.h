@@ -97,6 +97,7 @@ struct SlotInfo {
 
 struct EngineMetrics {
     uint64_t requests = 0, tokens_prompt = 0, tokens_generated = 0, tokens_cached = 0;
+    uint64_t n_decode = 0;  // batched target forward passes
     double seconds_prompt = 0, seconds_generated = 0;
     uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted = 0;
     std::vector<uint64_t> accepted_per_pos;

@@ -548,7 +548,7 @@ struct HttpServer::Impl {
         auto llama = [&](const char* name, const char* type, const char* help, double v) {
             s += strprintf("# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %.17g\n", name, help, name, type, name, v);
         };
-        llama("prompt_tokens_total", "counter", "Number of prompt tokens processed.", double(m.tokens_prompt));
+        llama("prompt_tokens_total", "counter", "Number of prompt tokens processed.", double(m.tokens_prompt - m.tokens_cached));
         llama("prompt_seconds_total", "counter", "Prompt process time", m.seconds_prompt);
         llama("prompt_tokens_cached_total", "counter", "Number of prompt tokens taken from the cache.", double(m.tokens_cached));
         llama("tokens_predicted_total", "counter", "Number of generation tokens processed.", double(m.tokens_generated));
@@ -557,6 +557,7 @@ struct HttpServer::Impl {
               m.seconds_prompt > 0 ? double(m.tokens_prompt) / m.seconds_prompt : 0.0);
         llama("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.",
               m.seconds_generated > 0 ? double(m.tokens_generated) / m.seconds_generated : 0.0);
+        llama("n_decode_total", "counter", "Total number of llama_decode() calls (here: target forward passes).", double(m.n_decode));
         llama("requests_processing", "gauge", "Number of requests processing.", m.busy_slots);
         llama("requests_deferred", "gauge", "Number of requests deferred.", m.queue_depth);
         llama("kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.", m.kv_used_fraction);
