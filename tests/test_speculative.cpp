@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 
 #include "tandem/error.h"
 #include "tandem/gguf.h"
@@ -22,7 +23,7 @@ using namespace tandem;
 namespace {
 
 struct Fixture {
-    std::shared_ptr<const Model> target, q8, q4, l3, l4;
+    std::shared_ptr<const Model> target, q8, q4, l1, l3, l4;
     std::unique_ptr<Tokenizer> tok;
     Fixture() {
         const std::string src = test::shared_file("models/stories260K.gguf");
@@ -36,6 +37,7 @@ struct Fixture {
         tok = Tokenizer::from_gguf(target->gguf());
         q8 = make("Q8_0", 0);
         q4 = make("Q4_0", 0);
+        l1 = make("F32", 1);  // a poor draft: its q differs from p a lot
         l3 = make("F32", 3);
         l4 = make("F32", 4);
     }
@@ -174,14 +176,19 @@ std::vector<std::map<int, int>> sample_counts(const std::vector<int32_t>& prompt
 }  // namespace
 
 TEST(Speculative, SampledDistributionIsIndistinguishableFromPlainSampling) {
-    // 2 temperatures x 3 statistics (token 1, token 2, joint) = 6 tests; each at alpha = 1e-3 keeps the
-    // family-wise false-alarm rate below 0.6%. The negative control (a rule that accepts every draft token)
+    // 3 configurations x 3 statistics (token 1, token 2, joint) = 9 tests; each at alpha = 1e-3 keeps the
+    // family-wise false-alarm rate below 0.9%. The negative control (a rule that accepts every draft token)
     // must be rejected by at least one statistic.
-    auto ids = fx().tok->encode("Once upon a time", true, false);
     const int runs = 3000;
     const double alpha = 1e-3;
-    struct Cfg { float temp; int top_k; float top_p; };
-    for (Cfg c : {Cfg{0.8f, 0, 1.0f}, Cfg{1.0f, 40, 0.95f}}) {
+    // The third configuration drafts with a 1-layer copy of the model at temperature 1.5 after a prompt with an
+    // open continuation: q is far from p and both are broad, so a wrong rule (replacement drawn from p instead
+    // of the residual; acceptance min(1, p) instead of min(1, p/q)) shows. With the near-certain 3-layer draft
+    // after "Once upon a time" both mutants passed this test before.
+    struct Cfg { float temp; int top_k; float top_p; bool poor_draft; const char* prompt; int runs; };
+    for (Cfg c : {Cfg{0.8f, 0, 1.0f, false, "Once upon a time", runs}, Cfg{1.0f, 40, 0.95f, false, "Once upon a time", runs},
+                  Cfg{1.5f, 0, 1.0f, true, "Lily and Ben went to the", 3 * runs}}) {
+        const auto ids = fx().tok->encode(c.prompt, true, false);
         SamplerParams sp;
         sp.temp = c.temp;
         sp.top_k = c.top_k;
@@ -192,18 +199,19 @@ TEST(Speculative, SampledDistributionIsIndistinguishableFromPlainSampling) {
         spec.n_max = 4;
         spec.p_min = 0.0f;
         spec.adaptive = false;
-        auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, runs, 1);
-        auto specd = sample_counts(ids, sp, spec, fx().l3, runs, 500000);
+        auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, c.runs, 1);
+        const auto& draft = c.poor_draft ? fx().l1 : fx().l3;
+        auto specd = sample_counts(ids, sp, spec, draft, c.runs, 500000);
         SpecParams broken = spec;
         broken.broken_accept_all_for_tests = true;
-        auto bad = sample_counts(ids, sp, broken, fx().l3, runs, 900000);
+        auto bad = sample_counts(ids, sp, broken, draft, c.runs, 900000);
         double min_bad_p = 1.0;
         for (int s = 0; s < 3; s++) {
             int df = 0, df_bad = 0;
             double p = chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
             double pb = chi_square_p(plain[size_t(s)], bad[size_t(s)], &df_bad);
-            std::printf("[ temp %.1f top_k %d top_p %.2f stat %d ] speculative vs plain: p = %.4f (df %d); broken rule: p = %.2e\n",
-                        c.temp, c.top_k, c.top_p, s, p, df, pb);
+            std::printf("[ temp %.1f top_k %d top_p %.2f %s stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e\n",
+                        c.temp, c.top_k, c.top_p, c.poor_draft ? "1-layer draft" : "3-layer draft", s, p, df, pb);
             EXPECT_GT(p, alpha) << "speculative sampling changed the distribution (temp " << c.temp << ", stat " << s << ")";
             min_bad_p = std::min(min_bad_p, pb);
         }
@@ -334,4 +342,81 @@ TEST(Speculative, DraftWithAShorterVocabularyNeverFails) {
     hot.temp = 1.5f;
     hot.seed = 7;
     EXPECT_NO_THROW(run(pool, prompt, 48, hot, spec, draft));
+}
+
+// The verification rule on hand-made distributions (issue 11: the statistical test alone let two real bugs
+// through). One round, integrated exactly over the draft token and the uniform draw, must reproduce p:
+//   P(emit y) = q(y) a(y) + (sum_x q(x) (1 - a(x))) r(y),  a = min(1, p/q),  r = normalize(max(0, p - q)).
+namespace {
+
+Distribution dist(std::vector<float> p) {
+    Distribution d;
+    double sum = 0;
+    for (float v : p) sum += v;
+    for (float& v : p) v = float(v / sum);
+    d.p = p;
+    for (size_t i = 0; i < p.size(); i++)
+        if (p[i] > 0) d.support.push_back(int32_t(i));
+    return d;
+}
+
+std::vector<double> one_round_output(const Distribution& p, const Distribution& q) {
+    const Distribution r = residual_distribution(p, q);
+    std::vector<double> out(p.p.size(), 0.0);
+    double reject = 0;
+    for (size_t x = 0; x < q.p.size(); x++) {
+        if (q.p[x] <= 0) continue;
+        const double a = accept_probability(x < p.p.size() ? p.p[x] : 0.0f, q.p[x]);
+        if (x < out.size()) out[x] += q.p[x] * a;
+        reject += q.p[x] * (1.0 - a);
+    }
+    const Distribution& repl = r.support.empty() ? p : r;
+    for (size_t y = 0; y < out.size(); y++) out[y] += reject * repl.p[y];
+    return out;
+}
+
+}  // namespace
+
+TEST(SpecRule, AcceptProbabilityIsMinOfOneAndPOverQ) {
+    EXPECT_DOUBLE_EQ(accept_probability(0.5f, 0.25f), 1.0);
+    EXPECT_DOUBLE_EQ(accept_probability(0.3f, 0.3f), 1.0);
+    EXPECT_NEAR(accept_probability(0.1f, 0.4f), 0.25, 1e-7);
+    EXPECT_DOUBLE_EQ(accept_probability(0.0f, 0.4f), 0.0);
+    EXPECT_DOUBLE_EQ(accept_probability(0.2f, 0.0f), 1.0);
+}
+
+TEST(SpecRule, ResidualIsTheNormalizedPositivePartOfPMinusQ) {
+    Distribution r = residual_distribution(dist({0.4f, 0.4f, 0.2f}), dist({0.1f, 0.3f, 0.6f}));
+    ASSERT_EQ(r.support.size(), 2u);
+    EXPECT_NEAR(r.p[0], 0.75f, 1e-6);
+    EXPECT_NEAR(r.p[1], 0.25f, 1e-6);
+    EXPECT_EQ(r.p[2], 0.0f);
+    // a draft vocabulary shorter than the target's: the missing ids have q = 0
+    Distribution r2 = residual_distribution(dist({0.25f, 0.25f, 0.5f}), dist({0.5f, 0.5f}));
+    ASSERT_EQ(r2.support, std::vector<int32_t>({2}));
+    EXPECT_NEAR(r2.p[2], 1.0f, 1e-6);
+    // p == q: no mass left
+    EXPECT_TRUE(residual_distribution(dist({0.5f, 0.5f}), dist({0.5f, 0.5f})).support.empty());
+}
+
+TEST(SpecRule, OneRoundEmitsExactlyTheTargetDistribution) {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    for (int trial = 0; trial < 200; trial++) {
+        const size_t n = 2 + size_t(trial % 7);
+        std::vector<float> pv(n), qv(n);
+        for (size_t i = 0; i < n; i++) {
+            pv[i] = u(rng) < 0.2f ? 0.0f : u(rng);
+            qv[i] = u(rng) < 0.2f ? 0.0f : u(rng);
+        }
+        pv[trial % n] += 0.1f;
+        qv[(trial + 1) % n] += 0.1f;
+        if (trial % 5 == 0) {  // n-gram proposal: a one-hot q
+            std::fill(qv.begin(), qv.end(), 0.0f);
+            qv[size_t(trial) % n] = 1.0f;
+        }
+        const Distribution p = dist(pv), q = dist(qv);
+        const auto out = one_round_output(p, q);
+        for (size_t y = 0; y < n; y++) ASSERT_NEAR(out[y], p.p[y], 2e-6) << "trial " << trial << " token " << y;
+    }
 }

@@ -46,6 +46,17 @@ struct SpecParams {
     bool broken_accept_all_for_tests = false;
 };
 
+// The verification rule as pure functions (the Generator applies them; tests check them on hand-made
+// distributions). With the draft token x ~ q and the target's distribution p at that position:
+//   accept x with probability accept_probability(p(x), q(x)) = min(1, p(x) / q(x));
+//   on rejection draw the replacement from residual_distribution(p, q) = normalize(max(0, p - q)).
+// Then the emitted token is distributed exactly as p (Leviathan et al. 2023, theorem 1). A one-hot q (n-gram
+// proposals) is the special case q = e_x.
+double accept_probability(float px, float qx);
+// normalize(max(0, p - q)) over p's support (q may be shorter: missing ids count as 0). Empty support when the
+// residual has no mass (only through rounding: a rejection implies p(x) < q(x) somewhere).
+Distribution residual_distribution(const Distribution& p, const Distribution& q);
+
 struct SpecStats {
     int n_rounds = 0;          // verification passes of the target
     int n_rounds_drafted = 0;  // rounds in which at least one token was drafted

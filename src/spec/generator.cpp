@@ -25,9 +25,21 @@ float top_prob(const float* logits, int n) {
     return float(1.0 / sum);
 }
 
-// Draws from normalize(max(0, p - q)). Falls back to p if the residual has no mass (only possible through
-// rounding, since a rejection implies p(x) < q(x) somewhere).
+// Draws the replacement of a rejected draft token; falls back to p when the residual has no mass.
 int32_t sample_residual(const Distribution& p, const Distribution& q, Sampler& rng) {
+    Distribution r = residual_distribution(p, q);
+    return rng.draw(r.support.empty() ? p : r);
+}
+
+}  // namespace
+
+double accept_probability(float px, float qx) {
+    if (px >= qx) return 1.0;  // also q(x) = 0 < p(x): nothing to correct
+    if (px <= 0) return 0.0;
+    return double(px) / double(qx);
+}
+
+Distribution residual_distribution(const Distribution& p, const Distribution& q) {
     Distribution r;
     r.p.assign(p.p.size(), 0.0f);
     double total = 0;
@@ -40,12 +52,13 @@ int32_t sample_residual(const Distribution& p, const Distribution& q, Sampler& r
             total += v;
         }
     }
-    if (total <= 0) return rng.draw(p);
+    if (total <= 0) {
+        r.support.clear();
+        return r;
+    }
     for (int32_t id : r.support) r.p[size_t(id)] = float(r.p[size_t(id)] / total);
-    return rng.draw(r);
+    return r;
 }
-
-}  // namespace
 
 // The draft samples with the request's parameters, minus logit biases for ids its vocabulary lacks.
 static SamplerParams draft_sampling(SamplerParams p, int draft_vocab) {
@@ -265,11 +278,9 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
         const int32_t x = drafts[size_t(i)];
         const float px = p.prob(x);
         const float qx = spec_.type == SpecType::NGRAM ? 1.0f : q_[size_t(i)].prob(x);
-        bool accept;
-        if (spec_.broken_accept_all_for_tests) accept = true;
-        else if (px >= qx) accept = true;             // min(1, p/q) = 1: no draw needed (greedy path stays exact)
-        else if (px <= 0) accept = false;
-        else accept = target_sampler_.uniform() < double(px) / double(qx);
+        // min(1, p/q): no draw when it is 0 or 1 (so the greedy path stays exact and draws no random number)
+        const double a = accept_probability(px, qx);
+        const bool accept = spec_.broken_accept_all_for_tests || a >= 1.0 || (a > 0.0 && target_sampler_.uniform() < a);
         if (accept) {
             accepted++;
             if (logprobs) logprobs->push_back(logprob_of(target_.logits(i), target_.n_vocab(), x, n_top));
