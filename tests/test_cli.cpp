@@ -219,6 +219,10 @@ TEST(Cli, InputsThatCannotBeHonouredAreRefused) {
         {"tokenize" + m + " -f " + dir, "is a directory, not a regular file"},
         {"bench" + m + " -r 0", "'-r': 0 is out of range"},
         {"quantize " + stories() + " " + dir + "/x.gguf Q8_0 --keep-layers 0", "'--keep-layers': 0 is out of range"},
+        // one speculative setup for all three commands (issue 11): K must be below the layer count everywhere
+        {"generate" + m + " -p hi -n 4 --spec-type self --draft-layers 5", "--draft-layers 5 must be below the target's 5 layers"},
+        {"bench" + m + " -p 0 -n 0 -r 1 --spec-type self --draft-layers 9", "--draft-layers 9 must be below the target's 5 layers"},
+        {"serve" + m + " --port 0 --spec-type self --draft-layers 5", "--draft-layers 5 must be below the target's 5 layers"},
     };
     for (const auto& c : cases) {
         std::string out;

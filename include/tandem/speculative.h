@@ -24,7 +24,9 @@
 
 namespace tandem {
 
+class Model;
 class Session;
+class ThreadPool;
 class Tokenizer;
 
 enum class SpecType { NONE, DRAFT, NGRAM, SELF };
@@ -56,6 +58,20 @@ double accept_probability(float px, float qx);
 // normalize(max(0, p - q)) over p's support (q may be shorter: missing ids count as 0). Empty support when the
 // residual has no mass (only through rounding: a rejection implies p(x) < q(x) somewhere).
 Distribution residual_distribution(const Distribution& p, const Distribution& q);
+
+// The draft side of a speculative setup, built the same way by `generate`, `bench` and `serve`.
+struct DraftSetup {
+    std::unique_ptr<Session> session;  // null for NONE and NGRAM
+    double cost_prior = 0.0;           // one draft step / one target step, until measured (SpecParams)
+    int self_layers = 0;               // SELF: the target's first K layers
+};
+// Self-speculation depth: `requested` layers of the target (0: half of them, at least 1). Throws tandem::Error
+// unless 1 <= K < the target's layer count (K = all layers would draft with the target itself).
+int self_draft_layers(const Model& target, int requested);
+// DRAFT: a session on `draft_model` (cost prior: its weight bytes / the target's); SELF: a session on the target
+// limited to self_draft_layers(requested_layers) (cost prior K / L); NONE, NGRAM: no session (prior 0).
+DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target, const std::shared_ptr<const Model>& draft_model,
+                      int n_ctx, int n_batch, int requested_layers, ThreadPool& pool);
 
 struct SpecStats {
     int n_rounds = 0;          // verification passes of the target

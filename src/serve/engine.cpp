@@ -61,7 +61,11 @@ Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model>
     const int per_slot = std::max(8, p_.kv_unified ? total : total / int(slots_.size()));
     for (auto& s : slots_) {
         s.target = std::make_unique<Session>(target_, SessionParams{per_slot, 0, p_.n_batch}, pool_);
-        if (draft_) s.draft = std::make_unique<Session>(draft_, SessionParams{p_.n_ctx_draft > 0 ? p_.n_ctx_draft : s.target->n_ctx(), 0, p_.n_batch}, pool_);
+        if (draft_) {  // the draft caches are allocated up front, like the target's
+            DraftSetup d = make_draft(SpecType::DRAFT, target_, draft_, p_.n_ctx_draft > 0 ? p_.n_ctx_draft : per_slot, p_.n_batch, 0, pool_);
+            s.draft = std::move(d.session);
+            s.draft_prior = d.cost_prior;
+        }
     }
     n_ctx_ = slots_[0].target->n_ctx();
     m_.n_slots = int(slots_.size());
@@ -125,14 +129,21 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
     SpecParams spec = r.spec;
     Session* draft = nullptr;
     if (spec.type == SpecType::DRAFT) {
+        if (!s.draft) {
+            DraftSetup d = make_draft(SpecType::DRAFT, target_, draft_, p_.n_ctx_draft > 0 ? p_.n_ctx_draft : s.target->n_ctx(), p_.n_batch, 0, pool_);
+            s.draft = std::move(d.session);
+            s.draft_prior = d.cost_prior;
+        }
         draft = s.draft.get();
-        if (draft) spec.draft_cost_prior = double(draft_->weights_bytes()) / double(target_->weights_bytes());
+        spec.draft_cost_prior = s.draft_prior;
     } else if (spec.type == SpecType::SELF) {
-        const int L = target_->hparams().n_layer;
-        int k = p_.self_draft_layers > 0 ? std::min(p_.self_draft_layers, L - 1) : std::max(1, L / 2);
-        if (!s.self_draft) s.self_draft = std::make_unique<Session>(target_, SessionParams{s.target->n_ctx(), k, p_.n_batch}, pool_);
+        if (!s.self_draft) {  // made on first use (the same helper as generate and bench)
+            DraftSetup d = make_draft(SpecType::SELF, target_, nullptr, s.target->n_ctx(), p_.n_batch, p_.self_draft_layers, pool_);
+            s.self_draft = std::move(d.session);
+            s.self_prior = d.cost_prior;
+        }
         draft = s.self_draft.get();
-        spec.draft_cost_prior = double(k) / L;
+        spec.draft_cost_prior = s.self_prior;
     }
     s.job->slot.store(int(&s - slots_.data()));
     s.gen = std::make_unique<Generator>(*s.target, draft, r.sampling, spec);

@@ -123,7 +123,8 @@ public:
 
 private:
     struct Slot {
-        std::unique_ptr<Session> target, draft, self_draft;
+        std::unique_ptr<Session> target, draft, self_draft;  // drafts made on first use (make_draft)
+        double draft_prior = 0, self_prior = 0;
         std::unique_ptr<Generator> gen;
         std::shared_ptr<Job> job;
         int generated = 0;

@@ -327,16 +327,15 @@ int cmd_bench(int argc, char** argv) {
             dmodel = Model::load(draft_path);
             check_draft_compatible(*tok, *Tokenizer::from_gguf(dmodel->gguf()));
             spec.draft_cost_prior = double(dmodel->weights_bytes()) / wbytes;
+        } else if (spec.type == SpecType::SELF) {
+            spec.draft_cost_prior = double(self_draft_layers(*model, draft_layers)) / hp.n_layer;  // also checks K < L
         }
         const int ctx = int(ids.size()) + n_spec + 64;
         SamplerParams sp;
         sp.temp = 0;
         auto run_gen = [&](SpecParams sparams, SpecStats* st) {
             Session target(model, SessionParams{ctx, 0, 512}, pool);
-            std::unique_ptr<Session> draft;
-            if (sparams.type == SpecType::DRAFT) draft = std::make_unique<Session>(dmodel, SessionParams{ctx, 0, 512}, pool);
-            if (sparams.type == SpecType::SELF)
-                draft = std::make_unique<Session>(model, SessionParams{ctx, draft_layers > 0 ? draft_layers : std::max(1, hp.n_layer / 2), 512}, pool);
+            std::unique_ptr<Session> draft = make_draft(sparams.type, model, dmodel, ctx, 512, draft_layers, pool).session;
             Generator g(target, draft.get(), sp, sparams);
             g.start(ids);
             std::vector<int32_t> outt;
@@ -376,7 +375,7 @@ int cmd_bench(int argc, char** argv) {
                 return secs(t0, Clock::now()) / 32;
             };
             double tt = step_time(model, 0);
-            double td = spec.type == SpecType::DRAFT ? step_time(dmodel, 0) : step_time(model, draft_layers > 0 ? draft_layers : std::max(1, hp.n_layer / 2));
+            double td = spec.type == SpecType::DRAFT ? step_time(dmodel, 0) : step_time(model, self_draft_layers(*model, draft_layers));
             c = td / tt;
         }
         // Leviathan et al.: speed-up(k) = (1 - a^(k+1)) / ((1 - a) (k c + v(k))), v(k) = verification cost of

@@ -155,21 +155,14 @@ int cmd_generate(int argc, char** argv) {
     Session target(model, tp, pool);
 
     std::shared_ptr<const Model> draft_model;
-    std::unique_ptr<Session> draft;
     if (o.spec.type == SpecType::DRAFT) {
         draft_model = Model::load(o.draft_model);
-        auto dtok = Tokenizer::from_gguf(draft_model->gguf());
-        check_draft_compatible(*tok, *dtok);
-        SessionParams dp{o.n_ctx_draft > 0 ? o.n_ctx_draft : target.n_ctx(), 0, o.n_batch};
-        draft = std::make_unique<Session>(draft_model, dp, draft_pool ? *draft_pool : pool);
-        o.spec.draft_cost_prior = double(draft_model->weights_bytes()) / double(model->weights_bytes());
-    } else if (o.spec.type == SpecType::SELF) {
-        const int L = model->hparams().n_layer;
-        int k = o.draft_layers > 0 ? o.draft_layers : std::max(1, L / 2);
-        if (k >= L) throw Error(strprintf("--draft-layers %d must be below the target's %d layers", k, L));
-        draft = std::make_unique<Session>(model, SessionParams{target.n_ctx(), k, o.n_batch}, pool);
-        o.spec.draft_cost_prior = double(k) / L;
+        check_draft_compatible(*tok, *Tokenizer::from_gguf(draft_model->gguf()));
     }
+    DraftSetup ds = make_draft(o.spec.type, model, draft_model, o.spec.type == SpecType::DRAFT && o.n_ctx_draft > 0 ? o.n_ctx_draft : target.n_ctx(),
+                               o.n_batch, o.draft_layers, o.spec.type == SpecType::DRAFT && draft_pool ? *draft_pool : pool);
+    std::unique_ptr<Session> draft = std::move(ds.session);
+    if (draft) o.spec.draft_cost_prior = ds.cost_prior;
 
     std::vector<int32_t> prompt_ids = tok->encode(prompt, !o.no_bos, false);
     if (prompt_ids.empty()) throw Error("the prompt is empty (and no BOS is added)");

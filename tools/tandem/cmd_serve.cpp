@@ -214,6 +214,7 @@ int cmd_serve(int argc, char** argv) {
         draft = Model::load(draft_path);
         check_draft_compatible(*tok, *Tokenizer::from_gguf(draft->gguf()));
     }
+    if (ep.spec.type == SpecType::SELF || ep.self_draft_layers > 0) self_draft_layers(*model, ep.self_draft_layers);  // K < L
     auto engine = std::make_shared<server::Engine>(model, draft, ep);
     http.set_spec_defaults(ep.spec);
     http.set_ready(model, engine);

@@ -1,0 +1,32 @@
+#include "tandem/error.h"
+#include "tandem/model.h"
+#include "tandem/session.h"
+#include "tandem/speculative.h"
+
+namespace tandem {
+
+int self_draft_layers(const Model& target, int requested) {
+    const int L = target.hparams().n_layer;
+    const int k = requested > 0 ? requested : std::max(1, L / 2);
+    if (L < 2 || k >= L)
+        throw Error(strprintf("--draft-layers %d must be below the target's %d layers (self-speculation drafts with the "
+                              "first K layers)", k, L));
+    return k;
+}
+
+DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target, const std::shared_ptr<const Model>& draft_model,
+                      int n_ctx, int n_batch, int requested_layers, ThreadPool& pool) {
+    DraftSetup d;
+    if (type == SpecType::DRAFT) {
+        if (!draft_model) throw Error("speculative type 'draft' needs a draft model (-md)");
+        d.session = std::make_unique<Session>(draft_model, SessionParams{n_ctx, 0, n_batch}, pool);
+        d.cost_prior = double(draft_model->weights_bytes()) / double(target->weights_bytes());
+    } else if (type == SpecType::SELF) {
+        d.self_layers = self_draft_layers(*target, requested_layers);
+        d.session = std::make_unique<Session>(target, SessionParams{n_ctx, d.self_layers, n_batch}, pool);
+        d.cost_prior = double(d.self_layers) / double(target->hparams().n_layer);
+    }
+    return d;
+}
+
+}  // namespace tandem
