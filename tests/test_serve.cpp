@@ -188,3 +188,28 @@ TEST(Engine, ShutdownDropsTheQueueAndCutsRunningJobs) {
     EXPECT_TRUE(e.shutting_down());
     EXPECT_EQ(e.submit(request(4)), nullptr);
 }
+
+// Chunked prefill (issue 11): a long prompt processed a piece per round, alongside a slot that is decoding,
+// must give exactly the tokens of a prompt processed at once.
+TEST(Engine, ChunkedPrefillGivesTheSameTokens) {
+    std::vector<int32_t> long_prompt = {1};
+    for (int i = 0; i < 150; i++) long_prompt.push_back(int32_t(300 + (i * 37) % 200));
+    auto run = [&](int chunk) {
+        EngineParams ep;
+        ep.n_slots = 2;
+        ep.prefill_chunk = chunk;
+        Engine e(stories(), nullptr, ep);
+        auto busy = e.submit(request(64));  // decoding while the long prompt is prefilled
+        JobRequest r = request(16);
+        r.prompt = long_prompt;
+        auto j = e.submit(r);
+        auto toks = drain(*j);
+        drain(*busy);
+        EXPECT_EQ(j->finish_reason, "length") << j->error;
+        return toks;
+    };
+    auto whole = run(0);
+    auto chunked = run(8);
+    ASSERT_EQ(whole.size(), 16u);
+    EXPECT_EQ(chunked, whole);
+}

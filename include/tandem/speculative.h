@@ -108,6 +108,15 @@ public:
     // Sets the context: the cache keeps its longest common prefix with `prompt` and processes the rest, all but
     // the last token (which the first step feeds). prompt must not be empty.
     void start(const std::vector<int32_t>& prompt);
+    // The same in pieces, for a caller that interleaves prompt processing with other sequences' decoding
+    // (chunked prefill): start_deferred() sets the context and leaves the tokens to process pending;
+    // prefill_chunk() gives the next at most `max` of them (null when none is left); the caller runs them
+    // through the target (Session::decode_batch, no logits needed) and reports with prefill_advance(). step()
+    // and begin_step() require that nothing is pending.
+    void start_deferred(const std::vector<int32_t>& prompt);
+    const int32_t* prefill_chunk(int max, int* n) const;
+    void prefill_advance(int n);
+    bool prefill_pending() const { return prefill_pos_ < prefill_end_; }
 
     // One round. Appends at least one token to `out` unless the context is full (then returns false and
     // appends nothing). max_tokens bounds how many tokens this round may emit (>= 1).
@@ -145,6 +154,7 @@ private:
     static constexpr size_t kDraftWindow = 64;  // tokens of recent history a restarted draft sees
     SpecStats stats_;
     int n_cached_ = 0;
+    size_t prefill_pos_ = 0, prefill_end_ = 0;  // history_[pos, end) still to run through the target
     std::vector<Distribution> q_, p_;
     std::vector<int32_t> drafts_;  // between begin_step and end_step
     struct Pending { int requested = 0; int n_past = 0; double t_draft_ms = 0; } pending_;

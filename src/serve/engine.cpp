@@ -147,7 +147,10 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
     }
     s.job->slot.store(int(&s - slots_.data()));
     s.gen = std::make_unique<Generator>(*s.target, draft, r.sampling, spec);
-    s.gen->start(r.prompt);  // keeps the cached common prefix of the previous request in this slot
+    // keeps the cached common prefix of the previous request in this slot; the rest of the prompt is processed
+    // here at once (prefill_chunk 0) or a piece per round alongside the other slots (step_all)
+    if (p_.prefill_chunk > 0) s.gen->start_deferred(r.prompt);
+    else s.gen->start(r.prompt);
     s.t_prompt_done = now_ms();
 }
 
@@ -203,10 +206,18 @@ void Engine::step_all() {
     // Phase 1: every busy slot proposes (drafting runs per slot) and says what its target must run.
     std::vector<Slot*> active;
     std::vector<std::vector<int32_t>> batches;
+    struct Prefill { Slot* s; const int32_t* tokens; int n; };
+    std::vector<Prefill> prefilling;
     for (auto& s : slots_) {
         if (!s.job) continue;
         Job& j = *s.job;
         if (j.is_cancelled()) { release(s, "cancelled"); continue; }
+        if (s.gen->prefill_pending()) {  // chunked prefill: a piece of the prompt rides along with the others' tokens
+            int n = 0;
+            const int32_t* chunk = s.gen->prefill_chunk(std::min(p_.prefill_chunk, p_.n_batch), &n);
+            prefilling.push_back({&s, chunk, n});
+            continue;
+        }
         const int remaining = j.req.max_tokens - s.generated;
         if (remaining <= 0) { release(s, "length"); continue; }
         std::vector<int32_t> batch;
@@ -219,19 +230,26 @@ void Engine::step_all() {
         active.push_back(&s);
         batches.push_back(std::move(batch));
     }
-    if (active.empty()) return;
-    // Phase 2: one forward pass of the target over all slots' tokens (weights read once for all of them).
+    if (active.empty() && prefilling.empty()) return;
+    // Phase 2: one forward pass of the target over all slots' tokens (weights read once for all of them),
+    // prompt pieces of slots still in prefill included (no logits kept for those).
     std::vector<Session::DecodeRequest> reqs;
     for (size_t i = 0; i < active.size(); i++)
         reqs.push_back({active[i]->target.get(), batches[i].data(), int(batches[i].size()), true});
+    for (const Prefill& pf : prefilling) reqs.push_back({pf.s->target.get(), pf.tokens, pf.n, false});
     const double t0 = now_ms();
     try {
         Session::decode_batch(reqs);
     } catch (const std::exception& e) {
         for (Slot* s : active) release(*s, "error", e.what());
+        for (const Prefill& pf : prefilling) release(*pf.s, "error", e.what());
         return;
     }
     const double t_target = now_ms() - t0;
+    for (const Prefill& pf : prefilling) {
+        pf.s->gen->prefill_advance(pf.n);
+        if (!pf.s->gen->prefill_pending()) pf.s->t_prompt_done = now_ms();
+    }
     {
         std::lock_guard<std::mutex> lk(mu_);
         m_.n_decode++;

@@ -85,6 +85,7 @@ struct EngineParams {
     int queue_max = 64;
     int self_draft_layers = 0;
     int n_batch = 256;    // prompt tokens per forward chunk
+    int prefill_chunk = 64;   // prompt tokens a slot processes per round while others decode; 0: all at once
     bool kv_unified = false;  // llama-server's --kv-unified: every slot may use the whole -c (memory: n_slots x -c)
     SpecParams spec;      // server defaults (requests may override n_max, n_min, p_min, type)
 };

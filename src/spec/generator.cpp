@@ -125,7 +125,7 @@ Generator::Generator(Session& target, Session* draft, const SamplerParams& sampl
 
 Generator::~Generator() = default;
 
-void Generator::start(const std::vector<int32_t>& prompt) {
+void Generator::start_deferred(const std::vector<int32_t>& prompt) {
     if (prompt.empty()) throw Error("empty prompt");
     if (int(prompt.size()) > target_.n_ctx())
         throw Error(strprintf("prompt is %zu tokens, longer than the context (%d)", prompt.size(), target_.n_ctx()));
@@ -135,8 +135,24 @@ void Generator::start(const std::vector<int32_t>& prompt) {
     while (keep < cached.size() && keep + 1 < prompt.size() && cached[keep] == prompt[keep]) keep++;
     target_.truncate(int(keep));
     n_cached_ = int(keep);
-    if (keep + 1 < prompt.size())
-        target_.decode(prompt.data() + keep, int(prompt.size() - 1 - keep), false);
+    prefill_pos_ = keep;
+    prefill_end_ = prompt.size() - 1;  // the last prompt token is fed by the first step
+}
+
+void Generator::start(const std::vector<int32_t>& prompt) {
+    start_deferred(prompt);
+    if (prefill_pending()) target_.decode(history_.data() + prefill_pos_, int(prefill_end_ - prefill_pos_), false);
+    prefill_pos_ = prefill_end_;
+}
+
+const int32_t* Generator::prefill_chunk(int max, int* n) const {
+    *n = int(std::min<size_t>(size_t(std::max(1, max)), prefill_end_ - prefill_pos_));
+    return prefill_pending() ? history_.data() + prefill_pos_ : nullptr;
+}
+
+void Generator::prefill_advance(int n) {
+    TD_ASSERT(n >= 0 && prefill_pos_ + size_t(n) <= prefill_end_);
+    prefill_pos_ += size_t(n);
 }
 
 int Generator::propose_ngram(int k, std::vector<int32_t>& drafts) const {
@@ -236,6 +252,7 @@ bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<Toke
 }
 
 bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) {
+    TD_ASSERT(!prefill_pending());
     TD_ASSERT(!history_.empty() && max_tokens >= 1);
     const int n_past = target_.n_past();
     TD_ASSERT(n_past == int(history_.size()) - 1);

@@ -122,6 +122,7 @@ int cmd_serve(int argc, char** argv) {
     ap.flag({"--ignore-eos"}, "requests ignore end-of-generation tokens by default", [&] { sp.ignore_eos = true; });
     ap.add({"-n", "--predict", "--n-predict"}, "N", "default and largest max_tokens (-1: none)", [&](const std::string& v) { sp.n_predict = std::max(-1, to_int_in("-n", v, -2, INT32_MAX)); });
     ap.add({"-b", "--batch-size", "-ub", "--ubatch-size"}, "N", "prompt tokens per forward chunk (256)", [&](const std::string& v) { ep.n_batch = to_int_in("-b", v, 1, 1 << 16); });
+    ap.add({"--prefill-chunk"}, "N", "prompt tokens a slot processes per round while other slots decode (64; 0: a whole prompt at once)", [&](const std::string& v) { ep.prefill_chunk = to_int_in("--prefill-chunk", v, 0, 1 << 16); });
     ap.add({"--spec-ngram-size-n", "--spec-ngram-simple-size-n"}, "N", "n-gram length matched (3)", [&](const std::string& v) { ep.spec.ngram_n = to_int_in("--spec-ngram-size-n", v, 1, 64); });
     ap.add({"--spec-ngram-size-m", "--spec-ngram-simple-size-m"}, "M", "tokens proposed per n-gram match (16)", [&](const std::string& v) { ep.spec.ngram_m = to_int_in("--spec-ngram-size-m", v, 1, 256); });
     // Server behaviour
