@@ -11,6 +11,10 @@ import { spawn } from 'node:child_process';
 import { BIN, startServer, STORIES, sharedFile, tmpDir, sanitizerReport, rawExchange, parseResponses } from './helpers.mjs';
 
 const N_VOCAB = 512;  // stories260K
+// Latency bounds: a SYN retransmission (a full backlog) or a starved worker costs >= 1 s. Under ASan/UBSan the
+// server is several times slower, so the sanitized run checks the answers and only a looser bound; the release
+// run is the one that tells a retransmission apart.
+const LATENCY_MS = process.env.TANDEM_SANITIZED === '1' || process.env.TANDEM_SANITIZED === 'true' ? 3000 : 1000;
 const post = (base, p, body, headers = {}) => fetch(base + p, {
   method: 'POST', headers: { 'Content-Type': 'application/json', ...headers },
   body: typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body),
@@ -143,13 +147,13 @@ test('slow clients cannot starve the server; a burst of connections is accepted 
     await c.arrayBuffer();
     clearInterval(drip);
     for (const s of slow) s.destroy();
-    assert.ok(Math.max(...times) < 1000, `GET /health took ${times} ms during the attack`);
+    assert.ok(Math.max(...times) < LATENCY_MS, `GET /health took ${times} ms during the attack`);
     // 300 connections at once, each GET /health: no SYN retransmission (1 s) with a normal backlog
     const burst = await Promise.all(Array.from({ length: 300 }, () => rawExchange(srv.port, req('/health', { headers: { Connection: 'close' } }))));
     const statuses = burst.map((b) => parseResponses(b.text)[0]?.status);
     assert.ok(statuses.every((s) => s === 200), `statuses: ${[...new Set(statuses)]}`);
     const worst = Math.max(...burst.map((b) => b.ms));
-    assert.ok(worst < 1000, `slowest of 300 simultaneous connections: ${worst} ms`);
+    assert.ok(worst < LATENCY_MS, `slowest of 300 simultaneous connections: ${worst} ms`);
     t.diagnostic(`GET /health during 300 slowloris connections: ${times.join(', ')} ms; 300 simultaneous connections: slowest ${worst} ms`);
   } finally { await finishServer(srv); }
 });
