@@ -1,11 +1,13 @@
 #include "args.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 #include "tandem/error.h"
+#include "tandem/sampling.h"
 
 namespace tandem::cli {
 
@@ -87,6 +89,29 @@ std::string ArgParser::help() const {
         out += o.help + "\n";
     }
     return out;
+}
+
+void add_sampling_flags(ArgParser& ap, SamplerParams& sp, std::vector<std::string>& notes) {
+    ap.add({"-s", "--seed"}, "N", "sampling seed (-1 = random)", [&sp](const std::string& v) { sp.seed = to_u64("-s", v); });
+    ap.add({"--temp", "--temperature"}, "T", "temperature (<= 0: greedy)", [&sp](const std::string& v) { sp.temp = to_float_in("--temp", v, -100.0f, 100.0f); });
+    ap.add({"--top-k"}, "N", "top-k (0 = off)", [&sp](const std::string& v) { sp.top_k = std::max(0, to_int_in("--top-k", v, -1, 1 << 24)); });
+    ap.add({"--top-p"}, "P", "top-p (1 = off)", [&sp](const std::string& v) { sp.top_p = to_float_in("--top-p", v, 0.0f, 1.0f); });
+    ap.add({"--min-p"}, "P", "min-p (0 = off)", [&sp](const std::string& v) { sp.min_p = to_float_in("--min-p", v, 0.0f, 1.0f); });
+    ap.add({"--typical", "--typical-p"}, "P", "locally typical sampling (1 = off)", [&sp](const std::string& v) { sp.typical_p = to_float_in("--typical", v, 0.0f, 1.0f); });
+    ap.add({"--repeat-penalty"}, "F", "repetition penalty (1 = off)", [&sp](const std::string& v) { sp.repeat_penalty = to_float_in("--repeat-penalty", v, 0.0f, 10.0f); });
+    ap.add({"--repeat-last-n"}, "N", "tokens the penalties look back (-1 = all)", [&sp](const std::string& v) { sp.penalty_last_n = to_int_in("--repeat-last-n", v, -1, 1 << 24); });
+    ap.add({"--presence-penalty"}, "F", "presence penalty", [&sp](const std::string& v) { sp.presence_penalty = to_float_in("--presence-penalty", v, -2.0f, 2.0f); });
+    ap.add({"--frequency-penalty"}, "F", "frequency penalty", [&sp](const std::string& v) { sp.frequency_penalty = to_float_in("--frequency-penalty", v, -2.0f, 2.0f); });
+    ap.add({"--samplers"}, "LIST", "sampler order, e.g. top_k;top_p;min_p;temperature", [&sp, &notes](const std::string& v) { sp.order = parse_sampler_names(v, &notes); });
+    ap.add({"--sampling-seq", "--sampler-seq"}, "SEQ", "sampler order as letters, e.g. kypmt", [&sp, &notes](const std::string& v) { sp.order = parse_sampler_seq(v, &notes); });
+    ap.add({"-l", "--logit-bias"}, "ID(+/-)BIAS", "e.g. 15043+1 or 2-inf", [&sp](const std::string& v) {
+        size_t p = v.find_first_of("+-", 1);
+        if (p == std::string::npos) throw Error("--logit-bias: expected TOKEN_ID(+/-)BIAS, got '" + v + "'");
+        int id = to_int_in("--logit-bias", v.substr(0, p), 0, INT32_MAX);
+        std::string b = v.substr(p);
+        float bias = (b == "-inf") ? -INFINITY : (b == "+inf") ? INFINITY : to_float_in("--logit-bias", b, -1000.0f, 1000.0f);
+        sp.logit_bias.emplace_back(id, bias);
+    });
 }
 
 int to_int(const std::string& flag, const std::string& v) {

@@ -2,8 +2,13 @@
 // single-dash flags such as -md, -cd, -ngl, -np, which users type today, so the tool keeps its own table.)
 #pragma once
 #include <functional>
+#include <cstdint>
 #include <string>
 #include <vector>
+
+namespace tandem {
+struct SamplerParams;
+}
 
 namespace tandem::cli {
 
@@ -33,6 +38,11 @@ private:
     std::string usage_;
     std::vector<Option> opts_;
 };
+
+// llama.cpp's sampling flags (--temp, --top-k, --top-p, --min-p, --typical, --repeat-penalty, --repeat-last-n,
+// --presence-penalty, --frequency-penalty, -s, --samplers, --sampling-seq, -l), for generate (the run's
+// sampling) and serve (the requests' defaults). Sampler names llama.cpp has and tandem lacks go to `notes`.
+void add_sampling_flags(ArgParser& ap, SamplerParams& sp, std::vector<std::string>& notes);
 
 // Value conversions that throw tandem::Error("<flag>: ...") on malformed input.
 int to_int(const std::string& flag, const std::string& v);

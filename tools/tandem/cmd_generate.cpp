@@ -69,26 +69,7 @@ void add_flags(ArgParser& ap, Options& o) {
     ap.add({"-c", "--ctx-size"}, "N", "context size (0 = model's, at most 4096)", [&](const std::string& v) { o.n_ctx = to_int_in("-c", v, 0, 1 << 24); });
     ap.add({"-b", "--batch-size", "-ub", "--ubatch-size"}, "N", "prompt tokens per forward chunk", [&](const std::string& v) { o.n_batch = to_int_in("-b", v, 1, 1 << 20); });
     ap.add({"-t", "--threads"}, "N", "threads", [&](const std::string& v) { o.n_threads = to_int_in("-t", v, 1, 1024); });
-    ap.add({"-s", "--seed"}, "N", "sampling seed (-1 = random)", [&](const std::string& v) { o.sp.seed = to_u64("-s", v); });
-    ap.add({"--temp", "--temperature"}, "T", "temperature (<= 0: greedy)", [&](const std::string& v) { o.sp.temp = to_float_in("--temp", v, -100.0f, 100.0f); });
-    ap.add({"--top-k"}, "N", "top-k (0 = off)", [&](const std::string& v) { o.sp.top_k = to_int_in("--top-k", v, -1, 1 << 24); });
-    ap.add({"--top-p"}, "P", "top-p (1 = off)", [&](const std::string& v) { o.sp.top_p = to_float_in("--top-p", v, 0.0f, 1.0f); });
-    ap.add({"--min-p"}, "P", "min-p (0 = off)", [&](const std::string& v) { o.sp.min_p = to_float_in("--min-p", v, 0.0f, 1.0f); });
-    ap.add({"--typical", "--typical-p"}, "P", "locally typical sampling (1 = off)", [&](const std::string& v) { o.sp.typical_p = to_float_in("--typical", v, 0.0f, 1.0f); });
-    ap.add({"--repeat-penalty"}, "F", "repetition penalty (1 = off)", [&](const std::string& v) { o.sp.repeat_penalty = to_float_in("--repeat-penalty", v, 0.0f, 100.0f); });
-    ap.add({"--repeat-last-n"}, "N", "tokens the penalties look back (-1 = all)", [&](const std::string& v) { o.sp.penalty_last_n = to_int_in("--repeat-last-n", v, -1, 1 << 24); });
-    ap.add({"--presence-penalty"}, "F", "presence penalty", [&](const std::string& v) { o.sp.presence_penalty = to_float_in("--presence-penalty", v, -100.0f, 100.0f); });
-    ap.add({"--frequency-penalty"}, "F", "frequency penalty", [&](const std::string& v) { o.sp.frequency_penalty = to_float_in("--frequency-penalty", v, -100.0f, 100.0f); });
-    ap.add({"--samplers"}, "LIST", "sampler order, e.g. top_k;top_p;min_p;temperature", [&](const std::string& v) { o.sp.order = parse_sampler_names(v, &o.notes); });
-    ap.add({"--sampling-seq", "--sampler-seq"}, "SEQ", "sampler order as letters, e.g. kypmt", [&](const std::string& v) { o.sp.order = parse_sampler_seq(v, &o.notes); });
-    ap.add({"-l", "--logit-bias"}, "ID(+/-)BIAS", "e.g. 15043+1 or 2-inf", [&](const std::string& v) {
-        size_t p = v.find_first_of("+-", 1);
-        if (p == std::string::npos) throw Error("--logit-bias: expected TOKEN_ID(+/-)BIAS, got '" + v + "'");
-        int id = to_int_in("--logit-bias", v.substr(0, p), 0, INT32_MAX);
-        std::string b = v.substr(p);
-        float bias = (b == "-inf") ? -INFINITY : (b == "+inf") ? INFINITY : to_float_in("--logit-bias", b, -1000.0f, 1000.0f);
-        o.sp.logit_bias.emplace_back(id, bias);
-    });
+    add_sampling_flags(ap, o.sp, o.notes);
     ap.flag({"--ignore-eos"}, "keep generating past end-of-generation tokens", [&] { o.ignore_eos = true; });
     ap.flag({"--no-bos"}, "do not add BOS to the prompt", [&] { o.no_bos = true; });
     ap.flag({"-e", "--escape"}, "process escapes in the prompt (default)", [&] { o.escape = true; });

@@ -99,26 +99,7 @@ int cmd_serve(int argc, char** argv) {
     ap.add({"--draft-layers"}, "K", "self-speculation layers", [&](const std::string& v) { ep.self_draft_layers = to_int_in("--draft-layers", v, 0, 65536); });
     // Sampling flags set the defaults requests start from (as llama-server); -n is also a cap.
     SamplerParams& sd = sp.sampling;
-    ap.add({"--temp", "--temperature"}, "T", "default temperature (0.8)", [&](const std::string& v) { sd.temp = to_float_in("--temp", v, -100.0f, 100.0f); });
-    ap.add({"--top-k"}, "N", "default top-k (40)", [&](const std::string& v) { sd.top_k = std::max(0, to_int_in("--top-k", v, -1, 1 << 24)); });
-    ap.add({"--top-p"}, "P", "default top-p (0.95)", [&](const std::string& v) { sd.top_p = to_float_in("--top-p", v, 0.0f, 1.0f); });
-    ap.add({"--min-p"}, "P", "default min-p (0.05)", [&](const std::string& v) { sd.min_p = to_float_in("--min-p", v, 0.0f, 1.0f); });
-    ap.add({"--typical", "--typical-p"}, "P", "default typical-p (1 = off)", [&](const std::string& v) { sd.typical_p = to_float_in("--typical", v, 0.0f, 1.0f); });
-    ap.add({"--repeat-penalty"}, "F", "default repetition penalty (1 = off)", [&](const std::string& v) { sd.repeat_penalty = to_float_in("--repeat-penalty", v, 0.0f, 10.0f); });
-    ap.add({"--repeat-last-n"}, "N", "default penalty window (64)", [&](const std::string& v) { sd.penalty_last_n = to_int_in("--repeat-last-n", v, -1, 1 << 24); });
-    ap.add({"--presence-penalty"}, "F", "default presence penalty", [&](const std::string& v) { sd.presence_penalty = to_float_in("--presence-penalty", v, -2.0f, 2.0f); });
-    ap.add({"--frequency-penalty"}, "F", "default frequency penalty", [&](const std::string& v) { sd.frequency_penalty = to_float_in("--frequency-penalty", v, -2.0f, 2.0f); });
-    ap.add({"-s", "--seed"}, "N", "default seed (-1: a fresh one per request)", [&](const std::string& v) { sd.seed = to_u64("--seed", v); });
-    ap.add({"--samplers"}, "LIST", "default sampler order", [&](const std::string& v) { sd.order = parse_sampler_names(v, &notes); });
-    ap.add({"--sampler-seq", "--sampling-seq"}, "SEQ", "default sampler order as letters", [&](const std::string& v) { sd.order = parse_sampler_seq(v, &notes); });
-    ap.add({"-l", "--logit-bias"}, "ID(+/-)BIAS", "default logit bias (a request's logit_bias replaces it)", [&](const std::string& v) {
-        size_t p = v.find_first_of("+-", 1);
-        if (p == std::string::npos) throw Error("--logit-bias: expected TOKEN_ID(+/-)BIAS, got '" + v + "'");
-        int id = to_int_in("--logit-bias", v.substr(0, p), 0, INT32_MAX);
-        std::string b = v.substr(p);
-        float bias = (b == "-inf") ? -INFINITY : (b == "+inf") ? INFINITY : to_float_in("--logit-bias", b, -1000.0f, 1000.0f);
-        sd.logit_bias.emplace_back(id, bias);
-    });
+    add_sampling_flags(ap, sd, notes);  // the defaults requests start from (temperature 0.8, top-k 40, ...)
     ap.flag({"--ignore-eos"}, "requests ignore end-of-generation tokens by default", [&] { sp.ignore_eos = true; });
     ap.add({"-n", "--predict", "--n-predict"}, "N", "default and largest max_tokens (-1: none)", [&](const std::string& v) { sp.n_predict = std::max(-1, to_int_in("-n", v, -2, INT32_MAX)); });
     ap.add({"-b", "--batch-size", "-ub", "--ubatch-size"}, "N", "prompt tokens per forward chunk (256)", [&](const std::string& v) { ep.n_batch = to_int_in("-b", v, 1, 1 << 16); });
