@@ -45,9 +45,12 @@ std::vector<std::string> split_list(const std::string& v) {
 }
 
 // SIGINT/SIGTERM: the first starts a graceful stop, a second one exits at once.
+// (Namespace scope: the signal thread is detached and may outlive cmd_serve's frame when loading fails.)
 std::mutex g_sig_mu;
 std::condition_variable g_sig_cv;
 bool g_stop = false;
+sigset_t g_sigset;
+std::atomic<bool> g_loaded{false};
 
 }  // namespace
 
@@ -157,7 +160,7 @@ int cmd_serve(int argc, char** argv) {
     // Signals: SIGPIPE ignored (a client that goes away is a failed write). SIGINT/SIGTERM go to one thread:
     // the first starts a graceful stop (or exits at once while the model is still loading), a second exits now.
     ::signal(SIGPIPE, SIG_IGN);
-    sigset_t set;
+    sigset_t& set = g_sigset;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
@@ -167,11 +170,11 @@ int cmd_serve(int argc, char** argv) {
     http.start();
     std::fprintf(stderr, "%s\nlistening on http://%s:%d\n", cpu_info_line().c_str(), sp.host.c_str(), http.port());
     std::fflush(stderr);
-    std::atomic<bool> loaded{false};
-    std::thread signals([&set, &loaded] {
+    std::atomic<bool>& loaded = g_loaded;
+    std::thread signals([] {
         int sig = 0;
-        sigwait(&set, &sig);
-        if (!loaded.load()) {
+        sigwait(&g_sigset, &sig);
+        if (!g_loaded.load()) {
             std::fprintf(stderr, "signal %d while loading: exiting\n", sig);
             std::fflush(stderr);
             std::_Exit(0);
@@ -182,7 +185,7 @@ int cmd_serve(int argc, char** argv) {
             g_stop = true;
         }
         g_sig_cv.notify_all();
-        sigwait(&set, &sig);
+        sigwait(&g_sigset, &sig);
         std::fprintf(stderr, "signal %d again: exiting now\n", sig);
         std::fflush(stderr);
         std::_Exit(1);

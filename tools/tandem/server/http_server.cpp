@@ -240,10 +240,14 @@ struct HttpServer::Impl {
                 job_prompt.push_back(pi);
             }
         }
+        // Every way out (a finished answer, a client gone, an exception) cancels the jobs: a no-op for finished ones.
+        struct CancelAll {
+            std::vector<std::shared_ptr<Job>>& jobs;
+            ~CancelAll() { for (auto& j : jobs) j->cancel(); }
+        } cancel_all{jobs};
         Gen g{call, api, pr, prompts, jobs, job_prompt, random_id(api == Api::Chat ? "chatcmpl-" : "cmpl-"), unix_time()};
         if (pr.stream) stream_response(g);
         else blocking_response(g);
-        for (auto& j : jobs) j->cancel();  // no-op for finished jobs; frees the slot when the client went away
     }
 
     struct Gen {
@@ -347,8 +351,11 @@ struct HttpServer::Impl {
         if (g.pr.response_fields.empty()) return res;
         json picked = json::object();  // llama-server: each "a/b" path, flattened under its own name
         for (const auto& f : g.pr.response_fields) {
-            json::json_pointer ptr("/" + f);
-            if (res.contains(ptr)) picked[f] = res.at(ptr);
+            try {
+                json::json_pointer ptr("/" + f);
+                if (res.contains(ptr)) picked[f] = res.at(ptr);
+            } catch (const json::exception&) {  // not a usable path ("a~2"): left out, as a missing field
+            }
         }
         return picked;
     }
@@ -754,7 +761,7 @@ struct HttpServer::Impl {
         }
         auto it = routes.find(path);
         if (it == routes.end()) return call.error(404, "no such endpoint");
-        auto m = it->second.find(call.req.method);
+        auto m = it->second.find(call.req.method == "HEAD" ? std::string("GET") : call.req.method);  // HEAD: GET without the body
         if (m == it->second.end()) {
             std::string allow;
             for (auto& [k, v] : it->second) allow += (allow.empty() ? "" : ", ") + k;

@@ -96,7 +96,9 @@ struct HttpTransport::Impl : std::enable_shared_from_this<HttpTransport::Impl> {
     ErrorBodyFn error_body;
     net::io_context ioc;
     std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
-    tcp::acceptor acceptor{ioc};
+    // The acceptor lives on its own strand: the accept loop and stop_accepting()'s close never run at once.
+    net::strand<net::io_context::executor_type> astrand{net::make_strand(ioc)};
+    tcp::acceptor acceptor{astrand};
     int bound_port = 0;
     std::vector<std::thread> io_threads, workers;
     std::atomic<bool> draining{false};
@@ -146,7 +148,10 @@ struct HttpTransport::Impl : std::enable_shared_from_this<HttpTransport::Impl> {
 // One TCP connection. Its socket lives on a strand: reads and writes run there, one at a time.
 class HttpTransport::Impl::Conn : public std::enable_shared_from_this<Conn> {
 public:
-    Conn(std::shared_ptr<Impl> impl, tcp::socket sock) : I_(std::move(impl)), stream_(std::move(sock)) {
+    // The read buffer is bounded: chunk-size lines and trailers are not covered by Beast's header and body
+    // limits, and would otherwise grow it without end.
+    Conn(std::shared_ptr<Impl> impl, tcp::socket sock)
+        : I_(std::move(impl)), stream_(std::move(sock)), buf_(I_->p.max_header_bytes + (size_t(64) << 10)) {
         beast::error_code ec;
         auto ep = stream_.socket().remote_endpoint(ec);
         if (!ec) remote_ = ep.address().to_string();
@@ -199,6 +204,9 @@ public:
         if (fut.wait_for(std::chrono::seconds(I_->p.write_timeout_s + 5)) != std::future_status::ready) return false;
         return fut.get();
     }
+    // POLLRDHUP: the peer closed its sending side. A client that half-closes on purpose and still waits for the
+    // answer cannot be told from one that went away until a write fails; like llama-server, the generation is
+    // cancelled, since abandoned generations would otherwise hold slots.
     bool peer_closed() const {
         if (closed_.load()) return true;
         pollfd pfd{fd_, POLLRDHUP, 0};
@@ -207,6 +215,7 @@ public:
     }
     bool keep_alive() const { return keep_alive_ && !I_->draining.load(); }
     bool http10() const { return version_ < 11; }
+    bool head_request() const { return head_; }
     // The handler finished: read the next request (pipelined bytes are already in the buffer) or close.
     void request_done(bool reusable) {
         net::post(stream_.get_executor(), [self = shared_from_this(), reusable] {
@@ -229,6 +238,8 @@ private:
 
     void on_header(beast::error_code ec) {
         if (ec == http::error::header_limit)
+            return fail(431, strprintf("the request headers are larger than %zu bytes", I_->p.max_header_bytes));
+        if (ec == http::error::buffer_overflow)
             return fail(431, strprintf("the request headers are larger than %zu bytes", I_->p.max_header_bytes));
         if (ec == http::error::body_limit)  // a Content-Length over the limit is refused with the headers
             return fail(413, strprintf("the request body is larger than %zu bytes (--max-body)", I_->p.max_body_bytes));
@@ -263,6 +274,7 @@ private:
     void on_body(beast::error_code ec) {
         if (ec == http::error::body_limit)
             return fail(413, strprintf("the request body is larger than %zu bytes (--max-body)", I_->p.max_body_bytes));
+        if (ec == http::error::buffer_overflow) return fail(413, "a chunk-size line or trailer of the request body is too long");
         if (ec == beast::error::timeout) return fail(408, "the request body did not arrive in time");
         if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
             ec == net::error::operation_aborted)
@@ -277,8 +289,12 @@ private:
         req->path = target.substr(0, q);
         if (q != std::string::npos) req->query = target.substr(q + 1);
         for (const auto& f : msg) req->headers.emplace_back(lower(std::string(f.name_string())), std::string(f.value()));
+        if (int(req->headers.size()) > I_->p.max_header_count)  // chunked trailers add fields after the headers
+            return fail(431, strprintf("the request has %zu header and trailer fields, at most %d are accepted",
+                                       req->headers.size(), I_->p.max_header_count));
         req->remote = remote_;
         version_ = msg.version();
+        head_ = msg.method() == http::verb::head;
         keep_alive_ = msg.keep_alive();
         try {
             if (!encoding_.empty() && encoding_ != "identity") req->body = inflate_body(msg.body(), I_->p.max_body_bytes);
@@ -331,7 +347,7 @@ private:
     size_t drained_ = 0;
     int fd_ = -1;
     unsigned version_ = 11;
-    bool keep_alive_ = true;
+    bool keep_alive_ = true, head_ = false;
     std::atomic<bool> closed_{false};
 
     friend struct HttpTransport::Impl;
@@ -349,7 +365,7 @@ public:
         answered_ = true;
         std::string s = head(status, content_type, extra);
         if (status == 204 || status == 304) s += "\r\n";  // no body, and no Content-Length either (RFC 9110)
-        else s += strprintf("Content-Length: %zu\r\n\r\n", body.size()) + body;
+        else s += strprintf("Content-Length: %zu\r\n\r\n", body.size()) + (c_->head_request() ? std::string() : body);
         ok_ = c_->write_blocking(std::move(s));
         return ok_;
     }
@@ -378,6 +394,7 @@ public:
     }
     bool client_gone() const override { return !ok_ || c_->peer_closed(); }
     bool answered() const override { return answered_; }
+    bool streaming() const { return streaming_; }
 
     // Whether the connection can carry another request.
     bool reusable() const { return ok_ && answered_ && (!streaming_ || (ended_ && chunked_)) && !close_; }
@@ -404,16 +421,21 @@ private:
 
 void HttpTransport::Impl::run_handler(const std::shared_ptr<Conn>& c, const HttpRequest& req) {
     ConnResponder r(c);
+    bool failed = false;
     try {
         handler(req, r);
     } catch (const std::exception& e) {
+        failed = true;
         if (!r.answered()) r.send(500, "application/json", error_body(500, e.what()), {});
     } catch (...) {
+        failed = true;
         if (!r.answered()) r.send(500, "application/json", error_body(500, "internal error"), {});
     }
     if (!r.answered()) r.send(500, "application/json", error_body(500, "the handler gave no answer"), {});
-    r.end_stream();
-    c->request_done(r.reusable());
+    // A stream cut by an exception is not ended cleanly (the client would take it as complete): the
+    // connection closes without the last chunk.
+    if (!(failed && r.streaming())) r.end_stream();
+    c->request_done(r.reusable() && !failed);
     task_done();
 }
 
@@ -422,7 +444,7 @@ void HttpTransport::Impl::do_accept() {
         if (ec == net::error::operation_aborted || !self->acceptor.is_open()) return;
         if (ec) {
             // Out of descriptors and the like: wait a little rather than spin, then accept again.
-            auto t = std::make_shared<net::steady_timer>(self->ioc, std::chrono::milliseconds(50));
+            auto t = std::make_shared<net::steady_timer>(self->astrand, std::chrono::milliseconds(50));
             t->async_wait([self, t](beast::error_code) { if (self->acceptor.is_open()) self->do_accept(); });
             return;
         }
@@ -491,7 +513,7 @@ void HttpTransport::start() {
 void HttpTransport::stop_accepting() {
     Impl& I = *impl_;
     I.draining.store(true);
-    net::post(I.ioc, [&I] {
+    net::post(I.astrand, [&I] {
         beast::error_code ec;
         I.acceptor.close(ec);
     });
