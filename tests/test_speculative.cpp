@@ -420,3 +420,24 @@ TEST(SpecRule, OneRoundEmitsExactlyTheTargetDistribution) {
         for (size_t y = 0; y < n; y++) ASSERT_NEAR(out[y], p.p[y], 2e-6) << "trial " << trial << " token " << y;
     }
 }
+
+// With context shift on, generation goes on past the context (llama.cpp's --context-shift); without it, it stops
+// at the context's end. Greedy speculative output still equals plain greedy output across shifts.
+TEST(Speculative, ContextShiftKeepsGenerating) {
+    ThreadPool pool(1);
+    const auto prompt = fx().tok->encode("Once upon a time", true, false);
+    SpecParams none;
+    none.type = SpecType::NONE;
+    SpecStats st;
+    EXPECT_LT(run(pool, prompt, 200, greedy(), none, nullptr, 0, &st, 64).size(), 64u);
+    none.context_shift = true;
+    none.n_keep = 1;
+    auto plain = run(pool, prompt, 200, greedy(), none, nullptr, 0, &st, 64);
+    EXPECT_EQ(plain.size(), 200u);
+    EXPECT_GE(st.n_context_shifts, 3);
+    SpecParams spec = none;
+    spec.type = SpecType::DRAFT;
+    spec.n_max = 4;
+    auto specd = run(pool, prompt, 200, greedy(), spec, fx().q8, 0, &st, 64);
+    EXPECT_EQ(specd, plain);
+}

@@ -56,6 +56,10 @@ public:
 
     // Forget every position >= n (n <= n_past()). Rejected draft tokens are rolled back with this.
     void truncate(int n);
+    // Context shift: forget positions [n_keep, n_keep + n_discard) and move the later ones down by n_discard,
+    // their keys re-rotated by -n_discard positions (RoPE rotations compose; as llama.cpp's context shift). The
+    // result attends like a cache that saw only the kept tokens, up to F16 rounding.
+    void shift(int n_keep, int n_discard);
 
     size_t kv_bytes() const;
 

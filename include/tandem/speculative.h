@@ -43,6 +43,10 @@ struct SpecParams {
     int ngram_m = 16;      // --spec-ngram-m: most tokens proposed from one match
     // Cost of one draft step relative to one target step, used until measured (adaptive mode).
     double draft_cost_prior = 0.1;
+    // Context shift (llama.cpp's --context-shift): when the context is full, forget the older half of what follows
+    // the first n_keep tokens (Session::shift) and go on, instead of ending the generation.
+    bool context_shift = false;
+    int n_keep = 0;  // -1: the whole prompt
     // Negative control for the statistical tests only: accept every drafted token (a wrong rule whose output
     // follows the draft's distribution). Never set this outside tests.
     bool broken_accept_all_for_tests = false;
@@ -84,6 +88,7 @@ struct SpecStats {
     double t_draft_ms = 0;     // drafting (draft model forward + sampling, or n-gram lookup)
     double t_target_ms = 0;    // target forward passes + verification
     int n_probe_rounds = 0;    // rounds the adaptive controller drafted only to re-measure acceptance
+    int n_context_shifts = 0;  // SpecParams::context_shift: times the context was shifted
 
     double accept_rate() const { return n_drafted ? double(n_accept) / n_drafted : 0.0; }
     // Mean tokens emitted per target pass (1 + accepted drafts per round).
@@ -140,6 +145,7 @@ public:
     const SpecParams& spec() const { return spec_; }
 
 private:
+    void shift_context();
     int propose_ngram(int k, std::vector<int32_t>& drafts) const;
     int propose_model(int k, std::vector<int32_t>& drafts, std::vector<Distribution>& qs);
 
@@ -155,6 +161,7 @@ private:
     SpecStats stats_;
     int n_cached_ = 0;
     size_t prefill_pos_ = 0, prefill_end_ = 0;  // history_[pos, end) still to run through the target
+    size_t prompt_size_ = 0;
     std::vector<Distribution> q_, p_;
     std::vector<int32_t> drafts_;  // between begin_step and end_step
     struct Pending { int requested = 0; int n_past = 0; double t_draft_ms = 0; } pending_;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/fp16.h"
 #include "model/kv_cache.h"
 #include "quant/kernels.h"
 #include "quant/matmul_q8.h"
@@ -92,6 +93,28 @@ const float* Session::logits(int i) const {
 void Session::truncate(int n) {
     TD_ASSERT(n >= 0 && n <= n_past());
     tokens_.resize(size_t(n));
+}
+
+void Session::shift(int n_keep, int n_discard) {
+    TD_ASSERT(n_keep >= 0 && n_discard > 0 && n_keep + n_discard <= n_past() && n_discard < n_ctx_);
+    const HParams& hp = model_->hparams();
+    const int half = hp.n_rot / 2, kv_dim = hp.n_head_kv * hp.head_dim;
+    const float* cs = &impl_->rope_cos[size_t(n_discard) * size_t(half)];  // rotation by -n_discard: cos even, sin odd
+    std::vector<float> sn(static_cast<size_t>(half)), k(static_cast<size_t>(kv_dim)), v(static_cast<size_t>(kv_dim));
+    for (int i = 0; i < half; i++) sn[size_t(i)] = -impl_->rope_sin[size_t(n_discard) * size_t(half) + size_t(i)];
+    for (int l = 0; l < n_layers_; l++) {
+        for (int p = n_keep + n_discard; p < n_past(); p++) {
+            const uint16_t* kh = impl_->kv.k(l, p);
+            const uint16_t* vh = impl_->kv.v(l, p);
+            for (int i = 0; i < kv_dim; i++) {
+                k[size_t(i)] = fp16_to_f32(kh[i]);
+                v[size_t(i)] = fp16_to_f32(vh[i]);
+            }
+            for (int h = 0; h < hp.n_head_kv; h++) rope_head(k.data() + size_t(h) * size_t(hp.head_dim), cs, sn.data(), hp.n_rot, hp.rope_style);
+            impl_->kv.store(l, p - n_discard, k.data(), v.data());
+        }
+    }
+    tokens_.erase(tokens_.begin() + n_keep, tokens_.begin() + n_keep + n_discard);
 }
 
 void Session::decode(const int32_t* tokens, int n, bool all_logits) {

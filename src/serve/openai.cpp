@@ -329,6 +329,7 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
     j.spec.n_max = int(integer(body, "speculative.n_max", j.spec.n_max, 0, 256));
     j.spec.n_min = int(integer(body, "speculative.n_min", j.spec.n_min, 0, 256));
     j.spec.p_min = float(number(body, "speculative.p_min", j.spec.p_min, 0.0, 1.0));
+    j.spec.n_keep = int(integer(body, "n_keep", j.spec.n_keep, -1, INT32_MAX));  // context shift (llama-server)
     if (auto it = body.find("speculative"); it != body.end() && !it->is_null()) {
         if (!it->is_object()) throw BadRequest("'speculative' must be an object");
         j.spec.n_max = int(integer(*it, "n_max", j.spec.n_max, 0, 256));

@@ -137,12 +137,29 @@ void Generator::start_deferred(const std::vector<int32_t>& prompt) {
     n_cached_ = int(keep);
     prefill_pos_ = keep;
     prefill_end_ = prompt.size() - 1;  // the last prompt token is fed by the first step
+    prompt_size_ = prompt.size();
 }
 
 void Generator::start(const std::vector<int32_t>& prompt) {
     start_deferred(prompt);
     if (prefill_pending()) target_.decode(history_.data() + prefill_pos_, int(prefill_end_ - prefill_pos_), false);
     prefill_pos_ = prefill_end_;
+}
+
+void Generator::shift_context() {
+    // As llama-server: keep the first n_keep tokens, forget half of the rest (the oldest), move the others down.
+    const int n_past = target_.n_past();
+    const int want = spec_.n_keep < 0 ? int(prompt_size_) : spec_.n_keep;  // -1: the whole prompt
+    const int n_keep = std::clamp(want, 0, std::max(0, n_past - 2));
+    const int n_discard = (n_past - n_keep) / 2;
+    if (n_discard < 1) return;
+    target_.shift(n_keep, n_discard);
+    history_.erase(history_.begin() + n_keep, history_.begin() + n_keep + n_discard);
+    if (draft_) {  // the draft re-reads a window of the (new) history at its next proposal
+        draft_->truncate(0);
+        draft_base_ = 0;
+    }
+    stats_.n_context_shifts++;
 }
 
 const int32_t* Generator::prefill_chunk(int max, int* n) const {
@@ -254,6 +271,7 @@ bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<Toke
 bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) {
     TD_ASSERT(!prefill_pending());
     TD_ASSERT(!history_.empty() && max_tokens >= 1);
+    if (spec_.context_shift && target_.n_ctx() - target_.n_past() < 2) shift_context();
     const int n_past = target_.n_past();
     TD_ASSERT(n_past == int(history_.size()) - 1);
     const int room = target_.n_ctx() - n_past;  // tokens the target can still take, including `cur`

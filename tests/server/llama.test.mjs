@@ -183,3 +183,15 @@ test('OpenAI SDK: several prompts, refused fields, context errors, first streame
     assert.equal(flat.status, 200);
   } finally { await done(srv); }
 });
+
+test('--context-shift: generation goes on past a full context; without it, it stops there', async () => {
+  for (const shift of [false, true]) {
+    const srv = await startServer(['-m', STORIES, '-c', '64', ...(shift ? ['--context-shift', '--keep', '1'] : [])]);
+    try {
+      const r = await post(srv.base, '/completion', { prompt: 'Once upon a time', n_predict: 150, ignore_eos: true, temperature: 0 });
+      assert.equal(r.status, 200);
+      if (shift) assert.equal(r.json.tokens_predicted, 150);
+      else assert.ok(r.json.tokens_predicted < 64 && r.json.stop_type === 'limit', JSON.stringify(r.json.tokens_predicted));
+    } finally { await done(srv); }
+  }
+});

@@ -71,6 +71,9 @@ void add_flags(ArgParser& ap, Options& o) {
     ap.add({"-t", "--threads"}, "N", "threads", [&](const std::string& v) { o.n_threads = to_int_in("-t", v, 1, 1024); });
     add_sampling_flags(ap, o.sp, o.notes);
     ap.flag({"--ignore-eos"}, "keep generating past end-of-generation tokens", [&] { o.ignore_eos = true; });
+    ap.flag({"--context-shift"}, "when the context is full, forget the older half after --keep tokens and go on", [&] { o.spec.context_shift = true; });
+    ap.flag({"--no-context-shift"}, "stop when the context is full (default)", [&] { o.spec.context_shift = false; });
+    ap.add({"--keep"}, "N", "tokens kept at the start on a context shift (0; -1: the whole prompt)", [&](const std::string& v) { o.spec.n_keep = to_int_in("--keep", v, -1, INT32_MAX); });
     ap.flag({"--no-bos"}, "do not add BOS to the prompt", [&] { o.no_bos = true; });
     ap.flag({"-e", "--escape"}, "process escapes in the prompt (default)", [&] { o.escape = true; });
     ap.flag({"--no-escape"}, "do not process escapes", [&] { o.escape = false; });

@@ -125,11 +125,11 @@ int cmd_serve(int argc, char** argv) {
     ap.flag({"--metrics"}, "expose GET /metrics (Prometheus); without it the endpoint answers 501, as llama-server", [&] { sp.metrics = true; });
     ap.add({"--slot-save-path"}, "DIR", "directory for POST /slots/ID?action=save|restore", [&](const std::string& v) { sp.slot_save_path = v; });
     ap.flag({"--reuse-port"}, "let other processes listen on the same port (SO_REUSEPORT)", [&] { sp.reuse_port = true; });
-    ap.flag({"--no-context-shift"}, "accepted: a prompt longer than the context is refused (400) (default)", [&] {});
-    ap.flag({"--context-shift"}, "not implemented: noted", [&] { std::fprintf(stderr, "note: --context-shift: not implemented; a request that fills the context ends with finish_reason \"length\"\n"); });
+    ap.flag({"--context-shift"}, "when a slot's context is full, forget the older half after --keep tokens and go on", [&] { ep.spec.context_shift = true; });
+    ap.flag({"--no-context-shift"}, "a full context ends the generation with finish_reason \"length\" (default)", [&] { ep.spec.context_shift = false; });
     ap.flag({"-kvu", "--kv-unified"}, "every slot may use the whole -c (each slot still has its own cache: memory n_slots x -c)", [&] { ep.kv_unified = true; });
     ap.flag({"-no-kvu", "--no-kv-unified"}, "-c is shared by the slots (default)", [&] { ep.kv_unified = false; });
-    ap.add({"--keep"}, "N", "accepted (no context shift)", [&](const std::string& v) { to_int_in("--keep", v, -1, INT32_MAX); });
+    ap.add({"--keep"}, "N", "tokens kept at the start on a context shift (0; -1: the whole prompt)", [&](const std::string& v) { ep.spec.n_keep = to_int_in("--keep", v, -1, INT32_MAX); });
     register_llama_server_flags(ap, [&](const std::string& flag, const std::string& v) {
         if (flag == "-hf" || flag == "-hfr" || flag == "--hf-repo") hf_repo = v;
         else if (flag == "-hff" || flag == "--hf-file") hf_file = v;

@@ -226,7 +226,8 @@ struct HttpServer::Impl {
             for (int i = 0; i < pr.n; i++) {
                 JobRequest jr = pr.job;
                 jr.prompt = prompts[pi].ids;
-                jr.max_tokens = std::min(jr.max_tokens, engine->n_ctx() - int(jr.prompt.size()));  // clamped to the context
+                if (!jr.spec.context_shift)  // clamped to the context, unless it shifts
+                    jr.max_tokens = std::min(jr.max_tokens, engine->n_ctx() - int(jr.prompt.size()));
                 // choice 0 of prompt 0 keeps the request's seed; the others get independent derived streams
                 jr.sampling.seed = derive_seed(pr.job.sampling.seed, uint64_t(pi * size_t(pr.n) + size_t(i)));
                 auto job = engine->submit(std::move(jr));
