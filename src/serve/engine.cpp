@@ -162,6 +162,8 @@ void Engine::release(Slot& s, const std::string& reason, const std::string& erro
     j.n_drafted = st.n_drafted;
     j.n_accepted = st.n_accept;
     j.n_cached = s.gen ? s.gen->n_cached() : 0;
+    if (s.gen && s.gen->stats().n_context_shifts > 0) j.truncated = true;
+    if (j.n_prompt + s.generated >= s.target->n_ctx()) j.truncated = true;  // stopped by the full context
     j.prompt_ms = s.t_prompt_done - s.t_start;
     j.gen_ms = now_ms() - s.t_prompt_done;
     {
@@ -222,7 +224,11 @@ void Engine::step_all() {
         if (remaining <= 0) { release(s, "length"); continue; }
         std::vector<int32_t> batch;
         try {
-            if (!s.gen->begin_step(remaining, batch)) { release(s, "length"); continue; }  // context full
+            if (!s.gen->begin_step(remaining, batch)) {  // context full
+                j.truncated = true;
+                release(s, "length");
+                continue;
+            }
         } catch (const std::exception& e) {
             release(s, "error", e.what());
             continue;

@@ -65,6 +65,7 @@ public:
     int error_status = 500;
     int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0, n_cached = 0;
     double prompt_ms = 0, gen_ms = 0;
+    bool truncated = false;  // the context filled up: the generation stopped there, or tokens were shifted out
 
 private:
     mutable std::mutex mu_;

@@ -345,7 +345,7 @@ struct HttpServer::Impl {
                     {"tokens", g.pr.return_tokens && !stream ? json(t.toks) : json::array()}, {"id_slot", j.slot.load()},
                     {"stop", true}, {"model", model_id}, {"tokens_predicted", j.n_generated}, {"tokens_evaluated", j.n_prompt},
                     {"generation_settings", generation_settings(j.req, g.pr)}, {"prompt", tok->decode(p.ids, false, true)},
-                    {"has_new_line", t.text.find('\n') != std::string::npos}, {"truncated", p.truncated},
+                    {"has_new_line", t.text.find('\n') != std::string::npos}, {"truncated", p.truncated || j.truncated},
                     {"stop_type", stop_type(j, t)}, {"stopping_word", t.stop_word},
                     {"tokens_cached", j.n_prompt + j.n_generated}, {"timings", timings_of(j)}};
         if (!stream && g.pr.n_probs > 0) res["completion_probabilities"] = native_probs(t.lps);
