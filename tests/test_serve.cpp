@@ -8,6 +8,7 @@
 #include "serve/access.h"
 #include "serve/engine.h"
 #include "serve/openai.h"
+#include "serve/text_pipeline.h"
 #include "tandem/model.h"
 #include "test_util.h"
 
@@ -125,13 +126,13 @@ std::shared_ptr<const Model> stories() {
     return m;
 }
 
-// Waits for the job to finish; returns the tokens it delivered.
-std::vector<int32_t> drain(Job& j) {
-    std::vector<int32_t> toks;
-    std::vector<TokenLogprob> lp;
-    while (j.wait(toks, lp, 1000)) {}
-    return toks;
+// Waits for the job to finish; returns everything it delivered.
+JobOutput drain_all(Job& j) {
+    JobOutput out;
+    while (j.wait(out, 1000)) {}
+    return out;
 }
+std::vector<int32_t> drain(Job& j) { return drain_all(j).toks; }
 
 JobRequest request(int max_tokens) {
     JobRequest r;
@@ -173,9 +174,8 @@ TEST(Engine, ShutdownDropsTheQueueAndCutsRunningJobs) {
     Engine e(stories(), nullptr, ep);
     auto running = e.submit(request(1 << 20));
     ASSERT_TRUE(running);
-    std::vector<int32_t> first;
-    std::vector<TokenLogprob> lp;
-    while (first.empty() && running->wait(first, lp, 1000)) {}  // it is in the slot now
+    JobOutput first;
+    while (first.toks.empty() && running->wait(first, 1000)) {}  // it is in the slot now
     auto queued = e.submit(request(8));
     ASSERT_TRUE(queued);
     e.shutdown(0);
@@ -212,4 +212,64 @@ TEST(Engine, ChunkedPrefillGivesTheSameTokens) {
     auto chunked = run(8);
     ASSERT_EQ(whole.size(), 16u);
     EXPECT_EQ(chunked, whole);
+}
+
+// The text pipeline never lets out any part of a stop string, nor an incomplete UTF-8 sequence.
+TEST(TextPipeline, HoldsBackPossibleStopStringsAndStopsAtTheFirst) {
+    auto tok = Tokenizer::from_gguf(stories()->gguf());
+    auto ids = tok->encode("Once upon a time there was a dog", false, false);
+    ASSERT_GT(ids.size(), 5u);
+    TextPipeline none(*tok, {});
+    std::string all;
+    for (int32_t id : ids) all += none.push(id);
+    all += none.finish();
+    TextPipeline p(*tok, {"a dog", "time th"});
+    std::string got;
+    for (int32_t id : ids) {
+        got += p.push(id);
+        EXPECT_EQ(got.find("time"), std::string::npos) << "released part of a possible stop string: " << got;
+        if (p.stopped()) break;
+    }
+    EXPECT_TRUE(p.stopped());
+    EXPECT_EQ(p.stop_word(), "time th");
+    EXPECT_EQ(got + "time th", all.substr(0, all.find("time th") + 7));
+    EXPECT_EQ(p.finish(), "");
+}
+
+// End of generation is decided in the engine (issue 11): a stop string ends the job at the token that
+// completes it, the text stops before it, and the token count is exact even when speculation verified more
+// tokens in the same round.
+TEST(Engine, StopStringsEndTheJobAtTheTokenThatCompletesThem) {
+    EngineParams ep;
+    ep.self_draft_layers = 2;
+    Engine e(stories(), nullptr, ep);
+    auto tok = Tokenizer::from_gguf(stories()->gguf());
+    JobRequest r = request(48);
+    r.spec.type = SpecType::SELF;
+    r.spec.n_max = 8;
+    r.spec.p_min = 0;
+    r.spec.adaptive = false;
+    auto free_run = e.submit(r);
+    JobOutput all = drain_all(*free_run);
+    ASSERT_EQ(all.toks.size(), 48u);
+    ASSERT_EQ(all.text_end.size(), 48u);
+    // stop strings that end inside the text of token k, for many k (some end a speculative round, most do not)
+    int tried = 0;
+    for (size_t k = 8; k < 44; k++) {
+        if (all.text_end[k] <= all.text_end[k - 1] || all.text_end[k - 1] < 3) continue;  // no text of its own
+        const std::string stop = all.text.substr(all.text_end[k - 1] - 3, 4);
+        const size_t at = all.text.find(stop);
+        if (at != all.text_end[k - 1] - 3) continue;  // occurs earlier
+        tried++;
+        r.stop = {stop};
+        auto stopped = e.submit(r);
+        JobOutput got = drain_all(*stopped);
+        EXPECT_EQ(stopped->finish_reason, "stop");
+        EXPECT_EQ(stopped->stop_word, stop);
+        EXPECT_EQ(got.text, all.text.substr(0, at));
+        EXPECT_EQ(got.toks, std::vector<int32_t>(all.toks.begin(), all.toks.begin() + long(k) + 1)) << "k=" << k;
+        EXPECT_EQ(stopped->n_generated, int(k + 1));
+        EXPECT_GT(stopped->n_drafted, 0);
+    }
+    EXPECT_GE(tried, 10);
 }

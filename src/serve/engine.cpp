@@ -13,14 +13,16 @@ double now_ms() {
 }
 }  // namespace
 
-bool Job::wait(std::vector<int32_t>& out, std::vector<TokenLogprob>& lp, int timeout_ms) {
+bool Job::wait(JobOutput& out, int timeout_ms) {
     std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] { return done_ || !pending_.empty(); });
-    out.insert(out.end(), pending_.begin(), pending_.end());
-    lp.insert(lp.end(), pending_lp_.begin(), pending_lp_.end());
-    pending_.clear();
-    pending_lp_.clear();
-    return !(done_);
+    cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms),
+                 [&] { return done_ || !pending_.toks.empty() || !pending_.text.empty(); });
+    for (size_t e : pending_.text_end) out.text_end.push_back(out.text.size() + e);
+    out.text += pending_.text;
+    out.toks.insert(out.toks.end(), pending_.toks.begin(), pending_.toks.end());
+    out.lps.insert(out.lps.end(), pending_.lps.begin(), pending_.lps.end());
+    pending_ = {};
+    return !done_;
 }
 
 JobProgress Job::progress() const {
@@ -33,11 +35,14 @@ void Job::set_progress(const JobProgress& p) {
     progress_ = p;
 }
 
-void Job::push(const std::vector<int32_t>& toks, const std::vector<TokenLogprob>& lp) {
+void Job::push(const std::string& text, const std::vector<int32_t>& toks, const std::vector<TokenLogprob>& lp,
+               const std::vector<size_t>& text_end) {
     {
         std::lock_guard<std::mutex> lk(mu_);
-        pending_.insert(pending_.end(), toks.begin(), toks.end());
-        pending_lp_.insert(pending_lp_.end(), lp.begin(), lp.end());
+        for (size_t e : text_end) pending_.text_end.push_back(pending_.text.size() + e);
+        pending_.text += text;
+        pending_.toks.insert(pending_.toks.end(), toks.begin(), toks.end());
+        pending_.lps.insert(pending_.lps.end(), lp.begin(), lp.end());
     }
     cv_.notify_all();
 }
@@ -147,6 +152,7 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
     }
     s.job->slot.store(int(&s - slots_.data()));
     s.gen = std::make_unique<Generator>(*s.target, draft, r.sampling, spec);
+    s.text = std::make_unique<TextPipeline>(*tok_, r.stop);
     // keeps the cached common prefix of the previous request in this slot; the rest of the prompt is processed
     // here at once (prefill_chunk 0) or a piece per round alongside the other slots (step_all)
     if (p_.prefill_chunk > 0) s.gen->start_deferred(r.prompt);
@@ -181,17 +187,33 @@ void Engine::release(Slot& s, const std::string& reason, const std::string& erro
             m_.accepted_per_pos[i] += uint64_t(st.accepted_at[i]);
         }
     }
+    if (s.text) {  // the text held back (a possible stop string, an incomplete UTF-8 sequence) ends the output
+        std::string rest = s.text->finish();
+        if (!rest.empty()) j.push(rest, {}, {}, {});
+    }
     s.job->finish(reason, error, 500);
     s.job.reset();
     s.gen.reset();
+    s.text.reset();
 }
 
 void Engine::deliver(Slot& s, std::vector<int32_t>& toks, std::vector<TokenLogprob>& lp) {
     Job& j = *s.job;
-    std::string reason;
+    // The generation ends at an end-of-generation token (not delivered) or at the token that completes a stop
+    // string (delivered: it was generated; its text is not). Verified tokens after that are dropped uncounted.
+    std::string reason, text;
+    std::vector<size_t> ends;
     size_t keep = toks.size();
     for (size_t i = 0; i < toks.size(); i++) {
         if (!j.req.ignore_eos && tok_->is_eog(toks[i])) { keep = i; reason = "stop"; break; }
+        text += s.text->push(toks[i]);
+        ends.push_back(text.size());
+        if (s.text->stopped()) {
+            keep = i + 1;
+            reason = "stop";
+            j.stop_word = s.text->stop_word();
+            break;
+        }
     }
     toks.resize(keep);
     if (lp.size() > keep) lp.resize(keep);
@@ -199,7 +221,7 @@ void Engine::deliver(Slot& s, std::vector<int32_t>& toks, std::vector<TokenLogpr
     const SpecStats& st = s.gen->stats();
     j.set_progress({int(j.req.prompt.size()), s.generated, st.n_drafted, st.n_accept, s.t_prompt_done - s.t_start,
                     now_ms() - s.t_prompt_done});
-    j.push(toks, lp);
+    j.push(text, toks, lp, ends);
     if (!reason.empty()) release(s, reason);
     else if (s.generated >= j.req.max_tokens) release(s, "length");
 }

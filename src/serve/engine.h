@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "serve/text_pipeline.h"
 #include "tandem/model.h"
 #include "tandem/sampling.h"
 #include "tandem/session.h"
@@ -29,6 +30,17 @@ struct JobRequest {
     int max_tokens = 128;
     bool ignore_eos = false;
     int n_top_logprobs = -1;  // -1: no logprobs
+    std::vector<std::string> stop;  // the generation ends at the first of these (it is not part of the text)
+};
+
+// What a job produced since the last wait: its text (stop strings never included, UTF-8 complete) and the tokens
+// and log-probabilities behind it (the tokens of a text piece may come before the piece itself, while their text
+// is held back).
+struct JobOutput {
+    std::string text;
+    std::vector<int32_t> toks;
+    std::vector<TokenLogprob> lps;
+    std::vector<size_t> text_end;  // per token: the length of `text` once that token's text was released
 };
 
 // Where a running job is, for timings_per_token.
@@ -45,13 +57,15 @@ public:
 
     // HTTP side: wait until new tokens arrive or the job ends; moves the new tokens into `out`.
     // Returns false once the job is finished and everything was taken. timeout_ms bounds one wait.
-    bool wait(std::vector<int32_t>& out, std::vector<TokenLogprob>& lp, int timeout_ms);
+    bool wait(JobOutput& out, int timeout_ms);
     void cancel() { cancelled.store(true); }
     bool is_cancelled() const { return cancelled.load(); }
 
     // Inference side.
-    void push(const std::vector<int32_t>& toks, const std::vector<TokenLogprob>& lp);
-    // reason: "stop" (end of generation), "length" (max_tokens, the context, or cut by shutdown), "cancelled",
+    // text_end: per token, the length of `text` after it (empty for text that no token released: the tail).
+    void push(const std::string& text, const std::vector<int32_t>& toks, const std::vector<TokenLogprob>& lp,
+              const std::vector<size_t>& text_end);
+    // reason: "stop" (an end-of-generation token or a stop string: then stop_word says which), "length" (max_tokens, the context, or cut by shutdown), "cancelled",
     // "error" (then `error` says why and `error_status` is the HTTP status to answer with).
     void finish(const std::string& reason, const std::string& error = "", int error_status = 500);
 
@@ -61,7 +75,7 @@ public:
     std::atomic<int> slot{-1};  // the slot generating it, once admitted
 
     // Valid after the job finished.
-    std::string finish_reason, error;
+    std::string finish_reason, error, stop_word;
     int error_status = 500;
     int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0, n_cached = 0;
     double prompt_ms = 0, gen_ms = 0;
@@ -71,8 +85,7 @@ private:
     mutable std::mutex mu_;
     std::condition_variable cv_;
     JobProgress progress_;
-    std::vector<int32_t> pending_;
-    std::vector<TokenLogprob> pending_lp_;
+    JobOutput pending_;
     bool done_ = false;
     std::atomic<bool> cancelled{false};
 };
@@ -128,6 +141,7 @@ private:
         std::unique_ptr<Session> target, draft, self_draft;  // drafts made on first use (make_draft)
         double draft_prior = 0, self_prior = 0;
         std::unique_ptr<Generator> gen;
+        std::unique_ptr<TextPipeline> text;
         std::shared_ptr<Job> job;
         int generated = 0;
         double t_start = 0, t_prompt_done = 0;

@@ -297,15 +297,15 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
     }
     j.n_top_logprobs = r.logprobs ? r.top_logprobs : -1;
     if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
-        if (it->is_string()) r.stop.push_back(it->get<std::string>());
+        if (it->is_string()) r.job.stop.push_back(it->get<std::string>());
         else if (it->is_array()) {
             if (it->size() > 16) throw BadRequest("at most 16 stop strings");
             for (const auto& v : *it) {
                 if (!v.is_string()) throw BadRequest("'stop' must be a string or an array of strings");
-                r.stop.push_back(v.get<std::string>());
+                r.job.stop.push_back(v.get<std::string>());
             }
         } else throw BadRequest("'stop' must be a string or an array of strings");
-        for (const auto& s : r.stop)
+        for (const auto& s : r.job.stop)
             if (s.empty()) throw BadRequest("stop strings must not be empty");
     }
     r.truncate_prompt_tokens = int(integer(body, "truncate_prompt_tokens", -1, -1, INT32_MAX));
@@ -347,47 +347,6 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
         }
     }
     return r;
-}
-
-std::string TextPipeline::push(const std::vector<int32_t>& toks) {
-    if (stopped_) return {};
-    for (int32_t id : toks) held_ += streamer_.push(id);
-    if (stop_.empty()) {
-        std::string out;
-        out.swap(held_);
-        return out;
-    }
-    // A complete stop string: emit what precedes the earliest one and stop.
-    size_t first = std::string::npos;
-    for (const auto& s : stop_) {
-        size_t at = held_.find(s);
-        if (at < first) {
-            first = at;
-            stop_word_ = s;
-        }
-    }
-    if (first != std::string::npos) {
-        stopped_ = true;
-        std::string out = held_.substr(0, first);
-        held_.clear();
-        return out;
-    }
-    // Hold back the longest suffix that could still grow into a stop string.
-    size_t keep = 0;
-    for (const auto& s : stop_)
-        for (size_t k = std::min(s.size() - 1, held_.size()); k > keep; k--)
-            if (held_.compare(held_.size() - k, k, s, 0, k) == 0) { keep = k; break; }
-    size_t emit = utf8_complete_prefix(held_.substr(0, held_.size() - keep));
-    std::string out = held_.substr(0, emit);
-    held_.erase(0, emit);
-    return out;
-}
-
-std::string TextPipeline::finish() {
-    if (stopped_) return {};
-    std::string out = held_ + streamer_.flush();
-    held_.clear();
-    return out;
 }
 
 }  // namespace tandem::server

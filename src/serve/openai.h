@@ -53,7 +53,6 @@ struct ParsedRequest {
     bool logprobs = false;
     int top_logprobs = 0;
     int n = 1;
-    std::vector<std::string> stop;
     int truncate_prompt_tokens = -1;    // keep only the last K prompt tokens (vLLM's name); -1: refuse long prompts
     bool max_tokens_given = false;
 };
@@ -77,22 +76,5 @@ struct ServerLimits {
 // Validates and converts a chat (chat = true) or completions request body. Throws BadRequest.
 ParsedRequest parse_request(const nlohmann::json& body, bool chat, const ServerLimits& lim);
 
-// Incremental text of a generation: UTF-8-safe detokenization and stop strings (never emits any part of a stop
-// string; stops at the first complete one).
-class TextPipeline {
-public:
-    TextPipeline(const Tokenizer& tok, std::vector<std::string> stop) : streamer_(tok), stop_(std::move(stop)) {}
-    // Text that can be emitted after these tokens. Sets stopped() when a stop string completed.
-    std::string push(const std::vector<int32_t>& toks);
-    std::string finish();  // what is held back, at the end (unless stopped)
-    bool stopped() const { return stopped_; }
-    const std::string& stop_word() const { return stop_word_; }  // the stop string that ended it
-
-private:
-    TextStreamer streamer_;
-    std::vector<std::string> stop_;
-    std::string held_, stop_word_;
-    bool stopped_ = false;
-};
 
 }  // namespace tandem::server

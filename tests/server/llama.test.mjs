@@ -107,11 +107,24 @@ test('native /completion: shape, streaming, probabilities, tokens, stop words', 
     const chunks = events.map((e) => JSON.parse(e));
     assert.equal(chunks.at(-1).stop, true);
     assert.equal(chunks.slice(0, -1).map((c) => c.content).join(''), j.content);
-    assert.ok(chunks.slice(0, -1).every((c) => c.content.length > 0 && c.stop === false && 'timings' in c));
-    // a stop word
-    const w = await post(srv.base, '/completion', { prompt: 'Once upon a time', n_predict: 30, temperature: 0, stop: [j.content.split(' ')[3]] });
+    // with n_probs, one chunk per token, each with that token's probabilities (llama-server's shape)
+    assert.equal(chunks.length - 1, 12);
+    assert.ok(chunks.slice(0, -1).every((c) => c.stop === false && 'timings' in c && c.completion_probabilities.length === 1));
+    assert.deepEqual(chunks.slice(0, -1).map((c) => c.completion_probabilities[0].id), j.tokens);
+    // without it, chunks carry text only when there is text
+    const s2 = await post(srv.base, '/completion', { ...body, n_probs: 0, stream: true });
+    const c2 = s2.text.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => JSON.parse(e.slice(6)));
+    assert.equal(c2.slice(0, -1).map((c) => c.content).join(''), j.content);
+    assert.ok(c2.slice(0, -1).every((c) => c.content.length > 0));
+    // a stop word: the generation ends at the token that completes it, and counts only the tokens up to it
+    const stopWord = j.content.split(' ')[3];
+    const w = await post(srv.base, '/completion', { prompt: 'Once upon a time', n_predict: 30, temperature: 0, stop: [stopWord], return_tokens: true });
     assert.equal(w.json.stop_type, 'word');
-    assert.equal(w.json.stopping_word, j.content.split(' ')[3]);
+    assert.equal(w.json.stopping_word, stopWord);
+    assert.equal(w.json.content, j.content.slice(0, j.content.indexOf(stopWord)));
+    assert.equal(w.json.tokens_predicted, w.json.tokens.length);
+    assert.deepEqual(w.json.tokens, j.tokens.slice(0, w.json.tokens.length));
+    assert.ok(w.json.tokens.length < 12);
     // llama-server's logit_bias forms: [[id, bias]] and text keys
     const banned = j.tokens[0];
     const b1 = await post(srv.base, '/completion', { prompt: 'Once upon a time', n_predict: 1, temperature: 0, logit_bias: [[banned, false]] });

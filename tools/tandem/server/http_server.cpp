@@ -262,21 +262,10 @@ struct HttpServer::Impl {
         int64_t created;
     };
 
-    // What a finished job produced, after stop strings.
-    struct JobText {
-        std::string text;
-        std::vector<int32_t> toks;
-        std::vector<TokenLogprob> lps;
-        std::string stop_word;
-        bool stopped_by_word = false;
-    };
-
     // OpenAI finish_reason and llama-server stop_type of a finished job.
-    static std::string finish_reason(const Job& j, const JobText& t) {
-        return t.stopped_by_word || j.finish_reason == "stop" ? "stop" : "length";
-    }
-    static std::string stop_type(const Job& j, const JobText& t) {
-        if (t.stopped_by_word) return "word";
+    static std::string finish_reason(const Job& j) { return j.finish_reason == "stop" ? "stop" : "length"; }
+    static std::string stop_type(const Job& j) {
+        if (!j.stop_word.empty()) return "word";
         if (j.finish_reason == "stop") return "eos";
         if (j.finish_reason == "length") return "limit";
         return "none";
@@ -301,7 +290,7 @@ struct HttpServer::Impl {
                 {"top_k", s.top_k}, {"top_p", s.top_p}, {"min_p", s.min_p}, {"typical_p", s.typical_p},
                 {"repeat_last_n", s.penalty_last_n}, {"repeat_penalty", s.repeat_penalty},
                 {"presence_penalty", s.presence_penalty}, {"frequency_penalty", s.frequency_penalty},
-                {"ignore_eos", r.ignore_eos}, {"stop", pr.stop}, {"n_probs", pr.n_probs}, {"samplers", samplers},
+                {"ignore_eos", r.ignore_eos}, {"stop", r.stop}, {"n_probs", pr.n_probs}, {"samplers", samplers},
                 {"speculative.n_max", r.spec.n_max}, {"speculative.n_min", r.spec.n_min}, {"speculative.p_min", r.spec.p_min},
                 {"stream", pr.stream}, {"logit_bias", bias_list(r)}};
     }
@@ -338,7 +327,7 @@ struct HttpServer::Impl {
         return out;
     }
 
-    json native_final(const Gen& g, size_t c, const JobText& t, bool stream) {
+    json native_final(const Gen& g, size_t c, const JobOutput& t, bool stream) {
         const Job& j = *g.jobs[c];
         const Prompt& p = g.prompts[g.job_prompt[c]];
         json res = {{"index", c}, {"content", stream ? std::string() : t.text},
@@ -346,7 +335,7 @@ struct HttpServer::Impl {
                     {"stop", true}, {"model", model_id}, {"tokens_predicted", j.n_generated}, {"tokens_evaluated", j.n_prompt},
                     {"generation_settings", generation_settings(j.req, g.pr)}, {"prompt", tok->decode(p.ids, false, true)},
                     {"has_new_line", t.text.find('\n') != std::string::npos}, {"truncated", p.truncated || j.truncated},
-                    {"stop_type", stop_type(j, t)}, {"stopping_word", t.stop_word},
+                    {"stop_type", stop_type(j)}, {"stopping_word", j.stop_word},
                     {"tokens_cached", j.n_prompt + j.n_generated}, {"timings", timings_of(j)}};
         if (!stream && g.pr.n_probs > 0) res["completion_probabilities"] = native_probs(t.lps);
         if (g.pr.response_fields.empty()) return res;
@@ -364,26 +353,11 @@ struct HttpServer::Impl {
     // Non-streaming: everything is generated before the status line is written, so the status is always right.
     // A client that goes away meanwhile is noticed (the socket is polled) and its jobs are cancelled.
     void blocking_response(Gen& g) {
-        std::vector<JobText> texts(g.jobs.size());
+        std::vector<JobOutput> texts(g.jobs.size());
         for (size_t c = 0; c < g.jobs.size(); c++) {
             Job& job = *g.jobs[c];
-            JobText& t = texts[c];
-            TextPipeline text(*tok, g.pr.stop);
-            std::vector<int32_t> toks;
-            std::vector<TokenLogprob> lps;
-            for (bool more = true; more;) {
-                toks.clear();
-                lps.clear();
-                more = job.wait(toks, lps, 100);
-                t.text += text.push(toks);
-                t.toks.insert(t.toks.end(), toks.begin(), toks.end());
-                t.lps.insert(t.lps.end(), lps.begin(), lps.end());
-                if (text.stopped()) job.cancel();
-                if (more && g.call.res.client_gone()) return;
-            }
-            t.text += text.finish();
-            t.stopped_by_word = text.stopped();
-            t.stop_word = text.stop_word();
+            while (job.wait(texts[c], 100))
+                if (g.call.res.client_gone()) return;
             if (!job.error.empty()) return job_error(g.call, job);
         }
         if (g.api == Api::Native) {
@@ -395,8 +369,8 @@ struct HttpServer::Impl {
         const bool chat = g.api == Api::Chat;
         json choices = json::array();
         for (size_t c = 0; c < g.jobs.size(); c++) {
-            const JobText& t = texts[c];
-            json choice = {{"index", c}, {"finish_reason", finish_reason(*g.jobs[c], t)}};
+            const JobOutput& t = texts[c];
+            json choice = {{"index", c}, {"finish_reason", finish_reason(*g.jobs[c])}};
             if (chat) {
                 choice["message"] = {{"role", "assistant"}, {"content", t.text}};
                 choice["logprobs"] = g.pr.logprobs ? json{{"content", logprob_list(t.lps)}} : json(nullptr);
@@ -422,18 +396,19 @@ struct HttpServer::Impl {
     // sent as an error event and the stream ends. Chunks never carry empty text (log-probabilities of tokens
     // whose text is held back, an incomplete UTF-8 sequence or a possible stop string, wait for the text).
     void stream_response(Gen& g) {
-        std::vector<int32_t> toks;
-        std::vector<TokenLogprob> lps;
+        JobOutput out;  // the first job's first result
         bool more = true;
-        for (;;) {  // first result of the first job
-            more = g.jobs[0]->wait(toks, lps, 100);
-            if (!toks.empty() || !more) break;
+        for (;;) {
+            more = g.jobs[0]->wait(out, 100);
+            if (!out.toks.empty() || !out.text.empty() || !more) break;
             if (g.call.res.client_gone()) return;
         }
-        if (!more && toks.empty() && !g.jobs[0]->error.empty()) return job_error(g.call, *g.jobs[0]);
+        if (!more && out.toks.empty() && !g.jobs[0]->error.empty()) return job_error(g.call, *g.jobs[0]);
         if (!g.call.begin_stream("text/event-stream")) return;
         Responder& sink = g.call.res;
         const bool chat = g.api == Api::Chat, native = g.api == Api::Native;
+        // llama-server streams one chunk per token when n_probs asks for its probabilities
+        const bool per_token = native && g.pr.n_probs > 0;
         auto send = [&](const json& j) { return sink.write("data: " + dump(j) + "\n\n"); };
         auto oai_chunk = [&](size_t index, const json& delta_or_text, const json& finish, const json& logprobs) {
             json choice = {{"index", index}, {"finish_reason", finish}};
@@ -446,69 +421,67 @@ struct HttpServer::Impl {
         for (size_t c = 0; c < g.jobs.size(); c++) {
             Job& job = *g.jobs[c];
             if (chat && !send(oai_chunk(c, {{"role", "assistant"}, {"content", nullptr}}, nullptr, nullptr))) return;
-            TextPipeline text(*tok, g.pr.stop);
-            std::vector<TokenLogprob> held_lps;
+            std::vector<TokenLogprob> held_lps;  // tokens whose text is not out yet
             std::vector<int32_t> held_toks;
             int n_sent = 0;
-            bool have = c == 0;  // the first job's first result is already in toks/lps
+            // one chunk: the text, with the tokens (and log-probabilities) that came with it or before it
+            auto chunk = [&](const std::string& piece) {
+                json o;
+                if (native) {
+                    o = {{"index", c}, {"content", piece}, {"tokens", held_toks}, {"stop", false}, {"id_slot", job.slot.load()},
+                         {"tokens_predicted", n_sent}, {"tokens_evaluated", job.req.prompt.size()}};
+                    if (g.pr.n_probs > 0) o["completion_probabilities"] = native_probs(held_lps);
+                } else {
+                    json lp = nullptr;
+                    if (g.pr.logprobs && !held_lps.empty())
+                        lp = chat ? json{{"content", logprob_list(held_lps)}} : completion_logprobs(held_lps);
+                    o = oai_chunk(c, chat ? json{{"content", piece}} : json(piece), nullptr, lp);
+                }
+                if (g.pr.timings_per_token) o["timings"] = live_timings(job);
+                held_lps.clear();
+                held_toks.clear();
+                return send(o);
+            };
+            if (c > 0) {
+                out = {};
+                more = true;
+            }
             for (;;) {
-                if (!have) {
-                    toks.clear();
-                    lps.clear();
-                    more = job.wait(toks, lps, 100);
-                }
-                have = false;
-                std::string piece = text.push(toks);
-                if (text.stopped()) job.cancel();
-                held_lps.insert(held_lps.end(), lps.begin(), lps.end());
-                held_toks.insert(held_toks.end(), toks.begin(), toks.end());
-                n_sent += int(toks.size());
-                bool ok = true;
-                if (!piece.empty()) {
-                    json out;
-                    if (native) {
-                        out = {{"index", c}, {"content", piece}, {"tokens", held_toks}, {"stop", false}, {"id_slot", job.slot.load()},
-                               {"tokens_predicted", n_sent}, {"tokens_evaluated", job.req.prompt.size()}};
-                        if (g.pr.n_probs > 0) out["completion_probabilities"] = native_probs(held_lps);
-                    } else {
-                        json lp = nullptr;
-                        if (g.pr.logprobs && !held_lps.empty())
-                            lp = chat ? json{{"content", logprob_list(held_lps)}} : completion_logprobs(held_lps);
-                        out = oai_chunk(c, chat ? json{{"content", piece}} : json(piece), nullptr, lp);
+                if (out.toks.empty() && out.text.empty() && more) {
+                    more = job.wait(out, 100);
+                    if (out.toks.empty() && out.text.empty()) {
+                        if (more && !sink.write("")) return;  // nothing to say: is the client still there?
+                        if (more) continue;
                     }
-                    if (g.pr.timings_per_token) out["timings"] = live_timings(job);
-                    held_lps.clear();
-                    held_toks.clear();
-                    ok = send(out);
-                } else if (more) {
-                    ok = sink.write("");  // nothing to say: is the client still there?
                 }
-                if (!ok) return;
+                size_t at = 0;
+                for (size_t i = 0; i < out.toks.size(); i++) {
+                    held_toks.push_back(out.toks[i]);
+                    if (i < out.lps.size()) held_lps.push_back(out.lps[i]);
+                    n_sent++;
+                    const size_t end = i < out.text_end.size() ? out.text_end[i] : at;
+                    if (per_token || (end > at && i + 1 == out.toks.size())) {
+                        if (!chunk(out.text.substr(at, end - at))) return;
+                        at = end;
+                    }
+                }
+                if (out.text.size() > at && !chunk(out.text.substr(at))) return;  // the tail no token released
+                out = {};
                 if (!more) break;
             }
-            std::string rest = text.finish();
             if (!job.error.empty()) {
                 send(error_body(job.error, error_type(job.error_status), job.error_status));
                 sink.end_stream();
                 return;
             }
-            JobText t;
-            t.stopped_by_word = text.stopped();
-            t.stop_word = text.stop_word();
             if (native) {
-                if (!rest.empty()) {
-                    json out = {{"index", c}, {"content", rest}, {"tokens", held_toks}, {"stop", false}, {"id_slot", job.slot.load()},
-                                {"tokens_predicted", job.n_generated}, {"tokens_evaluated", job.n_prompt}};
-                    if (g.pr.n_probs > 0) out["completion_probabilities"] = native_probs(held_lps);
-                    if (!send(out)) return;
-                }
-                if (!send(native_final(g, c, t, true))) return;
+                if (!held_toks.empty() && !chunk("")) return;
+                if (!send(native_final(g, c, JobOutput{}, true))) return;
                 continue;
             }
             json lp = nullptr;
             if (g.pr.logprobs && !held_lps.empty()) lp = chat ? json{{"content", logprob_list(held_lps)}} : completion_logprobs(held_lps);
-            json last = oai_chunk(c, chat ? (rest.empty() ? json::object() : json{{"content", rest}}) : json(rest),
-                                  finish_reason(job, t), lp);
+            json last = oai_chunk(c, chat ? json::object() : json(""), finish_reason(job), lp);
             last["timings"] = timings_of(job);
             if (!send(last)) return;
         }
