@@ -49,6 +49,11 @@ public:
     };
     static void decode_batch(const std::vector<DecodeRequest>& reqs);
 
+    // Embeddings: runs tokens[0..n) like decode() (appending them to the cache) and returns, instead of logits,
+    // the final hidden state of every position after the output norm, the vector the logits are computed from.
+    // Result: (n, n_embd), row-major.
+    std::vector<float> embed(const int32_t* tokens, int n);
+
     // Logits of the last decode: row i (0..n_logits()-1) is the i-th kept position. Valid until the next decode.
     int n_logits() const { return n_logits_; }
     const float* logits(int i) const;
@@ -71,6 +76,7 @@ private:
         int pos0;
         bool all_logits;
         float* logits_out;  // null: no logits
+        float* hidden_out = nullptr;  // (n, n_embd): final normed hidden states of every row; null: none
     };
     static void forward_segments(const std::vector<Segment>& segs);
     void check_decode(const int32_t* tokens, int n) const;

@@ -127,10 +127,25 @@ void Session::decode(const int32_t* tokens, int n, bool all_logits) {
         int m = std::min(n_batch_, n - s);
         bool last_chunk = s + m == n;
         float* out = all_logits ? logits_.data() + size_t(s) * nv : (last_chunk ? logits_.data() : nullptr);
-        std::vector<Segment> seg{{this, tokens + s, m, n_past(), all_logits, out}};
+        std::vector<Segment> seg{{this, tokens + s, m, n_past(), all_logits, out, nullptr}};
         forward_segments(seg);
         tokens_.insert(tokens_.end(), tokens + s, tokens + s + m);
     }
+}
+
+std::vector<float> Session::embed(const int32_t* tokens, int n) {
+    TD_ASSERT(n >= 1);
+    check_decode(tokens, n);
+    const int E = model_->hparams().n_embd;
+    std::vector<float> out(size_t(n) * size_t(E));
+    n_logits_ = 0;
+    for (int s = 0; s < n; s += n_batch_) {
+        int m = std::min(n_batch_, n - s);
+        std::vector<Segment> seg{{this, tokens + s, m, n_past(), false, nullptr, out.data() + size_t(s) * E}};
+        forward_segments(seg);
+        tokens_.insert(tokens_.end(), tokens + s, tokens + s + m);
+    }
+    return out;
 }
 
 void Session::check_decode(const int32_t* tokens, int n) const {
@@ -154,7 +169,7 @@ void Session::decode_batch(const std::vector<DecodeRequest>& reqs) {
         Session& s = *r.session;
         s.n_logits_ = r.all_logits ? r.n : 1;
         s.logits_.resize(size_t(s.n_logits_) * size_t(s.n_vocab()));
-        segs.push_back({&s, r.tokens, r.n, s.n_past(), r.all_logits, s.logits_.data()});
+        segs.push_back({&s, r.tokens, r.n, s.n_past(), r.all_logits, s.logits_.data(), nullptr});
     }
     forward_segments(segs);
     for (const auto& r : reqs) r.session->tokens_.insert(r.session->tokens_.end(), r.tokens, r.tokens + r.n);
@@ -256,6 +271,9 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     std::vector<float*> outs;
     int r0 = 0, n_out = 0;
     for (const auto& g : segs) {
+        if (g.hidden_out)  // embeddings: the normed hidden state of every row (what the logits are computed from)
+            for (int t = 0; t < g.n; t++)
+                rmsnorm(&S.x[size_t(r0 + t) * E], model.output_norm().data(), g.hidden_out + size_t(t) * E, E, hp.rms_eps);
         if (g.logits_out) {
             const int first = g.all_logits ? 0 : g.n - 1;
             for (int t = first; t < g.n; t++, n_out++) {

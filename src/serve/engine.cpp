@@ -126,7 +126,34 @@ EngineMetrics Engine::metrics() const {
     return m_;
 }
 
+void Engine::embed(Slot& s, std::shared_ptr<Job> job) {
+    const JobRequest& r = job->req;
+    const double t0 = now_ms();
+    job->slot.store(int(&s - slots_.data()));
+    job->n_prompt = int(r.prompt.size());
+    if (r.prompt.empty()) return job->finish("error", "the input is empty", 400);
+    if (int(r.prompt.size()) > s.target->n_ctx())
+        return job->finish("error", strprintf("the input (%zu tokens) is too large to process: the context of a slot holds %d (raise -c)",
+                                              r.prompt.size(), s.target->n_ctx()), 400);
+    s.target->truncate(0);  // the slot's cache now holds this input (a later prompt may reuse its prefix)
+    const int E = target_->hparams().n_embd;
+    std::vector<float> h = s.target->embed(r.prompt.data(), int(r.prompt.size()));
+    std::vector<float> v = pool_embeddings(h.data(), int(r.prompt.size()), E, r.pooling);
+    for (size_t o = 0; o < v.size(); o += size_t(E)) {
+        job->embedding.emplace_back(v.begin() + long(o), v.begin() + long(o + size_t(E)));
+        if (r.pooling != Pooling::NONE) normalize_embedding(job->embedding.back().data(), E, r.embd_normalize);
+    }
+    job->prompt_ms = now_ms() - t0;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        m_.tokens_prompt += uint64_t(r.prompt.size());
+        m_.seconds_prompt += job->prompt_ms / 1e3;
+    }
+    job->finish("stop");
+}
+
 void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
+    if (job->req.embed) return embed(s, std::move(job));
     s.job = std::move(job);
     s.generated = 0;
     s.t_start = now_ms();

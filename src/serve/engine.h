@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "serve/text_pipeline.h"
+#include "tandem/embedding.h"
 #include "tandem/model.h"
 #include "tandem/sampling.h"
 #include "tandem/session.h"
@@ -31,6 +32,12 @@ struct JobRequest {
     bool ignore_eos = false;
     int n_top_logprobs = -1;  // -1: no logprobs
     std::vector<std::string> stop;  // the generation ends at the first of these (it is not part of the text)
+    // Embedding instead of generation: the prompt's final hidden states, pooled and normalized (embd_normalize
+    // as llama.cpp: -1 none, 0 int16 range, 1 taxicab, 2 Euclidean, p > 2 p-norm; rows of NONE are never
+    // normalized, as in llama-server).
+    bool embed = false;
+    Pooling pooling = Pooling::LAST;
+    int embd_normalize = 2;
 };
 
 // What a job produced since the last wait: its text (stop strings never included, UTF-8 complete) and the tokens
@@ -79,6 +86,7 @@ public:
     int error_status = 500;
     int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0, n_cached = 0;
     double prompt_ms = 0, gen_ms = 0;
+    std::vector<std::vector<float>> embedding;  // embed jobs: one vector, or one per token for Pooling::NONE
     bool truncated = false;  // the context filled up: the generation stopped there, or tokens were shifted out
 
 private:
@@ -148,6 +156,7 @@ private:
     };
     void loop();
     void admit(Slot& s, std::shared_ptr<Job> job);
+    void embed(Slot& s, std::shared_ptr<Job> job);  // runs an embedding job to the end at once
     void step_all();  // one round of every busy slot, their target passes merged into one forward pass
     void deliver(Slot& s, std::vector<int32_t>& toks, std::vector<TokenLogprob>& lp);
     void release(Slot& s, const std::string& reason, const std::string& error = "");

@@ -1,6 +1,7 @@
 #include "serve/openai.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "tandem/error.h"
 
@@ -155,6 +156,43 @@ std::vector<PromptInput> parse_prompts(const json& p, int n_vocab) {
     } else {
         if (p.is_array() && p.empty()) throw BadRequest("'prompt' is empty");
         out.push_back(one_prompt(p, n_vocab));
+    }
+    return out;
+}
+
+EmbeddingRequest parse_embedding_request(const json& body, int n_vocab) {
+    if (!body.is_object()) throw BadRequest("the body must be a JSON object");
+    EmbeddingRequest r;
+    auto it = body.find("input");
+    if (it == body.end() || it->is_null()) it = body.find("content");
+    if (it == body.end() || it->is_null()) throw BadRequest("'input' is required");
+    r.inputs = parse_prompts(*it, n_vocab);
+    r.normalize = int(integer(body, "embd_normalize", 2, -1, 64));
+    if (auto f = body.find("encoding_format"); f != body.end() && !f->is_null()) {
+        if (!f->is_string() || (*f != "float" && *f != "base64")) throw BadRequest("'encoding_format' must be \"float\" or \"base64\"");
+        r.base64 = *f == "base64";
+    }
+    return r;
+}
+
+std::string base64_floats(const std::vector<float>& v) {
+    static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string bytes;
+    bytes.reserve(v.size() * 4);
+    for (float f : v) {
+        uint32_t u;
+        std::memcpy(&u, &f, 4);
+        for (int b = 0; b < 4; b++) bytes.push_back(char((u >> (8 * b)) & 0xff));  // little-endian on any host
+    }
+    std::string out;
+    out.reserve((bytes.size() + 2) / 3 * 4);
+    for (size_t i = 0; i < bytes.size(); i += 3) {
+        const uint32_t n = uint32_t(uint8_t(bytes[i])) << 16 | (i + 1 < bytes.size() ? uint32_t(uint8_t(bytes[i + 1])) << 8 : 0) |
+                           (i + 2 < bytes.size() ? uint32_t(uint8_t(bytes[i + 2])) : 0);
+        out += kAlphabet[(n >> 18) & 63];
+        out += kAlphabet[(n >> 12) & 63];
+        out += i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=';
+        out += i + 2 < bytes.size() ? kAlphabet[n & 63] : '=';
     }
     return out;
 }

@@ -42,6 +42,18 @@ std::vector<PromptInput> parse_prompts(const nlohmann::json& prompt, int n_vocab
 // response_format other than text): never accepted silently.
 void refuse_unimplemented(const nlohmann::json& body);
 
+// An embeddings request: /v1/embeddings (OpenAI: "input", "encoding_format") or llama-server's /embedding(s)
+// ("content" or "input", "embd_normalize").
+struct EmbeddingRequest {
+    std::vector<PromptInput> inputs;
+    int normalize = 2;    // llama.cpp's embd_normalize (see tandem/embedding.h)
+    bool base64 = false;  // encoding_format "base64": little-endian float32 bytes
+};
+EmbeddingRequest parse_embedding_request(const nlohmann::json& body, int n_vocab);
+
+// Standard base64 (RFC 4648, padded) of the little-endian float32 bytes of v: OpenAI's encoding_format "base64".
+std::string base64_floats(const std::vector<float>& v);
+
 struct ParsedRequest {
     JobRequest job;                     // prompt filled by the caller from `messages` / `prompts`
     std::vector<ChatMessage> messages;  // chat

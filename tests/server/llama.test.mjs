@@ -208,3 +208,49 @@ test('--context-shift: generation goes on past a full context; without it, it st
     } finally { await done(srv); }
   }
 });
+
+test('--embeddings: the OpenAI SDK (base64 and float), llama-server /embedding, pooling none, errors', async () => {
+  const plain = await startServer(['-m', STORIES]);
+  try {
+    const r = await post(plain.base, '/v1/embeddings', { input: 'hello' });
+    assert.equal(r.status, 501, 'embeddings need --embeddings');
+    assert.match(r.json.error.message, /--embeddings/);
+  } finally { await done(plain); }
+  const srv = await startServer(['-m', STORIES, '--embeddings', '--pooling', 'mean', '-c', '256']);
+  const client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'none' });
+  try {
+    // the SDK asks for base64 and decodes it; the float form must be the same vectors
+    const inputs = ['Once upon a time', 'The little dog ran', 'Once upon a time'];
+    const e = await client.embeddings.create({ model: 'x', input: inputs });
+    assert.equal(e.data.length, 3);
+    const f = await client.embeddings.create({ model: 'x', input: inputs, encoding_format: 'float' });
+    for (let i = 0; i < 3; i++) {
+      assert.equal(e.data[i].index, i);
+      assert.equal(e.data[i].embedding.length, 64);
+      const norm = Math.hypot(...f.data[i].embedding);
+      assert.ok(Math.abs(norm - 1) < 1e-4, `normalized: ${norm}`);
+      for (let k = 0; k < 64; k++) assert.ok(Math.abs(e.data[i].embedding[k] - f.data[i].embedding[k]) < 1e-6);
+    }
+    assert.deepEqual(f.data[0].embedding, f.data[2].embedding, 'the same input gives the same vector');
+    assert.notDeepEqual(f.data[0].embedding, f.data[1].embedding);
+    assert.equal(e.usage.prompt_tokens, e.usage.total_tokens);
+    // llama-server's native shape, embd_normalize -1 (none): the same direction, another length
+    const n = await post(srv.base, '/embedding', { content: 'Once upon a time', embd_normalize: -1 });
+    assert.equal(n.status, 200);
+    const raw = n.json[0].embedding[0];
+    const len = Math.hypot(...raw);
+    assert.ok(Math.abs(len - 1) > 1e-3);
+    for (let k = 0; k < 64; k++) assert.ok(Math.abs(raw[k] / len - f.data[0].embedding[k]) < 1e-4);
+    const long = await post(srv.base, '/v1/embeddings', { input: 'This is a test '.repeat(200) });
+    assert.equal(long.status, 400);
+    assert.match(long.json.error.message, /too large/);
+  } finally { await done(srv); }
+  const none = await startServer(['-m', STORIES, '--embeddings', '--pooling', 'none']);
+  try {
+    const r = await post(none.base, '/embeddings', { input: 'hello hello hello' });
+    assert.equal(r.status, 200);
+    const ids = (await post(none.base, '/tokenize', { content: 'hello hello hello', add_special: true })).json.tokens;
+    assert.equal(r.json[0].embedding.length, ids.length, 'one vector per token');
+    assert.equal((await post(none.base, '/v1/embeddings', { input: 'hello' })).status, 400, '/v1 needs pooled vectors');
+  } finally { await done(none); }
+});

@@ -124,6 +124,10 @@ int cmd_serve(int argc, char** argv) {
     ap.flag({"--props"}, "allow POST /props", [&] { sp.props_post = true; });
     ap.flag({"--metrics"}, "expose GET /metrics (Prometheus); without it the endpoint answers 501, as llama-server", [&] { sp.metrics = true; });
     ap.add({"--slot-save-path"}, "DIR", "directory for POST /slots/ID?action=save|restore", [&](const std::string& v) { sp.slot_save_path = v; });
+    ap.flag({"--embedding", "--embeddings"}, "serve /v1/embeddings and /embedding(s) (final hidden states, pooled)", [&] { sp.embeddings = true; });
+    ap.add({"--pooling"}, "TYPE", "embedding pooling: none | mean | cls | last (default: the model's, else last)", [&](const std::string& v) {
+        sp.pooling = pooling_from_name(v);
+    });
     ap.flag({"--reuse-port"}, "let other processes listen on the same port (SO_REUSEPORT)", [&] { sp.reuse_port = true; });
     ap.flag({"--context-shift"}, "when a slot's context is full, forget the older half after --keep tokens and go on", [&] { ep.spec.context_shift = true; });
     ap.flag({"--no-context-shift"}, "a full context ends the generation with finish_reason \"length\" (default)", [&] { ep.spec.context_shift = false; });

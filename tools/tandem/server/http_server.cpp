@@ -642,6 +642,67 @@ struct HttpServer::Impl {
             c.error(400, e.what());
         }
     }
+    // /v1/embeddings (OpenAI shape, pooled vectors only) and llama-server's /embedding(s) ([{index, embedding}],
+    // embedding a list of one vector, or of one per token with --pooling none).
+    void embeddings(Call& c) {
+        if (!p.embeddings) return c.error(501, "this server does not serve embeddings: start it with --embeddings");
+        const bool oai = c.req.path.rfind("/v1/", 0) == 0 || c.req.path == p.api_prefix + "/v1/embeddings";
+        if (oai && *p.pooling == Pooling::NONE)
+            return c.error(400, "pooling 'none' gives one vector per token, which /v1/embeddings cannot return: use /embeddings or another --pooling");
+        EmbeddingRequest er;
+        std::vector<std::vector<int32_t>> inputs;
+        try {
+            er = parse_embedding_request(parse_body(c.req.body), tok->n_vocab());
+            for (const auto& in : er.inputs) {
+                std::vector<int32_t> ids;
+                for (size_t i = 0; i < in.parts.size(); i++) {  // BOS before and EOS after (when the vocab adds them)
+                    const auto& part = in.parts[i];
+                    if (!part.text.empty() || part.ids.empty()) {
+                        auto t = tok->encode(part.text, false, true);
+                        ids.insert(ids.end(), t.begin(), t.end());
+                    }
+                    ids.insert(ids.end(), part.ids.begin(), part.ids.end());
+                }
+                if (tok->add_bos() && tok->bos() >= 0 && (ids.empty() || ids[0] != tok->bos())) ids.insert(ids.begin(), tok->bos());
+                if (tok->add_eos() && tok->eos() >= 0 && (ids.empty() || ids.back() != tok->eos())) ids.push_back(tok->eos());
+                inputs.push_back(std::move(ids));
+            }
+        } catch (const BadRequest& e) {
+            return c.error(400, e.what());
+        } catch (const json::exception& e) {
+            return c.error(400, e.what());
+        }
+        std::vector<std::shared_ptr<Job>> jobs;
+        struct CancelAll {
+            std::vector<std::shared_ptr<Job>>& jobs;
+            ~CancelAll() { for (auto& j : jobs) j->cancel(); }
+        } cancel_all{jobs};
+        for (auto& ids : inputs) {
+            JobRequest jr;
+            jr.prompt = std::move(ids);
+            jr.embed = true;
+            jr.pooling = *p.pooling;
+            jr.embd_normalize = er.normalize;
+            auto job = engine->submit(std::move(jr));
+            if (!job) return c.error(503, engine->shutting_down() ? "the server is shutting down" : "the server is busy (queue full); retry later");
+            jobs.push_back(job);
+        }
+        json data = json::array();
+        int n_tokens = 0;
+        for (size_t i = 0; i < jobs.size(); i++) {
+            JobOutput ignored;
+            while (jobs[i]->wait(ignored, 100))
+                if (c.res.client_gone()) return;
+            if (!jobs[i]->error.empty()) return job_error(c, *jobs[i]);
+            n_tokens += jobs[i]->n_prompt;
+            const auto& e = jobs[i]->embedding;
+            if (oai) data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", er.base64 ? json(base64_floats(e[0])) : json(e[0])}});
+            else data.push_back({{"index", i}, {"embedding", e}});
+        }
+        if (!oai) return c.json_ok(data);
+        c.json_ok({{"object", "list"}, {"model", model_id}, {"data", data},
+                   {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}}});
+    }
     void not_implemented(Call& c) {
         c.error(501, "this endpoint (" + c.req.path + ") is not implemented by tandem (see README, llama-server compatibility)");
     }
@@ -704,7 +765,8 @@ struct HttpServer::Impl {
         add("POST", {"/apply-template"}, &Impl::apply_template);
         add("POST", {"/tokenize"}, &Impl::tokenize);
         add("POST", {"/detokenize"}, &Impl::detokenize);
-        add("POST", {"/infill", "/embedding", "/embeddings", "/v1/embeddings", "/rerank", "/reranking", "/v1/rerank",
+        add("POST", {"/embedding", "/embeddings", "/v1/embeddings"}, &Impl::embeddings);
+        add("POST", {"/infill", "/rerank", "/reranking", "/v1/rerank",
                      "/v1/messages", "/v1/messages/count_tokens", "/v1/responses", "/responses"},
             &Impl::not_implemented);
         add("GET", {"/lora-adapters"}, &Impl::not_implemented);
@@ -776,6 +838,7 @@ void HttpServer::set_ready(std::shared_ptr<const Model> model, std::shared_ptr<E
     I.model = model;
     I.engine = engine;
     I.tok = Tokenizer::from_gguf(model->gguf());
+    if (I.p.embeddings && !I.p.pooling) I.p.pooling = default_pooling(model->gguf());
     // --chat-template NAME (a built-in renderer), or a Jinja text given inline (llama-server treats a name it
     // does not know as a template) or by --chat-template-file, or the model's tokenizer.chat_template: a text is
     // recognised by its markers and rendered by the matching built-in renderer.

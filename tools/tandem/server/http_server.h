@@ -2,10 +2,12 @@
 // transport of http_transport.h. Owns nothing of the model: requests become Jobs for the Engine.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "serve/openai.h"
+#include "tandem/embedding.h"
 #include "tandem/sampling.h"
 #include "tandem/speculative.h"
 
@@ -38,6 +40,8 @@ struct ServeParams {
     std::string api_prefix;          // every route also under this prefix
     bool slots_endpoint = true, props_post = false, metrics = false;
     std::string slot_save_path;
+    bool embeddings = false;  // --embedding: serve /v1/embeddings and /embedding(s)
+    std::optional<Pooling> pooling;  // --pooling; unset: the model's (default_pooling)
 };
 
 class HttpServer {
