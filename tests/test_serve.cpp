@@ -273,3 +273,41 @@ TEST(Engine, StopStringsEndTheJobAtTheTokenThatCompletesThem) {
     }
     EXPECT_GE(tried, 10);
 }
+
+// id_slot pins a job to a slot, even while the other slots are free (a planted 'stop at the first free slot'
+// left such a job queued for ever); an id beyond the slots is a 400.
+TEST(Engine, IdSlotRunsTheJobInThatSlot) {
+    EngineParams ep;
+    ep.n_slots = 3;
+    Engine e(stories(), nullptr, ep);
+    for (int id : {2, 0, 1}) {
+        JobRequest r = request(3);
+        r.id_slot = id;
+        auto j = e.submit(r);
+        ASSERT_TRUE(j);
+        JobOutput out;
+        for (int i = 0; i < 100 && j->wait(out, 100); i++) {}
+        ASSERT_EQ(j->finish_reason, "length") << "slot " << id << " never ran the job";
+        EXPECT_EQ(j->slot.load(), id);
+    }
+    JobRequest r = request(3);
+    r.id_slot = 3;
+    auto bad = e.submit(r);
+    drain(*bad);
+    EXPECT_EQ(bad->error_status, 400);
+}
+
+TEST(Requests, SlotActionsTakePlainFileNamesOnly) {
+    auto a = parse_slot_action("1", "action=save", R"({"filename":"slot1.bin"})", "/tmp/slots");
+    EXPECT_EQ(a.id, 1);
+    EXPECT_EQ(a.action, JobRequest::SlotAction::SAVE);
+    EXPECT_EQ(a.path, "/tmp/slots/slot1.bin");
+    EXPECT_EQ(parse_slot_action("0", "x=1&action=erase", "", "").action, JobRequest::SlotAction::ERASE);
+    for (const char* name : {"../x", "a/b", ".hidden", "", "a\\\\b", "a\nb"}) {
+        json body = {{"filename", name}};
+        EXPECT_THROW(parse_slot_action("0", "action=restore", body.dump(), "/tmp/slots"), BadRequest) << name;
+    }
+    EXPECT_THROW(parse_slot_action("0", "action=save", R"({"filename":"a.bin"})", ""), BadRequest);  // no --slot-save-path
+    EXPECT_THROW(parse_slot_action("x", "action=erase", "", ""), BadRequest);
+    EXPECT_THROW(parse_slot_action("0", "action=load", "", "/tmp"), BadRequest);
+}

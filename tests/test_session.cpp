@@ -187,3 +187,49 @@ TEST(Session, ShiftAttendsLikeAFreshCacheOfTheKeptTokens) {
         EXPECT_EQ(argmax(a.last_logits(), a.n_vocab()), argmax(b.last_logits(), b.n_vocab()));
     }
 }
+
+// Slot save/restore (issue 11): a restored session continues exactly like the one that was saved; files of
+// another model, truncated or foreign files are refused with the cache left empty.
+TEST(Session, StateFileRestoresTheCacheExactly) {
+    ThreadPool pool(1);
+    const std::string path = test::temp_dir() + "/slot.bin";
+    Session a(stories(), {}, pool), b(stories(), {}, pool);
+    a.decode(kSeq, false);
+    const size_t written = a.save_state(path);
+    b.decode(std::vector<int32_t>{1, 300, 301}, false);  // something else, replaced by the restore
+    EXPECT_EQ(b.load_state(path), written);
+    EXPECT_EQ(b.tokens(), kSeq);
+    const int32_t next = 333;
+    a.decode(&next, 1, false);
+    b.decode(&next, 1, false);
+    for (int v = 0; v < a.n_vocab(); v++) ASSERT_EQ(a.last_logits()[v], b.last_logits()[v]) << v;
+
+    // another model (same file layout, other weights)
+    auto other = Model::load(test::shared_file("models/synth-llama-spm-q8_0.gguf"));
+    Session c(other, {}, pool);
+    c.decode(std::vector<int32_t>{1, 2}, false);
+    try {
+        c.load_state(path);
+        FAIL() << "a state file of another model was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("another model"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(c.n_past(), 0);
+    // truncated, and not a state file at all
+    std::string bytes;
+    {
+        std::FILE* f = std::fopen(path.c_str(), "rb");
+        ASSERT_TRUE(f);
+        bytes.resize(written);
+        ASSERT_EQ(std::fread(bytes.data(), 1, written, f), written);
+        std::fclose(f);
+    }
+    for (const std::string& bad : {bytes.substr(0, bytes.size() - 7), std::string("GGUF and more bytes than a header")}) {
+        std::FILE* f = std::fopen(path.c_str(), "wb");
+        std::fwrite(bad.data(), 1, bad.size(), f);
+        std::fclose(f);
+        EXPECT_THROW(b.load_state(path), Error);
+        EXPECT_EQ(b.n_past(), 0);
+    }
+    EXPECT_THROW(b.load_state(test::temp_dir() + "/missing.bin"), Error);
+}

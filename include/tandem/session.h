@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tandem/model.h"
@@ -67,6 +68,13 @@ public:
     void shift(int n_keep, int n_discard);
 
     size_t kv_bytes() const;
+
+    // State files (llama-server's slot save/restore): the cached tokens and their K/V rows, with a fingerprint of
+    // the model and the layer count. save_state returns the bytes written. load_state replaces this session's
+    // cache and returns the bytes read; it throws tandem::Error, leaving the cache empty, for a file of another
+    // model or layout, a truncated or corrupt file, or more tokens than n_ctx.
+    size_t save_state(const std::string& path) const;
+    size_t load_state(const std::string& path);
 
 private:
     struct Segment {

@@ -14,7 +14,7 @@
 #include <cmath>
 
 #include "core/fp16.h"
-#include "model/kv_cache.h"
+#include "model/session_impl.h"
 #include "quant/kernels.h"
 #include "quant/matmul_q8.h"
 #include "quant/quant.h"
@@ -24,13 +24,6 @@
 
 namespace tandem {
 
-struct Session::Impl {
-    KvCache kv;
-    // scratch, sized for n_batch tokens
-    std::vector<float> x, xn, q, k, v, att, gate, up, rows_out, logits_tmp;
-    std::vector<float> rope_cos, rope_sin;  // (n_ctx, n_rot/2)
-    Impl(int n_layer, int n_ctx, int kv_dim) : kv(n_layer, n_ctx, kv_dim) {}
-};
 
 namespace {
 

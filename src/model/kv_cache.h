@@ -18,6 +18,9 @@ public:
     void store(int layer, int pos, const float* k, const float* v);
     const uint16_t* k(int layer, int pos) const { return &k_[index(layer, pos)]; }  // (kv_dim) half
     const uint16_t* v(int layer, int pos) const { return &v_[index(layer, pos)]; }  // (kv_dim) half
+    uint16_t* k_mut(int layer, int pos) { return &k_[index(layer, pos)]; }  // state files write rows as they are
+    uint16_t* v_mut(int layer, int pos) { return &v_[index(layer, pos)]; }
+    int kv_dim() const { return kv_dim_; }
     int n_ctx() const { return n_ctx_; }
     size_t bytes() const { return (k_.size() + v_.size()) * sizeof(uint16_t); }
 

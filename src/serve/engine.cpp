@@ -110,6 +110,10 @@ bool Engine::shutting_down() const {
 
 std::shared_ptr<Job> Engine::submit(JobRequest req) {
     auto job = std::make_shared<Job>(std::move(req));
+    if (job->req.id_slot >= int(slots_.size())) {
+        job->finish("error", strprintf("id_slot %d: the server has %zu slots (0 to %zu)", job->req.id_slot, slots_.size(), slots_.size() - 1), 400);
+        return job;
+    }
     {
         std::lock_guard<std::mutex> lk(mu_);
         if (shutting_down_ || int(queue_.size()) >= p_.queue_max) return nullptr;
@@ -152,8 +156,38 @@ void Engine::embed(Slot& s, std::shared_ptr<Job> job) {
     job->finish("stop");
 }
 
+void Engine::slot_action(Slot& s, std::shared_ptr<Job> job) {
+    const JobRequest& r = job->req;
+    const double t0 = now_ms();
+    job->slot.store(int(&s - slots_.data()));
+    try {
+        switch (r.action) {
+            case JobRequest::SlotAction::SAVE:
+                job->n_slot_tokens = s.target->n_past();
+                job->n_slot_bytes = s.target->save_state(r.state_path);
+                break;
+            case JobRequest::SlotAction::RESTORE:
+                job->n_slot_bytes = s.target->load_state(r.state_path);  // the drafts catch up on the next prompt
+                job->n_slot_tokens = s.target->n_past();
+                break;
+            case JobRequest::SlotAction::ERASE:
+                job->n_slot_tokens = s.target->n_past();
+                for (Session* ss : {s.target.get(), s.draft.get(), s.self_draft.get()})
+                    if (ss) ss->truncate(0);
+                break;
+            case JobRequest::SlotAction::NONE: break;
+        }
+    } catch (const Error& e) {  // a missing, foreign or corrupt file, a full disk: the request's problem
+        job->prompt_ms = now_ms() - t0;
+        return job->finish("error", e.what(), 400);
+    }
+    job->prompt_ms = now_ms() - t0;
+    job->finish("stop");
+}
+
 void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
     if (job->req.embed) return embed(s, std::move(job));
+    if (job->req.action != JobRequest::SlotAction::NONE) return slot_action(s, std::move(job));
     s.job = std::move(job);
     s.generated = 0;
     s.t_start = now_ms();
@@ -342,14 +376,22 @@ void Engine::loop() {
             std::shared_ptr<Job> job;
             {
                 std::lock_guard<std::mutex> lk(mu_);
-                while (!queue_.empty() && !job) {
-                    job = queue_.front();
-                    queue_.pop_front();
-                    if (job->is_cancelled()) { job->finish("cancelled"); job.reset(); }
+                // the first queued job this slot may run (a job asking for another slot waits for that one)
+                const int sid = int(&s - slots_.data());
+                for (auto it = queue_.begin(); it != queue_.end() && !job;) {
+                    if ((*it)->is_cancelled()) {
+                        (*it)->finish("cancelled");
+                        it = queue_.erase(it);
+                    } else if ((*it)->req.id_slot < 0 || (*it)->req.id_slot == sid) {
+                        job = *it;
+                        queue_.erase(it);
+                    } else {
+                        ++it;
+                    }
                 }
                 m_.queue_depth = int(queue_.size());
             }
-            if (!job) break;
+            if (!job) continue;  // nothing this slot may run (the rest may wait for another slot)
             try {
                 admit(s, job);
             } catch (const std::exception& e) {

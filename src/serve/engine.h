@@ -38,6 +38,11 @@ struct JobRequest {
     bool embed = false;
     Pooling pooling = Pooling::LAST;
     int embd_normalize = 2;
+    int id_slot = -1;  // run in this slot (llama-server's id_slot; its cache is what the request wants); -1: any
+    // llama-server's slot actions instead of generation (id_slot required): save the slot's cache to state_path,
+    // restore it from there (Session::save_state/load_state), or erase it.
+    enum class SlotAction { NONE, SAVE, RESTORE, ERASE } action = SlotAction::NONE;
+    std::string state_path;
 };
 
 // What a job produced since the last wait: its text (stop strings never included, UTF-8 complete) and the tokens
@@ -86,6 +91,8 @@ public:
     int error_status = 500;
     int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0, n_cached = 0;
     double prompt_ms = 0, gen_ms = 0;
+    int n_slot_tokens = 0;    // slot actions: tokens saved, restored or erased
+    size_t n_slot_bytes = 0;  // slot actions: bytes written or read
     std::vector<std::vector<float>> embedding;  // embed jobs: one vector, or one per token for Pooling::NONE
     bool truncated = false;  // the context filled up: the generation stopped there, or tokens were shifted out
 
@@ -156,7 +163,8 @@ private:
     };
     void loop();
     void admit(Slot& s, std::shared_ptr<Job> job);
-    void embed(Slot& s, std::shared_ptr<Job> job);  // runs an embedding job to the end at once
+    void embed(Slot& s, std::shared_ptr<Job> job);        // runs an embedding job to the end at once
+    void slot_action(Slot& s, std::shared_ptr<Job> job);  // save, restore or erase the slot's cache
     void step_all();  // one round of every busy slot, their target passes merged into one forward pass
     void deliver(Slot& s, std::vector<int32_t>& toks, std::vector<TokenLogprob>& lp);
     void release(Slot& s, const std::string& reason, const std::string& error = "");

@@ -197,6 +197,35 @@ std::string base64_floats(const std::vector<float>& v) {
     return out;
 }
 
+SlotActionRequest parse_slot_action(const std::string& id_text, const std::string& query, const std::string& body,
+                                    const std::string& save_dir) {
+    SlotActionRequest r;
+    if (id_text.empty() || id_text.size() > 6 || id_text.find_first_not_of("0123456789") != std::string::npos)
+        throw BadRequest("the slot id must be a number: /slots/ID?action=save|restore|erase");
+    r.id = std::stoi(id_text);
+    std::string action;
+    for (size_t at = 0; at <= query.size();) {
+        size_t end = query.find('&', at);
+        if (end == std::string::npos) end = query.size();
+        const std::string kv = query.substr(at, end - at);
+        if (kv.rfind("action=", 0) == 0) action = kv.substr(7);
+        at = end + 1;
+    }
+    if (action == "save") r.action = JobRequest::SlotAction::SAVE;
+    else if (action == "restore") r.action = JobRequest::SlotAction::RESTORE;
+    else if (action == "erase") return r.action = JobRequest::SlotAction::ERASE, r;
+    else throw BadRequest("action must be save, restore or erase: /slots/ID?action=save");
+    if (save_dir.empty()) throw BadRequest("saving and restoring slots needs a directory: start the server with --slot-save-path DIR");
+    const json b = parse_body(body);
+    if (!b.is_object() || !b.contains("filename") || !b["filename"].is_string()) throw BadRequest("'filename' must be a string");
+    r.filename = b["filename"].get<std::string>();
+    bool ok = !r.filename.empty() && r.filename.size() <= 255 && r.filename[0] != '.';
+    for (unsigned char ch : r.filename) ok = ok && ch >= 0x20 && ch != 0x7f && ch != '/' && ch != '\\' && ch != ':';
+    if (!ok) throw BadRequest("invalid filename '" + valid_utf8(r.filename) + "': a plain file name, without directories or a leading dot");
+    r.path = save_dir + (save_dir.back() == '/' ? "" : "/") + r.filename;
+    return r;
+}
+
 void refuse_unimplemented(const json& body) {
     auto present = [&](const char* k) {
         auto it = body.find(k);
@@ -367,6 +396,7 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
     j.spec.n_max = int(integer(body, "speculative.n_max", j.spec.n_max, 0, 256));
     j.spec.n_min = int(integer(body, "speculative.n_min", j.spec.n_min, 0, 256));
     j.spec.p_min = float(number(body, "speculative.p_min", j.spec.p_min, 0.0, 1.0));
+    j.id_slot = int(integer(body, "id_slot", -1, -1, 1 << 20));
     j.spec.n_keep = int(integer(body, "n_keep", j.spec.n_keep, -1, INT32_MAX));  // context shift (llama-server)
     if (auto it = body.find("speculative"); it != body.end() && !it->is_null()) {
         if (!it->is_object()) throw BadRequest("'speculative' must be an object");

@@ -54,6 +54,18 @@ EmbeddingRequest parse_embedding_request(const nlohmann::json& body, int n_vocab
 // Standard base64 (RFC 4648, padded) of the little-endian float32 bytes of v: OpenAI's encoding_format "base64".
 std::string base64_floats(const std::vector<float>& v);
 
+// POST /slots/{id}?action=save|restore|erase, body {"filename": ...} for save and restore. `id_text` is the path
+// after "/slots/", `query` the undecoded query. The file is `save_dir`/filename; the name must be a plain file
+// name (no directories, no "..", no leading dot, no control characters). Throws BadRequest; a server without
+// --slot-save-path (save_dir empty) refuses save and restore.
+struct SlotActionRequest {
+    int id = 0;
+    JobRequest::SlotAction action = JobRequest::SlotAction::NONE;
+    std::string filename, path;
+};
+SlotActionRequest parse_slot_action(const std::string& id_text, const std::string& query, const std::string& body,
+                                    const std::string& save_dir);
+
 struct ParsedRequest {
     JobRequest job;                     // prompt filled by the caller from `messages` / `prompts`
     std::vector<ChatMessage> messages;  // chat

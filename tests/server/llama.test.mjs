@@ -254,3 +254,49 @@ test('--embeddings: the OpenAI SDK (base64 and float), llama-server /embedding, 
     assert.equal((await post(none.base, '/v1/embeddings', { input: 'hello' })).status, 400, '/v1 needs pooled vectors');
   } finally { await done(none); }
 });
+
+test('slots: id_slot, save, restore into another slot, erase (llama-server /slots/ID?action=...)', async () => {
+  const dir = tmpDir();
+  const srv = await startServer(['-m', STORIES, '-np', '2', '--slot-save-path', dir, '--temp', '0']);
+  try {
+    const first = await post(srv.base, '/completion', { prompt: 'Once upon a time, there was a little girl named Lily', id_slot: 1, n_predict: 8 });
+    assert.equal(first.status, 200);
+    assert.equal(first.json.id_slot, 1);
+    const n1 = first.json.timings.prompt_n;
+    const saved = await post(srv.base, '/slots/1?action=save', { filename: 'slot1.bin' });
+    assert.equal(saved.status, 200, saved.text);
+    assert.equal(saved.json.n_saved, first.json.tokens_evaluated + first.json.tokens_predicted - 1, "the last token is not in the cache yet");
+    assert.ok(fs.statSync(path.join(dir, 'slot1.bin')).size === saved.json.n_written);
+    const restored = await post(srv.base, '/slots/0?action=restore', { filename: 'slot1.bin' });
+    assert.equal(restored.status, 200, restored.text);
+    assert.equal(restored.json.n_restored, saved.json.n_saved);
+    // slot 0 now holds slot 1's cache: a prompt sharing its start processes only the rest, with the same output
+    const again = await post(srv.base, '/completion', { prompt: 'Once upon a time, there was a little girl named Lily', id_slot: 0, n_predict: 8 });
+    assert.equal(again.json.id_slot, 0);
+    assert.equal(again.json.content, first.json.content);
+    assert.ok(again.json.timings.prompt_n <= 1 && again.json.timings.cache_n >= n1 - 1, JSON.stringify(again.json.timings));
+    const erased = await post(srv.base, '/slots/0?action=erase', {});
+    assert.equal(erased.json.n_erased, saved.json.n_saved);
+    const cold = await post(srv.base, '/completion', { prompt: 'Once upon a time, there was a little girl named Lily', id_slot: 0, n_predict: 8 });
+    assert.equal(cold.json.timings.prompt_n, n1);
+    // bad names, unknown slots and files, a foreign file
+    for (const name of ['../x.bin', '.hidden', 'a/b', '']) {
+      const r = await post(srv.base, '/slots/0?action=save', { filename: name });
+      assert.equal(r.status, 400, name);
+    }
+    assert.equal((await post(srv.base, '/slots/7?action=erase', {})).status, 400);
+    assert.equal((await post(srv.base, '/slots/0?action=fly', {})).status, 400);
+    assert.equal((await post(srv.base, '/slots/0?action=restore', { filename: 'none.bin' })).status, 400);
+    fs.writeFileSync(path.join(dir, 'junk.bin'), 'not a state file');
+    const junk = await post(srv.base, '/slots/0?action=restore', { filename: 'junk.bin' });
+    assert.equal(junk.status, 400);
+    assert.match(junk.json.error.message, /not a tandem state file/);
+    assert.equal((await post(srv.base, '/completion', { prompt: 'x', id_slot: 5 })).status, 400);
+  } finally { await done(srv); }
+  const noDir = await startServer(['-m', STORIES]);
+  try {
+    const r = await post(noDir.base, '/slots/0?action=save', { filename: 'a.bin' });
+    assert.equal(r.status, 400);
+    assert.match(r.json.error.message, /--slot-save-path/);
+  } finally { await done(noDir); }
+});

@@ -627,9 +627,36 @@ struct HttpServer::Impl {
                            {"speculative", engine->has_draft() || engine_spec_defaults.type != SpecType::NONE}});
         c.json_ok(out);
     }
-    void slot_action(Call& c) {
+    void slot_action(Call& c, const std::string& path) {
         if (!p.slots_endpoint) return c.error(501, "this server does not expose slots: it was started with --no-slots");
-        c.error(501, "saving and restoring slots is not implemented");
+        SlotActionRequest a;
+        try {
+            a = parse_slot_action(path.substr(7), c.req.query, c.req.body, p.slot_save_path);
+        } catch (const BadRequest& e) {
+            return c.error(400, e.what());
+        } catch (const json::exception& e) {
+            return c.error(400, e.what());
+        }
+        JobRequest jr;
+        jr.id_slot = a.id;
+        jr.action = a.action;
+        jr.state_path = a.path;
+        auto job = engine->submit(std::move(jr));
+        if (!job) return c.error(503, engine->shutting_down() ? "the server is shutting down" : "the server is busy (queue full); retry later");
+        JobOutput ignored;
+        while (job->wait(ignored, 100))
+            if (c.res.client_gone()) return job->cancel();
+        if (!job->error.empty()) return job_error(c, *job);
+        const double ms = job->prompt_ms;
+        switch (a.action) {
+            case JobRequest::SlotAction::SAVE:
+                return c.json_ok({{"id_slot", a.id}, {"filename", a.filename}, {"n_saved", job->n_slot_tokens},
+                                  {"n_written", job->n_slot_bytes}, {"timings", {{"save_ms", ms}}}});
+            case JobRequest::SlotAction::RESTORE:
+                return c.json_ok({{"id_slot", a.id}, {"filename", a.filename}, {"n_restored", job->n_slot_tokens},
+                                  {"n_read", job->n_slot_bytes}, {"timings", {{"restore_ms", ms}}}});
+            default: return c.json_ok({{"id_slot", a.id}, {"n_erased", job->n_slot_tokens}});
+        }
     }
     void apply_template(Call& c) {
         try {
@@ -793,7 +820,7 @@ struct HttpServer::Impl {
     void dispatch(Call& call, const std::string& path) {
         if (call.req.path.size() > 7 && path.rfind("/slots/", 0) == 0 && call.req.method == "POST") {
             if (!ready.load()) return call.error(503, "the model is loading", {{"Retry-After", "1"}});
-            return slot_action(call);
+            return slot_action(call, path);
         }
         auto it = routes.find(path);
         if (it == routes.end()) return call.error(404, "no such endpoint");

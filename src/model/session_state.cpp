@@ -1,0 +1,105 @@
+// Session state files. Layout (little-endian):
+//   "TDKV" | u32 version = 1 | u64 model fingerprint | u32 n_layers | u32 kv_dim | u32 n_tokens
+//   | i32 tokens[n_tokens] | per layer: K rows [n_tokens][kv_dim] f16, then V rows [n_tokens][kv_dim] f16
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "core/mmap.h"
+#include "model/session_impl.h"
+#include "tandem/error.h"
+
+namespace tandem {
+
+namespace {
+
+constexpr char kMagic[4] = {'T', 'D', 'K', 'V'};
+constexpr uint32_t kVersion = 1;
+
+// FNV-1a over the shapes and the first bytes of the embedding and output matrices: a file of another model
+// (even of the same shape) is refused instead of giving garbage.
+uint64_t fingerprint(const Model& m) {
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&](const void* p, size_t n) {
+        for (size_t i = 0; i < n; i++) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ull;
+    };
+    const HParams& hp = m.hparams();
+    const int32_t shape[] = {int32_t(hp.arch), hp.n_vocab, hp.n_embd, hp.n_layer, hp.n_head, hp.n_head_kv, hp.head_dim, hp.n_ff};
+    mix(shape, sizeof shape);
+    for (const Weight* w : {&m.tok_embd(), &m.output()}) mix(w->data, std::min<size_t>(w->nbytes(), 4096));
+    return h;
+}
+
+struct File {
+    std::FILE* f = nullptr;
+    ~File() { if (f) std::fclose(f); }
+};
+
+}  // namespace
+
+size_t Session::save_state(const std::string& path) const {
+    const uint32_t n = uint32_t(n_past()), kv_dim = uint32_t(impl_->kv.kv_dim()), layers = uint32_t(n_layers_);
+    const uint64_t fp = fingerprint(*model_);
+    File out;
+    out.f = std::fopen(path.c_str(), "wb");
+    if (!out.f) throw Error(strprintf("%s: cannot create the state file: %s", path.c_str(), std::strerror(errno)));
+    size_t written = 0;
+    auto put = [&](const void* p, size_t bytes) {
+        if (std::fwrite(p, 1, bytes, out.f) != bytes) throw Error(strprintf("%s: write failed: %s", path.c_str(), std::strerror(errno)));
+        written += bytes;
+    };
+    put(kMagic, 4);
+    put(&kVersion, 4);
+    put(&fp, 8);
+    put(&layers, 4);
+    put(&kv_dim, 4);
+    put(&n, 4);
+    put(tokens_.data(), size_t(n) * 4);
+    for (int l = 0; l < n_layers_; l++) {
+        for (uint32_t t = 0; t < n; t++) put(impl_->kv.k(l, int(t)), size_t(kv_dim) * 2);
+        for (uint32_t t = 0; t < n; t++) put(impl_->kv.v(l, int(t)), size_t(kv_dim) * 2);
+    }
+    if (std::fflush(out.f) != 0) throw Error(strprintf("%s: write failed: %s", path.c_str(), std::strerror(errno)));
+    return written;
+}
+
+size_t Session::load_state(const std::string& path) {
+    tokens_.clear();  // whatever happens below, the cache holds nothing half-read
+    const std::string data = read_regular_file(path);
+    size_t at = 0;
+    auto get = [&](void* p, size_t bytes, const char* what) {
+        if (data.size() - at < bytes) throw Error(strprintf("%s: the state file is truncated (in %s at byte %zu)", path.c_str(), what, at));
+        std::memcpy(p, data.data() + at, bytes);
+        at += bytes;
+    };
+    char magic[4];
+    uint32_t version = 0, layers = 0, kv_dim = 0, n = 0;
+    uint64_t fp = 0;
+    get(magic, 4, "the header");
+    if (std::memcmp(magic, kMagic, 4) != 0) throw Error(path + ": not a tandem state file (it was not written by tandem's slot save)");
+    get(&version, 4, "the header");
+    if (version != kVersion) throw Error(strprintf("%s: state file version %u is not supported (this build reads %u)", path.c_str(), version, kVersion));
+    get(&fp, 8, "the header");
+    get(&layers, 4, "the header");
+    get(&kv_dim, 4, "the header");
+    get(&n, 4, "the header");
+    if (fp != fingerprint(*model_)) throw Error(path + ": the state file was saved with another model");
+    if (layers != uint32_t(n_layers_) || kv_dim != uint32_t(impl_->kv.kv_dim()))
+        throw Error(strprintf("%s: the state file holds %u layers of %u values, this session %d of %d", path.c_str(), layers, kv_dim,
+                              n_layers_, impl_->kv.kv_dim()));
+    if (n > uint32_t(n_ctx_)) throw Error(strprintf("%s: the state file holds %u tokens, more than the context (%d)", path.c_str(), n, n_ctx_));
+    const size_t expect = 28 + size_t(n) * 4 + size_t(layers) * 2 * size_t(n) * kv_dim * 2;
+    if (data.size() != expect) throw Error(strprintf("%s: the state file is %zu bytes, %zu expected", path.c_str(), data.size(), expect));
+    std::vector<int32_t> toks(n);
+    get(toks.data(), size_t(n) * 4, "the tokens");
+    for (int32_t id : toks)
+        if (id < 0 || id >= n_vocab()) throw Error(strprintf("%s: token id %d is outside the vocabulary", path.c_str(), id));
+    for (int l = 0; l < n_layers_; l++) {
+        for (uint32_t t = 0; t < n; t++) get(impl_->kv.k_mut(l, int(t)), size_t(kv_dim) * 2, "the keys");
+        for (uint32_t t = 0; t < n; t++) get(impl_->kv.v_mut(l, int(t)), size_t(kv_dim) * 2, "the values");
+    }
+    tokens_ = std::move(toks);
+    return at;
+}
+
+}  // namespace tandem
