@@ -7,8 +7,11 @@
 
 #include "serve/access.h"
 #include "serve/engine.h"
+#include "serve/infill.h"
 #include "serve/openai.h"
 #include "serve/text_pipeline.h"
+#include "tandem/error.h"
+#include "tandem/gguf.h"
 #include "tandem/model.h"
 #include "test_util.h"
 
@@ -310,4 +313,54 @@ TEST(Requests, SlotActionsTakePlainFileNamesOnly) {
     EXPECT_THROW(parse_slot_action("0", "action=save", R"({"filename":"a.bin"})", ""), BadRequest);  // no --slot-save-path
     EXPECT_THROW(parse_slot_action("x", "action=erase", "", ""), BadRequest);
     EXPECT_THROW(parse_slot_action("0", "action=load", "", "/tmp"), BadRequest);
+}
+
+// /infill builds llama-server's fill-in-the-middle prompt from the vocabulary's FIM tokens (StarCoder's:
+// prefix, suffix, middle and pad; no repository or file-separator token llama.cpp recognises, so the extra
+// context is joined with its snippet separator).
+TEST(Infill, PromptHasLlamaServersLayout) {
+    auto f = GgufFile::open(test::shared_file("tokenizer-tests/ggml-vocab-starcoder.gguf"));
+    auto tok = Tokenizer::from_gguf(*f);
+    const Tokenizer::Fim& fim = tok->fim();
+    ASSERT_GE(fim.pre, 0);
+    ASSERT_EQ(fim.pre, tok->find_token("<fim_prefix>"));
+    ASSERT_EQ(fim.suf, tok->find_token("<fim_suffix>"));
+    ASSERT_EQ(fim.mid, tok->find_token("<fim_middle>"));
+    ASSERT_EQ(fim.pad, tok->find_token("<fim_pad>"));
+    EXPECT_EQ(fim.rep, -1);
+    EXPECT_EQ(fim.sep, -1);
+    EXPECT_TRUE(tok->is_eog(fim.pad));
+    auto enc = [&](const std::string& s) { return tok->encode(s, false, false); };
+    InfillInput in;
+    in.prefix = "def add(a, b):\n    ";
+    in.suffix = "\n\nprint(add(1, 2))\n";
+    in.extra = {{"util.py", "X = 1\n"}};
+    in.prompt = enc("return");
+    std::vector<int32_t> want;
+    auto cat = [&](const std::vector<int32_t>& v) { want.insert(want.end(), v.begin(), v.end()); };
+    cat(enc("\n\n--- snippet ---\n\n"));
+    cat(enc("X = 1\n"));
+    if (tok->add_bos() && tok->bos() >= 0) want.push_back(tok->bos());
+    want.push_back(fim.pre);
+    cat(enc(in.prefix));
+    cat(in.prompt);
+    want.push_back(fim.suf);
+    cat(enc(in.suffix));
+    want.push_back(fim.mid);
+    EXPECT_EQ(format_infill(*tok, in, 2048, 4096, 64), want);
+    // small budgets: the prefix keeps its end, the suffix its start, the extra context its end
+    auto small = format_infill(*tok, in, 16, 16, 64);  // prefix 12, suffix 16/4 - 2 - 1 = 1, no extra
+    auto prefix = enc(in.prefix);
+    auto suffix = enc(in.suffix);
+    std::vector<int32_t> expect;
+    if (tok->add_bos() && tok->bos() >= 0) expect.push_back(tok->bos());
+    expect.push_back(fim.pre);
+    expect.insert(expect.end(), prefix.end() - std::min<long>(12, long(prefix.size())), prefix.end());
+    expect.insert(expect.end(), in.prompt.begin(), in.prompt.end());
+    expect.push_back(fim.suf);
+    expect.push_back(suffix[0]);
+    expect.push_back(fim.mid);
+    EXPECT_EQ(small, expect);
+    // a vocabulary without FIM tokens
+    EXPECT_THROW(format_infill(*Tokenizer::from_gguf(stories()->gguf()), in, 2048, 4096, 64), Error);
 }

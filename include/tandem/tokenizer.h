@@ -47,6 +47,11 @@ public:
     const std::vector<int32_t>& eog_ids() const { return eog_; }
 
     int32_t find_token(const std::string& text) const;  // -1 if absent
+    // Fill-in-the-middle tokens of code models (-1: absent): prefix, suffix, middle, pad, repository, file separator.
+    struct Fim {
+        int32_t pre = -1, suf = -1, mid = -1, pad = -1, rep = -1, sep = -1;
+    };
+    const Fim& fim() const { return fim_; }
     // SentencePiece-style: a space is prefixed to the text before tokenizing (and stripped when decoding).
     bool adds_space_prefix() const { return add_space_prefix_; }
 
@@ -67,6 +72,7 @@ protected:
     int32_t bos_ = -1, eos_ = -1, eot_ = -1, eom_ = -1, unk_ = -1, pad_ = -1;
     bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
     std::vector<int32_t> eog_;
+    Fim fim_;
 };
 
 // Turns a stream of token ids into text that is always valid UTF-8 at chunk boundaries: bytes of a multi-byte

@@ -60,6 +60,21 @@ Tokenizer::Tokenizer(const GgufFile& f) {
     add_eos_ = f.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
     add_space_prefix_ = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
 
+    // Fill-in-the-middle tokens: the declared ids, else the known texts of code models (Qwen-Coder, StarCoder,
+    // DeepSeek-Coder, CodeLlama, Granite, GLM, Falcon), the texts llama.cpp recognises.
+    auto fim = [&](const char* key, std::initializer_list<const char*> texts) {
+        int32_t id = id_key(key, -1);
+        for (const char* t : texts)
+            if (id < 0) id = find_token(t);
+        return id;
+    };
+    fim_.pre = fim("tokenizer.ggml.fim_pre_token_id", {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"});
+    fim_.suf = fim("tokenizer.ggml.fim_suf_token_id", {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"});
+    fim_.mid = fim("tokenizer.ggml.fim_mid_token_id", {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"});
+    fim_.pad = fim("tokenizer.ggml.fim_pad_token_id", {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"});
+    fim_.rep = fim("tokenizer.ggml.fim_rep_token_id", {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"});
+    fim_.sep = fim("tokenizer.ggml.fim_sep_token_id", {"<|file_sep|>"});
+
     // End-of-generation set: the declared ids plus well-known end-of-turn control tokens (as llama.cpp does).
     static const char* kEogTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
                                       "<|eom_id|>", "<EOT>", "<|end_of_text|>", "<｜end▁of▁sentence｜>"};
@@ -71,6 +86,9 @@ Tokenizer::Tokenizer(const GgufFile& f) {
             std::find(eog_.begin(), eog_.end(), id) == eog_.end())
             eog_.push_back(id);
     }
+    // a code model that writes a FIM pad, repository or file separator has finished the middle (as llama.cpp)
+    for (int32_t id : {fim_.pad, fim_.rep, fim_.sep})
+        if (id >= 0 && std::find(eog_.begin(), eog_.end(), id) == eog_.end()) eog_.push_back(id);
 
     for (size_t i = 0; i < n; i++) {
         TokenAttr a = attrs_[i];

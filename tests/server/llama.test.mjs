@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { startServer, STORIES, tmpDir, generateJson, sanitizerReport } from './helpers.mjs';
+import { execFileSync } from 'node:child_process';
+import { startServer, STORIES, BIN, sharedFile, tmpDir, generateJson, sanitizerReport } from './helpers.mjs';
 
 const post = async (base, p, body) => {
   const r = await fetch(base + p, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
@@ -299,4 +300,31 @@ test('slots: id_slot, save, restore into another slot, erase (llama-server /slot
     assert.equal(r.status, 400);
     assert.match(r.json.error.message, /--slot-save-path/);
   } finally { await done(noDir); }
+});
+
+test('/infill: a code vocabulary with FIM tokens gets llama-server native answers; others a 501 that says why', async () => {
+  const dir = tmpDir();
+  const model = path.join(dir, 'coder.gguf');
+  execFileSync(BIN, ['synth', model, '--shape', 'tiny-test', '--vocab', sharedFile('tokenizer-tests/ggml-vocab-starcoder.gguf')]);
+  const srv = await startServer(['-m', model, '--temp', '0']);
+  try {
+    const body = { input_prefix: 'def add(a, b):\n    ', input_suffix: '\n\nprint(add(1, 2))\n', prompt: 'return', n_predict: 6,
+      input_extra: [{ filename: 'util.py', text: 'X = 1\n' }], return_tokens: true };
+    const r = await post(srv.base, '/infill', body);
+    assert.equal(r.status, 200, r.text);
+    assert.equal(typeof r.json.content, 'string');
+    assert.ok(r.json.tokens_evaluated > 10 && r.json.tokens_predicted >= 1);
+    // the prompt ends with the FIM middle token
+    const ids = (await post(srv.base, '/tokenize', { content: '<fim_middle>', parse_special: true })).json.tokens;
+    assert.equal(ids.length, 1);
+    assert.equal((await post(srv.base, '/infill', { ...body, input_extra: 'x' })).status, 400);
+    const s = await post(srv.base, '/infill', { ...body, stream: true });
+    assert.ok(s.text.includes('"stop":true'));
+  } finally { await done(srv); }
+  const plain = await startServer(['-m', STORIES]);
+  try {
+    const r = await post(plain.base, '/infill', { input_prefix: 'a', input_suffix: 'b' });
+    assert.equal(r.status, 501);
+    assert.match(r.json.error.message, /FIM prefix/);
+  } finally { await done(plain); }
 });

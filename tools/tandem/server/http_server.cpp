@@ -9,6 +9,7 @@
 
 #include "serve/access.h"
 #include "serve/engine.h"
+#include "serve/infill.h"
 #include "serve/openai.h"
 #include "server/http_transport.h"
 #include "server/webui.h"
@@ -174,13 +175,51 @@ struct HttpServer::Impl {
     }
 
     // Parses, validates and tokenizes; on failure answers 400 and returns false.
-    bool prepare(Call& call, Api api, ParsedRequest& out, std::vector<Prompt>& prompts) {
+    bool prepare(Call& call, Api api, ParsedRequest& out, std::vector<Prompt>& prompts, bool infill = false) {
         try {
             json body = parse_body(call.req.body);
+            InfillInput fim;
+            if (infill) {  // llama-server's /infill: input_prefix, input_suffix, input_extra, an optional prompt
+                if (!body.is_object()) throw BadRequest("the request body must be a JSON object");
+                auto str = [&](const char* k) {
+                    auto it = body.find(k);
+                    if (it == body.end() || it->is_null()) return std::string();
+                    if (!it->is_string()) throw BadRequest(std::string("'") + k + "' must be a string");
+                    return it->get<std::string>();
+                };
+                fim.prefix = str("input_prefix");
+                fim.suffix = str("input_suffix");
+                if (auto it = body.find("input_extra"); it != body.end() && !it->is_null()) {
+                    if (!it->is_array()) throw BadRequest("'input_extra' must be an array of {\"filename\", \"text\"}");
+                    for (const auto& c : *it) {
+                        if (!c.is_object() || (c.contains("text") && !c["text"].is_string()) || (c.contains("filename") && !c["filename"].is_string()))
+                            throw BadRequest("'input_extra' must be an array of {\"filename\": string, \"text\": string}");
+                        fim.extra.push_back({c.value("filename", std::string("tmp")), c.value("text", std::string())});
+                    }
+                }
+                if (!body.contains("prompt") || body["prompt"].is_null()) body["prompt"] = "";
+            }
             out = parse_request(body, api == Api::Chat, limits());
+            if (infill) {
+                if (out.prompts.size() != 1) throw BadRequest("/infill takes one prompt");
+                for (const auto& part : out.prompts[0].parts) {
+                    auto t = tok->encode(part.text, false, false);
+                    fim.prompt.insert(fim.prompt.end(), t.begin(), t.end());
+                    fim.prompt.insert(fim.prompt.end(), part.ids.begin(), part.ids.end());
+                }
+                const int n_ctx = engine->n_ctx(), n_batch = std::min(2048, n_ctx);  // llama-server's default batch
+                const int n_predict = out.job.max_tokens == INT32_MAX ? -1 : out.job.max_tokens;
+                try {
+                    prompts.push_back({format_infill(*tok, fim, n_batch, n_ctx, n_predict)});
+                } catch (const Error& e) {
+                    call.error(501, e.what());
+                    return false;
+                }
+            }
             if (body.is_object() && body.value("post_sampling_probs", false))
                 throw BadRequest("'post_sampling_probs' is not supported by this server yet");
-            if (api == Api::Chat) prompts.push_back({tok->encode(render_chat(tmpl, out.messages, true), true, true)});
+            if (infill) {
+            } else if (api == Api::Chat) prompts.push_back({tok->encode(render_chat(tmpl, out.messages, true), true, true)});
             else
                 for (const auto& in : out.prompts) prompts.push_back({tokenize_prompt(in)});
             const int n_ctx = engine->n_ctx();
@@ -215,10 +254,12 @@ struct HttpServer::Impl {
     void completions(Call& c) { generate(c, Api::Oai); }
     void completion_native(Call& c) { generate(c, Api::Native); }
 
-    void generate(Call& call, Api api) {
+    void infill(Call& c) { generate(c, Api::Native, true); }
+
+    void generate(Call& call, Api api, bool infill = false) {
         ParsedRequest pr;
         std::vector<Prompt> prompts;
-        if (!prepare(call, api, pr, prompts)) return;
+        if (!prepare(call, api, pr, prompts, infill)) return;
         // Jobs in choice order: prompt-major, then the n choices of each prompt (OpenAI's index order).
         std::vector<std::shared_ptr<Job>> jobs;
         std::vector<size_t> job_prompt;
@@ -793,7 +834,8 @@ struct HttpServer::Impl {
         add("POST", {"/tokenize"}, &Impl::tokenize);
         add("POST", {"/detokenize"}, &Impl::detokenize);
         add("POST", {"/embedding", "/embeddings", "/v1/embeddings"}, &Impl::embeddings);
-        add("POST", {"/infill", "/rerank", "/reranking", "/v1/rerank",
+        add("POST", {"/infill"}, &Impl::infill);
+        add("POST", {"/rerank", "/reranking", "/v1/rerank",
                      "/v1/messages", "/v1/messages/count_tokens", "/v1/responses", "/responses"},
             &Impl::not_implemented);
         add("GET", {"/lora-adapters"}, &Impl::not_implemented);
