@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/access.h"
+#include "serve/anthropic.h"
 #include "serve/engine.h"
 #include "serve/infill.h"
 #include "serve/openai.h"
@@ -363,4 +364,48 @@ TEST(Infill, PromptHasLlamaServersLayout) {
     EXPECT_EQ(small, expect);
     // a vocabulary without FIM tokens
     EXPECT_THROW(format_infill(*Tokenizer::from_gguf(stories()->gguf()), in, 2048, 4096, 64), Error);
+}
+
+// Anthropic Messages requests become OpenAI chat requests (the same pipeline); answers come back in its shape.
+TEST(Anthropic, RequestsBecomeChatRequests) {
+    json a = json::parse(R"({"model": "m", "max_tokens": 9, "system": [{"type": "text", "text": "Be brief."}],
+        "stop_sequences": ["END"], "temperature": 0.2, "top_k": 5, "metadata": {"user_id": "u"},
+        "thinking": {"type": "enabled", "budget_tokens": 10},
+        "messages": [{"role": "user", "content": "Hi"},
+                     {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm"}, {"type": "text", "text": "Hello"}]},
+                     {"role": "user", "content": [{"type": "text", "text": "A"}, {"type": "text", "text": "B"}]}]})");
+    json o = anthropic_to_openai(a, false);
+    EXPECT_EQ(o["max_tokens"], 9);
+    EXPECT_EQ(o["stop"], json({"END"}));
+    EXPECT_EQ(o["top_k"], 5);
+    ASSERT_EQ(o["messages"].size(), 4u);
+    EXPECT_EQ(o["messages"][0]["role"], "system");
+    ServerLimits lim{};
+    lim.n_vocab = 512;
+    ParsedRequest pr = parse_request(o, true, lim);
+    ASSERT_EQ(pr.messages.size(), 4u);
+    EXPECT_EQ(pr.messages[0].content, "Be brief.");
+    EXPECT_EQ(pr.messages[2].content, "Hello");  // the thinking block is not shown again
+    EXPECT_EQ(pr.messages[3].content, "A\nB");
+    EXPECT_EQ(pr.job.stop, std::vector<std::string>{"END"});
+    EXPECT_FLOAT_EQ(pr.job.sampling.temp, 0.2f);
+    // refused: no messages, no max_tokens (except when counting), images, tool blocks; tools reach the chat
+    // pipeline, which refuses them until tool calls exist
+    EXPECT_THROW(anthropic_to_openai(json::parse(R"({"max_tokens": 5, "messages": []})"), false), BadRequest);
+    EXPECT_THROW(anthropic_to_openai(json::parse(R"({"messages": [{"role": "user", "content": "x"}]})"), false), BadRequest);
+    EXPECT_NO_THROW(anthropic_to_openai(json::parse(R"({"messages": [{"role": "user", "content": "x"}]})"), true));
+    EXPECT_THROW(anthropic_to_openai(json::parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image"}]}]})"), false), BadRequest);
+    EXPECT_THROW(anthropic_to_openai(json::parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "tool_result"}]}]})"), false), BadRequest);
+    json t = anthropic_to_openai(json::parse(R"({"max_tokens": 5, "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "x"}]})"), false);
+    EXPECT_THROW(parse_request(t, true, lim), BadRequest);
+    // answers
+    json m = anthropic_message("msg_1", "m", "hi", "stop", "END", 10, 3, 4);
+    EXPECT_EQ(m["stop_reason"], "stop_sequence");
+    EXPECT_EQ(m["stop_sequence"], "END");
+    EXPECT_EQ(m["usage"]["input_tokens"], 6);
+    EXPECT_EQ(m["usage"]["cache_read_input_tokens"], 4);
+    EXPECT_EQ(anthropic_stop_reason("length", ""), "max_tokens");
+    EXPECT_EQ(anthropic_stop_reason("stop", ""), "end_turn");
+    EXPECT_EQ(anthropic_error(503, "x")["error"]["type"], "overloaded_error");
 }

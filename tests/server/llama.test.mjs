@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
 import { execFileSync } from 'node:child_process';
 import { startServer, STORIES, BIN, sharedFile, tmpDir, generateJson, sanitizerReport } from './helpers.mjs';
 
@@ -297,7 +298,7 @@ test('slots: id_slot, save, restore into another slot, erase (llama-server /slot
   const noDir = await startServer(['-m', STORIES]);
   try {
     const r = await post(noDir.base, '/slots/0?action=save', { filename: 'a.bin' });
-    assert.equal(r.status, 400);
+    assert.equal(r.status, 501);
     assert.match(r.json.error.message, /--slot-save-path/);
   } finally { await done(noDir); }
 });
@@ -327,4 +328,51 @@ test('/infill: a code vocabulary with FIM tokens gets llama-server native answer
     assert.equal(r.status, 501);
     assert.match(r.json.error.message, /FIM prefix/);
   } finally { await done(plain); }
+});
+
+test('Anthropic SDK: /v1/messages (plain and streamed), count_tokens, stop sequences, errors in Anthropic shape', async () => {
+  const srv = await startServer(['-m', STORIES, '--temp', '0']);
+  const client = new Anthropic({ baseURL: srv.base, apiKey: 'none', maxRetries: 0 });
+  try {
+    const req = { model: 'x', max_tokens: 16, system: 'You tell stories.', messages: [{ role: 'user', content: 'Once upon a time' }] };
+    const m = await client.messages.create(req);
+    assert.equal(m.type, 'message');
+    assert.equal(m.role, 'assistant');
+    assert.equal(m.content[0].type, 'text');
+    assert.equal(m.stop_reason, 'max_tokens');
+    assert.equal(m.usage.output_tokens, 16);
+    assert.ok(m.usage.input_tokens + m.usage.cache_read_input_tokens > 5);
+    assert.ok(!('timings' in m));
+    // the same as the OpenAI chat endpoint at temperature 0
+    const oai = await post(srv.base, '/v1/chat/completions', { max_tokens: 16, temperature: 0,
+      messages: [{ role: 'system', content: 'You tell stories.' }, { role: 'user', content: 'Once upon a time' }] });
+    assert.equal(m.content[0].text, oai.json.choices[0].message.content);
+    // streamed: the SDK's event sequence gives the same text
+    const stream = await client.messages.create({ ...req, stream: true });
+    const types = [];
+    let text = '';
+    for await (const e of stream) {
+      types.push(e.type);
+      if (e.type === 'content_block_delta') text += e.delta.text;
+      if (e.type === 'message_delta') assert.equal(e.usage.output_tokens, 16);
+    }
+    assert.equal(text, m.content[0].text);
+    assert.deepEqual([types[0], types[1], types.at(-3), types.at(-2), types.at(-1)],
+      ['message_start', 'content_block_start', 'content_block_stop', 'message_delta', 'message_stop']);
+    // stop sequences end the message there
+    const word = m.content[0].text.trim().split(' ')[2];
+    const s = await client.messages.create({ ...req, max_tokens: 40, stop_sequences: [word] });
+    assert.equal(s.stop_reason, 'stop_sequence');
+    assert.equal(s.stop_sequence, word);
+    assert.equal(s.content[0].text, m.content[0].text.slice(0, m.content[0].text.indexOf(word)));
+    const n = await client.messages.countTokens({ model: 'x', system: 'You tell stories.', messages: [{ role: 'user', content: 'Once upon a time' }] });
+    assert.equal(n.input_tokens, m.usage.input_tokens + m.usage.cache_read_input_tokens);
+    // errors: Anthropic's shape, 4xx
+    await assert.rejects(client.messages.create({ model: 'x', max_tokens: 5, messages: [] }),
+      (e) => e.status === 400 && e.error?.type === 'error' && /at least one message/.test(e.error.error.message));
+    await assert.rejects(client.messages.create({ model: 'x', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AA==' } }] }] }),
+      (e) => e.status === 400 && /image input is not supported/.test(e.error.error.message));
+    await assert.rejects(client.messages.create({ ...req, tools: [{ name: 't', input_schema: { type: 'object' } }] }),
+      (e) => e.status === 400 && /tools/.test(e.error.error.message));
+  } finally { await done(srv); }
 });

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/access.h"
+#include "serve/anthropic.h"
 #include "serve/engine.h"
 #include "serve/infill.h"
 #include "serve/openai.h"
@@ -60,6 +61,7 @@ struct Call {
     Responder& res;
     Headers cors;
     int status = 0;
+    bool anthropic = false;  // /v1/messages: errors in Anthropic's shape
 
     void send(int st, const std::string& type, const std::string& body, Headers extra = {}) {
         status = st;
@@ -68,7 +70,7 @@ struct Call {
     }
     void json_ok(const json& j) { send(200, "application/json", dump(j)); }
     void error(int st, const std::string& msg, Headers extra = {}) {
-        send(st, "application/json", dump(error_body(msg, error_type(st), st)), std::move(extra));
+        send(st, "application/json", dump(anthropic ? anthropic_error(st, msg) : error_body(msg, error_type(st), st)), std::move(extra));
     }
     bool begin_stream(const std::string& type) {
         status = 200;
@@ -153,7 +155,8 @@ struct HttpServer::Impl {
         return lim;
     }
 
-    enum class Api { Chat, Oai, Native };  // /v1/chat/completions, /v1/completions, llama-server's /completion
+    // /v1/chat/completions, /v1/completions, llama-server's /completion, Anthropic's /v1/messages
+    enum class Api { Chat, Oai, Native, Anthropic };
 
     // One prompt, tokenized and fitted to the context.
     struct Prompt {
@@ -199,7 +202,8 @@ struct HttpServer::Impl {
                 }
                 if (!body.contains("prompt") || body["prompt"].is_null()) body["prompt"] = "";
             }
-            out = parse_request(body, api == Api::Chat, limits());
+            if (api == Api::Anthropic) body = anthropic_to_openai(body, false);
+            out = parse_request(body, api == Api::Chat || api == Api::Anthropic, limits());
             if (infill) {
                 if (out.prompts.size() != 1) throw BadRequest("/infill takes one prompt");
                 for (const auto& part : out.prompts[0].parts) {
@@ -219,7 +223,7 @@ struct HttpServer::Impl {
             if (body.is_object() && body.value("post_sampling_probs", false))
                 throw BadRequest("'post_sampling_probs' is not supported by this server yet");
             if (infill) {
-            } else if (api == Api::Chat) prompts.push_back({tok->encode(render_chat(tmpl, out.messages, true), true, true)});
+            } else if (api == Api::Chat || api == Api::Anthropic) prompts.push_back({tok->encode(render_chat(tmpl, out.messages, true), true, true)});
             else
                 for (const auto& in : out.prompts) prompts.push_back({tokenize_prompt(in)});
             const int n_ctx = engine->n_ctx();
@@ -255,6 +259,22 @@ struct HttpServer::Impl {
     void completion_native(Call& c) { generate(c, Api::Native); }
 
     void infill(Call& c) { generate(c, Api::Native, true); }
+    void anthropic_messages(Call& c) {
+        c.anthropic = true;
+        generate(c, Api::Anthropic);
+    }
+    void anthropic_count_tokens(Call& c) {
+        c.anthropic = true;
+        try {
+            json b = anthropic_to_openai(parse_body(c.req.body), true);
+            ParsedRequest pr = parse_request(b, true, limits());
+            c.json_ok({{"input_tokens", tok->encode(render_chat(tmpl, pr.messages, true), true, true).size()}});
+        } catch (const BadRequest& e) {
+            c.error(400, e.what());
+        } catch (const json::exception& e) {
+            c.error(400, e.what());
+        }
+    }
 
     void generate(Call& call, Api api, bool infill = false) {
         ParsedRequest pr;
@@ -287,7 +307,8 @@ struct HttpServer::Impl {
             std::vector<std::shared_ptr<Job>>& jobs;
             ~CancelAll() { for (auto& j : jobs) j->cancel(); }
         } cancel_all{jobs};
-        Gen g{call, api, pr, prompts, jobs, job_prompt, random_id(api == Api::Chat ? "chatcmpl-" : "cmpl-"), unix_time()};
+        Gen g{call, api, pr, prompts, jobs, job_prompt,
+              random_id(api == Api::Chat ? "chatcmpl-" : api == Api::Anthropic ? "msg_" : "cmpl-"), unix_time()};
         if (pr.stream) stream_response(g);
         else blocking_response(g);
     }
@@ -401,6 +422,11 @@ struct HttpServer::Impl {
                 if (g.call.res.client_gone()) return;
             if (!job.error.empty()) return job_error(g.call, job);
         }
+        if (g.api == Api::Anthropic) {
+            const Job& j = *g.jobs[0];
+            return g.call.json_ok(anthropic_message(g.id, model_id, texts[0].text, finish_reason(j), j.stop_word, j.n_prompt,
+                                                    j.n_generated, j.n_cached));
+        }
         if (g.api == Api::Native) {
             if (g.jobs.size() == 1) return g.call.json_ok(native_final(g, 0, texts[0], false));
             json all = json::array();
@@ -447,10 +473,22 @@ struct HttpServer::Impl {
         if (!more && out.toks.empty() && !g.jobs[0]->error.empty()) return job_error(g.call, *g.jobs[0]);
         if (!g.call.begin_stream("text/event-stream")) return;
         Responder& sink = g.call.res;
-        const bool chat = g.api == Api::Chat, native = g.api == Api::Native;
+        const bool chat = g.api == Api::Chat, native = g.api == Api::Native, anth = g.api == Api::Anthropic;
         // llama-server streams one chunk per token when n_probs asks for its probabilities
         const bool per_token = native && g.pr.n_probs > 0;
         auto send = [&](const json& j) { return sink.write("data: " + dump(j) + "\n\n"); };
+        auto event = [&](const char* type, json j) {  // Anthropic: named events
+            j["type"] = type;
+            return sink.write(std::string("event: ") + type + "\ndata: " + dump(j) + "\n\n");
+        };
+        if (anth) {
+            json start = anthropic_message(g.id, model_id, "", "", "", int(g.prompts[0].ids.size()), 0, 0);
+            start["content"] = json::array();
+            start["stop_reason"] = nullptr;
+            if (!event("message_start", {{"message", start}}) ||
+                !event("content_block_start", {{"index", 0}, {"content_block", {{"type", "text"}, {"text", ""}}}}))
+                return;
+        }
         auto oai_chunk = [&](size_t index, const json& delta_or_text, const json& finish, const json& logprobs) {
             json choice = {{"index", index}, {"finish_reason", finish}};
             if (chat) choice["delta"] = delta_or_text;
@@ -468,6 +506,11 @@ struct HttpServer::Impl {
             // one chunk: the text, with the tokens (and log-probabilities) that came with it or before it
             auto chunk = [&](const std::string& piece) {
                 json o;
+                if (anth) {
+                    held_lps.clear();
+                    held_toks.clear();
+                    return piece.empty() || event("content_block_delta", {{"index", 0}, {"delta", {{"type", "text_delta"}, {"text", piece}}}});
+                }
                 if (native) {
                     o = {{"index", c}, {"content", piece}, {"tokens", held_toks}, {"stop", false}, {"id_slot", job.slot.load()},
                          {"tokens_predicted", n_sent}, {"tokens_evaluated", job.req.prompt.size()}};
@@ -511,9 +554,18 @@ struct HttpServer::Impl {
                 if (!more) break;
             }
             if (!job.error.empty()) {
-                send(error_body(job.error, error_type(job.error_status), job.error_status));
+                if (anth) event("error", anthropic_error(job.error_status, job.error));
+                else send(error_body(job.error, error_type(job.error_status), job.error_status));
                 sink.end_stream();
                 return;
+            }
+            if (anth) {
+                event("content_block_stop", {{"index", 0}});
+                event("message_delta", {{"delta", {{"stop_reason", anthropic_stop_reason(finish_reason(job), job.stop_word)},
+                                                   {"stop_sequence", job.stop_word.empty() ? json(nullptr) : json(job.stop_word)}}},
+                                        {"usage", {{"output_tokens", job.n_generated}}}});
+                event("message_stop", json::object());
+                return sink.end_stream();
             }
             if (native) {
                 if (!held_toks.empty() && !chunk("")) return;
@@ -668,8 +720,10 @@ struct HttpServer::Impl {
                            {"speculative", engine->has_draft() || engine_spec_defaults.type != SpecType::NONE}});
         c.json_ok(out);
     }
+    // As llama-server: the actions need --slot-save-path (501 without it, erase included); --no-slots only hides
+    // GET /slots.
     void slot_action(Call& c, const std::string& path) {
-        if (!p.slots_endpoint) return c.error(501, "this server does not expose slots: it was started with --no-slots");
+        if (p.slot_save_path.empty()) return c.error(501, "this server does not support slot actions: start it with --slot-save-path DIR");
         SlotActionRequest a;
         try {
             a = parse_slot_action(path.substr(7), c.req.query, c.req.body, p.slot_save_path);
@@ -835,8 +889,10 @@ struct HttpServer::Impl {
         add("POST", {"/detokenize"}, &Impl::detokenize);
         add("POST", {"/embedding", "/embeddings", "/v1/embeddings"}, &Impl::embeddings);
         add("POST", {"/infill"}, &Impl::infill);
+        add("POST", {"/v1/messages"}, &Impl::anthropic_messages);
+        add("POST", {"/v1/messages/count_tokens"}, &Impl::anthropic_count_tokens);
         add("POST", {"/rerank", "/reranking", "/v1/rerank",
-                     "/v1/messages", "/v1/messages/count_tokens", "/v1/responses", "/responses"},
+                     "/v1/responses", "/responses"},
             &Impl::not_implemented);
         add("GET", {"/lora-adapters"}, &Impl::not_implemented);
         add("POST", {"/lora-adapters"}, &Impl::not_implemented);

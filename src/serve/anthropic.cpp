@@ -1,0 +1,102 @@
+#include "serve/anthropic.h"
+
+#include "serve/openai.h"
+#include "tandem/error.h"
+
+namespace tandem::server {
+
+using nlohmann::json;
+
+namespace {
+
+// Anthropic content (a string or blocks) as OpenAI content; tool blocks are split out by the caller.
+json text_content(const json& c, const std::string& where) {
+    if (c.is_string()) return c;
+    if (!c.is_array()) throw BadRequest(where + ": content must be a string or an array of content blocks");
+    json parts = json::array();
+    for (const auto& b : c) {
+        if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) throw BadRequest(where + ": every content block needs a 'type'");
+        const std::string type = b["type"];
+        if (type == "text") {
+            if (!b.contains("text") || !b["text"].is_string()) throw BadRequest(where + ": a text block needs a string 'text'");
+            parts.push_back({{"type", "text"}, {"text", b["text"]}});
+        } else if (type == "image" || type == "document") {
+            throw BadRequest(where + ": image input is not supported: tandem runs text-only models");
+        } else if (type == "thinking" || type == "redacted_thinking") {
+            // earlier reasoning: not shown to the model again (the chat templates drop it too)
+        } else if (type == "tool_use" || type == "tool_result") {
+            throw BadRequest(where + ": " + type + " blocks are not supported by this server yet (tool calls)");
+        } else {
+            throw BadRequest(where + ": unknown content block type '" + type + "'");
+        }
+    }
+    return parts;
+}
+
+}  // namespace
+
+json anthropic_to_openai(const json& body, bool for_count) {
+    if (!body.is_object()) throw BadRequest("the request body must be a JSON object");
+    auto it = body.find("messages");
+    if (it == body.end() || !it->is_array()) throw BadRequest("messages: field required (an array of messages)");
+    if (it->empty()) throw BadRequest("messages: at least one message is required");
+    json out = json::object();
+    json msgs = json::array();
+    if (auto s = body.find("system"); s != body.end() && !s->is_null()) msgs.push_back({{"role", "system"}, {"content", text_content(*s, "system")}});
+    for (size_t i = 0; i < it->size(); i++) {
+        const json& m = (*it)[i];
+        const std::string where = strprintf("messages.%zu", i);
+        if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) throw BadRequest(where + ": a message needs a string 'role'");
+        const std::string role = m["role"];
+        if (role != "user" && role != "assistant") throw BadRequest(where + ": role must be 'user' or 'assistant'");
+        const json content = m.contains("content") ? m["content"] : json("");
+        json text = text_content(content, where);
+        msgs.push_back({{"role", role}, {"content", text}});
+    }
+    out["messages"] = msgs;
+    if (!for_count) {
+        auto mt = body.find("max_tokens");
+        if (mt == body.end() || !mt->is_number_integer() || mt->get<int64_t>() < 1) throw BadRequest("max_tokens: a positive integer is required");
+        out["max_tokens"] = *mt;
+    }
+    for (const char* k : {"temperature", "top_p", "top_k", "stream"})
+        if (auto v = body.find(k); v != body.end() && !v->is_null()) out[k] = *v;
+    if (auto v = body.find("stop_sequences"); v != body.end() && !v->is_null()) {
+        if (!v->is_array()) throw BadRequest("stop_sequences must be an array of strings");
+        out["stop"] = *v;
+    }
+    if (auto v = body.find("tools"); v != body.end() && !v->is_null()) {
+        if (!v->is_array()) throw BadRequest("tools must be an array");
+        json tools = json::array();
+        for (const auto& t : *v)
+            tools.push_back({{"type", "function"},
+                             {"function", {{"name", t.value("name", "")}, {"description", t.value("description", "")},
+                                           {"parameters", t.value("input_schema", json::object())}}}});
+        out["tools"] = tools;
+    }
+    return out;
+}
+
+std::string anthropic_stop_reason(const std::string& finish_reason, const std::string& stop_word) {
+    if (!stop_word.empty()) return "stop_sequence";
+    return finish_reason == "length" ? "max_tokens" : "end_turn";
+}
+
+json anthropic_message(const std::string& id, const std::string& model, const std::string& text, const std::string& finish_reason,
+                       const std::string& stop_word, int input_tokens, int output_tokens, int cached_tokens) {
+    return {{"id", id}, {"type", "message"}, {"role", "assistant"}, {"model", model},
+            {"content", json::array({{{"type", "text"}, {"text", text}}})},
+            {"stop_reason", anthropic_stop_reason(finish_reason, stop_word)},
+            {"stop_sequence", stop_word.empty() ? json(nullptr) : json(stop_word)},
+            {"usage", {{"input_tokens", input_tokens - cached_tokens}, {"output_tokens", output_tokens},
+                       {"cache_read_input_tokens", cached_tokens}, {"cache_creation_input_tokens", 0}}}};
+}
+
+json anthropic_error(int status, const std::string& message) {
+    const char* type = status == 401 ? "authentication_error" : status == 403 ? "permission_error" : status == 404 ? "not_found_error"
+                     : status == 413 ? "request_too_large" : status == 429 ? "rate_limit_error" : status == 503 ? "overloaded_error"
+                     : status >= 500 ? "api_error" : "invalid_request_error";
+    return {{"type", "error"}, {"error", {{"type", type}, {"message", message}}}};
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,27 @@
+// The Anthropic Messages API (/v1/messages, /v1/messages/count_tokens) on top of the OpenAI chat pipeline, as
+// llama-server offers it: a request is converted to an OpenAI chat request, and the result is written back in
+// Anthropic's shapes. Pure functions; no HTTP.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace tandem::server {
+
+// An Anthropic Messages request as an OpenAI chat request: `system` (a string or text blocks) becomes the first
+// message; content blocks of type text become OpenAI text parts; stop_sequences, max_tokens, temperature, top_p,
+// top_k, stream carry over; metadata and thinking are accepted and have no effect (earlier thinking blocks are
+// dropped). `tools` become OpenAI tools, which the chat pipeline refuses until tool calls are implemented;
+// tool_use/tool_result and image blocks are refused here. Throws BadRequest. for_count: count_tokens
+// (max_tokens optional).
+nlohmann::json anthropic_to_openai(const nlohmann::json& body, bool for_count);
+
+// A finished generation in Anthropic's shape. finish_reason: "stop" or "length"; stop_word: the stop sequence
+// that ended it, if any.
+nlohmann::json anthropic_message(const std::string& id, const std::string& model, const std::string& text,
+                                 const std::string& finish_reason, const std::string& stop_word, int input_tokens,
+                                 int output_tokens, int cached_tokens);
+std::string anthropic_stop_reason(const std::string& finish_reason, const std::string& stop_word);
+// {"type": "error", "error": {"type": ..., "message": ...}}; type from the HTTP status.
+nlohmann::json anthropic_error(int status, const std::string& message);
+
+}  // namespace tandem::server
