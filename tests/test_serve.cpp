@@ -10,6 +10,7 @@
 #include "serve/engine.h"
 #include "serve/infill.h"
 #include "serve/openai.h"
+#include "serve/responses.h"
 #include "serve/text_pipeline.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
@@ -408,4 +409,30 @@ TEST(Anthropic, RequestsBecomeChatRequests) {
     EXPECT_EQ(anthropic_stop_reason("length", ""), "max_tokens");
     EXPECT_EQ(anthropic_stop_reason("stop", ""), "end_turn");
     EXPECT_EQ(anthropic_error(503, "x")["error"]["type"], "overloaded_error");
+}
+
+// OpenAI Responses requests become chat requests; refused fields are named.
+TEST(Responses, RequestsBecomeChatRequests) {
+    json c = responses_to_chat(json::parse(R"({"instructions": "Be brief.", "max_output_tokens": 7, "temperature": 0.1,
+        "input": [{"role": "developer", "content": "Rules."}, {"type": "message", "role": "user",
+                   "content": [{"type": "input_text", "text": "A"}, {"type": "input_text", "text": "B"}]}]})"));
+    EXPECT_EQ(c["max_tokens"], 7);
+    ServerLimits lim{};
+    lim.n_vocab = 512;
+    ParsedRequest pr = parse_request(c, true, lim);
+    ASSERT_EQ(pr.messages.size(), 3u);
+    EXPECT_EQ(pr.messages[0].role, "system");
+    EXPECT_EQ(pr.messages[0].content, "Be brief.");
+    EXPECT_EQ(pr.messages[1].role, "system");
+    EXPECT_EQ(pr.messages[2].content, "A\nB");
+    EXPECT_EQ(responses_to_chat(json::parse(R"({"input": "hi"})"))["messages"][0]["role"], "user");
+    for (const char* bad : {R"({"input": "x", "tools": [{"type": "function"}]})", R"({"input": "x", "previous_response_id": "resp_1"})",
+                            R"({"input": "x", "text": {"format": {"type": "json_schema"}}})", R"({"input": [{"type": "function_call"}]})",
+                            R"({"input": [{"role": "user", "content": [{"type": "input_image"}]}]})", R"({"max_output_tokens": 3})"})
+        EXPECT_THROW(responses_to_chat(json::parse(bad)), BadRequest) << bad;
+    std::string text = "hello";
+    json r = response_object("resp_1", "msg_1", "m", 5, "incomplete", &text, 10, 3, 2);
+    EXPECT_EQ(r["output"][0]["content"][0]["text"], "hello");
+    EXPECT_EQ(r["incomplete_details"]["reason"], "max_output_tokens");
+    EXPECT_EQ(r["usage"]["total_tokens"], 13);
 }

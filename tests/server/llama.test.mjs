@@ -376,3 +376,42 @@ test('Anthropic SDK: /v1/messages (plain and streamed), count_tokens, stop seque
       (e) => e.status === 400 && /tools/.test(e.error.error.message));
   } finally { await done(srv); }
 });
+
+test('OpenAI SDK: the Responses API (plain and streamed), instructions, refused fields', async () => {
+  const srv = await startServer(['-m', STORIES, '--temp', '0']);
+  const client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'none', maxRetries: 0 });
+  try {
+    const input = [{ role: 'system', content: 'Book' }, { role: 'user', content: 'What is the best book' }];
+    const r = await client.responses.create({ model: 'x', input, max_output_tokens: 8 });
+    assert.ok(r.id.startsWith('resp_'));
+    assert.ok(r.output[0].id.startsWith('msg_'));
+    assert.equal(r.status, 'incomplete');
+    assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+    assert.equal(r.usage.output_tokens, 8);
+    const chat = await post(srv.base, '/v1/chat/completions', { messages: input, max_tokens: 8, temperature: 0 });
+    assert.equal(r.output_text, chat.json.choices[0].message.content, 'the same pipeline as chat');
+    // instructions are the system message; a plain string input is the user message
+    const r2 = await client.responses.create({ model: 'x', instructions: 'Book', input: 'What is the best book', max_output_tokens: 8 });
+    assert.equal(r2.output_text, r.output_text);
+    // streamed: the event order the SDK expects, ids consistent, deltas add up to the final text
+    const stream = await client.responses.create({ model: 'x', input, max_output_tokens: 8, stream: true });
+    const types = [];
+    let text = '';
+    let final = null;
+    let msgId = '';
+    for await (const e of stream) {
+      types.push(e.type);
+      if (e.type === 'response.output_item.added') msgId = e.item.id;
+      if (e.type === 'response.output_text.delta') { assert.equal(e.item_id, msgId); text += e.delta; }
+      if (e.type === 'response.incomplete' || e.type === 'response.completed') final = e.response;
+    }
+    assert.deepEqual(types.slice(0, 4), ['response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added']);
+    assert.deepEqual(types.slice(-4), ['response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.incomplete']);
+    assert.equal(text, r.output_text);
+    assert.equal(final.output_text, r.output_text);
+    await assert.rejects(client.responses.create({ model: 'x', input: 'x', tools: [{ type: 'function', name: 'f', parameters: {} }] }),
+      (e) => e.status === 400 && /tools/.test(e.message));
+    await assert.rejects(client.responses.create({ model: 'x', input: 'x', previous_response_id: r.id }),
+      (e) => e.status === 400 && /previous_response_id/.test(e.message));
+  } finally { await done(srv); }
+});

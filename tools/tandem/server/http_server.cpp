@@ -12,6 +12,7 @@
 #include "serve/engine.h"
 #include "serve/infill.h"
 #include "serve/openai.h"
+#include "serve/responses.h"
 #include "server/http_transport.h"
 #include "server/webui.h"
 #include "tandem/chat.h"
@@ -156,7 +157,7 @@ struct HttpServer::Impl {
     }
 
     // /v1/chat/completions, /v1/completions, llama-server's /completion, Anthropic's /v1/messages
-    enum class Api { Chat, Oai, Native, Anthropic };
+    enum class Api { Chat, Oai, Native, Anthropic, Responses };  // ..., OpenAI's /v1/responses
 
     // One prompt, tokenized and fitted to the context.
     struct Prompt {
@@ -203,7 +204,9 @@ struct HttpServer::Impl {
                 if (!body.contains("prompt") || body["prompt"].is_null()) body["prompt"] = "";
             }
             if (api == Api::Anthropic) body = anthropic_to_openai(body, false);
-            out = parse_request(body, api == Api::Chat || api == Api::Anthropic, limits());
+            if (api == Api::Responses) body = responses_to_chat(body);
+            const bool chat = api == Api::Chat || api == Api::Anthropic || api == Api::Responses;
+            out = parse_request(body, chat, limits());
             if (infill) {
                 if (out.prompts.size() != 1) throw BadRequest("/infill takes one prompt");
                 for (const auto& part : out.prompts[0].parts) {
@@ -223,7 +226,7 @@ struct HttpServer::Impl {
             if (body.is_object() && body.value("post_sampling_probs", false))
                 throw BadRequest("'post_sampling_probs' is not supported by this server yet");
             if (infill) {
-            } else if (api == Api::Chat || api == Api::Anthropic) prompts.push_back({tok->encode(render_chat(tmpl, out.messages, true), true, true)});
+            } else if (chat) prompts.push_back({tok->encode(render_chat(tmpl, out.messages, true), true, true)});
             else
                 for (const auto& in : out.prompts) prompts.push_back({tokenize_prompt(in)});
             const int n_ctx = engine->n_ctx();
@@ -263,6 +266,7 @@ struct HttpServer::Impl {
         c.anthropic = true;
         generate(c, Api::Anthropic);
     }
+    void responses(Call& c) { generate(c, Api::Responses); }
     void anthropic_count_tokens(Call& c) {
         c.anthropic = true;
         try {
@@ -308,7 +312,8 @@ struct HttpServer::Impl {
             ~CancelAll() { for (auto& j : jobs) j->cancel(); }
         } cancel_all{jobs};
         Gen g{call, api, pr, prompts, jobs, job_prompt,
-              random_id(api == Api::Chat ? "chatcmpl-" : api == Api::Anthropic ? "msg_" : "cmpl-"), unix_time()};
+              random_id(api == Api::Chat ? "chatcmpl-" : api == Api::Anthropic ? "msg_" : api == Api::Responses ? "resp_" : "cmpl-"),
+              unix_time()};
         if (pr.stream) stream_response(g);
         else blocking_response(g);
     }
@@ -427,6 +432,12 @@ struct HttpServer::Impl {
             return g.call.json_ok(anthropic_message(g.id, model_id, texts[0].text, finish_reason(j), j.stop_word, j.n_prompt,
                                                     j.n_generated, j.n_cached));
         }
+        if (g.api == Api::Responses) {
+            const Job& j = *g.jobs[0];
+            return g.call.json_ok(response_object(g.id, "msg_" + g.id.substr(5), model_id, g.created,
+                                                  finish_reason(j) == "length" ? "incomplete" : "completed", &texts[0].text,
+                                                  j.n_prompt, j.n_generated, j.n_cached));
+        }
         if (g.api == Api::Native) {
             if (g.jobs.size() == 1) return g.call.json_ok(native_final(g, 0, texts[0], false));
             json all = json::array();
@@ -481,6 +492,23 @@ struct HttpServer::Impl {
             j["type"] = type;
             return sink.write(std::string("event: ") + type + "\ndata: " + dump(j) + "\n\n");
         };
+        const bool resp = g.api == Api::Responses;
+        const std::string msg_id = resp ? "msg_" + g.id.substr(5) : "";
+        int seq = 0;
+        auto resp_event = [&](const char* type, json j) {  // Responses: named events, numbered
+            j["type"] = type;
+            j["sequence_number"] = seq++;
+            return sink.write(std::string("event: ") + type + "\ndata: " + dump(j) + "\n\n");
+        };
+        std::string resp_text;  // the whole text, for the closing events
+        if (resp) {
+            json r = response_object(g.id, msg_id, model_id, g.created, "in_progress", nullptr, 0, 0, 0);
+            json part = {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}};
+            if (!resp_event("response.created", {{"response", r}}) || !resp_event("response.in_progress", {{"response", r}}) ||
+                !resp_event("response.output_item.added", {{"output_index", 0}, {"item", response_message_item(msg_id, nullptr)}}) ||
+                !resp_event("response.content_part.added", {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"part", part}}))
+                return;
+        }
         if (anth) {
             json start = anthropic_message(g.id, model_id, "", "", "", int(g.prompts[0].ids.size()), 0, 0);
             start["content"] = json::array();
@@ -506,6 +534,15 @@ struct HttpServer::Impl {
             // one chunk: the text, with the tokens (and log-probabilities) that came with it or before it
             auto chunk = [&](const std::string& piece) {
                 json o;
+                if (resp) {
+                    held_lps.clear();
+                    held_toks.clear();
+                    if (piece.empty()) return true;
+                    resp_text += piece;
+                    json d = {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"delta", piece}};
+                    if (g.pr.timings_per_token) d["timings"] = live_timings(job);
+                    return resp_event("response.output_text.delta", d);
+                }
                 if (anth) {
                     held_lps.clear();
                     held_toks.clear();
@@ -554,10 +591,22 @@ struct HttpServer::Impl {
                 if (!more) break;
             }
             if (!job.error.empty()) {
-                if (anth) event("error", anthropic_error(job.error_status, job.error));
+                if (resp) resp_event("error", {{"code", error_type(job.error_status)}, {"message", job.error}, {"param", nullptr}});
+                else if (anth) event("error", anthropic_error(job.error_status, job.error));
                 else send(error_body(job.error, error_type(job.error_status), job.error_status));
                 sink.end_stream();
                 return;
+            }
+            if (resp) {
+                json part = {{"type", "output_text"}, {"text", resp_text}, {"annotations", json::array()}};
+                json done = response_object(g.id, msg_id, model_id, g.created, finish_reason(job) == "length" ? "incomplete" : "completed",
+                                            &resp_text, job.n_prompt, job.n_generated, job.n_cached);
+                resp_event("response.output_text.done", {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"text", resp_text}});
+                resp_event("response.content_part.done", {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"part", part}});
+                resp_event("response.output_item.done", {{"output_index", 0}, {"item", response_message_item(msg_id, &resp_text)}});
+                resp_event(done["status"] == "completed" ? "response.completed" : "response.incomplete",
+                           {{"response", done}, {"timings", timings_of(job)}});
+                return sink.end_stream();
             }
             if (anth) {
                 event("content_block_stop", {{"index", 0}});
@@ -890,9 +939,9 @@ struct HttpServer::Impl {
         add("POST", {"/embedding", "/embeddings", "/v1/embeddings"}, &Impl::embeddings);
         add("POST", {"/infill"}, &Impl::infill);
         add("POST", {"/v1/messages"}, &Impl::anthropic_messages);
+        add("POST", {"/v1/responses", "/responses"}, &Impl::responses);
         add("POST", {"/v1/messages/count_tokens"}, &Impl::anthropic_count_tokens);
-        add("POST", {"/rerank", "/reranking", "/v1/rerank",
-                     "/v1/responses", "/responses"},
+        add("POST", {"/rerank", "/reranking", "/v1/rerank"},
             &Impl::not_implemented);
         add("GET", {"/lora-adapters"}, &Impl::not_implemented);
         add("POST", {"/lora-adapters"}, &Impl::not_implemented);
