@@ -415,3 +415,24 @@ test('OpenAI SDK: the Responses API (plain and streamed), instructions, refused 
       (e) => e.status === 400 && /previous_response_id/.test(e.message));
   } finally { await done(srv); }
 });
+
+test('--host with several addresses listens on each, on one port (IPv6 part optional: skipped when ::1 is unavailable)', async (t) => {
+  const net = await import('node:net');
+  const v6 = await new Promise((resolve) => {
+    const s = net.createServer();
+    s.once('error', () => resolve(false));
+    s.listen(0, '::1', () => s.close(() => resolve(true)));
+  });
+  if (!v6) { t.skip('IPv6 loopback is unavailable on this machine'); return; }
+  const srv = await startServer(['-m', STORIES, '--host', '127.0.0.1,::1', '--api-key', 'k']);
+  try {
+    const port = new URL(srv.base).port;
+    for (const host of ['127.0.0.1', '[::1]']) {
+      const h = await fetch(`http://${host}:${port}/health`);
+      assert.equal(h.status, 200, host);
+      const r = await fetch(`http://${host}:${port}/v1/completions`, { method: 'POST', headers: { Authorization: 'Bearer k', 'Content-Type': 'application/json' },
+        body: JSON.stringify({ prompt: 'Once', max_tokens: 2 }) });
+      assert.equal(r.status, 200, host);
+    }
+  } finally { await done(srv); }
+});

@@ -54,5 +54,7 @@ float to_float_in(const std::string& flag, const std::string& v, float lo, float
 // with its range, never wrapped or clamped silently.
 uint64_t to_u64(const std::string& flag, const std::string& v);
 bool to_bool(const std::string& flag, const std::string& v);  // on/off, true/false, 1/0, yes/no
+// "a, b,,c" -> {"a", "b", "c"}: comma-separated items, trimmed, empty ones dropped.
+std::vector<std::string> split_list(const std::string& v);
 
 }  // namespace tandem::cli

@@ -29,20 +29,6 @@ namespace tandem::cli {
 
 namespace {
 
-std::vector<std::string> split_list(const std::string& v) {
-    std::vector<std::string> out;
-    size_t i = 0;
-    while (i <= v.size()) {
-        size_t j = v.find(',', i);
-        if (j == std::string::npos) j = v.size();
-        std::string item = v.substr(i, j - i);
-        while (!item.empty() && item.back() == ' ') item.pop_back();
-        while (!item.empty() && item.front() == ' ') item.erase(0, 1);
-        if (!item.empty()) out.push_back(item);
-        i = j + 1;
-    }
-    return out;
-}
 
 // SIGINT/SIGTERM: the first starts a graceful stop, a second one exits at once.
 // (Namespace scope: the signal thread is detached and may outlive cmd_serve's frame when loading fails.)
@@ -172,7 +158,9 @@ int cmd_serve(int argc, char** argv) {
 
     server::HttpServer http(sp);
     http.start();
-    std::fprintf(stderr, "%s\nlistening on http://%s:%d\n", cpu_info_line().c_str(), sp.host.c_str(), http.port());
+    std::fprintf(stderr, "%s\n", cpu_info_line().c_str());
+    for (const std::string& h : split_list(sp.host))
+        std::fprintf(stderr, "listening on http://%s:%d\n", h.find(':') != std::string::npos ? ("[" + h + "]").c_str() : h.c_str(), http.port());
     std::fflush(stderr);
     std::atomic<bool>& loaded = g_loaded;
     std::thread signals([] {

@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "args.h"
 #include "serve/access.h"
 #include "serve/anthropic.h"
 #include "serve/engine.h"
@@ -987,7 +988,9 @@ struct HttpServer::Impl {
 HttpServer::HttpServer(const ServeParams& p) : impl_(std::make_unique<Impl>()) {
     Impl& I = *impl_;
     I.p = p;
-    I.policy = {p.api_key, loopback_address(p.host), p.allowed_hosts, p.cors_origins};
+    bool all_loopback = true;  // Host checks apply when every listening address is a loopback one
+    for (const std::string& h : cli::split_list(p.host)) all_loopback = all_loopback && loopback_address(h);
+    I.policy = {p.api_key, all_loopback, p.allowed_hosts, p.cors_origins};
     I.add_routes();
     TransportParams tp;
     tp.max_body_bytes = p.max_body_bytes;
@@ -1003,7 +1006,8 @@ HttpServer::HttpServer(const ServeParams& p) : impl_(std::make_unique<Impl>()) {
 HttpServer::~HttpServer() { stop(); }
 
 void HttpServer::start() {
-    impl_->transport->listen(impl_->p.host, impl_->p.port);
+    for (const std::string& h : cli::split_list(impl_->p.host))  // llama-server's --host a,b: every address, one port
+        impl_->transport->listen(h, impl_->p.port);
     impl_->transport->start();
 }
 
@@ -1046,13 +1050,7 @@ void HttpServer::set_ready(std::shared_ptr<const Model> model, std::shared_ptr<E
     // --alias A,B,C: A is the id, all are aliases (llama-server); --tags likewise.
     auto split = [](const std::string& v) {
         json out = json::array();
-        size_t i = 0;
-        while (i <= v.size()) {
-            size_t j = v.find(',', i);
-            if (j == std::string::npos) j = v.size();
-            if (j > i) out.push_back(valid_utf8(v.substr(i, j - i)));
-            i = j + 1;
-        }
+        for (const std::string& item : cli::split_list(v)) out.push_back(valid_utf8(item));
         return out;
     };
     I.aliases = split(I.p.alias);

@@ -96,9 +96,10 @@ struct HttpTransport::Impl : std::enable_shared_from_this<HttpTransport::Impl> {
     ErrorBodyFn error_body;
     net::io_context ioc;
     std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
-    // The acceptor lives on its own strand: the accept loop and stop_accepting()'s close never run at once.
+    // The acceptors (one per listening address) live on their own strand: the accept loops and
+    // stop_accepting()'s close never run at once.
     net::strand<net::io_context::executor_type> astrand{net::make_strand(ioc)};
-    tcp::acceptor acceptor{astrand};
+    std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
     int bound_port = 0;
     std::vector<std::thread> io_threads, workers;
     std::atomic<bool> draining{false};
@@ -141,7 +142,7 @@ struct HttpTransport::Impl : std::enable_shared_from_this<HttpTransport::Impl> {
         }
     }
 
-    void do_accept();
+    void do_accept(tcp::acceptor& a);
     void run_handler(const std::shared_ptr<Conn>& c, const HttpRequest& req);
 };
 
@@ -439,13 +440,13 @@ void HttpTransport::Impl::run_handler(const std::shared_ptr<Conn>& c, const Http
     task_done();
 }
 
-void HttpTransport::Impl::do_accept() {
-    acceptor.async_accept(net::make_strand(ioc), [self = shared_from_this()](beast::error_code ec, tcp::socket sock) {
-        if (ec == net::error::operation_aborted || !self->acceptor.is_open()) return;
+void HttpTransport::Impl::do_accept(tcp::acceptor& a) {
+    a.async_accept(net::make_strand(ioc), [self = shared_from_this(), &a](beast::error_code ec, tcp::socket sock) {
+        if (ec == net::error::operation_aborted || !a.is_open()) return;
         if (ec) {
             // Out of descriptors and the like: wait a little rather than spin, then accept again.
             auto t = std::make_shared<net::steady_timer>(self->astrand, std::chrono::milliseconds(50));
-            t->async_wait([self, t](beast::error_code) { if (self->acceptor.is_open()) self->do_accept(); });
+            t->async_wait([self, t, &a](beast::error_code) { if (a.is_open()) self->do_accept(a); });
             return;
         }
         size_t open;
@@ -456,7 +457,7 @@ void HttpTransport::Impl::do_accept() {
         auto c = std::make_shared<Conn>(self, std::move(sock));
         if (int(open) >= self->p.max_connections) c->refuse(503, "too many open connections; retry later");
         else c->start();
-        self->do_accept();
+        self->do_accept(a);
     });
 }
 
@@ -481,23 +482,27 @@ HttpTransport::~HttpTransport() { stop(); }
 
 void HttpTransport::listen(const std::string& host, int port) {
     Impl& I = *impl_;
+    if (port == 0 && I.bound_port != 0) port = I.bound_port;  // more addresses: the port the first one got
     auto fail = [&](const std::string& why) { throw Error(strprintf("cannot listen on %s:%d: %s", host.c_str(), port, why.c_str())); };
     beast::error_code ec;
     tcp::resolver res(I.ioc);
     auto results = res.resolve(host, std::to_string(port), tcp::resolver::passive | tcp::resolver::numeric_service, ec);
     if (ec || results.empty()) fail(ec ? ec.message() : "no such address");
     tcp::endpoint ep = results.begin()->endpoint();
-    I.acceptor.open(ep.protocol(), ec);
+    auto a = std::make_unique<tcp::acceptor>(I.astrand);
+    a->open(ep.protocol(), ec);
     if (ec) fail(ec.message());
     // SO_REUSEADDR lets a restarted server bind while old connections sit in TIME_WAIT; unlike SO_REUSEPORT it
     // does not let two listeners share the port.
-    I.acceptor.set_option(net::socket_base::reuse_address(true), ec);
-    I.acceptor.bind(ep, ec);
+    a->set_option(net::socket_base::reuse_address(true), ec);
+    if (ep.protocol() == tcp::v6()) a->set_option(net::ip::v6_only(true), ec);  // "::1" beside "127.0.0.1"
+    a->bind(ep, ec);
     if (ec == net::error::address_in_use) fail("the address is already in use (is another server running on this port?)");
     if (ec) fail(ec.message());
-    I.acceptor.listen(net::socket_base::max_listen_connections, ec);
+    a->listen(net::socket_base::max_listen_connections, ec);
     if (ec) fail(ec.message());
-    I.bound_port = I.acceptor.local_endpoint().port();
+    I.bound_port = a->local_endpoint().port();
+    I.acceptors.push_back(std::move(a));
 }
 
 int HttpTransport::port() const { return impl_->bound_port; }
@@ -505,7 +510,7 @@ int HttpTransport::port() const { return impl_->bound_port; }
 void HttpTransport::start() {
     Impl& I = *impl_;
     I.work.emplace(I.ioc.get_executor());
-    I.do_accept();
+    for (auto& a : I.acceptors) I.do_accept(*a);
     for (int i = 0; i < std::max(1, I.p.workers); i++) I.workers.emplace_back([&I] { I.worker_loop(); });
     for (int i = 0; i < std::max(1, I.p.io_threads); i++) I.io_threads.emplace_back([&I] { I.ioc.run(); });
 }
@@ -515,7 +520,7 @@ void HttpTransport::stop_accepting() {
     I.draining.store(true);
     net::post(I.astrand, [&I] {
         beast::error_code ec;
-        I.acceptor.close(ec);
+        for (auto& a : I.acceptors) a->close(ec);
     });
     // Connections waiting for their next request close now; those with a request in progress close after it.
     std::vector<std::shared_ptr<Impl::Conn>> open;

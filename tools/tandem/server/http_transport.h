@@ -75,6 +75,7 @@ public:
     HttpTransport(const TransportParams& p, Handler handler, ErrorBodyFn error_body);
     ~HttpTransport();
     // Binds and listens (backlog SOMAXCONN). Port 0: any free port. Throws Error naming host, port and cause.
+    // May be called once per address, before start(); later addresses with port 0 take the first one's port.
     void listen(const std::string& host, int port);
     int port() const;
     void start();           // I/O threads and workers
