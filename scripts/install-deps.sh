@@ -23,4 +23,6 @@ if [ "${1:-}" = "--cpus" ]; then
 fi
 cd "$(dirname "$0")/.."
 npm ci --prefix tests/server --no-audit --no-fund >/dev/null
+# the real chat templates the Jinja conformance test renders (outside the repository)
+bash scripts/fetch-chat-templates.sh
 echo "dependencies installed"

@@ -1,0 +1,1043 @@
+// Chat-template evaluation: scopes, statements, operators, filters, tests and built-in methods, with
+// @huggingface/jinja's semantics (see jinja.h and jinja_value.h).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "chat/jinja.h"
+#include "chat/jinja_ast.h"
+#include "tandem/error.h"
+
+namespace tandem::jinja {
+
+// A scope: its own variables and the enclosing scope. `for` bodies and macro calls get a new one; `if` does not
+// (a `set` inside an `if` is visible after it, one inside a loop is not).
+class Env {
+public:
+    explicit Env(Env* parent = nullptr) : parent_(parent) {}
+    Value lookup(const std::string& name) const {
+        for (const Env* e = this; e; e = e->parent_)
+            if (auto it = e->vars_.find(name); it != e->vars_.end()) return it->second;
+        return Value();
+    }
+    void set(const std::string& name, Value v) { vars_[name] = std::move(v); }
+
+private:
+    Env* parent_;
+    std::map<std::string, Value> vars_;
+};
+
+namespace {
+
+using K = Value::Kind;
+
+struct BreakSignal {};
+struct ContinueSignal {};
+
+[[noreturn]] void fail(const Node& n, const std::string& what) { throw Error(strprintf("line %d: %s", n.line, what.c_str())); }
+
+std::string ascii_case(std::string s, bool upper) {
+    for (auto& c : s) c = char(upper ? std::toupper(uint8_t(c)) : std::tolower(uint8_t(c)));
+    return s;
+}
+
+std::string title_case(const std::string& s) {  // JavaScript's replace(/\b\w/g, upper)
+    std::string out = s;
+    auto word = [](char c) { return std::isalnum(uint8_t(c)) || c == '_'; };
+    for (size_t i = 0; i < out.size(); i++)
+        if (word(out[i]) && (i == 0 || !word(out[i - 1]))) out[i] = char(std::toupper(uint8_t(out[i])));
+    return out;
+}
+
+std::string replace_all(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
+    if (count == 0) return s;
+    int64_t left = count < 0 ? INT64_MAX : count;
+    std::string out;
+    if (from.empty()) {  // between every code point, as JavaScript's /(?=)/gu
+        auto cps = code_points(s);
+        for (size_t i = 0; i <= cps.size(); i++) {
+            if (left > 0) {
+                out += to;
+                left--;
+            }
+            if (i < cps.size()) out += cps[i];
+        }
+        return out;
+    }
+    size_t at = 0;
+    while (left > 0) {
+        size_t k = s.find(from, at);
+        if (k == std::string::npos) break;
+        out += s.substr(at, k - at) + to;
+        at = k + from.size();
+        left--;
+    }
+    return out + s.substr(at);
+}
+
+// Python's str.split(sep=None, maxsplit=-1), as the reference implements it.
+Value split(const std::string& s, const Value& sep, int64_t maxsplit) {
+    std::vector<Value> parts;
+    if (sep.kind == K::NONE || sep.undefined()) {
+        const std::string t = js_trim(s, true, false);
+        size_t i = 0;
+        while (i < t.size()) {
+            size_t j = i;
+            while (j < t.size() && !std::isspace(uint8_t(t[j]))) j++;
+            if (maxsplit != -1 && int64_t(parts.size()) >= maxsplit) {
+                parts.push_back(Value::string(t.substr(i)));
+                break;
+            }
+            parts.push_back(Value::string(t.substr(i, j - i)));
+            while (j < t.size() && std::isspace(uint8_t(t[j]))) j++;
+            i = j;
+        }
+        return Value::array(std::move(parts));
+    }
+    if (sep.kind != K::STRING) throw Error("split: the separator must be a string or none");
+    if (sep.s.empty()) throw Error("split: empty separator");
+    std::vector<std::string> pieces;
+    size_t at = 0;
+    for (;;) {
+        size_t k = s.find(sep.s, at);
+        if (k == std::string::npos) break;
+        pieces.push_back(s.substr(at, k - at));
+        at = k + sep.s.size();
+    }
+    pieces.push_back(s.substr(at));
+    if (maxsplit != -1 && int64_t(pieces.size()) > maxsplit) {
+        std::string rest;
+        for (size_t k = size_t(maxsplit); k < pieces.size(); k++) rest += (k > size_t(maxsplit) ? sep.s : "") + pieces[k];
+        pieces.resize(size_t(maxsplit));
+        pieces.push_back(rest);
+    }
+    for (auto& p : pieces) parts.push_back(Value::string(p));
+    return Value::array(std::move(parts));
+}
+
+// Splits trailing keyword arguments off a call's arguments.
+std::shared_ptr<ObjectData> take_kwargs(Args& args) {
+    if (!args.empty() && args.back().kind == K::KWARGS) {
+        auto kw = args.back().obj;
+        args.pop_back();
+        return kw;
+    }
+    return std::make_shared<ObjectData>();
+}
+
+Value arg(const Args& args, size_t i, const ObjectData& kw, const char* name, Value def) {
+    if (i < args.size()) return args[i];
+    if (const Value* v = kw.find(name)) return *v;
+    return def;
+}
+
+Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
+    std::vector<Value> items;
+    std::vector<std::string> cps;
+    if (obj.kind == K::ARRAY) items = *obj.arr;
+    else if (obj.kind == K::STRING) cps = code_points(obj.s);
+    else throw Error("only arrays and strings can be sliced");
+    for (const Value* v : {&a, &b, &c})
+        if (!v->undefined() && v->kind != K::INT && v->kind != K::NONE) throw Error("slice indices must be integers");
+    const int64_t n = obj.kind == K::ARRAY ? int64_t(items.size()) : int64_t(cps.size());
+    const int64_t step = c.kind == K::INT ? c.i : 1;
+    if (step == 0) throw Error("slice step cannot be zero");
+    int64_t start, stop;
+    const bool has_a = a.kind == K::INT, has_b = b.kind == K::INT;
+    if (step > 0) {
+        start = !has_a ? 0 : a.i < 0 ? std::max<int64_t>(n + a.i, 0) : std::min(a.i, n);
+        stop = !has_b ? n : b.i < 0 ? std::max<int64_t>(n + b.i, 0) : std::min(b.i, n);
+    } else {
+        start = !has_a ? n - 1 : a.i < 0 ? std::max<int64_t>(n + a.i, -1) : std::min(a.i, n - 1);
+        stop = !has_b ? -1 : b.i < -1 ? std::max<int64_t>(n + b.i, -1) : std::min(b.i, n - 1);
+    }
+    std::vector<Value> out;
+    std::string str;
+    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+        if (obj.kind == K::ARRAY) out.push_back(items[size_t(i)]);
+        else str += cps[size_t(i)];
+    }
+    return obj.kind == K::ARRAY ? Value::array(std::move(out)) : Value::string(str);
+}
+
+// Attribute path "a.b.0" on objects and arrays (map, sort), undefined when missing.
+Value attribute(const Value& item, const std::string& path) {
+    Value v = item;
+    size_t at = 0;
+    while (at <= path.size()) {
+        size_t k = path.find('.', at);
+        if (k == std::string::npos) k = path.size();
+        const std::string part = path.substr(at, k - at);
+        if (v.is_attr_container()) {
+            const Value* f = v.obj->find(part);
+            v = f ? *f : Value();
+        } else if (v.kind == K::ARRAY) {
+            char* end = nullptr;
+            const long idx = std::strtol(part.c_str(), &end, 10);
+            if (end == part.c_str() || idx < 0 || size_t(idx) >= v.arr->size()) return Value();
+            v = (*v.arr)[size_t(idx)];
+        } else {
+            return Value();
+        }
+        at = k + 1;
+    }
+    return v;
+}
+
+std::string strftime_like(const std::tm& t, const std::string& fmt) {
+    static const char* kLong[] = {"January", "February", "March", "April", "May", "June", "July", "August", "September",
+                                  "October", "November", "December"};
+    static const char* kShort[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    std::string out;
+    for (size_t i = 0; i < fmt.size(); i++) {
+        if (fmt[i] != '%' || i + 1 >= fmt.size()) {
+            out += fmt[i];
+            continue;
+        }
+        const char c = fmt[i + 1];
+        char buf[16];
+        switch (c) {
+            case 'Y': out += std::to_string(t.tm_year + 1900); break;
+            case 'm': std::snprintf(buf, sizeof buf, "%02d", t.tm_mon + 1), out += buf; break;
+            case 'd': std::snprintf(buf, sizeof buf, "%02d", t.tm_mday), out += buf; break;
+            case 'b': out += kShort[t.tm_mon]; break;
+            case 'B': out += kLong[t.tm_mon]; break;
+            case 'H': std::snprintf(buf, sizeof buf, "%02d", t.tm_hour), out += buf; break;
+            case 'M': std::snprintf(buf, sizeof buf, "%02d", t.tm_min), out += buf; break;
+            case '%': out += '%'; break;
+            default: out += fmt.substr(i, 2); break;  // left as written, as the reference does
+        }
+        i++;
+    }
+    return out;
+}
+
+const std::map<std::string, bool (*)(const Value&)>& tests() {
+    static const std::map<std::string, bool (*)(const Value&)> t = {
+        {"boolean", [](const Value& v) { return v.kind == K::BOOL; }},
+        {"callable", [](const Value& v) { return v.kind == K::FUNCTION; }},
+        {"odd", [](const Value& v) {
+             if (v.kind != K::INT) throw Error(std::string("cannot test 'odd' on ") + v.type_name());
+             return v.i % 2 != 0;
+         }},
+        {"even", [](const Value& v) {
+             if (v.kind != K::INT) throw Error(std::string("cannot test 'even' on ") + v.type_name());
+             return v.i % 2 == 0;
+         }},
+        {"false", [](const Value& v) { return v.kind == K::BOOL && !v.b; }},
+        {"true", [](const Value& v) { return v.kind == K::BOOL && v.b; }},
+        {"none", [](const Value& v) { return v.kind == K::NONE; }},
+        {"string", [](const Value& v) { return v.kind == K::STRING; }},
+        {"number", [](const Value& v) { return v.is_number(); }},
+        {"integer", [](const Value& v) { return v.kind == K::INT; }},
+        {"float", [](const Value& v) { return v.kind == K::FLOAT; }},
+        {"iterable", [](const Value& v) { return v.kind == K::ARRAY || v.kind == K::STRING; }},
+        {"mapping", [](const Value& v) { return v.kind == K::OBJECT || v.kind == K::KWARGS; }},
+        {"sequence", [](const Value& v) { return v.kind == K::ARRAY || v.kind == K::OBJECT || v.kind == K::KWARGS || v.kind == K::STRING; }},
+        {"lower", [](const Value& v) { return v.kind == K::STRING && v.s == ascii_case(v.s, false); }},
+        {"upper", [](const Value& v) { return v.kind == K::STRING && v.s == ascii_case(v.s, true); }},
+        {"defined", [](const Value& v) { return !v.undefined(); }},
+        {"undefined", [](const Value& v) { return v.undefined(); }},
+    };
+    return t;
+}
+
+class Interpreter {
+public:
+    explicit Interpreter(const RenderOptions& o) : opt_(o) {}
+
+    Value exec(const Node& n, Env& env) {
+        switch (n.t) {
+            case Node::T::PROGRAM: return block(n.body, env);
+            case Node::T::COMMENT: return Value::none();
+            case Node::T::STR: return Value::string(n.s);
+            case Node::T::INT: return Value::integer(n.i);
+            case Node::T::FLOAT: return Value::number(n.f);
+            case Node::T::IDENT: return env.lookup(n.s);
+            case Node::T::ARRAY:
+            case Node::T::TUPLE: {
+                std::vector<Value> a;
+                for (const auto& e : n.args) a.push_back(exec(*e, env));
+                return Value::array(std::move(a));
+            }
+            case Node::T::DICT: {
+                Value o = Value::object();
+                for (size_t i = 0; i < n.args.size(); i++) {
+                    Value k = exec(*n.args[i], env);
+                    if (k.kind != K::STRING) fail(n, std::string("dict keys must be strings, not ") + k.type_name());
+                    o.obj->set(k.s, exec(*n.body[i], env));
+                }
+                return o;
+            }
+            case Node::T::IF: return block(exec(*n.x, env).truthy() ? n.body : n.alt, env);
+            case Node::T::FOR: return for_loop(n, env);
+            case Node::T::SET: return set(n, env);
+            case Node::T::MACRO: {
+                const Node* def = &n;
+                env.set(n.s, Value::function([this, def](Args& args, Env& caller_env) {
+                    Env scope(&caller_env);
+                    bind(*def, def->args, args, scope);
+                    return block(def->body, scope);
+                }));
+                return Value::none();
+            }
+            case Node::T::CALL_BLOCK: return call_block(n, env);
+            case Node::T::FILTER_BLOCK: return apply_filter(block(n.body, env), *n.x, env);
+            case Node::T::BREAK: throw BreakSignal{};
+            case Node::T::CONTINUE: throw ContinueSignal{};
+            case Node::T::MEMBER: return member(n, env);
+            case Node::T::SLICE: fail(n, "a slice outside []");
+            case Node::T::CALL: {
+                Args args = arguments(n.args, env);
+                Value f = exec(*n.x, env);
+                if (f.kind != K::FUNCTION) fail(n, std::string("cannot call a ") + f.type_name() + callee_name(*n.x));
+                return call(f, args, env, n);
+            }
+            case Node::T::BINARY: return binary(n, env);
+            case Node::T::UNARY: {
+                Value a = exec(*n.x, env);
+                if (n.s == "not") return Value::boolean(!a.truthy());
+                if (a.is_number() || a.kind == K::BOOL) {
+                    const double sign = n.s == "-" ? -1 : 1;
+                    if (a.kind == K::FLOAT) return Value::number(sign * a.f);
+                    return Value::integer(int64_t(sign) * (a.kind == K::BOOL ? int64_t(a.b) : a.i));
+                }
+                fail(n, "unary " + n.s + " on a " + a.type_name());
+            }
+            case Node::T::FILTER: return apply_filter(exec(*n.x, env), *n.y, env);
+            case Node::T::TEST: {
+                Value a = exec(*n.x, env);
+                auto it = tests().find(n.s);
+                if (it == tests().end()) fail(n, "unknown test '" + n.s + "'");
+                bool r;
+                try {
+                    r = it->second(a);
+                } catch (const Error& e) {
+                    fail(n, e.what());
+                }
+                return Value::boolean(n.flag ? !r : r);
+            }
+            case Node::T::SELECT: return exec(*n.y, env).truthy() ? exec(*n.x, env) : Value();
+            case Node::T::TERNARY: return exec(*n.x, env).truthy() ? exec(*n.y, env) : exec(*n.z, env);
+            case Node::T::KWARG:
+            case Node::T::SPREAD:
+            case Node::T::KWSPREAD: fail(n, "an argument outside a call");
+        }
+        fail(n, "unknown construct");
+    }
+
+    Value block(const Nodes& body, Env& env) {
+        std::string out;
+        for (const auto& st : body) {
+            Value v = exec(*st, env);
+            if (v.kind != K::NONE && !v.undefined()) out += v.str();
+        }
+        return Value::string(std::move(out));
+    }
+
+private:
+    static std::string callee_name(const Node& c) {
+        if (c.t == Node::T::IDENT) return " ('" + c.s + "' is not defined or not a function)";
+        if (c.t == Node::T::MEMBER && !c.flag && c.y->t == Node::T::IDENT) return " (no method '" + c.y->s + "')";
+        return "";
+    }
+
+    Value call(const Value& f, Args& args, Env& env, const Node& at) {
+        try {
+            return (*f.fn)(args, env);
+        } catch (const BreakSignal&) {
+            throw;
+        } catch (const ContinueSignal&) {
+            throw;
+        } catch (const Error& e) {
+            const std::string m = e.what();
+            if (m.rfind("line ", 0) == 0) throw;
+            fail(at, m);
+        }
+    }
+
+    Args arguments(const Nodes& nodes, Env& env) {
+        Args pos;
+        auto kw = std::make_shared<ObjectData>();
+        for (const auto& a : nodes) {
+            if (a->t == Node::T::SPREAD) {
+                Value v = exec(*a->x, env);
+                if (v.kind != K::ARRAY) fail(*a, std::string("cannot unpack a ") + v.type_name());
+                for (const auto& e : *v.arr) pos.push_back(e);
+            } else if (a->t != Node::T::KWARG && a->t != Node::T::KWSPREAD) {
+                pos.push_back(exec(*a, env));
+            }
+        }
+        for (const auto& a : nodes) {
+            if (a->t == Node::T::KWARG) {
+                if (kw->find(a->s)) fail(*a, "keyword argument '" + a->s + "' given twice");
+                kw->set(a->s, exec(*a->x, env));
+            } else if (a->t == Node::T::KWSPREAD) {
+                Value v = exec(*a->x, env);
+                if (v.kind != K::OBJECT && v.kind != K::KWARGS) fail(*a, "** needs a mapping");
+                for (const auto& [k, e] : v.obj->items) kw->set(k, e);
+            }
+        }
+        if (!kw->items.empty()) {
+            Value k = Value::object(K::KWARGS);
+            k.obj = kw;
+            pos.push_back(k);
+        }
+        return pos;
+    }
+
+    // Which of `kwargs` / `varargs` a macro body reads (then extra arguments are collected there).
+    static void special_uses(const Node& n, std::set<std::string>& used) {
+        if (n.t == Node::T::IDENT && (n.s == "kwargs" || n.s == "varargs")) used.insert(n.s);
+        for (const NodeP* c : {&n.x, &n.y, &n.z})
+            if (*c) special_uses(**c, used);
+        for (const Nodes* list : {&n.args, &n.body, &n.alt})
+            for (const auto& c : *list)
+                if (c) special_uses(*c, used);
+    }
+
+    void bind(const Node& def, const Nodes& params, Args args, Env& scope) {
+        auto kw = take_kwargs(args);
+        std::set<std::string> special;
+        for (const auto& b : def.body) special_uses(*b, special);
+        std::vector<std::pair<std::string, const Node*>> pending;
+        for (size_t i = 0; i < params.size(); i++) {
+            const Node& p = *params[i];
+            const std::string& name = p.s;  // IDENT or KWARG (a parameter with a default)
+            Value v;
+            bool given = i < args.size();
+            if (given) v = args[i];
+            else if (const Value* k = kw->find(name)) {
+                v = *k;
+                given = true;
+                auto& items = kw->items;
+                items.erase(std::remove_if(items.begin(), items.end(), [&](const auto& e) { return e.first == name; }), items.end());
+            }
+            if (!given && p.t == Node::T::KWARG) pending.emplace_back(name, p.x.get());
+            scope.set(name, v);
+        }
+        if (special.count("kwargs")) {
+            Value k = Value::object();
+            k.obj = kw;
+            scope.set("kwargs", k);
+        } else if (!kw->items.empty()) {
+            throw Error("macro '" + def.s + "' takes no keyword argument '" + kw->items[0].first + "'");
+        }
+        if (special.count("varargs")) {
+            std::vector<Value> rest;
+            for (size_t i = params.size(); i < args.size(); i++) rest.push_back(args[i]);
+            scope.set("varargs", Value::array(std::move(rest)));
+        } else if (args.size() > params.size()) {
+            throw Error(strprintf("macro '%s' takes at most %zu arguments", def.s.c_str(), params.size()));
+        }
+        for (const auto& [name, dflt] : pending) scope.set(name, exec(*dflt, scope));
+    }
+
+    Value call_block(const Node& n, Env& env) {
+        const Node* blk = &n;
+        Env* defining = &env;
+        Value caller = Value::function([this, blk, defining](Args& args, Env&) {
+            Env scope(defining);
+            bind(*blk, blk->args, args, scope);
+            return block(blk->body, scope);
+        });
+        Args args = arguments(n.x->args, env);
+        if (args.empty() || args.back().kind != K::KWARGS) {
+            Value k = Value::object(K::KWARGS);
+            args.push_back(k);
+        }
+        Value f = exec(*n.x->x, env);
+        if (f.kind != K::FUNCTION) fail(n, "'call' needs a macro" + callee_name(*n.x->x));
+        Env with_caller(&env);
+        with_caller.set("caller", caller);
+        return call(f, args, with_caller, n);
+    }
+
+    Value for_loop(const Node& n, Env& env) {
+        Env scope(&env);
+        Value it = exec(*n.y, scope);
+        if (it.kind == K::OBJECT || it.kind == K::KWARGS) {
+            std::vector<Value> keys;
+            for (const auto& [k, v] : it.obj->items) keys.push_back(Value::string(k));
+            it = Value::array(std::move(keys));
+        }
+        if (it.kind != K::ARRAY) fail(n, std::string("cannot loop over a ") + it.type_name());
+        auto assign = [&](Env& e, const Value& cur) {
+            if (n.x->t == Node::T::IDENT) return e.set(n.x->s, cur);
+            if (cur.kind != K::ARRAY) fail(n, std::string("cannot unpack a ") + cur.type_name());
+            if (cur.arr->size() != n.x->args.size()) fail(n, "wrong number of items to unpack");
+            for (size_t j = 0; j < n.x->args.size(); j++) {
+                if (n.x->args[j]->t != Node::T::IDENT) fail(n, "loop variables must be names");
+                e.set(n.x->args[j]->s, (*cur.arr)[j]);
+            }
+        };
+        std::vector<Value> items;
+        for (const Value& cur : *it.arr) {
+            if (n.z) {
+                Env test_scope(&scope);
+                assign(test_scope, cur);
+                if (!exec(*n.z, test_scope).truthy()) continue;
+            }
+            items.push_back(cur);
+        }
+        std::string out;
+        bool ran = false;
+        const int64_t len = int64_t(items.size());
+        for (int64_t i = 0; i < len; i++) {
+            Value loop = Value::object();
+            loop.obj->set("index", Value::integer(i + 1));
+            loop.obj->set("index0", Value::integer(i));
+            loop.obj->set("revindex", Value::integer(len - i));
+            loop.obj->set("revindex0", Value::integer(len - i - 1));
+            loop.obj->set("first", Value::boolean(i == 0));
+            loop.obj->set("last", Value::boolean(i == len - 1));
+            loop.obj->set("length", Value::integer(len));
+            loop.obj->set("previtem", i > 0 ? items[size_t(i - 1)] : Value());
+            loop.obj->set("nextitem", i < len - 1 ? items[size_t(i + 1)] : Value());
+            scope.set("loop", loop);
+            assign(scope, items[size_t(i)]);
+            try {
+                out += block(n.body, scope).s;
+            } catch (const ContinueSignal&) {
+                continue;
+            } catch (const BreakSignal&) {
+                break;
+            }
+            ran = true;
+        }
+        if (!ran) out += block(n.alt, scope).s;
+        return Value::string(out);
+    }
+
+    Value set(const Node& n, Env& env) {
+        Value rhs = n.y ? exec(*n.y, env) : block(n.body, env);
+        const Node& target = *n.x;
+        if (target.t == Node::T::IDENT) {
+            env.set(target.s, rhs);
+        } else if (target.t == Node::T::TUPLE) {
+            if (rhs.kind != K::ARRAY) fail(n, std::string("cannot unpack a ") + rhs.type_name());
+            if (rhs.arr->size() != target.args.size()) fail(n, "wrong number of items to unpack");
+            for (size_t i = 0; i < target.args.size(); i++) {
+                if (target.args[i]->t != Node::T::IDENT) fail(n, "can only unpack into names");
+                env.set(target.args[i]->s, (*rhs.arr)[i]);
+            }
+        } else if (target.t == Node::T::MEMBER) {
+            Value obj = exec(*target.x, env);
+            if (obj.kind != K::NAMESPACE) fail(n, "attributes can only be set on a namespace()");
+            if (target.flag || target.y->t != Node::T::IDENT) fail(n, "a namespace attribute must be a name");
+            obj.obj->set(target.y->s, rhs);
+        } else {
+            fail(n, "cannot assign to this expression");
+        }
+        return Value::none();
+    }
+
+    Value member(const Node& n, Env& env) {
+        Value obj = exec(*n.x, env);
+        Value prop;
+        if (n.flag) {
+            if (n.y->t == Node::T::SLICE) {
+                try {
+                    return slice(obj, n.y->x ? exec(*n.y->x, env) : Value(), n.y->y ? exec(*n.y->y, env) : Value(),
+                                 n.y->z ? exec(*n.y->z, env) : Value());
+                } catch (const Error& e) {
+                    fail(n, e.what());
+                }
+            }
+            prop = exec(*n.y, env);
+        } else if (n.y->t == Node::T::INT) {
+            prop = Value::integer(n.y->i);
+        } else {
+            prop = Value::string(n.y->s);
+        }
+        if (obj.is_attr_container()) {
+            if (prop.kind != K::STRING) fail(n, std::string("an object key must be a string, not ") + prop.type_name());
+            if (const Value* v = obj.obj->find(prop.s)) return *v;
+            if (obj.kind != K::NAMESPACE) return builtin(obj, prop.s);
+            return Value();
+        }
+        if (obj.kind == K::ARRAY || obj.kind == K::STRING) {
+            if (prop.kind == K::INT) {
+                if (obj.kind == K::ARRAY) {
+                    const int64_t sz = int64_t(obj.arr->size()), i = prop.i < 0 ? sz + prop.i : prop.i;
+                    return i >= 0 && i < sz ? (*obj.arr)[size_t(i)] : Value();
+                }
+                auto cps = code_points(obj.s);
+                const int64_t sz = int64_t(cps.size()), i = prop.i < 0 ? sz + prop.i : prop.i;
+                return i >= 0 && i < sz ? Value::string(cps[size_t(i)]) : Value();
+            }
+            if (prop.kind == K::STRING) return builtin(obj, prop.s);
+            fail(n, std::string("an index must be an integer, not ") + prop.type_name());
+        }
+        if (prop.kind != K::STRING) fail(n, std::string("cannot index a ") + obj.type_name());
+        return Value();  // members of undefined, none, numbers: undefined
+    }
+
+    // Methods and properties of strings, arrays and objects.
+    Value builtin(const Value& obj, const std::string& name) {
+        if (obj.kind == K::ARRAY) return name == "length" ? Value::integer(int64_t(obj.arr->size())) : Value();
+        if (obj.kind == K::STRING) {
+            const std::string s = obj.s;
+            auto fn = [](auto f) { return Value::function(f); };
+            if (name == "length") return Value::integer(int64_t(code_points(s).size()));
+            if (name == "upper") return fn([s](Args&, Env&) { return Value::string(ascii_case(s, true)); });
+            if (name == "lower") return fn([s](Args&, Env&) { return Value::string(ascii_case(s, false)); });
+            if (name == "strip") return fn([s](Args&, Env&) { return Value::string(js_trim(s, true, true)); });
+            if (name == "lstrip") return fn([s](Args&, Env&) { return Value::string(js_trim(s, true, false)); });
+            if (name == "rstrip") return fn([s](Args&, Env&) { return Value::string(js_trim(s, false, true)); });
+            if (name == "title") return fn([s](Args&, Env&) { return Value::string(title_case(s)); });
+            if (name == "capitalize")
+                return fn([s](Args&, Env&) { return Value::string(s.empty() ? s : ascii_case(s.substr(0, 1), true) + s.substr(1)); });
+            if (name == "startswith" || name == "endswith") {
+                const bool starts = name == "startswith";
+                return fn([s, starts](Args& a, Env&) {
+                    if (a.empty()) throw Error(std::string(starts ? "startswith" : "endswith") + "() needs an argument");
+                    auto test = [&](const std::string& p) {
+                        return p.size() <= s.size() && (starts ? s.compare(0, p.size(), p) == 0 : s.compare(s.size() - p.size(), p.size(), p) == 0);
+                    };
+                    if (a[0].kind == K::STRING) return Value::boolean(test(a[0].s));
+                    if (a[0].kind == K::ARRAY) {
+                        for (const auto& p : *a[0].arr) {
+                            if (p.kind != K::STRING) throw Error("startswith/endswith: tuple items must be strings");
+                            if (test(p.s)) return Value::boolean(true);
+                        }
+                        return Value::boolean(false);
+                    }
+                    throw Error("startswith/endswith: the argument must be a string or a tuple of strings");
+                });
+            }
+            if (name == "split")
+                return fn([s](Args& a, Env&) {
+                    auto kw = take_kwargs(a);
+                    Value sep = arg(a, 0, *kw, "sep", Value::none());
+                    Value max = arg(a, 1, *kw, "maxsplit", Value::integer(-1));
+                    if (max.kind != K::INT) throw Error("split: maxsplit must be an integer");
+                    return split(s, sep, max.i);
+                });
+            if (name == "replace")
+                return fn([s](Args& a, Env&) {
+                    auto kw = take_kwargs(a);
+                    if (a.size() < 2 || a[0].kind != K::STRING || a[1].kind != K::STRING) throw Error("replace() needs two strings");
+                    Value count = arg(a, 2, *kw, "count", Value::none());
+                    if (count.kind != K::INT && count.kind != K::NONE) throw Error("replace: count must be an integer");
+                    return Value::string(replace_all(s, a[0].s, a[1].s, count.kind == K::INT ? count.i : -1));
+                });
+            return Value();
+        }
+        if (obj.kind == K::OBJECT || obj.kind == K::KWARGS) {
+            auto data = obj.obj;
+            if (name == "get")
+                return Value::function([data](Args& a, Env&) {
+                    if (a.empty() || a[0].kind != K::STRING) throw Error("get() needs a string key");
+                    if (const Value* v = data->find(a[0].s)) return *v;
+                    return a.size() > 1 ? a[1] : Value::none();
+                });
+            if (name == "items")
+                return Value::function([data](Args&, Env&) {
+                    std::vector<Value> out;
+                    for (const auto& [k, v] : data->items) out.push_back(Value::array({Value::string(k), v}));
+                    return Value::array(std::move(out));
+                });
+            if (name == "keys")
+                return Value::function([data](Args&, Env&) {
+                    std::vector<Value> out;
+                    for (const auto& [k, v] : data->items) out.push_back(Value::string(k));
+                    return Value::array(std::move(out));
+                });
+            if (name == "values")
+                return Value::function([data](Args&, Env&) {
+                    std::vector<Value> out;
+                    for (const auto& [k, v] : data->items) out.push_back(v);
+                    return Value::array(std::move(out));
+                });
+            if (name == "dictsort")
+                return Value::function([data](Args& a, Env&) {
+                    auto kw = take_kwargs(a);
+                    const bool cs = arg(a, 0, *kw, "case_sensitive", Value::boolean(false)).truthy();
+                    const Value by = arg(a, 1, *kw, "by", Value::string("key"));
+                    const bool rev = arg(a, 2, *kw, "reverse", Value::boolean(false)).truthy();
+                    if (by.kind != K::STRING || (by.s != "key" && by.s != "value")) throw Error("dictsort: by must be 'key' or 'value'");
+                    std::vector<Value> out;
+                    for (const auto& [k, v] : data->items) out.push_back(Value::array({Value::string(k), v}));
+                    const size_t idx = by.s == "key" ? 0 : 1;
+                    std::stable_sort(out.begin(), out.end(), [&](const Value& x, const Value& y) {
+                        const int c = compare((*x.arr)[idx], (*y.arr)[idx], cs);
+                        return rev ? c > 0 : c < 0;
+                    });
+                    return Value::array(std::move(out));
+                });
+        }
+        return Value();
+    }
+
+    Value binary(const Node& n, Env& env) {
+        const std::string& op = n.s;
+        Value l = exec(*n.x, env);
+        if (op == "and") return l.truthy() ? exec(*n.y, env) : l;
+        if (op == "or") return l.truthy() ? l : exec(*n.y, env);
+        Value r = exec(*n.y, env);
+        if (op == "==") return Value::boolean(loose_equal(l, r));
+        if (op == "!=") return Value::boolean(!loose_equal(l, r));
+        if (l.undefined() || r.undefined()) {
+            if (r.undefined() && (op == "in" || op == "not in")) return Value::boolean(op == "not in");
+            fail(n, "'" + op + "' on an undefined value" + undefined_hint(*n.x, *n.y, l));
+        }
+        if (l.kind == K::NONE || r.kind == K::NONE) fail(n, "'" + op + "' on a none value");
+        if (op == "~") return Value::string(l.raw_str() + r.raw_str());
+        auto numeric = [](const Value& v) { return v.is_number() || v.kind == K::BOOL; };
+        if (op == "**" && numeric(l) && numeric(r)) {
+            const double a = l.num(), b = r.num();
+            if (a == 0 && b < 0) fail(n, "0 cannot be raised to a negative power");
+            const double res = std::pow(a, b);
+            if (l.kind == K::FLOAT || r.kind == K::FLOAT || b < 0) return Value::number(res);
+            return Value::integer(int64_t(res));
+        }
+        if (l.is_number() && r.is_number()) {
+            const bool fl = l.kind == K::FLOAT || r.kind == K::FLOAT;
+            const double a = l.num(), b = r.num();
+            auto num = [&](double v) { return fl ? Value::number(v) : Value::integer(int64_t(v)); };
+            if (op == "+") return fl ? Value::number(a + b) : Value::integer(l.i + r.i);
+            if (op == "-") return fl ? Value::number(a - b) : Value::integer(l.i - r.i);
+            if (op == "*") return fl ? Value::number(a * b) : Value::integer(l.i * r.i);
+            if (op == "/") return Value::number(a / b);
+            if (op == "//") return num(std::floor(a / b));
+            if (op == "%") return fl ? Value::number(std::fmod(a, b)) : (r.i == 0 ? Value::number(std::nan("")) : Value::integer(l.i % r.i));
+            if (op == "<") return Value::boolean(a < b);
+            if (op == ">") return Value::boolean(a > b);
+            if (op == "<=") return Value::boolean(a <= b);
+            if (op == ">=") return Value::boolean(a >= b);
+        } else if (l.kind == K::ARRAY && r.kind == K::ARRAY) {
+            if (op == "+") {
+                std::vector<Value> a = *l.arr;
+                a.insert(a.end(), r.arr->begin(), r.arr->end());
+                return Value::array(std::move(a));
+            }
+        } else if (r.kind == K::ARRAY) {
+            if (op == "in" || op == "not in") {
+                bool found = false;
+                for (const auto& e : *r.arr) found = found || strict_equal(e, l);
+                return Value::boolean(op == "in" ? found : !found);
+            }
+        }
+        if ((l.kind == K::STRING || r.kind == K::STRING) && op == "+") return Value::string(l.raw_str() + r.raw_str());
+        if (l.kind == K::STRING && r.kind == K::STRING && (op == "in" || op == "not in")) {
+            const bool found = r.s.find(l.s) != std::string::npos;
+            return Value::boolean(op == "in" ? found : !found);
+        }
+        if (l.kind == K::STRING && (r.kind == K::OBJECT || r.kind == K::KWARGS) && (op == "in" || op == "not in")) {
+            const bool found = r.obj->find(l.s) != nullptr;
+            return Value::boolean(op == "in" ? found : !found);
+        }
+        fail(n, "unknown operator '" + op + "' between " + l.type_name() + " and " + r.type_name());
+    }
+
+    static std::string undefined_hint(const Node& a, const Node& b, const Value& l) {
+        const Node& u = l.undefined() ? a : b;
+        if (u.t == Node::T::IDENT) return " ('" + u.s + "' is not defined)";
+        return "";
+    }
+
+    Value apply_filter(const Value& v, const Node& f, Env& env) {
+        try {
+            return filter(v, f, env);
+        } catch (const Error& e) {
+            const std::string m = e.what();
+            if (m.rfind("line ", 0) == 0) throw;
+            fail(f, m);
+        }
+    }
+
+    Value filter(const Value& v, const Node& f, Env& env) {
+        const bool called = f.t == Node::T::CALL;
+        const std::string name = called ? (f.x->t == Node::T::IDENT ? f.x->s : "") : f.s;
+        if (called && f.x->t != Node::T::IDENT) fail(f, "a filter must be a name");
+        Args args = called ? arguments(f.args, env) : Args{};
+        auto kw = take_kwargs(args);
+        if (name == "safe") return v;
+        if (name == "tojson") {
+            JsonOptions o;
+            Value ind = arg({}, 0, *kw, "indent", Value::none());
+            if (ind.kind != K::INT && ind.kind != K::NONE) throw Error("tojson: indent must be an integer");
+            o.indent = ind.kind == K::INT ? int(ind.i) : -1;
+            o.ensure_ascii = arg({}, 0, *kw, "ensure_ascii", Value::boolean(false)).truthy();
+            o.sort_keys = arg({}, 0, *kw, "sort_keys", Value::boolean(false)).truthy();
+            Value sep = arg({}, 0, *kw, "separators", Value::none());
+            if (sep.kind == K::ARRAY) {
+                if (sep.arr->size() != 2 || (*sep.arr)[0].kind != K::STRING || (*sep.arr)[1].kind != K::STRING)
+                    throw Error("tojson: separators must be two strings");
+                o.item_sep = (*sep.arr)[0].s;
+                o.key_sep = (*sep.arr)[1].s;
+            }
+            return Value::string(to_json(v, o));
+        }
+        if (name == "default" || name == "d") {
+            Value dflt = args.size() > 0 ? args[0] : Value::string("");
+            const bool boolean = arg(args, 1, *kw, "boolean", Value::boolean(false)).truthy();
+            return v.undefined() || (boolean && !v.truthy()) ? dflt : v;
+        }
+        if (name == "join" && called) {
+            std::vector<std::string> parts;
+            if (v.kind == K::STRING) parts = code_points(v.s);
+            else if (v.kind == K::ARRAY)
+                for (const auto& e : *v.arr) parts.push_back(e.raw_str());
+            else throw Error(std::string("join on a ") + v.type_name());
+            Value sep = arg(args, 0, *kw, "separator", Value::string(""));
+            if (sep.kind != K::STRING) throw Error("join: the separator must be a string");
+            std::string out;
+            for (size_t i = 0; i < parts.size(); i++) out += (i ? sep.s : "") + parts[i];
+            return Value::string(out);
+        }
+        if (name == "int" || name == "float") {
+            Value dflt = arg(args, 0, *kw, "default", name == "int" ? Value::integer(0) : Value::number(0));
+            if (v.kind == K::STRING) {
+                const std::string t = js_trim(v.s, true, false);
+                char* end = nullptr;
+                if (name == "int") {
+                    const long long x = std::strtoll(t.c_str(), &end, 10);
+                    return end == t.c_str() ? dflt : Value::integer(x);
+                }
+                const double x = std::strtod(t.c_str(), &end);
+                return end == t.c_str() ? dflt : Value::number(x);
+            }
+            if (v.kind == K::BOOL) return name == "int" ? Value::integer(v.b) : Value::number(v.b);
+            if (v.is_number()) return called ? v : (name == "int" ? Value::integer(int64_t(std::floor(v.num()))) : Value::number(v.num()));
+            throw Error(std::string(name) + " on a " + v.type_name());
+        }
+        if (name == "round") {  // Python's round(value, precision=0, method='common')
+            if (!v.is_number()) throw Error(std::string("round on a ") + v.type_name());
+            const Value prec = arg(args, 0, *kw, "precision", Value::integer(0));
+            const double m = std::pow(10.0, double(prec.kind == K::INT ? prec.i : 0));
+            return Value::number(std::round(v.num() * m) / m);
+        }
+        if (v.kind == K::ARRAY) {
+            const auto& a = *v.arr;
+            if (name == "list") return v;
+            if (name == "first") return a.empty() ? Value() : a.front();
+            if (name == "last") return a.empty() ? Value() : a.back();
+            if (name == "length" || name == "count") return Value::integer(int64_t(a.size()));
+            if (name == "reverse") return Value::array(std::vector<Value>(a.rbegin(), a.rend()));
+            if (name == "join") {
+                std::string out;
+                for (const auto& e : a) out += e.raw_str();
+                return Value::string(out);
+            }
+            if (name == "string") {
+                JsonOptions o;
+                o.undefined_as_null = false;
+                return Value::string(to_json(v, o));
+            }
+            if (name == "unique") {
+                std::vector<Value> out;
+                for (const auto& e : a) {
+                    bool seen = false;
+                    for (const auto& o : out) seen = seen || strict_equal(o, e);
+                    if (!seen) out.push_back(e);
+                }
+                return Value::array(std::move(out));
+            }
+            if (name == "sort") {
+                const bool rev = arg(args, 0, *kw, "reverse", Value::boolean(false)).truthy();
+                const bool cs = arg(args, 1, *kw, "case_sensitive", Value::boolean(false)).truthy();
+                const Value attr = arg(args, 2, *kw, "attribute", Value::none());
+                std::vector<Value> out = a;
+                auto key = [&](const Value& e) {
+                    if (attr.kind == K::NONE) return e;
+                    return attribute(e, attr.kind == K::INT ? std::to_string(attr.i) : attr.s);
+                };
+                std::stable_sort(out.begin(), out.end(), [&](const Value& x, const Value& y) {
+                    const int c = compare(key(x), key(y), cs);
+                    return rev ? c > 0 : c < 0;
+                });
+                return Value::array(std::move(out));
+            }
+            if (name == "selectattr" || name == "rejectattr") {
+                const bool select = name == "selectattr";
+                for (const auto& e : a)
+                    if (!e.is_attr_container()) throw Error(name + " works on a list of objects only");
+                if (args.empty() || args[0].kind != K::STRING) throw Error(name + " needs an attribute name");
+                bool (*test)(const Value&) = nullptr;
+                Value operand = args.size() > 2 ? args[2] : Value();
+                std::string tname = args.size() > 1 && args[1].kind == K::STRING ? args[1].s : "";
+                if (!tname.empty() && tname != "equalto" && tname != "eq") {
+                    auto it = tests().find(tname);
+                    if (it == tests().end()) throw Error("unknown test '" + tname + "'");
+                    test = it->second;
+                }
+                std::vector<Value> out;
+                for (const auto& e : a) {
+                    const Value* f = e.obj->find(args[0].s);  // a missing attribute never passes
+                    bool r = false;
+                    if (f) {
+                        if (tname.empty()) r = f->truthy();
+                        else if (test) r = test(*f);
+                        else r = strict_equal(*f, operand);  // equalto / eq
+                    }
+                    if (r == select) out.push_back(e);
+                }
+                return Value::array(std::move(out));
+            }
+            if (name == "map") {
+                const Value* attr = kw->find("attribute");
+                if (!attr) throw Error("map without attribute= is not supported");
+                if (attr->kind != K::STRING) throw Error("map: attribute must be a string");
+                const Value* dflt = kw->find("default");
+                std::vector<Value> out;
+                for (const auto& e : a) {
+                    if (!e.is_attr_container()) throw Error("map: the items must be objects");
+                    Value x = attribute(e, attr->s);
+                    out.push_back(x.undefined() && dflt ? *dflt : x);
+                }
+                return Value::array(std::move(out));
+            }
+            throw Error("unknown filter '" + name + "' on a list");
+        }
+        if (v.kind == K::STRING) {
+            if (name == "length" || name == "count") return Value::integer(int64_t(code_points(v.s).size()));
+            if (name == "upper") return Value::string(ascii_case(v.s, true));
+            if (name == "lower") return Value::string(ascii_case(v.s, false));
+            if (name == "title") return Value::string(title_case(v.s));
+            if (name == "capitalize") return Value::string(v.s.empty() ? v.s : ascii_case(v.s.substr(0, 1), true) + v.s.substr(1));
+            if (name == "trim") return Value::string(js_trim(v.s, true, true));
+            if (name == "string" || name == "join") return v;
+            if (name == "indent") {
+                Value width = arg(args, 0, *kw, "width", Value::integer(4));
+                if (width.kind != K::INT) throw Error("indent: width must be an integer");
+                const bool first = arg(args, 1, *kw, "first", Value::boolean(false)).truthy();
+                const bool blank = arg(args, 2, *kw, "blank", Value::boolean(false)).truthy();
+                const std::string pad(size_t(std::max<int64_t>(0, width.i)), ' ');
+                std::string out;
+                size_t at = 0, line = 0;
+                for (;;) {
+                    size_t k = v.s.find('\n', at);
+                    const std::string l = v.s.substr(at, k == std::string::npos ? std::string::npos : k - at);
+                    out += ((!first && line == 0) || (!blank && l.empty()) ? l : pad + l);
+                    if (k == std::string::npos) break;
+                    out += '\n';
+                    at = k + 1;
+                    line++;
+                }
+                return Value::string(out);
+            }
+            if (name == "replace") {
+                Value fn = builtin(v, "replace");
+                Args all = args;
+                if (!kw->items.empty()) {
+                    Value k = Value::object(K::KWARGS);
+                    k.obj = kw;
+                    all.push_back(k);
+                }
+                return (*fn.fn)(all, env);
+            }
+            throw Error("unknown filter '" + name + "' on a string");
+        }
+        if (v.is_number()) {
+            if (name == "abs") return v.kind == K::INT ? Value::integer(std::llabs(v.i)) : Value::number(std::fabs(v.f));
+            if (name == "string") return Value::string(v.str());
+            throw Error("unknown filter '" + name + "' on a number");
+        }
+        if (v.kind == K::OBJECT || v.kind == K::KWARGS) {
+            if (name == "items") return (*builtin(v, "items").fn)(args, env);
+            if (name == "length" || name == "count") return Value::integer(int64_t(v.obj->items.size()));
+            Value b = builtin(v, name);
+            if (b.kind == K::FUNCTION) {
+                if (!kw->items.empty()) {
+                    Value k = Value::object(K::KWARGS);
+                    k.obj = kw;
+                    args.push_back(k);
+                }
+                return (*b.fn)(args, env);
+            }
+            throw Error("unknown filter '" + name + "' on an object");
+        }
+        if (v.kind == K::BOOL) {
+            if (name == "bool") return v;
+            if (name == "string") return Value::string(v.b ? "true" : "false");
+            throw Error("unknown filter '" + name + "' on a boolean");
+        }
+        throw Error("cannot apply filter '" + name + "' to a " + v.type_name());
+    }
+
+    const RenderOptions& opt_;
+
+public:
+    void globals(Env& env) {
+        env.set("true", Value::boolean(true));
+        env.set("false", Value::boolean(false));
+        env.set("none", Value::none());
+        env.set("True", Value::boolean(true));
+        env.set("False", Value::boolean(false));
+        env.set("None", Value::none());
+        env.set("raise_exception", Value::function([](Args& a, Env&) -> Value {
+                    throw Error("raise_exception: " + (a.empty() ? std::string() : a[0].raw_str()));
+                }));
+        env.set("range", Value::function([](Args& a, Env&) {
+                    if (a.empty() || a.size() > 3) throw Error("range() takes 1 to 3 integers");
+                    for (const auto& x : a)
+                        if (x.kind != K::INT) throw Error("range() takes integers");
+                    int64_t start = 0, stop, step = 1;
+                    if (a.size() == 1) stop = a[0].i;
+                    else start = a[0].i, stop = a[1].i;
+                    if (a.size() == 3) step = a[2].i;
+                    if (step == 0) throw Error("range() step must not be zero");
+                    std::vector<Value> out;
+                    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+                        out.push_back(Value::integer(i));
+                        if (out.size() > 1000000) throw Error("range() is too long");
+                    }
+                    return Value::array(std::move(out));
+                }));
+        env.set("strftime_now", Value::function([this](Args& a, Env&) {
+                    if (a.empty() || a[0].kind != K::STRING) throw Error("strftime_now() needs a format string");
+                    std::tm t{};
+                    if (opt_.now) {
+                        t = opt_.now();
+                    } else {
+                        const std::time_t now = std::time(nullptr);
+                        localtime_r(&now, &t);
+                    }
+                    return Value::string(strftime_like(t, a[0].s));
+                }));
+        env.set("namespace", Value::function([](Args& a, Env&) {
+                    auto kw = take_kwargs(a);
+                    Value ns = Value::object(K::NAMESPACE);
+                    if (a.size() > 1) throw Error("namespace() takes at most one positional argument");
+                    if (a.size() == 1) {
+                        if (a[0].kind == K::OBJECT) {
+                            for (const auto& [k, v] : a[0].obj->items) ns.obj->set(k, v);
+                        } else if (a[0].kind == K::ARRAY) {
+                            for (const auto& p : *a[0].arr) {
+                                if (p.kind != K::ARRAY || p.arr->size() != 2 || (*p.arr)[0].kind != K::STRING)
+                                    throw Error("namespace() takes an object or [key, value] pairs");
+                                ns.obj->set((*p.arr)[0].s, (*p.arr)[1]);
+                            }
+                        } else {
+                            throw Error("namespace() takes an object or [key, value] pairs");
+                        }
+                    }
+                    for (const auto& [k, v] : kw->items) ns.obj->set(k, v);
+                    return ns;
+                }));
+    }
+};
+
+}  // namespace
+
+Template::Template(const std::string& source) : program_(parse_template(source)) {}
+
+std::string Template::render(const Value& context, const RenderOptions& opt) const {
+    Interpreter in(opt);
+    Env root;
+    in.globals(root);
+    if (context.is_attr_container())
+        for (const auto& [k, v] : context.obj->items) root.set(k, v);
+    try {
+        return in.exec(*program_, root).s;
+    } catch (const BreakSignal&) {
+        throw Error("'break' outside a loop");
+    } catch (const ContinueSignal&) {
+        throw Error("'continue' outside a loop");
+    }
+}
+
+}  // namespace tandem::jinja

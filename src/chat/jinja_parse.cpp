@@ -1,0 +1,753 @@
+// Chat-template lexer and parser. Tokenization, whitespace control and operator precedence follow
+// @huggingface/jinja (see jinja.h); precedence from loosest to tightest:
+//   a if b else c  <  or  <  and  <  not  <  comparisons, in, not in  <  + - ~  <  * / // %  <  **  <  is
+//   <  |filter  <  unary - +  <  calls, members, literals
+#include <cctype>
+#include <cstring>
+
+#include "chat/jinja_ast.h"
+#include "tandem/error.h"
+
+namespace tandem::jinja {
+
+namespace {
+
+enum class Tok {
+    TEXT, NUMBER, STRING, IDENT, EQUALS, LPAREN, RPAREN, OPEN_STMT, CLOSE_STMT, OPEN_EXPR, CLOSE_EXPR, LBRACKET,
+    RBRACKET, LBRACE, RBRACE, COMMA, DOT, COLON, PIPE, ADD, MUL, POW, CMP, UNARY, COMMENT
+};
+
+struct Token {
+    Tok t;
+    std::string v;
+    int line;
+};
+
+bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_word(char c) { return std::isalnum(uint8_t(c)) || c == '_'; }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+[[noreturn]] void fail(int line, const std::string& what) { throw Error(strprintf("line %d: %s", line, what.c_str())); }
+
+// @huggingface/jinja's preprocess: drop one trailing newline; lstrip_blocks (spaces and tabs before a block or
+// comment tag at the start of a line); trim_blocks (the newline after a block or comment tag); drop
+// {% generation %} / {% endgeneration %} (with the whitespace their '-' asks to remove).
+std::string preprocess(std::string t) {
+    if (!t.empty() && t.back() == '\n') t.pop_back();
+    std::string a;
+    a.reserve(t.size());
+    for (size_t i = 0; i < t.size();) {
+        if (i == 0 || t[i - 1] == '\n') {
+            size_t j = i;
+            while (j < t.size() && (t[j] == ' ' || t[j] == '\t')) j++;
+            if (j + 1 < t.size() && t[j] == '{' && (t[j + 1] == '#' || t[j + 1] == '%' || t[j + 1] == '-')) i = j;
+        }
+        a += t[i++];
+    }
+    std::string b;
+    b.reserve(a.size());
+    for (size_t i = 0; i < a.size(); i++) {
+        b += a[i];
+        if (a[i] == '}' && i > 0 && (a[i - 1] == '#' || a[i - 1] == '%' || a[i - 1] == '-') && i + 1 < a.size() && a[i + 1] == '\n') i++;
+    }
+    std::string c;
+    for (size_t i = 0; i < b.size();) {
+        if (b.compare(i, 2, "{%") == 0) {
+            size_t j = i + 2;
+            const bool lstrip = j < b.size() && b[j] == '-';
+            if (lstrip) j++;
+            while (j < b.size() && is_ws(b[j])) j++;
+            if (b.compare(j, 3, "end") == 0 && b.compare(j + 3, 10, "generation") == 0) j += 3;
+            if (b.compare(j, 10, "generation") == 0 && (j + 10 >= b.size() || !is_word(b[j + 10]))) {
+                size_t k = j + 10;
+                while (k < b.size() && is_ws(b[k])) k++;
+                const bool rstrip = k < b.size() && b[k] == '-';
+                if (rstrip) k++;
+                if (b.compare(k, 2, "%}") == 0) {
+                    k += 2;
+                    if (lstrip)
+                        while (!c.empty() && is_ws(c.back())) c.pop_back();
+                    if (rstrip)
+                        while (k < b.size() && is_ws(b[k])) k++;
+                    i = k;
+                    continue;
+                }
+            }
+        }
+        c += b[i++];
+    }
+    return c;
+}
+
+class Lexer {
+public:
+    explicit Lexer(const std::string& src) : src_(preprocess(src)) {}
+
+    std::vector<Token> run() {
+        while (pos_ < src_.size()) {
+            const Tok last = toks_.empty() ? Tok::CLOSE_STMT : toks_.back().t;
+            if (toks_.empty() || last == Tok::CLOSE_STMT || last == Tok::CLOSE_EXPR || last == Tok::COMMENT) {
+                std::string text;
+                while (pos_ < src_.size() && !(src_[pos_] == '{' && pos_ + 1 < src_.size() &&
+                                                (src_[pos_ + 1] == '%' || src_[pos_ + 1] == '{' || src_[pos_ + 1] == '#')))
+                    text += src_[pos_++];
+                if (!text.empty()) {
+                    push(Tok::TEXT, text);
+                    continue;
+                }
+            }
+            if (starts("{#")) {
+                comment();
+                continue;
+            }
+            if (starts("{%-")) {
+                strip_trailing_ws();
+                push(Tok::OPEN_STMT, "{%");
+                pos_ += 3;
+                continue;
+            }
+            if (starts("{{-")) {
+                strip_trailing_ws();
+                push(Tok::OPEN_EXPR, "{{");
+                depth_ = 0;
+                pos_ += 3;
+                continue;
+            }
+            while (pos_ < src_.size() && is_ws(src_[pos_])) pos_++;
+            if (pos_ >= src_.size()) break;
+            if (starts("-%}")) {
+                push(Tok::CLOSE_STMT, "%}");
+                pos_ += 3;
+                skip_ws();
+                continue;
+            }
+            if (starts("-}}")) {
+                push(Tok::CLOSE_EXPR, "}}");
+                pos_ += 3;
+                skip_ws();
+                continue;
+            }
+            const char ch = src_[pos_];
+            if (ch == '-' || ch == '+') {
+                if (toks_.empty() || toks_.back().t == Tok::TEXT) fail(line(), std::string("unexpected '") + ch + "'");
+                const Tok lt = toks_.back().t;
+                if (lt != Tok::IDENT && lt != Tok::NUMBER && lt != Tok::STRING && lt != Tok::RPAREN && lt != Tok::RBRACKET) {
+                    pos_++;
+                    std::string num = digits();
+                    if (!num.empty() && pos_ + 1 < src_.size() && src_[pos_] == '.' && is_digit(src_[pos_ + 1])) {
+                        pos_++;
+                        num += "." + digits();
+                    }
+                    push(num.empty() ? Tok::UNARY : Tok::NUMBER, std::string(1, ch) + num);
+                    continue;
+                }
+            }
+            if (symbol()) continue;
+            if (ch == '\'' || ch == '"') {
+                pos_++;
+                push(Tok::STRING, string_body(ch));
+                pos_++;
+                continue;
+            }
+            if (is_digit(ch)) {
+                std::string num = digits();
+                if (toks_.empty() || toks_.back().t != Tok::DOT)
+                    if (pos_ + 1 < src_.size() && src_[pos_] == '.' && is_digit(src_[pos_ + 1])) {
+                        pos_++;
+                        num += "." + digits();
+                    }
+                push(Tok::NUMBER, num);
+                continue;
+            }
+            if (is_word(ch)) {
+                std::string w;
+                while (pos_ < src_.size() && is_word(src_[pos_])) w += src_[pos_++];
+                push(Tok::IDENT, w);
+                continue;
+            }
+            fail(line(), std::string("unexpected character '") + ch + "'");
+        }
+        return std::move(toks_);
+    }
+
+private:
+    bool starts(const char* s) const { return src_.compare(pos_, std::strlen(s), s) == 0; }
+    int line() const {
+        int n = 1;
+        for (size_t i = 0; i < pos_ && i < src_.size(); i++) n += src_[i] == '\n';
+        return n;
+    }
+    void push(Tok t, std::string v) { toks_.push_back({t, std::move(v), line()}); }
+    void skip_ws() {
+        while (pos_ < src_.size() && is_ws(src_[pos_])) pos_++;
+    }
+    void strip_trailing_ws() {
+        if (!toks_.empty() && toks_.back().t == Tok::TEXT) {
+            std::string& v = toks_.back().v;
+            while (!v.empty() && is_ws(v.back())) v.pop_back();
+            if (v.empty()) toks_.pop_back();
+        }
+    }
+    std::string digits() {
+        std::string d;
+        while (pos_ < src_.size() && is_digit(src_[pos_])) d += src_[pos_++];
+        return d;
+    }
+    void comment() {
+        pos_ += 2;
+        const bool strip_before = pos_ < src_.size() && src_[pos_] == '-';
+        if (strip_before) pos_++;
+        std::string c;
+        while (!(src_[pos_] == '#' && pos_ + 1 < src_.size() && src_[pos_ + 1] == '}')) {
+            if (pos_ + 2 >= src_.size()) fail(line(), "a comment is not closed ('#}' missing)");
+            c += src_[pos_++];
+        }
+        const bool strip_after = !c.empty() && c.back() == '-';
+        if (strip_after) c.pop_back();
+        if (strip_before) strip_trailing_ws();
+        push(Tok::COMMENT, c);
+        pos_ += 2;
+        if (strip_after) skip_ws();
+    }
+    bool symbol() {
+        static const std::pair<const char*, Tok> kTable[] = {
+            {"{%", Tok::OPEN_STMT}, {"%}", Tok::CLOSE_STMT}, {"{{", Tok::OPEN_EXPR}, {"}}", Tok::CLOSE_EXPR},
+            {"(", Tok::LPAREN},     {")", Tok::RPAREN},      {"{", Tok::LBRACE},     {"}", Tok::RBRACE},
+            {"[", Tok::LBRACKET},   {"]", Tok::RBRACKET},    {",", Tok::COMMA},      {".", Tok::DOT},
+            {":", Tok::COLON},      {"|", Tok::PIPE},        {"<=", Tok::CMP},       {">=", Tok::CMP},
+            {"==", Tok::CMP},       {"!=", Tok::CMP},        {"<", Tok::CMP},        {">", Tok::CMP},
+            {"+", Tok::ADD},        {"-", Tok::ADD},         {"~", Tok::ADD},        {"**", Tok::POW},
+            {"*", Tok::MUL},        {"//", Tok::MUL},        {"/", Tok::MUL},        {"%", Tok::MUL},
+            {"=", Tok::EQUALS}};
+        for (const auto& [seq, t] : kTable) {
+            if (t == Tok::CLOSE_EXPR && depth_ > 0) continue;
+            if (!starts(seq)) continue;
+            push(t, seq);
+            if (t == Tok::OPEN_EXPR) depth_ = 0;
+            else if (t == Tok::LBRACE) depth_++;
+            else if (t == Tok::RBRACE) depth_--;
+            pos_ += std::strlen(seq);
+            return true;
+        }
+        return false;
+    }
+    std::string string_body(char quote) {
+        std::string s;
+        while (pos_ < src_.size() && src_[pos_] != quote) {
+            if (src_[pos_] == '\\') {
+                if (++pos_ >= src_.size()) fail(line(), "unexpected end of input in a string");
+                const char e = src_[pos_++];
+                if (e == 'x' || e == 'u') {
+                    const size_t n = e == 'x' ? 2 : 4;
+                    const std::string hex = src_.substr(pos_, n);
+                    if (hex.size() != n || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+                        fail(line(), "invalid escape \\" + std::string(1, e) + hex);
+                    append_utf8(s, uint32_t(std::stoul(hex, nullptr, 16)));
+                    pos_ += n;
+                    continue;
+                }
+                switch (e) {
+                    case 'n': s += '\n'; break;
+                    case 't': s += '\t'; break;
+                    case 'r': s += '\r'; break;
+                    case 'b': s += '\b'; break;
+                    case 'f': s += '\f'; break;
+                    case 'v': s += '\v'; break;
+                    case '\'': s += '\''; break;
+                    case '"': s += '"'; break;
+                    case '\\': s += '\\'; break;
+                    default: fail(line(), std::string("unknown escape \\") + e);
+                }
+                continue;
+            }
+            s += src_[pos_++];
+            if (pos_ >= src_.size()) fail(line(), "a string is not closed");
+        }
+        if (pos_ >= src_.size()) fail(line(), "a string is not closed");
+        return s;
+    }
+    static void append_utf8(std::string& s, uint32_t cp) {
+        if (cp < 0x80) s += char(cp);
+        else if (cp < 0x800) s += char(0xc0 | (cp >> 6)), s += char(0x80 | (cp & 0x3f));
+        else s += char(0xe0 | (cp >> 12)), s += char(0x80 | ((cp >> 6) & 0x3f)), s += char(0x80 | (cp & 0x3f));
+    }
+
+    std::string src_;
+    size_t pos_ = 0;
+    int depth_ = 0;
+    std::vector<Token> toks_;
+};
+
+class Parser {
+public:
+    explicit Parser(std::vector<Token> toks) : t_(std::move(toks)) {}
+
+    NodeP program() {
+        auto p = node(Node::T::PROGRAM);
+        while (i_ < t_.size()) p->body.push_back(any());
+        return p;
+    }
+
+private:
+    NodeP node(Node::T t) { return std::make_shared<Node>(t, i_ < t_.size() ? t_[i_].line : (t_.empty() ? 1 : t_.back().line)); }
+    bool is(Tok t, size_t k = 0) const { return i_ + k < t_.size() && t_[i_ + k].t == t; }
+    bool ident(const char* name, size_t k = 0) const { return is(Tok::IDENT, k) && t_[i_ + k].v == name; }
+    int line() const { return i_ < t_.size() ? t_[i_].line : (t_.empty() ? 1 : t_.back().line); }
+    const Token& expect(Tok t, const char* what) {
+        if (!is(t)) fail(line(), std::string("expected ") + what + (i_ < t_.size() ? ", found '" + t_[i_].v + "'" : ", found the end"));
+        return t_[i_++];
+    }
+    void expect_ident(const char* name) {
+        if (!ident(name)) fail(line(), std::string("expected '") + name + "'");
+        i_++;
+    }
+    bool at_statement(std::initializer_list<const char*> names) const {
+        if (!is(Tok::OPEN_STMT) || !is(Tok::IDENT, 1)) return false;
+        for (const char* n : names)
+            if (t_[i_ + 1].v == n) return true;
+        return false;
+    }
+    Nodes block_until(std::initializer_list<const char*> names, const char* opened) {
+        Nodes out;
+        const int start = line();
+        while (!at_statement(names)) {
+            if (i_ >= t_.size()) fail(start, std::string("'") + opened + "' is not closed");
+            out.push_back(any());
+        }
+        return out;
+    }
+
+    NodeP any() {
+        switch (t_[i_].t) {
+            case Tok::COMMENT: {
+                auto n = node(Node::T::COMMENT);
+                i_++;
+                return n;
+            }
+            case Tok::TEXT: {
+                auto n = node(Node::T::STR);
+                n->s = t_[i_++].v;
+                return n;
+            }
+            case Tok::OPEN_STMT: return statement();
+            case Tok::OPEN_EXPR: {
+                i_++;
+                auto e = expression();
+                expect(Tok::CLOSE_EXPR, "'}}'");
+                return e;
+            }
+            default: fail(line(), "unexpected '" + t_[i_].v + "'");
+        }
+    }
+
+    NodeP statement() {
+        expect(Tok::OPEN_STMT, "'{%'");
+        if (!is(Tok::IDENT)) fail(line(), "expected a statement name after '{%'");
+        const std::string name = t_[i_].v;
+        const int ln = line();
+        i_++;
+        NodeP r;
+        if (name == "set") {
+            r = node(Node::T::SET);
+            r->x = sequence(false);
+            if (is(Tok::EQUALS)) {
+                i_++;
+                r->y = sequence(false);
+            } else {
+                expect(Tok::CLOSE_STMT, "'%}'");
+                r->body = block_until({"endset"}, "set");
+                i_++;
+                expect_ident("endset");
+            }
+            expect(Tok::CLOSE_STMT, "'%}'");
+        } else if (name == "if") {
+            r = if_rest();
+            expect(Tok::OPEN_STMT, "'{%'");
+            expect_ident("endif");
+            expect(Tok::CLOSE_STMT, "'%}'");
+        } else if (name == "macro") {
+            r = node(Node::T::MACRO);
+            auto id = primary();
+            if (id->t != Node::T::IDENT) fail(ln, "expected a macro name");
+            r->s = id->s;
+            r->args = arguments(true);
+            expect(Tok::CLOSE_STMT, "'%}'");
+            r->body = block_until({"endmacro"}, "macro");
+            i_++;
+            expect_ident("endmacro");
+            expect(Tok::CLOSE_STMT, "'%}'");
+        } else if (name == "for") {
+            r = node(Node::T::FOR);
+            r->x = sequence(true);
+            if (r->x->t != Node::T::IDENT && r->x->t != Node::T::TUPLE) fail(ln, "expected a loop variable");
+            expect_ident("in");
+            auto it = expression();
+            if (it->t == Node::T::SELECT) {  // for x in xs if cond
+                r->y = it->x;
+                r->z = it->y;
+            } else {
+                r->y = it;
+            }
+            expect(Tok::CLOSE_STMT, "'%}'");
+            r->body = block_until({"endfor", "else"}, "for");
+            if (at_statement({"else"})) {
+                i_ += 2;
+                expect(Tok::CLOSE_STMT, "'%}'");
+                r->alt = block_until({"endfor"}, "for");
+            }
+            i_++;
+            expect_ident("endfor");
+            expect(Tok::CLOSE_STMT, "'%}'");
+        } else if (name == "call") {
+            r = node(Node::T::CALL_BLOCK);
+            if (is(Tok::LPAREN)) r->args = arguments(true);
+            auto callee = primary();
+            if (callee->t != Node::T::IDENT) fail(ln, "expected a macro name after 'call'");
+            auto call = node(Node::T::CALL);
+            call->x = callee;
+            call->args = arguments(false);
+            r->x = call;
+            expect(Tok::CLOSE_STMT, "'%}'");
+            r->body = block_until({"endcall"}, "call");
+            i_++;
+            expect_ident("endcall");
+            expect(Tok::CLOSE_STMT, "'%}'");
+        } else if (name == "break" || name == "continue") {
+            r = node(name == "break" ? Node::T::BREAK : Node::T::CONTINUE);
+            expect(Tok::CLOSE_STMT, "'%}'");
+        } else if (name == "filter") {
+            r = node(Node::T::FILTER_BLOCK);
+            auto f = primary();
+            if (f->t == Node::T::IDENT && is(Tok::LPAREN)) f = call_rest(f);
+            r->x = f;
+            expect(Tok::CLOSE_STMT, "'%}'");
+            r->body = block_until({"endfilter"}, "filter");
+            i_++;
+            expect_ident("endfilter");
+            expect(Tok::CLOSE_STMT, "'%}'");
+        } else {
+            fail(ln, "unknown statement '{% " + name + " %}'");
+        }
+        return r;
+    }
+
+    NodeP if_rest() {
+        auto r = node(Node::T::IF);
+        r->x = expression();
+        expect(Tok::CLOSE_STMT, "'%}'");
+        r->body = block_until({"elif", "else", "endif"}, "if");
+        if (at_statement({"elif"})) {
+            i_ += 2;
+            r->alt.push_back(if_rest());
+        } else if (at_statement({"else"})) {
+            i_ += 2;
+            expect(Tok::CLOSE_STMT, "'%}'");
+            r->alt = block_until({"endif"}, "if");
+        }
+        return r;
+    }
+
+    NodeP sequence(bool primary_only) {
+        auto first = primary_only ? primary() : expression();
+        if (!is(Tok::COMMA)) return first;
+        auto tup = node(Node::T::TUPLE);
+        tup->args.push_back(first);
+        while (is(Tok::COMMA)) {
+            i_++;
+            tup->args.push_back(primary_only ? primary() : expression());
+        }
+        return tup;
+    }
+
+    NodeP expression() {
+        auto a = logical_or();
+        if (!ident("if")) return a;
+        i_++;
+        auto test = logical_or();
+        if (ident("else")) {
+            i_++;
+            auto n = node(Node::T::TERNARY);
+            n->x = test;
+            n->y = a;
+            n->z = expression();
+            return n;
+        }
+        auto n = node(Node::T::SELECT);
+        n->x = a;
+        n->y = test;
+        return n;
+    }
+    NodeP binary(const std::string& op, NodeP l, NodeP r) {
+        auto n = node(Node::T::BINARY);
+        n->s = op;
+        n->x = std::move(l);
+        n->y = std::move(r);
+        return n;
+    }
+    NodeP logical_or() {
+        auto l = logical_and();
+        while (ident("or")) {
+            i_++;
+            l = binary("or", l, logical_and());
+        }
+        return l;
+    }
+    NodeP logical_and() {
+        auto l = logical_not();
+        while (ident("and")) {
+            i_++;
+            l = binary("and", l, logical_not());
+        }
+        return l;
+    }
+    NodeP logical_not() {
+        if (ident("not")) {
+            auto n = node(Node::T::UNARY);
+            n->s = "not";
+            i_++;
+            n->x = logical_not();
+            return n;
+        }
+        return comparison();
+    }
+    NodeP comparison() {
+        auto l = additive();
+        for (;;) {
+            std::string op;
+            if (ident("not") && ident("in", 1)) {
+                op = "not in";
+                i_ += 2;
+            } else if (ident("in")) {
+                op = "in";
+                i_++;
+            } else if (is(Tok::CMP)) {
+                op = t_[i_++].v;
+            } else {
+                break;
+            }
+            l = binary(op, l, additive());
+        }
+        return l;
+    }
+    NodeP additive() {
+        auto l = multiplicative();
+        while (is(Tok::ADD)) {
+            const std::string op = t_[i_++].v;
+            l = binary(op, l, multiplicative());
+        }
+        return l;
+    }
+    NodeP multiplicative() {
+        auto l = power();
+        while (is(Tok::MUL)) {
+            const std::string op = t_[i_++].v;
+            l = binary(op, l, power());
+        }
+        return l;
+    }
+    NodeP power() {
+        auto l = test();
+        while (is(Tok::POW)) {
+            i_++;
+            l = binary("**", l, test());
+        }
+        return l;
+    }
+    NodeP test() {
+        auto operand = filter();
+        while (ident("is")) {
+            i_++;
+            auto n = node(Node::T::TEST);
+            if (ident("not")) {
+                n->flag = true;
+                i_++;
+            }
+            auto name = primary();
+            if (name->t != Node::T::IDENT) fail(n->line, "expected a test name after 'is'");
+            n->s = name->s;
+            n->x = operand;
+            operand = n;
+        }
+        return operand;
+    }
+    NodeP filter() {
+        auto operand = unary();
+        while (is(Tok::PIPE)) {
+            i_++;
+            auto f = primary();
+            if (f->t != Node::T::IDENT) fail(f->line, "expected a filter name after '|'");
+            if (is(Tok::LPAREN)) f = call_rest(f);
+            auto n = node(Node::T::FILTER);
+            n->x = operand;
+            n->y = f;
+            operand = n;
+        }
+        return operand;
+    }
+    NodeP unary() {
+        if ((is(Tok::UNARY) || is(Tok::ADD)) && (t_[i_].v == "-" || t_[i_].v == "+")) {
+            auto n = node(Node::T::UNARY);
+            n->s = t_[i_++].v;
+            n->x = unary();
+            return n;
+        }
+        auto m = members(primary());
+        if (is(Tok::LPAREN)) return call_rest(m);
+        return m;
+    }
+    NodeP call_rest(NodeP callee) {
+        auto n = node(Node::T::CALL);
+        n->x = std::move(callee);
+        n->args = arguments(false);
+        NodeP e = members(n);
+        if (is(Tok::LPAREN)) e = call_rest(e);
+        return e;
+    }
+    Nodes arguments(bool parameters) {
+        expect(Tok::LPAREN, "'('");
+        Nodes args;
+        bool keyword_seen = false;
+        while (!is(Tok::RPAREN)) {
+            if (i_ >= t_.size()) fail(line(), "an argument list is not closed");
+            const bool kwspread = is(Tok::POW), spread = is(Tok::MUL) && t_[i_].v == "*";
+            if (parameters && (kwspread || spread)) fail(line(), "argument unpacking is not allowed in parameters");
+            if (kwspread || spread) {
+                auto n = node(kwspread ? Node::T::KWSPREAD : Node::T::SPREAD);
+                i_++;
+                n->x = expression();
+                args.push_back(n);
+            } else {
+                auto a = expression();
+                if (is(Tok::EQUALS)) {
+                    i_++;
+                    if (a->t != Node::T::IDENT) fail(a->line, "expected a name before '='");
+                    auto kw = node(Node::T::KWARG);
+                    kw->s = a->s;
+                    kw->x = expression();
+                    a = kw;
+                    keyword_seen = true;
+                } else if (keyword_seen) {
+                    fail(a->line, parameters ? "a parameter without default follows one with a default"
+                                             : "a positional argument follows a keyword argument");
+                }
+                if (parameters && a->t != Node::T::IDENT && a->t != Node::T::KWARG) fail(a->line, "expected a parameter name");
+                args.push_back(a);
+            }
+            if (is(Tok::COMMA)) i_++;
+        }
+        i_++;
+        return args;
+    }
+    NodeP members(NodeP object) {
+        while (is(Tok::DOT) || is(Tok::LBRACKET)) {
+            const bool computed = is(Tok::LBRACKET);
+            i_++;
+            auto n = node(Node::T::MEMBER);
+            n->x = object;
+            n->flag = computed;
+            if (computed) {
+                n->y = subscript();
+                expect(Tok::RBRACKET, "']'");
+            } else {
+                n->y = primary();
+                if (n->y->t != Node::T::IDENT && n->y->t != Node::T::INT) fail(n->line, "expected a name after '.'");
+            }
+            object = n;
+        }
+        return object;
+    }
+    NodeP subscript() {
+        Nodes parts;
+        bool slice = false;
+        while (!is(Tok::RBRACKET)) {
+            if (i_ >= t_.size()) fail(line(), "'[' is not closed");
+            if (is(Tok::COLON)) {
+                parts.push_back(nullptr);
+                i_++;
+                slice = true;
+            } else {
+                parts.push_back(expression());
+                if (is(Tok::COLON)) {
+                    i_++;
+                    slice = true;
+                }
+            }
+        }
+        if (parts.empty()) fail(line(), "empty subscript []");
+        if (!slice) return parts[0];
+        if (parts.size() > 3) fail(line(), "a slice takes at most 3 parts");
+        auto n = node(Node::T::SLICE);
+        n->x = parts[0];
+        n->y = parts.size() > 1 ? parts[1] : nullptr;
+        n->z = parts.size() > 2 ? parts[2] : nullptr;
+        return n;
+    }
+    NodeP primary() {
+        if (i_ >= t_.size()) fail(line(), "unexpected end of the template");
+        const Token& k = t_[i_++];
+        switch (k.t) {
+            case Tok::NUMBER: {
+                if (k.v.find('.') != std::string::npos) {
+                    auto n = node(Node::T::FLOAT);
+                    n->f = std::stod(k.v);
+                    return n;
+                }
+                auto n = node(Node::T::INT);
+                n->i = std::stoll(k.v);
+                return n;
+            }
+            case Tok::STRING: {
+                auto n = node(Node::T::STR);
+                n->s = k.v;
+                while (is(Tok::STRING)) n->s += t_[i_++].v;  // adjacent literals concatenate
+                return n;
+            }
+            case Tok::IDENT: {
+                auto n = node(Node::T::IDENT);
+                n->s = k.v;
+                return n;
+            }
+            case Tok::LPAREN: {
+                auto e = sequence(false);
+                expect(Tok::RPAREN, "')'");
+                return e;
+            }
+            case Tok::LBRACKET: {
+                auto n = node(Node::T::ARRAY);
+                while (!is(Tok::RBRACKET)) {
+                    if (i_ >= t_.size()) fail(k.line, "'[' is not closed");
+                    n->args.push_back(expression());
+                    if (is(Tok::COMMA)) i_++;
+                }
+                i_++;
+                return n;
+            }
+            case Tok::LBRACE: {
+                auto n = node(Node::T::DICT);
+                while (!is(Tok::RBRACE)) {
+                    if (i_ >= t_.size()) fail(k.line, "'{' is not closed");
+                    n->args.push_back(expression());
+                    expect(Tok::COLON, "':' in a dict literal");
+                    n->body.push_back(expression());
+                    if (is(Tok::COMMA)) i_++;
+                }
+                i_++;
+                return n;
+            }
+            default: fail(k.line, "unexpected '" + k.v + "'");
+        }
+    }
+
+    std::vector<Token> t_;
+    size_t i_ = 0;
+};
+
+}  // namespace
+
+NodeP parse_template(const std::string& source) {
+    Lexer lx(source);
+    Parser p(lx.run());
+    return p.program();
+}
+
+}  // namespace tandem::jinja

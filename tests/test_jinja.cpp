@@ -1,0 +1,200 @@
+// The chat-template interpreter: language features on small templates, and conformance with
+// @huggingface/jinja on the real templates of llama.cpp's models/templates (expected renderings in
+// tests/data/chat-templates, made by scripts/chat-templates/generate.mjs; the templates themselves are fetched
+// outside the repository by scripts/fetch-chat-templates.sh into $TANDEM_CHAT_TEMPLATES, default
+// ~/.cache/tandem/chat-templates).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <dirent.h>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+
+#include "chat/jinja.h"
+#include "tandem/error.h"
+#include "test_util.h"
+
+using namespace tandem;
+using namespace tandem::jinja;
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+std::string render(const std::string& src, const std::string& ctx_json = "{}") {
+    return Template(src).render(Value::from_json(ojson::parse(ctx_json)));
+}
+
+std::tm fixed_clock() {  // what generate.mjs gives strftime_now
+    std::tm t{};
+    t.tm_year = 2026 - 1900;
+    t.tm_mon = 0;
+    t.tm_mday = 15;
+    t.tm_hour = 10;
+    t.tm_min = 30;
+    return t;
+}
+
+}  // namespace
+
+TEST(Jinja, WhitespaceControlAsTransformers) {
+    // trim_blocks and lstrip_blocks on, one trailing newline dropped, '-' strips
+    EXPECT_EQ(render("{% if true %}\n  a\n  {% endif %}\nb\n"), "  a\nb");
+    EXPECT_EQ(render("x  {{- 'y' -}}  z"), "xyz");
+    EXPECT_EQ(render("a {#- c -#} b"), "ab");
+    EXPECT_EQ(render("{%- generation -%} kept {% endgeneration %}"), "kept ");
+}
+
+TEST(Jinja, ExpressionsAndOutputFollowTheReference) {
+    EXPECT_EQ(render("{{ 1 + 2 * 3 }} {{ 7 // 2 }} {{ 7 / 2 }} {{ 2 ** 3 }} {{ -7 % 3 }}"), "7 3 3.5 8 -1");
+    EXPECT_EQ(render("{{ true }} {{ none }}|{{ undefined_var }}|{{ 1.0 }} {{ [1, 'a'] }} {{ {'k': none} }}"),
+              "true ||1.0 [1, \"a\"] {\"k\": null}");
+    EXPECT_EQ(render("{{ 'a' ~ 1 ~ true }} {{ 'x' + 2 }}"), "a1true x2");
+    EXPECT_EQ(render("{{ 'b' in 'abc' }} {{ 2 in [1, 2] }} {{ 'k' in {'k': 1} }} {{ 'z' not in 'abc' }}"), "true true true true");
+    EXPECT_EQ(render("{{ x is defined }} {{ x is not defined }} {{ none is none }} {{ 'a' is string }}"), "false true true true");
+    EXPECT_EQ(render("{{ 'yes' if 0 else 'no' }} {{ 1 and 'b' }} {{ 0 or [] }}"), "no b []");
+    EXPECT_EQ(render("{{ 'hello'[1:3] }} {{ 'hello'[::-1] }} {{ [1,2,3][-1] }} {{ 'hé'|length }}"), "el olleh 3 2");
+    EXPECT_EQ(render("{{ x == none }} {{ 1 == 1.0 }} {{ '1' == 1 }}"), "true true true");  // JavaScript's ==
+}
+
+TEST(Jinja, StatementsLoopsMacrosNamespaces) {
+    EXPECT_EQ(render("{% for x in xs %}{{ loop.index }}{{ x }}{% if not loop.last %},{% endif %}{% endfor %}", R"({"xs": ["a", "b"]})"),
+              "1a,2b");
+    EXPECT_EQ(render("{% for x in [] %}x{% else %}empty{% endfor %}"), "empty");
+    EXPECT_EQ(render("{% for x in [1,2,3,4] if x is even %}{{ x }}{% endfor %}"), "24");
+    EXPECT_EQ(render("{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}", R"({"d": {"b": 1, "a": 2}})"), "b=1;a=2;");
+    EXPECT_EQ(render("{% for x in [1,2,3] %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 3 %}{% break %}{% endif %}{{ x }}{% endfor %}"), "1");
+    EXPECT_EQ(render("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}"), "1");  // loop scope
+    EXPECT_EQ(render("{% set ns = namespace(x=1) %}{% for i in [1] %}{% set ns.x = 2 %}{% endfor %}{{ ns.x }}"), "2");
+    EXPECT_EQ(render("{% macro m(a, b='B') %}[{{ a }}{{ b }}]{% endmacro %}{{ m(1) }}{{ m(1, b=2) }}"), "[1B][12]");
+    EXPECT_EQ(render("{% macro m() %}<{{ caller() }}>{% endmacro %}{% call m() %}in{% endcall %}"), "<in>");
+    EXPECT_EQ(render("{% set a, b = [1, 2] %}{{ b }}{% set t %}block{% endset %}{{ t|upper }}"), "2BLOCK");
+    EXPECT_EQ(render("{% filter upper %}abc{% endfilter %}"), "ABC");
+}
+
+TEST(Jinja, FiltersAndMethods) {
+    EXPECT_EQ(render("{{ {'a': [1, 'é'], 'b': {'c': true}}|tojson }}"), R"({"a": [1, "é"], "b": {"c": true}})");
+    EXPECT_EQ(render("{{ {'a': [1]}|tojson(indent=2) }}"), "{\n  \"a\": [\n    1\n  ]\n}");
+    EXPECT_EQ(render("{{ {'b': 1, 'a': 2}|tojson(separators=(',', ':'), sort_keys=true) }}"), R"({"a":2,"b":1})");
+    EXPECT_EQ(render("{{ '  x  '|trim }}|{{ ' y '.strip() }}|{{ 'a,b'.split(',') }}|{{ 'aXbX'.replace('X', '-', 1) }}"),
+              "x|y|[\"a\", \"b\"]|a-bX");
+    EXPECT_EQ(render("{{ ['a','b']|join(', ') }} {{ [3,1,2]|sort|first }} {{ [1,2]|last }} {{ x|default('d') }} {{ [1,1,2]|unique|length }}"),
+              "a, b 1 2 d 2");
+    EXPECT_EQ(render("{{ ms|selectattr('role', 'equalto', 'user')|map(attribute='c')|join }}",
+                     R"({"ms": [{"role": "user", "c": "1"}, {"role": "x", "c": "2"}, {"role": "user", "c": "3"}]})"),
+              "13");
+    EXPECT_EQ(render("{{ ms|rejectattr('t')|length }}", R"({"ms": [{"t": true}, {"t": false}, {}]})"), "2");
+    EXPECT_EQ(render("{{ 'a\nb'|indent(2) }}|{{ 'ab'.startswith(('x', 'a')) }}|{{ 'hi there'|title }}|{{ '3'|int + 1 }}"),
+              "a\n  b|true|Hi There|4");
+    EXPECT_EQ(render("{{ d.get('x', 5) }} {{ d|dictsort|first|first }} {{ d|items|length }}", R"({"d": {"b": 1, "a": 2}})"), "5 a 2");
+    EXPECT_EQ(render("{{ range(3)|list }} {{ 2.5|round }} {{ -3|abs }}"), "[0, 1, 2] 3.0 3");
+}
+
+TEST(Jinja, ErrorsNameTheLineAndConstruct) {
+    auto message = [](const std::string& src, const std::string& ctx = "{}") {
+        try {
+            render(src, ctx);
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("(no error)");
+    };
+    EXPECT_NE(message("a\n{% with x = 1 %}{% endwith %}").find("line 2: unknown statement"), std::string::npos);
+    EXPECT_NE(message("{% if x %}never closed").find("'if' is not closed"), std::string::npos);
+    EXPECT_NE(message("{{ raise_exception('Only user and assistant roles') }}").find("Only user and assistant roles"), std::string::npos);
+    EXPECT_NE(message("{{ x|nosuchfilter }}", R"({"x": "s"})").find("unknown filter 'nosuchfilter'"), std::string::npos);
+    EXPECT_NE(message("\n\n{{ undefined_fn() }}").find("line 3"), std::string::npos);
+}
+
+TEST(Jinja, StrftimeNowUsesTheGivenClock) {
+    RenderOptions o;
+    o.now = fixed_clock;
+    EXPECT_EQ(Template("{{ strftime_now('%d %b %Y') }} {{ strftime_now('%B %H:%M %A') }}").render(Value::object(), o),
+              "15 Jan 2026 January 10:30 %A");
+}
+
+// Every template of llama.cpp's models/templates renders byte for byte as @huggingface/jinja renders it, for
+// every case the reference itself renders (the reference fails some cases, e.g. templates that refuse tool
+// messages; those are counted, not compared).
+TEST(Jinja, RealTemplatesRenderLikeHuggingFaceJinja) {
+    const char* env = std::getenv("TANDEM_CHAT_TEMPLATES");
+    const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "/root";
+    const std::string dir = env && *env ? env : home + "/.cache/tandem/chat-templates";
+    struct stat st{};
+    ASSERT_EQ(stat(dir.c_str(), &st), 0) << "the chat templates are not at " << dir
+                                         << ": run scripts/fetch-chat-templates.sh (or set TANDEM_CHAT_TEMPLATES)";
+    const std::string data = std::string(TANDEM_SOURCE_DIR) + "/tests/data/chat-templates";
+    const ojson convs = ojson::parse(test::read_file(data + "/conversations.json"));
+    std::vector<std::string> files;
+    if (DIR* d = opendir(data.c_str())) {
+        while (dirent* e = readdir(d)) {
+            std::string n = e->d_name;
+            if (n.size() > 5 && n.substr(n.size() - 5) == ".json" && n != "conversations.json") files.push_back(n);
+        }
+        closedir(d);
+    }
+    std::sort(files.begin(), files.end());
+    ASSERT_GE(files.size(), 60u);
+    RenderOptions opt;
+    opt.now = fixed_clock;
+    int templates_ok = 0, cases_ok = 0, cases_total = 0, reference_failed = 0;
+    std::string report;
+    for (const auto& f : files) {
+        const ojson exp = ojson::parse(test::read_file(data + "/" + f));
+        const std::string name = exp["template"];
+        const std::string src = test::read_file(dir + "/" + name);
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (unsigned char c : src) h = (h ^ c) * 0x100000001b3ull;
+        char hex[17];
+        std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+        ASSERT_EQ(src.size(), exp["length"].get<size_t>()) << name << ": not the template the expectations were made from";
+        ASSERT_EQ(std::string(hex), exp["fnv1a64"].get<std::string>()) << name;
+        if (exp.contains("parse_error")) {
+            report += "  " + name + ": the reference cannot parse it (" + exp["parse_error"].get<std::string>().substr(0, 60) + ")\n";
+            continue;
+        }
+        std::unique_ptr<Template> t;
+        try {
+            t = std::make_unique<Template>(src);
+        } catch (const Error& e) {
+            ADD_FAILURE() << name << ": " << e.what();
+            continue;
+        }
+        int ok = 0, n = 0;
+        for (const auto& c : exp["cases"]) {
+            if (!c.contains("output")) {
+                reference_failed++;
+                continue;
+            }
+            n++;
+            const ojson& conv = convs[c["conversation"].get<std::string>()];
+            ojson ctx = {{"messages", conv["messages"]}, {"add_generation_prompt", c["add_generation_prompt"]},
+                         {"bos_token", "<BOS>"}, {"eos_token", "<EOS>"}};
+            if (conv.contains("tools")) ctx["tools"] = conv["tools"];
+            std::string got;
+            try {
+                got = t->render(Value::from_json(ctx), opt);
+            } catch (const Error& e) {
+                got = std::string("(error) ") + e.what();
+            }
+            const std::string want = c["output"];
+            if (got == want) {
+                ok++;
+                continue;
+            }
+            size_t at = 0;
+            while (at < got.size() && at < want.size() && got[at] == want[at]) at++;
+            ADD_FAILURE() << name << " [" << c["conversation"].get<std::string>() << ", add_generation_prompt="
+                          << c["add_generation_prompt"] << "] differs at byte " << at << "\n  got:  "
+                          << got.substr(at > 40 ? at - 40 : 0, 120) << "\n  want: " << want.substr(at > 40 ? at - 40 : 0, 120);
+        }
+        cases_ok += ok;
+        cases_total += n;
+        templates_ok += ok == n;
+        report += "  " + name + ": " + std::to_string(ok) + "/" + std::to_string(n) + "\n";
+    }
+    std::printf("chat templates: %d of %zu templates render every case like @huggingface/jinja; %d/%d cases; %d cases "
+                "the reference itself fails\n%s",
+                templates_ok, files.size(), cases_ok, cases_total, reference_failed, report.c_str());
+    EXPECT_EQ(cases_ok, cases_total);
+}
