@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
+#include "chat/chat_formatter.h"
 #include "chat/jinja.h"
 #include "tandem/error.h"
 #include "test_util.h"
@@ -197,4 +198,55 @@ TEST(Jinja, RealTemplatesRenderLikeHuggingFaceJinja) {
                 "the reference itself fails\n%s",
                 templates_ok, files.size(), cases_ok, cases_total, reference_failed, report.c_str());
     EXPECT_EQ(cases_ok, cases_total);
+}
+
+// The formatter chosen from the flags (src/chat/chat_formatter.h).
+TEST(ChatFormatter, ChoosesTheTemplateAsLlamaServerAndNeverFallsBackSilently) {
+    const ojson msgs = ojson::parse(R"([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])");
+    ChatFormatterOptions o;
+    o.model_template = "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<a>{% endif %}";
+    o.bos_token = "<s>";
+    ChatFormatter f(o);
+    EXPECT_TRUE(f.is_jinja());
+    EXPECT_EQ(f.apply(msgs, ojson(), true, ojson::object(), true), "<system>S<user>U<a>");   // the tokenizer adds BOS
+    EXPECT_EQ(f.apply(msgs, ojson(), false, ojson::object(), false), "<s><system>S<user>U");
+    // --chat-template NAME: the built-in, whatever the model has
+    o.template_name = "chatml";
+    ChatFormatter named(o);
+    EXPECT_FALSE(named.is_jinja());
+    EXPECT_EQ(named.apply(msgs, ojson(), true, ojson::object(), true), "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
+    o.template_name = "nonsense";
+    EXPECT_THROW(ChatFormatter{o}, Error);
+    o.template_name.clear();
+    // a template that cannot be parsed: an error naming the line, not a silent fallback
+    o.model_template = "ok\n{% for m in messages %}";
+    try {
+        ChatFormatter bad(o);
+        FAIL() << "accepted a broken template";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("--chat-template NAME"), std::string::npos) << e.what();
+    }
+    // --no-jinja: recognised by its markers, or refused
+    o.jinja = false;
+    o.model_template = "{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>{% endfor %}";
+    EXPECT_EQ(ChatFormatter(o).builtin(), ChatTemplate::LLAMA3);
+    o.model_template = "{{ messages }}";
+    EXPECT_THROW(ChatFormatter{o}, Error);
+}
+
+// The official Llama 3.1 template, executed: the system block with the knowledge date and today's date, no
+// trailing newline the template trims (the built-in approximation got both wrong).
+TEST(ChatFormatter, Llama31TemplateIsRenderedAsWritten) {
+    const char* env = std::getenv("TANDEM_CHAT_TEMPLATES");
+    const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "/root";
+    const std::string dir = env && *env ? env : home + "/.cache/tandem/chat-templates";
+    ChatFormatterOptions o;
+    o.model_template = test::read_file(dir + "/meta-llama-Llama-3.1-8B-Instruct.jinja");
+    ASSERT_FALSE(o.model_template.empty()) << "run scripts/fetch-chat-templates.sh";
+    o.bos_token = "<|begin_of_text|>";
+    o.now = fixed_clock;
+    const std::string p = ChatFormatter(o).apply(ojson::parse(R"([{"role": "user", "content": "Hi"}])"), ojson(), true, ojson::object(), true);
+    EXPECT_EQ(p, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+                 "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
 }

@@ -19,7 +19,7 @@
 
 using namespace tandem;
 using namespace tandem::server;
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 

@@ -1,6 +1,6 @@
-// Chat templates: turn a list of messages into the prompt text a model was trained on. The model's
-// tokenizer.chat_template (Jinja) is recognised by its markers and rendered by a built-in renderer of that family
-// (tandem does not run Jinja).
+// Built-in chat renderers: the prompt layouts of common model families, for --chat-template NAME, --no-jinja and
+// models without a template. The model's own Jinja template is executed by src/chat/jinja.h (chosen by
+// src/chat/chat_formatter.h); these are the fallbacks the user asks for.
 #pragma once
 #include <optional>
 #include <string>

@@ -13,6 +13,13 @@ const Named kNames[] = {
 
 bool has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
 
+// Jinja's trim, which the Llama 3 and Gemma templates apply to every message.
+std::string trim(const std::string& s) {
+    const char* ws = " \t\n\r\f\v";
+    const size_t a = s.find_first_not_of(ws);
+    return a == std::string::npos ? std::string() : s.substr(a, s.find_last_not_of(ws) - a + 1);
+}
+
 std::string system_prefix(const std::vector<ChatMessage>& m) {
     return !m.empty() && m[0].role == "system" ? m[0].content : std::string();
 }
@@ -58,7 +65,7 @@ std::string render_chat(ChatTemplate t, const std::vector<ChatMessage>& msgs, bo
             break;
         case ChatTemplate::LLAMA3:
             for (const auto& m : msgs)
-                out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + m.content + "<|eot_id|>";
+                out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
             if (gen) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
             break;
         case ChatTemplate::LLAMA2: {
@@ -105,8 +112,8 @@ std::string render_chat(ChatTemplate t, const std::vector<ChatMessage>& msgs, bo
             for (size_t i = sys.empty() ? 0 : 1; i < msgs.size(); i++) {
                 const auto& m = msgs[i];
                 std::string role = m.role == "assistant" ? "model" : "user";
-                std::string content = m.content;
-                if (role == "user" && !sys.empty()) { content = sys + "\n\n" + content; sys.clear(); }
+                std::string content = trim(m.content);
+                if (role == "user" && !sys.empty()) { content = trim(sys) + "\n\n" + content; sys.clear(); }
                 out += "<start_of_turn>" + role + "\n" + content + "<end_of_turn>\n";
             }
             if (gen) out += "<start_of_turn>model\n";

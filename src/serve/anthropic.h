@@ -13,15 +13,15 @@ namespace tandem::server {
 // dropped). `tools` become OpenAI tools, which the chat pipeline refuses until tool calls are implemented;
 // tool_use/tool_result and image blocks are refused here. Throws BadRequest. for_count: count_tokens
 // (max_tokens optional).
-nlohmann::json anthropic_to_openai(const nlohmann::json& body, bool for_count);
+nlohmann::ordered_json anthropic_to_openai(const nlohmann::ordered_json& body, bool for_count);
 
 // A finished generation in Anthropic's shape. finish_reason: "stop" or "length"; stop_word: the stop sequence
 // that ended it, if any.
-nlohmann::json anthropic_message(const std::string& id, const std::string& model, const std::string& text,
+nlohmann::ordered_json anthropic_message(const std::string& id, const std::string& model, const std::string& text,
                                  const std::string& finish_reason, const std::string& stop_word, int input_tokens,
                                  int output_tokens, int cached_tokens);
 std::string anthropic_stop_reason(const std::string& finish_reason, const std::string& stop_word);
 // {"type": "error", "error": {"type": ..., "message": ...}}; type from the HTTP status.
-nlohmann::json anthropic_error(int status, const std::string& message);
+nlohmann::ordered_json anthropic_error(int status, const std::string& message);
 
 }  // namespace tandem::server

@@ -7,7 +7,7 @@
 
 namespace tandem::server {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 json error_body(const std::string& message, const std::string& type, int code) {
     return {{"error", {{"message", message}, {"type", type}, {"code", code}}}};
@@ -29,7 +29,7 @@ SamplerParams ServerLimits::server_sampling_defaults() {
 }
 
 std::string valid_utf8(const std::string& s) {
-    // nlohmann::json writes invalid sequences as U+FFFD with error_handler_t::replace; the string literal it
+    // nlohmann::ordered_json writes invalid sequences as U+FFFD with error_handler_t::replace; the string literal it
     // produces is parsed back.
     return json::parse(json(s).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
 }
@@ -258,6 +258,28 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
             if (role != "system" && role != "user" && role != "assistant" && role != "tool")
                 throw BadRequest(strprintf("messages[%zu]: unknown role '%s'", i, role.c_str()));
             r.messages.push_back({role, content_text(m.contains("content") ? m["content"] : json(), i)});
+            // what the chat template sees: the role, the text, and the fields templates read as they are
+            json msg = {{"role", role}, {"content", r.messages.back().content}};
+            for (auto f = m.begin(); f != m.end(); ++f) {
+                if (f.key() == "role" || f.key() == "content") continue;
+                if (f.key() == "tool_calls" && f->is_array()) {
+                    json calls = *f;  // templates expect arguments as an object (transformers' convention)
+                    for (auto& c : calls)
+                        if (c.is_object() && c.contains("function") && c["function"].is_object())
+                            if (auto a = c["function"].find("arguments"); a != c["function"].end() && a->is_string()) {
+                                json parsed = json::parse(a->get<std::string>(), nullptr, false);
+                                if (!parsed.is_discarded()) *a = parsed;
+                            }
+                    msg[f.key()] = calls;
+                } else {
+                    msg[f.key()] = *f;
+                }
+            }
+            r.chat_messages.push_back(msg);
+        }
+        if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
+            if (!kw->is_object()) throw BadRequest("'chat_template_kwargs' must be an object");
+            r.template_kwargs = *kw;
         }
     } else {
         auto it = body.find("prompt");

@@ -17,14 +17,14 @@ struct BadRequest : std::runtime_error {
     explicit BadRequest(const std::string& m) : std::runtime_error(m) {}
 };
 
-nlohmann::json error_body(const std::string& message, const std::string& type, int code);
+nlohmann::ordered_json error_body(const std::string& message, const std::string& type, int code);
 
 // `s` with every invalid UTF-8 sequence replaced by U+FFFD.
 std::string valid_utf8(const std::string& s);
 
 // Parses a request body. Refuses nesting deeper than 64 levels before parsing (a body of a million '[' would
 // otherwise cost a deep recursion) and invalid UTF-8 (the JSON parser rejects it). Throws BadRequest.
-nlohmann::json parse_body(const std::string& body);
+nlohmann::ordered_json parse_body(const std::string& body);
 
 // One prompt of a completions request: pieces of text and runs of token ids, in order (llama-server accepts
 // [12, "text", 34]). The caller tokenizes the text pieces (BOS before the first piece only).
@@ -37,10 +37,10 @@ struct PromptInput {
 };
 
 // `prompt` of a completions request: a string, token ids, a mix, or an array of those (up to 16 prompts).
-std::vector<PromptInput> parse_prompts(const nlohmann::json& prompt, int n_vocab);
+std::vector<PromptInput> parse_prompts(const nlohmann::ordered_json& prompt, int n_vocab);
 // 400 for fields that would change the output and are not implemented (grammar, json_schema, tools,
 // response_format other than text): never accepted silently.
-void refuse_unimplemented(const nlohmann::json& body);
+void refuse_unimplemented(const nlohmann::ordered_json& body);
 
 // An embeddings request: /v1/embeddings (OpenAI: "input", "encoding_format") or llama-server's /embedding(s)
 // ("content" or "input", "embd_normalize").
@@ -49,7 +49,7 @@ struct EmbeddingRequest {
     int normalize = 2;    // llama.cpp's embd_normalize (see tandem/embedding.h)
     bool base64 = false;  // encoding_format "base64": little-endian float32 bytes
 };
-EmbeddingRequest parse_embedding_request(const nlohmann::json& body, int n_vocab);
+EmbeddingRequest parse_embedding_request(const nlohmann::ordered_json& body, int n_vocab);
 
 // Standard base64 (RFC 4648, padded) of the little-endian float32 bytes of v: OpenAI's encoding_format "base64".
 std::string base64_floats(const std::vector<float>& v);
@@ -69,6 +69,8 @@ SlotActionRequest parse_slot_action(const std::string& id_text, const std::strin
 struct ParsedRequest {
     JobRequest job;                     // prompt filled by the caller from `messages` / `prompts`
     std::vector<ChatMessage> messages;  // chat
+    nlohmann::ordered_json chat_messages = nlohmann::ordered_json::array();     // chat: what the template sees
+    nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
     std::vector<PromptInput> prompts;   // completions: one or more
     int n_probs = 0;                    // llama-server's n_probs (native /completion)
     bool return_tokens = false, timings_per_token = false;
@@ -98,7 +100,7 @@ struct ServerLimits {
 };
 
 // Validates and converts a chat (chat = true) or completions request body. Throws BadRequest.
-ParsedRequest parse_request(const nlohmann::json& body, bool chat, const ServerLimits& lim);
+ParsedRequest parse_request(const nlohmann::ordered_json& body, bool chat, const ServerLimits& lim);
 
 
 }  // namespace tandem::server

@@ -57,7 +57,8 @@ test('flags that would mislead are refused with the reason', async () => {
     [['--rope-freq-base', '10000'], /RoPE overrides are not supported/],
     [['--model-url', 'https://example.com/m.gguf'], /does not download models/],
     [['--hf-repo', 'nobody/nothing', '--hf-file', 'x.gguf'], /does not download models.*not in the Hugging Face cache/],
-    [['--chat-template', 'this is not a template'], /not a chat template tandem recognises/],
+    [['--chat-template', '{% if x %}never closed'], /chat template cannot be run: line 1: 'if' is not closed/],
+    [['--no-jinja', '--chat-template', '{{ messages }}'], /not one tandem's built-in renderers recognise/],
   ]) {
     let out = '';
     try {
@@ -434,5 +435,36 @@ test('--host with several addresses listens on each, on one port (IPv6 part opti
         body: JSON.stringify({ prompt: 'Once', max_tokens: 2 }) });
       assert.equal(r.status, 200, host);
     }
+  } finally { await done(srv); }
+});
+
+test('Jinja chat templates: the file is executed (tools, chat_template_kwargs, raise_exception), BOS not doubled', async () => {
+  const dir = tmpDir();
+  const file = path.join(dir, 't.jinja');
+  fs.writeFileSync(file, [
+    '{{ bos_token }}{% if tools %}TOOLS:{{ tools | map(attribute="function.name") | join(",") }}\n{% endif %}',
+    '{% for m in messages %}{% if m.role == "tool" %}{{ raise_exception("no tool messages here") }}{% endif %}',
+    '[{{ m.role | upper }}] {{ m.content | trim }}\n{% endfor %}',
+    '{% if add_generation_prompt %}[ASSISTANT]{% if enable_thinking is defined and not enable_thinking %} /no_think{% endif %}{% endif %}',
+  ].join(''));
+  const srv = await startServer(['-m', STORIES, '--chat-template-file', file, '--chat-template-kwargs', '{"enable_thinking": true}']);
+  try {
+    const msgs = [{ role: 'system', content: ' Be brief. ' }, { role: 'user', content: 'Hi' }];
+    const t = await post(srv.base, '/apply-template', { messages: msgs, tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] });
+    assert.equal(t.status, 200, t.text);
+    assert.equal(t.json.prompt, 'TOOLS:f\n[SYSTEM] Be brief.\n[USER] Hi\n[ASSISTANT]', 'the BOS text is left to the tokenizer');
+    const off = await post(srv.base, '/apply-template', { messages: msgs, chat_template_kwargs: { enable_thinking: false } });
+    assert.ok(off.json.prompt.endsWith('[ASSISTANT] /no_think'), off.json.prompt);
+    // a chat request is tokenized from exactly that prompt, with one BOS
+    const ids = (await post(srv.base, '/tokenize', { content: '[SYSTEM] Be brief.\n[USER] Hi\n[ASSISTANT]', add_special: true, parse_special: true })).json.tokens;
+    const r = await post(srv.base, '/v1/chat/completions', { messages: msgs, max_tokens: 1 });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.usage.prompt_tokens, ids.length);
+    const bad = await post(srv.base, '/v1/chat/completions', { messages: [...msgs, { role: 'tool', content: 'x' }], max_tokens: 1 });
+    assert.equal(bad.status, 400);
+    assert.match(bad.json.error.message, /no tool messages here/);
+    const props = await (await fetch(srv.base + '/props')).json();
+    assert.equal(props.chat_template_name, 'jinja');
+    assert.match(props.chat_template, /raise_exception/);
   } finally { await done(srv); }
 });

@@ -150,9 +150,9 @@ int bench_tokenizer(const std::string& vocab_path, const std::string& text_path,
     }
     std::string name = vocab_path.substr(vocab_path.find_last_of('/') + 1);
     if (json_out) {
-        nlohmann::json j = {{"vocab", name}, {"tokenizer", tok->model_name()}, {"pre", tok->pre_name()}, {"bytes", text.size()},
+        nlohmann::ordered_json j = {{"vocab", name}, {"tokenizer", tok->model_name()}, {"pre", tok->pre_name()}, {"bytes", text.size()},
                             {"tokens", n_tokens}, {"tokens_per_second", n_tokens / best}, {"mb_per_second", text.size() / best / 1e6}};
-        std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     } else {
         std::printf("| vocab | tokenizer | bytes | tokens | tokens/s | MB/s |\n|---|---|---|---|---|---|\n");
         std::printf("| %s | %s/%s | %zu | %zu | %.0f | %.2f |\n", name.c_str(), tok->model_name().c_str(), tok->pre_name().c_str(),
@@ -309,7 +309,7 @@ int cmd_bench(int argc, char** argv) {
     if (probe && probe->median() == 0) probe->measure();
     const double bw = probe ? probe->median() : 0;
 
-    nlohmann::json out = nlohmann::json::array();
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
     for (const auto& r : results)
         out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", r.test}, {"n_threads", n_threads},
                        {"avg_ts", r.mean()}, {"stddev_ts", r.sd()}, {"gbps", r.gbps}, {"bw_fraction", r.bw_fraction}});
@@ -317,7 +317,7 @@ int cmd_bench(int argc, char** argv) {
         if (results[i].rel_vb1 > 0) out[i]["x_vb1"] = results[i].rel_vb1;
 
     // Speculative generation, with and without speculation, greedy.
-    nlohmann::json spec_json;
+    nlohmann::ordered_json spec_json;
     if (spec.type != SpecType::NONE) {
         auto tok = Tokenizer::from_gguf(model->gguf());
         auto ids = tok->encode(prompt, true, false);
@@ -391,7 +391,7 @@ int cmd_bench(int argc, char** argv) {
             if (n > vb_time.back().first) t = vb_time.back().second * n / vb_time.back().first;
             return t / vb1;
         };
-        nlohmann::json proj = nlohmann::json::array();
+        nlohmann::ordered_json proj = nlohmann::ordered_json::array();
         for (double a : {0.5, 0.7, 0.9}) {
             double best = 1.0;
             int best_k = 0;
@@ -416,7 +416,7 @@ int cmd_bench(int argc, char** argv) {
                    {"detected", cpu.detected}, {"forced", cpu.forced}, {"supported", cpu.supported},
                    {"packed_kernel", cpu.packed_kernel}});
     if (json_out) {
-        std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        std::printf("%s\n", out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
         return 0;
     }
     std::printf("%s\n", cpu_info_line().c_str());

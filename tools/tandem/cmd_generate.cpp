@@ -95,8 +95,8 @@ void add_flags(ArgParser& ap, Options& o) {
     ap.add({"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, "N", "accepted for compatibility; ignored", [&](const std::string&) { o.notes.push_back("-ngld (no GPU backend: ignored)"); });
 }
 
-nlohmann::json spec_json(const SpecParams& sp, const SpecStats& st, int n_predict) {
-    nlohmann::json by_pos = nlohmann::json::array();
+nlohmann::ordered_json spec_json(const SpecParams& sp, const SpecStats& st, int n_predict) {
+    nlohmann::ordered_json by_pos = nlohmann::ordered_json::array();
     for (size_t i = 0; i < st.drafted_at.size() && st.drafted_at[i] > 0; i++)
         by_pos.push_back(double(st.accepted_at[i]) / st.drafted_at[i]);
     return {{"type", spec_type_name(sp.type)}, {"n_draft", sp.n_max}, {"n_predict", n_predict},
@@ -191,7 +191,7 @@ int cmd_generate(int argc, char** argv) {
     const SpecStats& st = gen.stats();
 
     if (o.json) {
-        nlohmann::json j;
+        nlohmann::ordered_json j;
         j["prompt_ids"] = prompt_ids;
         j["tokens"] = generated;
         j["text"] = text;
@@ -200,7 +200,7 @@ int cmd_generate(int argc, char** argv) {
                         {"predicted_n", n_gen}, {"predicted_ms", gen_s * 1e3}, {"predicted_per_second", n_gen / std::max(gen_s, 1e-9)}};
         if (o.spec.type != SpecType::NONE) j["spec"] = spec_json(gen.spec(), st, n_gen);
         // generated text may end inside a UTF-8 sequence (byte tokens): invalid bytes become U+FFFD, never a crash
-        std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     } else {
         std::fputs(tail.c_str(), stdout);
         std::fputs("\n", stdout);

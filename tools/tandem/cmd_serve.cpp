@@ -74,7 +74,12 @@ int cmd_serve(int argc, char** argv) {
     });
     ap.add({"--alias", "-a"}, "NAME[,NAME]", "model id shown by /v1/models (more names: aliases)", [&](const std::string& v) { sp.alias = v; });
     ap.add({"--tags"}, "T,T", "model tags shown by /v1/models", [&](const std::string& v) { sp.tags = v; });
-    ap.add({"--chat-template"}, "NAME", "chatml llama2 llama3 mistral phi3 gemma zephyr deepseek deepseek3", [&](const std::string& v) { sp.chat_template = v; });
+    ap.add({"--chat-template"}, "NAME|TEXT", "a built-in template (chatml llama2 llama3 mistral phi3 gemma zephyr deepseek deepseek3) or a Jinja text", [&](const std::string& v) { sp.chat_template = v; });
+    ap.add({"--chat-template-kwargs"}, "JSON", "extra variables for the chat template, e.g. '{\"enable_thinking\": false}'", [&](const std::string& v) {
+        auto j = nlohmann::ordered_json::parse(v, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) throw Error("--chat-template-kwargs: not a JSON object: " + v);
+        sp.chat_template_kwargs = j;
+    });
     ap.add({"--max-body"}, "BYTES", "largest request body, counted after decoding (1 MiB)", [&](const std::string& v) { sp.max_body_bytes = size_t(to_int_in("--max-body", v, 1, 1 << 30)); });
     ap.add({"--allowed-hosts"}, "H,H", "Host names accepted besides loopback ones when bound to loopback ('*': any)", [&](const std::string& v) { sp.allowed_hosts = split_list(v); });
     ap.add({"--cors-origins"}, "O,O", "browser origins allowed besides loopback and same-origin ones ('*': any)", [&](const std::string& v) { sp.cors_origins = split_list(v); });
@@ -96,8 +101,9 @@ int cmd_serve(int argc, char** argv) {
     ap.add({"--spec-ngram-size-n", "--spec-ngram-simple-size-n"}, "N", "n-gram length matched (3)", [&](const std::string& v) { ep.spec.ngram_n = to_int_in("--spec-ngram-size-n", v, 1, 64); });
     ap.add({"--spec-ngram-size-m", "--spec-ngram-simple-size-m"}, "M", "tokens proposed per n-gram match (16)", [&](const std::string& v) { ep.spec.ngram_m = to_int_in("--spec-ngram-size-m", v, 1, 256); });
     // Server behaviour
-    ap.add({"--chat-template-file"}, "FNAME", "a Jinja chat template file, recognised like the model's own", [&](const std::string& v) { sp.chat_template_text = read_file_bytes(v); });
-    ap.flag({"--jinja", "--no-jinja"}, "accepted: templates are recognised and rendered by built-in renderers", [&] {});
+    ap.add({"--chat-template-file"}, "FNAME", "a Jinja chat template file, used instead of the model's", [&](const std::string& v) { sp.chat_template_text = read_file_bytes(v); });
+    ap.flag({"--jinja"}, "run the chat template (default)", [&] { sp.jinja = true; });
+    ap.flag({"--no-jinja"}, "recognise the chat template and render it with a built-in renderer instead", [&] { sp.jinja = false; });
     ap.flag({"--ui", "--webui"}, "serve the chat page at / (default)", [&] { sp.webui = true; });
     ap.flag({"--no-ui", "--no-webui"}, "do not serve the chat page", [&] { sp.webui = false; });
     ap.add({"--api-prefix"}, "PREFIX", "serve every path under PREFIX (e.g. /api)", [&](const std::string& v) {

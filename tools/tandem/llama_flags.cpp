@@ -108,7 +108,6 @@ constexpr CompatFlag kFlags[] = {
     {"--embd-normalize", true, Kind::Notice, "the server takes embd_normalize per request (default 2, Euclidean)"},
     {"--reasoning-format -rea --reasoning --reasoning-effort --reasoning-budget --reasoning-budget-message", true, Kind::Notice, "reasoning is not parsed out of the text yet (it stays in content)"},
     {"--reasoning-preserve --no-reasoning-preserve --skip-chat-parsing --no-skip-chat-parsing --prefill-assistant --no-prefill-assistant", false, Kind::Notice, "chat output is not parsed yet"},
-    {"--chat-template-kwargs", true, Kind::Notice, "the built-in chat renderers take no keyword arguments"},
     {"--media-path", true, Kind::Notice, "no multimodal input"},
     {"--image-min-tokens --image-max-tokens --mtmd-batch-max-tokens --video-fps --video-timestamp-interval --video-ffmpeg-dir", true, Kind::Notice, "no multimodal input"},
     {"--mmproj-auto --no-mmproj --no-mmproj-auto --mmproj-offload --no-mmproj-offload", false, Kind::Quiet, ""},

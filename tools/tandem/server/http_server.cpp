@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "chat/chat_formatter.h"
 #include "serve/access.h"
 #include "serve/anthropic.h"
 #include "serve/engine.h"
@@ -24,7 +25,7 @@
 
 namespace tandem::server {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -90,10 +91,9 @@ struct HttpServer::Impl {
     std::shared_ptr<const Model> model;
     std::shared_ptr<Engine> engine;
     std::unique_ptr<Tokenizer> tok;
-    ChatTemplate tmpl = ChatTemplate::CHATML;
+    std::unique_ptr<ChatFormatter> chat;  // the model's Jinja template, or a built-in renderer
     std::string model_id;
     SpecParams engine_spec_defaults;
-    std::string chat_template_source;
     json aliases = json::array(), tags = json::array();  // what /props shows: the Jinja text the template was recognised from
     int64_t start_time = unix_time();
     std::atomic<uint64_t> http_requests{0};
@@ -227,7 +227,7 @@ struct HttpServer::Impl {
             if (body.is_object() && body.value("post_sampling_probs", false))
                 throw BadRequest("'post_sampling_probs' is not supported by this server yet");
             if (infill) {
-            } else if (chat) prompts.push_back({tok->encode(render_chat(tmpl, out.messages, true), true, true)});
+            } else if (chat) prompts.push_back({tok->encode(chat_prompt(out, json()), true, true)});
             else
                 for (const auto& in : out.prompts) prompts.push_back({tokenize_prompt(in)});
             const int n_ctx = engine->n_ctx();
@@ -273,7 +273,7 @@ struct HttpServer::Impl {
         try {
             json b = anthropic_to_openai(parse_body(c.req.body), true);
             ParsedRequest pr = parse_request(b, true, limits());
-            c.json_ok({{"input_tokens", tok->encode(render_chat(tmpl, pr.messages, true), true, true).size()}});
+            c.json_ok({{"input_tokens", tok->encode(chat_prompt(pr, json()), true, true).size()}});
         } catch (const BadRequest& e) {
             c.error(400, e.what());
         } catch (const json::exception& e) {
@@ -745,7 +745,7 @@ struct HttpServer::Impl {
                    {"total_slots", engine->metrics().n_slots}, {"model_alias", model_id}, {"model_path", model->path()},
                    {"modalities", {{"vision", false}, {"video", false}, {"audio", false}}},
                    {"endpoint_slots", p.slots_endpoint}, {"endpoint_props", p.props_post}, {"endpoint_metrics", p.metrics},
-                   {"ui", p.webui}, {"chat_template", chat_template_source}, {"chat_template_name", chat_template_name(tmpl)},
+                   {"ui", p.webui}, {"chat_template", chat->source()}, {"chat_template_name", chat->is_jinja() ? std::string("jinja") : std::string(chat_template_name(chat->builtin()))},
                    {"bos_token", bos}, {"eos_token", eos}, {"build_info", "tandem " TANDEM_VERSION}, {"is_sleeping", false}});
     }
     void props_post(Call& c) {
@@ -803,15 +803,33 @@ struct HttpServer::Impl {
             default: return c.json_ok({{"id_slot", a.id}, {"n_erased", job->n_slot_tokens}});
         }
     }
+    // The prompt a chat request would get (tools rendered too: nothing is generated here).
     void apply_template(Call& c) {
         try {
             json b = parse_body(c.req.body);
+            json tools;
+            if (b.is_object() && b.contains("tools")) {
+                tools = b["tools"];
+                if (!tools.is_null() && !tools.is_array()) throw BadRequest("'tools' must be an array");
+                b.erase("tools");
+                b.erase("tool_choice");
+            }
             ParsedRequest pr = parse_request(b, true, limits());
-            c.json_ok({{"prompt", render_chat(tmpl, pr.messages, true)}});
+            c.json_ok({{"prompt", chat_prompt(pr, tools)}});
         } catch (const BadRequest& e) {
             c.error(400, e.what());
         } catch (const json::exception& e) {
             c.error(400, e.what());
+        } catch (const Error& e) {
+            c.error(400, e.what());
+        }
+    }
+    // The chat template applied to a request (a template's raise_exception becomes a 400 naming it).
+    std::string chat_prompt(const ParsedRequest& pr, const json& tools) {
+        try {
+            return chat->apply(pr.chat_messages, tools, true, pr.template_kwargs, tok->add_bos());
+        } catch (const Error& e) {
+            throw BadRequest(e.what());
         }
     }
     // /v1/embeddings (OpenAI shape, pooled vectors only) and llama-server's /embedding(s) ([{index, embedding}],
@@ -1017,34 +1035,19 @@ void HttpServer::set_ready(std::shared_ptr<const Model> model, std::shared_ptr<E
     I.engine = engine;
     I.tok = Tokenizer::from_gguf(model->gguf());
     if (I.p.embeddings && !I.p.pooling) I.p.pooling = default_pooling(model->gguf());
-    // --chat-template NAME (a built-in renderer), or a Jinja text given inline (llama-server treats a name it
-    // does not know as a template) or by --chat-template-file, or the model's tokenizer.chat_template: a text is
-    // recognised by its markers and rendered by the matching built-in renderer.
-    std::string jinja = model->gguf().get_str("tokenizer.chat_template").value_or("");
-    std::string source = "the model's chat template";
-    if (!I.p.chat_template_text.empty()) {
-        jinja = I.p.chat_template_text;
-        source = "--chat-template-file";
-    }
+    // The chat template (src/chat/chat_formatter.h): the model's Jinja, executed, unless the flags ask otherwise.
+    ChatFormatterOptions co;
+    co.model_template = model->gguf().get_str("tokenizer.chat_template").value_or("");
+    co.template_text = I.p.chat_template_text;
+    co.jinja = I.p.jinja;
     if (!I.p.chat_template.empty()) {
-        if (auto t = chat_template_from_name(I.p.chat_template)) {
-            I.tmpl = *t;
-            jinja.clear();
-            source.clear();
-        } else {
-            jinja = I.p.chat_template;
-            source = "--chat-template";
-        }
+        if (chat_template_from_name(I.p.chat_template)) co.template_name = I.p.chat_template;
+        else co.template_text = I.p.chat_template;  // llama-server: a value that is not a known name is a template
     }
-    I.chat_template_source = jinja.empty() ? std::string(chat_template_name(I.tmpl)) : jinja;
-    if (!source.empty()) {
-        auto t = detect_chat_template(jinja);
-        if (t) I.tmpl = *t;
-        else if (source != "the model's chat template")
-            throw Error(source + ": not a chat template tandem recognises (built-in: chatml, llama2, llama3, mistral, phi3, "
-                                 "gemma, zephyr, deepseek, deepseek3)");
-        else std::fprintf(stderr, "warning: %s; using ChatML\n", jinja.empty() ? "the model has no chat template" : "the model's chat template is not recognised");
-    }
+    co.bos_token = I.tok->bos() >= 0 ? I.tok->token_to_piece(I.tok->bos(), true) : "";
+    co.eos_token = I.tok->eos() >= 0 ? I.tok->token_to_piece(I.tok->eos(), true) : "";
+    co.kwargs = I.p.chat_template_kwargs;
+    I.chat = std::make_unique<ChatFormatter>(co);
     std::string path = model->path();
     // The id is shown by /v1/models and in every response: made valid UTF-8 once, here.
     // --alias A,B,C: A is the id, all are aliases (llama-server); --tags likewise.
@@ -1059,7 +1062,7 @@ void HttpServer::set_ready(std::shared_ptr<const Model> model, std::shared_ptr<E
     I.model_id = !I.aliases.empty() ? I.aliases[0].get<std::string>() : valid_utf8(path.substr(path.find_last_of('/') + 1));
     if (I.aliases.empty()) I.aliases.push_back(I.model_id);
     I.ready.store(true);
-    std::fprintf(stderr, "ready: model %s, chat template %s\n", I.model_id.c_str(), chat_template_name(I.tmpl));
+    std::fprintf(stderr, "ready: model %s, chat template %s\n", I.model_id.c_str(), I.chat->description().c_str());
 }
 
 void HttpServer::set_spec_defaults(const SpecParams& sp) { impl_->engine_spec_defaults = sp; }

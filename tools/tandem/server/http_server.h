@@ -25,7 +25,7 @@ struct ServeParams {
     std::string api_key;
     std::string alias;          // comma-separated: the first is the model id
     std::string tags;           // comma-separated
-    std::string chat_template;  // forced template name; empty: recognise the model's
+    std::string chat_template;  // --chat-template: a built-in's name, or a Jinja text; empty: the model's
     std::vector<std::string> allowed_hosts, cors_origins;
     size_t max_body_bytes = 1 << 20;
     int http_threads = 32;
@@ -35,7 +35,9 @@ struct ServeParams {
     SamplerParams sampling = ServerLimits::server_sampling_defaults();
     int n_predict = -1;
     bool ignore_eos = false;
-    std::string chat_template_text;  // --chat-template-file: recognised like the model's tokenizer.chat_template
+    std::string chat_template_text;  // --chat-template-file: a Jinja template used instead of the model's
+    bool jinja = true;               // --jinja (default) / --no-jinja (recognise templates, render built-ins)
+    nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();  // --chat-template-kwargs
     bool webui = true;
     std::string api_prefix;          // every route also under this prefix
     bool slots_endpoint = true, props_post = false, metrics = false;
