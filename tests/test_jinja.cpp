@@ -250,3 +250,59 @@ TEST(ChatFormatter, Llama31TemplateIsRenderedAsWritten) {
     EXPECT_EQ(p, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
                  "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
 }
+
+// Hostile templates get errors, not stack overflows or hangs: endless recursion, deep nesting, huge ranges.
+TEST(Jinja, HostileTemplatesFailCleanly) {
+    EXPECT_THROW(render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"), Error);
+    EXPECT_THROW(render("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"), Error);
+    EXPECT_THROW(render("{{ " + std::string(5000, '[') + std::string(5000, ']') + " }}"), Error);
+    EXPECT_THROW(render(std::string(3000, '-').insert(0, "{{ ") + "1 }}"), Error);
+    std::string nested;
+    for (int i = 0; i < 500; i++) nested += "{% if true %}";
+    EXPECT_THROW(render(nested), Error);
+    EXPECT_THROW(render("{{ range(100000000)|length }}"), Error);
+    // a macro recursing a little is fine
+    EXPECT_EQ(render("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(5) }}"), "54321");
+}
+
+// Corrupted real templates (bytes cut, dropped, duplicated or replaced) parse and render to a result or an
+// Error, never a crash (run under ASan/UBSan in CI).
+TEST(Jinja, MutatedRealTemplatesNeverCrash) {
+    const char* env = std::getenv("TANDEM_CHAT_TEMPLATES");
+    const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "/root";
+    const std::string dir = env && *env ? env : home + "/.cache/tandem/chat-templates";
+    const std::string base = test::read_file(dir + "/meta-llama-Llama-3.1-8B-Instruct.jinja") +
+                             test::read_file(dir + "/Qwen-Qwen3-0.6B.jinja");
+    ASSERT_FALSE(base.empty()) << "run scripts/fetch-chat-templates.sh";
+    const Value ctx = Value::from_json(ojson::parse(R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+        {"role": "assistant", "content": "a", "tool_calls": [{"function": {"name": "f", "arguments": {"x": 1}}}]}, {"role": "tool", "content": "r"}],
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}], "add_generation_prompt": true})"));
+    uint64_t rng = 12345;
+    auto next = [&] { return rng = rng * 6364136223846793005ull + 1442695040888963407ull, uint32_t(rng >> 33); };
+    int rendered = 0, refused = 0;
+    for (int i = 0; i < 400; i++) {
+        std::string t = base;
+        for (int k = 0, n = 1 + int(next() % 4); k < n && !t.empty(); k++) {
+            const size_t at = next() % t.size();
+            switch (next() % 4) {
+                case 0: t.erase(at, 1 + next() % 8); break;
+                case 1: t.insert(at, t.substr(next() % t.size(), 1 + next() % 12)); break;
+                case 2: t[at] = "{}%#-()[]|.'\"~ \n"[next() % 16]; break;
+                case 3: t.resize(at); break;
+            }
+        }
+        try {
+            Template(t).render(ctx);
+            rendered++;
+        } catch (const Error&) {
+            refused++;
+        }
+    }
+    EXPECT_EQ(rendered + refused, 400);
+    std::printf("mutated templates: %d rendered, %d refused with an error\n", rendered, refused);
+}
+
+TEST(Jinja, NumbersOutOfRangeAreErrors) {
+    EXPECT_THROW(render("{{ 99999999999999999999999 }}"), Error);
+    EXPECT_EQ(render("{{ 2.50 }} {{ 10.0 }}"), "2.5 10.0");
+}

@@ -344,6 +344,12 @@ private:
     }
 
     Value call(const Value& f, Args& args, Env& env, const Node& at) {
+        // macros may recurse; a template that recurses without end gets an error, not a stack overflow
+        if (calls_ >= kMaxCalls) fail(at, "calls nested too deeply (more than 50 levels): endless recursion?");
+        struct Count {
+            int& n;
+            ~Count() { --n; }
+        } count{++calls_};
         try {
             return (*f.fn)(args, env);
         } catch (const BreakSignal&) {
@@ -959,6 +965,8 @@ private:
     }
 
     const RenderOptions& opt_;
+    static constexpr int kMaxCalls = 50;
+    int calls_ = 0;
 
 public:
     void globals(Env& env) {

@@ -3,6 +3,8 @@
 //   a if b else c  <  or  <  and  <  not  <  comparisons, in, not in  <  + - ~  <  * / // %  <  **  <  is
 //   <  |filter  <  unary - +  <  calls, members, literals
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "chat/jinja_ast.h"
@@ -340,7 +342,19 @@ private:
         }
     }
 
+    // Nesting is bounded, so a hostile template cannot exhaust the stack (parsing or evaluating it).
+    struct Depth {
+        Parser& p;
+        explicit Depth(Parser& p_) : p(p_) {
+            if (++p.depth_ > kMaxDepth) fail(p.line(), "nested too deeply (more than 100 levels)");
+        }
+        ~Depth() { --p.depth_; }
+    };
+    static constexpr int kMaxDepth = 100;
+    int depth_ = 0;
+
     NodeP statement() {
+        Depth guard(*this);
         expect(Tok::OPEN_STMT, "'{%'");
         if (!is(Tok::IDENT)) fail(line(), "expected a statement name after '{%'");
         const std::string name = t_[i_].v;
@@ -460,6 +474,7 @@ private:
     }
 
     NodeP expression() {
+        Depth guard(*this);
         auto a = logical_or();
         if (!ident("if")) return a;
         i_++;
@@ -501,6 +516,7 @@ private:
         return l;
     }
     NodeP logical_not() {
+        Depth guard(*this);
         if (ident("not")) {
             auto n = node(Node::T::UNARY);
             n->s = "not";
@@ -585,6 +601,7 @@ private:
         return operand;
     }
     NodeP unary() {
+        Depth guard(*this);
         if ((is(Tok::UNARY) || is(Tok::ADD)) && (t_[i_].v == "-" || t_[i_].v == "+")) {
             auto n = node(Node::T::UNARY);
             n->s = t_[i_++].v;
@@ -687,13 +704,15 @@ private:
         const Token& k = t_[i_++];
         switch (k.t) {
             case Tok::NUMBER: {
+                errno = 0;
                 if (k.v.find('.') != std::string::npos) {
                     auto n = node(Node::T::FLOAT);
-                    n->f = std::stod(k.v);
+                    n->f = std::strtod(k.v.c_str(), nullptr);
                     return n;
                 }
                 auto n = node(Node::T::INT);
-                n->i = std::stoll(k.v);
+                n->i = std::strtoll(k.v.c_str(), nullptr, 10);
+                if (errno == ERANGE) fail(k.line, "the number " + k.v + " is too large");
                 return n;
             }
             case Tok::STRING: {
