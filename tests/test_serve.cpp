@@ -10,6 +10,7 @@
 #include "serve/engine.h"
 #include "serve/infill.h"
 #include "serve/openai.h"
+#include "serve/reasoning.h"
 #include "serve/responses.h"
 #include "serve/text_pipeline.h"
 #include "tandem/error.h"
@@ -435,4 +436,42 @@ TEST(Responses, RequestsBecomeChatRequests) {
     EXPECT_EQ(r["output"][0]["content"][0]["text"], "hello");
     EXPECT_EQ(r["incomplete_details"]["reason"], "max_output_tokens");
     EXPECT_EQ(r["usage"]["total_tokens"], 13);
+}
+
+// Reasoning split out of an answer, the same whichever way the text is cut into stream pieces.
+TEST(Reasoning, SplitsThinkingFromTheAnswerAcrossAnyPieces) {
+    struct Case {
+        ReasoningFormat f;
+        bool inside;
+        std::string text, reasoning, content;
+    };
+    const Case cases[] = {
+        {ReasoningFormat::DEEPSEEK, false, "<think>a b</think>\n\nAnswer </think>", "a b", "Answer </think>"},
+        {ReasoningFormat::DEEPSEEK, false, "\n <think>x</think>y", "x", "y"},
+        {ReasoningFormat::DEEPSEEK, true, "reason <th</think>\nAns", "reason <th", "Ans"},
+        {ReasoningFormat::DEEPSEEK, false, "Hello <think> x", "", "Hello <think> x"},
+        {ReasoningFormat::DEEPSEEK, false, "<think>cut off", "cut off", ""},
+        {ReasoningFormat::DEEPSEEK, false, "<thin", "", "<thin"},
+        {ReasoningFormat::NONE, false, "<think>a</think>b", "", "<think>a</think>b"},
+        {ReasoningFormat::DEEPSEEK_LEGACY, false, "<think>a</think>\nb", "a", "<think>a</think>b"},
+    };
+    for (const auto& c : cases) {
+        for (size_t piece : {size_t(1), size_t(2), size_t(3), size_t(7), size_t(1000)}) {
+            ReasoningSplitter sp(c.f, c.inside);
+            std::string r, t;
+            for (size_t i = 0; i < c.text.size(); i += piece) {
+                auto d = sp.push(c.text.substr(i, piece));
+                r += d.reasoning;
+                t += d.content;
+            }
+            auto d = sp.finish();
+            r += d.reasoning;
+            t += d.content;
+            EXPECT_EQ(r, c.reasoning) << c.text << " in pieces of " << piece;
+            EXPECT_EQ(t, c.content) << c.text << " in pieces of " << piece;
+        }
+    }
+    EXPECT_TRUE(prompt_opens_thinking("<|im_start|>assistant\n<think>\n"));
+    EXPECT_FALSE(prompt_opens_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+    EXPECT_THROW(reasoning_format_from_name("thoughts"), Error);
 }

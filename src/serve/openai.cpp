@@ -277,6 +277,13 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
             }
             r.chat_messages.push_back(msg);
         }
+        if (auto rf = body.find("reasoning_format"); rf != body.end() && !rf->is_null()) {
+            if (!rf->is_string()) throw BadRequest("'reasoning_format' must be a string");
+            r.reasoning_format = rf->get<std::string>();
+            if (r.reasoning_format != "none" && r.reasoning_format != "auto" && r.reasoning_format != "deepseek" &&
+                r.reasoning_format != "deepseek-legacy")
+                throw BadRequest("reasoning_format must be none, auto, deepseek or deepseek-legacy");
+        }
         if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
             if (!kw->is_object()) throw BadRequest("'chat_template_kwargs' must be an object");
             r.template_kwargs = *kw;

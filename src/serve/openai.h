@@ -71,6 +71,7 @@ struct ParsedRequest {
     std::vector<ChatMessage> messages;  // chat
     nlohmann::ordered_json chat_messages = nlohmann::ordered_json::array();     // chat: what the template sees
     nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
+    std::string reasoning_format;       // chat: the request's reasoning_format ("" = the server's)
     std::vector<PromptInput> prompts;   // completions: one or more
     int n_probs = 0;                    // llama-server's n_probs (native /completion)
     bool return_tokens = false, timings_per_token = false;

@@ -468,3 +468,36 @@ test('Jinja chat templates: the file is executed (tools, chat_template_kwargs, r
     assert.match(props.chat_template, /raise_exception/);
   } finally { await done(srv); }
 });
+
+test('reasoning: <think> text goes to reasoning_content (plain and streamed); --reasoning-format none keeps it; --reasoning off sets enable_thinking', async () => {
+  const dir = tmpDir();
+  const file = path.join(dir, 'think.jinja');
+  // a template that opens the thinking block itself, as DeepSeek-R1 does; the model's text then starts inside it
+  fs.writeFileSync(file, '{% for m in messages %}{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<think>\n{% endif %}');
+  const srv = await startServer(['-m', STORIES, '--chat-template-file', file, '--temp', '0']);
+  try {
+    const msgs = [{ role: 'user', content: 'Once upon a time' }];
+    const plain = await post(srv.base, '/completion', { prompt: 'Once upon a time\n<think>\n', n_predict: 24 });
+    const r = await post(srv.base, '/v1/chat/completions', { messages: msgs, max_tokens: 24 });
+    assert.equal(r.status, 200, r.text);
+    const m = r.json.choices[0].message;
+    // stories260K never writes </think>: everything it wrote is reasoning
+    assert.equal(m.reasoning_content, plain.json.content);
+    assert.equal(m.content, '');
+    const s = await post(srv.base, '/v1/chat/completions', { messages: msgs, max_tokens: 24, stream: true });
+    const chunks = s.text.split('\n\n').filter((e) => e.startsWith('data: {')).map((e) => JSON.parse(e.slice(6)));
+    assert.equal(chunks.map((c) => c.choices[0].delta.reasoning_content ?? '').join(''), plain.json.content);
+    assert.equal(chunks.map((c) => c.choices[0].delta.content ?? '').join(''), '');
+    const none = await post(srv.base, '/v1/chat/completions', { messages: msgs, max_tokens: 24, reasoning_format: 'none' });
+    assert.equal(none.json.choices[0].message.content, plain.json.content);
+    assert.ok(!('reasoning_content' in none.json.choices[0].message));
+    assert.equal((await post(srv.base, '/v1/chat/completions', { messages: msgs, reasoning_format: 'thoughts' })).status, 400);
+  } finally { await done(srv); }
+  const tfile = path.join(dir, 'flag.jinja');
+  fs.writeFileSync(tfile, '{{ messages[0].content }}{% if enable_thinking is defined and not enable_thinking %}/no_think{% endif %}');
+  const off = await startServer(['-m', STORIES, '--chat-template-file', tfile, '--reasoning', 'off']);
+  try {
+    const t = await post(off.base, '/apply-template', { messages: [{ role: 'user', content: 'x' }] });
+    assert.equal(t.json.prompt, 'x/no_think');
+  } finally { await done(off); }
+});

@@ -103,6 +103,13 @@ int cmd_serve(int argc, char** argv) {
     // Server behaviour
     ap.add({"--chat-template-file"}, "FNAME", "a Jinja chat template file, used instead of the model's", [&](const std::string& v) { sp.chat_template_text = read_file_bytes(v); });
     ap.flag({"--jinja"}, "run the chat template (default)", [&] { sp.jinja = true; });
+    ap.add({"--reasoning-format"}, "FORMAT", "none | auto | deepseek | deepseek-legacy: where <think> text goes in chat answers (auto: reasoning_content)",
+           [&](const std::string& v) { sp.reasoning_format = server::reasoning_format_from_name(v); });
+    ap.add({"-rea", "--reasoning"}, "on|off|auto", "thinking: sets the template's enable_thinking (auto: the template's default)", [&](const std::string& v) {
+        if (v == "on" || v == "true" || v == "1") sp.chat_template_kwargs["enable_thinking"] = true;
+        else if (v == "off" || v == "false" || v == "0") sp.chat_template_kwargs["enable_thinking"] = false;
+        else if (v != "auto") throw Error("--reasoning: expected on, off or auto, not '" + v + "'");
+    });
     ap.flag({"--no-jinja"}, "recognise the chat template and render it with a built-in renderer instead", [&] { sp.jinja = false; });
     ap.flag({"--ui", "--webui"}, "serve the chat page at / (default)", [&] { sp.webui = true; });
     ap.flag({"--no-ui", "--no-webui"}, "do not serve the chat page", [&] { sp.webui = false; });

@@ -106,7 +106,7 @@ constexpr CompatFlag kFlags[] = {
     {"-e --escape --no-escape -sp --special --spm-infill", false, Kind::Quiet, ""},
     {"-lcs --lookup-cache-static -lcd --lookup-cache-dynamic", true, Kind::Notice, "n-gram lookup caches from files are not used"},
     {"--embd-normalize", true, Kind::Notice, "the server takes embd_normalize per request (default 2, Euclidean)"},
-    {"--reasoning-format -rea --reasoning --reasoning-effort --reasoning-budget --reasoning-budget-message", true, Kind::Notice, "reasoning is not parsed out of the text yet (it stays in content)"},
+    {"--reasoning-effort --reasoning-budget --reasoning-budget-message", true, Kind::Notice, "no reasoning budget: a model thinks as long as it does"},
     {"--reasoning-preserve --no-reasoning-preserve --skip-chat-parsing --no-skip-chat-parsing --prefill-assistant --no-prefill-assistant", false, Kind::Notice, "chat output is not parsed yet"},
     {"--media-path", true, Kind::Notice, "no multimodal input"},
     {"--image-min-tokens --image-max-tokens --mtmd-batch-max-tokens --video-fps --video-timestamp-interval --video-ffmpeg-dir", true, Kind::Notice, "no multimodal input"},

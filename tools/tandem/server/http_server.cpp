@@ -14,6 +14,7 @@
 #include "serve/engine.h"
 #include "serve/infill.h"
 #include "serve/openai.h"
+#include "serve/reasoning.h"
 #include "serve/responses.h"
 #include "server/http_transport.h"
 #include "server/webui.h"
@@ -164,6 +165,7 @@ struct HttpServer::Impl {
     struct Prompt {
         std::vector<int32_t> ids;
         bool truncated = false;
+        bool opens_thinking = false;  // chat: the template opened a <think> block (the answer starts in it)
     };
 
     std::vector<int32_t> tokenize_prompt(const PromptInput& in) {
@@ -227,7 +229,10 @@ struct HttpServer::Impl {
             if (body.is_object() && body.value("post_sampling_probs", false))
                 throw BadRequest("'post_sampling_probs' is not supported by this server yet");
             if (infill) {
-            } else if (chat) prompts.push_back({tok->encode(chat_prompt(out, json()), true, true)});
+            } else if (chat) {
+                const std::string text = chat_prompt(out, json());
+                prompts.push_back({tok->encode(text, true, true), false, prompt_opens_thinking(text)});
+            }
             else
                 for (const auto& in : out.prompts) prompts.push_back({tokenize_prompt(in)});
             const int n_ctx = engine->n_ctx();
@@ -317,6 +322,11 @@ struct HttpServer::Impl {
               unix_time()};
         if (pr.stream) stream_response(g);
         else blocking_response(g);
+    }
+
+    // The reasoning format of a chat request: the request's reasoning_format, else --reasoning-format.
+    ReasoningFormat reasoning_of(const ParsedRequest& pr) const {
+        return pr.reasoning_format.empty() ? p.reasoning_format : reasoning_format_from_name(pr.reasoning_format);
     }
 
     struct Gen {
@@ -451,7 +461,11 @@ struct HttpServer::Impl {
             const JobOutput& t = texts[c];
             json choice = {{"index", c}, {"finish_reason", finish_reason(*g.jobs[c])}};
             if (chat) {
-                choice["message"] = {{"role", "assistant"}, {"content", t.text}};
+                ReasoningSplitter rs(reasoning_of(g.pr), g.prompts[g.job_prompt[c]].opens_thinking);
+                auto d1 = rs.push(t.text);
+                auto d2 = rs.finish();
+                choice["message"] = {{"role", "assistant"}, {"content", d1.content + d2.content}};
+                if (!(d1.reasoning + d2.reasoning).empty()) choice["message"]["reasoning_content"] = d1.reasoning + d2.reasoning;
                 choice["logprobs"] = g.pr.logprobs ? json{{"content", logprob_list(t.lps)}} : json(nullptr);
             } else {
                 choice["text"] = t.text;
@@ -532,6 +546,8 @@ struct HttpServer::Impl {
             std::vector<TokenLogprob> held_lps;  // tokens whose text is not out yet
             std::vector<int32_t> held_toks;
             int n_sent = 0;
+            auto rsplit = std::make_unique<ReasoningSplitter>(chat ? reasoning_of(g.pr) : ReasoningFormat::NONE,
+                                                              chat && g.prompts[g.job_prompt[c]].opens_thinking);
             // one chunk: the text, with the tokens (and log-probabilities) that came with it or before it
             auto chunk = [&](const std::string& piece) {
                 json o;
@@ -557,7 +573,15 @@ struct HttpServer::Impl {
                     json lp = nullptr;
                     if (g.pr.logprobs && !held_lps.empty())
                         lp = chat ? json{{"content", logprob_list(held_lps)}} : completion_logprobs(held_lps);
-                    o = oai_chunk(c, chat ? json{{"content", piece}} : json(piece), nullptr, lp);
+                    json delta;
+                    if (chat) {  // thinking text goes to reasoning_content
+                        auto d = rsplit->push(piece);
+                        if (d.reasoning.empty() && d.content.empty()) return true;  // held back (tokens and all) for now
+                        delta = json::object();
+                        if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+                        delta["content"] = d.content;
+                    }
+                    o = oai_chunk(c, chat ? delta : json(piece), nullptr, lp);
                 }
                 if (g.pr.timings_per_token) o["timings"] = live_timings(job);
                 held_lps.clear();
@@ -624,7 +648,13 @@ struct HttpServer::Impl {
             }
             json lp = nullptr;
             if (g.pr.logprobs && !held_lps.empty()) lp = chat ? json{{"content", logprob_list(held_lps)}} : completion_logprobs(held_lps);
-            json last = oai_chunk(c, chat ? json::object() : json(""), finish_reason(job), lp);
+            json tail = chat ? json::object() : json("");
+            if (chat) {  // what the reasoning splitter still held
+                auto d = rsplit->finish();
+                if (!d.reasoning.empty()) tail["reasoning_content"] = d.reasoning;
+                if (!d.content.empty()) tail["content"] = d.content;
+            }
+            json last = oai_chunk(c, tail, finish_reason(job), lp);
             last["timings"] = timings_of(job);
             if (!send(last)) return;
         }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "serve/openai.h"
+#include "serve/reasoning.h"
 #include "tandem/embedding.h"
 #include "tandem/sampling.h"
 #include "tandem/speculative.h"
@@ -36,6 +37,7 @@ struct ServeParams {
     int n_predict = -1;
     bool ignore_eos = false;
     std::string chat_template_text;  // --chat-template-file: a Jinja template used instead of the model's
+    ReasoningFormat reasoning_format = ReasoningFormat::DEEPSEEK;  // --reasoning-format (auto)
     bool jinja = true;               // --jinja (default) / --no-jinja (recognise templates, render built-ins)
     nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();  // --chat-template-kwargs
     bool webui = true;

@@ -1,0 +1,98 @@
+#include "serve/reasoning.h"
+
+#include "tandem/error.h"
+
+namespace tandem::server {
+
+namespace {
+const std::string kOpen = "<think>", kClose = "</think>";
+
+// Length of the longest suffix of s that is a proper prefix of tag (it may still become the tag).
+size_t partial_tag(const std::string& s, const std::string& tag) {
+    for (size_t k = std::min(s.size(), tag.size() - 1); k > 0; k--)
+        if (s.compare(s.size() - k, k, tag, 0, k) == 0) return k;
+    return 0;
+}
+}  // namespace
+
+ReasoningFormat reasoning_format_from_name(const std::string& n) {
+    if (n == "none") return ReasoningFormat::NONE;
+    if (n == "auto" || n == "deepseek") return ReasoningFormat::DEEPSEEK;
+    if (n == "deepseek-legacy") return ReasoningFormat::DEEPSEEK_LEGACY;
+    throw Error("unknown reasoning format '" + n + "' (expected none, auto, deepseek or deepseek-legacy)");
+}
+
+bool prompt_opens_thinking(const std::string& prompt) {
+    size_t end = prompt.size();
+    while (end > 0 && (prompt[end - 1] == '\n' || prompt[end - 1] == ' ')) end--;
+    return end >= kOpen.size() && prompt.compare(end - kOpen.size(), kOpen.size(), kOpen) == 0;
+}
+
+ReasoningSplitter::ReasoningSplitter(ReasoningFormat f, bool starts_inside)
+    : f_(f), state_(f == ReasoningFormat::NONE ? State::DONE : starts_inside ? State::INSIDE : State::BEFORE) {}
+
+ReasoningSplitter::Delta ReasoningSplitter::push(const std::string& text) {
+    Delta d;
+    held_ += text;
+    for (;;) {
+        switch (state_) {
+            case State::DONE:
+                d.content += held_;
+                held_.clear();
+                return d;
+            case State::BEFORE: {  // only a <think> at the very start of the answer (after whitespace) opens it
+                const size_t ws = held_.find_first_not_of(" \t\r\n");
+                if (ws == std::string::npos) return d;  // only whitespace so far
+                if (held_.compare(ws, kOpen.size(), kOpen) == 0) {
+                    if (f_ == ReasoningFormat::DEEPSEEK_LEGACY) d.content += held_.substr(0, ws + kOpen.size());
+                    held_.erase(0, ws + kOpen.size());
+                    state_ = State::INSIDE;
+                    continue;
+                }
+                if (held_.size() - ws < kOpen.size() && kOpen.compare(0, held_.size() - ws, held_, ws) == 0) return d;  // "<thi"
+                state_ = State::DONE;
+                continue;
+            }
+            case State::INSIDE: {
+                const size_t at = held_.find(kClose);
+                if (at != std::string::npos) {
+                    d.reasoning += held_.substr(0, at);
+                    if (f_ == ReasoningFormat::DEEPSEEK_LEGACY) d.content += held_.substr(0, at + kClose.size());
+                    held_.erase(0, at + kClose.size());
+                    state_ = State::AFTER;
+                    continue;
+                }
+                const size_t keep = partial_tag(held_, kClose);
+                const std::string out = held_.substr(0, held_.size() - keep);
+                d.reasoning += out;
+                if (f_ == ReasoningFormat::DEEPSEEK_LEGACY) d.content += out;
+                held_.erase(0, held_.size() - keep);
+                return d;
+            }
+            case State::AFTER: {  // the newlines after </think> are not part of the answer
+                const size_t s = held_.find_first_not_of("\r\n");
+                if (s == std::string::npos) {
+                    held_.clear();
+                    return d;
+                }
+                held_.erase(0, s);
+                state_ = State::DONE;
+                continue;
+            }
+        }
+    }
+}
+
+ReasoningSplitter::Delta ReasoningSplitter::finish() {
+    Delta d;
+    if (state_ == State::INSIDE) {  // cut off while thinking: all of it is reasoning
+        d.reasoning = held_;
+        if (f_ == ReasoningFormat::DEEPSEEK_LEGACY) d.content = held_;
+    } else if (state_ != State::AFTER) {
+        d.content = held_;
+    }
+    held_.clear();
+    return d;
+}
+
+}  // namespace tandem::server

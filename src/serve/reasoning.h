@@ -1,0 +1,37 @@
+// Reasoning ("thinking") text split out of a chat answer, as llama-server's --reasoning-format does: the text
+// between <think> and </think> goes to reasoning_content, the rest to content. Incremental, for streams: a tag
+// split across pieces is held back until it is known.
+#pragma once
+#include <string>
+
+namespace tandem::server {
+
+enum class ReasoningFormat {
+    NONE,             // thoughts stay in content, tags included
+    DEEPSEEK,         // thoughts go to reasoning_content ("auto" is this: the tags are the same for the models here)
+    DEEPSEEK_LEGACY,  // content keeps the <think> text too, and reasoning_content gets the thoughts
+};
+// "none", "auto", "deepseek", "deepseek-legacy"; throws Error otherwise.
+ReasoningFormat reasoning_format_from_name(const std::string& name);
+
+// Did the chat template open the thinking block itself (the prompt ends with "<think>" and whitespace, as
+// DeepSeek-R1 and QwQ templates do)? Then the answer starts inside the reasoning.
+bool prompt_opens_thinking(const std::string& prompt);
+
+class ReasoningSplitter {
+public:
+    ReasoningSplitter(ReasoningFormat f, bool starts_inside);
+    struct Delta {
+        std::string reasoning, content;
+    };
+    Delta push(const std::string& text);  // what became certain with this piece
+    Delta finish();                       // what is held back, at the end
+
+private:
+    enum class State { BEFORE, INSIDE, AFTER, DONE };  // AFTER: just past </think>, dropping newlines
+    ReasoningFormat f_;
+    State state_;
+    std::string held_;
+};
+
+}  // namespace tandem::server
