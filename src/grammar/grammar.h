@@ -1,0 +1,102 @@
+// GBNF grammars (llama.cpp's format) and their incremental matcher: the state of a partial output is a set of
+// parse stacks; a code point advances every stack that accepts it. Used to constrain generation token by token
+// (the allowed next tokens are found by walking a trie of the vocabulary with the state).
+//
+//   root   ::= "{" ws pair ("," ws pair)* "}"      rules: name ::= alternatives separated by |
+//   pair   ::= [a-z]+ ":" ws ( "true" | num )     literals "..." (\n \t \" \\ \xHH \uHHHH \UHHHHHHHH escapes),
+//   num    ::= "-"? [0-9]{1,3}                     classes [a-z0-9_] [^"\\], . (any), groups ( ), repetition
+//   ws     ::= [ \t\n]*                            * + ? {m} {m,} {m,n}, comments from # to the end of the line
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tandem::grammar {
+
+struct CharSet {
+    std::vector<std::pair<uint32_t, uint32_t>> ranges;  // inclusive
+    bool negated = false;
+    bool contains(uint32_t cp) const;
+    // Could a code point in [lo, hi] be accepted (partial UTF-8 at the end of a token)?
+    bool intersects(uint32_t lo, uint32_t hi) const;
+};
+
+struct Symbol {
+    bool is_rule;  // else a character set
+    int index;     // into Grammar::rules or Grammar::sets
+};
+
+struct Rule {
+    std::string name;
+    std::vector<std::vector<Symbol>> alts;  // an empty alternative matches nothing (epsilon)
+};
+
+struct Grammar {
+    std::vector<Rule> rules;
+    std::vector<CharSet> sets;
+    int root = 0;
+};
+
+// Parses GBNF. Throws tandem::Error naming the line and what is wrong: syntax, an undefined rule, a missing
+// `root`, left recursion.
+std::shared_ptr<const Grammar> parse_gbnf(const std::string& text, const std::string& root = "root");
+
+// The matcher state: copyable (speculative decoding keeps one per drafted position and rolls back by copying).
+class Matcher {
+public:
+    explicit Matcher(std::shared_ptr<const Grammar> g);
+    bool accept(uint32_t cp);  // false (state unchanged) when no stack takes it
+    // Bytes of text, which may end (and begin) inside a UTF-8 sequence: a byte token of a SentencePiece vocabulary
+    // carries half a character. False (state unchanged) when refused: invalid UTF-8, or no stack can take it.
+    bool accept_bytes(const std::string& bytes);
+    bool can_end() const;  // the text so far is a complete sentence of the grammar (no character left open)
+    bool dead() const { return stacks_.empty(); }
+    const Grammar& grammar() const { return *g_; }
+
+    struct Pos {
+        int rule, alt, sym;
+        bool operator<(const Pos& o) const { return rule != o.rule ? rule < o.rule : alt != o.alt ? alt < o.alt : sym < o.sym; }
+        bool operator==(const Pos& o) const { return rule == o.rule && alt == o.alt && sym == o.sym; }
+    };
+    using Stack = std::vector<Pos>;  // bottom .. top; the top points at a character set (or the stack is empty)
+    // A UTF-8 sequence begun but not finished: its bits so far and how many continuation bytes are missing.
+    struct Partial {
+        uint32_t value = 0;
+        int need = 0;
+    };
+    const Partial& partial() const { return partial_; }
+    // Could the open sequence still become a code point some stack accepts?
+    bool partial_viable(const std::vector<Stack>& stacks, const Partial& p) const;
+    const std::vector<Stack>& stacks() const { return stacks_; }
+    void set_stacks(std::vector<Stack> s) { stacks_ = std::move(s); }
+    // The stacks after one code point (empty when refused): the step the vocabulary walk repeats.
+    std::vector<Stack> step(const std::vector<Stack>& from, uint32_t cp) const;
+
+private:
+    void expand(Stack s, std::vector<Stack>& out) const;
+    std::shared_ptr<const Grammar> g_;
+    std::vector<Stack> stacks_;
+    Partial partial_;
+};
+
+// Which tokens may come next: a trie of the vocabulary's token texts, walked once per step with the matcher's
+// stacks (shared prefixes are matched once). eog tokens are allowed exactly when the grammar can end.
+class VocabTrie {
+public:
+    // pieces[i]: the bytes token i stands for ("" for control tokens, which the grammar never allows).
+    explicit VocabTrie(const std::vector<std::string>& pieces);
+    // allowed[i] for every token; `eog` lists the end-of-generation tokens.
+    void allowed(const Matcher& m, const std::vector<int32_t>& eog, std::vector<uint8_t>& allowed) const;
+    int n_tokens() const { return n_tokens_; }
+
+private:
+    struct Node {
+        std::vector<std::pair<uint8_t, int>> next;  // byte -> node
+        std::vector<int32_t> tokens;                // tokens whose text ends here
+    };
+    std::vector<Node> nodes_;
+    int n_tokens_ = 0;
+};
+
+}  // namespace tandem::grammar

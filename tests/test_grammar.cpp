@@ -1,0 +1,123 @@
+// GBNF grammars: parsing, matching code point by code point (UTF-8 edge cases included), and the allowed-token
+// masks the vocabulary trie computes, checked against matching every token's text one by one.
+#include <gtest/gtest.h>
+
+#include "grammar/grammar.h"
+#include "tandem/error.h"
+#include "tandem/gguf.h"
+#include "tandem/tokenizer.h"
+#include "test_util.h"
+
+using namespace tandem;
+using namespace tandem::grammar;
+
+namespace {
+
+bool matches(const std::string& gbnf, const std::string& text) {
+    Matcher m(parse_gbnf(gbnf));
+    return m.accept_bytes(text) && m.can_end();
+}
+bool prefix_ok(const std::string& gbnf, const std::string& text) {
+    Matcher m(parse_gbnf(gbnf));
+    return m.accept_bytes(text);
+}
+
+const char* kJson = R"(
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,15})? ws
+ws     ::= ([ \t\n] ws)?
+)";
+
+}  // namespace
+
+TEST(Grammar, AcceptsExactlyTheLanguage) {
+    EXPECT_TRUE(matches(R"(root ::= "a"{5,5})", "aaaaa"));
+    EXPECT_FALSE(matches(R"(root ::= "a"{5,5})", "aaaa"));
+    EXPECT_FALSE(prefix_ok(R"(root ::= "a"{5,5})", "aaaaaa"));
+    EXPECT_TRUE(matches(R"(root ::= "x" [0-9]{1,3} "y")", "x12y"));
+    EXPECT_FALSE(matches(R"(root ::= "x" [0-9]{1,3} "y")", "x1234y"));
+    EXPECT_TRUE(matches("root ::= (\"ab\" | \"c\")* \"!\"", "abcab!"));
+    EXPECT_TRUE(matches("root ::= [^a-c]+", "xyz"));
+    EXPECT_FALSE(prefix_ok("root ::= [^a-c]+", "xb"));
+    EXPECT_TRUE(matches("root ::= . . .", "a€😀"));  // any code point, 1 to 4 bytes
+    EXPECT_TRUE(matches("root ::= [é-ü]+", "éü"));
+    EXPECT_TRUE(matches("root ::= \"\\u00e9\\x41\\n\"", "éA\n"));
+    EXPECT_TRUE(matches("# comment\nroot ::= a b # after\na ::= \"A\"\nb ::= \"B\"?\n", "A"));
+    EXPECT_TRUE(matches("root ::= \"a\"\n     | \"b\"\n", "b"));  // a continuation line starting with |
+    EXPECT_TRUE(matches(kJson, R"({"a": [1, -2.5e3, "x\n\u00e9"], "b": {"c": null}} )"));
+    EXPECT_FALSE(prefix_ok(kJson, R"({"a": 01)"));
+    EXPECT_FALSE(prefix_ok(kJson, "{\"a\x01"));
+    EXPECT_TRUE(prefix_ok(kJson, R"({"a": [tr)"));
+    EXPECT_FALSE(matches(kJson, R"({"a": [tr)"));
+    // invalid UTF-8 is never text
+    EXPECT_FALSE(prefix_ok("root ::= .*", "\xff"));
+    EXPECT_TRUE(prefix_ok("root ::= .*", "a\xe2\x82"));  // cut in the middle of a code point: may go on
+    EXPECT_FALSE(matches("root ::= .*", "a\xe2\x82"));    // but is not a complete text
+    EXPECT_FALSE(prefix_ok("root ::= .*", "a\x82"));       // a continuation byte without its lead
+    EXPECT_FALSE(prefix_ok("root ::= [a-z]*", "\xc3"));    // no accepted code point starts with C3
+    {  // a character arriving in two pieces (two byte tokens)
+        Matcher m(parse_gbnf("root ::= \"é\""));
+        EXPECT_TRUE(m.accept_bytes("\xc3"));
+        EXPECT_FALSE(m.can_end());
+        EXPECT_TRUE(m.accept_bytes("\xa9"));
+        EXPECT_TRUE(m.can_end());
+    }
+}
+
+TEST(Grammar, ErrorsNameTheProblem) {
+    auto msg = [](const std::string& g) {
+        try {
+            parse_gbnf(g);
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("(accepted)");
+    };
+    EXPECT_NE(msg("root ::= foo").find("rule 'foo' is not defined"), std::string::npos);
+    EXPECT_NE(msg("main ::= \"a\"").find("no 'root' rule"), std::string::npos);
+    EXPECT_NE(msg("root ::= root \"a\" | \"b\"").find("left-recursive"), std::string::npos);
+    EXPECT_NE(msg("root ::= a\na ::= \"\"* root").find("left-recursive"), std::string::npos);
+    EXPECT_NE(msg("root ::= \"a").find("not closed"), std::string::npos);
+    EXPECT_NE(msg("root ::= [a-").find("not closed"), std::string::npos);
+    EXPECT_NE(msg("root ::= \"a\"{3,1}").find("n < m"), std::string::npos);
+    EXPECT_NE(msg("root ::= (\"a\"").find("expected ')'"), std::string::npos);
+    EXPECT_NE(msg("\n\nroot = \"a\"").find("line 3"), std::string::npos);
+}
+
+// The trie walk gives exactly the tokens whose text the matcher accepts (and end-of-generation only when the
+// grammar can end), on a SentencePiece and a byte-level BPE vocabulary (multi-byte and partial-UTF-8 tokens).
+TEST(Grammar, VocabularyMasksEqualTokenByTokenMatching) {
+    for (const char* vocab : {"models/stories260K.gguf", "tokenizer-tests/ggml-vocab-qwen2.gguf"}) {
+        auto f = GgufFile::open(test::shared_file(vocab));
+        auto tok = Tokenizer::from_gguf(*f);
+        std::vector<std::string> pieces(size_t(tok->n_vocab()));
+        for (int32_t id = 0; id < tok->n_vocab(); id++)
+            if (tok->token_attr(id) != TokenAttr::CONTROL) pieces[size_t(id)] = tok->token_to_piece(id, false);
+        VocabTrie trie(pieces);
+        auto g = parse_gbnf(kJson);
+        for (const std::string prefix : {"", "{", "{\"na", "{\"name\": [1", "{\"a\": \"é", "{\"a\": 1}", "{\"a\": \"\xc3"}) {
+            Matcher m(g);
+            ASSERT_TRUE(m.accept_bytes(prefix)) << prefix;
+            std::vector<uint8_t> allowed;
+            trie.allowed(m, tok->eog_ids(), allowed);
+            int n_allowed = 0;
+            for (int32_t id = 0; id < tok->n_vocab(); id++) {
+                bool want;
+                if (tok->is_eog(id)) want = m.can_end();
+                else if (pieces[size_t(id)].empty()) want = false;
+                else {
+                    Matcher t = m;
+                    want = t.accept_bytes(pieces[size_t(id)]);
+                }
+                n_allowed += allowed[size_t(id)];
+                ASSERT_EQ(allowed[size_t(id)] != 0, want) << vocab << " after '" << prefix << "': token " << id << " '"
+                                                          << pieces[size_t(id)] << "'";
+            }
+            EXPECT_GT(n_allowed, 0) << vocab << " after '" << prefix << "'";
+        }
+    }
+}
