@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "grammar/grammar.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
 #include "tandem/model.h"
@@ -57,12 +58,13 @@ SamplerParams greedy() {
 // Generates n tokens (EOS not special) with the given draft configuration.
 std::vector<int32_t> run(ThreadPool& pool, const std::vector<int32_t>& prompt, int n, const SamplerParams& sp,
                          SpecParams spec, std::shared_ptr<const Model> draft_model, int self_layers = 0,
-                         SpecStats* stats = nullptr, int n_ctx = 0) {
+                         SpecStats* stats = nullptr, int n_ctx = 0, std::shared_ptr<const OutputConstraint> constraint = nullptr) {
     Session target(fx().target, SessionParams{n_ctx, 0, 256}, pool);
     std::unique_ptr<Session> draft;
     if (spec.type == SpecType::DRAFT) draft = std::make_unique<Session>(draft_model, SessionParams{n_ctx, 0, 256}, pool);
     if (spec.type == SpecType::SELF) draft = std::make_unique<Session>(fx().target, SessionParams{n_ctx, self_layers, 256}, pool);
     Generator g(target, draft.get(), sp, spec);
+    g.set_constraint(constraint);
     g.start(prompt);
     std::vector<int32_t> out;
     while (int(out.size()) < n)
@@ -154,7 +156,8 @@ double chi_square_p(const std::map<int, int>& a, const std::map<int, int>& b, in
 
 // Samples `runs` continuations of 2 tokens and counts, per position, the tokens seen. Key -1.. unused.
 std::vector<std::map<int, int>> sample_counts(const std::vector<int32_t>& prompt, SamplerParams sp, SpecParams spec,
-                                              std::shared_ptr<const Model> draft, int runs, uint64_t seed0) {
+                                              std::shared_ptr<const Model> draft, int runs, uint64_t seed0,
+                                              std::shared_ptr<const OutputConstraint> constraint = nullptr) {
     ThreadPool pool(1);
     std::vector<std::map<int, int>> counts(3);
     Session target(fx().target, SessionParams{64, 0, 256}, pool);
@@ -163,6 +166,7 @@ std::vector<std::map<int, int>> sample_counts(const std::vector<int32_t>& prompt
     for (int r = 0; r < runs; r++) {
         sp.seed = seed0 + uint64_t(r) * 7919;
         Generator g(target, ds.get(), sp, spec);
+        g.set_constraint(constraint);
         g.start(prompt);
         std::vector<int32_t> out;
         while (out.size() < 2) g.step(out, 2 - int(out.size()));
@@ -440,4 +444,109 @@ TEST(Speculative, ContextShiftKeepsGenerating) {
     spec.n_max = 4;
     auto specd = run(pool, prompt, 200, greedy(), spec, fx().q8, 0, &st, 64);
     EXPECT_EQ(specd, plain);
+}
+
+namespace {
+
+std::shared_ptr<const OutputConstraint> constraint_for(const std::string& gbnf) {
+    static std::shared_ptr<const grammar::VocabTrie> trie;
+    static std::shared_ptr<const std::vector<std::string>> pieces;
+    const Tokenizer& tok = *fx().tok;
+    if (!trie) {
+        auto p = std::make_shared<std::vector<std::string>>(size_t(tok.n_vocab()));
+        for (int32_t id = 0; id < tok.n_vocab(); id++)
+            if (tok.token_attr(id) != TokenAttr::CONTROL) (*p)[size_t(id)] = tok.token_to_piece(id, false);
+        pieces = p;
+        trie = std::make_shared<grammar::VocabTrie>(*p);
+    }
+    auto c = std::make_shared<OutputConstraint>();
+    c->grammar = grammar::parse_gbnf(gbnf);
+    c->trie = trie;
+    c->pieces = pieces;
+    c->eog = tok.eog_ids();
+    return c;
+}
+
+// The text of the tokens up to the first end-of-generation token is in the grammar's language (complete when
+// the generation ended).
+void expect_in_language(const OutputConstraint& c, const std::vector<int32_t>& out, const std::string& what) {
+    grammar::Matcher m(c.grammar);
+    for (int32_t x : out) {
+        if (std::find(c.eog.begin(), c.eog.end(), x) != c.eog.end()) {
+            EXPECT_TRUE(m.can_end()) << what << ": ended before the grammar allows";
+            return;
+        }
+        ASSERT_TRUE(m.accept_bytes((*c.pieces)[size_t(x)])) << what << ": token " << x << " leaves the grammar";
+    }
+}
+
+const char* kGrammars[] = {
+    R"(root ::= [a-df-z ,.]{12,400})",  // no letter e: forces a detour at almost every word
+    R"(root ::= "{\"name\": \"" [A-Za-z ]{1,24} "\", \"age\": " [1-9] [0-9]? "}")",
+};
+
+}  // namespace
+
+// Structured output with speculative decoding (issue 13): under a grammar, the greedy output with any proposer
+// is token-identical to constrained plain decoding, and stays inside the language.
+TEST(Speculative, GreedyUnderAGrammarIsIdenticalWithAndWithoutSpeculation) {
+    ThreadPool pool(1);
+    struct Draft { const char* name; SpecType type; std::shared_ptr<const Model> model; int layers; };
+    const Draft drafts[] = {{"Q4_0", SpecType::DRAFT, fx().q4, 0}, {"first-3-layers", SpecType::DRAFT, fx().l3, 0},
+                            {"ngram", SpecType::NGRAM, nullptr, 0}, {"self-2", SpecType::SELF, nullptr, 2}};
+    for (const char* gbnf : kGrammars) {
+        auto c = constraint_for(gbnf);
+        auto ids = fx().tok->encode("Once upon a time", true, false);
+        auto plain = run(pool, ids, 80, greedy(), SpecParams{}, nullptr, 0, nullptr, 0, c);
+        ASSERT_EQ(plain.size(), 80u);
+        expect_in_language(*c, plain, gbnf);
+        auto free_run = run(pool, ids, 80, greedy(), SpecParams{}, nullptr);
+        EXPECT_NE(plain, free_run) << "the grammar did not constrain anything";
+        for (const auto& d : drafts) {
+            SpecParams sp;
+            sp.type = d.type;
+            sp.n_max = 8;
+            sp.p_min = 0.0f;
+            sp.adaptive = false;
+            SpecStats st;
+            auto out = run(pool, ids, 80, greedy(), sp, d.model, d.layers, &st, 0, c);
+            ASSERT_EQ(out, plain) << d.name << " under " << gbnf;
+            if (d.type != SpecType::NGRAM) EXPECT_GT(st.n_accept, 0) << d.name;
+        }
+    }
+}
+
+// Sampling under a grammar keeps the constrained target distribution with a poor draft at temperature 1.5.
+TEST(Speculative, SampledDistributionUnderAGrammarIsThePlainConstrainedOne) {
+    auto c = constraint_for(R"(root ::= [a-hl-p ]+)");
+    const auto ids = fx().tok->encode("Lily and Ben went to the", true, false);
+    SamplerParams sp;
+    sp.temp = 1.5f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    SpecParams spec;
+    spec.type = SpecType::DRAFT;
+    spec.n_max = 4;
+    spec.p_min = 0.0f;
+    spec.adaptive = false;
+    const int runs = 6000;
+    auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, runs, 1, c);
+    auto specd = sample_counts(ids, sp, spec, fx().l1, runs, 500000, c);
+    SpecParams broken = spec;
+    broken.broken_accept_all_for_tests = true;
+    auto bad = sample_counts(ids, sp, broken, fx().l1, runs, 900000, c);
+    double min_bad = 1.0;
+    for (int s = 0; s < 3; s++) {
+        int df = 0, dfb = 0;
+        const double p = chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
+        const double pb = chi_square_p(plain[size_t(s)], bad[size_t(s)], &dfb);
+        std::printf("[ grammar, temp 1.5, 1-layer draft, stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e\n", s,
+                    p, df, pb);
+        EXPECT_GT(p, 1e-3) << "speculation changed the constrained distribution (stat " << s << ")";
+        min_bad = std::min(min_bad, pb);
+        for (const auto& [tok, n] : specd[size_t(s)])
+            if (s < 2) ASSERT_TRUE(grammar::Matcher(c->grammar).accept_bytes((*c->pieces)[size_t(tok)]) || s == 1) << tok;
+    }
+    EXPECT_LT(min_bad, 1e-3) << "the test cannot tell a broken acceptance rule apart";
 }

@@ -52,9 +52,13 @@ public:
     // The final distribution for `logits` (n_vocab values, not modified) after penalties over `history`
     // (the tokens so far, oldest first), logit bias and the sampler chain. Throws tandem::Error when no token
     // is left (every one banned by the logit bias, or NaN logits).
-    void distribution(const float* logits, const std::vector<int32_t>& history, Distribution& out) const;
+    // allowed (optional, n_vocab entries): tokens with 0 are removed first (a grammar's mask), so the result is
+    // the distribution conditioned on the allowed set.
+    void distribution(const float* logits, const std::vector<int32_t>& history, Distribution& out,
+                      const uint8_t* allowed = nullptr) const;
     // The same; returns false instead of throwing when no token is left.
-    bool try_distribution(const float* logits, const std::vector<int32_t>& history, Distribution& out) const;
+    bool try_distribution(const float* logits, const std::vector<int32_t>& history, Distribution& out,
+                          const uint8_t* allowed = nullptr) const;
 
     // Draw from a distribution (one uniform draw from this sampler's generator).
     int32_t draw(const Distribution& d);

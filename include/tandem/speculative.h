@@ -97,6 +97,21 @@ struct SpecStats {
 
 class DraftLengthController;
 
+namespace grammar {
+struct Grammar;
+class VocabTrie;
+class Matcher;
+}  // namespace grammar
+
+// Structured output: every emitted token keeps the text inside a grammar's language (src/grammar/grammar.h).
+// Immutable and shared; the trie and pieces describe the target vocabulary and are built once per server.
+struct OutputConstraint {
+    std::shared_ptr<const grammar::Grammar> grammar;
+    std::shared_ptr<const grammar::VocabTrie> trie;
+    std::shared_ptr<const std::vector<std::string>> pieces;  // token id -> its text ("" for control tokens)
+    std::vector<int32_t> eog;                                // end-of-generation ids: allowed when the text is complete
+};
+
 struct TokenLogprob {
     int32_t id = -1;
     float logprob = 0;
@@ -143,8 +158,15 @@ public:
     // Prompt tokens start() found already in the target's cache (not computed again).
     int n_cached() const { return n_cached_; }
     const SpecParams& spec() const { return spec_; }
+    // Constrains the output from now on (call before start): the target's distribution at every position is
+    // the one conditioned on the tokens the grammar allows after the text so far, drafts are proposed from the
+    // draft's constrained distribution (an n-gram proposal is cut at its first forbidden token), and the grammar
+    // state follows the accepted tokens only. The rule stays exact, so with a grammar too the output is what
+    // the constrained target alone would give (greedy: the same tokens; sampling: the same distribution).
+    void set_constraint(std::shared_ptr<const OutputConstraint> c);
 
 private:
+    const uint8_t* allowed_after(const grammar::Matcher& m, int n_vocab);  // mask_ for that state
     void shift_context();
     int propose_ngram(int k, std::vector<int32_t>& drafts) const;
     int propose_model(int k, std::vector<int32_t>& drafts, std::vector<Distribution>& qs);
@@ -165,6 +187,9 @@ private:
     std::vector<Distribution> q_, p_;
     std::vector<int32_t> drafts_;  // between begin_step and end_step
     struct Pending { int requested = 0; int n_past = 0; double t_draft_ms = 0; } pending_;
+    std::shared_ptr<const OutputConstraint> constraint_;
+    std::unique_ptr<grammar::Matcher> gm_;  // the grammar state after history_ (when constrained)
+    std::vector<uint8_t> mask_;
 };
 
 // Checks that a draft vocabulary can stand in for the target's: same tokenizer model and pre-tokenizer, same

@@ -162,14 +162,15 @@ size_t count_banned(const std::vector<std::pair<int32_t, float>>& bias) {
     return size_t(std::unique(ids.begin(), ids.end()) - ids.begin());
 }
 
-void Sampler::distribution(const float* logits, const std::vector<int32_t>& history, Distribution& out) const {
-    if (!try_distribution(logits, history, out))
+void Sampler::distribution(const float* logits, const std::vector<int32_t>& history, Distribution& out, const uint8_t* allowed) const {
+    if (!try_distribution(logits, history, out, allowed))
         throw Error("sampling: no token is left (every token banned by the logit bias, or the logits are NaN)");
 }
 
-bool Sampler::try_distribution(const float* logits, const std::vector<int32_t>& history, Distribution& out) const {
+bool Sampler::try_distribution(const float* logits, const std::vector<int32_t>& history, Distribution& out,
+                               const uint8_t* allowed) const {
     std::vector<Cand> c(static_cast<size_t>(n_vocab_));
-    for (int i = 0; i < n_vocab_; i++) c[size_t(i)] = {logits[i], i};
+    for (int i = 0; i < n_vocab_; i++) c[size_t(i)] = {allowed && !allowed[i] ? -INFINITY : logits[i], i};
     for (const auto& [id, bias] : params_.logit_bias) c[size_t(id)].logit += bias;
 
     const SamplerParams& P = params_;

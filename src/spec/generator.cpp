@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "grammar/grammar.h"
 #include "spec/draft_control.h"
 #include "tandem/error.h"
 #include "tandem/session.h"
@@ -125,6 +126,26 @@ Generator::Generator(Session& target, Session* draft, const SamplerParams& sampl
 
 Generator::~Generator() = default;
 
+void Generator::set_constraint(std::shared_ptr<const OutputConstraint> c) {
+    constraint_ = std::move(c);
+    gm_ = constraint_ ? std::make_unique<grammar::Matcher>(constraint_->grammar) : nullptr;
+}
+
+const uint8_t* Generator::allowed_after(const grammar::Matcher& m, int n_vocab) {
+    constraint_->trie->allowed(m, constraint_->eog, mask_);
+    if (int(mask_.size()) < n_vocab) mask_.resize(size_t(n_vocab), 0);  // a draft vocabulary may be longer
+    return mask_.data();
+}
+
+namespace {
+// The grammar state after token x (false: the grammar refuses it; an end-of-generation token ends the text).
+bool advance(grammar::Matcher& m, const OutputConstraint& c, int32_t x) {
+    if (std::find(c.eog.begin(), c.eog.end(), x) != c.eog.end()) return m.can_end();
+    if (x < 0 || size_t(x) >= c.pieces->size() || (*c.pieces)[size_t(x)].empty()) return false;
+    return m.accept_bytes((*c.pieces)[size_t(x)]);
+}
+}  // namespace
+
 void Generator::start_deferred(const std::vector<int32_t>& prompt) {
     if (prompt.empty()) throw Error("empty prompt");
     if (int(prompt.size()) > target_.n_ctx())
@@ -220,16 +241,21 @@ int Generator::propose_model(int k, std::vector<int32_t>& drafts, std::vector<Di
     d.decode(feed.data(), int(feed.size()), false);
     // The drafted tokens are appended to history_ while drafting (the samplers' penalties see them) and
     // removed again before returning; end_step appends the accepted ones for good.
+    std::unique_ptr<grammar::Matcher> m = gm_ ? std::make_unique<grammar::Matcher>(*gm_) : nullptr;
     for (int i = 0; i < k; i++) {
         const float* lg = d.last_logits();
         if (top_prob(lg, d.n_vocab()) < spec_.p_min) break;
         if (qs.size() <= size_t(i)) qs.emplace_back();
-        // A logit bias may ban every token the draft has (it can have fewer than the target): no draft then.
-        if (!draft_sampler_.try_distribution(lg, history_, qs[size_t(i)])) break;
+        // A logit bias (or a grammar) may ban every token the draft has (it can have fewer than the target): no
+        // draft then. Under a grammar the draft samples from its constrained distribution, so q is what drew x.
+        const uint8_t* allowed = m ? allowed_after(*m, d.n_vocab()) : nullptr;
+        if (!draft_sampler_.try_distribution(lg, history_, qs[size_t(i)], allowed)) break;
         int32_t x = draft_sampler_.draw(qs[size_t(i)]);
         if (x >= target_.n_vocab()) break;  // padding id outside the target vocabulary
+        if (m && !advance(*m, *constraint_, x)) break;
         drafts.push_back(x);
         history_.push_back(x);
+        if (m && std::find(constraint_->eog.begin(), constraint_->eog.end(), x) != constraint_->eog.end()) break;
         if (i + 1 < k) d.decode(&x, 1, false);
     }
     history_.resize(n);
@@ -282,8 +308,17 @@ bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) {
     drafts_.clear();
     auto t0 = std::chrono::steady_clock::now();
     if (k > 0) {
-        if (spec_.type == SpecType::NGRAM) propose_ngram(k, drafts_);
-        else propose_model(k, drafts_, q_);
+        if (spec_.type == SpecType::NGRAM) {
+            propose_ngram(k, drafts_);
+            if (gm_) {  // never propose what the grammar forbids: cut at the first such token
+                grammar::Matcher m = *gm_;
+                size_t ok = 0;
+                while (ok < drafts_.size() && advance(m, *constraint_, drafts_[ok])) ok++;
+                drafts_.resize(ok);
+            }
+        } else {
+            propose_model(k, drafts_, q_);
+        }
         if (int(drafts_.size()) < spec_.n_min) drafts_.clear();
     }
     pending_ = {std::max(k, 0), n_past, ms_since(t0)};
@@ -302,9 +337,11 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
     int accepted = 0;  // accepted drafts are appended to history_ as they are accepted
     int32_t final_token = -1;
     if (p_.size() < size_t(nd) + 1) p_.resize(size_t(nd) + 1);
+    std::unique_ptr<grammar::Matcher> m = gm_ ? std::make_unique<grammar::Matcher>(*gm_) : nullptr;
     for (int i = 0; i <= nd; i++) {
         Distribution& p = p_[size_t(i)];
-        target_sampler_.distribution(target_.logits(i), history_, p);
+        // under a grammar: the target's distribution conditioned on what the grammar allows after the text so far
+        target_sampler_.distribution(target_.logits(i), history_, p, m ? allowed_after(*m, target_.n_vocab()) : nullptr);
         if (i == nd) {  // all drafts accepted (or none drafted): bonus / plain token from p
             final_token = target_sampler_.draw(p);
             if (logprobs) logprobs->push_back(logprob_of(target_.logits(i), target_.n_vocab(), final_token, n_top));
@@ -320,6 +357,7 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
             accepted++;
             if (logprobs) logprobs->push_back(logprob_of(target_.logits(i), target_.n_vocab(), x, n_top));
             history_.push_back(x);
+            if (m) advance(*m, *constraint_, x);  // p(x) > 0, so the grammar allows x
             continue;
         }
         if (spec_.type == SpecType::NGRAM) {
@@ -341,6 +379,10 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
     for (int i = 0; i < accepted; i++) out.push_back(drafts[size_t(i)]);
     out.push_back(final_token);
     history_.push_back(final_token);
+    if (m) {
+        advance(*m, *constraint_, final_token);
+        *gm_ = std::move(*m);
+    }
 
     stats_.n_rounds++;
     stats_.n_generated += accepted + 1;
