@@ -59,6 +59,9 @@ TEST(Grammar, AcceptsExactlyTheLanguage) {
     EXPECT_FALSE(matches("root ::= .*", "a\xe2\x82"));    // but is not a complete text
     EXPECT_FALSE(prefix_ok("root ::= .*", "a\x82"));       // a continuation byte without its lead
     EXPECT_FALSE(prefix_ok("root ::= [a-z]*", "\xc3"));    // no accepted code point starts with C3
+    EXPECT_FALSE(prefix_ok("root ::= \"{\"", "\xf0"));      // F0 and E0 begin code points >= U+10000, >= U+0800
+    EXPECT_FALSE(prefix_ok("root ::= \"{\"", "\xe0"));
+    EXPECT_TRUE(prefix_ok("root ::= \"😀\"", "\xf0\x9f"));
     {  // a character arriving in two pieces (two byte tokens)
         Matcher m(parse_gbnf("root ::= \"é\""));
         EXPECT_TRUE(m.accept_bytes("\xc3"));

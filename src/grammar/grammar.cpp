@@ -407,7 +407,8 @@ bool Matcher::accept(uint32_t cp) {
 
 bool Matcher::partial_viable(const std::vector<Stack>& stacks, const Partial& p) const {
     const int unknown = 6 * p.need;
-    const uint32_t lo = p.value << unknown, hi = (p.value << unknown) | ((1u << unknown) - 1);
+    const uint32_t lo = std::max(p.value << unknown, p.min), hi = (p.value << unknown) | ((1u << unknown) - 1);
+    if (lo > hi) return false;
     for (const auto& st : stacks) {
         if (st.empty()) continue;
         const Pos& top = st.back();
@@ -430,6 +431,7 @@ bool Matcher::accept_bytes(const std::string& s) {
             if (b < 0xc2 || b > 0xf4) return false;  // a continuation byte without a lead, or never UTF-8
             p.need = b >= 0xf0 ? 3 : b >= 0xe0 ? 2 : 1;
             p.value = b >= 0xf0 ? (b & 0x07u) : b >= 0xe0 ? (b & 0x0fu) : (b & 0x1fu);
+            p.min = b >= 0xf0 ? 0x10000 : b >= 0xe0 ? 0x800 : 0x80;
             continue;
         }
         if ((b & 0xc0) != 0x80) return false;
@@ -492,6 +494,7 @@ void VocabTrie::allowed(const Matcher& m, const std::vector<int32_t>& eog, std::
                 if (b < 0xc2 || b > 0xf4) continue;  // never valid text here
                 q.need = b >= 0xf0 ? 3 : b >= 0xe0 ? 2 : 1;
                 q.value = b >= 0xf0 ? (b & 0x07u) : b >= 0xe0 ? (b & 0x0fu) : (b & 0x1fu);
+                q.min = b >= 0xf0 ? 0x10000 : b >= 0xe0 ? 0x800 : 0x80;
                 if (m.partial_viable(stacks, q)) walk(child, stacks, q);
                 continue;
             }

@@ -64,6 +64,7 @@ public:
     struct Partial {
         uint32_t value = 0;
         int need = 0;
+        uint32_t min = 0;  // the smallest code point a sequence of this length encodes (no overlong forms)
     };
     const Partial& partial() const { return partial_; }
     // Could the open sequence still become a code point some stack accepts?

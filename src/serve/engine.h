@@ -38,6 +38,7 @@ struct JobRequest {
     bool embed = false;
     Pooling pooling = Pooling::LAST;
     int embd_normalize = 2;
+    std::shared_ptr<const OutputConstraint> constraint;  // structured output (a grammar), or null
     int id_slot = -1;  // run in this slot (llama-server's id_slot; its cache is what the request wants); -1: any
     // llama-server's slot actions instead of generation (id_slot required): save the slot's cache to state_path,
     // restore it from there (Session::save_state/load_state), or erase it.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "grammar/grammar.h"
 #include "tandem/error.h"
 
 namespace tandem::server {
@@ -226,6 +227,18 @@ SlotActionRequest parse_slot_action(const std::string& id_text, const std::strin
     return r;
 }
 
+// JSON mode: one JSON object (any keys and values), then nothing more. Whitespace between items is bounded (one
+// space, or a newline and indentation), so a small model cannot fill the answer with blank lines.
+const char* const kJsonObjectGrammar = R"(
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,15})? ws
+ws     ::= (" " | "\n" [ \t]{0,20})?
+)";
+
 void refuse_unimplemented(const json& body) {
     auto present = [&](const char* k) {
         auto it = body.find(k);
@@ -234,11 +247,14 @@ void refuse_unimplemented(const json& body) {
         if (it->is_array() || it->is_object()) return !it->empty();
         return !(it->is_boolean() && !it->get<bool>());
     };
-    for (const char* k : {"grammar", "json_schema", "tools", "functions", "lora"})
+    for (const char* k : {"json_schema", "tools", "functions", "lora"})
         if (present(k)) throw BadRequest(std::string("'") + k + "' is not supported by this server yet");
     if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
-        if (!it->is_object() || it->value("type", "") != "text")
-            throw BadRequest("'response_format' other than {\"type\": \"text\"} is not supported by this server yet");
+        const std::string type = it->is_object() ? it->value("type", "") : "";
+        if (type == "json_object" && (!it->contains("schema") || (*it)["schema"].is_null())) return;
+        if (type != "text")
+            throw BadRequest("'response_format' other than {\"type\": \"text\"} or {\"type\": \"json_object\"} is not "
+                             "supported by this server yet (JSON schemas)");
     }
 }
 
@@ -294,6 +310,19 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
         r.prompts = parse_prompts(*it, lim.n_vocab);
     }
     refuse_unimplemented(body);
+    // structured output: a GBNF grammar, or JSON mode
+    if (auto g = body.find("grammar"); g != body.end() && !g->is_null() && !(g->is_string() && g->get<std::string>().empty())) {
+        if (!g->is_string()) throw BadRequest("'grammar' must be a string (GBNF)");
+        try {
+            r.grammar = grammar::parse_gbnf(g->get<std::string>());
+        } catch (const Error& e) {
+            throw BadRequest(std::string("'grammar': ") + e.what());
+        }
+    } else if (auto rf = body.find("response_format"); rf != body.end() && rf->is_object() && rf->value("type", "") == "json_object") {
+        r.grammar = grammar::parse_gbnf(kJsonObjectGrammar);
+    } else if (lim.default_grammar) {
+        r.grammar = lim.default_grammar;  // --grammar / --grammar-file
+    }
 
     JobRequest& j = r.job;
     SamplerParams& sp = j.sampling;

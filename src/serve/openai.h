@@ -10,6 +10,10 @@
 #include "serve/engine.h"
 #include "tandem/chat.h"
 
+namespace tandem::grammar {
+struct Grammar;
+}
+
 namespace tandem::server {
 
 // A request problem: becomes HTTP 400 with an OpenAI-style error object.
@@ -38,8 +42,8 @@ struct PromptInput {
 
 // `prompt` of a completions request: a string, token ids, a mix, or an array of those (up to 16 prompts).
 std::vector<PromptInput> parse_prompts(const nlohmann::ordered_json& prompt, int n_vocab);
-// 400 for fields that would change the output and are not implemented (grammar, json_schema, tools,
-// response_format other than text): never accepted silently.
+// 400 for fields that would change the output and are not implemented (json_schema, tools, response_format
+// with a schema): never accepted silently.
 void refuse_unimplemented(const nlohmann::ordered_json& body);
 
 // An embeddings request: /v1/embeddings (OpenAI: "input", "encoding_format") or llama-server's /embedding(s)
@@ -72,6 +76,7 @@ struct ParsedRequest {
     nlohmann::ordered_json chat_messages = nlohmann::ordered_json::array();     // chat: what the template sees
     nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
     std::string reasoning_format;       // chat: the request's reasoning_format ("" = the server's)
+    std::shared_ptr<const grammar::Grammar> grammar;  // structured output: `grammar`, JSON mode, or the server's
     std::vector<PromptInput> prompts;   // completions: one or more
     int n_probs = 0;                    // llama-server's n_probs (native /completion)
     bool return_tokens = false, timings_per_token = false;
@@ -95,6 +100,7 @@ struct ServerLimits {
     int n_predict = -1;
     bool ignore_eos = false;
     std::function<std::vector<int32_t>(const std::string&)> tokenize;  // logit_bias keys given as text
+    std::shared_ptr<const grammar::Grammar> default_grammar;  // --grammar / --grammar-file: requests without their own
 
     // The OpenAI/llama-server defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalties.
     static SamplerParams server_sampling_defaults();

@@ -53,7 +53,8 @@ test('flags that would mislead are refused with the reason', async () => {
   const { BIN } = await import('./helpers.mjs');
   for (const [args, needle] of [
     [['--lora', 'x.gguf'], /LoRA adapters and control vectors are not supported/],
-    [['--grammar', 'root ::= "a"'], /grammars and JSON schemas are not implemented yet/],
+    [['--json-schema', '{}'], /JSON schemas are not implemented yet/],
+    [['--grammar', 'root ::= undefined_rule'], /rule 'undefined_rule' is not defined/],
     [['--rope-freq-base', '10000'], /RoPE overrides are not supported/],
     [['--model-url', 'https://example.com/m.gguf'], /does not download models/],
     [['--hf-repo', 'nobody/nothing', '--hf-file', 'x.gguf'], /does not download models.*not in the Hugging Face cache/],
@@ -176,7 +177,8 @@ test('OpenAI SDK: several prompts, refused fields, context errors, first streame
     assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2, 3]);
     assert.equal(r.choices[0].text, r.choices[1].text, 'temperature 0: both choices of a prompt agree');
     assert.ok(r.usage.prompt_tokens > 0 && 'prompt_tokens_details' in r.usage);
-    for (const extra of [{ response_format: { type: 'json_object' } }, { tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }, { grammar: 'root ::= "a"' }]) {
+    for (const extra of [{ response_format: { type: 'json_schema', json_schema: { name: 's', schema: { type: 'object' } } } },
+      { tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }]) {
       await assert.rejects(client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, ...extra }),
         (e) => e.status === 400 && /not supported by this server yet/.test(e.message));
     }
@@ -500,4 +502,33 @@ test('reasoning: <think> text goes to reasoning_content (plain and streamed); --
     const t = await post(off.base, '/apply-template', { messages: [{ role: 'user', content: 'x' }] });
     assert.equal(t.json.prompt, 'x/no_think');
   } finally { await done(off); }
+});
+
+test('structured output: GBNF grammar and JSON mode, the same greedy text with and without speculation', async () => {
+  const word = 'root ::= "The answer is " ("yes" | "no") "."';
+  const plain = await startServer(['-m', STORIES, '--temp', '0']);
+  const spec = await startServer(['-m', STORIES, '--temp', '0', '--spec-type', 'self', '--draft-layers', '2', '--draft-min', '1', '--draft-p-min', '0']);
+  try {
+    const outs = [];
+    for (const srv of [plain, spec]) {
+      const client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'none', maxRetries: 0 });
+      const r = await client.completions.create({ model: 'x', prompt: 'Once upon a time', max_tokens: 20, grammar: word });
+      assert.match(r.choices[0].text, /^The answer is (yes|no)\.$/);
+      assert.equal(r.choices[0].finish_reason, 'stop', 'the grammar is complete: only end-of-generation is left');
+      const j = await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'Give me JSON' }], max_tokens: 60,
+        response_format: { type: 'json_object' } });
+      const text = j.choices[0].message.content;
+      if (j.choices[0].finish_reason === 'stop') assert.doesNotThrow(() => JSON.parse(text), text);
+      assert.ok(text.startsWith('{'), text);
+      const n = await post(srv.base, '/completion', { prompt: 'Lily said', n_predict: 40, grammar: 'root ::= [a-z ]{5,30} "!"' });
+      assert.match(n.json.content, /^[a-z ]{5,30}!?$/);
+      outs.push([r.choices[0].text, text, n.json.content]);
+      const bad = await post(srv.base, '/completion', { prompt: 'x', grammar: 'root ::= foo' });
+      assert.equal(bad.status, 400);
+      assert.match(bad.json.error.message, /rule 'foo' is not defined/);
+      assert.equal((await post(srv.base, '/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }],
+        response_format: { type: 'json_schema', json_schema: { schema: { type: 'object' } } } })).status, 400);
+    }
+    assert.deepEqual(outs[1], outs[0], 'speculation does not change constrained greedy output');
+  } finally { await done(plain); await done(spec); }
 });

@@ -103,6 +103,8 @@ int cmd_serve(int argc, char** argv) {
     // Server behaviour
     ap.add({"--chat-template-file"}, "FNAME", "a Jinja chat template file, used instead of the model's", [&](const std::string& v) { sp.chat_template_text = read_file_bytes(v); });
     ap.flag({"--jinja"}, "run the chat template (default)", [&] { sp.jinja = true; });
+    ap.add({"--grammar"}, "GBNF", "constrain every request without its own grammar to this grammar", [&](const std::string& v) { sp.grammar = v; });
+    ap.add({"--grammar-file"}, "FNAME", "the same, from a file", [&](const std::string& v) { sp.grammar = read_file_bytes(v); });
     ap.add({"--reasoning-format"}, "FORMAT", "none | auto | deepseek | deepseek-legacy: where <think> text goes in chat answers (auto: reasoning_content)",
            [&](const std::string& v) { sp.reasoning_format = server::reasoning_format_from_name(v); });
     ap.add({"-rea", "--reasoning"}, "on|off|auto", "thinking: sets the template's enable_thinking (auto: the template's default)", [&](const std::string& v) {

@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "args.h"
 #include "chat/chat_formatter.h"
+#include "grammar/grammar.h"
 #include "serve/access.h"
 #include "serve/anthropic.h"
 #include "serve/engine.h"
@@ -155,8 +157,30 @@ struct HttpServer::Impl {
         lim.n_predict = p.n_predict;
         lim.ignore_eos = p.ignore_eos;
         lim.tokenize = [this](const std::string& text) { return tok->encode(text, false, true); };
+        lim.default_grammar = default_grammar;
         return lim;
     }
+
+    // Structured output: the grammar with the vocabulary trie of the target (built once, on first use).
+    std::shared_ptr<const OutputConstraint> constraint_for(std::shared_ptr<const grammar::Grammar> g) {
+        std::call_once(trie_once, [this] {
+            auto pieces = std::make_shared<std::vector<std::string>>(size_t(tok->n_vocab()));
+            for (int32_t id = 0; id < tok->n_vocab(); id++)
+                if (tok->token_attr(id) != TokenAttr::CONTROL) (*pieces)[size_t(id)] = tok->token_to_piece(id, false);
+            trie_pieces = pieces;
+            trie = std::make_shared<grammar::VocabTrie>(*pieces);
+        });
+        auto c = std::make_shared<OutputConstraint>();
+        c->grammar = std::move(g);
+        c->trie = trie;
+        c->pieces = trie_pieces;
+        c->eog = tok->eog_ids();
+        return c;
+    }
+    std::once_flag trie_once;
+    std::shared_ptr<const grammar::VocabTrie> trie;
+    std::shared_ptr<const std::vector<std::string>> trie_pieces;
+    std::shared_ptr<const grammar::Grammar> default_grammar;
 
     // /v1/chat/completions, /v1/completions, llama-server's /completion, Anthropic's /v1/messages
     enum class Api { Chat, Oai, Native, Anthropic, Responses };  // ..., OpenAI's /v1/responses
@@ -297,6 +321,7 @@ struct HttpServer::Impl {
             for (int i = 0; i < pr.n; i++) {
                 JobRequest jr = pr.job;
                 jr.prompt = prompts[pi].ids;
+                if (pr.grammar) jr.constraint = constraint_for(pr.grammar);
                 if (!jr.spec.context_shift)  // clamped to the context, unless it shifts
                     jr.max_tokens = std::min(jr.max_tokens, engine->n_ctx() - int(jr.prompt.size()));
                 // choice 0 of prompt 0 keeps the request's seed; the others get independent derived streams
@@ -1078,6 +1103,7 @@ void HttpServer::set_ready(std::shared_ptr<const Model> model, std::shared_ptr<E
     co.eos_token = I.tok->eos() >= 0 ? I.tok->token_to_piece(I.tok->eos(), true) : "";
     co.kwargs = I.p.chat_template_kwargs;
     I.chat = std::make_unique<ChatFormatter>(co);
+    if (!I.p.grammar.empty()) I.default_grammar = grammar::parse_gbnf(I.p.grammar);  // --grammar / --grammar-file
     std::string path = model->path();
     // The id is shown by /v1/models and in every response: made valid UTF-8 once, here.
     // --alias A,B,C: A is the id, all are aliases (llama-server); --tags likewise.

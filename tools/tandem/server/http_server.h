@@ -37,6 +37,7 @@ struct ServeParams {
     int n_predict = -1;
     bool ignore_eos = false;
     std::string chat_template_text;  // --chat-template-file: a Jinja template used instead of the model's
+    std::string grammar;  // --grammar / --grammar-file: GBNF for requests that bring none
     ReasoningFormat reasoning_format = ReasoningFormat::DEEPSEEK;  // --reasoning-format (auto)
     bool jinja = true;               // --jinja (default) / --no-jinja (recognise templates, render built-ins)
     nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();  // --chat-template-kwargs
