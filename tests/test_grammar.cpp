@@ -2,7 +2,10 @@
 // masks the vocabulary trie computes, checked against matching every token's text one by one.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
 #include "tandem/tokenizer.h"
@@ -123,4 +126,60 @@ TEST(Grammar, VocabularyMasksEqualTokenByTokenMatching) {
             EXPECT_GT(n_allowed, 0) << vocab << " after '" << prefix << "'";
         }
     }
+}
+
+// JSON Schema -> grammar: the documents the schema accepts are sentences of the grammar; the others are not.
+TEST(JsonSchema, GrammarAcceptsValidDocumentsAndRefusesOthers) {
+    struct Case {
+        const char* schema;
+        std::vector<const char*> valid, invalid;
+    };
+    const Case cases[] = {
+        {R"({"type": "object", "properties": {"name": {"type": "string", "minLength": 1}, "age": {"type": "integer"},
+             "email": {"type": "string"}}, "required": ["name", "age"], "additionalProperties": false})",
+         {R"({"name": "Ann", "age": 31})", R"({"name":"Ann","age":-2,"email":"a@b"})", "{\n  \"name\": \"é\",\n  \"age\": 0\n}"},
+         {R"({"name": "Ann"})", R"({"age": 3, "name": "Ann"})", R"({"name": "", "age": 3})", R"({"name": "A", "age": "3"})",
+          R"({"name": "A", "age": 3, "x": 1})", R"({"name": "A", "age": 3.5})"}},
+        {R"({"enum": ["red", "green", 3, null]})", {R"("red")", "3", "null"}, {R"("blue")", "4"}},
+        {R"({"const": {"a": [1, true]}})", {R"({"a":[1,true]})"}, {R"({"a": [1, true]})"}},
+        {R"({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3})", {"[1]", "[1, 2, 3]"}, {"[]", "[1,2,3,4]", "[1.5]"}},
+        {R"({"type": "array", "prefixItems": [{"type": "string"}, {"type": "boolean"}], "items": false})",
+         {"[]", R"(["a"])", R"(["a", true])"}, {R"([true])", R"(["a", true, 1])"}},
+        {R"({"type": ["string", "null"]})", {R"("x")", "null"}, {"1"}},
+        {R"({"anyOf": [{"type": "integer"}, {"type": "object", "properties": {"k": {"type": "boolean"}}}]})",
+         {"12", "{}", R"({"k": false})"}, {R"({"k": 1})", R"("s")"}},
+        {R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+             "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v", "children"]}}, "$ref": "#/$defs/node"})",
+         {R"({"v": 1, "children": [{"v": 2, "children": []}]})"}, {R"({"v": 1, "children": [{"v": 2}]})"}},
+        {R"({"type": "object", "properties": {"a": {}, "b": {"type": "number"}}})", {"{}", R"({"a": [1, {}]})", R"({"b": 2})", R"({"a": 1, "b": 2})"},
+         {R"({"b": "x"})", R"({"c": 1})"}},
+        {R"({"type": "object", "additionalProperties": {"type": "integer"}})", {"{}", R"({"x": 1, "y": 2})"}, {R"({"x": "1"})"}},
+        {R"({"type": "string", "format": "date-time"})", {R"("2026-11-30T15:04:05Z")", R"("2026-01-02T03:04:05.123+01:00")"},
+         {R"("2026-13-01T00:00:00Z")", R"("yesterday")"}},
+        {R"({"type": "string", "format": "uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"}, {R"("123e4567")"}},
+    };
+    for (const auto& c : cases) {
+        std::string gbnf;
+        ASSERT_NO_THROW(gbnf = json_schema_to_gbnf(nlohmann::ordered_json::parse(c.schema))) << c.schema;
+        std::shared_ptr<const Grammar> g;
+        ASSERT_NO_THROW(g = parse_gbnf(gbnf)) << c.schema << "\n" << gbnf;
+        for (const char* doc : c.valid) {
+            Matcher m(g);
+            EXPECT_TRUE(m.accept_bytes(doc) && m.can_end()) << c.schema << "\n  refused: " << doc << "\n" << gbnf;
+        }
+        for (const char* doc : c.invalid) {
+            Matcher m(g);
+            EXPECT_FALSE(m.accept_bytes(doc) && m.can_end()) << c.schema << "\n  accepted: " << doc;
+        }
+    }
+}
+
+TEST(JsonSchema, KeywordsThatWouldBeIgnoredAreRefused) {
+    for (const char* s : {R"({"type": "string", "pattern": "^a+$"})", R"({"type": "integer", "minimum": 0})",
+                          R"({"not": {"type": "string"}})", R"({"type": "array", "uniqueItems": true})",
+                          R"({"type": "string", "format": "email"})", R"({"$ref": "https://example.com/s.json"})",
+                          R"({"$ref": "#/$defs/missing"})", R"({"type": "object", "required": ["a"]})", R"({"type": "integer", "items": {}})"}) {
+        EXPECT_THROW(json_schema_to_gbnf(nlohmann::ordered_json::parse(s)), Error) << s;
+    }
+    EXPECT_NO_THROW(json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"title": "T", "description": "d", "type": "string"})")));
 }

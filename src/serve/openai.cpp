@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "tandem/error.h"
 
 namespace tandem::server {
@@ -239,6 +240,25 @@ number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,
 ws     ::= (" " | "\n" [ \t]{0,20})?
 )";
 
+// The JSON schema a request asks for: `json_schema` (llama-server), response_format {"type": "json_schema",
+// "json_schema": {"schema": ...}} (OpenAI), or response_format {"type": "json_object", "schema": ...}
+// (llama-server); null when none.
+const json* json_schema_of(const json& body) {
+    if (auto js = body.find("json_schema"); js != body.end() && !js->is_null()) return &*js;
+    auto rf = body.find("response_format");
+    if (rf == body.end() || !rf->is_object()) return nullptr;
+    const std::string type = rf->value("type", "");
+    if (type == "json_schema") {
+        auto js = rf->find("json_schema");
+        if (js == rf->end() || !js->is_object() || !js->contains("schema"))
+            throw BadRequest("response_format json_schema needs {\"json_schema\": {\"schema\": ...}}");
+        return &(*js)["schema"];
+    }
+    if (type == "json_object")
+        if (auto sc = rf->find("schema"); sc != rf->end() && !sc->is_null()) return &*sc;
+    return nullptr;
+}
+
 void refuse_unimplemented(const json& body) {
     auto present = [&](const char* k) {
         auto it = body.find(k);
@@ -247,14 +267,12 @@ void refuse_unimplemented(const json& body) {
         if (it->is_array() || it->is_object()) return !it->empty();
         return !(it->is_boolean() && !it->get<bool>());
     };
-    for (const char* k : {"json_schema", "tools", "functions", "lora"})
+    for (const char* k : {"tools", "functions", "lora"})
         if (present(k)) throw BadRequest(std::string("'") + k + "' is not supported by this server yet");
     if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
         const std::string type = it->is_object() ? it->value("type", "") : "";
-        if (type == "json_object" && (!it->contains("schema") || (*it)["schema"].is_null())) return;
-        if (type != "text")
-            throw BadRequest("'response_format' other than {\"type\": \"text\"} or {\"type\": \"json_object\"} is not "
-                             "supported by this server yet (JSON schemas)");
+        if (type != "text" && type != "json_object" && type != "json_schema")
+            throw BadRequest("'response_format' must be {\"type\": \"text\"}, \"json_object\" or \"json_schema\"");
     }
 }
 
@@ -317,6 +335,12 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
             r.grammar = grammar::parse_gbnf(g->get<std::string>());
         } catch (const Error& e) {
             throw BadRequest(std::string("'grammar': ") + e.what());
+        }
+    } else if (const json* schema = json_schema_of(body)) {
+        try {
+            r.grammar = grammar::parse_gbnf(grammar::json_schema_to_gbnf(*schema));
+        } catch (const Error& e) {
+            throw BadRequest(e.what());
         }
     } else if (auto rf = body.find("response_format"); rf != body.end() && rf->is_object() && rf->value("type", "") == "json_object") {
         r.grammar = grammar::parse_gbnf(kJsonObjectGrammar);

@@ -7,6 +7,7 @@ import path from 'node:path';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { execFileSync } from 'node:child_process';
+import Ajv from 'ajv';
 import { startServer, STORIES, BIN, sharedFile, tmpDir, generateJson, sanitizerReport } from './helpers.mjs';
 
 const post = async (base, p, body) => {
@@ -53,7 +54,7 @@ test('flags that would mislead are refused with the reason', async () => {
   const { BIN } = await import('./helpers.mjs');
   for (const [args, needle] of [
     [['--lora', 'x.gguf'], /LoRA adapters and control vectors are not supported/],
-    [['--json-schema', '{}'], /JSON schemas are not implemented yet/],
+    [['--json-schema', '{"type": "string", "pattern": "^a+$"}'], /'pattern' is not supported/],
     [['--grammar', 'root ::= undefined_rule'], /rule 'undefined_rule' is not defined/],
     [['--rope-freq-base', '10000'], /RoPE overrides are not supported/],
     [['--model-url', 'https://example.com/m.gguf'], /does not download models/],
@@ -177,8 +178,7 @@ test('OpenAI SDK: several prompts, refused fields, context errors, first streame
     assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2, 3]);
     assert.equal(r.choices[0].text, r.choices[1].text, 'temperature 0: both choices of a prompt agree');
     assert.ok(r.usage.prompt_tokens > 0 && 'prompt_tokens_details' in r.usage);
-    for (const extra of [{ response_format: { type: 'json_schema', json_schema: { name: 's', schema: { type: 'object' } } } },
-      { tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }]) {
+    for (const extra of [{ tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }]) {
       await assert.rejects(client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, ...extra }),
         (e) => e.status === 400 && /not supported by this server yet/.test(e.message));
     }
@@ -526,9 +526,23 @@ test('structured output: GBNF grammar and JSON mode, the same greedy text with a
       const bad = await post(srv.base, '/completion', { prompt: 'x', grammar: 'root ::= foo' });
       assert.equal(bad.status, 400);
       assert.match(bad.json.error.message, /rule 'foo' is not defined/);
-      assert.equal((await post(srv.base, '/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }],
-        response_format: { type: 'json_schema', json_schema: { schema: { type: 'object' } } } })).status, 400);
+      // structured outputs: a JSON schema, the answer checked by a real validator (ajv)
+      const schema = { type: 'object', properties: { name: { type: 'string', minLength: 1, maxLength: 12 }, age: { type: 'integer' },
+        pets: { type: 'array', items: { enum: ['cat', 'dog'] }, maxItems: 3 } }, required: ['name', 'age', 'pets'], additionalProperties: false };
+      const so = await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'Describe Lily' }], max_tokens: 120,
+        response_format: { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } } });
+      assert.equal(so.choices[0].finish_reason, 'stop', so.choices[0].message.content);
+      const doc = JSON.parse(so.choices[0].message.content);
+      const validate = new Ajv().compile(schema);
+      assert.ok(validate(doc), JSON.stringify(validate.errors) + ' ' + so.choices[0].message.content);
+      const js = await post(srv.base, '/completion', { prompt: 'x', n_predict: 40, json_schema: { type: 'array', items: { type: 'boolean' }, minItems: 2, maxItems: 2 } });
+      assert.ok(new Ajv().validate({ type: 'array', items: { type: 'boolean' }, minItems: 2, maxItems: 2 }, JSON.parse(js.json.content)), js.json.content);
+      outs.push([so.choices[0].message.content, js.json.content]);
+      const refused = await post(srv.base, '/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }],
+        response_format: { type: 'json_schema', json_schema: { schema: { type: 'string', pattern: '^a' } } } });
+      assert.equal(refused.status, 400);
+      assert.match(refused.json.error.message, /'pattern' is not supported/);
     }
-    assert.deepEqual(outs[1], outs[0], 'speculation does not change constrained greedy output');
+    assert.deepEqual(outs.slice(2), outs.slice(0, 2), 'speculation does not change constrained greedy output');
   } finally { await done(plain); await done(spec); }
 });

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "args.h"
+#include "grammar/json_schema.h"
 #include "core/mmap.h"
 #include "commands.h"
 #include "tandem/cpu.h"
@@ -105,6 +106,14 @@ int cmd_serve(int argc, char** argv) {
     ap.flag({"--jinja"}, "run the chat template (default)", [&] { sp.jinja = true; });
     ap.add({"--grammar"}, "GBNF", "constrain every request without its own grammar to this grammar", [&](const std::string& v) { sp.grammar = v; });
     ap.add({"--grammar-file"}, "FNAME", "the same, from a file", [&](const std::string& v) { sp.grammar = read_file_bytes(v); });
+    auto schema_flag = [&](const std::string& flag, const std::string& text) {
+        auto j = nlohmann::ordered_json::parse(text, nullptr, false);
+        if (j.is_discarded()) throw Error(flag + ": not JSON");
+        sp.grammar = grammar::json_schema_to_gbnf(j);
+    };
+    ap.add({"-j", "--json-schema"}, "SCHEMA", "constrain requests without their own grammar to this JSON schema",
+           [&](const std::string& v) { schema_flag("--json-schema", v); });
+    ap.add({"-jf", "--json-schema-file"}, "FNAME", "the same, from a file", [&](const std::string& v) { schema_flag("--json-schema-file", read_file_bytes(v)); });
     ap.add({"--reasoning-format"}, "FORMAT", "none | auto | deepseek | deepseek-legacy: where <think> text goes in chat answers (auto: reasoning_content)",
            [&](const std::string& v) { sp.reasoning_format = server::reasoning_format_from_name(v); });
     ap.add({"-rea", "--reasoning"}, "on|off|auto", "thinking: sets the template's enable_thinking (auto: the template's default)", [&](const std::string& v) {

@@ -122,7 +122,6 @@ constexpr CompatFlag kFlags[] = {
     {"-cl --cache-list", false, Kind::Refuse, "tandem keeps no model cache of its own; llama.cpp's Hugging Face cache is read by -hf"},
     {"--lora --lora-scaled --control-vector --control-vector-scaled --control-vector-layer-range", true, Kind::Refuse, "LoRA adapters and control vectors are not supported: merge the adapter into the GGUF (llama.cpp's llama-export-lora) and pass that file with -m"},
     {"--lora-init-without-apply", false, Kind::Refuse, "LoRA adapters are not supported"},
-    {"-j --json-schema -jf --json-schema-file", true, Kind::Refuse, "JSON schemas are not implemented yet (GBNF --grammar is)"},
     {"--rope-scaling --rope-scale --rope-freq-base --rope-freq-scale --yarn-orig-ctx --yarn-ext-factor --yarn-attn-factor --yarn-beta-slow --yarn-beta-fast", true, Kind::Refuse, "RoPE overrides are not supported: the GGUF's values are used"},
     {"--override-kv", true, Kind::Refuse, "metadata overrides are not supported: edit the GGUF (gguf-py's gguf_set_metadata)"},
     {"-mm --mmproj", true, Kind::Refuse, "multimodal projectors are not supported"},

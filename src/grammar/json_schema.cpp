@@ -1,0 +1,267 @@
+#include "grammar/json_schema.h"
+
+#include <cstring>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "tandem/error.h"
+
+namespace tandem::grammar {
+
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+const char* kBase = R"(value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+char   ::= [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+string ::= "\"" char* "\"" ws
+number ::= integer ("." [0-9]+)? ([eE] [-+]? [0-9]{1,15})? ws
+integer ::= "-"? ([0-9] | [1-9] [0-9]{0,15})
+boolean ::= ("true" | "false") ws
+null   ::= "null" ws
+ws     ::= (" " | "\n" [ \t]{0,20})?
+)";
+
+// A GBNF literal for a JSON text.
+std::string literal(const std::string& s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        if (c == '"') out += "\\\"";
+        else if (c == '\\') out += "\\\\";
+        else if (c == '\n') out += "\\n";
+        else if (c == '\t') out += "\\t";
+        else if (c == '\r') out += "\\r";
+        else if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", c);
+            out += buf;
+        } else out += char(c);
+    }
+    return out + "\"";
+}
+
+class Converter {
+public:
+    explicit Converter(const ojson& root) : root_(root) {}
+
+    std::string run() {
+        const std::string r = visit(root_, "root-value");
+        std::string out = "root ::= " + r + "\n" + kBase;
+        for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+        return out;
+    }
+
+private:
+    [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+        throw Error("json schema" + (where.empty() ? std::string() : " at " + where) + ": " + what);
+    }
+
+    std::string add_rule(const std::string& hint, const std::string& body) {
+        std::string name;
+        for (char c : hint) name += std::isalnum(uint8_t(c)) ? char(std::tolower(uint8_t(c))) : '-';
+        if (name.empty() || !std::isalpha(uint8_t(name[0]))) name = "r-" + name;
+        std::string unique = name;
+        for (int k = 2; rules_.count(unique) || unique == "root" || unique == "value" || unique == "object" || unique == "array" ||
+                        unique == "string" || unique == "number" || unique == "integer" || unique == "boolean" ||
+                        unique == "null" || unique == "ws" || unique == "char";
+             k++)
+            unique = name + "-" + std::to_string(k);
+        rules_[unique] = body;
+        return unique;
+    }
+
+    // The rule (or inline expression) for schema `s`; `path` names it in errors and rule names.
+    std::string visit(const ojson& s, const std::string& path) {
+        if (s.is_boolean()) {
+            if (!s.get<bool>()) fail(path, "a false schema accepts nothing");
+            return "value";
+        }
+        if (!s.is_object()) fail(path, "a schema must be an object or a boolean");
+        static const std::set<std::string> kNoEffect = {"title", "description", "default", "examples", "$schema", "$id",
+                                                       "$comment", "deprecated", "readOnly", "writeOnly", "$defs", "definitions",
+                                                       "strict", "name"};
+        static const std::set<std::string> kHandled = {"type", "properties", "required", "additionalProperties", "items",
+                                                      "prefixItems", "minItems", "maxItems", "minLength", "maxLength", "format",
+                                                      "enum", "const", "anyOf", "oneOf", "allOf", "$ref"};
+        for (auto it = s.begin(); it != s.end(); ++it)
+            if (!kNoEffect.count(it.key()) && !kHandled.count(it.key()))
+                fail(path, "'" + it.key() + "' is not supported (it would change what is valid, and tandem does not enforce it)");
+
+        if (auto r = s.find("$ref"); r != s.end()) return ref(r->get<std::string>(), path);
+        if (auto c = s.find("const"); c != s.end()) return "(" + literal(c->dump()) + " ws)";
+        if (auto e = s.find("enum"); e != s.end()) {
+            if (!e->is_array() || e->empty()) fail(path, "'enum' must be a non-empty array");
+            std::string alts;
+            for (const auto& v : *e) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
+            return "((" + alts + ") ws)";
+        }
+        for (const char* k : {"anyOf", "oneOf"})
+            if (auto a = s.find(k); a != s.end()) {
+                if (!a->is_array() || a->empty()) fail(path, std::string("'") + k + "' must be a non-empty array");
+                std::string alts;
+                int i = 0;
+                for (const auto& sub : *a) alts += (alts.empty() ? "" : " | ") + visit(sub, path + "/" + k + "/" + std::to_string(i++));
+                return add_rule(path, alts);
+            }
+        if (auto a = s.find("allOf"); a != s.end()) {
+            if (!a->is_array() || a->size() != 1) fail(path, "'allOf' is supported with one schema only");
+            return visit((*a)[0], path + "/allOf/0");
+        }
+        if (auto t = s.find("type"); t != s.end()) {
+            if (t->is_array()) {
+                std::string alts;
+                for (const auto& one : *t) {
+                    ojson copy = s;
+                    copy["type"] = one;
+                    alts += (alts.empty() ? "" : " | ") + typed(copy, one, path + "-" + (one.is_string() ? one.get<std::string>() : "t"));
+                }
+                return add_rule(path, alts);
+            }
+            return typed(s, *t, path);
+        }
+        if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) return typed(s, "object", path);
+        if (s.contains("items") || s.contains("prefixItems")) return typed(s, "array", path);
+        return "value";  // {}: any JSON value
+    }
+
+    std::string ref(const std::string& r, const std::string& path) {
+        std::string name;
+        for (const char* pre : {"#/$defs/", "#/definitions/"})
+            if (r.rfind(pre, 0) == 0) name = r.substr(std::strlen(pre));
+        if (name.empty()) fail(path, "only local references (#/$defs/NAME, #/definitions/NAME) are supported: " + r);
+        const ojson* defs = nullptr;
+        for (const char* k : {"$defs", "definitions"})
+            if (auto d = root_.find(k); d != root_.end() && d->contains(name)) defs = &*d;
+        if (!defs) fail(path, "the reference " + r + " is not defined");
+        if (auto it = refs_.find(r); it != refs_.end()) return it->second;
+        const std::string rule = add_rule("ref-" + name, "value");  // placeholder: recursion refers to it
+        refs_[r] = rule;
+        rules_[rule] = visit((*defs)[name], "#/$defs/" + name);
+        return rule;
+    }
+
+    std::string typed(const ojson& s, const ojson& type, const std::string& path) {
+        if (!type.is_string()) fail(path, "'type' must be a string or a list of strings");
+        const std::string t = type;
+        auto only = [&](std::initializer_list<const char*> allowed) {
+            static const std::set<std::string> kKinds = {"properties", "required", "additionalProperties", "items", "prefixItems",
+                                                        "minItems", "maxItems", "minLength", "maxLength", "format"};
+            for (auto it = s.begin(); it != s.end(); ++it) {
+                if (!kKinds.count(it.key())) continue;
+                bool ok = false;
+                for (const char* a : allowed) ok = ok || it.key() == a;
+                if (!ok) fail(path, "'" + it.key() + "' does not apply to type " + t);
+            }
+        };
+        if (t == "string") {
+            only({"minLength", "maxLength", "format"});
+            if (auto f = s.find("format"); f != s.end()) {
+                const std::string fmt = f->get<std::string>();
+                const char* date = "[0-9]{4} \"-\" ([0][1-9] | [1][0-2]) \"-\" ([0][1-9] | [1-2][0-9] | [3][0-1])";
+                const char* time = "([01][0-9] | [2][0-3]) \":\" [0-5][0-9] \":\" [0-5][0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] ([01][0-9] | [2][0-3]) \":\" [0-5][0-9])";
+                std::string body;
+                if (fmt == "date") body = date;
+                else if (fmt == "time") body = time;
+                else if (fmt == "date-time") body = std::string(date) + " \"T\" " + time;
+                else if (fmt == "uuid") body = "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12}";
+                else fail(path, "string format '" + fmt + "' is not supported (date, time, date-time and uuid are)");
+                return add_rule(path, "\"\\\"\" " + body + " \"\\\"\" ws");
+            }
+            const int lo = s.value("minLength", 0), hi = s.value("maxLength", -1);
+            if (lo < 0 || (hi >= 0 && hi < lo) || lo > 10000 || hi > 10000) fail(path, "bad minLength/maxLength");
+            if (lo == 0 && hi < 0) return "string";
+            return add_rule(path, "\"\\\"\" char{" + std::to_string(lo) + "," + (hi >= 0 ? std::to_string(hi) : "") + "} \"\\\"\" ws");
+        }
+        if (t == "integer") return only({}), "(integer ws)";
+        if (t == "number") return only({}), "number";
+        if (t == "boolean") return only({}), "boolean";
+        if (t == "null") return only({}), "null";
+        if (t == "array") {
+            only({"items", "prefixItems", "minItems", "maxItems"});
+            const int lo = s.value("minItems", 0), hi = s.value("maxItems", -1);
+            if (lo < 0 || (hi >= 0 && hi < lo) || lo > 1000 || hi > 1000) fail(path, "bad minItems/maxItems");
+            std::vector<std::string> prefix;
+            if (auto p = s.find("prefixItems"); p != s.end()) {
+                int i = 0;
+                for (const auto& sub : *p) prefix.push_back(visit(sub, path + "/prefixItems/" + std::to_string(i++)));
+            }
+            std::string item = "value";  // empty: no items beyond prefixItems
+            if (auto it = s.find("items"); it != s.end()) item = it->is_boolean() && !it->get<bool>() ? "" : visit(*it, path + "/items");
+            const int n_prefix = int(prefix.size());
+            const int most = hi >= 0 ? (item.empty() ? std::min(hi, n_prefix) : hi) : (item.empty() ? n_prefix : -1);  // -1: no bound
+            if (most >= 0 && lo > most) fail(path, "minItems is more than the items allowed");
+            auto elem = [&](int i) { return i < n_prefix ? prefix[size_t(i)] : item; };
+            // elements from index i on, given i before them: required up to minItems, then optional, nested
+            std::function<std::string(int)> tail = [&](int i) -> std::string {
+                const std::string sep = i > 0 ? "\",\" ws " : "";
+                if (most >= 0 && i >= most) return "";
+                if (most < 0 && i >= n_prefix && i >= lo)  // unbounded repetition of `item`
+                    return i == 0 ? "(" + item + " (\",\" ws " + item + ")*)?" : "(\",\" ws " + item + ")*";
+                const std::string rest = tail(i + 1);
+                const std::string one = sep + elem(i) + (rest.empty() ? "" : " " + rest);
+                return i < lo ? one : "(" + one + ")?";
+            };
+            return add_rule(path, "\"[\" ws " + tail(0) + " \"]\" ws");
+        }
+        if (t == "object") {
+            only({"properties", "required", "additionalProperties"});
+            std::vector<std::pair<std::string, std::string>> props;  // key literal, value rule
+            std::set<std::string> required;
+            if (auto r = s.find("required"); r != s.end())
+                for (const auto& k : *r) required.insert(k.get<std::string>());
+            std::vector<std::pair<std::string, std::string>> req, opt;
+            if (auto p = s.find("properties"); p != s.end()) {
+                for (auto it = p->begin(); it != p->end(); ++it) {
+                    const std::string kv = literal(ojson(it.key()).dump()) + " ws \":\" ws " + visit(it.value(), path + "/" + it.key());
+                    (required.count(it.key()) ? req : opt).push_back({it.key(), kv});
+                }
+            }
+            for (const auto& k : required) {
+                bool found = false;
+                for (const auto& [name, kv] : req) found = found || name == k;
+                if (!found) fail(path, "required property '" + k + "' is not in 'properties'");
+            }
+            std::string extra;
+            if (auto a = s.find("additionalProperties"); a != s.end() && !(a->is_boolean() && !a->get<bool>())) {
+                const std::string v = a->is_boolean() ? "value" : visit(*a, path + "/additionalProperties");
+                extra = add_rule(path + "-extra", "string \":\" ws " + v);
+            }
+            std::string body = "\"{\" ws ";
+            if (!req.empty()) {
+                for (size_t i = 0; i < req.size(); i++) body += (i ? " \",\" ws " : "") + req[i].second;
+                for (const auto& [name, kv] : opt) body += " (\",\" ws " + kv + ")?";
+                if (!extra.empty()) body += " (\",\" ws " + extra + ")*";
+            } else {
+                // any subset of the optional properties, in order, commas between
+                std::vector<std::string> items;
+                for (const auto& [name, kv] : opt) items.push_back(kv);
+                if (!extra.empty()) items.push_back(extra + " (\",\" ws " + extra + ")*");
+                std::string chain;
+                for (int i = int(items.size()) - 1; i >= 0; i--) {
+                    // starting at i: item i then the rest with commas, or skip to i+1
+                    std::string with_comma;
+                    for (size_t j = size_t(i) + 1; j < items.size(); j++) with_comma += " (\",\" ws " + items[j] + ")?";
+                    const std::string here = items[size_t(i)] + with_comma;
+                    chain = add_rule(path + "-from-" + std::to_string(i), here + (chain.empty() ? "" : " | " + chain));
+                }
+                if (!chain.empty()) body += chain + "?";
+            }
+            body += " \"}\" ws";
+            return add_rule(path, body);
+        }
+        fail(path, "unknown type '" + t + "'");
+    }
+
+    const ojson& root_;
+    std::map<std::string, std::string> rules_;
+    std::map<std::string, std::string> refs_;
+};
+
+}  // namespace
+
+std::string json_schema_to_gbnf(const ojson& schema) { return Converter(schema).run(); }
+
+}  // namespace tandem::grammar

@@ -1,0 +1,19 @@
+// JSON Schema -> GBNF (src/grammar/grammar.h), for structured outputs (response_format json_schema, json_schema).
+//
+// Supported: type (one or a list), object (properties in declared order with the required ones first,
+// required, additionalProperties false/absent = only the declared properties, true or a schema = more pairs),
+// array (items, prefixItems, minItems, maxItems), string (minLength, maxLength, format date, time, date-time,
+// uuid), integer, number, boolean, null, enum, const, anyOf, oneOf, allOf of one schema, $ref to #/$defs/...
+// or #/definitions/... (recursion allowed). Annotations (title, description, default, examples, $schema, $id,
+// $comment) have no effect. Any other keyword would change what is valid and is refused (tandem::Error naming
+// it), never ignored: pattern, minimum/maximum, multipleOf, not, if/then/else, patternProperties, uniqueItems...
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace tandem::grammar {
+
+// The GBNF of the JSON texts the schema accepts (with bounded whitespace). Throws tandem::Error.
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+
+}  // namespace tandem::grammar
