@@ -183,3 +183,27 @@ TEST(JsonSchema, KeywordsThatWouldBeIgnoredAreRefused) {
     }
     EXPECT_NO_THROW(json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"title": "T", "description": "d", "type": "string"})")));
 }
+
+// A request's grammar cannot exhaust the stack or memory: deep nesting, huge repetitions and explosive
+// ambiguity are errors (the server answers 400).
+TEST(Grammar, HostileGrammarsAreErrors) {
+    EXPECT_THROW(parse_gbnf("root ::= " + std::string(200, '(') + "\"a\"" + std::string(200, ')')), Error);
+    EXPECT_THROW(parse_gbnf("root ::= \"a\"{0,100000}"), Error);
+    {  // nested recursion grows the parse stack by one rule per character: bounded
+        Matcher m(parse_gbnf("root ::= \"x\" root \"y\" | \"\""));
+        EXPECT_THROW(m.accept_bytes(std::string(3000, 'x')), Error);
+    }
+    {  // tail recursion (x*, long strings) does not grow it
+        Matcher m(parse_gbnf("root ::= \"x\" root | \"\""));
+        EXPECT_TRUE(m.accept_bytes(std::string(20000, 'x')));
+        Matcher j(parse_gbnf(json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"type": "string"})"))));
+        EXPECT_TRUE(j.accept_bytes("\"" + std::string(10000, 'a') + "\""));
+        EXPECT_TRUE(j.can_end());
+    }
+    // a long but plain grammar is fine
+    Matcher ok(parse_gbnf("root ::= [a-z]{0,1000}"));
+    EXPECT_TRUE(ok.accept_bytes(std::string(900, 'q')));
+    nlohmann::ordered_json deep = {{"type", "string"}};
+    for (int i = 0; i < 100; i++) deep = {{"type", "array"}, {"items", deep}};
+    EXPECT_THROW(json_schema_to_gbnf(deep), Error);
+}

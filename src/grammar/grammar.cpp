@@ -144,6 +144,7 @@ private:
 
     // alternatives of rule r; depth > 0 inside parentheses (newlines allowed)
     void alternatives(int r, int depth) {
+        if (depth > 50) fail("parentheses nested more than 50 deep");
         for (;;) {
             std::vector<Symbol> seq = sequence(r, depth);
             g_.rules[size_t(r)].alts.push_back(std::move(seq));
@@ -269,8 +270,9 @@ private:
             if (i_ >= s_.size() || s_[i_] != '}') fail("expected '}'");
             i_++;
             if (hi >= 0 && hi < lo) fail("{m,n} with n < m");
-            if (lo > 10000 || hi > 10000) fail("a repetition count above 10000");
+            if (lo > 1000 || hi > 1000) fail("a repetition count above 1000");
         }
+        if (seq.size() + item.size() * size_t(lo) > 100000 || g_.rules.size() > 20000) fail("the grammar is too large");
         for (int k = 0; k < lo; k++) seq.insert(seq.end(), item.begin(), item.end());
         if (hi < 0) {  // item*: R ::= item R |
             const int r = anon(base);
@@ -355,6 +357,10 @@ Matcher::Matcher(std::shared_ptr<const Grammar> g) : g_(std::move(g)) {
 }
 
 void Matcher::expand(Stack s, std::vector<Stack>& out) const {
+    // Bounds, so a request's grammar cannot exhaust memory or the stack: parse stacks deeper than 2000 rules,
+    // or more than 20000 live alternatives at once (a grammar that ambiguous is refused as it is met).
+    if (s.size() > 2000) throw Error("grammar: rules nested more than 2000 deep while matching");
+    if (out.size() > 20000) throw Error("grammar: more than 20000 parse states at once (the grammar is too ambiguous)");
     for (;;) {
         if (s.empty()) {
             out.push_back(s);
@@ -372,6 +378,9 @@ void Matcher::expand(Stack s, std::vector<Stack>& out) const {
             return;
         }
         s.back().sym++;
+        // a reference at the end of its alternative is a tail call: the caller has nothing left to match, so it
+        // is not kept (right recursion such as x* runs in constant stack depth, as in llama.cpp)
+        if (size_t(s.back().sym) == alt.size()) s.pop_back();
         const auto& alts = g_->rules[size_t(sym.index)].alts;
         for (int a = 0; a < int(alts.size()); a++) {
             Stack t = s;

@@ -75,6 +75,12 @@ private:
 
     // The rule (or inline expression) for schema `s`; `path` names it in errors and rule names.
     std::string visit(const ojson& s, const std::string& path) {
+        struct Depth {
+            int& d;
+            ~Depth() { --d; }
+        } depth{++depth_};
+        if (depth_ > 64) fail(path, "schemas nested more than 64 deep");
+        if (rules_.size() > 5000) fail(path, "the schema is too large");
         if (s.is_boolean()) {
             if (!s.get<bool>()) fail(path, "a false schema accepts nothing");
             return "value";
@@ -256,6 +262,7 @@ private:
     }
 
     const ojson& root_;
+    int depth_ = 0;
     std::map<std::string, std::string> rules_;
     std::map<std::string, std::string> refs_;
 };

@@ -333,12 +333,14 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
         if (!g->is_string()) throw BadRequest("'grammar' must be a string (GBNF)");
         try {
             r.grammar = grammar::parse_gbnf(g->get<std::string>());
+            grammar::Matcher check(r.grammar);  // its first state: the bounds of grammar.h apply here, as a 400
         } catch (const Error& e) {
             throw BadRequest(std::string("'grammar': ") + e.what());
         }
     } else if (const json* schema = json_schema_of(body)) {
         try {
             r.grammar = grammar::parse_gbnf(grammar::json_schema_to_gbnf(*schema));
+            grammar::Matcher check(r.grammar);
         } catch (const Error& e) {
             throw BadRequest(e.what());
         }

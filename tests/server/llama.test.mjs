@@ -523,6 +523,9 @@ test('structured output: GBNF grammar and JSON mode, the same greedy text with a
       const n = await post(srv.base, '/completion', { prompt: 'Lily said', n_predict: 40, grammar: 'root ::= [a-z ]{5,30} "!"' });
       assert.match(n.json.content, /^[a-z ]{5,30}!?$/);
       outs.push([r.choices[0].text, text, n.json.content]);
+      const deep = await post(srv.base, '/completion', { prompt: 'x', grammar: 'root ::= ' + '('.repeat(300) + '"a"' + ')'.repeat(300) });
+      assert.equal(deep.status, 400);
+      assert.match(deep.json.error.message, /nested more than 50 deep/);
       const bad = await post(srv.base, '/completion', { prompt: 'x', grammar: 'root ::= foo' });
       assert.equal(bad.status, 400);
       assert.match(bad.json.error.message, /rule 'foo' is not defined/);
