@@ -25,15 +25,7 @@ bool prefix_ok(const std::string& gbnf, const std::string& text) {
     return m.accept_bytes(text);
 }
 
-const char* kJson = R"(
-root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null") ws
-object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
-array  ::= "[" ws ( value ("," ws value)* )? "]" ws
-string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,15})? ws
-ws     ::= ([ \t\n] ws)?
-)";
+const std::string kJson = json_object_gbnf();  // the grammar of JSON mode
 
 }  // namespace
 

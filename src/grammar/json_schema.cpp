@@ -271,4 +271,6 @@ private:
 
 std::string json_schema_to_gbnf(const ojson& schema) { return Converter(schema).run(); }
 
+std::string json_object_gbnf() { return std::string("root ::= object\n") + kBase; }
+
 }  // namespace tandem::grammar

@@ -15,5 +15,8 @@ namespace tandem::grammar {
 
 // The GBNF of the JSON texts the schema accepts (with bounded whitespace). Throws tandem::Error.
 std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+// JSON mode: one JSON object with any keys and values (whitespace bounded: one space, or a newline and up to 20
+// spaces or tabs, so a small model cannot fill the answer with blank lines).
+std::string json_object_gbnf();
 
 }  // namespace tandem::grammar

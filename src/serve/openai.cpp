@@ -228,17 +228,6 @@ SlotActionRequest parse_slot_action(const std::string& id_text, const std::strin
     return r;
 }
 
-// JSON mode: one JSON object (any keys and values), then nothing more. Whitespace between items is bounded (one
-// space, or a newline and indentation), so a small model cannot fill the answer with blank lines.
-const char* const kJsonObjectGrammar = R"(
-root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null") ws
-object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
-array  ::= "[" ws ( value ("," ws value)* )? "]" ws
-string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,15})? ws
-ws     ::= (" " | "\n" [ \t]{0,20})?
-)";
 
 // The JSON schema a request asks for: `json_schema` (llama-server), response_format {"type": "json_schema",
 // "json_schema": {"schema": ...}} (OpenAI), or response_format {"type": "json_object", "schema": ...}
@@ -345,7 +334,7 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
             throw BadRequest(e.what());
         }
     } else if (auto rf = body.find("response_format"); rf != body.end() && rf->is_object() && rf->value("type", "") == "json_object") {
-        r.grammar = grammar::parse_gbnf(kJsonObjectGrammar);
+        r.grammar = grammar::parse_gbnf(grammar::json_object_gbnf());
     } else if (lim.default_grammar) {
         r.grammar = lim.default_grammar;  // --grammar / --grammar-file
     }
