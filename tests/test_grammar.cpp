@@ -97,11 +97,15 @@ TEST(Grammar, VocabularyMasksEqualTokenByTokenMatching) {
             if (tok->token_attr(id) != TokenAttr::CONTROL) pieces[size_t(id)] = tok->token_to_piece(id, false);
         VocabTrie trie(pieces);
         auto g = parse_gbnf(kJson);
+        MaskMemo memo;
         for (const std::string prefix : {"", "{", "{\"na", "{\"name\": [1", "{\"a\": \"é", "{\"a\": 1}", "{\"a\": \"\xc3"}) {
             Matcher m(g);
             ASSERT_TRUE(m.accept_bytes(prefix)) << prefix;
-            std::vector<uint8_t> allowed;
+            std::vector<uint8_t> allowed, memoized;
             trie.allowed(m, tok->eog_ids(), allowed);
+            trie.allowed(m, tok->eog_ids(), memoized, &memo);  // states met before (the memo is shared)
+            trie.allowed(m, tok->eog_ids(), memoized, &memo);  // the same state again: the stored mask
+            ASSERT_EQ(memoized, allowed) << vocab << " after '" << prefix << "'";
             int n_allowed = 0;
             for (int32_t id = 0; id < tok->n_vocab(); id++) {
                 bool want;

@@ -101,6 +101,7 @@ namespace grammar {
 struct Grammar;
 class VocabTrie;
 class Matcher;
+struct MaskMemo;
 }  // namespace grammar
 
 // Structured output: every emitted token keeps the text inside a grammar's language (src/grammar/grammar.h).
@@ -189,6 +190,7 @@ private:
     struct Pending { int requested = 0; int n_past = 0; double t_draft_ms = 0; } pending_;
     std::shared_ptr<const OutputConstraint> constraint_;
     std::unique_ptr<grammar::Matcher> gm_;  // the grammar state after history_ (when constrained)
+    std::unique_ptr<grammar::MaskMemo> memo_;  // states and masks met so far in this generation
     std::vector<uint8_t> mask_;
 };
 

@@ -484,40 +484,69 @@ VocabTrie::VocabTrie(const std::vector<std::string>& pieces) : nodes_(1), n_toke
     }
 }
 
-void VocabTrie::allowed(const Matcher& m, const std::vector<int32_t>& eog, std::vector<uint8_t>& out) const {
-    out.assign(size_t(n_tokens_), 0);
+int MaskMemo::intern(std::vector<Matcher::Stack> s) {
+    auto it = ids.find(s);
+    if (it != ids.end()) return it->second;
+    const int id = int(states.size());
+    ids.emplace(s, id);
+    states.push_back(std::move(s));
+    return id;
+}
+
+void VocabTrie::allowed(const Matcher& m, const std::vector<int32_t>& eog, std::vector<uint8_t>& out, MaskMemo* memo) const {
+    MaskMemo local;
+    MaskMemo& mm = memo ? *memo : local;
+    if (mm.states.size() > 100000) mm = MaskMemo{};  // bounded memory over a very long generation
     using Partial = Matcher::Partial;
-    std::function<void(int, const std::vector<Matcher::Stack>&, Partial)> walk = [&](int n, const std::vector<Matcher::Stack>& stacks,
-                                                                                      Partial p) {
-        const Node& node = nodes_[size_t(n)];
-        if (n != 0)  // reached with live stacks (and a viable open sequence, if any): these tokens fit
-            for (int32_t id : node.tokens) out[size_t(id)] = 1;
-        for (const auto& [b, child] : node.next) {
-            Partial q = p;
-            if (q.need == 0) {
-                if (b < 0x80) {
-                    auto next = m.step(stacks, b);
-                    if (!next.empty()) walk(child, next, Partial{});
+    const int start = mm.intern(m.stacks());
+    const Partial p0 = m.partial();
+    const auto key = std::make_tuple(start, p0.value, p0.need, p0.min);
+    if (auto it = mm.masks.find(key); it != mm.masks.end()) {
+        out = it->second;
+    } else {
+        out.assign(size_t(n_tokens_), 0);
+        auto step = [&](int state, uint32_t cp) {
+            const uint64_t k = uint64_t(state) << 21 | cp;
+            auto f = mm.next.find(k);
+            if (f != mm.next.end()) return f->second;
+            auto next = m.step(mm.states[size_t(state)], cp);
+            const int id = next.empty() ? -1 : mm.intern(std::move(next));
+            mm.next.emplace(k, id);
+            return id;
+        };
+        std::function<void(int, int, Partial)> walk = [&](int n, int state, Partial p) {
+            const Node& node = nodes_[size_t(n)];
+            if (n != 0)  // reached with live stacks (and a viable open sequence, if any): these tokens fit
+                for (int32_t id : node.tokens) out[size_t(id)] = 1;
+            for (const auto& [b, child] : node.next) {
+                Partial q = p;
+                if (q.need == 0) {
+                    if (b < 0x80) {
+                        const int next = step(state, b);
+                        if (next >= 0) walk(child, next, Partial{});
+                        continue;
+                    }
+                    if (b < 0xc2 || b > 0xf4) continue;  // never valid text here
+                    q.need = b >= 0xf0 ? 3 : b >= 0xe0 ? 2 : 1;
+                    q.value = b >= 0xf0 ? (b & 0x07u) : b >= 0xe0 ? (b & 0x0fu) : (b & 0x1fu);
+                    q.min = b >= 0xf0 ? 0x10000 : b >= 0xe0 ? 0x800 : 0x80;
+                    if (m.partial_viable(mm.states[size_t(state)], q)) walk(child, state, q);
                     continue;
                 }
-                if (b < 0xc2 || b > 0xf4) continue;  // never valid text here
-                q.need = b >= 0xf0 ? 3 : b >= 0xe0 ? 2 : 1;
-                q.value = b >= 0xf0 ? (b & 0x07u) : b >= 0xe0 ? (b & 0x0fu) : (b & 0x1fu);
-                q.min = b >= 0xf0 ? 0x10000 : b >= 0xe0 ? 0x800 : 0x80;
-                if (m.partial_viable(stacks, q)) walk(child, stacks, q);
-                continue;
+                if ((b & 0xc0) != 0x80) continue;
+                q.value = (q.value << 6) | (b & 0x3fu);
+                if (--q.need == 0) {
+                    const int next = step(state, q.value);
+                    if (next >= 0) walk(child, next, Partial{});
+                } else if (m.partial_viable(mm.states[size_t(state)], q)) {
+                    walk(child, state, q);
+                }
             }
-            if ((b & 0xc0) != 0x80) continue;
-            q.value = (q.value << 6) | (b & 0x3fu);
-            if (--q.need == 0) {
-                auto next = m.step(stacks, q.value);
-                if (!next.empty()) walk(child, next, Partial{});
-            } else if (m.partial_viable(stacks, q)) {
-                walk(child, stacks, q);
-            }
-        }
-    };
-    walk(0, m.stacks(), m.partial());
+        };
+        walk(0, start, p0);
+        if (mm.masks.size() >= 64) mm.masks.clear();
+        mm.masks.emplace(key, out);
+    }
     const bool end = m.can_end();
     for (int32_t id : eog)
         if (id >= 0 && id < n_tokens_) out[size_t(id)] = end ? 1 : 0;

@@ -8,6 +8,9 @@
 //   ws     ::= [ \t\n]*                            * + ? {m} {m,} {m,n}, comments from # to the end of the line
 #pragma once
 #include <cstdint>
+#include <map>
+#include <tuple>
+#include <unordered_map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,14 +84,26 @@ private:
     Partial partial_;
 };
 
+// What repeats within one generation, remembered: the parse states met (interned), their steps by one code
+// point, and the allowed-token mask of whole states (inside a JSON string every token starts from the same state).
+// One per generation; not thread-safe.
+struct MaskMemo {
+    std::map<std::vector<Matcher::Stack>, int> ids;
+    std::vector<std::vector<Matcher::Stack>> states;
+    std::unordered_map<uint64_t, int> next;  // (state << 21 | code point) -> state, -1: refused
+    std::map<std::tuple<int, uint32_t, int, uint32_t>, std::vector<uint8_t>> masks;  // (state, open sequence) -> mask
+    int intern(std::vector<Matcher::Stack> s);
+};
+
 // Which tokens may come next: a trie of the vocabulary's token texts, walked once per step with the matcher's
 // stacks (shared prefixes are matched once). eog tokens are allowed exactly when the grammar can end.
 class VocabTrie {
 public:
     // pieces[i]: the bytes token i stands for ("" for control tokens, which the grammar never allows).
     explicit VocabTrie(const std::vector<std::string>& pieces);
-    // allowed[i] for every token; `eog` lists the end-of-generation tokens.
-    void allowed(const Matcher& m, const std::vector<int32_t>& eog, std::vector<uint8_t>& allowed) const;
+    // allowed[i] for every token; `eog` lists the end-of-generation tokens. With a memo, states and masks met
+    // before are not computed again.
+    void allowed(const Matcher& m, const std::vector<int32_t>& eog, std::vector<uint8_t>& allowed, MaskMemo* memo = nullptr) const;
     int n_tokens() const { return n_tokens_; }
 
 private:

@@ -129,10 +129,11 @@ Generator::~Generator() = default;
 void Generator::set_constraint(std::shared_ptr<const OutputConstraint> c) {
     constraint_ = std::move(c);
     gm_ = constraint_ ? std::make_unique<grammar::Matcher>(constraint_->grammar) : nullptr;
+    memo_ = constraint_ ? std::make_unique<grammar::MaskMemo>() : nullptr;
 }
 
 const uint8_t* Generator::allowed_after(const grammar::Matcher& m, int n_vocab) {
-    constraint_->trie->allowed(m, constraint_->eog, mask_);
+    constraint_->trie->allowed(m, constraint_->eog, mask_, memo_.get());
     if (int(mask_.size()) < n_vocab) mask_.resize(size_t(n_vocab), 0);  // a draft vocabulary may be longer
     return mask_.data();
 }
