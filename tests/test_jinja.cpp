@@ -302,6 +302,12 @@ TEST(Jinja, MutatedRealTemplatesNeverCrash) {
     std::printf("mutated templates: %d rendered, %d refused with an error\n", rendered, refused);
 }
 
+// Where @huggingface/jinja errors and Python's Jinja (what model authors test with) does not, tandem follows
+// Python: templates that loop over `tools` unguarded (Hermes 2/3 tool_use, Command R+) work without tools.
+TEST(Jinja, PythonLeniencyWhereTheReferenceFails) {
+    EXPECT_EQ(render("[{% for t in tools %}x{% endfor %}]{{ tools|length }}"), "[]0");
+}
+
 TEST(Jinja, NumbersOutOfRangeAreErrors) {
     EXPECT_THROW(render("{{ 99999999999999999999999 }}"), Error);
     EXPECT_EQ(render("{{ 2.50 }} {{ 10.0 }}"), "2.5 10.0");

@@ -468,6 +468,8 @@ private:
             for (const auto& [k, v] : it.obj->items) keys.push_back(Value::string(k));
             it = Value::array(std::move(keys));
         }
+        if (it.undefined()) it = Value::array();  // Python's Jinja: an undefined value loops zero times (templates
+                                                  // written for transformers iterate `tools` unguarded)
         if (it.kind != K::ARRAY) fail(n, std::string("cannot loop over a ") + it.type_name());
         auto assign = [&](Env& e, const Value& cur) {
             if (n.x->t == Node::T::IDENT) return e.set(n.x->s, cur);
@@ -761,6 +763,7 @@ private:
         Args args = called ? arguments(f.args, env) : Args{};
         auto kw = take_kwargs(args);
         if (name == "safe") return v;
+        if (v.undefined() && (name == "length" || name == "count")) return Value::integer(0);  // as Python's Jinja
         if (name == "tojson") {
             JsonOptions o;
             Value ind = arg({}, 0, *kw, "indent", Value::none());
