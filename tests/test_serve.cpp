@@ -13,6 +13,7 @@
 #include "serve/reasoning.h"
 #include "serve/responses.h"
 #include "serve/text_pipeline.h"
+#include "serve/tool_calls.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
 #include "tandem/model.h"
@@ -85,7 +86,8 @@ TEST(Access, PreflightPassesWithoutTheKeyAndTheKeyGuardsTheRest) {
 }
 
 TEST(Requests, LogitBiasThatBansEveryTokenIsRefusedBeforeGeneration) {
-    ServerLimits lim{50, 8, false, {}};
+    ServerLimits lim;
+    lim.n_vocab = 50;
     json all = json::object(), all_false = json::object();
     for (int i = 0; i < 50; i++) {
         all[std::to_string(i)] = -100;
@@ -474,4 +476,40 @@ TEST(Reasoning, SplitsThinkingFromTheAnswerAcrossAnyPieces) {
     EXPECT_TRUE(prompt_opens_thinking("<|im_start|>assistant\n<think>\n"));
     EXPECT_FALSE(prompt_opens_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
     EXPECT_THROW(reasoning_format_from_name("thoughts"), Error);
+}
+
+// Tool calls in answers, in the formats the templates teach; text that only looks like a call stays text.
+TEST(ToolCalls, ParsesTheFormatsOfTheCommonTemplates) {
+    auto one = [](ToolFormat f, const std::string& text) { return parse_tool_calls(f, text); };
+    auto h = one(ToolFormat::HERMES, "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+                                     "<tool_call>{\"name\": \"search\", \"arguments\": {\"query\": \"x\"}}</tool_call>");
+    ASSERT_EQ(h.calls.size(), 2u);
+    EXPECT_EQ(h.calls[0].name, "get_weather");
+    EXPECT_EQ(h.calls[0].arguments, R"({"city":"Paris"})");
+    EXPECT_EQ(h.calls[1].name, "search");
+    EXPECT_EQ(h.content, "Let me check.");
+    auto cut = one(ToolFormat::HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {}}");  // cut off before the closing tag
+    ASSERT_EQ(cut.calls.size(), 1u);
+    auto fake = one(ToolFormat::HERMES, "I would write <tool_call>not json</tool_call> here.");
+    EXPECT_TRUE(fake.calls.empty());
+    EXPECT_EQ(fake.content, "I would write <tool_call>not json</tool_call> here.");
+    auto l = one(ToolFormat::LLAMA3, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}");
+    ASSERT_EQ(l.calls.size(), 1u);
+    EXPECT_EQ(l.calls[0].arguments, R"({"city":"Paris"})");
+    auto l2 = one(ToolFormat::LLAMA3, R"({"name": "a", "parameters": {}}; {"name": "b", "parameters": {"x": 1}})");
+    ASSERT_EQ(l2.calls.size(), 2u);
+    EXPECT_EQ(l2.calls[1].name, "b");
+    EXPECT_TRUE(one(ToolFormat::LLAMA3, "The answer is {1, 2}.").calls.empty());
+    auto m = one(ToolFormat::MISTRAL, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}]");
+    ASSERT_EQ(m.calls.size(), 1u);
+    EXPECT_EQ(m.calls[0].arguments, R"({"a":1})");  // arguments given as JSON text
+    auto g = one(ToolFormat::GENERIC, R"({"tool_calls": [{"name": "f", "arguments": {"k": [1]}}], "content": "ok"})");
+    ASSERT_EQ(g.calls.size(), 1u);
+    EXPECT_EQ(g.content, "ok");
+    EXPECT_TRUE(one(ToolFormat::GENERIC, "plain text").calls.empty());
+    EXPECT_TRUE(one(ToolFormat::NONE, "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>").calls.empty());
+    EXPECT_EQ(tool_format_for_template("{{ '<tool_call>' }}"), ToolFormat::HERMES);
+    EXPECT_EQ(tool_format_for_template("[TOOL_CALLS]"), ToolFormat::MISTRAL);
+    EXPECT_EQ(tool_format_for_template("<|start_header_id|>{% if tools %}"), ToolFormat::LLAMA3);
+    EXPECT_EQ(tool_format_for_template("{{ messages }}"), ToolFormat::NONE);
 }
