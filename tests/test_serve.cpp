@@ -387,10 +387,10 @@ TEST(Anthropic, RequestsBecomeChatRequests) {
     ServerLimits lim{};
     lim.n_vocab = 512;
     ParsedRequest pr = parse_request(o, true, lim);
-    ASSERT_EQ(pr.messages.size(), 4u);
-    EXPECT_EQ(pr.messages[0].content, "Be brief.");
-    EXPECT_EQ(pr.messages[2].content, "Hello");  // the thinking block is not shown again
-    EXPECT_EQ(pr.messages[3].content, "A\nB");
+    ASSERT_EQ(pr.chat_messages.size(), 4u);
+    EXPECT_EQ(pr.chat_messages[0]["content"], "Be brief.");
+    EXPECT_EQ(pr.chat_messages[2]["content"], "Hello");  // the thinking block is not shown again
+    EXPECT_EQ(pr.chat_messages[3]["content"], "A\nB");
     EXPECT_EQ(pr.job.stop, std::vector<std::string>{"END"});
     EXPECT_FLOAT_EQ(pr.job.sampling.temp, 0.2f);
     // refused: no messages, no max_tokens (except when counting), images, tool blocks; tools reach the chat
@@ -423,11 +423,11 @@ TEST(Responses, RequestsBecomeChatRequests) {
     ServerLimits lim{};
     lim.n_vocab = 512;
     ParsedRequest pr = parse_request(c, true, lim);
-    ASSERT_EQ(pr.messages.size(), 3u);
-    EXPECT_EQ(pr.messages[0].role, "system");
-    EXPECT_EQ(pr.messages[0].content, "Be brief.");
-    EXPECT_EQ(pr.messages[1].role, "system");
-    EXPECT_EQ(pr.messages[2].content, "A\nB");
+    ASSERT_EQ(pr.chat_messages.size(), 3u);
+    EXPECT_EQ(pr.chat_messages[0]["role"], "system");
+    EXPECT_EQ(pr.chat_messages[0]["content"], "Be brief.");
+    EXPECT_EQ(pr.chat_messages[1]["role"], "system");
+    EXPECT_EQ(pr.chat_messages[2]["content"], "A\nB");
     EXPECT_EQ(responses_to_chat(json::parse(R"({"input": "hi"})"))["messages"][0]["role"], "user");
     for (const char* bad : {R"({"input": "x", "tools": [{"type": "function"}]})", R"({"input": "x", "previous_response_id": "resp_1"})",
                             R"({"input": "x", "text": {"format": {"type": "json_schema"}}})", R"({"input": [{"type": "function_call"}]})",

@@ -126,6 +126,14 @@ std::shared_ptr<ObjectData> take_kwargs(Args& args) {
     return std::make_shared<ObjectData>();
 }
 
+// The inverse: keyword arguments appended as the trailing KWARGS value (nothing when there are none).
+void put_kwargs(Args& args, const std::shared_ptr<ObjectData>& kw) {
+    if (kw->items.empty()) return;
+    Value k = Value::object(K::KWARGS);
+    k.obj = kw;
+    args.push_back(k);
+}
+
 Value arg(const Args& args, size_t i, const ObjectData& kw, const char* name, Value def) {
     if (i < args.size()) return args[i];
     if (const Value* v = kw.find(name)) return *v;
@@ -385,11 +393,7 @@ private:
                 for (const auto& [k, e] : v.obj->items) kw->set(k, e);
             }
         }
-        if (!kw->items.empty()) {
-            Value k = Value::object(K::KWARGS);
-            k.obj = kw;
-            pos.push_back(k);
-        }
+        put_kwargs(pos, kw);
         return pos;
     }
 
@@ -449,10 +453,6 @@ private:
             return block(blk->body, scope);
         });
         Args args = arguments(n.x->args, env);
-        if (args.empty() || args.back().kind != K::KWARGS) {
-            Value k = Value::object(K::KWARGS);
-            args.push_back(k);
-        }
         Value f = exec(*n.x->x, env);
         if (f.kind != K::FUNCTION) fail(n, "'call' needs a macro" + callee_name(*n.x->x));
         Env with_caller(&env);
@@ -930,13 +930,8 @@ private:
             }
             if (name == "replace") {
                 Value fn = builtin(v, "replace");
-                Args all = args;
-                if (!kw->items.empty()) {
-                    Value k = Value::object(K::KWARGS);
-                    k.obj = kw;
-                    all.push_back(k);
-                }
-                return (*fn.fn)(all, env);
+                put_kwargs(args, kw);
+                return (*fn.fn)(args, env);
             }
             throw Error("unknown filter '" + name + "' on a string");
         }
@@ -950,11 +945,7 @@ private:
             if (name == "length" || name == "count") return Value::integer(int64_t(v.obj->items.size()));
             Value b = builtin(v, name);
             if (b.kind == K::FUNCTION) {
-                if (!kw->items.empty()) {
-                    Value k = Value::object(K::KWARGS);
-                    k.obj = kw;
-                    args.push_back(k);
-                }
+                put_kwargs(args, kw);
                 return (*b.fn)(args, env);
             }
             throw Error("unknown filter '" + name + "' on an object");

@@ -280,9 +280,8 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
             if (role == "developer") role = "system";
             if (role != "system" && role != "user" && role != "assistant" && role != "tool")
                 throw BadRequest(strprintf("messages[%zu]: unknown role '%s'", i, role.c_str()));
-            r.messages.push_back({role, content_text(m.contains("content") ? m["content"] : json(), i)});
             // what the chat template sees: the role, the text, and the fields templates read as they are
-            json msg = {{"role", role}, {"content", r.messages.back().content}};
+            json msg = {{"role", role}, {"content", content_text(m.contains("content") ? m["content"] : json(), i)}};
             for (auto f = m.begin(); f != m.end(); ++f) {
                 if (f.key() == "role" || f.key() == "content") continue;
                 if (f.key() == "tool_calls" && f->is_array()) {

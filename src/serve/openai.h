@@ -72,8 +72,9 @@ SlotActionRequest parse_slot_action(const std::string& id_text, const std::strin
 
 struct ParsedRequest {
     JobRequest job;                     // prompt filled by the caller from `messages` / `prompts`
-    std::vector<ChatMessage> messages;  // chat
-    nlohmann::ordered_json chat_messages = nlohmann::ordered_json::array();     // chat: what the template sees
+    // chat: the messages as the template sees them (role, content as text, tool_calls with object arguments,
+    // and the other fields as sent)
+    nlohmann::ordered_json chat_messages = nlohmann::ordered_json::array();
     nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
     std::string reasoning_format;       // chat: the request's reasoning_format ("" = the server's)
     std::shared_ptr<const grammar::Grammar> grammar;  // structured output: `grammar`, JSON mode, or the server's

@@ -192,12 +192,13 @@ struct HttpServer::Impl {
         bool opens_thinking = false;  // chat: the template opened a <think> block (the answer starts in it)
     };
 
-    std::vector<int32_t> tokenize_prompt(const PromptInput& in) {
+    // special: the vocabulary's BOS (and EOS) around a leading text part; false: the parts alone.
+    std::vector<int32_t> tokenize_prompt(const PromptInput& in, bool special = true) {
         std::vector<int32_t> ids;
         for (size_t i = 0; i < in.parts.size(); i++) {
             const auto& part = in.parts[i];
             if (!part.text.empty() || part.ids.empty()) {
-                auto t = tok->encode(part.text, i == 0, true);  // BOS before a leading text part only
+                auto t = tok->encode(part.text, special && i == 0, true);  // BOS before a leading text part only
                 ids.insert(ids.end(), t.begin(), t.end());
             }
             ids.insert(ids.end(), part.ids.begin(), part.ids.end());
@@ -236,11 +237,7 @@ struct HttpServer::Impl {
             out = parse_request(body, chat, limits());
             if (infill) {
                 if (out.prompts.size() != 1) throw BadRequest("/infill takes one prompt");
-                for (const auto& part : out.prompts[0].parts) {
-                    auto t = tok->encode(part.text, false, false);
-                    fim.prompt.insert(fim.prompt.end(), t.begin(), t.end());
-                    fim.prompt.insert(fim.prompt.end(), part.ids.begin(), part.ids.end());
-                }
+                fim.prompt = tokenize_prompt(out.prompts[0], false);
                 const int n_ctx = engine->n_ctx(), n_batch = std::min(2048, n_ctx);  // llama-server's default batch
                 const int n_predict = out.job.max_tokens == INT32_MAX ? -1 : out.job.max_tokens;
                 try {
@@ -372,6 +369,18 @@ struct HttpServer::Impl {
         if (j.finish_reason == "stop") return "eos";
         if (j.finish_reason == "length") return "limit";
         return "none";
+    }
+
+    // Waits for a job whose output is not streamed (embeddings, slot actions). False, with the job cancelled, when
+    // the client went away meanwhile.
+    bool wait_quietly(Job& job, Call& c) {
+        JobOutput ignored;
+        while (job.wait(ignored, 100))
+            if (c.res.client_gone()) {
+                job.cancel();
+                return false;
+            }
+        return true;
     }
 
     // A failed job answers with its own status (400 for input the engine refused, 503 at shutdown, 500).
@@ -843,9 +852,7 @@ struct HttpServer::Impl {
         jr.state_path = a.path;
         auto job = engine->submit(std::move(jr));
         if (!job) return c.error(503, engine->shutting_down() ? "the server is shutting down" : "the server is busy (queue full); retry later");
-        JobOutput ignored;
-        while (job->wait(ignored, 100))
-            if (c.res.client_gone()) return job->cancel();
+        if (!wait_quietly(*job, c)) return;
         if (!job->error.empty()) return job_error(c, *job);
         const double ms = job->prompt_ms;
         switch (a.action) {
@@ -899,15 +906,7 @@ struct HttpServer::Impl {
         try {
             er = parse_embedding_request(parse_body(c.req.body), tok->n_vocab());
             for (const auto& in : er.inputs) {
-                std::vector<int32_t> ids;
-                for (size_t i = 0; i < in.parts.size(); i++) {  // BOS before and EOS after (when the vocab adds them)
-                    const auto& part = in.parts[i];
-                    if (!part.text.empty() || part.ids.empty()) {
-                        auto t = tok->encode(part.text, false, true);
-                        ids.insert(ids.end(), t.begin(), t.end());
-                    }
-                    ids.insert(ids.end(), part.ids.begin(), part.ids.end());
-                }
+                std::vector<int32_t> ids = tokenize_prompt(in, false);  // then BOS before, EOS after, as the vocab asks
                 if (tok->add_bos() && tok->bos() >= 0 && (ids.empty() || ids[0] != tok->bos())) ids.insert(ids.begin(), tok->bos());
                 if (tok->add_eos() && tok->eos() >= 0 && (ids.empty() || ids.back() != tok->eos())) ids.push_back(tok->eos());
                 inputs.push_back(std::move(ids));
@@ -935,9 +934,7 @@ struct HttpServer::Impl {
         json data = json::array();
         int n_tokens = 0;
         for (size_t i = 0; i < jobs.size(); i++) {
-            JobOutput ignored;
-            while (jobs[i]->wait(ignored, 100))
-                if (c.res.client_gone()) return;
+            if (!wait_quietly(*jobs[i], c)) return;
             if (!jobs[i]->error.empty()) return job_error(c, *jobs[i]);
             n_tokens += jobs[i]->n_prompt;
             const auto& e = jobs[i]->embedding;
