@@ -7,6 +7,7 @@
 
 #include "serve/access.h"
 #include "serve/anthropic.h"
+#include "serve/chat_answer.h"
 #include "serve/engine.h"
 #include "serve/infill.h"
 #include "serve/openai.h"
@@ -14,6 +15,7 @@
 #include "serve/responses.h"
 #include "serve/text_pipeline.h"
 #include "serve/tool_calls.h"
+#include "grammar/grammar.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
 #include "tandem/model.h"
@@ -512,4 +514,152 @@ TEST(ToolCalls, ParsesTheFormatsOfTheCommonTemplates) {
     EXPECT_EQ(tool_format_for_template("[TOOL_CALLS]"), ToolFormat::MISTRAL);
     EXPECT_EQ(tool_format_for_template("<|start_header_id|>{% if tools %}"), ToolFormat::LLAMA3);
     EXPECT_EQ(tool_format_for_template("{{ messages }}"), ToolFormat::NONE);
+}
+
+namespace {
+
+// Feeds an answer to a ChatAnswerParser in pieces of `piece` bytes and gathers what comes out.
+ChatDelta parse_in_pieces(const std::string& text, size_t piece, ToolFormat f, bool tools, bool starts_inside = false,
+                          ReasoningFormat rf = ReasoningFormat::DEEPSEEK) {
+    ChatAnswerParser p(rf, starts_inside, f, tools);
+    ChatDelta all;
+    for (size_t at = 0; at < text.size(); at += piece) all.append(p.push(text.substr(at, piece)));
+    all.append(p.finish());
+    return all;
+}
+
+const json kWeatherTools = json::parse(R"([
+  {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+     "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}},
+  {"type": "function", "function": {"name": "ping", "parameters": {"type": "object", "properties": {}}}}])");
+
+bool grammar_accepts(const std::string& gbnf, const std::string& text) {
+    grammar::Matcher m(grammar::parse_gbnf(gbnf));
+    return m.accept_bytes(text) && m.can_end();
+}
+
+}  // namespace
+
+// Streamed answers: reasoning, content and calls come out the same whatever the piece boundaries; text before a
+// call streams, the call is sent whole, and text that only looks like a call is content in the end.
+TEST(ChatAnswer, SplitsReasoningContentAndCallsAtAnyPieceBoundary) {
+    struct Case {
+        ToolFormat f;
+        bool tools;
+        std::string text, reasoning, content;
+        std::vector<std::pair<std::string, std::string>> calls;
+    };
+    const std::vector<Case> cases = {
+        {ToolFormat::HERMES, true, "<think>weather?</think>\n\nLet me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+         "weather?", "Let me look.\n", {{"get_weather", R"({"city":"Paris"})"}}},
+        {ToolFormat::HERMES, true, "No call: <tool_call>broken</tool_call> ok", "", "No call: <tool_call>broken</tool_call> ok", {}},
+        {ToolFormat::HERMES, false, "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>", "",
+         "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>", {}},  // no tools in the request: never a call
+        {ToolFormat::LLAMA3, true, " {\"name\": \"ping\", \"parameters\": {}}", "", "", {{"ping", "{}"}}},
+        {ToolFormat::LLAMA3, true, "It is {warm}.", "", "It is {warm}.", {}},
+        {ToolFormat::MISTRAL, true, "[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": {}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]",
+         "", "", {{"ping", "{}"}, {"get_weather", R"({"city":"Oslo"})"}}},
+        {ToolFormat::DEEPSEEK, true, "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Rome\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+         "", "Checking.", {{"get_weather", R"({"city":"Rome"})"}}},
+        {ToolFormat::DEEPSEEK, true, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>ping<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", "", "", {{"ping", "{}"}}},
+        {ToolFormat::GENERIC, true, "{\"tool_calls\": [{\"name\": \"ping\", \"arguments\": {}}]}", "", "", {{"ping", "{}"}}},
+        {ToolFormat::HARMONY, true,
+         "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}",
+         "Need weather.", "", {{"get_weather", R"({"city":"Paris"})"}}},
+        {ToolFormat::HARMONY, false, "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hello there.",
+         "Think.", "Hello there.", {}},
+        {ToolFormat::HARMONY, false, "Plain answer, no channels.", "", "Plain answer, no channels.", {}},
+    };
+    for (const auto& c : cases) {
+        for (size_t piece : {size_t(1), size_t(2), size_t(3), size_t(7), c.text.size()}) {
+            ChatDelta d = parse_in_pieces(c.text, piece, c.f, c.tools);
+            EXPECT_EQ(d.reasoning, c.reasoning) << c.text << " / " << piece;
+            EXPECT_EQ(d.content, c.content) << c.text << " / " << piece;
+            ASSERT_EQ(d.calls.size(), c.calls.size()) << c.text << " / " << piece;
+            for (size_t k = 0; k < c.calls.size(); k++) {
+                EXPECT_EQ(d.calls[k].name, c.calls[k].first);
+                EXPECT_EQ(d.calls[k].arguments, c.calls[k].second);
+            }
+        }
+    }
+    // text before a marker is sent as it comes, not held until the end
+    ChatAnswerParser p(ReasoningFormat::DEEPSEEK, false, ToolFormat::HERMES, true);
+    EXPECT_EQ(p.push("Sure, <tool").content, "Sure, ");
+    EXPECT_EQ(p.push("_call>{\"name\": \"ping\", \"arguments\": {}}").content, "");
+    EXPECT_EQ(p.finish().calls.size(), 1u);
+    EXPECT_EQ(tool_format_for_template("<|start|>assistant<|channel|>"), ToolFormat::HARMONY);
+    EXPECT_EQ(tool_format_for_template("<｜tool▁call▁begin｜>"), ToolFormat::DEEPSEEK);
+}
+
+// tool_choice "required" / named: the grammar accepts exactly calls of the tools with valid arguments, in the
+// template's format, and what it accepts parses back into the same calls.
+TEST(ToolCalls, RequiredCallGrammarAcceptsOnlyValidCalls) {
+    const std::string hermes = tool_call_gbnf(ToolFormat::HERMES, kWeatherTools, "", false);
+    const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>";
+    EXPECT_TRUE(grammar_accepts(hermes, call));
+    EXPECT_TRUE(grammar_accepts(hermes, "<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>"));
+    EXPECT_FALSE(grammar_accepts(hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"days\": 3}}\n</tool_call>"));  // city required
+    EXPECT_FALSE(grammar_accepts(hermes, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"));  // no such tool
+    EXPECT_FALSE(grammar_accepts(hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": 3}}\n</tool_call>"));
+    EXPECT_FALSE(grammar_accepts(hermes, "Sure! " + call));
+    EXPECT_FALSE(grammar_accepts(hermes, call + "\n" + call));  // one call unless parallel
+    EXPECT_TRUE(grammar_accepts(tool_call_gbnf(ToolFormat::HERMES, kWeatherTools, "", true), call + "\n" + call));
+    const std::string named = tool_call_gbnf(ToolFormat::HERMES, kWeatherTools, "ping", false);
+    EXPECT_FALSE(grammar_accepts(named, call));
+    EXPECT_THROW(tool_call_gbnf(ToolFormat::HERMES, kWeatherTools, "nope", false), Error);
+    EXPECT_THROW(tool_call_gbnf(ToolFormat::NONE, kWeatherTools, "", false), Error);
+    // every format: a sentence of the grammar parses back into the call
+    const std::vector<std::pair<ToolFormat, std::string>> sentences = {
+        {ToolFormat::HERMES, call},
+        {ToolFormat::LLAMA3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}"},
+        {ToolFormat::MISTRAL, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]"},
+        {ToolFormat::DEEPSEEK, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+        {ToolFormat::GENERIC, "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]}"},
+        {ToolFormat::HARMONY, "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}"},
+    };
+    for (const auto& [f, text] : sentences) {
+        EXPECT_TRUE(grammar_accepts(tool_call_gbnf(f, kWeatherTools, "", false), text)) << text;
+        ChatDelta d = parse_in_pieces(text, 5, f, true);
+        ASSERT_EQ(d.calls.size(), 1u) << text;
+        EXPECT_EQ(d.calls[0].name, "get_weather");
+        EXPECT_EQ(json::parse(d.calls[0].arguments)["city"], "Paris");
+    }
+}
+
+// tools / tool_choice / parallel_tool_calls in a chat request, and the grammar a required call gets.
+TEST(OpenAI, ParsesToolsAndToolChoice) {
+    ServerLimits lim;
+    lim.n_vocab = 100;
+    auto req = [&](const std::string& extra) {
+        json b = json::parse(R"({"messages": [{"role": "user", "content": "hi"}]})");
+        b.update(json::parse(extra));
+        return parse_request(b, true, lim);
+    };
+    json tools = kWeatherTools;
+    ParsedRequest r = req(R"({"tools": )" + tools.dump() + R"(, "tool_choice": "required", "parallel_tool_calls": false})");
+    EXPECT_TRUE(r.uses_tools());
+    EXPECT_EQ(r.tool_choice, ParsedRequest::ToolChoice::REQUIRED);
+    EXPECT_FALSE(r.parallel_tool_calls);
+    EXPECT_FALSE(r.grammar);
+    apply_tool_choice(r, ToolFormat::HERMES);
+    ASSERT_TRUE(r.grammar);
+    r = req(R"({"tools": )" + tools.dump() + R"(, "tool_choice": {"type": "function", "function": {"name": "ping"}}})");
+    EXPECT_EQ(r.tool_name, "ping");
+    r = req(R"({"tools": )" + tools.dump() + R"(, "tool_choice": "none"})");
+    EXPECT_FALSE(r.uses_tools());
+    apply_tool_choice(r, ToolFormat::HERMES);
+    EXPECT_FALSE(r.grammar);
+    EXPECT_FALSE(req(R"({"tools": []})").uses_tools());
+    for (const char* bad : {R"({"tools": {}})", R"({"tools": [{"type": "function"}]})", R"({"tools": [{"type": "function", "function": {"name": ""}}]})",
+                            R"({"tool_choice": "required"})", R"({"tool_choice": "sometimes", "tools": [{"type": "function", "function": {"name": "f"}}]})",
+                            R"({"tool_choice": {"type": "function", "function": {"name": "g"}}, "tools": [{"type": "function", "function": {"name": "f"}}]})"})
+        EXPECT_THROW(req(bad), BadRequest) << bad;
+    ParsedRequest both = req(R"({"tools": )" + tools.dump() + R"(, "tool_choice": "required", "response_format": {"type": "json_object"}})");
+    EXPECT_THROW(apply_tool_choice(both, ToolFormat::HERMES), BadRequest);
+    ParsedRequest none_fmt = req(R"({"tools": )" + tools.dump() + R"(, "tool_choice": "required"})");
+    EXPECT_THROW(apply_tool_choice(none_fmt, ToolFormat::NONE), BadRequest);
+    json with_prompt = messages_with_tool_prompt(json::parse(R"([{"role": "user", "content": "hi"}])"), tools);
+    ASSERT_EQ(with_prompt.size(), 2u);
+    EXPECT_EQ(with_prompt[0]["role"], "system");
+    EXPECT_NE(with_prompt[0]["content"].get<std::string>().find("get_weather"), std::string::npos);
 }

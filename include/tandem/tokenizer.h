@@ -81,7 +81,9 @@ class TextStreamer {
 public:
     // at_text_start: the ids begin the text, so a leading BOS is skipped and the SentencePiece space prefix
     // is stripped from the first piece. For a continuation (generated tokens after a prompt) pass false.
-    explicit TextStreamer(const Tokenizer& tok, bool at_text_start = false) : tok_(tok), strip_(at_text_start) {}
+    // shown_special: control tokens whose text is shown (a chat format's markers); the others stay silent.
+    explicit TextStreamer(const Tokenizer& tok, bool at_text_start = false, std::vector<int32_t> shown_special = {})
+        : tok_(tok), strip_(at_text_start), shown_(std::move(shown_special)) {}
     std::string push(int32_t id);  // text that became complete with this token (may be empty)
     std::string flush();           // whatever is held back (an incomplete sequence at the very end)
 
@@ -90,6 +92,7 @@ private:
     bool strip_;
     bool first_ = true;
     std::string pending_;
+    std::vector<int32_t> shown_;
 };
 
 // Length of the longest prefix of s that does not end inside an incomplete UTF-8 sequence.

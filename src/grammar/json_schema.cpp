@@ -45,10 +45,21 @@ std::string literal(const std::string& s) {
 
 class Converter {
 public:
-    explicit Converter(const ojson& root) : root_(root) {}
-
-    std::string run() {
-        const std::string r = visit(root_, "root-value");
+    // Each (name, schema) becomes rule `name`; `root` is root_body.
+    std::string run(const std::vector<std::pair<std::string, ojson>>& named, const std::string& root_body) {
+        for (const auto& [name, schema] : named) reserved_.insert(name);
+        std::string out = "root ::= " + root_body + "\n" + kBase;
+        for (const auto& [name, schema] : named) {
+            root_ = &schema;  // $ref resolves against the schema it appears in
+            refs_.clear();
+            out += name + " ::= " + visit(schema, name + "-value") + "\n";
+        }
+        for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+        return out;
+    }
+    std::string run(const ojson& schema) {
+        root_ = &schema;
+        const std::string r = visit(schema, "root-value");
         std::string out = "root ::= " + r + "\n" + kBase;
         for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
         return out;
@@ -64,7 +75,7 @@ private:
         for (char c : hint) name += std::isalnum(uint8_t(c)) ? char(std::tolower(uint8_t(c))) : '-';
         if (name.empty() || !std::isalpha(uint8_t(name[0]))) name = "r-" + name;
         std::string unique = name;
-        for (int k = 2; rules_.count(unique) || unique == "root" || unique == "value" || unique == "object" || unique == "array" ||
+        for (int k = 2; rules_.count(unique) || reserved_.count(unique) || unique == "root" || unique == "value" || unique == "object" || unique == "array" ||
                         unique == "string" || unique == "number" || unique == "integer" || unique == "boolean" ||
                         unique == "null" || unique == "ws" || unique == "char";
              k++)
@@ -140,7 +151,7 @@ private:
         if (name.empty()) fail(path, "only local references (#/$defs/NAME, #/definitions/NAME) are supported: " + r);
         const ojson* defs = nullptr;
         for (const char* k : {"$defs", "definitions"})
-            if (auto d = root_.find(k); d != root_.end() && d->contains(name)) defs = &*d;
+            if (auto d = root_->find(k); d != root_->end() && d->contains(name)) defs = &*d;
         if (!defs) fail(path, "the reference " + r + " is not defined");
         if (auto it = refs_.find(r); it != refs_.end()) return it->second;
         const std::string rule = add_rule("ref-" + name, "value");  // placeholder: recursion refers to it
@@ -261,7 +272,8 @@ private:
         fail(path, "unknown type '" + t + "'");
     }
 
-    const ojson& root_;
+    const ojson* root_ = nullptr;
+    std::set<std::string> reserved_;  // the caller's rule names
     int depth_ = 0;
     std::map<std::string, std::string> rules_;
     std::map<std::string, std::string> refs_;
@@ -269,7 +281,13 @@ private:
 
 }  // namespace
 
-std::string json_schema_to_gbnf(const ojson& schema) { return Converter(schema).run(); }
+std::string json_schema_to_gbnf(const ojson& schema) { return Converter().run(schema); }
+
+std::string gbnf_literal(const std::string& text) { return literal(text); }
+
+std::string json_schemas_to_gbnf(const std::vector<std::pair<std::string, ojson>>& named, const std::string& root_body) {
+    return Converter().run(named, root_body);
+}
 
 std::string json_object_gbnf() { return std::string("root ::= object\n") + kBase; }
 

@@ -10,11 +10,19 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tandem::grammar {
 
 // The GBNF of the JSON texts the schema accepts (with bounded whitespace). Throws tandem::Error.
 std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+// Several schemas in one grammar: rule `name` accepts the JSON texts of its schema, and `root ::= root_body`
+// (GBNF over those names, `ws` and literals). Tool calls use it: one rule per tool's arguments.
+std::string json_schemas_to_gbnf(const std::vector<std::pair<std::string, nlohmann::ordered_json>>& named,
+                                 const std::string& root_body);
+// A GBNF string literal matching exactly `text` (quotes, backslashes and control bytes escaped).
+std::string gbnf_literal(const std::string& text);
 // JSON mode: one JSON object with any keys and values (whitespace bounded: one space, or a newline and up to 20
 // spaces or tabs, so a small model cannot fill the answer with blank lines).
 std::string json_object_gbnf();

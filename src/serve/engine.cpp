@@ -214,7 +214,7 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
     s.job->slot.store(int(&s - slots_.data()));
     s.gen = std::make_unique<Generator>(*s.target, draft, r.sampling, spec);
     s.gen->set_constraint(r.constraint);
-    s.text = std::make_unique<TextPipeline>(*tok_, r.stop);
+    s.text = std::make_unique<TextPipeline>(*tok_, r.stop, r.shown_special);
     // keeps the cached common prefix of the previous request in this slot; the rest of the prompt is processed
     // here at once (prefill_chunk 0) or a piece per round alongside the other slots (step_all)
     if (p_.prefill_chunk > 0) s.gen->start_deferred(r.prompt);

@@ -32,6 +32,7 @@ struct JobRequest {
     bool ignore_eos = false;
     int n_top_logprobs = -1;  // -1: no logprobs
     std::vector<std::string> stop;  // the generation ends at the first of these (it is not part of the text)
+    std::vector<int32_t> shown_special;  // control tokens whose text is part of the answer (tool-call markers)
     // Embedding instead of generation: the prompt's final hidden states, pooled and normalized (embd_normalize
     // as llama.cpp: -1 none, 0 int16 range, 1 taxicab, 2 Euclidean, p > 2 p-norm; rows of NONE are never
     // normalized, as in llama-server).

@@ -256,12 +256,73 @@ void refuse_unimplemented(const json& body) {
         if (it->is_array() || it->is_object()) return !it->empty();
         return !(it->is_boolean() && !it->get<bool>());
     };
-    for (const char* k : {"tools", "functions", "lora"})
+    for (const char* k : {"functions", "lora"})
         if (present(k)) throw BadRequest(std::string("'") + k + "' is not supported by this server yet");
     if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
         const std::string type = it->is_object() ? it->value("type", "") : "";
         if (type != "text" && type != "json_object" && type != "json_schema")
             throw BadRequest("'response_format' must be {\"type\": \"text\"}, \"json_object\" or \"json_schema\"");
+    }
+}
+
+namespace {
+
+// `tools`, `tool_choice`, `parallel_tool_calls` of a chat request.
+void parse_tools(const json& body, ParsedRequest& r) {
+    if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
+        if (!t->is_array()) throw BadRequest("'tools' must be an array of tools");
+        for (size_t i = 0; i < t->size(); i++) {
+            const json& tool = (*t)[i];
+            const std::string where = strprintf("tools[%zu]", i);
+            if (!tool.is_object() || tool.value("type", "") != "function" || !tool.contains("function") || !tool["function"].is_object())
+                throw BadRequest(where + " must be {\"type\": \"function\", \"function\": {...}}");
+            const json& fn = tool["function"];
+            if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get<std::string>().empty())
+                throw BadRequest(where + ".function needs a non-empty string 'name'");
+            if (fn.contains("parameters") && !fn["parameters"].is_null() && !fn["parameters"].is_object())
+                throw BadRequest(where + ".function.parameters must be a JSON schema object");
+        }
+        r.tools = *t;
+    }
+    if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
+        using TC = ParsedRequest::ToolChoice;
+        if (c->is_string()) {
+            const std::string v = *c;
+            if (v == "auto") r.tool_choice = TC::AUTO;
+            else if (v == "none") r.tool_choice = TC::NONE;
+            else if (v == "required") r.tool_choice = TC::REQUIRED;
+            else throw BadRequest("'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        } else if (c->is_object() && c->contains("function") && (*c)["function"].is_object() &&
+                   (*c)["function"].contains("name") && (*c)["function"]["name"].is_string()) {
+            r.tool_choice = TC::NAMED;
+            r.tool_name = (*c)["function"]["name"];
+        } else {
+            throw BadRequest("'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        }
+        if ((r.tool_choice == TC::REQUIRED || r.tool_choice == TC::NAMED) && (!r.tools.is_array() || r.tools.empty()))
+            throw BadRequest("'tool_choice' asks for a tool call, but the request has no 'tools'");
+        if (r.tool_choice == TC::NAMED) {
+            bool found = false;
+            for (const auto& t : r.tools) found = found || t["function"]["name"] == r.tool_name;
+            if (!found) throw BadRequest("tool_choice names the function '" + r.tool_name + "', which is not among the tools");
+        }
+    }
+    r.parallel_tool_calls = boolean(body, "parallel_tool_calls", true);
+}
+
+}  // namespace
+
+void apply_tool_choice(ParsedRequest& r, ToolFormat format) {
+    using TC = ParsedRequest::ToolChoice;
+    if (r.tool_choice != TC::REQUIRED && r.tool_choice != TC::NAMED) return;
+    if (r.grammar) throw BadRequest("a required tool call cannot be combined with 'grammar', 'json_schema' or 'response_format'");
+    if (format == ToolFormat::NONE)
+        throw BadRequest("tool_choice asks for a tool call, but this model's chat template has no tool-call format");
+    try {
+        r.grammar = grammar::parse_gbnf(tool_call_gbnf(format, r.tools, r.tool_choice == TC::NAMED ? r.tool_name : "", r.parallel_tool_calls));
+        grammar::Matcher check(r.grammar);
+    } catch (const Error& e) {
+        throw BadRequest(std::string("tools: ") + e.what());
     }
 }
 
@@ -306,6 +367,7 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
                 r.reasoning_format != "deepseek-legacy")
                 throw BadRequest("reasoning_format must be none, auto, deepseek or deepseek-legacy");
         }
+        parse_tools(body, r);
         if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
             if (!kw->is_object()) throw BadRequest("'chat_template_kwargs' must be an object");
             r.template_kwargs = *kw;
@@ -334,7 +396,8 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
         }
     } else if (auto rf = body.find("response_format"); rf != body.end() && rf->is_object() && rf->value("type", "") == "json_object") {
         r.grammar = grammar::parse_gbnf(grammar::json_object_gbnf());
-    } else if (lim.default_grammar) {
+    } else if (lim.default_grammar && r.tool_choice != ParsedRequest::ToolChoice::REQUIRED &&
+               r.tool_choice != ParsedRequest::ToolChoice::NAMED) {
         r.grammar = lim.default_grammar;  // --grammar / --grammar-file
     }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "serve/engine.h"
+#include "serve/tool_calls.h"
 #include "tandem/chat.h"
 
 namespace tandem::grammar {
@@ -78,6 +79,13 @@ struct ParsedRequest {
     nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
     std::string reasoning_format;       // chat: the request's reasoning_format ("" = the server's)
     std::shared_ptr<const grammar::Grammar> grammar;  // structured output: `grammar`, JSON mode, or the server's
+    // chat: tools (OpenAI tool objects, validated; null when none) and how they may be used. tool_choice "none"
+    // keeps the tools from the template and the answer is not parsed for calls.
+    nlohmann::ordered_json tools;
+    enum class ToolChoice { AUTO, NONE, REQUIRED, NAMED } tool_choice = ToolChoice::AUTO;
+    std::string tool_name;              // NAMED: the function
+    bool parallel_tool_calls = true;
+    bool uses_tools() const { return tools.is_array() && !tools.empty() && tool_choice != ToolChoice::NONE; }
     std::vector<PromptInput> prompts;   // completions: one or more
     int n_probs = 0;                    // llama-server's n_probs (native /completion)
     bool return_tokens = false, timings_per_token = false;
@@ -106,6 +114,11 @@ struct ServerLimits {
     // The OpenAI/llama-server defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalties.
     static SamplerParams server_sampling_defaults();
 };
+
+// tool_choice "required" or a named function: the request's grammar becomes the call grammar of `format` (the
+// chat template's, serve/tool_calls.h). A request that also asks for a grammar or a JSON schema is refused, as is
+// a format without calls (the template shows no tool-call syntax). Throws BadRequest.
+void apply_tool_choice(ParsedRequest& r, ToolFormat format);
 
 // Validates and converts a chat (chat = true) or completions request body. Throws BadRequest.
 ParsedRequest parse_request(const nlohmann::ordered_json& body, bool chat, const ServerLimits& lim);

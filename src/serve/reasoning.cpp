@@ -1,18 +1,12 @@
 #include "serve/reasoning.h"
 
+#include "serve/text_match.h"
 #include "tandem/error.h"
 
 namespace tandem::server {
 
 namespace {
 const std::string kOpen = "<think>", kClose = "</think>";
-
-// Length of the longest suffix of s that is a proper prefix of tag (it may still become the tag).
-size_t partial_tag(const std::string& s, const std::string& tag) {
-    for (size_t k = std::min(s.size(), tag.size() - 1); k > 0; k--)
-        if (s.compare(s.size() - k, k, tag, 0, k) == 0) return k;
-    return 0;
-}
 }  // namespace
 
 ReasoningFormat reasoning_format_from_name(const std::string& n) {
@@ -62,7 +56,7 @@ ReasoningSplitter::Delta ReasoningSplitter::push(const std::string& text) {
                     state_ = State::AFTER;
                     continue;
                 }
-                const size_t keep = partial_tag(held_, kClose);
+                const size_t keep = partial_suffix(held_, kClose);
                 const std::string out = held_.substr(0, held_.size() - keep);
                 d.reasoning += out;
                 if (f_ == ReasoningFormat::DEEPSEEK_LEGACY) d.content += out;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "serve/text_match.h"
+
 namespace tandem::server {
 
 std::string TextPipeline::push(int32_t id) {
@@ -13,28 +15,17 @@ std::string TextPipeline::push(int32_t id) {
         return out;
     }
     // A complete stop string: emit what precedes the earliest one and stop.
-    size_t first = std::string::npos;
-    for (const auto& s : stop_) {
-        size_t at = held_.find(s);
-        if (at < first) {
-            first = at;
-            stop_word_ = s;
-        }
-    }
+    size_t which = 0;
+    const size_t first = find_first_marker(held_, stop_, &which);
     if (first != std::string::npos) {
         stopped_ = true;
+        stop_word_ = stop_[which];
         std::string out = held_.substr(0, first);
         held_.clear();
         return out;
     }
     // Hold back the longest suffix that could still grow into a stop string.
-    size_t keep = 0;
-    for (const auto& s : stop_)
-        for (size_t k = std::min(s.size() - 1, held_.size()); k > keep; k--)
-            if (held_.compare(held_.size() - k, k, s, 0, k) == 0) {
-                keep = k;
-                break;
-            }
+    const size_t keep = partial_suffix(held_, stop_);
     size_t emit = utf8_complete_prefix(held_.substr(0, held_.size() - keep));
     std::string out = held_.substr(0, emit);
     held_.erase(0, emit);

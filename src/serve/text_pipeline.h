@@ -11,7 +11,9 @@ namespace tandem::server {
 
 class TextPipeline {
 public:
-    TextPipeline(const Tokenizer& tok, std::vector<std::string> stop) : streamer_(tok), stop_(std::move(stop)) {}
+    // shown_special: control tokens whose text is part of the answer (they are left out otherwise).
+    TextPipeline(const Tokenizer& tok, std::vector<std::string> stop, std::vector<int32_t> shown_special = {})
+        : streamer_(tok, false, std::move(shown_special)), stop_(std::move(stop)) {}
     // Text that can be emitted after this token: never any part of a stop string, never an incomplete UTF-8
     // sequence. When a stop string completes, stopped() is set, the text before it is returned, and every later
     // push returns nothing.

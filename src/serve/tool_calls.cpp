@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/json_schema.h"
+#include "tandem/error.h"
+
 namespace tandem::server {
 
 using json = nlohmann::ordered_json;
@@ -35,7 +38,13 @@ json parse_json(const std::string& s) { return json::parse(s, nullptr, false); }
 
 }  // namespace
 
+// DeepSeek's markers (fullwidth bar U+FF5C, lower one-eighth block U+2581).
+const std::string kDsCallsBegin = "<｜tool▁calls▁begin｜>", kDsCallBegin = "<｜tool▁call▁begin｜>", kDsSep = "<｜tool▁sep｜>",
+                  kDsCallEnd = "<｜tool▁call▁end｜>", kDsCallsEnd = "<｜tool▁calls▁end｜>";
+
 ToolFormat tool_format_for_template(const std::string& t) {
+    if (t.find("<|channel|>") != std::string::npos) return ToolFormat::HARMONY;
+    if (t.find(kDsCallBegin) != std::string::npos) return ToolFormat::DEEPSEEK;
     if (t.find("<tool_call>") != std::string::npos) return ToolFormat::HERMES;
     if (t.find("[TOOL_CALLS]") != std::string::npos) return ToolFormat::MISTRAL;
     if (t.find("<|python_tag|>") != std::string::npos || (t.find("<|start_header_id|>") != std::string::npos && t.find("tools") != std::string::npos))
@@ -44,11 +53,132 @@ ToolFormat tool_format_for_template(const std::string& t) {
     return ToolFormat::NONE;
 }
 
+const std::vector<std::string>& tool_call_markers(ToolFormat f) {
+    static const std::vector<std::string> none, hermes = {"<tool_call>"}, llama3 = {"<|python_tag|>"}, mistral = {"[TOOL_CALLS]"},
+                                          deepseek = {kDsCallsBegin, kDsCallBegin, kDsSep, kDsCallEnd, kDsCallsEnd},
+                                          harmony = {"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|constrain|>"};
+    switch (f) {
+        case ToolFormat::HERMES: return hermes;
+        case ToolFormat::LLAMA3: return llama3;
+        case ToolFormat::MISTRAL: return mistral;
+        case ToolFormat::DEEPSEEK: return deepseek;
+        case ToolFormat::HARMONY: return harmony;
+        default: return none;
+    }
+}
+
+std::string tool_call_gbnf(ToolFormat f, const json& tools, const std::string& only_name, bool parallel) {
+    using grammar::gbnf_literal;
+    if (!tools.is_array() || tools.empty()) throw Error("a tool call needs at least one tool");
+    std::vector<std::pair<std::string, json>> args;  // one rule per tool: its arguments
+    std::string calls;                               // alternatives: one call of each tool
+    for (const auto& t : tools) {
+        const json& fn = t.at("function");
+        const std::string name = fn.at("name");
+        if (!only_name.empty() && name != only_name) continue;
+        json params = fn.contains("parameters") && !fn["parameters"].is_null() ? fn["parameters"] : json{{"type", "object"}};
+        const std::string rule = "tool-args-" + std::to_string(args.size() + 1);
+        args.emplace_back(rule, params);
+        std::string call;
+        const std::string jname = json(name).dump();
+        switch (f) {
+            case ToolFormat::HERMES:
+            case ToolFormat::MISTRAL:
+            case ToolFormat::GENERIC:
+                call = gbnf_literal("{\"name\": " + jname + ", \"arguments\": ") + " " + rule + " \"}\"";
+                break;
+            case ToolFormat::LLAMA3:
+                call = gbnf_literal("{\"name\": " + jname + ", \"parameters\": ") + " " + rule + " \"}\"";
+                break;
+            case ToolFormat::DEEPSEEK:
+                call = gbnf_literal(kDsCallBegin + "function" + kDsSep + name + "\n```json\n") + " " + rule + " " +
+                       gbnf_literal("\n```" + kDsCallEnd);
+                break;
+            case ToolFormat::HARMONY:
+                call = gbnf_literal("<|channel|>commentary to=functions." + name + " <|constrain|>json<|message|>") + " " + rule;
+                break;
+            case ToolFormat::NONE: throw Error("this chat template has no tool-call format to force a call in");
+        }
+        calls += (calls.empty() ? "" : " | ") + ("(" + call + ")");
+    }
+    if (args.empty()) throw Error("tool_choice names the function '" + only_name + "', which is not among the tools");
+    const std::string one = "(" + calls + ")";
+    std::string root;
+    switch (f) {
+        case ToolFormat::HERMES: {
+            const std::string block = "\"<tool_call>\\n\" " + one + " \"\\n</tool_call>\"";
+            root = parallel ? block + " (\"\\n\" " + block + ")*" : block;
+            break;
+        }
+        case ToolFormat::LLAMA3: root = parallel ? one + " (\"; \" " + one + ")*" : one; break;
+        case ToolFormat::MISTRAL: root = "\"[TOOL_CALLS][\" " + one + (parallel ? " (\", \" " + one + ")*" : "") + " \"]\""; break;
+        case ToolFormat::DEEPSEEK: root = gbnf_literal(kDsCallsBegin) + " " + one + (parallel ? "+ " : " ") + gbnf_literal(kDsCallsEnd); break;
+        case ToolFormat::HARMONY: root = one; break;  // one call per message: the model continues after the result
+        case ToolFormat::GENERIC:
+            root = "\"{\\\"tool_calls\\\": [\" " + one + (parallel ? " (\", \" " + one + ")*" : "") + " \"]}\"";
+            break;
+        case ToolFormat::NONE: break;
+    }
+    return grammar::json_schemas_to_gbnf(args, root);
+}
+
+json messages_with_tool_prompt(const json& messages, const json& tools) {
+    std::string text =
+        "You can call these tools (JSON schemas of their arguments):\n" + tools.dump(2) +
+        "\n\nTo call tools, answer with only a JSON object {\"tool_calls\": [{\"name\": \"<tool name>\", \"arguments\": "
+        "{<arguments>}}]}. Otherwise answer normally.";
+    json out = messages;
+    if (!out.empty() && out[0].value("role", "") == "system" && out[0]["content"].is_string())
+        out[0]["content"] = out[0]["content"].get<std::string>() + "\n\n" + text;
+    else
+        out.insert(out.begin(), json{{"role", "system"}, {"content", text}});
+    return out;
+}
+
 ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text) {
     ParsedAnswer r;
     r.content = text;
     switch (f) {
-        case ToolFormat::NONE: return r;
+        case ToolFormat::NONE:
+        case ToolFormat::HARMONY: return r;  // serve/chat_answer.h reads harmony's channels
+        case ToolFormat::DEEPSEEK: {
+            size_t a = text.find(kDsCallsBegin);
+            const size_t first = text.find(kDsCallBegin);
+            if (a == std::string::npos || (first != std::string::npos && first < a)) a = first;
+            if (a == std::string::npos) return r;
+            std::vector<ToolCall> calls;
+            size_t at = a;
+            while ((at = text.find(kDsCallBegin, at)) != std::string::npos) {
+                at += kDsCallBegin.size();
+                const size_t sep = text.find(kDsSep, at);
+                if (sep == std::string::npos) return r;
+                const std::string header = trim(text.substr(at, sep - at));
+                size_t end = text.find(kDsCallEnd, sep);
+                std::string body = text.substr(sep + kDsSep.size(), end == std::string::npos ? std::string::npos : end - sep - kDsSep.size());
+                ToolCall c;
+                if (header == "function") {  // R1: NAME, then the arguments in a ```json block
+                    const size_t nl = body.find('\n');
+                    c.name = trim(body.substr(0, nl));
+                    body = nl == std::string::npos ? std::string() : body.substr(nl + 1);
+                    const size_t fence = body.find("```json");
+                    if (fence != std::string::npos) body = body.substr(fence + 7);
+                    const size_t close = body.rfind("```");
+                    if (close != std::string::npos) body = body.substr(0, close);
+                } else {
+                    c.name = header;
+                }
+                json args = parse_json(trim(body));
+                if (c.name.empty() || !args.is_object()) return r;
+                c.arguments = args.dump();
+                calls.push_back(c);
+                if (end == std::string::npos) break;
+                at = end + kDsCallEnd.size();
+            }
+            if (calls.empty()) return r;
+            r.calls = std::move(calls);
+            r.content = trim(text.substr(0, a));
+            return r;
+        }
         case ToolFormat::HERMES: {
             static const std::string open = "<tool_call>", close = "</tool_call>";
             std::string rest;

@@ -1,7 +1,8 @@
 // Tool calls in a model's answer: the formats the common chat templates teach, parsed into OpenAI tool_calls
-// (name + JSON arguments) and the remaining text. Pure functions (not yet wired to the server: `tools` requests
-// are refused until tool_choice and streaming deltas are in place).
+// (name + JSON arguments) and the remaining text; and the grammar that forces a call (tool_choice "required" or
+// a named function). Pure functions; the streaming side is serve/chat_answer.h.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,10 @@ enum class ToolFormat {
     HERMES,   // <tool_call>{"name": ..., "arguments": {...}}</tool_call> (Qwen 2.5/3, Hermes 2/3)
     LLAMA3,   // {"name": ..., "parameters": {...}}, optionally after <|python_tag|> (Llama 3.1-3.3)
     MISTRAL,  // [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (Mistral, Ministral, Devstral)
+    DEEPSEEK, // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜>
+              // ...<｜tool▁calls▁end｜> (R1), or <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜> (V3.1)
+    HARMONY,  // gpt-oss: <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>; the
+              // analysis channel is the reasoning, the final channel the answer (serve/chat_answer.h parses it)
     GENERIC,  // a JSON answer {"tool_calls": [{"name", "arguments"}]} or {"name", "arguments"}
 };
 
@@ -23,6 +28,22 @@ struct ToolCall {
     std::string arguments;  // compact JSON text of the arguments object
 };
 
+// The texts that mark a call in this format: the answer is held back from the first one on, and those that are
+// special tokens must be rendered in the answer text for the parser to see them (llama.cpp's preserved tokens).
+// LLAMA3 and GENERIC calls also start with "{" at the start of the answer.
+const std::vector<std::string>& tool_call_markers(ToolFormat f);
+
+// A GBNF grammar whose sentences are tool calls in format f (HERMES, LLAMA3, MISTRAL, DEEPSEEK, GENERIC): one
+// call, or one or more when `parallel`, each naming a tool of `tools` (OpenAI tool objects) with arguments valid
+// under its parameters schema. only_name: just that tool. Throws tandem::Error (an unknown name, a schema the
+// JSON-schema converter refuses, a format that has no grammar).
+std::string tool_call_gbnf(ToolFormat f, const nlohmann::ordered_json& tools, const std::string& only_name, bool parallel);
+
+// For chat templates that show no tools (format NONE): the conversation with the tools described in the system
+// message and the GENERIC answer format asked for, as llama.cpp's generic tool handler does. The answer is then
+// parsed (and, for a required call, constrained) as GENERIC.
+nlohmann::ordered_json messages_with_tool_prompt(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools);
+
 struct ParsedAnswer {
     std::string content;  // the text outside the tool calls (trimmed when there are calls)
     std::vector<ToolCall> calls;
@@ -30,6 +51,7 @@ struct ParsedAnswer {
 
 // Splits an answer into text and tool calls. Text that only looks like a call (invalid JSON, no name) stays
 // content: nothing is dropped.
+// HARMONY: the commentary messages addressed to functions.NAME; other channels stay in content as they are.
 ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text);
 
 }  // namespace tandem::server

@@ -224,7 +224,7 @@ bool utf8_is_valid(const std::string& s) {
 }
 
 std::string TextStreamer::push(int32_t id) {
-    std::string p = tok_.token_to_piece(id);
+    std::string p = tok_.token_to_piece(id, std::find(shown_.begin(), shown_.end(), id) != shown_.end());
     if (first_ && strip_ && !p.empty()) {
         if (p[0] == ' ' && tok_.adds_space_prefix()) p.erase(0, 1);
         first_ = false;

@@ -16,6 +16,7 @@
 #include "serve/engine.h"
 #include "serve/infill.h"
 #include "serve/openai.h"
+#include "serve/chat_answer.h"
 #include "serve/reasoning.h"
 #include "serve/responses.h"
 #include "server/http_transport.h"
@@ -95,6 +96,8 @@ struct HttpServer::Impl {
     std::shared_ptr<Engine> engine;
     std::unique_ptr<Tokenizer> tok;
     std::unique_ptr<ChatFormatter> chat;  // the model's Jinja template, or a built-in renderer
+    ToolFormat tool_format = ToolFormat::NONE;  // the template's tool-call format
+    std::vector<int32_t> shown_special;         // its markers that are control tokens: shown in chat answers
     std::string model_id;
     SpecParams engine_spec_defaults;
     json aliases = json::array(), tags = json::array();  // what /props shows: the Jinja text the template was recognised from
@@ -166,7 +169,9 @@ struct HttpServer::Impl {
         std::call_once(trie_once, [this] {
             auto pieces = std::make_shared<std::vector<std::string>>(size_t(tok->n_vocab()));
             for (int32_t id = 0; id < tok->n_vocab(); id++)
-                if (tok->token_attr(id) != TokenAttr::CONTROL) (*pieces)[size_t(id)] = tok->token_to_piece(id, false);
+                if (tok->token_attr(id) != TokenAttr::CONTROL ||
+                    std::find(shown_special.begin(), shown_special.end(), id) != shown_special.end())
+                    (*pieces)[size_t(id)] = tok->token_to_piece(id, tok->token_attr(id) == TokenAttr::CONTROL);
             trie_pieces = pieces;
             trie = std::make_shared<grammar::VocabTrie>(*pieces);
         });
@@ -235,6 +240,7 @@ struct HttpServer::Impl {
             if (api == Api::Responses) body = responses_to_chat(body);
             const bool chat = api == Api::Chat || api == Api::Anthropic || api == Api::Responses;
             out = parse_request(body, chat, limits());
+            if (chat && out.uses_tools()) apply_tool_choice(out, tool_format_of(out));
             if (infill) {
                 if (out.prompts.size() != 1) throw BadRequest("/infill takes one prompt");
                 fim.prompt = tokenize_prompt(out.prompts[0], false);
@@ -251,7 +257,7 @@ struct HttpServer::Impl {
                 throw BadRequest("'post_sampling_probs' is not supported by this server yet");
             if (infill) {
             } else if (chat) {
-                const std::string text = chat_prompt(out, json());
+                const std::string text = chat_prompt(out);
                 prompts.push_back({tok->encode(text, true, true), false, prompt_opens_thinking(text)});
             }
             else
@@ -299,7 +305,7 @@ struct HttpServer::Impl {
         try {
             json b = anthropic_to_openai(parse_body(c.req.body), true);
             ParsedRequest pr = parse_request(b, true, limits());
-            c.json_ok({{"input_tokens", tok->encode(chat_prompt(pr, json()), true, true).size()}});
+            c.json_ok({{"input_tokens", tok->encode(chat_prompt(pr), true, true).size()}});
         } catch (const BadRequest& e) {
             c.error(400, e.what());
         } catch (const json::exception& e) {
@@ -318,6 +324,7 @@ struct HttpServer::Impl {
             for (int i = 0; i < pr.n; i++) {
                 JobRequest jr = pr.job;
                 jr.prompt = prompts[pi].ids;
+                if (api == Api::Chat || api == Api::Anthropic || api == Api::Responses) jr.shown_special = shown_special;
                 if (pr.grammar) jr.constraint = constraint_for(pr.grammar);
                 if (!jr.spec.context_shift)  // clamped to the context, unless it shifts
                     jr.max_tokens = std::min(jr.max_tokens, engine->n_ctx() - int(jr.prompt.size()));
@@ -361,6 +368,21 @@ struct HttpServer::Impl {
         std::string id;
         int64_t created;
     };
+
+    // The parser of one chat answer: reasoning, content and (when the request has tools) tool calls.
+    std::unique_ptr<ChatAnswerParser> answer_parser(const Gen& g, size_t c) const {
+        return std::make_unique<ChatAnswerParser>(reasoning_of(g.pr), g.prompts[g.job_prompt[c]].opens_thinking,
+                                                  tool_format_of(g.pr), g.pr.uses_tools());
+    }
+    // An OpenAI tool call; in a stream, `index` says which call a delta belongs to.
+    static json tool_call_json(const ToolCall& call, size_t index, bool stream) {
+        json j = json::object();
+        if (stream) j["index"] = index;
+        j["id"] = random_id("call_");
+        j["type"] = "function";
+        j["function"] = {{"name", call.name}, {"arguments", call.arguments}};
+        return j;
+    }
 
     // OpenAI finish_reason and llama-server stop_type of a finished job.
     static std::string finish_reason(const Job& j) { return j.finish_reason == "stop" ? "stop" : "length"; }
@@ -495,11 +517,17 @@ struct HttpServer::Impl {
             const JobOutput& t = texts[c];
             json choice = {{"index", c}, {"finish_reason", finish_reason(*g.jobs[c])}};
             if (chat) {
-                ReasoningSplitter rs(reasoning_of(g.pr), g.prompts[g.job_prompt[c]].opens_thinking);
-                auto d1 = rs.push(t.text);
-                auto d2 = rs.finish();
-                choice["message"] = {{"role", "assistant"}, {"content", d1.content + d2.content}};
-                if (!(d1.reasoning + d2.reasoning).empty()) choice["message"]["reasoning_content"] = d1.reasoning + d2.reasoning;
+                auto ap = answer_parser(g, c);
+                ChatDelta d = ap->push(t.text);
+                d.append(ap->finish());
+                json& msg = choice["message"] = {{"role", "assistant"}, {"content", d.content}};
+                if (!d.reasoning.empty()) msg["reasoning_content"] = d.reasoning;
+                if (!d.calls.empty()) {
+                    if (d.content.empty()) msg["content"] = nullptr;
+                    msg["tool_calls"] = json::array();
+                    for (size_t k = 0; k < d.calls.size(); k++) msg["tool_calls"].push_back(tool_call_json(d.calls[k], k, false));
+                    if (choice["finish_reason"] == "stop") choice["finish_reason"] = "tool_calls";
+                }
                 choice["logprobs"] = g.pr.logprobs ? json{{"content", logprob_list(t.lps)}} : json(nullptr);
             } else {
                 choice["text"] = t.text;
@@ -580,8 +608,19 @@ struct HttpServer::Impl {
             std::vector<TokenLogprob> held_lps;  // tokens whose text is not out yet
             std::vector<int32_t> held_toks;
             int n_sent = 0;
-            auto rsplit = std::make_unique<ReasoningSplitter>(chat ? reasoning_of(g.pr) : ReasoningFormat::NONE,
-                                                              chat && g.prompts[g.job_prompt[c]].opens_thinking);
+            auto answer = chat ? answer_parser(g, c) : nullptr;
+            size_t n_calls = 0;  // tool calls sent so far
+            // a chat delta: reasoning_content, content and tool_calls, each only when there is some
+            auto chat_delta = [&](ChatDelta& d) {
+                json delta = json::object();
+                if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+                if (!d.content.empty() || (d.reasoning.empty() && d.calls.empty())) delta["content"] = d.content;
+                if (!d.calls.empty()) {
+                    delta["tool_calls"] = json::array();
+                    for (const auto& call : d.calls) delta["tool_calls"].push_back(tool_call_json(call, n_calls++, true));
+                }
+                return delta;
+            };
             // one chunk: the text, with the tokens (and log-probabilities) that came with it or before it
             auto chunk = [&](const std::string& piece) {
                 json o;
@@ -608,12 +647,10 @@ struct HttpServer::Impl {
                     if (g.pr.logprobs && !held_lps.empty())
                         lp = chat ? json{{"content", logprob_list(held_lps)}} : completion_logprobs(held_lps);
                     json delta;
-                    if (chat) {  // thinking text goes to reasoning_content
-                        auto d = rsplit->push(piece);
-                        if (d.reasoning.empty() && d.content.empty()) return true;  // held back (tokens and all) for now
-                        delta = json::object();
-                        if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
-                        delta["content"] = d.content;
+                    if (chat) {  // thinking text goes to reasoning_content, calls to tool_calls
+                        ChatDelta d = answer->push(piece);
+                        if (d.empty()) return true;  // held back (tokens and all) for now
+                        delta = chat_delta(d);
                     }
                     o = oai_chunk(c, chat ? delta : json(piece), nullptr, lp);
                 }
@@ -683,12 +720,13 @@ struct HttpServer::Impl {
             json lp = nullptr;
             if (g.pr.logprobs && !held_lps.empty()) lp = chat ? json{{"content", logprob_list(held_lps)}} : completion_logprobs(held_lps);
             json tail = chat ? json::object() : json("");
-            if (chat) {  // what the reasoning splitter still held
-                auto d = rsplit->finish();
-                if (!d.reasoning.empty()) tail["reasoning_content"] = d.reasoning;
-                if (!d.content.empty()) tail["content"] = d.content;
+            std::string finish = finish_reason(job);
+            if (chat) {  // what the answer parser still held: the end of the text, the tool calls
+                ChatDelta d = answer->finish();
+                if (!d.empty()) tail = chat_delta(d);
+                if (n_calls > 0 && finish == "stop") finish = "tool_calls";
             }
-            json last = oai_chunk(c, tail, finish_reason(job), lp);
+            json last = oai_chunk(c, tail, finish, lp);
             last["timings"] = timings_of(job);
             if (!send(last)) return;
         }
@@ -868,16 +906,8 @@ struct HttpServer::Impl {
     // The prompt a chat request would get (tools rendered too: nothing is generated here).
     void apply_template(Call& c) {
         try {
-            json b = parse_body(c.req.body);
-            json tools;
-            if (b.is_object() && b.contains("tools")) {
-                tools = b["tools"];
-                if (!tools.is_null() && !tools.is_array()) throw BadRequest("'tools' must be an array");
-                b.erase("tools");
-                b.erase("tool_choice");
-            }
-            ParsedRequest pr = parse_request(b, true, limits());
-            c.json_ok({{"prompt", chat_prompt(pr, tools)}});
+            ParsedRequest pr = parse_request(parse_body(c.req.body), true, limits());
+            c.json_ok({{"prompt", chat_prompt(pr)}});
         } catch (const BadRequest& e) {
             c.error(400, e.what());
         } catch (const json::exception& e) {
@@ -886,10 +916,17 @@ struct HttpServer::Impl {
             c.error(400, e.what());
         }
     }
+    // The tool-call format of a chat request's answer: the template's, or GENERIC (tools described in the system
+    // message) for a template that shows no tools.
+    ToolFormat tool_format_of(const ParsedRequest& pr) const {
+        return tool_format == ToolFormat::NONE && pr.uses_tools() ? ToolFormat::GENERIC : tool_format;
+    }
     // The chat template applied to a request (a template's raise_exception becomes a 400 naming it).
-    std::string chat_prompt(const ParsedRequest& pr, const json& tools) {
+    std::string chat_prompt(const ParsedRequest& pr) {
         try {
-            return chat->apply(pr.chat_messages, tools, true, pr.template_kwargs, tok->add_bos());
+            if (tool_format == ToolFormat::NONE && pr.uses_tools())
+                return chat->apply(messages_with_tool_prompt(pr.chat_messages, pr.tools), json(), true, pr.template_kwargs, tok->add_bos());
+            return chat->apply(pr.chat_messages, pr.uses_tools() ? pr.tools : json(), true, pr.template_kwargs, tok->add_bos());
         } catch (const Error& e) {
             throw BadRequest(e.what());
         }
@@ -1100,6 +1137,13 @@ void HttpServer::set_ready(std::shared_ptr<const Model> model, std::shared_ptr<E
     co.eos_token = I.tok->eos() >= 0 ? I.tok->token_to_piece(I.tok->eos(), true) : "";
     co.kwargs = I.p.chat_template_kwargs;
     I.chat = std::make_unique<ChatFormatter>(co);
+    // Tool calls (src/serve/tool_calls.h): the template's format; its markers that are control tokens are shown in
+    // answers (and may be forced by a tool grammar), as llama.cpp's preserved tokens.
+    I.tool_format = I.chat->is_jinja() ? tool_format_for_template(I.chat->source()) : ToolFormat::NONE;
+    for (const auto& m : tool_call_markers(I.tool_format)) {
+        const auto ids = I.tok->encode(m, false, true);
+        if (ids.size() == 1 && I.tok->token_attr(ids[0]) == TokenAttr::CONTROL) I.shown_special.push_back(ids[0]);
+    }
     if (!I.p.grammar.empty()) I.default_grammar = grammar::parse_gbnf(I.p.grammar);  // --grammar / --grammar-file
     std::string path = model->path();
     // The id is shown by /v1/models and in every response: made valid UTF-8 once, here.

@@ -1,0 +1,166 @@
+#include "serve/chat_answer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "serve/text_match.h"
+
+namespace tandem::server {
+
+void ChatDelta::append(ChatDelta&& o) {
+    reasoning += o.reasoning;
+    content += o.content;
+    for (auto& c : o.calls) calls.push_back(std::move(c));
+}
+
+ChatAnswerParser::ChatAnswerParser(ReasoningFormat rf, bool starts_inside, ToolFormat format, bool parse_tools)
+    : rf_(rf), rs_(rf, starts_inside), format_(format), tools_(parse_tools) {}
+
+ChatDelta ChatAnswerParser::push(const std::string& text) {
+    if (format_ == ToolFormat::HARMONY) return harmony(text, false);
+    auto r = rs_.push(text);
+    ChatDelta d;
+    d.reasoning = std::move(r.reasoning);
+    d.append(tools_stage(r.content));
+    return d;
+}
+
+ChatDelta ChatAnswerParser::finish() {
+    if (format_ == ToolFormat::HARMONY) return harmony("", true);
+    auto r = rs_.finish();
+    ChatDelta d;
+    d.reasoning = std::move(r.reasoning);
+    d.append(tools_stage(r.content));
+    if (!pending_.empty()) {
+        ParsedAnswer a = holding_ ? parse_tool_calls(format_, pending_) : ParsedAnswer{pending_, {}};
+        d.content += a.content;
+        d.calls = std::move(a.calls);
+        pending_.clear();
+    }
+    return d;
+}
+
+ChatDelta ChatAnswerParser::tools_stage(const std::string& content) {
+    ChatDelta d;
+    pending_ += content;
+    if (!tools_ || format_ == ToolFormat::NONE) {
+        d.content.swap(pending_);
+        return d;
+    }
+    if (holding_) return d;
+    if (!past_start_ && (format_ == ToolFormat::LLAMA3 || format_ == ToolFormat::GENERIC)) {
+        // these calls are a JSON object that is the whole answer
+        const size_t ws = pending_.find_first_not_of(" \t\r\n");
+        if (ws == std::string::npos) return d;  // only whitespace so far: undecided
+        if (pending_[ws] == '{') {
+            holding_ = true;
+            return d;
+        }
+        past_start_ = true;
+    }
+    const auto& markers = tool_call_markers(format_);
+    const size_t at = find_first_marker(pending_, markers);
+    if (at != std::string::npos) {
+        d.content = pending_.substr(0, at);
+        pending_.erase(0, at);
+        holding_ = true;
+        return d;
+    }
+    const size_t send = pending_.size() - partial_suffix(pending_, markers);
+    d.content = pending_.substr(0, send);
+    pending_.erase(0, send);
+    return d;
+}
+
+namespace {
+const std::string kMessage = "<|message|>", kChannel = "<|channel|>", kStart = "<|start|>";
+const std::vector<std::string> kBodyEnds = {"<|end|>", "<|call|>", "<|return|>", kStart, kChannel};
+const std::vector<std::string> kHeaderStarts = {kChannel, kStart};
+
+std::string trim(const std::string& s) {
+    const size_t a = s.find_first_not_of(" \t\r\n");
+    return a == std::string::npos ? std::string() : s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
+}
+}  // namespace
+
+// Harmony: messages "[<|start|>assistant]<|channel|>CHANNEL[ to=RECIPIENT][ <|constrain|>json]<|message|>BODY" ended
+// by <|end|>, <|call|> or <|return|> (the last two end the generation, so usually the answer just ends).
+ChatDelta ChatAnswerParser::harmony(const std::string& text, bool at_end) {
+    ChatDelta d;
+    hbuf_ += text;
+    auto emit = [&](const std::string& body, bool complete) {
+        switch (hkind_) {
+            case HKind::REASONING: (rf_ == ReasoningFormat::NONE ? d.content : d.reasoning) += body; break;
+            case HKind::CONTENT: d.content += body; break;
+            case HKind::CALL: {
+                if (!complete) return;
+                const auto args = nlohmann::ordered_json::parse(trim(body), nullptr, false);
+                if (args.is_object()) d.calls.push_back({hcall_name_, args.dump()});
+                else d.content += body;  // not valid arguments: kept as text, nothing lost
+                break;
+            }
+        }
+    };
+    for (;;) {
+        if (hstate_ == HState::HEADER) {
+            const size_t m = hbuf_.find(kMessage);
+            if (m == std::string::npos) {
+                if (!hseen_header_) {
+                    // an answer that does not speak harmony at all is plain content
+                    const size_t ws = hbuf_.find_first_not_of(" \t\r\n");
+                    const bool maybe_header = ws == std::string::npos ||
+                                              std::any_of(kHeaderStarts.begin(), kHeaderStarts.end(), [&](const std::string& h) {
+                                                  return hbuf_.compare(ws, std::min(h.size(), hbuf_.size() - ws), h, 0,
+                                                                       std::min(h.size(), hbuf_.size() - ws)) == 0;
+                                              });
+                    if (!maybe_header || at_end) {
+                        hseen_header_ = true;
+                        hstate_ = HState::BODY;
+                        hkind_ = HKind::CONTENT;
+                        continue;
+                    }
+                }
+                if (at_end) hbuf_.clear();  // a header cut off: nothing of the answer in it
+                return d;
+            }
+            const std::string header = hbuf_.substr(0, m);
+            hbuf_.erase(0, m + kMessage.size());
+            hseen_header_ = true;
+            std::string channel;
+            if (size_t c = header.find(kChannel); c != std::string::npos) {
+                c += kChannel.size();
+                channel = header.substr(c, header.find_first_of(" <", c) - c);
+            }
+            hkind_ = channel == "analysis" ? HKind::REASONING : HKind::CONTENT;
+            if (size_t to = header.find("to=functions."); to != std::string::npos && tools_) {
+                to += 13;
+                hcall_name_ = header.substr(to, header.find_first_of(" <", to) - to);
+                hkind_ = HKind::CALL;
+            }
+            hstate_ = HState::BODY;
+            continue;
+        }
+        const size_t end = find_first_marker(hbuf_, kBodyEnds);
+        if (end != std::string::npos) {
+            emit(hbuf_.substr(0, end), true);
+            hbuf_.erase(0, end);
+            for (const char* close : {"<|end|>", "<|call|>", "<|return|>", "<|start|>"})  // a header starts after these
+                if (hbuf_.rfind(close, 0) == 0) hbuf_.erase(0, std::strlen(close));
+            hstate_ = HState::HEADER;
+            continue;
+        }
+        if (at_end) {
+            emit(hbuf_, true);
+            hbuf_.clear();
+            return d;
+        }
+        if (hkind_ == HKind::CALL) return d;  // a call is sent whole
+        const size_t send = hbuf_.size() - partial_suffix(hbuf_, kBodyEnds);
+        emit(hbuf_.substr(0, send), false);
+        hbuf_.erase(0, send);
+        return d;
+    }
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,37 @@
+// Small string searches shared by the streaming text stages (stop strings, reasoning tags, tool-call markers):
+// what to send now and what to hold back because it may still grow into a marker.
+#pragma once
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace tandem::server {
+
+// Length of the longest suffix of s that is a proper prefix of marker (it may still become the marker).
+inline size_t partial_suffix(const std::string& s, const std::string& marker) {
+    for (size_t k = std::min(s.size(), marker.empty() ? 0 : marker.size() - 1); k > 0; k--)
+        if (s.compare(s.size() - k, k, marker, 0, k) == 0) return k;
+    return 0;
+}
+
+// The longest such suffix over several markers.
+inline size_t partial_suffix(const std::string& s, const std::vector<std::string>& markers) {
+    size_t keep = 0;
+    for (const auto& m : markers) keep = std::max(keep, partial_suffix(s, m));
+    return keep;
+}
+
+// Where the earliest of the markers starts in s (npos: none); `which` gets its index.
+inline size_t find_first_marker(const std::string& s, const std::vector<std::string>& markers, size_t* which = nullptr) {
+    size_t first = std::string::npos;
+    for (size_t i = 0; i < markers.size(); i++) {
+        const size_t at = s.find(markers[i]);
+        if (at < first) {
+            first = at;
+            if (which) *which = i;
+        }
+    }
+    return first;
+}
+
+}  // namespace tandem::server
