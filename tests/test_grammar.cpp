@@ -141,6 +141,7 @@ TEST(JsonSchema, GrammarAcceptsValidDocumentsAndRefusesOthers) {
         {R"({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3})", {"[1]", "[1, 2, 3]"}, {"[]", "[1,2,3,4]", "[1.5]"}},
         {R"({"type": "array", "prefixItems": [{"type": "string"}, {"type": "boolean"}], "items": false})",
          {"[]", R"(["a"])", R"(["a", true])"}, {R"([true])", R"(["a", true, 1])"}},
+        {R"({"items": [{"type": "integer"}]})", {"[]", "[ -3000 ]"}, {"[1, 2]", R"(["a"])"}},  // draft 4's tuple form
         {R"({"type": ["string", "null"]})", {R"("x")", "null"}, {"1"}},
         {R"({"anyOf": [{"type": "integer"}, {"type": "object", "properties": {"k": {"type": "boolean"}}}]})",
          {"12", "{}", R"({"k": false})"}, {R"({"k": 1})", R"("s")"}},

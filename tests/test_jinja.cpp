@@ -235,8 +235,9 @@ TEST(ChatFormatter, ChoosesTheTemplateAsLlamaServerAndNeverFallsBackSilently) {
     EXPECT_THROW(ChatFormatter{o}, Error);
 }
 
-// The official Llama 3.1 template, executed: the system block with the knowledge date and today's date, no
-// trailing newline the template trims (the built-in approximation got both wrong).
+// The official Llama 3.1 template, executed: the system block with the knowledge date and today's date (the
+// date_string llama.cpp gives every template), no trailing newline the template trims (the built-in
+// approximation got both wrong).
 TEST(ChatFormatter, Llama31TemplateIsRenderedAsWritten) {
     const char* env = std::getenv("TANDEM_CHAT_TEMPLATES");
     const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "/root";
@@ -247,7 +248,7 @@ TEST(ChatFormatter, Llama31TemplateIsRenderedAsWritten) {
     o.bos_token = "<|begin_of_text|>";
     o.now = fixed_clock;
     const std::string p = ChatFormatter(o).apply(ojson::parse(R"([{"role": "user", "content": "Hi"}])"), ojson(), true, ojson::object(), true);
-    EXPECT_EQ(p, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+    EXPECT_EQ(p, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 15 Jan 2026\n\n"
                  "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
@@ -306,6 +307,9 @@ TEST(Jinja, MutatedRealTemplatesNeverCrash) {
 // Python: templates that loop over `tools` unguarded (Hermes 2/3 tool_use, Command R+) work without tools.
 TEST(Jinja, PythonLeniencyWhereTheReferenceFails) {
     EXPECT_EQ(render("[{% for t in tools %}x{% endfor %}]{{ tools|length }}"), "[]0");
+    // llama.cpp's leniency too: a string joined with none/undefined (firefunction), filters over none (functionary)
+    EXPECT_EQ(render("{{ 'a' + functions }}|{{ none ~ 'b' }}"), "a|b");
+    EXPECT_EQ(render("{% set t = none %}{{ t | selectattr('type', 'equalto', 'x') | list | length }}"), "0");
 }
 
 TEST(Jinja, NumbersOutOfRangeAreErrors) {

@@ -395,18 +395,37 @@ TEST(Anthropic, RequestsBecomeChatRequests) {
     EXPECT_EQ(pr.chat_messages[3]["content"], "A\nB");
     EXPECT_EQ(pr.job.stop, std::vector<std::string>{"END"});
     EXPECT_FLOAT_EQ(pr.job.sampling.temp, 0.2f);
-    // refused: no messages, no max_tokens (except when counting), images, tool blocks; tools reach the chat
-    // pipeline, which refuses them until tool calls exist
+    // refused: no messages, no max_tokens (except when counting), images, tool blocks in the wrong role
     EXPECT_THROW(anthropic_to_openai(json::parse(R"({"max_tokens": 5, "messages": []})"), false), BadRequest);
     EXPECT_THROW(anthropic_to_openai(json::parse(R"({"messages": [{"role": "user", "content": "x"}]})"), false), BadRequest);
     EXPECT_NO_THROW(anthropic_to_openai(json::parse(R"({"messages": [{"role": "user", "content": "x"}]})"), true));
     EXPECT_THROW(anthropic_to_openai(json::parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image"}]}]})"), false), BadRequest);
-    EXPECT_THROW(anthropic_to_openai(json::parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "tool_result"}]}]})"), false), BadRequest);
+    EXPECT_THROW(anthropic_to_openai(json::parse(R"({"max_tokens": 5, "messages": [{"role": "assistant", "content": [{"type": "tool_result"}]}]})"), false), BadRequest);
+    EXPECT_THROW(anthropic_to_openai(json::parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "tool_use", "name": "f"}]}]})"), false), BadRequest);
+    // tools: definitions, tool_choice, a tool_use turn and its tool_result
     json t = anthropic_to_openai(json::parse(R"({"max_tokens": 5, "tools": [{"name": "f", "input_schema": {"type": "object"}}],
-        "messages": [{"role": "user", "content": "x"}]})"), false);
-    EXPECT_THROW(parse_request(t, true, lim), BadRequest);
+        "tool_choice": {"type": "tool", "name": "f", "disable_parallel_tool_use": true},
+        "messages": [{"role": "user", "content": "x"},
+                     {"role": "assistant", "content": [{"type": "text", "text": "Calling."}, {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 1}}]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "42"}]},
+                                                  {"type": "text", "text": "Thanks"}]}]})"), false);
+    ParsedRequest tp = parse_request(t, true, lim);
+    EXPECT_EQ(tp.tool_choice, ParsedRequest::ToolChoice::NAMED);
+    EXPECT_FALSE(tp.parallel_tool_calls);
+    ASSERT_EQ(tp.chat_messages.size(), 4u);
+    EXPECT_EQ(tp.chat_messages[1]["tool_calls"][0]["function"]["arguments"]["a"], 1);  // as an object, for the template
+    EXPECT_EQ(tp.chat_messages[1]["content"], "Calling.");
+    EXPECT_EQ(tp.chat_messages[2]["role"], "tool");
+    EXPECT_EQ(tp.chat_messages[2]["tool_call_id"], "toolu_1");
+    EXPECT_EQ(tp.chat_messages[2]["content"], "42");
+    EXPECT_EQ(tp.chat_messages[3]["content"], "Thanks");
+    json tu = anthropic_message("msg_2", "m", "", {{"f", R"({"a":1})", "toolu_9"}}, "tool_calls", "", 10, 3, 0);
+    ASSERT_EQ(tu["content"].size(), 1u);
+    EXPECT_EQ(tu["content"][0]["type"], "tool_use");
+    EXPECT_EQ(tu["content"][0]["input"]["a"], 1);
+    EXPECT_EQ(tu["stop_reason"], "tool_use");
     // answers
-    json m = anthropic_message("msg_1", "m", "hi", "stop", "END", 10, 3, 4);
+    json m = anthropic_message("msg_1", "m", "hi", {}, "stop", "END", 10, 3, 4);
     EXPECT_EQ(m["stop_reason"], "stop_sequence");
     EXPECT_EQ(m["stop_sequence"], "END");
     EXPECT_EQ(m["usage"]["input_tokens"], 6);
@@ -478,6 +497,12 @@ TEST(Reasoning, SplitsThinkingFromTheAnswerAcrossAnyPieces) {
     EXPECT_TRUE(prompt_opens_thinking("<|im_start|>assistant\n<think>\n"));
     EXPECT_FALSE(prompt_opens_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
     EXPECT_THROW(reasoning_format_from_name("thoughts"), Error);
+    // thinking off: an opened block is closed empty; a template that closes it itself is left alone
+    EXPECT_EQ(close_thinking("<｜Assistant｜><think>\n", ""), "<｜Assistant｜><think>\n</think>");
+    EXPECT_EQ(close_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n", ""), "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    EXPECT_EQ(close_thinking("<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>", "{{ '<|START_THINKING|>' }}"),
+              "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_THINKING|><|END_THINKING|>");
+    EXPECT_EQ(close_thinking("<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>", "no thinking here"), "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
 }
 
 // Tool calls in answers, in the formats the templates teach; text that only looks like a call stays text.
@@ -492,6 +517,9 @@ TEST(ToolCalls, ParsesTheFormatsOfTheCommonTemplates) {
     EXPECT_EQ(h.content, "Let me check.");
     auto cut = one(ToolFormat::HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {}}");  // cut off before the closing tag
     ASSERT_EQ(cut.calls.size(), 1u);
+    auto cut2 = one(ToolFormat::HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": \"f\", \"argu");
+    ASSERT_EQ(cut2.calls.size(), 1u);  // the whole call stands, the one cut off by the length limit is text
+    EXPECT_EQ(cut2.content, "<tool_call>{\"name\": \"f\", \"argu");
     auto fake = one(ToolFormat::HERMES, "I would write <tool_call>not json</tool_call> here.");
     EXPECT_TRUE(fake.calls.empty());
     EXPECT_EQ(fake.content, "I would write <tool_call>not json</tool_call> here.");

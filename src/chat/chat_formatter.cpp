@@ -58,6 +58,20 @@ std::string ChatFormatter::apply(const ojson& messages, const ojson& tools, bool
     } else {
         ojson ctx = {{"messages", messages}, {"add_generation_prompt", gen}, {"bos_token", o_.bos_token}, {"eos_token", o_.eos_token}};
         if (tools.is_array() && !tools.empty()) ctx["tools"] = tools;
+        // today's date, as llama.cpp gives every template (Llama 3.x reads date_string, firefunction datetime)
+        std::tm t{};
+        if (o_.now) {
+            t = o_.now();
+        } else {
+            const std::time_t now = std::time(nullptr);
+            localtime_r(&now, &t);
+        }
+        char day[32];
+        std::strftime(day, sizeof day, "%d %b %Y", &t);
+        ctx["date_string"] = day;
+        std::strftime(day, sizeof day, "%b %d %Y", &t);
+        ctx["datetime"] = day;
+        ctx["enable_thinking"] = true;  // llama.cpp's default; --reasoning off and chat_template_kwargs set it false
         for (const auto* kw : {&o_.kwargs, &kwargs})
             if (kw->is_object())
                 for (auto it = kw->begin(); it != kw->end(); ++it) ctx[it.key()] = it.value();

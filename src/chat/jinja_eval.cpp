@@ -687,6 +687,11 @@ private:
         Value r = exec(*n.y, env);
         if (op == "==") return Value::boolean(loose_equal(l, r));
         if (op == "!=") return Value::boolean(!loose_equal(l, r));
+        // llama.cpp's leniency, which its templates rely on (firefunction's `suffix + "\n" + functions` without
+        // tools): a string joined with none or undefined is the string
+        const bool l_null = l.undefined() || l.kind == K::NONE, r_null = r.undefined() || r.kind == K::NONE;
+        if ((op == "+" || op == "~") && ((l_null && r.kind == K::STRING) || (r_null && l.kind == K::STRING)))
+            return Value::string(l_null ? r.s : l.s);
         if (l.undefined() || r.undefined()) {
             if (r.undefined() && (op == "in" || op == "not in")) return Value::boolean(op == "not in");
             fail(n, "'" + op + "' on an undefined value" + undefined_hint(*n.x, *n.y, l));
@@ -955,6 +960,11 @@ private:
             if (name == "string") return Value::string(v.b ? "true" : "false");
             throw Error("unknown filter '" + name + "' on a boolean");
         }
+        // llama.cpp's leniency: filtering none gives an empty list (functionary's `tools | selectattr(...)` with
+        // tools = none)
+        if ((v.kind == K::NONE || v.undefined()) && (name == "selectattr" || name == "rejectattr" || name == "select" ||
+                                                      name == "reject" || name == "map" || name == "unique" || name == "items"))
+            return Value::array({});
         throw Error("cannot apply filter '" + name + "' to a " + v.type_name());
     }
 

@@ -206,7 +206,15 @@ private:
                 for (const auto& sub : *p) prefix.push_back(visit(sub, path + "/prefixItems/" + std::to_string(i++)));
             }
             std::string item = "value";  // empty: no items beyond prefixItems
-            if (auto it = s.find("items"); it != s.end()) item = it->is_boolean() && !it->get<bool>() ? "" : visit(*it, path + "/items");
+            if (auto it = s.find("items"); it != s.end() && it->is_array()) {
+                // draft 4's tuple form: these items (optional unless minItems, as prefixItems), nothing after them
+                if (s.contains("prefixItems")) fail(path, "'items' as an array and 'prefixItems' together");
+                int i = 0;
+                for (const auto& sub : *it) prefix.push_back(visit(sub, path + "/items/" + std::to_string(i++)));
+                item = "";
+            } else if (it != s.end()) {
+                item = it->is_boolean() && !it->get<bool>() ? "" : visit(*it, path + "/items");
+            }
             const int n_prefix = int(prefix.size());
             const int most = hi >= 0 ? (item.empty() ? std::min(hi, n_prefix) : hi) : (item.empty() ? n_prefix : -1);  // -1: no bound
             if (most >= 0 && lo > most) fail(path, "minItems is more than the items allowed");

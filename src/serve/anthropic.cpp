@@ -25,7 +25,8 @@ json text_content(const json& c, const std::string& where) {
         } else if (type == "thinking" || type == "redacted_thinking") {
             // earlier reasoning: not shown to the model again (the chat templates drop it too)
         } else if (type == "tool_use" || type == "tool_result") {
-            throw BadRequest(where + ": " + type + " blocks are not supported by this server yet (tool calls)");
+            // split out by the caller (anthropic_to_openai); anywhere else they do not belong
+            throw BadRequest(where + ": a " + type + " block belongs in " + (type == "tool_use" ? "an assistant" : "a user") + " message");
         } else {
             throw BadRequest(where + ": unknown content block type '" + type + "'");
         }
@@ -49,9 +50,45 @@ json anthropic_to_openai(const json& body, bool for_count) {
         if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) throw BadRequest(where + ": a message needs a string 'role'");
         const std::string role = m["role"];
         if (role != "user" && role != "assistant") throw BadRequest(where + ": role must be 'user' or 'assistant'");
-        const json content = m.contains("content") ? m["content"] : json("");
+        json content = m.contains("content") ? m["content"] : json("");
+        // tool blocks: an assistant's tool_use blocks become its tool_calls; a user's tool_result blocks become
+        // OpenAI tool messages, before the user's own text
+        json calls = json::array();
+        if (content.is_array()) {
+            json rest = json::array();
+            for (size_t k = 0; k < content.size(); k++) {
+                const json& b = content[k];
+                const std::string type = b.is_object() ? b.value("type", "") : "";
+                const std::string bw = where + strprintf(".content.%zu", k);
+                if (type == "tool_use" && role == "assistant") {
+                    if (!b.contains("name") || !b["name"].is_string()) throw BadRequest(bw + ": a tool_use block needs a string 'name'");
+                    const json input = b.contains("input") ? b["input"] : json::object();
+                    if (!input.is_object()) throw BadRequest(bw + ": a tool_use block's 'input' must be an object");
+                    calls.push_back({{"id", b.value("id", "")}, {"type", "function"},
+                                     {"function", {{"name", b["name"]}, {"arguments", input.dump()}}}});
+                } else if (type == "tool_result" && role == "user") {
+                    const json c = b.contains("content") ? b["content"] : json("");
+                    json text = text_content(c, bw);
+                    std::string flat;
+                    if (text.is_string()) flat = text.get<std::string>();
+                    else
+                        for (const auto& part : text) flat += (flat.empty() ? "" : "\n") + part["text"].get<std::string>();
+                    if (b.value("is_error", false)) flat = "Error: " + flat;
+                    msgs.push_back({{"role", "tool"}, {"tool_call_id", b.value("tool_use_id", "")}, {"content", flat}});
+                } else {
+                    rest.push_back(b);
+                }
+            }
+            if (rest.empty() && (!calls.empty() || role == "user")) {
+                if (!calls.empty()) msgs.push_back({{"role", role}, {"content", ""}, {"tool_calls", calls}});
+                continue;  // a user message of tool results only
+            }
+            content = rest;
+        }
         json text = text_content(content, where);
-        msgs.push_back({{"role", role}, {"content", text}});
+        json msg = {{"role", role}, {"content", text}};
+        if (!calls.empty()) msg["tool_calls"] = calls;
+        msgs.push_back(msg);
     }
     out["messages"] = msgs;
     if (!for_count) {
@@ -74,18 +111,37 @@ json anthropic_to_openai(const json& body, bool for_count) {
                                            {"parameters", t.value("input_schema", json::object())}}}});
         out["tools"] = tools;
     }
+    if (auto v = body.find("tool_choice"); v != body.end() && !v->is_null()) {
+        const std::string type = v->is_object() ? v->value("type", "") : "";
+        if (type == "auto") out["tool_choice"] = "auto";
+        else if (type == "any") out["tool_choice"] = "required";
+        else if (type == "none") out["tool_choice"] = "none";
+        else if (type == "tool" && v->contains("name") && (*v)["name"].is_string())
+            out["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*v)["name"]}}}};
+        else throw BadRequest("tool_choice: expected {\"type\": \"auto\" | \"any\" | \"none\"} or {\"type\": \"tool\", \"name\": ...}");
+        if (v->value("disable_parallel_tool_use", false)) out["parallel_tool_calls"] = false;
+    }
     return out;
 }
 
 std::string anthropic_stop_reason(const std::string& finish_reason, const std::string& stop_word) {
     if (!stop_word.empty()) return "stop_sequence";
+    if (finish_reason == "tool_calls") return "tool_use";
     return finish_reason == "length" ? "max_tokens" : "end_turn";
 }
 
-json anthropic_message(const std::string& id, const std::string& model, const std::string& text, const std::string& finish_reason,
-                       const std::string& stop_word, int input_tokens, int output_tokens, int cached_tokens) {
+json anthropic_tool_use(const ToolCall& call) {
+    return {{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", json::parse(call.arguments, nullptr, false)}};
+}
+
+json anthropic_message(const std::string& id, const std::string& model, const std::string& text, const std::vector<ToolCall>& calls,
+                       const std::string& finish_reason, const std::string& stop_word, int input_tokens, int output_tokens,
+                       int cached_tokens) {
+    json content = json::array();
+    if (!text.empty() || calls.empty()) content.push_back({{"type", "text"}, {"text", text}});
+    for (const auto& c : calls) content.push_back(anthropic_tool_use(c));
     return {{"id", id}, {"type", "message"}, {"role", "assistant"}, {"model", model},
-            {"content", json::array({{{"type", "text"}, {"text", text}}})},
+            {"content", content},
             {"stop_reason", anthropic_stop_reason(finish_reason, stop_word)},
             {"stop_sequence", stop_word.empty() ? json(nullptr) : json(stop_word)},
             {"usage", {{"input_tokens", input_tokens - cached_tokens}, {"output_tokens", output_tokens},

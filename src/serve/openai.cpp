@@ -476,6 +476,17 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
     }
     if (boolean(body, "continue_final_message", false) && boolean(body, "add_generation_prompt", false))
         throw BadRequest("'continue_final_message' and 'add_generation_prompt' exclude each other");
+    if (chat) {
+        r.add_generation_prompt = boolean(body, "add_generation_prompt", true);
+        const json& last = r.chat_messages.back();
+        // a final assistant message is continued (llama-server's prefill, or continue_final_message as vLLM)
+        r.prefill_assistant = last["role"] == "assistant" && !last.contains("tool_calls") &&
+                              (r.add_generation_prompt || boolean(body, "continue_final_message", false));
+        if (r.prefill_assistant) r.add_generation_prompt = true;
+        const size_t n = r.chat_messages.size();
+        if (r.prefill_assistant && n >= 2 && r.chat_messages[n - 2]["role"] == "assistant")
+            throw BadRequest("cannot have two or more assistant messages at the end of the list");
+    }
 
     r.max_tokens_given = body.contains("max_tokens") || body.contains("max_completion_tokens") || body.contains("n_predict");
     int64_t mt = integer(body, "max_tokens", -1, -1, INT32_MAX);

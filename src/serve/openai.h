@@ -77,6 +77,10 @@ struct ParsedRequest {
     // and the other fields as sent)
     nlohmann::ordered_json chat_messages = nlohmann::ordered_json::array();
     nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();  // chat_template_kwargs
+    bool add_generation_prompt = true;  // chat: the request's add_generation_prompt
+    // chat: the last message is the assistant's and is continued (llama-server's assistant prefill, vLLM's
+    // continue_final_message): the template renders the others with the generation prompt, then its text follows
+    bool prefill_assistant = false;
     std::string reasoning_format;       // chat: the request's reasoning_format ("" = the server's)
     std::shared_ptr<const grammar::Grammar> grammar;  // structured output: `grammar`, JSON mode, or the server's
     // chat: tools (OpenAI tool objects, validated; null when none) and how they may be used. tool_choice "none"

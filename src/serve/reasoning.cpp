@@ -22,6 +22,15 @@ bool prompt_opens_thinking(const std::string& prompt) {
     return end >= kOpen.size() && prompt.compare(end - kOpen.size(), kOpen.size(), kOpen) == 0;
 }
 
+std::string close_thinking(const std::string& prompt, const std::string& template_source) {
+    if (prompt_opens_thinking(prompt)) return prompt + kClose;
+    static const std::string chatbot = "<|CHATBOT_TOKEN|>";
+    if (template_source.find("<|START_THINKING|>") != std::string::npos && prompt.size() >= chatbot.size() &&
+        prompt.compare(prompt.size() - chatbot.size(), chatbot.size(), chatbot) == 0)
+        return prompt + "<|START_THINKING|><|END_THINKING|>";
+    return prompt;
+}
+
 ReasoningSplitter::ReasoningSplitter(ReasoningFormat f, bool starts_inside)
     : f_(f), state_(f == ReasoningFormat::NONE ? State::DONE : starts_inside ? State::INSIDE : State::BEFORE) {}
 

@@ -18,6 +18,12 @@ ReasoningFormat reasoning_format_from_name(const std::string& name);
 // DeepSeek-R1 and QwQ templates do)? Then the answer starts inside the reasoning.
 bool prompt_opens_thinking(const std::string& prompt);
 
+// Thinking turned off (enable_thinking false): a prompt whose template opened the thinking block gets it closed
+// empty, as llama.cpp does (DeepSeek-R1, QwQ: "<think>\n" + "</think>"; Command R7B, whose template has
+// <|START_THINKING|>: "<|START_THINKING|><|END_THINKING|>" after the chatbot turn). Other prompts are unchanged
+// (Qwen 3's template closes the block itself when told).
+std::string close_thinking(const std::string& prompt, const std::string& template_source);
+
 class ReasoningSplitter {
 public:
     ReasoningSplitter(ReasoningFormat f, bool starts_inside);

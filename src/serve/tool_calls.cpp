@@ -193,7 +193,11 @@ ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text) {
                 const size_t b = text.find(close, a + open.size());
                 const std::string body = text.substr(a + open.size(), b == std::string::npos ? std::string::npos : b - a - open.size());
                 ToolCall c;
-                if (!call_from(parse_json(trim(body)), c)) return r;  // not a call after all: all of it is text
+                if (!call_from(parse_json(trim(body)), c)) {
+                    if (b != std::string::npos || calls.empty()) return r;  // not a call after all: all of it is text
+                    rest += text.substr(a);  // a last call cut off (the length limit): the whole ones stand, it is text
+                    break;
+                }
                 calls.push_back(c);
                 rest += text.substr(at, a - at);
                 if (b == std::string::npos) break;  // cut off after the JSON: still a call

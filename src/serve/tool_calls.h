@@ -26,6 +26,7 @@ ToolFormat tool_format_for_template(const std::string& template_source);
 struct ToolCall {
     std::string name;
     std::string arguments;  // compact JSON text of the arguments object
+    std::string id;         // the API's call id (set by the server when it answers)
 };
 
 // The texts that mark a call in this format: the answer is held back from the first one on, and those that are

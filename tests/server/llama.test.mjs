@@ -178,7 +178,7 @@ test('OpenAI SDK: several prompts, refused fields, context errors, first streame
     assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2, 3]);
     assert.equal(r.choices[0].text, r.choices[1].text, 'temperature 0: both choices of a prompt agree');
     assert.ok(r.usage.prompt_tokens > 0 && 'prompt_tokens_details' in r.usage);
-    for (const extra of [{ tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }]) {
+    for (const extra of [{ functions: [{ name: 'f', parameters: {} }] }]) {
       await assert.rejects(client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, ...extra }),
         (e) => e.status === 400 && /not supported by this server yet/.test(e.message));
     }
@@ -375,8 +375,8 @@ test('Anthropic SDK: /v1/messages (plain and streamed), count_tokens, stop seque
       (e) => e.status === 400 && e.error?.type === 'error' && /at least one message/.test(e.error.error.message));
     await assert.rejects(client.messages.create({ model: 'x', max_tokens: 5, messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AA==' } }] }] }),
       (e) => e.status === 400 && /image input is not supported/.test(e.error.error.message));
-    await assert.rejects(client.messages.create({ ...req, tools: [{ name: 't', input_schema: { type: 'object' } }] }),
-      (e) => e.status === 400 && /tools/.test(e.error.error.message));
+    await assert.rejects(client.messages.create({ ...req, messages: [{ role: 'assistant', content: [{ type: 'tool_result', tool_use_id: 'x', content: 'r' }] }] }),
+      (e) => e.status === 400 && /tool_result block belongs in a user message/.test(e.error.error.message));
   } finally { await done(srv); }
 });
 
@@ -547,5 +547,98 @@ test('structured output: GBNF grammar and JSON mode, the same greedy text with a
       assert.match(refused.json.error.message, /'pattern' is not supported/);
     }
     assert.deepEqual(outs.slice(2), outs.slice(0, 2), 'speculation does not change constrained greedy output');
+  } finally { await done(plain); await done(spec); }
+});
+
+test('tool calls: OpenAI and Anthropic SDKs, tool_choice required/named/none, streamed deltas, the same calls with speculation', async () => {
+  // a Hermes-style template (the <tool_call> format of Qwen 2.5/3 and Hermes), written here so the test needs no download
+  const file = path.join(tmpDir(), 'hermes.jinja');
+  fs.writeFileSync(file, [
+    '{% if tools %}<|im_start|>system\nTools: {% for t in tools %}{{ t.function.name }} {% endfor %}\n',
+    'Call one with <tool_call>{"name": ..., "arguments": ...}</tool_call><|im_end|>\n{% endif %}',
+    '{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}',
+    '{% for c in m.tool_calls or [] %}<tool_call>{{ c.function | tojson }}</tool_call>{% endfor %}<|im_end|>\n{% endfor %}',
+    '{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}',
+  ].join(''));
+  const weather = { type: 'object', properties: { city: { type: 'string', minLength: 1, maxLength: 12 }, days: { type: 'integer', minimum: 1 } },
+    required: ['city'], additionalProperties: false };
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: { ...weather, properties: { city: weather.properties.city } } } },
+    { type: 'function', function: { name: 'ping', parameters: { type: 'object', properties: {} } } }];
+  const validate = new Ajv().compile(tools[0].function.parameters);
+  const plain = await startServer(['-m', STORIES, '--temp', '0', '--chat-template-file', file]);
+  const spec = await startServer(['-m', STORIES, '--temp', '0', '--chat-template-file', file, '--spec-type', 'self', '--draft-layers', '2',
+    '--draft-min', '1', '--draft-p-min', '0']);
+  try {
+    const seen = [];
+    for (const srv of [plain, spec]) {
+      const client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'none', maxRetries: 0 });
+      const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
+      const r = await client.chat.completions.create({ model: 'x', messages, tools, tool_choice: { type: 'function', function: { name: 'get_weather' } },
+        parallel_tool_calls: false, max_tokens: 300 });
+      const c = r.choices[0];
+      assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c));
+      assert.equal(c.message.content, null);
+      assert.equal(c.message.tool_calls.length, 1);
+      const call = c.message.tool_calls[0];
+      assert.equal(call.type, 'function');
+      assert.match(call.id, /^call_/);
+      assert.equal(call.function.name, 'get_weather');
+      const args = JSON.parse(call.function.arguments);
+      assert.ok(validate(args), JSON.stringify(validate.errors) + ' ' + call.function.arguments);
+      // streamed: the deltas add up to the same call
+      const stream = await client.chat.completions.create({ model: 'x', messages, tools, tool_choice: { type: 'function', function: { name: 'get_weather' } },
+        parallel_tool_calls: false, max_tokens: 300, stream: true });
+      const acc = [];
+      let finish = null;
+      for await (const chunk of stream) {
+        const ch = chunk.choices[0];
+        if (!ch) continue;
+        for (const d of ch.delta?.tool_calls ?? []) {
+          acc[d.index] ??= { name: '', arguments: '' };
+          if (d.function?.name) acc[d.index].name += d.function.name;
+          if (d.function?.arguments) acc[d.index].arguments += d.function.arguments;
+        }
+        if (ch.finish_reason) finish = ch.finish_reason;
+      }
+      assert.equal(finish, 'tool_calls');
+      assert.deepEqual(acc, [{ name: 'get_weather', arguments: call.function.arguments }]);
+      // required: some tool, with valid arguments
+      const req = await client.chat.completions.create({ model: 'x', messages, tools, tool_choice: 'required', parallel_tool_calls: false, max_tokens: 300 });
+      assert.ok(req.choices[0].message.tool_calls?.length >= 1, JSON.stringify(req.choices[0]));
+      for (const tc of req.choices[0].message.tool_calls) assert.ok(['get_weather', 'ping'].includes(tc.function.name));
+      // the call goes back with its result: the next turn renders both
+      const next = await client.chat.completions.create({ model: 'x', max_tokens: 5, tools, messages: [...messages, c.message,
+        { role: 'tool', tool_call_id: call.id, content: '{"temp": 21}' }] });
+      assert.equal(next.choices[0].message.role, 'assistant');
+      // none: the template does not see the tools and no call is parsed
+      const none = await post(srv.base, '/apply-template', { messages, tools, tool_choice: 'none' });
+      assert.ok(!none.json.prompt.includes('Tools:'), none.json.prompt);
+      const bad = await post(srv.base, '/v1/chat/completions', { messages, tools, tool_choice: { type: 'function', function: { name: 'nope' } } });
+      assert.equal(bad.status, 400);
+      assert.match(bad.json.error.message, /'nope', which is not among the tools/);
+      // Anthropic: tool_choice any gives a tool_use block (plain and streamed)
+      const anth = new Anthropic({ baseURL: srv.base, apiKey: 'none', maxRetries: 0 });
+      const atools = [{ name: 'get_weather', input_schema: tools[0].function.parameters }];
+      const m = await anth.messages.create({ model: 'x', max_tokens: 300, tools: atools, tool_choice: { type: 'any', disable_parallel_tool_use: true }, messages });
+      assert.equal(m.stop_reason, 'tool_use');
+      const use = m.content.find((b) => b.type === 'tool_use');
+      assert.equal(use.name, 'get_weather');
+      assert.ok(validate(use.input), JSON.stringify(use.input));
+      const ms = anth.messages.stream({ model: 'x', max_tokens: 300, tools: atools, tool_choice: { type: 'any', disable_parallel_tool_use: true }, messages });
+      const fin = await ms.finalMessage();
+      assert.equal(fin.stop_reason, 'tool_use');
+      assert.deepEqual(fin.content.find((b) => b.type === 'tool_use').input, use.input);
+      seen.push([call.function.arguments, JSON.stringify(use.input)]);
+    }
+    assert.deepEqual(seen[1], seen[0], 'speculation does not change a forced call at temperature 0');
+    // a template that shows no tools: they are described in the system message, the answer is the generic JSON
+    const generic = await startServer(['-m', STORIES, '--temp', '0']);
+    try {
+      const client = new OpenAI({ baseURL: generic.base + '/v1', apiKey: 'none', maxRetries: 0 });
+      const r = await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'Hi' }], tools, tool_choice: 'required',
+        parallel_tool_calls: false, max_tokens: 300 });
+      assert.equal(r.choices[0].finish_reason, 'tool_calls', JSON.stringify(r.choices[0]));
+      assert.equal(r.choices[0].message.tool_calls.length, 1);
+    } finally { await done(generic); }
   } finally { await done(plain); await done(spec); }
 });

@@ -121,6 +121,8 @@ int cmd_serve(int argc, char** argv) {
         else if (v == "off" || v == "false" || v == "0") sp.chat_template_kwargs["enable_thinking"] = false;
         else if (v != "auto") throw Error("--reasoning: expected on, off or auto, not '" + v + "'");
     });
+    ap.flag({"-v", "--verbose", "--log-verbose"}, "answers carry a \"__verbose\" object with the prompt as the model saw it (llama-server's debug field)",
+            [&] { sp.verbose = true; });
     ap.flag({"--no-jinja"}, "recognise the chat template and render it with a built-in renderer instead", [&] { sp.jinja = false; });
     ap.flag({"--ui", "--webui"}, "serve the chat page at / (default)", [&] { sp.webui = true; });
     ap.flag({"--no-ui", "--no-webui"}, "do not serve the chat page", [&] { sp.webui = false; });

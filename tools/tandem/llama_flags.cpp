@@ -94,7 +94,6 @@ constexpr CompatFlag kFlags[] = {
     {"--top-nsigma --top-n-sigma", true, Kind::Notice, "top-n-sigma is not implemented"},
     {"--adaptive-target --adaptive-decay", true, Kind::Notice, "adaptive-p sampling is not implemented"},
     // logging and verbosity
-    {"-v --verbose --log-verbose", false, Kind::Quiet, ""},
     {"-lv --verbosity --log-verbosity", true, Kind::Quiet, ""},
     {"--log-disable", false, Kind::Quiet, ""},
     {"--log-file", true, Kind::Notice, "logs go to stderr (redirect it)"},

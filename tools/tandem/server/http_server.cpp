@@ -371,7 +371,9 @@ struct HttpServer::Impl {
 
     // The parser of one chat answer: reasoning, content and (when the request has tools) tool calls.
     std::unique_ptr<ChatAnswerParser> answer_parser(const Gen& g, size_t c) const {
-        return std::make_unique<ChatAnswerParser>(reasoning_of(g.pr), g.prompts[g.job_prompt[c]].opens_thinking,
+        // Anthropic answers keep thinking in the text (no thinking blocks yet)
+        const ReasoningFormat rf = g.api == Api::Anthropic ? ReasoningFormat::NONE : reasoning_of(g.pr);
+        return std::make_unique<ChatAnswerParser>(rf, g.prompts[g.job_prompt[c]].opens_thinking,
                                                   tool_format_of(g.pr), g.pr.uses_tools());
     }
     // An OpenAI tool call; in a stream, `index` says which call a delta belongs to.
@@ -496,8 +498,13 @@ struct HttpServer::Impl {
         }
         if (g.api == Api::Anthropic) {
             const Job& j = *g.jobs[0];
-            return g.call.json_ok(anthropic_message(g.id, model_id, texts[0].text, finish_reason(j), j.stop_word, j.n_prompt,
-                                                    j.n_generated, j.n_cached));
+            auto ap = answer_parser(g, 0);
+            ChatDelta d = ap->push(texts[0].text);
+            d.append(ap->finish());
+            for (auto& call : d.calls) call.id = random_id("toolu_");
+            std::string fr = finish_reason(j);
+            if (!d.calls.empty() && fr == "stop") fr = "tool_calls";
+            return g.call.json_ok(anthropic_message(g.id, model_id, d.content, d.calls, fr, j.stop_word, j.n_prompt, j.n_generated, j.n_cached));
         }
         if (g.api == Api::Responses) {
             const Job& j = *g.jobs[0];
@@ -535,9 +542,11 @@ struct HttpServer::Impl {
             }
             choices.push_back(choice);
         }
-        g.call.json_ok({{"id", g.id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", g.created},
-                        {"model", model_id}, {"system_fingerprint", "tandem"}, {"choices", choices},
-                        {"usage", usage_of(g)}, {"timings", timings_of(*g.jobs.back())}});
+        json res = {{"id", g.id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", g.created},
+                    {"model", model_id}, {"system_fingerprint", "tandem"}, {"choices", choices},
+                    {"usage", usage_of(g)}, {"timings", timings_of(*g.jobs.back())}};
+        if (p.verbose) res["__verbose"] = {{"prompt", tok->decode(g.prompts[0].ids, false, true)}, {"content", texts[0].text}};
+        g.call.json_ok(res);
     }
 
     json logprob_list(const std::vector<TokenLogprob>& lps) {
@@ -587,7 +596,7 @@ struct HttpServer::Impl {
                 return;
         }
         if (anth) {
-            json start = anthropic_message(g.id, model_id, "", "", "", int(g.prompts[0].ids.size()), 0, 0);
+            json start = anthropic_message(g.id, model_id, "", {}, "", "", int(g.prompts[0].ids.size()), 0, 0);
             start["content"] = json::array();
             start["stop_reason"] = nullptr;
             if (!event("message_start", {{"message", start}}) ||
@@ -608,7 +617,8 @@ struct HttpServer::Impl {
             std::vector<TokenLogprob> held_lps;  // tokens whose text is not out yet
             std::vector<int32_t> held_toks;
             int n_sent = 0;
-            auto answer = chat ? answer_parser(g, c) : nullptr;
+            auto answer = chat || anth ? answer_parser(g, c) : nullptr;
+            std::vector<ToolCall> anth_calls;  // Anthropic: tool_use blocks follow the text block
             size_t n_calls = 0;  // tool calls sent so far
             // a chat delta: reasoning_content, content and tool_calls, each only when there is some
             auto chat_delta = [&](ChatDelta& d) {
@@ -636,7 +646,10 @@ struct HttpServer::Impl {
                 if (anth) {
                     held_lps.clear();
                     held_toks.clear();
-                    return piece.empty() || event("content_block_delta", {{"index", 0}, {"delta", {{"type", "text_delta"}, {"text", piece}}}});
+                    ChatDelta d = answer->push(piece);
+                    for (auto& call : d.calls) anth_calls.push_back(std::move(call));
+                    return d.content.empty() ||
+                           event("content_block_delta", {{"index", 0}, {"delta", {{"type", "text_delta"}, {"text", d.content}}}});
                 }
                 if (native) {
                     o = {{"index", c}, {"content", piece}, {"tokens", held_toks}, {"stop", false}, {"id_slot", job.slot.load()},
@@ -705,8 +718,22 @@ struct HttpServer::Impl {
                 return sink.end_stream();
             }
             if (anth) {
+                ChatDelta d = answer->finish();
+                if (!d.content.empty())
+                    event("content_block_delta", {{"index", 0}, {"delta", {{"type", "text_delta"}, {"text", d.content}}}});
+                for (auto& call : d.calls) anth_calls.push_back(std::move(call));
                 event("content_block_stop", {{"index", 0}});
-                event("message_delta", {{"delta", {{"stop_reason", anthropic_stop_reason(finish_reason(job), job.stop_word)},
+                for (size_t k = 0; k < anth_calls.size(); k++) {  // each call: a tool_use block, its input in one delta
+                    anth_calls[k].id = random_id("toolu_");
+                    json block = anthropic_tool_use(anth_calls[k]);
+                    block["input"] = json::object();
+                    event("content_block_start", {{"index", k + 1}, {"content_block", block}});
+                    event("content_block_delta", {{"index", k + 1}, {"delta", {{"type", "input_json_delta"}, {"partial_json", anth_calls[k].arguments}}}});
+                    event("content_block_stop", {{"index", k + 1}});
+                }
+                std::string fr = finish_reason(job);
+                if (!anth_calls.empty() && fr == "stop") fr = "tool_calls";
+                event("message_delta", {{"delta", {{"stop_reason", anthropic_stop_reason(fr, job.stop_word)},
                                                    {"stop_sequence", job.stop_word.empty() ? json(nullptr) : json(job.stop_word)}}},
                                         {"usage", {{"output_tokens", job.n_generated}}}});
                 event("message_stop", json::object());
@@ -922,11 +949,23 @@ struct HttpServer::Impl {
         return tool_format == ToolFormat::NONE && pr.uses_tools() ? ToolFormat::GENERIC : tool_format;
     }
     // The chat template applied to a request (a template's raise_exception becomes a 400 naming it).
+    // With thinking off (enable_thinking false, from --reasoning off or the request), an opened block is closed.
     std::string chat_prompt(const ParsedRequest& pr) {
         try {
+            json messages = pr.chat_messages;
+            std::string prefill;  // the assistant's text the answer continues
+            if (pr.prefill_assistant) {
+                prefill = messages.back()["content"].get<std::string>();
+                messages.erase(messages.size() - 1);
+            }
+            std::string text;
             if (tool_format == ToolFormat::NONE && pr.uses_tools())
-                return chat->apply(messages_with_tool_prompt(pr.chat_messages, pr.tools), json(), true, pr.template_kwargs, tok->add_bos());
-            return chat->apply(pr.chat_messages, pr.uses_tools() ? pr.tools : json(), true, pr.template_kwargs, tok->add_bos());
+                text = chat->apply(messages_with_tool_prompt(messages, pr.tools), json(), pr.add_generation_prompt, pr.template_kwargs, tok->add_bos());
+            else
+                text = chat->apply(messages, pr.uses_tools() ? pr.tools : json(), pr.add_generation_prompt, pr.template_kwargs, tok->add_bos());
+            const json& kw = pr.template_kwargs.contains("enable_thinking") ? pr.template_kwargs : p.chat_template_kwargs;
+            if (kw.contains("enable_thinking") && kw["enable_thinking"] == false) text = close_thinking(text, chat->source());
+            return text + prefill;
         } catch (const Error& e) {
             throw BadRequest(e.what());
         }

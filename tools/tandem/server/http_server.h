@@ -36,6 +36,7 @@ struct ServeParams {
     SamplerParams sampling = ServerLimits::server_sampling_defaults();
     int n_predict = -1;
     bool ignore_eos = false;
+    bool verbose = false;  // -v: "__verbose" in non-streamed answers
     std::string chat_template_text;  // --chat-template-file: a Jinja template used instead of the model's
     std::string grammar;  // --grammar / --grammar-file: GBNF for requests that bring none
     ReasoningFormat reasoning_format = ReasoningFormat::DEEPSEEK;  // --reasoning-format (auto)
