@@ -59,13 +59,9 @@ std::string ChatFormatter::apply(const ojson& messages, const ojson& tools, bool
         ojson ctx = {{"messages", messages}, {"add_generation_prompt", gen}, {"bos_token", o_.bos_token}, {"eos_token", o_.eos_token}};
         if (tools.is_array() && !tools.empty()) ctx["tools"] = tools;
         // today's date, as llama.cpp gives every template (Llama 3.x reads date_string, firefunction datetime)
-        std::tm t{};
-        if (o_.now) {
-            t = o_.now();
-        } else {
-            const std::time_t now = std::time(nullptr);
-            localtime_r(&now, &t);
-        }
+        jinja::RenderOptions ro;
+        ro.now = o_.now;
+        const std::tm t = ro.time();
         char day[32];
         std::strftime(day, sizeof day, "%d %b %Y", &t);
         ctx["date_string"] = day;
@@ -75,8 +71,6 @@ std::string ChatFormatter::apply(const ojson& messages, const ojson& tools, bool
         for (const auto* kw : {&o_.kwargs, &kwargs})
             if (kw->is_object())
                 for (auto it = kw->begin(); it != kw->end(); ++it) ctx[it.key()] = it.value();
-        jinja::RenderOptions ro;
-        ro.now = o_.now;
         try {
             out = jinja_->render(jinja::Value::from_json(ctx), ro);
         } catch (const Error& e) {

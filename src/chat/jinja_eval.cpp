@@ -1001,14 +1001,7 @@ public:
                 }));
         env.set("strftime_now", Value::function([this](Args& a, Env&) {
                     if (a.empty() || a[0].kind != K::STRING) throw Error("strftime_now() needs a format string");
-                    std::tm t{};
-                    if (opt_.now) {
-                        t = opt_.now();
-                    } else {
-                        const std::time_t now = std::time(nullptr);
-                        localtime_r(&now, &t);
-                    }
-                    return Value::string(strftime_like(t, a[0].s));
+                    return Value::string(strftime_like(opt_.time(), a[0].s));
                 }));
         env.set("namespace", Value::function([](Args& a, Env&) {
                     auto kw = take_kwargs(a);
@@ -1036,6 +1029,14 @@ public:
 }  // namespace
 
 Template::Template(const std::string& source) : program_(parse_template(source)) {}
+
+std::tm RenderOptions::time() const {
+    if (now) return now();
+    std::tm t{};
+    const std::time_t clock = std::time(nullptr);
+    localtime_r(&clock, &t);
+    return t;
+}
 
 std::string Template::render(const Value& context, const RenderOptions& opt) const {
     Interpreter in(opt);
