@@ -359,8 +359,8 @@ Matcher::Matcher(std::shared_ptr<const Grammar> g) : g_(std::move(g)) {
 void Matcher::expand(Stack s, std::vector<Stack>& out) const {
     // Bounds, so a request's grammar cannot exhaust memory or the stack: parse stacks deeper than 2000 rules,
     // or more than 20000 live alternatives at once (a grammar that ambiguous is refused as it is met).
-    if (s.size() > 2000) throw Error("grammar: rules nested more than 2000 deep while matching");
-    if (out.size() > 20000) throw Error("grammar: more than 20000 parse states at once (the grammar is too ambiguous)");
+    if (s.size() > 2000) throw GrammarLimit("grammar: rules nested more than 2000 deep while matching");
+    if (out.size() > 20000) throw GrammarLimit("grammar: more than 20000 parse states at once (the grammar is too ambiguous)");
     for (;;) {
         if (s.empty()) {
             out.push_back(s);

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "tandem/error.h"
+
 namespace tandem::grammar {
 
 struct CharSet {
@@ -44,6 +46,12 @@ struct Grammar {
 // Parses GBNF. Throws tandem::Error naming the line and what is wrong: syntax, an undefined rule, a missing
 // `root`, left recursion.
 std::shared_ptr<const Grammar> parse_gbnf(const std::string& text, const std::string& root = "root");
+
+// A matcher bound met while generating (rules nested too deep, too many live alternatives): the grammar's fault,
+// so a server answers it as a bad request.
+struct GrammarLimit : Error {
+    using Error::Error;
+};
 
 // The matcher state: copyable (speculative decoding keeps one per drafted position and rolls back by copying).
 class Matcher {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "grammar/grammar.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
 
@@ -222,7 +223,11 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
     s.t_prompt_done = now_ms();
 }
 
-void Engine::release(Slot& s, const std::string& reason, const std::string& error) {
+// The HTTP status of a job that failed while generating: the request's grammar outgrowing the matcher's bounds
+// is the request's problem (400); anything else is the server's (500).
+static int error_status_of(const std::exception& e) { return dynamic_cast<const grammar::GrammarLimit*>(&e) ? 400 : 500; }
+
+void Engine::release(Slot& s, const std::string& reason, const std::string& error, int status) {
     Job& j = *s.job;
     const SpecStats& st = s.gen ? s.gen->stats() : SpecStats{};
     j.n_prompt = int(j.req.prompt.size());
@@ -253,7 +258,7 @@ void Engine::release(Slot& s, const std::string& reason, const std::string& erro
         std::string rest = s.text->finish();
         if (!rest.empty()) j.push(rest, {}, {}, {});
     }
-    s.job->finish(reason, error, 500);
+    s.job->finish(reason, error, status);
     s.job.reset();
     s.gen.reset();
     s.text.reset();
@@ -314,7 +319,7 @@ void Engine::step_all() {
                 continue;
             }
         } catch (const std::exception& e) {
-            release(s, "error", e.what());
+            release(s, "error", e.what(), error_status_of(e));
             continue;
         }
         active.push_back(&s);
@@ -331,7 +336,7 @@ void Engine::step_all() {
     try {
         Session::decode_batch(reqs);
     } catch (const std::exception& e) {
-        for (Slot* s : active) release(*s, "error", e.what());
+        for (Slot* s : active) release(*s, "error", e.what(), error_status_of(e));
         for (const Prefill& pf : prefilling) release(*pf.s, "error", e.what());
         return;
     }
@@ -352,7 +357,7 @@ void Engine::step_all() {
         try {
             s->gen->end_step(toks, t_target, n_top >= 0 ? &lp : nullptr, std::max(0, n_top));
         } catch (const std::exception& e) {  // one request's failure never reaches the other slots
-            release(*s, "error", e.what());
+            release(*s, "error", e.what(), error_status_of(e));
             continue;
         }
         deliver(*s, toks, lp);
@@ -397,7 +402,7 @@ void Engine::loop() {
                 admit(s, job);
             } catch (const std::exception& e) {
                 s.job = job;
-                release(s, "error", e.what());
+                release(s, "error", e.what(), error_status_of(e));
             }
         }
         // Shutdown grace period over: running jobs end now with what they have.

@@ -169,7 +169,7 @@ private:
     void slot_action(Slot& s, std::shared_ptr<Job> job);  // save, restore or erase the slot's cache
     void step_all();  // one round of every busy slot, their target passes merged into one forward pass
     void deliver(Slot& s, std::vector<int32_t>& toks, std::vector<TokenLogprob>& lp);
-    void release(Slot& s, const std::string& reason, const std::string& error = "");
+    void release(Slot& s, const std::string& reason, const std::string& error = "", int status = 500);
 
     std::shared_ptr<const Model> target_, draft_;
     EngineParams p_;

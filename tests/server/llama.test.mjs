@@ -642,3 +642,14 @@ test('tool calls: OpenAI and Anthropic SDKs, tool_choice required/named/none, st
     } finally { await done(generic); }
   } finally { await done(plain); await done(spec); }
 });
+
+test('a grammar that outgrows the matcher while generating is the request\'s fault: 400, and the server goes on', async () => {
+  const srv = await startServer(['-m', STORIES, '-c', '4096']);
+  try {
+    const r = await post(srv.base, '/completion', { prompt: 'x', n_predict: 2100, grammar: 'root ::= "(" root ")"' });
+    assert.equal(r.status, 400, r.text);
+    assert.match(r.json.error.message, /nested more than 2000 deep/);
+    const ok = await post(srv.base, '/completion', { prompt: 'x', n_predict: 2 });
+    assert.equal(ok.status, 200);
+  } finally { await done(srv); }
+});
