@@ -449,22 +449,8 @@ TEST(Speculative, ContextShiftKeepsGenerating) {
 namespace {
 
 std::shared_ptr<const OutputConstraint> constraint_for(const std::string& gbnf) {
-    static std::shared_ptr<const grammar::VocabTrie> trie;
-    static std::shared_ptr<const std::vector<std::string>> pieces;
-    const Tokenizer& tok = *fx().tok;
-    if (!trie) {
-        auto p = std::make_shared<std::vector<std::string>>(size_t(tok.n_vocab()));
-        for (int32_t id = 0; id < tok.n_vocab(); id++)
-            if (tok.token_attr(id) != TokenAttr::CONTROL) (*p)[size_t(id)] = tok.token_to_piece(id, false);
-        pieces = p;
-        trie = std::make_shared<grammar::VocabTrie>(*p);
-    }
-    auto c = std::make_shared<OutputConstraint>();
-    c->grammar = grammar::parse_gbnf(gbnf);
-    c->trie = trie;
-    c->pieces = pieces;
-    c->eog = tok.eog_ids();
-    return c;
+    static const ConstraintVocab vocab(*fx().tok);
+    return vocab.constrain(grammar::parse_gbnf(gbnf));
 }
 
 // The text of the tokens up to the first end-of-generation token is in the grammar's language (complete when

@@ -113,6 +113,20 @@ struct OutputConstraint {
     std::vector<int32_t> eog;                                // end-of-generation ids: allowed when the text is complete
 };
 
+// The vocabulary side of constraints, built once per tokenizer and shared by every grammar: each token's text
+// ("" for control tokens, which a grammar never allows, except the `shown` ones whose text is part of answers,
+// e.g. tool-call markers), its trie, and the end-of-generation ids.
+class ConstraintVocab {
+public:
+    explicit ConstraintVocab(const Tokenizer& tok, const std::vector<int32_t>& shown = {});
+    std::shared_ptr<const OutputConstraint> constrain(std::shared_ptr<const grammar::Grammar> g) const;
+
+private:
+    std::shared_ptr<const std::vector<std::string>> pieces_;
+    std::shared_ptr<const grammar::VocabTrie> trie_;
+    std::vector<int32_t> eog_;
+};
+
 struct TokenLogprob {
     int32_t id = -1;
     float logprob = 0;

@@ -48,24 +48,27 @@ public:
     // Each (name, schema) becomes rule `name`; `root` is root_body.
     std::string run(const std::vector<std::pair<std::string, ojson>>& named, const std::string& root_body) {
         for (const auto& [name, schema] : named) reserved_.insert(name);
-        std::string out = "root ::= " + root_body + "\n" + kBase;
+        std::string out;
         for (const auto& [name, schema] : named) {
             root_ = &schema;  // $ref resolves against the schema it appears in
             refs_.clear();
             out += name + " ::= " + visit(schema, name + "-value") + "\n";
         }
-        for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
-        return out;
+        return grammar_text(root_body, out);
     }
     std::string run(const ojson& schema) {
         root_ = &schema;
-        const std::string r = visit(schema, "root-value");
-        std::string out = "root ::= " + r + "\n" + kBase;
+        return grammar_text(visit(schema, "root-value"), "");
+    }
+
+private:
+    // root, the base JSON rules, the caller's rules, then the rules made while visiting
+    std::string grammar_text(const std::string& root_body, const std::string& named_rules) const {
+        std::string out = "root ::= " + root_body + "\n" + kBase + named_rules;
         for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
         return out;
     }
 
-private:
     [[noreturn]] void fail(const std::string& where, const std::string& what) const {
         throw Error("json schema" + (where.empty() ? std::string() : " at " + where) + ": " + what);
     }

@@ -77,11 +77,6 @@ namespace {
 const std::string kMessage = "<|message|>", kChannel = "<|channel|>", kStart = "<|start|>";
 const std::vector<std::string> kBodyEnds = {"<|end|>", "<|call|>", "<|return|>", kStart, kChannel};
 const std::vector<std::string> kHeaderStarts = {kChannel, kStart};
-
-std::string trim(const std::string& s) {
-    const size_t a = s.find_first_not_of(" \t\r\n");
-    return a == std::string::npos ? std::string() : s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
-}
 }  // namespace
 
 // Harmony: messages "[<|start|>assistant]<|channel|>CHANNEL[ to=RECIPIENT][ <|constrain|>json]<|message|>BODY" ended
@@ -95,7 +90,7 @@ ChatDelta ChatAnswerParser::harmony(const std::string& text, bool at_end) {
             case HKind::CONTENT: d.content += body; break;
             case HKind::CALL: {
                 if (!complete) return;
-                const auto args = nlohmann::ordered_json::parse(trim(body), nullptr, false);
+                const auto args = nlohmann::ordered_json::parse(trim_ws(body), nullptr, false);
                 if (args.is_object()) d.calls.push_back({hcall_name_, args.dump()});
                 else d.content += body;  // not valid arguments: kept as text, nothing lost
                 break;
@@ -109,11 +104,10 @@ ChatDelta ChatAnswerParser::harmony(const std::string& text, bool at_end) {
                 if (!hseen_header_) {
                     // an answer that does not speak harmony at all is plain content
                     const size_t ws = hbuf_.find_first_not_of(" \t\r\n");
-                    const bool maybe_header = ws == std::string::npos ||
-                                              std::any_of(kHeaderStarts.begin(), kHeaderStarts.end(), [&](const std::string& h) {
-                                                  return hbuf_.compare(ws, std::min(h.size(), hbuf_.size() - ws), h, 0,
-                                                                       std::min(h.size(), hbuf_.size() - ws)) == 0;
-                                              });
+                    const std::string head = ws == std::string::npos ? std::string() : hbuf_.substr(ws);
+                    const bool maybe_header = std::any_of(kHeaderStarts.begin(), kHeaderStarts.end(), [&](const std::string& h) {
+                        return head.rfind(h, 0) == 0 || h.rfind(head, 0) == 0;  // it starts with h, or may still
+                    });
                     if (!maybe_header || at_end) {
                         hseen_header_ = true;
                         hstate_ = HState::BODY;

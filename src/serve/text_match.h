@@ -7,6 +7,12 @@
 
 namespace tandem::server {
 
+// s without leading and trailing whitespace (space, tab, CR, LF).
+inline std::string trim_ws(const std::string& s) {
+    const size_t a = s.find_first_not_of(" \t\r\n");
+    return a == std::string::npos ? std::string() : s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
+}
+
 // Length of the longest suffix of s that is a proper prefix of marker (it may still become the marker).
 inline size_t partial_suffix(const std::string& s, const std::string& marker) {
     for (size_t k = std::min(s.size(), marker.empty() ? 0 : marker.size() - 1); k > 0; k--)

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "grammar/json_schema.h"
+#include "serve/text_match.h"
 #include "tandem/error.h"
 
 namespace tandem::server {
@@ -11,11 +12,6 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-std::string trim(const std::string& s) {
-    const char* ws = " \t\r\n";
-    const size_t a = s.find_first_not_of(ws);
-    return a == std::string::npos ? std::string() : s.substr(a, s.find_last_not_of(ws) - a + 1);
-}
 
 // {"name": "f", "arguments" | "parameters": {...} or a JSON string} -> a call; false when it is not one.
 bool call_from(const json& j, ToolCall& out) {
@@ -152,13 +148,13 @@ ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text) {
                 at += kDsCallBegin.size();
                 const size_t sep = text.find(kDsSep, at);
                 if (sep == std::string::npos) return r;
-                const std::string header = trim(text.substr(at, sep - at));
+                const std::string header = trim_ws(text.substr(at, sep - at));
                 size_t end = text.find(kDsCallEnd, sep);
                 std::string body = text.substr(sep + kDsSep.size(), end == std::string::npos ? std::string::npos : end - sep - kDsSep.size());
                 ToolCall c;
                 if (header == "function") {  // R1: NAME, then the arguments in a ```json block
                     const size_t nl = body.find('\n');
-                    c.name = trim(body.substr(0, nl));
+                    c.name = trim_ws(body.substr(0, nl));
                     body = nl == std::string::npos ? std::string() : body.substr(nl + 1);
                     const size_t fence = body.find("```json");
                     if (fence != std::string::npos) body = body.substr(fence + 7);
@@ -167,7 +163,7 @@ ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text) {
                 } else {
                     c.name = header;
                 }
-                json args = parse_json(trim(body));
+                json args = parse_json(trim_ws(body));
                 if (c.name.empty() || !args.is_object()) return r;
                 c.arguments = args.dump();
                 calls.push_back(c);
@@ -176,7 +172,7 @@ ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text) {
             }
             if (calls.empty()) return r;
             r.calls = std::move(calls);
-            r.content = trim(text.substr(0, a));
+            r.content = trim_ws(text.substr(0, a));
             return r;
         }
         case ToolFormat::HERMES: {
@@ -193,7 +189,7 @@ ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text) {
                 const size_t b = text.find(close, a + open.size());
                 const std::string body = text.substr(a + open.size(), b == std::string::npos ? std::string::npos : b - a - open.size());
                 ToolCall c;
-                if (!call_from(parse_json(trim(body)), c)) {
+                if (!call_from(parse_json(trim_ws(body)), c)) {
                     if (b != std::string::npos || calls.empty()) return r;  // not a call after all: all of it is text
                     rest += text.substr(a);  // a last call cut off (the length limit): the whole ones stand, it is text
                     break;
@@ -205,13 +201,13 @@ ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text) {
             }
             if (calls.empty()) return r;
             r.calls = std::move(calls);
-            r.content = trim(rest);
+            r.content = trim_ws(rest);
             return r;
         }
         case ToolFormat::LLAMA3: {
-            std::string t = trim(text);
+            std::string t = trim_ws(text);
             static const std::string tag = "<|python_tag|>";
-            if (t.rfind(tag, 0) == 0) t = trim(t.substr(tag.size()));
+            if (t.rfind(tag, 0) == 0) t = trim_ws(t.substr(tag.size()));
             // one call, or several separated by ';' (as the Llama 3.1 prompt format allows)
             std::vector<ToolCall> calls;
             json j = parse_json(t);
@@ -224,7 +220,7 @@ ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text) {
             size_t at = 0;
             while (at < t.size()) {
                 size_t semi = t.find("};", at);
-                const std::string piece = trim(t.substr(at, semi == std::string::npos ? std::string::npos : semi + 1 - at));
+                const std::string piece = trim_ws(t.substr(at, semi == std::string::npos ? std::string::npos : semi + 1 - at));
                 if (!call_from(parse_json(piece), c)) return r;
                 calls.push_back(c);
                 if (semi == std::string::npos) break;
@@ -239,7 +235,7 @@ ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text) {
             static const std::string tag = "[TOOL_CALLS]";
             const size_t a = text.find(tag);
             if (a == std::string::npos) return r;
-            json arr = parse_json(trim(text.substr(a + tag.size())));
+            json arr = parse_json(trim_ws(text.substr(a + tag.size())));
             if (arr.is_object()) arr = json::array({arr});
             if (!arr.is_array() || arr.empty()) return r;
             std::vector<ToolCall> calls;
@@ -249,11 +245,11 @@ ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text) {
                 calls.push_back(c);
             }
             r.calls = std::move(calls);
-            r.content = trim(text.substr(0, a));
+            r.content = trim_ws(text.substr(0, a));
             return r;
         }
         case ToolFormat::GENERIC: {
-            json j = parse_json(trim(text));
+            json j = parse_json(trim_ws(text));
             std::vector<ToolCall> calls;
             if (j.is_object() && j.contains("tool_calls") && j["tool_calls"].is_array()) {
                 for (const auto& e : j["tool_calls"]) {

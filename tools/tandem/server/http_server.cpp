@@ -165,26 +165,13 @@ struct HttpServer::Impl {
     }
 
     // Structured output: the grammar with the vocabulary trie of the target (built once, on first use).
+    // The grammar side of a request over the vocabulary side, built on the first request that needs it.
     std::shared_ptr<const OutputConstraint> constraint_for(std::shared_ptr<const grammar::Grammar> g) {
-        std::call_once(trie_once, [this] {
-            auto pieces = std::make_shared<std::vector<std::string>>(size_t(tok->n_vocab()));
-            for (int32_t id = 0; id < tok->n_vocab(); id++)
-                if (tok->token_attr(id) != TokenAttr::CONTROL ||
-                    std::find(shown_special.begin(), shown_special.end(), id) != shown_special.end())
-                    (*pieces)[size_t(id)] = tok->token_to_piece(id, tok->token_attr(id) == TokenAttr::CONTROL);
-            trie_pieces = pieces;
-            trie = std::make_shared<grammar::VocabTrie>(*pieces);
-        });
-        auto c = std::make_shared<OutputConstraint>();
-        c->grammar = std::move(g);
-        c->trie = trie;
-        c->pieces = trie_pieces;
-        c->eog = tok->eog_ids();
-        return c;
+        std::call_once(vocab_once, [this] { constraint_vocab = std::make_unique<ConstraintVocab>(*tok, shown_special); });
+        return constraint_vocab->constrain(std::move(g));
     }
-    std::once_flag trie_once;
-    std::shared_ptr<const grammar::VocabTrie> trie;
-    std::shared_ptr<const std::vector<std::string>> trie_pieces;
+    std::once_flag vocab_once;
+    std::unique_ptr<ConstraintVocab> constraint_vocab;
     std::shared_ptr<const grammar::Grammar> default_grammar;
 
     // /v1/chat/completions, /v1/completions, llama-server's /completion, Anthropic's /v1/messages
