@@ -1,4 +1,6 @@
-// Model: hyperparameters and immutable weights of a Llama-family transformer, loaded from GGUF.
+// Model: hyperparameters and immutable weights of a decoder-only transformer, loaded from GGUF. One forward pass
+// (model/forward.cpp) serves every architecture; an architecture is the set of features below that it switches on
+// (QK-norm, post-norms, sliding windows, MoE, sinks, ...), decided once at load (model_loader.cpp).
 // A Model is read-only after load and may be shared by any number of Sessions (target, draft, server slots).
 #pragma once
 #include <cstdint>
@@ -12,12 +14,26 @@ namespace tandem {
 
 class GgufFile;
 
-enum class Arch { LLAMA, QWEN2 };
+enum class Arch { LLAMA, QWEN2, QWEN3, QWEN3MOE, GEMMA3, PHI3, GPT_OSS };
 const char* arch_name(Arch a);
+struct HParams;
+// The architecture features a model uses, for `tandem info`: "rope theta 1e+06, n_rot 128, NEOX, QK-norm, ...".
+std::string describe_features(const HParams& hp);
 
 enum class RopeStyle {
     NORM,  // rotate adjacent pairs (x[2i], x[2i+1]): llama (GGUF q/k weights are permuted for it)
-    NEOX,  // rotate halves (x[i], x[i + n_rot/2]): qwen2
+    NEOX,  // rotate halves (x[i], x[i + n_rot/2]): qwen2, qwen3, gemma3, phi3, gpt-oss
+};
+
+enum class FfnAct {
+    SILU,        // silu(gate) * up (SwiGLU)
+    GELU_TANH,   // gelu_tanh(gate) * up (GEGLU): gemma3
+    SWIGLU_OAI,  // g = min(gate, 7), u = clamp(up, -7, 7), g * sigmoid(1.702 g) * (u + 1): gpt-oss
+};
+
+enum class MoeGating {
+    SOFTMAX,         // softmax over all experts, then the top k (qwen3moe)
+    SOFTMAX_WEIGHT,  // the top k raw router logits, then softmax over those k (gpt-oss)
 };
 
 struct HParams {
@@ -38,6 +54,38 @@ struct HParams {
     bool tied_output = false;      // no output.weight: logits use token_embd
     bool has_qkv_bias = false;
     bool has_rope_freqs = false;
+
+    // Attention details
+    bool has_qk_norm = false;      // RMSNorm over each q/k head (per-dimension weight shared by the heads), before RoPE
+    bool has_post_norms = false;   // RMSNorm on the attention and FFN outputs before each residual add (gemma3)
+    bool has_attn_sinks = false;   // one extra logit per head in the softmax denominator (gpt-oss)
+    float q_scale = 0;             // q is multiplied by this before q.k (set at load: 1/sqrt(head_dim) unless the arch says)
+    float embd_scale = 1.0f;       // token embeddings are multiplied by this (gemma3: sqrt(n_embd))
+    float logit_softcap = 0;       // logits = c * tanh(logits / c) when > 0
+
+    // Sliding-window attention: layers with LayerWeights::swa see only the last n_swa positions (key j is hidden
+    // from query i when i - j >= n_swa), and use their own RoPE base/scale.
+    int n_swa = 0;
+    float rope_theta_swa = 10000.0f;
+    float rope_freq_scale_swa = 1.0f;
+
+    // RoPE scaling beyond a plain linear factor
+    int n_ctx_orig = 0;              // rope.scaling.original_context_length (0: n_ctx_train)
+    float rope_attn_factor = 1.0f;   // multiplies cos and sin (phi3 LongRoPE, YaRN's magnitude correction)
+    float yarn_ext_factor = 0;       // 1 for YaRN: frequencies ramp between interpolated and extrapolated
+    float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
+    bool has_rope_long_short = false;  // phi3: rope_factors_long/short, chosen by the session's context size
+
+    // Feed-forward
+    FfnAct ffn_act = FfnAct::SILU;
+    int n_expert = 0;              // > 0: every layer's FFN is a mixture of experts
+    int n_expert_used = 0;         // experts per token (top k)
+    int n_ff_exp = 0;              // hidden size of one expert
+    MoeGating moe_gating = MoeGating::SOFTMAX;
+    bool expert_weights_norm = false;  // renormalise the k selected weights to sum 1
+    float expert_weights_scale = 0;    // multiplies the selected weights when != 0
+    bool has_expert_bias = false;      // router and expert biases (gpt-oss)
+    bool has_out_bias = false;         // attention output bias (gpt-oss)
 };
 
 // A weight matrix used in place from the mapping. (rows, cols) = (output dim, input dim).
@@ -58,10 +106,22 @@ struct LayerWeights {
     Weight wv;                     // (n_head_kv * head_dim, n_embd)
     Weight wo;                     // (n_embd, n_head * head_dim)
     std::vector<float> bq, bk, bv; // qwen2 only: (n_head*head_dim), (n_head_kv*head_dim) x2
-    std::vector<float> ffn_norm;   // (n_embd)
+    std::vector<float> bo;         // gpt-oss: (n_embd)
+    std::vector<float> q_norm, k_norm;  // QK-norm: (head_dim) each
+    std::vector<float> sinks;      // attention sinks: (n_head)
+    std::vector<float> post_attn_norm;  // gemma3: before the residual add; gpt-oss: the FFN's pre-norm  (n_embd)
+    std::vector<float> ffn_norm;   // (n_embd); empty for gpt-oss (post_attn_norm is its pre-FFN norm)
+    std::vector<float> post_ffn_norm;   // gemma3: (n_embd)
+    bool swa = false;              // a sliding-window layer (HParams::n_swa)
+    // Dense FFN. Fused gate|up tensors (phi3) are bound as two views of the one tensor; so is a fused q|k|v.
     Weight w_gate;                 // (n_ff, n_embd)
     Weight w_up;                   // (n_ff, n_embd)
     Weight w_down;                 // (n_embd, n_ff)
+    // Mixture of experts: each expert's matrices are views of slices of the file's 3-D tensors.
+    Weight router;                 // (n_expert, n_embd)
+    std::vector<float> router_b;   // (n_expert) or empty
+    std::vector<Weight> exp_gate, exp_up, exp_down;  // n_expert each: (n_ff_exp, n_embd), (n_ff_exp, n_embd), (n_embd, n_ff_exp)
+    std::vector<float> exp_gate_b, exp_up_b, exp_down_b;  // (n_expert, n_ff_exp) x2, (n_expert, n_embd); or empty
 };
 
 struct LoadOptions {
@@ -84,7 +144,8 @@ public:
     const Weight& tok_embd() const { return tok_embd_; }       // (n_vocab, n_embd)
     const Weight& output() const { return output_; }           // (n_vocab, n_embd); == tok_embd when tied
     const std::vector<float>& output_norm() const { return output_norm_; }  // (n_embd)
-    const std::vector<float>& rope_freqs() const { return rope_freqs_; }    // (n_rot/2) or empty
+    const std::vector<float>& rope_freqs() const { return rope_freqs_; }    // (n_rot/2) or empty: divide the frequencies
+    const std::vector<float>& rope_freqs_long() const { return rope_long_; } // phi3: used when n_ctx > n_ctx_orig
     const LayerWeights& layer(int i) const { return layers_[size_t(i)]; }
 
     int64_t n_params() const;
@@ -96,7 +157,7 @@ private:
     std::shared_ptr<const GgufFile> file_;
     HParams hp_;
     Weight tok_embd_, output_;
-    std::vector<float> output_norm_, rope_freqs_;
+    std::vector<float> output_norm_, rope_freqs_, rope_long_;
     std::vector<LayerWeights> layers_;
     std::shared_ptr<uint8_t> packed_;  // one buffer holding the repacked matrices (see Model::repack_for_cpu)
     size_t packed_bytes_ = 0;

@@ -1,19 +1,25 @@
-// The Llama-family forward pass over a batch of tokens (llama and qwen2 share it; qwen2 adds q/k/v biases and
-// NEOX-style RoPE).
+// The decoder forward pass over a batch of tokens, shared by every architecture (model.h lists the features).
 //
+// x = embd(tokens) * embd_scale                              x, xn: (n, n_embd)
 // Per layer, for n tokens at positions pos0..pos0+n-1:
-//   xn = rmsnorm(x) * attn_norm                          x, xn: (n, n_embd)
+//   xn = rmsnorm(x) * attn_norm
 //   q = xn Wq^T (+bq), k = xn Wk^T (+bk), v = xn Wv^T (+bv)  q: (n, n_head*hd), k, v: (n, n_head_kv*hd)
-//   rope(q, k); append k, v to the cache
-//   att = causal softmax(q k^T / sqrt(hd)) v             att: (n, n_head*hd), grouped-query heads share k/v
-//   x += att Wo^T
-//   xn = rmsnorm(x) * ffn_norm
-//   x += (silu(xn Wgate^T) * (xn Wup^T)) Wdown^T          hidden: (n, n_ff)
-// then logits = rmsnorm(x) * output_norm  Wout^T           (n_out, n_vocab)
+//   [QK-norm: each head of q, k = rmsnorm(head) * q_norm / k_norm]
+//   rope(q, k) (the layer's table: global or sliding-window); append k, v to the cache
+//   att = causal softmax(q_scale q k^T [+ sink]) v           att: (n, n_head*hd), grouped-query heads share k/v;
+//                                                            a sliding-window layer sees the last n_swa positions
+//   a = att Wo^T (+bo)                                        [gemma3: a = rmsnorm(a) * post_attn_norm]
+//   x += a
+//   xn = rmsnorm(x) * ffn_norm (gpt-oss: post_attn_norm)
+//   f = FFN(xn) (model/ffn.h: gated dense or mixture of experts)   [gemma3: f = rmsnorm(f) * post_ffn_norm]
+//   x += f
+// then logits = rmsnorm(x) * output_norm  Wout^T           (n_out, n_vocab)  [softcap: c tanh(logits / c)]
 #include <algorithm>
 #include <cmath>
 
 #include "core/fp16.h"
+#include "model/ffn.h"
+#include "model/rope.h"
 #include "model/session_impl.h"
 #include "quant/kernels.h"
 #include "quant/matmul_q8.h"
@@ -36,18 +42,6 @@ void rmsnorm(const float* x, const float* w, float* out, int n, float eps) {
     for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
 }
 
-// Rotate one head vector in place using precomputed cos/sin for its position.
-void rope_head(float* h, const float* cs, const float* sn, int n_rot, RopeStyle style) {
-    const int half = n_rot / 2;
-    for (int i = 0; i < half; i++) {
-        int a = style == RopeStyle::NORM ? 2 * i : i;
-        int b = style == RopeStyle::NORM ? 2 * i + 1 : i + half;
-        float x0 = h[a], x1 = h[b];
-        h[a] = x0 * cs[i] - x1 * sn[i];
-        h[b] = x0 * sn[i] + x1 * cs[i];
-    }
-}
-
 }  // namespace
 
 Session::Session(std::shared_ptr<const Model> model, const SessionParams& params, ThreadPool& pool)
@@ -58,20 +52,12 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
     n_batch_ = std::max(1, params.n_batch);
     impl_ = std::make_unique<Impl>(n_layers_, n_ctx_, hp.n_head_kv * hp.head_dim);
 
-    // RoPE tables: theta_i(pos) = pos * freq_scale * base^(-2i/n_rot) / freq_factor_i.
-    const int half = hp.n_rot / 2;
-    impl_->rope_cos.resize(size_t(n_ctx_) * half);
-    impl_->rope_sin.resize(size_t(n_ctx_) * half);
-    const auto& ff = model_->rope_freqs();
-    for (int i = 0; i < half; i++) {
-        double inv = std::pow(double(hp.rope_theta), -2.0 * i / hp.n_rot);
-        if (!ff.empty()) inv /= double(ff[size_t(i)]);
-        for (int p = 0; p < n_ctx_; p++) {
-            double th = double(p) * double(hp.rope_freq_scale) * inv;
-            impl_->rope_cos[size_t(p) * half + i] = float(std::cos(th));
-            impl_->rope_sin[size_t(p) * half + i] = float(std::sin(th));
-        }
-    }
+    // RoPE tables: one for global layers, one for sliding-window layers when the model has them. phi3's
+    // LongRoPE factors: the long ones when this context exceeds the original one (as llama.cpp chooses).
+    const bool long_factors = hp.has_rope_long_short && n_ctx_ > (hp.n_ctx_orig > 0 ? hp.n_ctx_orig : hp.n_ctx_train);
+    const auto& factors = long_factors ? model_->rope_freqs_long() : model_->rope_freqs();
+    impl_->rope[0] = make_rope_table(hp, hp.rope_theta, hp.rope_freq_scale, factors, n_ctx_);
+    if (hp.n_swa > 0) impl_->rope[1] = make_rope_table(hp, hp.rope_theta_swa, hp.rope_freq_scale_swa, factors, n_ctx_);
 }
 
 Session::~Session() = default;
@@ -90,12 +76,15 @@ void Session::truncate(int n) {
 
 void Session::shift(int n_keep, int n_discard) {
     TD_ASSERT(n_keep >= 0 && n_discard > 0 && n_keep + n_discard <= n_past() && n_discard < n_ctx_);
-    const HParams& hp = model_->hparams();
+    const Model& model = *model_;
+    const HParams& hp = model.hparams();
     const int half = hp.n_rot / 2, kv_dim = hp.n_head_kv * hp.head_dim;
-    const float* cs = &impl_->rope_cos[size_t(n_discard) * size_t(half)];  // rotation by -n_discard: cos even, sin odd
     std::vector<float> sn(static_cast<size_t>(half)), k(static_cast<size_t>(kv_dim)), v(static_cast<size_t>(kv_dim));
-    for (int i = 0; i < half; i++) sn[size_t(i)] = -impl_->rope_sin[size_t(n_discard) * size_t(half) + size_t(i)];
     for (int l = 0; l < n_layers_; l++) {
+        // Rotation by -n_discard: cos is even, sin odd (the table's own, so a layer keeps its base and scale).
+        const RopeTable& rt = impl_->rope[model.layer(l).swa ? 1 : 0];
+        const float* cs = rt.cos_at(n_discard);
+        for (int i = 0; i < half; i++) sn[size_t(i)] = -rt.sin_at(n_discard)[i];
         for (int p = n_keep + n_discard; p < n_past(); p++) {
             const uint16_t* kh = impl_->kv.k(l, p);
             const uint16_t* vh = impl_->kv.v(l, p);
@@ -103,7 +92,8 @@ void Session::shift(int n_keep, int n_discard) {
                 k[size_t(i)] = fp16_to_f32(kh[i]);
                 v[size_t(i)] = fp16_to_f32(vh[i]);
             }
-            for (int h = 0; h < hp.n_head_kv; h++) rope_head(k.data() + size_t(h) * size_t(hp.head_dim), cs, sn.data(), hp.n_rot, hp.rope_style);
+            for (int h = 0; h < hp.n_head_kv; h++)
+                rope_head(k.data() + size_t(h) * size_t(hp.head_dim), cs, sn.data(), hp.n_rot, hp.rope_style, 1.0f);
             impl_->kv.store(l, p - n_discard, k.data(), v.data());
         }
     }
@@ -176,7 +166,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     ThreadPool& pool = S0.pool_;
     const HParams& hp = model.hparams();
     const int E = hp.n_embd, hd = hp.head_dim, nh = hp.n_head, nkv = hp.n_head_kv;
-    const int qd = nh * hd, kvd = nkv * hd, F = hp.n_ff, half = hp.n_rot / 2;
+    const int qd = nh * hd, kvd = nkv * hd;
     struct Row { Session* s; int pos; };
     std::vector<Row> rows;
     for (const auto& g : segs)
@@ -192,23 +182,24 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     S.k.resize(size_t(n) * kvd);
     S.v.resize(size_t(n) * kvd);
     S.att.resize(size_t(n) * qd);
-    S.gate.resize(size_t(n) * F);
-    S.up.resize(size_t(n) * F);
-    S.rows_out.resize(size_t(n) * std::max(E, F));
+    S.rows_out.resize(size_t(n) * E);
 
     const Weight& emb = model.tok_embd();
     {
         int r = 0;
         for (const auto& g : segs)
             for (int t = 0; t < g.n; t++, r++) {
-                if (emb.packed) dequantize_packed_row(emb.type, emb.packed, E, g.tokens[t], &S.x[size_t(r) * E]);
-                else dequantize_row_ref(emb.type, emb.data + size_t(g.tokens[t]) * emb.row_stride, &S.x[size_t(r) * E], E);
+                float* xr = &S.x[size_t(r) * E];
+                if (emb.packed) dequantize_packed_row(emb.type, emb.packed, E, g.tokens[t], xr);
+                else dequantize_row_ref(emb.type, emb.data + size_t(g.tokens[t]) * emb.row_stride, xr, E);
+                if (hp.embd_scale != 1.0f)
+                    for (int i = 0; i < E; i++) xr[i] *= hp.embd_scale;
             }
     }
 
-    const float att_scale = 1.0f / std::sqrt(float(hd));
     for (int l = 0; l < S0.n_layers_; l++) {
         const LayerWeights& L = model.layer(l);
+        const int rope_set = L.swa ? 1 : 0;
         for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], L.attn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
         {
             const WeightView ws[3] = {view(L.wq), view(L.wk), view(L.wv)};
@@ -223,16 +214,21 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                 for (int i = 0; i < qd; i++) q[i] += L.bq[size_t(i)];
                 for (int i = 0; i < kvd; i++) { k[i] += L.bk[size_t(i)]; v[i] += L.bv[size_t(i)]; }
             }
-            const Impl& R = *rows[size_t(t)].s->impl_;
+            if (hp.has_qk_norm) {
+                for (int h = 0; h < nh; h++) rmsnorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, hp.rms_eps);
+                for (int h = 0; h < nkv; h++) rmsnorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, hp.rms_eps);
+            }
+            const RopeTable& rt = rows[size_t(t)].s->impl_->rope[rope_set];
             const int pos = rows[size_t(t)].pos;
-            const float* cs = &R.rope_cos[size_t(pos) * half];
-            const float* sn = &R.rope_sin[size_t(pos) * half];
-            for (int h = 0; h < nh; h++) rope_head(q + h * hd, cs, sn, hp.n_rot, hp.rope_style);
-            for (int h = 0; h < nkv; h++) rope_head(k + h * hd, cs, sn, hp.n_rot, hp.rope_style);
+            const float* cs = rt.cos_at(pos);
+            const float* sn = rt.sin_at(pos);
+            for (int h = 0; h < nh; h++) rope_head(q + h * hd, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
+            for (int h = 0; h < nkv; h++) rope_head(k + h * hd, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
             rows[size_t(t)].s->impl_->kv.store(l, pos, k, v);
         }
         // Attention, parallel over (row, key/value head) pairs: the `group` query heads of a KV head are adjacent
-        // in q and att and share one pass over the cache. A row at position p sees positions 0..p of its session.
+        // in q and att and share one pass over the cache. A row at position p sees positions first..p of its
+        // session: first = 0, or p - n_swa + 1 in a sliding-window layer.
         const int group = nh / nkv;
         pool.parallel_for(size_t(n) * size_t(nkv), [&](size_t b, size_t e, int) {
             thread_local std::vector<float> scores;
@@ -240,23 +236,49 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             for (size_t tg = b; tg < e; tg++) {
                 const int t = int(tg / size_t(nkv)), g = int(tg % size_t(nkv));
                 const KvCache& kv = rows[size_t(t)].s->impl_->kv;
+                const int pos = rows[size_t(t)].pos;
+                const int first = L.swa ? std::max(0, pos - hp.n_swa + 1) : 0;
                 const size_t koff = size_t(g) * hd;
                 const size_t qoff = size_t(t) * qd + size_t(g) * size_t(group) * hd;
-                attention_heads(&S.q[qoff], group, kv.k(l, 0) + koff, kv.v(l, 0) + koff, size_t(kvd), rows[size_t(t)].pos + 1,
-                                hd, att_scale, scores.data(), &S.att[qoff]);
+                const uint16_t* kb = kv.k(l, first) + koff;
+                const uint16_t* vb = kv.v(l, first) + koff;
+                const int n_pos = pos + 1 - first;
+                attention_heads(&S.q[qoff], group, kb, vb, size_t(kvd), n_pos, hd, hp.q_scale, scores.data(), &S.att[qoff]);
+                if (hp.has_attn_sinks) {
+                    // A sink adds exp(sink) to the softmax denominator only: out *= S / (S + exp(sink)), with
+                    // S = sum_p exp(s_p), i.e. sigmoid(logsumexp(s) - sink).
+                    for (int r = 0; r < group; r++) {
+                        const float* qr = &S.q[qoff + size_t(r) * hd];
+                        float mx = -INFINITY;
+                        float* sc = scores.data();
+                        for (int p = 0; p < n_pos; p++) {
+                            sc[p] = dot_f32_f16(qr, kb + size_t(p) * size_t(kvd), hd) * hp.q_scale;
+                            mx = std::max(mx, sc[p]);
+                        }
+                        double sum = 0;
+                        for (int p = 0; p < n_pos; p++) sum += std::exp(double(sc[p] - mx));
+                        const double lse = double(mx) + std::log(sum);
+                        const float f = float(1.0 / (1.0 + std::exp(double(L.sinks[size_t(g * group + r)]) - lse)));
+                        float* o = &S.att[qoff + size_t(r) * hd];
+                        for (int i = 0; i < hd; i++) o[i] *= f;
+                    }
+                }
             }
         });
         matmul(pool, view(L.wo), S.att.data(), n, S.rows_out.data());
+        for (int t = 0; t < n; t++) {
+            float* a = &S.rows_out[size_t(t) * E];
+            if (!L.bo.empty())
+                for (int i = 0; i < E; i++) a[i] += L.bo[size_t(i)];
+            if (hp.has_post_norms) rmsnorm(a, L.post_attn_norm.data(), a, E, hp.rms_eps);
+        }
         for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] += S.rows_out[i];
 
-        for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], L.ffn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
-        {
-            const WeightView ws[2] = {view(L.w_gate), view(L.w_up)};
-            float* const ys[2] = {S.gate.data(), S.up.data()};
-            matmul_shared_input(pool, ws, ys, 2, S.xn.data(), n);
-        }
-        silu_mul(S.gate.data(), S.up.data(), int64_t(n) * F);
-        matmul(pool, view(L.w_down), S.gate.data(), n, S.rows_out.data());
+        const float* ffn_norm = L.ffn_norm.empty() ? L.post_attn_norm.data() : L.ffn_norm.data();
+        for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], ffn_norm, &S.xn[size_t(t) * E], E, hp.rms_eps);
+        ffn_forward(pool, hp, L, S.xn.data(), n, S.rows_out.data(), S.ffn);
+        if (hp.has_post_norms)
+            for (int t = 0; t < n; t++) rmsnorm(&S.rows_out[size_t(t) * E], L.post_ffn_norm.data(), &S.rows_out[size_t(t) * E], E, hp.rms_eps);
         for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] += S.rows_out[i];
     }
 
@@ -277,14 +299,21 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         r0 += g.n;
     }
     if (n_out == 0) return;
+    auto softcap = [&](float* lg) {
+        if (hp.logit_softcap > 0)
+            for (int i = 0; i < hp.n_vocab; i++) lg[i] = hp.logit_softcap * std::tanh(lg[i] / hp.logit_softcap);
+    };
     if (segs.size() == 1) {
         matmul(pool, view(model.output()), S.xn.data(), n_out, outs[0]);  // rows are contiguous already
+        for (int i = 0; i < n_out; i++) softcap(outs[0] + size_t(i) * size_t(hp.n_vocab));
         return;
     }
     S.logits_tmp.resize(size_t(n_out) * size_t(hp.n_vocab));
     matmul(pool, view(model.output()), S.xn.data(), n_out, S.logits_tmp.data());
-    for (int i = 0; i < n_out; i++)
+    for (int i = 0; i < n_out; i++) {
         std::copy_n(S.logits_tmp.data() + size_t(i) * hp.n_vocab, hp.n_vocab, outs[size_t(i)]);
+        softcap(outs[size_t(i)]);
+    }
 }
 
 }  // namespace tandem

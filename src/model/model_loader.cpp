@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <map>
 #include <thread>
@@ -18,7 +19,43 @@
 
 namespace tandem {
 
-const char* arch_name(Arch a) { return a == Arch::QWEN2 ? "qwen2" : "llama"; }
+namespace {
+struct ArchName { Arch arch; const char* name; };
+constexpr ArchName kArchs[] = {
+    {Arch::LLAMA, "llama"}, {Arch::QWEN2, "qwen2"}, {Arch::QWEN3, "qwen3"}, {Arch::QWEN3MOE, "qwen3moe"},
+    {Arch::GEMMA3, "gemma3"}, {Arch::PHI3, "phi3"}, {Arch::GPT_OSS, "gpt-oss"},
+};
+}  // namespace
+
+const char* arch_name(Arch a) {
+    for (const auto& e : kArchs)
+        if (e.arch == a) return e.name;
+    return "?";
+}
+
+std::string describe_features(const HParams& hp) {
+    std::string s = strprintf("rope theta %g, n_rot %d (%s)", hp.rope_theta, hp.n_rot, hp.rope_style == RopeStyle::NEOX ? "neox" : "norm");
+    auto add = [&](const std::string& f) { s += ", " + f; };
+    if (hp.rope_freq_scale != 1.0f) add(strprintf("rope scale 1/%g", 1.0 / hp.rope_freq_scale));
+    if (hp.yarn_ext_factor != 0.0f) add(strprintf("YaRN (original ctx %d)", hp.n_ctx_orig));
+    if (hp.rope_attn_factor != 1.0f) add(strprintf("rope attn factor %.4g", hp.rope_attn_factor));
+    if (hp.has_rope_freqs) add("rope_freqs");
+    if (hp.has_rope_long_short) add(strprintf("LongRoPE factors (original ctx %d)", hp.n_ctx_orig));
+    if (hp.tied_output) add("tied output");
+    if (hp.has_qkv_bias) add("qkv bias");
+    if (hp.has_qk_norm) add("QK-norm");
+    if (hp.has_post_norms) add("post-norms");
+    if (hp.has_attn_sinks) add("attention sinks");
+    if (hp.n_swa > 0) add(strprintf("sliding window %d (base %g)", hp.n_swa, hp.rope_theta_swa));
+    if (hp.embd_scale != 1.0f) add(strprintf("embeddings x %g", hp.embd_scale));
+    if (hp.logit_softcap > 0) add(strprintf("logit softcap %g", hp.logit_softcap));
+    add(hp.ffn_act == FfnAct::SILU ? "SwiGLU" : hp.ffn_act == FfnAct::GELU_TANH ? "GEGLU" : "clamped SwiGLU-OAI");
+    if (hp.n_expert > 0)
+        add(strprintf("MoE %d experts, %d used, expert n_ff %d, %s%s", hp.n_expert, hp.n_expert_used, hp.n_ff_exp,
+                      hp.moe_gating == MoeGating::SOFTMAX ? "softmax then top-k" : "top-k then softmax",
+                      hp.expert_weights_norm ? ", renormalised" : ""));
+    return s;
+}
 
 namespace {
 
@@ -74,6 +111,36 @@ struct Loader {
         dequantize_row_ref(t.type, t.data, out.data(), n);
         return out;
     }
+    // A (rows, cols) view of `n_rows` rows starting at row `first` of a 2-D tensor (a fused q|k|v or gate|up).
+    static Weight rows_of(const Weight& w, int64_t first, int64_t n_rows) {
+        Weight v = w;
+        v.data = w.data + size_t(first) * w.row_stride;
+        v.rows = n_rows;
+        return v;
+    }
+    // The n_expert (rows, cols) matrices of a 3-D tensor of ggml shape [cols, rows, n_expert].
+    std::vector<Weight> experts(const std::string& name, int64_t rows, int64_t cols, int64_t n_expert) const {
+        const GgufTensor& t = tensor(name, {cols, rows, n_expert});
+        std::vector<Weight> out(static_cast<size_t>(n_expert));
+        for (int64_t e = 0; e < n_expert; e++) {
+            Weight& w = out[size_t(e)];
+            w.type = t.type;
+            w.rows = rows;
+            w.cols = cols;
+            w.row_stride = row_bytes(t.type, cols);
+            w.data = t.data + size_t(e) * size_t(rows) * w.row_stride;
+        }
+        return out;
+    }
+    // A [n, n_expert] bias tensor as n_expert * n floats.
+    std::vector<float> expert_vec(const std::string& name, int64_t n, int64_t n_expert) const {
+        const GgufTensor& t = tensor(name, {n, n_expert});
+        std::vector<float> out(static_cast<size_t>(n * n_expert));
+        for (int64_t e = 0; e < n_expert; e++)
+            dequantize_row_ref(t.type, t.data + size_t(e) * row_bytes(t.type, n), out.data() + size_t(e * n), n);
+        return out;
+    }
+    bool has(const std::string& name) const { return f.tensor(name) != nullptr; }
 };
 
 }  // namespace
@@ -89,14 +156,20 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     std::shared_ptr<Model> m(new Model());
     m->file_ = file;
     HParams& hp = m->hp_;
-    if (*arch == "llama") hp.arch = Arch::LLAMA;
-    else if (*arch == "qwen2") hp.arch = Arch::QWEN2;
-    else throw Error(f.path() + ": unsupported architecture '" + *arch + "' (supported: llama, qwen2)");
+    bool known = false;
+    for (const auto& e : kArchs)
+        if (*arch == e.name) { hp.arch = e.arch; known = true; }
+    if (!known) {
+        std::string list;
+        for (const auto& e : kArchs) list += std::string(list.empty() ? "" : ", ") + e.name;
+        throw Error(f.path() + ": unsupported architecture '" + *arch + "' (supported: " + list + ")");
+    }
+    const Arch A = hp.arch;
 
     Loader L{f, *arch};
     hp.n_embd = L.req_int("embedding_length");
     hp.n_layer = L.req_int("block_count");
-    hp.n_ff = L.req_int("feed_forward_length");
+    hp.n_ff = A == Arch::QWEN3MOE || A == Arch::GPT_OSS ? L.opt_int("feed_forward_length", 1) : L.req_int("feed_forward_length");
     hp.n_head = L.req_int("attention.head_count");
     hp.n_head_kv = L.opt_int("attention.head_count_kv", hp.n_head);
     hp.n_ctx_train = L.opt_int("context_length", 2048);
@@ -109,17 +182,78 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         L.fail("attention.value_length differs from key_length (not supported)");
     hp.n_rot = L.opt_int("rope.dimension_count", hp.head_dim);
     if (hp.n_rot > hp.head_dim || hp.n_rot % 2) L.fail(strprintf("rope.dimension_count %d is invalid for head size %d", hp.n_rot, hp.head_dim));
+    if (hp.head_dim % 8 != 0 || hp.head_dim > 256) L.fail(strprintf("head size %d is not supported (a multiple of 8, at most 256)", hp.head_dim));
     hp.rms_eps = L.opt_float("attention.layer_norm_rms_epsilon", 1e-5f);
     hp.rope_theta = L.opt_float("rope.freq_base", 10000.0f);
     if (!(hp.rms_eps > 0) || !(hp.rope_theta > 0)) L.fail("rms epsilon and rope.freq_base must be positive");
-    if (auto st = f.get_str(*arch + ".rope.scaling.type"); st && *st == "linear") {
+    hp.n_ctx_orig = L.opt_int("rope.scaling.original_context_length", hp.n_ctx_train);
+    hp.rope_attn_factor = L.opt_float("rope.scaling.attn_factor", 1.0f);
+    if (!(hp.rope_attn_factor > 0)) L.fail("rope.scaling.attn_factor must be positive");
+    const auto st = f.get_str(*arch + ".rope.scaling.type");
+    if (st && (*st == "linear" || *st == "yarn")) {
         float factor = L.opt_float("rope.scaling.factor", 1.0f);
         if (!(factor > 0)) L.fail("rope.scaling.factor must be positive");
         hp.rope_freq_scale = 1.0f / factor;
-    } else if (st && *st != "none" && *st != "yarn") {
+    } else if (st && *st != "none") {
         L.fail("unsupported rope.scaling.type '" + *st + "'");
     }
-    hp.rope_style = hp.arch == Arch::QWEN2 ? RopeStyle::NEOX : RopeStyle::NORM;
+    if (st && *st == "yarn" && hp.rope_freq_scale < 1.0f) {
+        // YaRN as llama.cpp applies it (llama-context.cpp, ggml rope_yarn): frequencies ramp between the
+        // interpolated and the extrapolated ones over the correction dims; cos/sin are scaled by
+        // attn_factor * (1 + 0.1 ln factor), where llama.cpp's own mscale (with yarn_log_multiplier) enters the
+        // attn_factor and the ext-factor correction divides its (1 + 0.1 ln factor) back out.
+        const float factor = 1.0f / hp.rope_freq_scale;
+        auto mscale = [](float scale, float m) { return scale <= 1.0f ? 1.0f : 0.1f * m * std::log(scale) + 1.0f; };
+        const float log_mul = L.opt_float("rope.scaling.yarn_log_multiplier", 0.0f);
+        float af = log_mul != 0 ? mscale(factor, 1.0f) / mscale(factor, log_mul) : mscale(factor, 1.0f);
+        af /= 1.0f + 0.1f * std::log(factor);
+        hp.rope_attn_factor *= af;
+        hp.yarn_ext_factor = L.opt_float("rope.scaling.yarn_ext_factor", 1.0f);
+        hp.yarn_beta_fast = L.opt_float("rope.scaling.yarn_beta_fast", 32.0f);
+        hp.yarn_beta_slow = L.opt_float("rope.scaling.yarn_beta_slow", 1.0f);
+    }
+    hp.rope_style = A == Arch::LLAMA ? RopeStyle::NORM : RopeStyle::NEOX;
+    hp.has_qk_norm = A == Arch::QWEN3 || A == Arch::QWEN3MOE || A == Arch::GEMMA3;
+    hp.has_post_norms = A == Arch::GEMMA3;
+    hp.q_scale = 1.0f / std::sqrt(float(hp.head_dim));
+    if (A == Arch::GEMMA3) {
+        hp.embd_scale = std::sqrt(float(hp.n_embd));
+        hp.ffn_act = FfnAct::GELU_TANH;
+        // llama.cpp (after gemma_pytorch): Gemma 3 27B (62 layers) scales queries by n_embd / n_head, not head_dim.
+        if (hp.n_layer == 62) hp.q_scale = 1.0f / std::sqrt(float(hp.n_embd / hp.n_head));
+        hp.logit_softcap = L.opt_float("final_logit_softcapping", 0.0f);
+    }
+    if (A == Arch::GPT_OSS) hp.ffn_act = FfnAct::SWIGLU_OAI;
+
+    // Sliding windows, as llama.cpp assigns them: gemma3 every layer but each 6th (il % 6 < 5), gpt-oss every
+    // other (il % 2 == 0), or as the file's attention.sliding_window_pattern says. phi3's window is ignored, as
+    // llama.cpp does (its converted files give a window the models were not trained with at every layer).
+    int swa_pattern = A == Arch::GEMMA3 ? 6 : A == Arch::GPT_OSS ? 2 : 0;
+    if (swa_pattern) {
+        auto w = f.get_int(*arch + ".attention.sliding_window");
+        if (A == Arch::GPT_OSS && !w) L.fail("missing required metadata '" + *arch + ".attention.sliding_window'");
+        if (w && *w > 0) {
+            hp.n_swa = int(std::min<int64_t>(*w, int64_t(1) << 30));
+            swa_pattern = L.opt_int("attention.sliding_window_pattern", swa_pattern);
+            hp.rope_theta_swa = A == Arch::GEMMA3 ? 10000.0f : hp.rope_theta;
+            hp.rope_freq_scale_swa = A == Arch::GEMMA3 ? 1.0f : hp.rope_freq_scale;
+            hp.rope_theta_swa = L.opt_float("rope.freq_base_swa", hp.rope_theta_swa);
+            if (!(hp.rope_theta_swa > 0)) L.fail("rope.freq_base_swa must be positive");
+        }
+    }
+
+    if (A == Arch::QWEN3MOE || A == Arch::GPT_OSS) {
+        hp.n_expert = L.req_int("expert_count");
+        hp.n_expert_used = L.req_int("expert_used_count");
+        hp.n_ff_exp = L.req_int("expert_feed_forward_length");
+        if (hp.n_expert_used > hp.n_expert || hp.n_expert > 4096)
+            L.fail(strprintf("expert_used_count %d / expert_count %d are invalid", hp.n_expert_used, hp.n_expert));
+        hp.moe_gating = A == Arch::GPT_OSS ? MoeGating::SOFTMAX_WEIGHT : MoeGating::SOFTMAX;
+        hp.expert_weights_norm = A == Arch::QWEN3MOE;  // llama.cpp's qwen3moe graph: norm_w = true
+        hp.expert_weights_scale = L.opt_float("expert_weights_scale", 0.0f);
+        hp.has_expert_bias = A == Arch::GPT_OSS;
+    }
+    hp.has_attn_sinks = hp.has_out_bias = A == Arch::GPT_OSS;
 
     const GgufTensor* te = f.tensor("token_embd.weight");
     if (!te) L.fail("missing tensor 'token_embd.weight'");
@@ -128,10 +262,15 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     m->tok_embd_ = L.matrix("token_embd.weight", hp.n_vocab, hp.n_embd);
     m->output_norm_ = L.vec("output_norm.weight", hp.n_embd);
     hp.tied_output = f.tensor("output.weight") == nullptr;
+    if (hp.tied_output && A == Arch::GPT_OSS) L.fail("missing tensor 'output.weight'");
     m->output_ = hp.tied_output ? m->tok_embd_ : L.matrix("output.weight", hp.n_vocab, hp.n_embd);
     if (f.tensor("rope_freqs.weight")) {
         hp.has_rope_freqs = true;
         m->rope_freqs_ = L.vec("rope_freqs.weight", hp.n_rot / 2);
+    } else if (L.has("rope_factors_short.weight") || L.has("rope_factors_long.weight")) {
+        hp.has_rope_long_short = true;
+        m->rope_freqs_ = L.vec("rope_factors_short.weight", hp.n_rot / 2);
+        m->rope_long_ = L.vec("rope_factors_long.weight", hp.n_rot / 2);
     }
 
     const int64_t q_dim = int64_t(hp.n_head) * hp.head_dim, kv_dim = int64_t(hp.n_head_kv) * hp.head_dim;
@@ -141,19 +280,53 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         std::string p = "blk." + std::to_string(i) + ".";
         LayerWeights& l = m->layers_[size_t(i)];
         l.attn_norm = L.vec(p + "attn_norm.weight", hp.n_embd);
-        l.wq = L.matrix(p + "attn_q.weight", q_dim, hp.n_embd);
-        l.wk = L.matrix(p + "attn_k.weight", kv_dim, hp.n_embd);
-        l.wv = L.matrix(p + "attn_v.weight", kv_dim, hp.n_embd);
+        if (L.has(p + "attn_qkv.weight")) {  // fused q|k|v rows (phi3)
+            Weight qkv = L.matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, hp.n_embd);
+            l.wq = Loader::rows_of(qkv, 0, q_dim);
+            l.wk = Loader::rows_of(qkv, q_dim, kv_dim);
+            l.wv = Loader::rows_of(qkv, q_dim + kv_dim, kv_dim);
+        } else {
+            l.wq = L.matrix(p + "attn_q.weight", q_dim, hp.n_embd);
+            l.wk = L.matrix(p + "attn_k.weight", kv_dim, hp.n_embd);
+            l.wv = L.matrix(p + "attn_v.weight", kv_dim, hp.n_embd);
+        }
         l.wo = L.matrix(p + "attn_output.weight", hp.n_embd, q_dim);
         if (hp.has_qkv_bias) {
             l.bq = L.vec(p + "attn_q.bias", q_dim);
             l.bk = L.vec(p + "attn_k.bias", kv_dim);
             l.bv = L.vec(p + "attn_v.bias", kv_dim);
         }
-        l.ffn_norm = L.vec(p + "ffn_norm.weight", hp.n_embd);
-        l.w_gate = L.matrix(p + "ffn_gate.weight", hp.n_ff, hp.n_embd);
-        l.w_up = L.matrix(p + "ffn_up.weight", hp.n_ff, hp.n_embd);
-        l.w_down = L.matrix(p + "ffn_down.weight", hp.n_embd, hp.n_ff);
+        if (hp.has_out_bias) l.bo = L.vec(p + "attn_output.bias", hp.n_embd);
+        if (hp.has_qk_norm) {
+            l.q_norm = L.vec(p + "attn_q_norm.weight", hp.head_dim);
+            l.k_norm = L.vec(p + "attn_k_norm.weight", hp.head_dim);
+        }
+        if (hp.has_attn_sinks) l.sinks = L.vec(p + "attn_sinks.weight", hp.n_head);
+        if (hp.has_post_norms || A == Arch::GPT_OSS) l.post_attn_norm = L.vec(p + "post_attention_norm.weight", hp.n_embd);
+        if (A != Arch::GPT_OSS) l.ffn_norm = L.vec(p + "ffn_norm.weight", hp.n_embd);
+        if (hp.has_post_norms) l.post_ffn_norm = L.vec(p + "post_ffw_norm.weight", hp.n_embd);
+        l.swa = hp.n_swa > 0 && (swa_pattern == 0 || i % swa_pattern < swa_pattern - 1);
+        if (hp.n_expert > 0) {
+            const int64_t ne = hp.n_expert, fe = hp.n_ff_exp;
+            l.router = L.matrix(p + "ffn_gate_inp.weight", ne, hp.n_embd);
+            l.exp_gate = L.experts(p + "ffn_gate_exps.weight", fe, hp.n_embd, ne);
+            l.exp_up = L.experts(p + "ffn_up_exps.weight", fe, hp.n_embd, ne);
+            l.exp_down = L.experts(p + "ffn_down_exps.weight", hp.n_embd, fe, ne);
+            if (hp.has_expert_bias) {
+                l.router_b = L.vec(p + "ffn_gate_inp.bias", ne);
+                l.exp_gate_b = L.expert_vec(p + "ffn_gate_exps.bias", fe, ne);
+                l.exp_up_b = L.expert_vec(p + "ffn_up_exps.bias", fe, ne);
+                l.exp_down_b = L.expert_vec(p + "ffn_down_exps.bias", hp.n_embd, ne);
+            }
+        } else if (!L.has(p + "ffn_gate.weight") && L.has(p + "ffn_up.weight")) {  // fused gate|up rows (phi3)
+            Weight gu = L.matrix(p + "ffn_up.weight", 2 * int64_t(hp.n_ff), hp.n_embd);
+            l.w_gate = Loader::rows_of(gu, 0, hp.n_ff);
+            l.w_up = Loader::rows_of(gu, hp.n_ff, hp.n_ff);
+        } else {
+            l.w_gate = L.matrix(p + "ffn_gate.weight", hp.n_ff, hp.n_embd);
+            l.w_up = L.matrix(p + "ffn_up.weight", hp.n_ff, hp.n_embd);
+        }
+        if (hp.n_expert == 0) l.w_down = L.matrix(p + "ffn_down.weight", hp.n_embd, hp.n_ff);
     }
     if (opt.repack) m->repack_for_cpu();
     return m;
@@ -167,9 +340,13 @@ void Model::repack_for_cpu() {
     if (!isa().matmul_packed) return;
     const long page = sysconf(_SC_PAGESIZE);
     std::vector<Weight*> todo;
-    for (auto& l : layers_)
+    for (auto& l : layers_) {
         for (Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-            if (packable(w->type, w->rows, w->cols)) todo.push_back(w);
+            if (w->data && packable(w->type, w->rows, w->cols)) todo.push_back(w);
+        for (auto* ex : {&l.exp_gate, &l.exp_up, &l.exp_down})
+            for (Weight& w : *ex)
+                if (packable(w.type, w.rows, w.cols)) todo.push_back(&w);
+    }
     // A tied output matrix is the embedding table: packed once, and embedding rows are then read from the copy.
     if (packable(output_.type, output_.rows, output_.cols)) todo.push_back(&output_);
     // One huge-page buffer for all copies, each matrix at a 64-byte boundary.

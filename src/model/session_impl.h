@@ -2,7 +2,9 @@
 #pragma once
 #include <vector>
 
+#include "model/ffn.h"
 #include "model/kv_cache.h"
+#include "model/rope.h"
 #include "tandem/session.h"
 
 namespace tandem {
@@ -10,8 +12,9 @@ namespace tandem {
 struct Session::Impl {
     KvCache kv;
     // scratch, sized for n_batch tokens
-    std::vector<float> x, xn, q, k, v, att, gate, up, rows_out, logits_tmp;
-    std::vector<float> rope_cos, rope_sin;  // (n_ctx, n_rot/2)
+    std::vector<float> x, xn, q, k, v, att, rows_out, logits_tmp;
+    FfnScratch ffn;
+    RopeTable rope[2];  // [0] global layers, [1] sliding-window layers (HParams::n_swa > 0)
     Impl(int n_layer, int n_ctx, int kv_dim) : kv(n_layer, n_ctx, kv_dim) {}
 };
 

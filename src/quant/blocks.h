@@ -25,6 +25,16 @@ static_assert(sizeof(block_q5_1) == 24);
 
 // x = q * d.
 struct block_q8_0 { uint16_t d; int8_t qs[QK8_0]; };
+
+// MXFP4: 32 E2M1 values (low nibbles: elements 0..15, high nibbles: 16..31) and an E8M0 power-of-two scale.
+// value = kvalues_mxfp4[nibble] * 2^(e - 128)  (the table holds twice the E2M1 values, hence 2^(e-127) / 2).
+constexpr int QK_MXFP4 = 32;
+struct block_mxfp4 {
+    uint8_t e;
+    uint8_t qs[QK_MXFP4 / 2];
+};
+static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4 size");
+
 static_assert(sizeof(block_q8_0) == 34);
 
 // 16 sub-blocks of 16; 4-bit scale and 4-bit min per sub-block; 2-bit quants. x = d*sc*q - dmin*m.

@@ -1,5 +1,6 @@
 // Scalar reference dequantization of every supported type. These define what each block means; fast kernels
 // are tested against them.
+#include <cmath>
 #include <cstring>
 
 #include "core/fp16.h"
@@ -192,6 +193,17 @@ void dq_q6_K(const block_q6_K* x, float* y, int64_t nb) {
     }
 }
 
+void dq_mxfp4(const block_mxfp4* b, float* y, int64_t nb) {
+    static const int8_t kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    for (int64_t i = 0; i < nb; i++, y += QK_MXFP4) {
+        const float d = std::ldexp(1.0f, int(b[i].e) - 128);  // exact, also for e < 2 (denormals)
+        for (int j = 0; j < QK_MXFP4 / 2; j++) {
+            y[j] = float(kvalues[b[i].qs[j] & 0x0F]) * d;
+            y[j + QK_MXFP4 / 2] = float(kvalues[b[i].qs[j] >> 4]) * d;
+        }
+    }
+}
+
 }  // namespace
 
 void dequantize_row_ref(TensorType t, const void* src, float* dst, int64_t n) {
@@ -219,6 +231,7 @@ void dequantize_row_ref(TensorType t, const void* src, float* dst, int64_t n) {
         case TensorType::Q4_K: dq_q4_K(static_cast<const block_q4_K*>(src), dst, nb); return;
         case TensorType::Q5_K: dq_q5_K(static_cast<const block_q5_K*>(src), dst, nb); return;
         case TensorType::Q6_K: dq_q6_K(static_cast<const block_q6_K*>(src), dst, nb); return;
+        case TensorType::MXFP4: dq_mxfp4(static_cast<const block_mxfp4*>(src), dst, nb); return;
     }
     TD_ASSERT(false && "dequantize_row_ref: unhandled type");
 }

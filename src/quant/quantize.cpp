@@ -263,6 +263,29 @@ void q_q6_K(const float* x, block_q6_K* y, int64_t nb) {
     }
 }
 
+// As ggml's reference: the scale is the power of two that puts the block's largest magnitude in [4, 8) (the
+// table's top values), each value the nearest table entry (ties to the lower index).
+void q_mxfp4(const float* x, block_mxfp4* y, int64_t nb) {
+    static const int8_t kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    for (int64_t i = 0; i < nb; i++, x += QK_MXFP4) {
+        float amax = 0;
+        for (int j = 0; j < QK_MXFP4; j++) amax = std::max(amax, std::fabs(x[j]));
+        const int e = amax > 0 ? std::clamp(int(std::floor(std::log2(amax))) - 2 + 127, 0, 255) : 0;
+        const float d = std::ldexp(1.0f, e - 128);
+        y[i].e = uint8_t(e);
+        auto best = [&](float v) {
+            int bi = 0;
+            float be = std::fabs(float(kvalues[0]) * d - v);
+            for (int k = 1; k < 16; k++) {
+                const float err = std::fabs(float(kvalues[k]) * d - v);
+                if (err < be) { be = err; bi = k; }
+            }
+            return bi;
+        };
+        for (int j = 0; j < QK_MXFP4 / 2; j++) y[i].qs[j] = uint8_t(best(x[j]) | (best(x[j + QK_MXFP4 / 2]) << 4));
+    }
+}
+
 }  // namespace
 
 void quantize_row_ref(TensorType t, const float* src, void* dst, int64_t n) {
@@ -290,6 +313,7 @@ void quantize_row_ref(TensorType t, const float* src, void* dst, int64_t n) {
         case TensorType::Q4_K: q_q4_K(src, static_cast<block_q4_K*>(dst), nb); return;
         case TensorType::Q5_K: q_q5_K(src, static_cast<block_q5_K*>(dst), nb); return;
         case TensorType::Q6_K: q_q6_K(src, static_cast<block_q6_K*>(dst), nb); return;
+        case TensorType::MXFP4: q_mxfp4(src, static_cast<block_mxfp4*>(dst), nb); return;
     }
     TD_ASSERT(false && "quantize_row_ref: unhandled type");
 }

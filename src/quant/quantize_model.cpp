@@ -44,7 +44,7 @@ TensorType mix_type_for(const std::string& mix_in, const std::string& name, int 
         return base;
     }
     auto t = tensor_type_from_name(mix);
-    if (!t) throw Error("unknown quantization type '" + mix_in + "' (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M, Q4_K_S, Q5_K_S, F16, BF16, F32)");
+    if (!t) throw Error("unknown quantization type '" + mix_in + "' (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M, Q4_K_S, Q5_K_S, MXFP4, F16, BF16, F32)");
     // As llama.cpp: the output matrix of low-bit files is kept at Q6_K.
     if (is_output && (*t == TensorType::Q4_0 || *t == TensorType::Q4_1 || *t == TensorType::Q5_0 ||
                       *t == TensorType::Q5_1 || *t == TensorType::Q2_K || *t == TensorType::Q3_K || *t == TensorType::Q4_K ||
@@ -90,6 +90,8 @@ void quantize_model(const std::string& in_path, const std::string& out_path, con
         if (il >= keep) continue;
         TensorType want = t.n_dims >= 2 && ends_with(t.name, ".weight") ? mix_type_for(p.type, t.name, n_layer) : TensorType::F32;
         if (t.n_dims < 2) want = TensorType::F32;  // norms, biases, rope factors
+        // MoE routers stay as they are (as llama-quantize does): a small matrix whose rounding moves expert choices.
+        if (ends_with(t.name, "ffn_gate_inp.weight")) want = t.type;
         TensorType got = fallback_type(want, t.ne[0]);
         if (got != want && p.on_note)
             p.on_note(strprintf("%s: row length %lld does not fit %s blocks of %d; using %s", t.name.c_str(),

@@ -59,9 +59,7 @@ int cmd_info(int argc, char** argv) {
         std::printf("\nmodel:     %s, %d layers, n_embd %d, %d heads (%d KV), head dim %d, n_ff %d, vocab %d, ctx %d\n",
                     arch_name(hp.arch), hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim, hp.n_ff,
                     hp.n_vocab, hp.n_ctx_train);
-        std::printf("           rope theta %g, n_rot %d%s%s%s\n", hp.rope_theta, hp.n_rot,
-                    hp.has_rope_freqs ? ", rope_freqs" : "", hp.tied_output ? ", tied output" : "",
-                    hp.has_qkv_bias ? ", qkv bias" : "");
+        std::printf("           %s\n", describe_features(hp).c_str());
         std::printf("params:    %lld (%.2f M), weights %.2f MiB, mostly %s\n", (long long)m->n_params(),
                     double(m->n_params()) / 1e6, double(m->weights_bytes()) / 1048576.0, m->describe_type().c_str());
     }

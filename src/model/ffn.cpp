@@ -1,0 +1,135 @@
+#include "model/ffn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "quant/kernels.h"
+#include "tandem/thread_pool.h"
+
+namespace tandem {
+
+namespace {
+
+WeightView view(const Weight& w) { return WeightView{w.data, w.type, w.cols, w.rows, w.row_stride, w.packed}; }
+
+void activate(FfnAct act, float* gate, const float* up, int64_t n) {
+    switch (act) {
+        case FfnAct::SILU: silu_mul(gate, up, n); return;
+        case FfnAct::GELU_TANH: gelu_tanh_mul(gate, up, n); return;
+        case FfnAct::SWIGLU_OAI: swiglu_oai(gate, up, n); return;
+    }
+}
+
+}  // namespace
+
+void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
+    const float c = 0.7978845608028654f;  // sqrt(2/pi)
+    for (int64_t i = 0; i < n; i++) {
+        const float x = gate[i];
+        gate[i] = 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x))) * up[i];
+    }
+}
+
+void swiglu_oai(float* gate, const float* up, int64_t n) {
+    constexpr float alpha = 1.702f, limit = 7.0f;
+    for (int64_t i = 0; i < n; i++) {
+        const float g = std::min(gate[i], limit);
+        const float u = std::min(std::max(up[i], -limit), limit);
+        gate[i] = g / (1.0f + std::exp(-alpha * g)) * (u + 1.0f);
+    }
+}
+
+void moe_select(const HParams& hp, const float* logits, int* experts, float* weights) {
+    const int ne = hp.n_expert, k = hp.n_expert_used;
+    std::vector<int> idx(static_cast<size_t>(ne));
+    std::iota(idx.begin(), idx.end(), 0);
+    // Largest first, ties to the lower index. Softmax is monotonic, so the top k of the probabilities are the
+    // top k of the logits either way.
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    float mx = logits[idx[0]];
+    if (hp.moe_gating == MoeGating::SOFTMAX) {
+        double sum = 0;
+        for (int e = 0; e < ne; e++) sum += std::exp(double(logits[e]) - mx);
+        for (int j = 0; j < k; j++) weights[j] = float(std::exp(double(logits[idx[size_t(j)]]) - mx) / sum);
+    } else {  // SOFTMAX_WEIGHT: softmax over the selected logits only
+        double sum = 0;
+        for (int j = 0; j < k; j++) sum += std::exp(double(logits[idx[size_t(j)]]) - mx);
+        for (int j = 0; j < k; j++) weights[j] = float(std::exp(double(logits[idx[size_t(j)]]) - mx) / sum);
+    }
+    if (hp.expert_weights_norm) {
+        float s = 0;
+        for (int j = 0; j < k; j++) s += weights[j];
+        for (int j = 0; j < k; j++) weights[j] /= s;
+    }
+    if (hp.expert_weights_scale != 0.0f)
+        for (int j = 0; j < k; j++) weights[j] *= hp.expert_weights_scale;
+    for (int j = 0; j < k; j++) experts[j] = idx[size_t(j)];
+}
+
+void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* out,
+                 FfnScratch& s) {
+    const int E = hp.n_embd;
+    if (hp.n_expert == 0) {
+        const int F = hp.n_ff;
+        s.gate.resize(size_t(n) * F);
+        s.up.resize(size_t(n) * F);
+        const WeightView ws[2] = {view(L.w_gate), view(L.w_up)};
+        float* const ys[2] = {s.gate.data(), s.up.data()};
+        matmul_shared_input(pool, ws, ys, 2, xn, n);
+        activate(hp.ffn_act, s.gate.data(), s.up.data(), int64_t(n) * F);
+        matmul(pool, view(L.w_down), s.gate.data(), n, out);
+        return;
+    }
+
+    // Route: router logits (n, n_expert) (+ bias), then k experts and weights per row.
+    const int ne = hp.n_expert, k = hp.n_expert_used, F = hp.n_ff_exp;
+    s.router.resize(size_t(n) * ne);
+    matmul(pool, view(L.router), xn, n, s.router.data());
+    s.sel.resize(size_t(n) * k);
+    s.sel_w.resize(size_t(n) * k);
+    for (int t = 0; t < n; t++) {
+        float* lg = &s.router[size_t(t) * ne];
+        if (!L.router_b.empty())
+            for (int e = 0; e < ne; e++) lg[e] += L.router_b[size_t(e)];
+        moe_select(hp, lg, &s.sel[size_t(t) * k], &s.sel_w[size_t(t) * k]);
+    }
+    std::fill(out, out + size_t(n) * E, 0.0f);
+
+    // Group the (row, slot) pairs by expert; run each selected expert once over its rows.
+    std::vector<std::vector<int>> rows_of(static_cast<size_t>(ne));  // entries t * k + j
+    for (int t = 0; t < n; t++)
+        for (int j = 0; j < k; j++) rows_of[size_t(s.sel[size_t(t) * k + j])].push_back(t * k + j);
+    for (int e = 0; e < ne; e++) {
+        const auto& rs = rows_of[size_t(e)];
+        if (rs.empty()) continue;
+        const int m = int(rs.size());
+        s.xs.resize(size_t(m) * E);
+        for (int i = 0; i < m; i++) std::copy_n(xn + size_t(rs[size_t(i)] / k) * E, E, &s.xs[size_t(i) * E]);
+        s.gate.resize(size_t(m) * F);
+        s.up.resize(size_t(m) * std::max(F, E));
+        const WeightView ws[2] = {view(L.exp_gate[size_t(e)]), view(L.exp_up[size_t(e)])};
+        float* const ys[2] = {s.gate.data(), s.up.data()};
+        matmul_shared_input(pool, ws, ys, 2, s.xs.data(), m);
+        if (!L.exp_gate_b.empty())
+            for (int i = 0; i < m; i++)
+                for (int c = 0; c < F; c++) {
+                    s.gate[size_t(i) * F + c] += L.exp_gate_b[size_t(e) * F + c];
+                    s.up[size_t(i) * F + c] += L.exp_up_b[size_t(e) * F + c];
+                }
+        activate(hp.ffn_act, s.gate.data(), s.up.data(), int64_t(m) * F);
+        float* d = s.up.data();  // (m, E): the up values are consumed
+        matmul(pool, view(L.exp_down[size_t(e)]), s.gate.data(), m, d);
+        for (int i = 0; i < m; i++) {
+            const int t = rs[size_t(i)] / k;
+            const float w = s.sel_w[size_t(rs[size_t(i)])];
+            const float* b = L.exp_down_b.empty() ? nullptr : &L.exp_down_b[size_t(e) * E];
+            float* o = out + size_t(t) * E;
+            for (int c = 0; c < E; c++) o[c] += w * (d[size_t(i) * E + c] + (b ? b[c] : 0.0f));
+        }
+    }
+}
+
+}  // namespace tandem

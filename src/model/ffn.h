@@ -1,0 +1,32 @@
+// The feed-forward block of one layer over a batch of rows: dense (gated) or a mixture of experts.
+#pragma once
+#include <vector>
+
+#include "tandem/model.h"
+
+namespace tandem {
+
+class ThreadPool;
+
+// Scratch reused across calls (owned by the session's Impl).
+struct FfnScratch {
+    std::vector<float> gate, up, out, router, xs;
+    std::vector<int> sel;
+    std::vector<float> sel_w;
+};
+
+// out (n, n_embd) = FFN(xn (n, n_embd)) for layer L, overwriting out.
+//   dense: down(act(gate xn, up xn))                                      hidden (n, n_ff)
+//   MoE:   sum over the k selected experts e of w_e * down_e(act(gate_e xn + b, up_e xn + b)) + b
+// The rows routed to one expert are gathered so each selected expert's weights are streamed once per batch.
+void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* out,
+                 FfnScratch& s);
+
+// Router decision for one row (exposed for tests): the k experts and their weights from the n_expert logits.
+void moe_select(const HParams& hp, const float* logits, int* experts, float* weights);
+
+// Gated activations, scalar (the feed-forward's share of the work is in the matmuls):
+void gelu_tanh_mul(float* gate, const float* up, int64_t n);   // gate = gelu_tanh(gate) * up
+void swiglu_oai(float* gate, const float* up, int64_t n);      // gpt-oss: see FfnAct::SWIGLU_OAI
+
+}  // namespace tandem

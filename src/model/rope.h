@@ -1,0 +1,32 @@
+// Rotary position embedding tables, computed once per session for the positions 0..n_ctx-1.
+//
+// For pair i (0 <= i < n_rot/2) at position p (as ggml's rope computes it, llama.cpp's reference):
+//   theta_extrap = p * base^(-2i/n_rot) / factor_i          factor_i: rope_freqs / LongRoPE factors, or 1
+//   theta        = freq_scale * theta_extrap                (linear scaling)
+//   YaRN (ext_factor != 0): theta = mix(theta, theta_extrap, ramp(i) * ext_factor), and the magnitude is
+//   multiplied by 1 + 0.1 ln(1 / freq_scale)
+//   cos/sin are multiplied by attn_factor (phi3's LongRoPE factor, YaRN's correction) when applied.
+// The tables hold the plain cos/sin; `mscale` is applied by rope_head so a cache shift can rotate by -n exactly.
+#pragma once
+#include <vector>
+
+#include "tandem/model.h"
+
+namespace tandem {
+
+struct RopeTable {
+    int half = 0;                  // n_rot / 2
+    float mscale = 1.0f;           // magnitude applied to the rotated dims of q and k
+    std::vector<float> cos, sin;   // (n_ctx, half)
+    const float* cos_at(int pos) const { return &cos[size_t(pos) * size_t(half)]; }
+    const float* sin_at(int pos) const { return &sin[size_t(pos) * size_t(half)]; }
+};
+
+// theta / freq_scale: the base and linear factor of the layer kind (global or sliding-window).
+// `factors` divides the frequencies (may be empty).
+RopeTable make_rope_table(const HParams& hp, float theta, float freq_scale, const std::vector<float>& factors, int n_ctx);
+
+// Rotates one head vector in place: pairs (2i, 2i+1) for NORM, (i, i + n_rot/2) for NEOX; dims >= n_rot pass.
+void rope_head(float* h, const float* cs, const float* sn, int n_rot, RopeStyle style, float mscale);
+
+}  // namespace tandem
