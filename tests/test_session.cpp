@@ -127,7 +127,7 @@ TEST(Session, RepackedWeightsGiveTheSameLogits) {
     // qwen2 model, whose embedding rows are then read back from the packed output matrix.
     ThreadPool pool(2);
     const std::vector<int32_t> toks = {1, 17, 400, 2, 999, 3, 3, 512, 77, 998, 5, 6};
-    for (const char* shape : {"tiny-test", "tiny-test-tied"}) {
+    for (const char* shape : {"tiny-test", "tiny-test-tied", "tiny-test-qwen3moe", "tiny-test-gemma3", "tiny-test-phi3", "tiny-test-gptoss"}) {
         for (const char* type : {"Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M"}) {
             const std::string path = test::temp_dir() + "/" + shape + "-" + type + ".gguf";
             SynthParams p;
@@ -142,7 +142,8 @@ TEST(Session, RepackedWeightsGiveTheSameLogits) {
             a.decode(toks, true);
             b.decode(toks, true);
             // A last-bit difference in one layer's output can flip the rounding of an 8-bit activation in the
-            // next, so the paths agree to within a few percent of the largest logit (measured: up to 1%) rather than bit for bit;
+            // next, so the paths agree to within a few percent of the largest logit (measured: up to 1%; 2.7% on gemma3,
+            // whose post-norms amplify it) rather than bit for bit;
             // a wrong row order or scale would be off by the spread itself.
             double max_diff = 0, max_abs = 0;
             for (size_t i = 0; i < toks.size(); i++)
@@ -152,7 +153,51 @@ TEST(Session, RepackedWeightsGiveTheSameLogits) {
                 }
             std::printf("[ repack ] %s %s: %zu bytes repacked, max |logit| %.3f, max difference %.5f\n", shape, type, packed->packed_bytes(), max_abs, max_diff);
             EXPECT_GT(max_abs, 0.1);
-            EXPECT_LT(max_diff, 0.03 * max_abs) << shape << " " << type;
+            EXPECT_LT(max_diff, 0.05 * max_abs) << shape << " " << type;
+        }
+    }
+}
+
+// Every architecture's batch path against its one-token path: a prompt of 24 tokens in one decode (rows of one
+// batch: sliding windows that start inside the batch, MoE rows grouped by expert, sinks) gives the logits of
+// feeding it one token at a time, and several sessions in one decode_batch those of separate decodes.
+TEST(Session, EveryArchitectureBatchesLikeOneTokenAtATime) {
+    ThreadPool pool(2);
+    std::vector<int32_t> toks;
+    for (int i = 0; i < 24; i++) toks.push_back(int32_t(3 + (i * 37) % 990));
+    for (const char* shape : {"tiny-test-qwen3moe", "tiny-test-gemma3", "tiny-test-phi3", "tiny-test-gptoss"}) {
+        for (const char* type : {"Q8_0", "Q4_K_M"}) {
+            const std::string path = test::temp_dir() + "/batch-" + shape + "-" + type + ".gguf";
+            SynthParams p;
+            p.shape = shape;
+            p.type = type;
+            synth_model(path, p);
+            auto m = Model::load(path);
+            Session a(m, {}, pool), b(m, {}, pool);
+            a.decode(toks, true);
+            double worst = 0, scale = 0;
+            for (size_t i = 0; i < toks.size(); i++) {
+                b.decode(&toks[i], 1, false);
+                for (int v = 0; v < b.n_vocab(); v++) {
+                    worst = std::max(worst, double(std::fabs(a.logits(int(i))[v] - b.last_logits()[v])));
+                    scale = std::max(scale, double(std::fabs(b.last_logits()[v])));
+                }
+            }
+            std::printf("[ batch vs single ] %s %s: max |logit| %.3f, max difference %.2g\n", shape, type, scale, worst);
+            EXPECT_GT(scale, 0.01) << shape;
+            EXPECT_LT(worst, 1e-3 * scale) << shape << " " << type;
+            // Two sessions at different positions in one pass.
+            Session c(m, {}, pool), d(m, {}, pool), c2(m, {}, pool), d2(m, {}, pool);
+            c.decode(std::vector<int32_t>(toks.begin(), toks.begin() + 15), false);
+            c2.decode(std::vector<int32_t>(toks.begin(), toks.begin() + 15), false);
+            const std::vector<int32_t> tc = {5, 6, 7}, td = {8, 9};
+            Session::decode_batch({{&c, tc.data(), 3, true}, {&d, td.data(), 2, true}});
+            c2.decode(tc, true);
+            d2.decode(td, true);
+            for (int v = 0; v < c.n_vocab(); v++) {
+                for (int i = 0; i < 3; i++) ASSERT_NEAR(c.logits(i)[v], c2.logits(i)[v], 1e-3 * scale) << shape;
+                for (int i = 0; i < 2; i++) ASSERT_NEAR(d.logits(i)[v], d2.logits(i)[v], 1e-3 * scale) << shape;
+            }
         }
     }
 }

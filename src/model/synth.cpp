@@ -16,8 +16,18 @@ const std::vector<SynthShape>& synth_shapes() {
         {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, true, false},
         {"llama-2-7b", "llama", 4096, 32, 32, 32, 11008, 32000, 4096, 10000.0f, false, false},
         {"llama-3.1-8b", "llama", 4096, 32, 32, 8, 14336, 128256, 131072, 500000.0f, false, true},
+        {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 151936, 40960, 1000000.0f, true, false, 128},
+        {"qwen3-8b", "qwen3", 4096, 36, 32, 8, 12288, 151936, 40960, 1000000.0f, false, false, 128},
+        {"qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 151936, 40960, 1000000.0f, false, false, 128, 128, 8, 768},
+        {"gemma3-1b", "gemma3", 1152, 26, 4, 1, 6912, 262144, 32768, 1000000.0f, true, false, 256, 0, 0, 0, 512},
+        {"phi-4-mini", "phi3", 3072, 32, 24, 8, 8192, 200064, 131072, 10000.0f, true, false},
+        {"gpt-oss-20b", "gpt-oss", 2880, 24, 64, 8, 2880, 201088, 131072, 150000.0f, false, false, 64, 32, 4, 2880, 128},
         {"tiny-test", "llama", 256, 2, 4, 2, 512, 1000, 512, 10000.0f, false, false},
         {"tiny-test-tied", "qwen2", 256, 2, 4, 2, 512, 1008, 512, 10000.0f, true, false},
+        {"tiny-test-qwen3moe", "qwen3moe", 256, 2, 4, 2, 512, 1000, 512, 1000000.0f, true, false, 64, 8, 2, 128},
+        {"tiny-test-gemma3", "gemma3", 256, 7, 4, 2, 512, 1000, 512, 1000000.0f, true, false, 64, 0, 0, 0, 8},
+        {"tiny-test-phi3", "phi3", 256, 2, 4, 2, 512, 1000, 512, 10000.0f, true, false},
+        {"tiny-test-gptoss", "gpt-oss", 256, 2, 4, 2, 256, 1000, 512, 150000.0f, false, false, 64, 8, 2, 128, 8},
     };
     return shapes;
 }
@@ -106,41 +116,107 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     } else {
         generated_vocab(w, n_vocab);
     }
-    const int hd = s.n_embd / s.n_head;
+    const int hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+    const bool moe = s.n_expert > 0, gemma = a == "gemma3", phi = a == "phi3", oss = a == "gpt-oss";
+    const bool qk_norm = a == "qwen3" || a == "qwen3moe" || gemma;
+    const int n_rot = phi ? hd * 3 / 4 : hd;  // phi-4-mini rotates 3/4 of each head
     w.set(a + ".context_length", GgufValue::of_u32(uint32_t(s.n_ctx)));
     w.set(a + ".embedding_length", GgufValue::of_u32(uint32_t(s.n_embd)));
     w.set(a + ".block_count", GgufValue::of_u32(uint32_t(s.n_layer)));
     w.set(a + ".feed_forward_length", GgufValue::of_u32(uint32_t(s.n_ff)));
     w.set(a + ".attention.head_count", GgufValue::of_u32(uint32_t(s.n_head)));
     w.set(a + ".attention.head_count_kv", GgufValue::of_u32(uint32_t(s.n_head_kv)));
-    w.set(a + ".rope.dimension_count", GgufValue::of_u32(uint32_t(hd)));
+    w.set(a + ".attention.key_length", GgufValue::of_u32(uint32_t(hd)));
+    w.set(a + ".attention.value_length", GgufValue::of_u32(uint32_t(hd)));
+    w.set(a + ".rope.dimension_count", GgufValue::of_u32(uint32_t(n_rot)));
     w.set(a + ".rope.freq_base", GgufValue::of_f32(s.rope_theta));
     w.set(a + ".attention.layer_norm_rms_epsilon", GgufValue::of_f32(1e-5f));
+    if (moe) {
+        w.set(a + ".expert_count", GgufValue::of_u32(uint32_t(s.n_expert)));
+        w.set(a + ".expert_used_count", GgufValue::of_u32(uint32_t(s.n_expert_used)));
+        w.set(a + ".expert_feed_forward_length", GgufValue::of_u32(uint32_t(s.n_ff_exp)));
+    }
+    if (s.n_swa > 0) w.set(a + ".attention.sliding_window", GgufValue::of_u32(uint32_t(s.n_swa)));
+    if (gemma) {
+        w.set(a + ".rope.freq_base_swa", GgufValue::of_f32(10000.0f));
+        w.set(a + ".rope.scaling.type", GgufValue::of_str("linear"));
+        w.set(a + ".rope.scaling.factor", GgufValue::of_f32(8.0f));
+    }
+    if (phi) {
+        w.set(a + ".rope.scaling.original_context_length", GgufValue::of_u32(4096));
+        w.set(a + ".rope.scaling.attn_factor", GgufValue::of_f32(1.19024f));
+    }
+    if (oss) {
+        w.set(a + ".rope.scaling.type", GgufValue::of_str("yarn"));
+        w.set(a + ".rope.scaling.factor", GgufValue::of_f32(32.0f));
+        w.set(a + ".rope.scaling.original_context_length", GgufValue::of_u32(4096));
+    }
 
+    // Tensors as llama.cpp's converters write them. `is_norm`: filled with 1 (norms, rope factors); other
+    // 1-D tensors (biases, sinks) get noise. Expert tensors are 3-D [in, out, n_expert].
     struct T { std::string name; std::vector<int64_t> ne; bool is_norm; };
     std::vector<T> ts;
-    const int64_t q = int64_t(s.n_head) * hd, kv = int64_t(s.n_head_kv) * hd;
-    ts.push_back({"token_embd.weight", {s.n_embd, n_vocab}, false});
-    if (s.rope_freqs) ts.push_back({"rope_freqs.weight", {hd / 2}, true});
+    const int64_t q = int64_t(s.n_head) * hd, kv = int64_t(s.n_head_kv) * hd, E = s.n_embd;
+    ts.push_back({"token_embd.weight", {E, n_vocab}, false});
+    if (s.rope_freqs) ts.push_back({"rope_freqs.weight", {n_rot / 2}, true});
+    if (phi) {
+        ts.push_back({"rope_factors_long.weight", {n_rot / 2}, true});
+        ts.push_back({"rope_factors_short.weight", {n_rot / 2}, true});
+    }
     for (int l = 0; l < s.n_layer; l++) {
         std::string b = "blk." + std::to_string(l) + ".";
-        ts.push_back({b + "attn_norm.weight", {s.n_embd}, true});
-        ts.push_back({b + "attn_q.weight", {s.n_embd, q}, false});
-        ts.push_back({b + "attn_k.weight", {s.n_embd, kv}, false});
-        ts.push_back({b + "attn_v.weight", {s.n_embd, kv}, false});
-        if (a == "qwen2") {
+        ts.push_back({b + "attn_norm.weight", {E}, true});
+        if (phi) {
+            ts.push_back({b + "attn_qkv.weight", {E, q + 2 * kv}, false});
+        } else {
+            ts.push_back({b + "attn_q.weight", {E, q}, false});
+            ts.push_back({b + "attn_k.weight", {E, kv}, false});
+            ts.push_back({b + "attn_v.weight", {E, kv}, false});
+        }
+        if (a == "qwen2" || oss) {
             ts.push_back({b + "attn_q.bias", {q}, false});
             ts.push_back({b + "attn_k.bias", {kv}, false});
             ts.push_back({b + "attn_v.bias", {kv}, false});
         }
-        ts.push_back({b + "attn_output.weight", {q, s.n_embd}, false});
-        ts.push_back({b + "ffn_norm.weight", {s.n_embd}, true});
-        ts.push_back({b + "ffn_gate.weight", {s.n_embd, s.n_ff}, false});
-        ts.push_back({b + "ffn_up.weight", {s.n_embd, s.n_ff}, false});
-        ts.push_back({b + "ffn_down.weight", {s.n_ff, s.n_embd}, false});
+        if (qk_norm) {
+            ts.push_back({b + "attn_q_norm.weight", {hd}, true});
+            ts.push_back({b + "attn_k_norm.weight", {hd}, true});
+        }
+        ts.push_back({b + "attn_output.weight", {q, E}, false});
+        if (oss) {
+            ts.push_back({b + "attn_output.bias", {E}, false});
+            ts.push_back({b + "attn_sinks.weight", {s.n_head}, false});
+            ts.push_back({b + "post_attention_norm.weight", {E}, true});
+        } else {
+            ts.push_back({b + "ffn_norm.weight", {E}, true});
+        }
+        if (gemma) {
+            ts.push_back({b + "post_attention_norm.weight", {E}, true});
+            ts.push_back({b + "post_ffw_norm.weight", {E}, true});
+        }
+        if (moe) {
+            const int64_t ne = s.n_expert, fe = s.n_ff_exp;
+            ts.push_back({b + "ffn_gate_inp.weight", {E, ne}, false});
+            ts.push_back({b + "ffn_gate_exps.weight", {E, fe, ne}, false});
+            ts.push_back({b + "ffn_up_exps.weight", {E, fe, ne}, false});
+            ts.push_back({b + "ffn_down_exps.weight", {fe, E, ne}, false});
+            if (oss) {
+                ts.push_back({b + "ffn_gate_inp.bias", {ne}, false});
+                ts.push_back({b + "ffn_gate_exps.bias", {fe, ne}, false});
+                ts.push_back({b + "ffn_up_exps.bias", {fe, ne}, false});
+                ts.push_back({b + "ffn_down_exps.bias", {E, ne}, false});
+            }
+        } else if (phi) {
+            ts.push_back({b + "ffn_up.weight", {E, 2 * int64_t(s.n_ff)}, false});
+            ts.push_back({b + "ffn_down.weight", {s.n_ff, E}, false});
+        } else {
+            ts.push_back({b + "ffn_gate.weight", {E, s.n_ff}, false});
+            ts.push_back({b + "ffn_up.weight", {E, s.n_ff}, false});
+            ts.push_back({b + "ffn_down.weight", {s.n_ff, E}, false});
+        }
     }
-    ts.push_back({"output_norm.weight", {s.n_embd}, true});
-    if (!s.tied_output) ts.push_back({"output.weight", {s.n_embd, n_vocab}, false});
+    ts.push_back({"output_norm.weight", {E}, true});
+    if (!s.tied_output) ts.push_back({"output.weight", {E, n_vocab}, false});
 
     // A plain type (Q8_0, Q4_0, ...) is used for every 2-D weight, output and embeddings included, as in the
     // reference models of ../shared/bench/BASELINE.md; a mix (Q4_K_M, ...) follows llama.cpp's per-tensor rules
@@ -149,7 +225,12 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     std::vector<TensorType> types;
     for (const auto& t : ts) {
         const TensorType want = plain ? *plain : mix_type_for(p.type, t.name, s.n_layer);
-        TensorType ty = t.ne.size() == 1 ? TensorType::F32 : fallback_type(want, t.ne[0]);
+        // 1-D tensors, bias tables and MoE routers stay F32 (as converted files have them); gpt-oss experts are
+        // MXFP4 (as the released weights are) unless a plain type was asked for.
+        const bool keep_f32 = t.ne.size() == 1 || t.name.find(".bias") != std::string::npos ||
+                              t.name.find("ffn_gate_inp") != std::string::npos;
+        const TensorType want2 = oss && !plain && t.name.find("_exps.weight") != std::string::npos ? TensorType::MXFP4 : want;
+        TensorType ty = keep_f32 ? TensorType::F32 : fallback_type(want2, t.ne[0]);
         types.push_back(ty);
         w.add_tensor(t.name, ty, t.ne);
     }
@@ -159,7 +240,9 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     std::vector<uint8_t> qrow;
     for (size_t i = 0; i < ts.size(); i++) {
         const T& t = ts[i];
-        const int64_t n = t.ne[0], rows = t.ne.size() > 1 ? t.ne[1] : 1;
+        int64_t rows = 1;
+        for (size_t d = 1; d < t.ne.size(); d++) rows *= t.ne[d];
+        const int64_t n = t.ne[0];
         row.resize(size_t(n));
         qrow.resize(row_bytes(types[i], n));
         if (p.on_progress) p.on_progress(strprintf("%s %s", t.name.c_str(), type_name(types[i])));
