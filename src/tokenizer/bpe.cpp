@@ -1,10 +1,13 @@
 // Byte-level BPE (tokenizer.ggml.model = "gpt2"), as GPT-2, Llama 3, Qwen 2, DeepSeek, StarCoder, Falcon and
-// most recent models use it:
+// most recent models use it, and SentencePiece-style BPE over raw UTF-8 (tokenizer.ggml.model = "gemma4"):
 //   1. the text is split by the pre-tokenizer regexes of its family (tokenizer.ggml.pre), each regex splitting
 //      the pieces left by the previous one (matches and the gaps between them both become pieces);
 //   2. each piece's bytes are mapped to printable code points (GPT-2's bytes_to_unicode);
 //   3. adjacent symbols are merged by rank (tokenizer.ggml.merges, lowest rank first; ties: leftmost) until no
 //      ranked pair remains; symbols that are not tokens fall back to their single-byte tokens.
+// gemma4 differs in three places, as llama.cpp handles it: spaces are written as U+2581 first, the pieces are
+// the runs of newlines and of other text (no byte-to-code-point map), and a symbol that is not a token falls
+// back to <0xXX> byte tokens; its tokens decode with U+2581 back to spaces.
 // The regexes are run by PCRE2 (UTF mode, Unicode properties, JIT), with invalid UTF-8 allowed: invalid bytes
 // never match and end up in their own pieces, so every byte string tokenizes and round-trips.
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -28,6 +31,8 @@ const char* const kLlama3 =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const char* const kQwen2 =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const char* const kQwen35 =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const char* const kCjk = "[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+";
 
 struct PreTokenizer {
@@ -44,6 +49,11 @@ PreTokenizer pre_tokenizer_for(const std::string& pre) {
         return {{"[\\r\\n]",
                  "\\s?[A-Za-z\\x{b5}\\x{c0}-\\x{d6}\\x{d8}-\\x{f6}\\x{f8}-\\x{1ba}\\x{1bc}-\\x{1bf}\\x{1c4}-\\x{293}\\x{295}-\\x{2af}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37b}-\\x{37d}\\x{37f}\\x{386}\\x{388}-\\x{38a}\\x{38c}\\x{38e}-\\x{3a1}\\x{3a3}-\\x{3f5}\\x{3f7}-\\x{481}\\x{48a}-\\x{52f}\\x{531}-\\x{556}\\x{10a0}-\\x{10c5}\\x{13a0}-\\x{13f5}\\x{13f8}-\\x{13fd}\\x{1c90}-\\x{1cba}\\x{1cbd}-\\x{1cbf}\\x{1d00}-\\x{1d2b}\\x{1d6b}-\\x{1d77}\\x{1d79}-\\x{1d9a}\\x{1e00}-\\x{1f15}\\x{1f18}-\\x{1f1d}\\x{1f20}-\\x{1f45}\\x{1f48}-\\x{1f4d}\\x{1f50}-\\x{1f57}\\x{1f59}\\x{1f5b}\\x{1f5d}\\x{1f5f}-\\x{1f7d}\\x{1f80}-\\x{1fb4}\\x{1fb6}-\\x{1fbc}\\x{1fbe}\\x{1fc2}-\\x{1fc4}\\x{1fc6}-\\x{1fcc}\\x{1fd0}-\\x{1fd3}\\x{1fd6}-\\x{1fdb}\\x{1fe0}-\\x{1fec}\\x{1ff2}-\\x{1ff4}\\x{1ff6}-\\x{1ffc}\\x{2102}\\x{2107}\\x{210a}-\\x{2113}\\x{2115}\\x{2119}-\\x{211d}\\x{2124}\\x{2126}\\x{2128}\\x{212a}-\\x{212d}\\x{212f}-\\x{2134}\\x{2139}\\x{213c}-\\x{213f}\\x{2145}-\\x{2149}\\x{214e}\\x{2183}\\x{2184}\\x{2c00}-\\x{2c7b}\\x{2c7e}-\\x{2ce4}\\x{2ceb}-\\x{2cee}\\x{2cf2}\\x{2cf3}\\x{a640}-\\x{a66d}\\x{a680}-\\x{a69b}\\x{a722}-\\x{a76f}\\x{a771}-\\x{a787}\\x{a78b}-\\x{a78e}\\x{ab70}-\\x{abbf}\\x{fb00}-\\x{fb06}\\x{fb13}-\\x{fb17}\\x{ff21}-\\x{ff3a}\\x{ff41}-\\x{ff5a}\\x{10400}-\\x{1044f}\\x{104b0}-\\x{104d3}\\x{104d8}-\\x{104fb}\\x{10c80}-\\x{10cb2}\\x{10cc0}-\\x{10cf2}\\x{118a0}-\\x{118df}\\x{1e900}-\\x{1e943}]+",
                  "\\s?[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}\\x{3000}-\\x{3002}]+", "\\s+$", kCjk, "\\p{N}+"}};
+    if (pre == "qwen35") return {{kQwen35}};
+    if (pre == "deepseek-v3")  // DeepSeek V3/R1: digits in threes, CJK/kana runs, then words and punctuation
+        return {{"\\p{N}{1,3}", "[\\x{4e00}-\\x{9fa5}\\x{3040}-\\x{309f}\\x{30a0}-\\x{30ff}]+",
+                 "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}};
+    if (pre == "gemma4") return {{"[^\\n]+|[\\n]+"}};
     if (pre == "deepseek-coder") return {{"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", kCjk, "\\p{N}"}};
     if (pre == "falcon") return {{"[\\p{P}\\$\\+<=>\\^~\\|`]+", kGpt2, "[0-9][0-9][0-9]"}};
     if (pre == "starcoder" || pre == "refact" || pre == "command-r" || pre == "smollm" || pre == "codeshell" ||
@@ -134,7 +144,8 @@ const ByteMap& byte_map() {
 
 class BpeTokenizer final : public Tokenizer {
 public:
-    explicit BpeTokenizer(const GgufFile& f) : Tokenizer(f) {
+    explicit BpeTokenizer(const GgufFile& f) : Tokenizer(f), raw_utf8_(model_ == "gemma4") {
+        if (raw_utf8_) pre_ = "gemma4";
         const GgufValue* merges = f.get_array("tokenizer.ggml.merges", GgufType::STRING);
         if (!merges) throw Error(f.path() + ": missing required metadata 'tokenizer.ggml.merges' (BPE vocabulary)");
         for (size_t i = 0; i < merges->arr.size(); i++) {
@@ -150,7 +161,15 @@ public:
     }
 
 protected:
-    void encode_fragment(const std::string& text, bool, std::vector<int32_t>& out) const override {
+    void encode_fragment(const std::string& text_in, bool, std::vector<int32_t>& out) const override {
+        std::string escaped;
+        if (raw_utf8_) {
+            for (char c : text_in) {
+                if (c == ' ') escaped += "\xE2\x96\x81";
+                else escaped += c;
+            }
+        }
+        const std::string& text = raw_utf8_ ? escaped : text_in;
         std::vector<std::pair<size_t, size_t>> pieces{{0, text.size()}}, next;
         for (const auto& re : regexes_) {
             next.clear();
@@ -162,7 +181,9 @@ protected:
         std::string word;
         for (auto [b, e] : pieces) {
             word.clear();
-            for (size_t i = b; i < e; i++) word += bm.to_utf8[static_cast<unsigned char>(text[i])];
+            if (raw_utf8_) word.assign(text, b, e - b);
+            else
+                for (size_t i = b; i < e; i++) word += bm.to_utf8[static_cast<unsigned char>(text[i])];
             auto it = cache.find(word);
             if (it == cache.end()) {
                 std::vector<int32_t> ids;
@@ -176,6 +197,16 @@ protected:
     std::string normal_piece(int32_t id) const override {
         const std::string& t = tokens_[size_t(id)];
         if (attrs_[size_t(id)] == TokenAttr::USER_DEFINED) return t;
+        if (raw_utf8_) {
+            if (attrs_[size_t(id)] == TokenAttr::BYTE && t.size() == 6 && t.compare(0, 3, "<0x") == 0)
+                return std::string(1, char(std::stoi(t.substr(3, 2), nullptr, 16)));
+            std::string out;
+            for (size_t i = 0; i < t.size(); i++) {
+                if (t.compare(i, 3, "\xE2\x96\x81") == 0) { out += ' '; i += 2; }
+                else out += t[i];
+            }
+            return out;
+        }
         // Map code points back to bytes; anything outside the map is kept as is.
         const ByteMap& bm = byte_map();
         std::string out;
@@ -212,8 +243,8 @@ private:
     }
 
     void bpe_word(const std::string& w, std::vector<int32_t>& out) const {
-        if (pre_tok_.ignore_merges) {
-            int32_t id = find_token(w);
+        if (pre_tok_.ignore_merges || (raw_utf8_ && w.find_first_not_of('\n') == std::string::npos)) {
+            int32_t id = find_token(w);  // gemma4: a run of newlines that is a token is taken whole
             if (id >= 0) { out.push_back(id); return; }
         }
         std::vector<Symbol> syms;
@@ -248,6 +279,13 @@ private:
             std::string piece = w.substr(s.off, s.n);
             int32_t id = find_token(piece);
             if (id >= 0) { out.push_back(id); continue; }
+            if (raw_utf8_) {  // fall back to the piece's byte tokens
+                for (unsigned char c : piece) {
+                    int32_t bid = find_token(strprintf("<0x%02X>", c));
+                    if (bid >= 0) out.push_back(bid);
+                }
+                continue;
+            }
             for (size_t k = 0; k < piece.size();) {  // fall back to the piece's characters' tokens
                 size_t len = std::min(utf8_len(static_cast<unsigned char>(piece[k])), piece.size() - k);
                 int32_t cid = find_token(piece.substr(k, len));
@@ -257,6 +295,7 @@ private:
         }
     }
 
+    bool raw_utf8_;  // gemma4: SentencePiece-style BPE (see the top of this file)
     std::unordered_map<std::string, int> ranks_;
     PreTokenizer pre_tok_;
     std::vector<std::unique_ptr<Regex>> regexes_;

@@ -12,8 +12,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
     auto model = f.get_str("tokenizer.ggml.model");
     if (!model) throw Error(f.path() + ": missing required metadata 'tokenizer.ggml.model' (no vocabulary)");
     if (*model == "llama") return make_spm_tokenizer(f);
-    if (*model == "gpt2") return make_bpe_tokenizer(f);
-    throw Error(f.path() + ": unsupported tokenizer model '" + *model + "' (supported: llama, gpt2)");
+    if (*model == "gpt2" || *model == "gemma4") return make_bpe_tokenizer(f);
+    throw Error(f.path() + ": unsupported tokenizer model '" + *model + "' (supported: llama, gpt2, gemma4)");
 }
 
 Tokenizer::Tokenizer(const GgufFile& f) {
@@ -57,6 +57,7 @@ Tokenizer::Tokenizer(const GgufFile& f) {
     eot_ = id_key("tokenizer.ggml.eot_token_id", -1);
     eom_ = id_key("tokenizer.ggml.eom_token_id", -1);
     add_bos_ = f.get_bool("tokenizer.ggml.add_bos_token").value_or(spm);
+    if (model_ == "gemma4") add_bos_ = true;  // as llama.cpp: Gemma 4 files say false, the model needs <bos>
     add_eos_ = f.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
     add_space_prefix_ = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
 
