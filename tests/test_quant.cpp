@@ -39,6 +39,7 @@ const TypeTol kTolerances[] = {
     {TensorType::F16, 1e-3}, {TensorType::BF16, 5e-3}, {TensorType::Q8_0, 0.01}, {TensorType::Q6_K, 0.03},
     {TensorType::Q5_0, 0.06}, {TensorType::Q5_1, 0.06}, {TensorType::Q5_K, 0.06}, {TensorType::Q4_0, 0.12},
     {TensorType::Q4_1, 0.12}, {TensorType::Q4_K, 0.12}, {TensorType::Q3_K, 0.25}, {TensorType::Q2_K, 0.5},
+    {TensorType::MXFP4, 0.2},
 };
 
 }  // namespace
@@ -73,6 +74,19 @@ TEST(Quant, HandMadeBlocksDequantizeAsSpecified) {
     EXPECT_EQ(y[0], 0.0f);    // 16 - 16
     EXPECT_EQ(y[1], -16.0f);  // 0 - 16
     EXPECT_EQ(y[31], 0.0f);
+    // MXFP4: element j (low nibble) and j + 16 (high nibble) of the E2M1 table (doubled), times 2^(e - 128).
+    block_mxfp4 bf{};
+    bf.e = 127;  // 2^-1: the table's doubled values become the E2M1 values
+    for (int j = 0; j < 16; j++) bf.qs[j] = uint8_t(j | ((15 - j) << 4));
+    dequantize_row_ref(TensorType::MXFP4, &bf, y, 32);
+    const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, 0, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    for (int j = 0; j < 16; j++) {
+        EXPECT_EQ(y[j], e2m1[j]);
+        EXPECT_EQ(y[j + 16], e2m1[15 - j]);
+    }
+    bf.e = 0;  // the smallest scale, 2^-128, is a denormal float
+    dequantize_row_ref(TensorType::MXFP4, &bf, y, 32);
+    EXPECT_EQ(y[7], 12 * std::ldexp(1.0f, -128));
 }
 
 TEST(Quant, RoundTripErrorWithinTypePrecision) {
@@ -272,9 +286,10 @@ TEST(Quant, AttentionKernelMatchesScalarReference) {
 
 TEST(Quant, KQuantUnpackedDotMatchesDequantizedReference) {
     // unpack_kq_row must reproduce the dequantized weights exactly (w = lane_scale * q + offset), and the SIMD
-    // dot must equal the scalar integer reference.
-    for (TensorType type : {TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
-        const int64_t n = 512;
+    // dot must equal the scalar integer reference. MXFP4 takes the same path (a row length that is not a multiple
+    // of 256, as gpt-oss's 2880, and activations in blocks of 32).
+    for (TensorType type : {TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::MXFP4}) {
+        const int64_t n = type == TensorType::MXFP4 ? 288 : 512;
         auto w = gaussian(size_t(n), 21);
         std::vector<uint8_t> q(row_bytes(type, n));
         quantize_row_ref(type, w.data(), q.data(), n);
@@ -295,7 +310,7 @@ TEST(Quant, KQuantUnpackedDotMatchesDequantizedReference) {
                 << type_name(type) << " " << i;
         auto x = gaussian(size_t(3 * n), 22);
         ActQ8 act;
-        quantize_act_q8(x.data(), 3, n, act, 256);
+        quantize_act_q8(x.data(), 3, n, act, kq_act_group(type));
         for (int t = 0; t < 3; t++) {
             float ref = dot_unpacked_ref(row, act, t);
             for (const IsaKernels* k : all_levels()) {

@@ -39,7 +39,10 @@ struct UnpackedRow {
         offset.resize(size_t(n / 32));
     }
 };
-bool matmul_kq_supported(TensorType t);
+bool matmul_kq_supported(TensorType t);  // Q4_K, Q5_K, Q6_K, MXFP4
+// Activation group of the unpacked path: 256 for the K-quants (as llama.cpp's Q8_K), 32 for MXFP4.
+inline int kq_act_group(TensorType t) { return t == TensorType::MXFP4 ? 32 : 256; }
+float e8m0_half_to_f32(uint8_t e);  // MXFP4's block scale: 2^(e - 128)
 void unpack_kq_row(TensorType t, const uint8_t* row, int64_t n, UnpackedRow& out);
 // The same into caller-sized buffers (q: n, ls: n / 4, off: n / 32).
 void unpack_kq_row_ref(TensorType t, const uint8_t* row, int64_t n, int8_t* q, float* ls, float* off);

@@ -219,6 +219,22 @@ static inline __m256i hi2(__m256i h, __m256i m2, int shift) {
 // AVX2 unpacking of Q4_K and Q6_K (the types of Q4_K_M files); same output as unpack_kq_row.
 void unpack_kq_row(TensorType t, const uint8_t* row, int64_t n, int8_t* q, float* ls, float* off) {
     if (t == TensorType::Q5_K) return unpack_kq_row_ref(t, row, n, q, ls, off);
+    if (t == TensorType::MXFP4) {  // nibbles -> table values with one byte shuffle per half block
+        const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+        const __m128i lo4 = _mm_set1_epi8(0x0F);
+        const block_mxfp4* x = reinterpret_cast<const block_mxfp4*>(row);
+        for (int64_t b = 0; b < n / QK_MXFP4; b++) {
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32), _mm_shuffle_epi8(lut, _mm_and_si128(v, lo4)));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + 16),
+                             _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(v, 4), lo4)));
+            const uint8_t e = x[b].e;
+            const uint32_t bits = e < 2 ? uint32_t(0x00200000) << e : uint32_t(e - 1) << 23;
+            _mm256_storeu_ps(ls + b * 8, _mm256_castsi256_ps(_mm256_set1_epi32(int(bits))));
+            off[b] = 0;
+        }
+        return;
+    }
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t sb = 0; sb < n / QK_K; sb++) {
         if (t == TensorType::Q4_K) {
