@@ -150,6 +150,11 @@ public:
 
     int64_t n_params() const;
     size_t weights_bytes() const;
+    // Weight bytes one forward pass over n_tok tokens reads: every matrix but the embedding table (one row per
+    // token), and of a mixture of experts the experts the batch selects, counted at their expected number under
+    // uniform routing, expected_experts(n_tok) per layer. Dense models: about weights_bytes() for any n_tok.
+    double bytes_per_pass(int n_tok) const;
+    double expected_experts(int n_tok) const;  // n_expert * (1 - (1 - k / n_expert)^n_tok); 0 for dense models
     std::string describe_type() const;  // the most common matrix type, e.g. "Q8_0"
 
 private:

@@ -405,6 +405,27 @@ size_t Model::weights_bytes() const {
     return n;
 }
 
+double Model::expected_experts(int n_tok) const {
+    if (hp_.n_expert == 0) return 0;
+    const double e = hp_.n_expert, k = hp_.n_expert_used;
+    return e * (1.0 - std::pow(1.0 - k / e, double(std::max(1, n_tok))));
+}
+
+double Model::bytes_per_pass(int n_tok) const {
+    double dense = 0, experts = 0;
+    const size_t row_embd = tok_embd_.row_stride;
+    for (const auto& t : file_->tensors()) {
+        if (t.name == "token_embd.weight") {
+            dense += hp_.tied_output ? double(t.nbytes) : double(row_embd) * n_tok;
+            continue;
+        }
+        if (t.name.find("_exps.") != std::string::npos) experts += double(t.nbytes);
+        else dense += double(t.nbytes);
+    }
+    if (hp_.n_expert > 0) experts *= expected_experts(n_tok) / hp_.n_expert;
+    return dense + experts;
+}
+
 std::string Model::describe_type() const {
     std::map<std::string, int64_t> by_type;
     for (const auto& t : file_->tensors())

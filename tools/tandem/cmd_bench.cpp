@@ -207,11 +207,14 @@ int cmd_bench(int argc, char** argv) {
     std::vector<Result> results;
     // Weight bytes streamed per second, and its fraction of the bandwidth: the mean over repetitions of each
     // repetition's rate against the probe run just before it.
-    auto add_bw = [&](Result& r, const std::vector<double>& passes_per_s, const std::vector<double>& probes) {
-        r.gbps = wbytes * (r.ts.empty() ? 0 : std::accumulate(passes_per_s.begin(), passes_per_s.end(), 0.0) / double(passes_per_s.size())) / 1e9;
+    // The bytes of a pass over n tokens are Model::bytes_per_pass(n): the matrices it reads (of an MoE, the
+    // experts its tokens select, expected under uniform routing).
+    auto add_bw = [&](Result& r, const std::vector<double>& passes_per_s, const std::vector<double>& probes, int n_tok) {
+        const double pbytes = model->bytes_per_pass(n_tok);
+        r.gbps = pbytes * (r.ts.empty() ? 0 : std::accumulate(passes_per_s.begin(), passes_per_s.end(), 0.0) / double(passes_per_s.size())) / 1e9;
         if (probes.size() != passes_per_s.size() || probes.empty()) return;
         double f = 0;
-        for (size_t i = 0; i < probes.size(); i++) f += wbytes * passes_per_s[i] / 1e9 / probes[i];
+        for (size_t i = 0; i < probes.size(); i++) f += pbytes * passes_per_s[i] / 1e9 / probes[i];
         r.bw_fraction = f / double(probes.size());
     };
 
@@ -245,7 +248,7 @@ int cmd_bench(int argc, char** argv) {
                 if (probe) probes.push_back(bw_now);
             }
         }
-        add_bw(r, r.ts, probes);
+        add_bw(r, r.ts, probes, 1);
         results.push_back(r);
     }
     const double probe_mib = probe ? double(BandwidthProbe::kBytes) / 1048576.0 : 0.0;
@@ -293,7 +296,7 @@ int cmd_bench(int argc, char** argv) {
             const double pass_s = median_of(times[j]);
             vb_time.emplace_back(ks[j], pass_s);
             if (ks[j] == 1) vb1 = pass_s;
-            add_bw(r, passes, probes);
+            add_bw(r, passes, probes, ks[j]);
             results.push_back(r);
         }
         if (vb1 == 0) vb1 = median_of(times[j1]);
@@ -313,8 +316,16 @@ int cmd_bench(int argc, char** argv) {
     for (const auto& r : results)
         out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", r.test}, {"n_threads", n_threads},
                        {"avg_ts", r.mean()}, {"stddev_ts", r.sd()}, {"gbps", r.gbps}, {"bw_fraction", r.bw_fraction}});
-    for (size_t i = 0; i < results.size(); i++)
+    for (size_t i = 0; i < results.size(); i++) {
         if (results[i].rel_vb1 > 0) out[i]["x_vb1"] = results[i].rel_vb1;
+        // MoE verification batches: the experts a batch of K tokens is expected to read, and its bytes against vb1's
+        const Result& r = results[i];
+        if (hp.n_expert > 0 && r.test.rfind("vb", 0) == 0) {
+            const int k = std::stoi(r.test.substr(2));
+            out[i]["expected_experts_per_layer"] = model->expected_experts(k);
+            out[i]["expected_bytes_x_vb1"] = model->bytes_per_pass(k) / model->bytes_per_pass(1);
+        }
+    }
 
     // Speculative generation, with and without speculation, greedy.
     nlohmann::ordered_json spec_json;
@@ -425,12 +436,28 @@ int cmd_bench(int argc, char** argv) {
                 peak_rss_mib, gen_peak_mib > 0 ? strprintf("%.1f MiB", gen_peak_mib).c_str() : "not measured", file_mib,
                 kv_mib, file_mib + kv_mib);
     std::printf("memory read bandwidth: %.1f GB/s (%d threads, median of the probes; BW %% compares each repetition with "
-                "the probe run just before it); model %s, %s, %.2f GB of weights\n\n", bw, n_threads,
-                name.c_str(), model->describe_type().c_str(), wbytes / 1e9);
-    std::printf("| model | type | threads | test | t/s | GB/s | BW %% | x vb1 |\n|---|---|---|---|---|---|---|---|\n");
+                "the probe run just before it); model %s, %s, %.2f GB of weights, %.2f GB read per token\n\n", bw, n_threads,
+                name.c_str(), model->describe_type().c_str(), wbytes / 1e9, model->bytes_per_pass(1) / 1e9);
+    const bool moe = hp.n_expert > 0;
+    if (moe)
+        std::printf("| model | type | threads | test | t/s | GB/s | BW %% | x vb1 | experts/layer (expected) | bytes x vb1 (expected) |\n"
+                    "|---|---|---|---|---|---|---|---|---|---|\n");
+    else
+        std::printf("| model | type | threads | test | t/s | GB/s | BW %% | x vb1 |\n|---|---|---|---|---|---|---|---|\n");
     for (const auto& r : results) {
         std::string rel = "";
         if (r.rel_vb1 > 0) rel = strprintf("%.2f", r.rel_vb1);
+        if (moe) {
+            std::string ex = " | |";
+            if (r.test.rfind("vb", 0) == 0) {
+                const int k = std::stoi(r.test.substr(2));
+                ex = strprintf(" %.1f of %d | %.2f |", model->expected_experts(k), hp.n_expert,
+                               model->bytes_per_pass(k) / model->bytes_per_pass(1));
+            } else if (r.test.rfind("tg", 0) == 0) {
+                ex = strprintf(" %d of %d | |", hp.n_expert_used, hp.n_expert);
+            }
+            rel += " |" + ex.substr(0, ex.size() - 1);
+        }
         std::printf("| %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %s |\n", name.c_str(), model->describe_type().c_str(),
                     n_threads, r.test.c_str(), r.mean(), r.sd(), r.gbps > 0 ? strprintf("%.1f", r.gbps).c_str() : "",
                     r.bw_fraction > 0 ? strprintf("%.0f%%", 100 * r.bw_fraction).c_str() : "", rel.c_str());
