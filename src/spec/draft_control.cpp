@@ -23,7 +23,7 @@ double DraftLengthController::accept_estimate() const { return (acc_ + kPriorAcc
 double DraftLengthController::speedup(int k) const {
     double a = std::min(accept_estimate(), 0.999);
     double tokens = (1.0 - std::pow(a, k + 1)) / (1.0 - a);
-    return tokens / (1.0 + (b_ + c_) * k);
+    return tokens / (shape(k + 1) + (b_ + c_) * k);
 }
 
 int DraftLengthController::next() {
@@ -64,7 +64,7 @@ void DraftLengthController::observe(int requested, int k, int accepted, double t
         if (accepted > 0 && probing_) probe_interval_ = 16;
         if (t1_ > 0) {
             double c = t_draft_ms / k / t1_;
-            double b = std::max(0.0, (t_target_ms / t1_ - 1.0) / k);
+            double b = std::max(0.0, (t_target_ms / t1_ - shape(k + 1)) / k);
             c_ = (1 - kEma) * c_ + kEma * c;
             b_ = (1 - kEma) * b_ + kEma * b;
         }

@@ -6,13 +6,20 @@
 //   c  - the cost of one draft step relative to one single-token target step,
 //   b  - the extra cost of each additional token in a target verification pass (relative to one step),
 // and choose k in {0} U [n_min, n_max] maximizing the expected speed-up of a round (Leviathan et al. 2023):
-//   S(k) = (1 - a^(k+1)) / ((1 - a) * (1 + b*k + c*k)).
+//   S(k) = (1 - a^(k+1)) / ((1 - a) * (v(k+1) + b*k + c*k)),
+// where v(n) is the target's verification-cost shape: the weight bytes a pass over n tokens reads relative to one
+// token (set_verify_shape; 1 for a dense model, whose pass reads the same weights for any n). On a mixture of
+// experts v rises steeply with the first extra tokens (each selects experts of its own) and then flattens, which
+// a single linear slope b measured at short drafts would overestimate at longer ones; b is what the measured
+// pass time adds on top of v (compute, attention).
 // When no k beats plain decoding (S <= 1), it stops drafting and probes again with a short draft after 16, 32,
 // 64 ... plain rounds, and never sooner than 50 times the measured extra cost of the last probe (in plain
 // steps): probing then costs at most about 2% of the time, however cheap the target or dear the draft.
 // A round whose draft produced nothing (its confidence fell below --draft-p-min at once) counts as a failed
 // attempt: drafting that never yields tokens is as useless as drafting that is always rejected.
 #pragma once
+#include <cstddef>
+#include <vector>
 
 namespace tandem {
 
@@ -28,12 +35,16 @@ public:
     // time spent drafting, time of the target pass over k+1 tokens.
     void observe(int requested, int k, int accepted, double t_draft_ms, double t_target_ms);
 
+    // shape[n] for n = 1..: expected bytes of a target pass over n tokens relative to one (shape[0] unused).
+    void set_verify_shape(std::vector<double> shape) { shape_ = std::move(shape); }
+
     double accept_estimate() const;
     double draft_cost_estimate() const { return c_; }
     double verify_slope_estimate() const { return b_; }
 
 private:
     double speedup(int k) const;
+    double shape(int n) const { return n < int(shape_.size()) && n >= 1 ? shape_[size_t(n)] : 1.0; }
 
     int n_max_, n_min_;
     bool adaptive_;
@@ -44,6 +55,7 @@ private:
     int probe_interval_ = 16;
     int min_probe_interval_ = 16;  // from the measured cost of probing
     bool probing_ = false;
+    std::vector<double> shape_;
 };
 
 }  // namespace tandem

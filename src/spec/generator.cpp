@@ -120,6 +120,13 @@ Generator::Generator(Session& target, Session* draft, const SamplerParams& sampl
     if (spec_.type == SpecType::NONE) spec_.n_max = 0;
     if (spec_.type == SpecType::NGRAM) spec_.draft_cost_prior = 0.0;
     control_ = std::make_unique<DraftLengthController>(spec_.n_max, spec_.n_min, spec_.adaptive, spec_.draft_cost_prior);
+    const Model& tm = target.model();
+    if (tm.hparams().n_expert > 0 && spec_.n_max > 0) {  // MoE target: verification reads more experts per token
+        std::vector<double> shape(size_t(spec_.n_max) + 2, 1.0);
+        const double one = tm.bytes_per_pass(1);
+        for (int n = 2; n <= spec_.n_max + 1; n++) shape[size_t(n)] = tm.bytes_per_pass(n) / one;
+        control_->set_verify_shape(std::move(shape));
+    }
     stats_.drafted_at.assign(size_t(spec_.n_max), 0);
     stats_.accepted_at.assign(size_t(spec_.n_max), 0);
 }
