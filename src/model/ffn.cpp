@@ -98,36 +98,56 @@ void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, con
     }
     std::fill(out, out + size_t(n) * E, 0.0f);
 
-    // Group the (row, slot) pairs by expert; run each selected expert once over its rows.
+    // Group the (row, slot) pairs by expert, gather each expert's rows into one block of xs, and run every selected
+    // expert over its block: gate and up of all experts in one pass of the pool, then down in another.
     std::vector<std::vector<int>> rows_of(static_cast<size_t>(ne));  // entries t * k + j
     for (int t = 0; t < n; t++)
         for (int j = 0; j < k; j++) rows_of[size_t(s.sel[size_t(t) * k + j])].push_back(t * k + j);
+    const int total = n * k;
+    s.xs.resize(size_t(total) * E);
+    s.gate.resize(size_t(total) * F);
+    s.up.resize(size_t(total) * std::max(F, E));
+    std::vector<int> used, off;  // selected experts and the first row of each one's block
+    std::vector<int> order;      // block row -> (t * k + j)
     for (int e = 0; e < ne; e++) {
-        const auto& rs = rows_of[size_t(e)];
-        if (rs.empty()) continue;
-        const int m = int(rs.size());
-        s.xs.resize(size_t(m) * E);
-        for (int i = 0; i < m; i++) std::copy_n(xn + size_t(rs[size_t(i)] / k) * E, E, &s.xs[size_t(i) * E]);
-        s.gate.resize(size_t(m) * F);
-        s.up.resize(size_t(m) * std::max(F, E));
-        const WeightView ws[2] = {view(L.exp_gate[size_t(e)]), view(L.exp_up[size_t(e)])};
-        float* const ys[2] = {s.gate.data(), s.up.data()};
-        matmul_shared_input(pool, ws, ys, 2, s.xs.data(), m);
-        if (!L.exp_gate_b.empty())
-            for (int i = 0; i < m; i++)
+        if (rows_of[size_t(e)].empty()) continue;
+        used.push_back(e);
+        off.push_back(int(order.size()));
+        for (int tj : rows_of[size_t(e)]) {
+            std::copy_n(xn + size_t(tj / k) * E, E, &s.xs[order.size() * E]);
+            order.push_back(tj);
+        }
+    }
+    off.push_back(total);
+    std::vector<MatmulJob> jobs;
+    for (size_t u = 0; u < used.size(); u++) {
+        const int e = used[u], m = off[u + 1] - off[u];
+        const float* x = &s.xs[size_t(off[u]) * E];
+        jobs.push_back({view(L.exp_gate[size_t(e)]), x, m, &s.gate[size_t(off[u]) * F]});
+        jobs.push_back({view(L.exp_up[size_t(e)]), x, m, &s.up[size_t(off[u]) * F]});
+    }
+    matmul_jobs(pool, jobs.data(), int(jobs.size()));
+    if (!L.exp_gate_b.empty())
+        for (size_t u = 0; u < used.size(); u++)
+            for (int i = off[u]; i < off[u + 1]; i++)
                 for (int c = 0; c < F; c++) {
-                    s.gate[size_t(i) * F + c] += L.exp_gate_b[size_t(e) * F + c];
-                    s.up[size_t(i) * F + c] += L.exp_up_b[size_t(e) * F + c];
+                    s.gate[size_t(i) * F + c] += L.exp_gate_b[size_t(used[u]) * F + c];
+                    s.up[size_t(i) * F + c] += L.exp_up_b[size_t(used[u]) * F + c];
                 }
-        activate(hp.ffn_act, s.gate.data(), s.up.data(), int64_t(m) * F);
-        float* d = s.up.data();  // (m, E): the up values are consumed
-        matmul(pool, view(L.exp_down[size_t(e)]), s.gate.data(), m, d);
-        for (int i = 0; i < m; i++) {
-            const int t = rs[size_t(i)] / k;
-            const float w = s.sel_w[size_t(rs[size_t(i)])];
-            const float* b = L.exp_down_b.empty() ? nullptr : &L.exp_down_b[size_t(e) * E];
-            float* o = out + size_t(t) * E;
-            for (int c = 0; c < E; c++) o[c] += w * (d[size_t(i) * E + c] + (b ? b[c] : 0.0f));
+    activate(hp.ffn_act, s.gate.data(), s.up.data(), int64_t(total) * F);
+    float* d = s.up.data();  // (total, E): the up values are consumed
+    jobs.clear();
+    for (size_t u = 0; u < used.size(); u++)
+        jobs.push_back({view(L.exp_down[size_t(used[u])]), &s.gate[size_t(off[u]) * F], off[u + 1] - off[u], d + size_t(off[u]) * E});
+    matmul_jobs(pool, jobs.data(), int(jobs.size()));
+    for (size_t u = 0; u < used.size(); u++) {
+        const float* b = L.exp_down_b.empty() ? nullptr : &L.exp_down_b[size_t(used[u]) * E];
+        for (int i = off[u]; i < off[u + 1]; i++) {
+            const int tj = order[size_t(i)];
+            const float w = s.sel_w[size_t(tj)];
+            float* o = out + size_t(tj / k) * E;
+            const float* di = d + size_t(i) * E;
+            for (int c = 0; c < E; c++) o[c] += w * (di[c] + (b ? b[c] : 0.0f));
         }
     }
 }

@@ -182,6 +182,64 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
     });
 }
 
+void matmul_jobs(ThreadPool& pool, const MatmulJob* jobs, int count) {
+    if (count <= 0) return;
+    const auto kernel = isa().matmul_packed;
+    bool grouped = kernel != nullptr;
+    for (int i = 0; i < count && grouped; i++)
+        grouped = jobs[i].w.packed && jobs[i].w.type == jobs[0].w.type && jobs[i].w.cols == jobs[0].w.cols &&
+                  jobs[i].w.rows % kPackedRows == 0 && jobs[i].n_tok >= 1;
+    if (!grouped) {
+        for (int i = 0; i < count; i++) matmul(pool, jobs[i].w, jobs[i].x, jobs[i].n_tok, jobs[i].y);
+        return;
+    }
+    const int64_t cols = jobs[0].w.cols;
+    const int group = packed_act_group(jobs[0].w.type);
+    // Distinct inputs, each quantized once; all their rows in one pass of the pool.
+    thread_local std::vector<ActQ8> acts;
+    std::vector<int> input_of(static_cast<size_t>(count));
+    std::vector<int> first_job;  // a job of each distinct input
+    for (int i = 0; i < count; i++) {
+        int found = -1;
+        for (size_t u = 0; u < first_job.size(); u++)
+            if (jobs[first_job[u]].x == jobs[i].x && jobs[first_job[u]].n_tok == jobs[i].n_tok) found = int(u);
+        if (found < 0) {
+            found = int(first_job.size());
+            first_job.push_back(i);
+        }
+        input_of[size_t(i)] = found;
+    }
+    if (acts.size() < first_job.size()) acts.resize(first_job.size());
+    std::vector<int> row0(first_job.size() + 1, 0);
+    for (size_t u = 0; u < first_job.size(); u++) {
+        quantize_act_q8_prepare(jobs[first_job[u]].n_tok, cols, acts[u]);
+        row0[u + 1] = row0[u] + jobs[first_job[u]].n_tok;
+    }
+    std::vector<ActQ8>& A = acts;
+    auto quantize = [&](size_t b, size_t e) {
+        for (size_t u = 0; u < first_job.size(); u++) {
+            const int lo = std::max(int(b), row0[u]), hi = std::min(int(e), row0[u + 1]);
+            if (lo < hi) quantize_act_q8_rows(jobs[first_job[u]].x, cols, group, A[u], lo - row0[u], hi - row0[u]);
+        }
+    };
+    if (row0.back() < 4) quantize(0, size_t(row0.back()));
+    else pool.parallel_for(size_t(row0.back()), [&](size_t b, size_t e, int) { quantize(b, e); });
+    std::vector<ActRows> views(first_job.size());
+    for (size_t u = 0; u < first_job.size(); u++) views[u] = A[u];
+    // Chunks of 16 rows over all jobs.
+    constexpr int64_t chunk = 16;
+    std::vector<int64_t> first(static_cast<size_t>(count) + 1, 0);
+    for (int i = 0; i < count; i++) first[size_t(i) + 1] = first[size_t(i)] + jobs[i].w.rows / chunk;
+    pool.parallel_for(size_t(first.back()), [&](size_t b, size_t e, int) {
+        for (int i = 0; i < count; i++) {
+            const int64_t lo = std::max<int64_t>(int64_t(b), first[size_t(i)]), hi = std::min<int64_t>(int64_t(e), first[size_t(i) + 1]);
+            if (lo < hi)
+                kernel(jobs[i].w.type, jobs[i].w.packed, cols, views[size_t(input_of[size_t(i)])], jobs[i].y, jobs[i].w.rows,
+                       (lo - first[size_t(i)]) * chunk, (hi - first[size_t(i)]) * chunk);
+        }
+    });
+}
+
 void matmul_shared_input(ThreadPool& pool, const WeightView* ws, float* const* ys, int count, const float* x, int n_tok) {
     bool fused = count > 0 && count <= 8 && isa().matmul_packed;
     for (int i = 0; i < count; i++)

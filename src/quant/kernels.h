@@ -58,4 +58,16 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
 // fork-joins per token); otherwise one matmul each.
 void matmul_shared_input(ThreadPool& pool, const WeightView* ws, float* const* ys, int count, const float* x, int n_tok);
 
+// Independent matmuls in one pass of the pool: jobs[i].y (n_tok, w.rows) = jobs[i].x (n_tok, w.cols) * w^T. Jobs with
+// the same input pointer share one quantization of it. When every matrix is packed and of one type, the work
+// items are chunks of 16 rows over all jobs laid end to end (one fork-join for all: the experts of an MoE layer);
+// otherwise one matmul each.
+struct MatmulJob {
+    WeightView w;
+    const float* x;
+    int n_tok;
+    float* y;
+};
+void matmul_jobs(ThreadPool& pool, const MatmulJob* jobs, int count);
+
 }  // namespace tandem
