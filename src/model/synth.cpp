@@ -225,12 +225,11 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     std::vector<TensorType> types;
     for (const auto& t : ts) {
         const TensorType want = plain ? *plain : mix_type_for(p.type, t.name, s.n_layer);
-        // 1-D tensors, bias tables and MoE routers stay F32 (as converted files have them); gpt-oss experts are
-        // MXFP4 (as the released weights are) unless a plain type was asked for.
+        // 1-D tensors, bias tables and MoE routers stay F32 (as converted files have them). gpt-oss as released:
+        // --type MXFP4_MOE (MXFP4 experts, Q8_0 elsewhere).
         const bool keep_f32 = t.ne.size() == 1 || t.name.find(".bias") != std::string::npos ||
                               t.name.find("ffn_gate_inp") != std::string::npos;
-        const TensorType want2 = oss && !plain && t.name.find("_exps.weight") != std::string::npos ? TensorType::MXFP4 : want;
-        TensorType ty = keep_f32 ? TensorType::F32 : fallback_type(want2, t.ne[0]);
+        TensorType ty = keep_f32 ? TensorType::F32 : fallback_type(want, t.ne[0]);
         types.push_back(ty);
         w.add_tensor(t.name, ty, t.ne);
     }

@@ -43,8 +43,10 @@ TensorType mix_type_for(const std::string& mix_in, const std::string& name, int 
             return TensorType::Q6_K;
         return base;
     }
+    if (mix == "MXFP4_MOE")  // as llama-quantize's MXFP4_MOE: expert matrices MXFP4, the other matrices Q8_0
+        return name.find("_exps.") != std::string::npos ? TensorType::MXFP4 : TensorType::Q8_0;
     auto t = tensor_type_from_name(mix);
-    if (!t) throw Error("unknown quantization type '" + mix_in + "' (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M, Q4_K_S, Q5_K_S, MXFP4, F16, BF16, F32)");
+    if (!t) throw Error("unknown quantization type '" + mix_in + "' (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M, Q4_K_S, Q5_K_S, MXFP4, MXFP4_MOE, F16, BF16, F32)");
     // As llama.cpp: the output matrix of low-bit files is kept at Q6_K.
     if (is_output && (*t == TensorType::Q4_0 || *t == TensorType::Q4_1 || *t == TensorType::Q5_0 ||
                       *t == TensorType::Q5_1 || *t == TensorType::Q2_K || *t == TensorType::Q3_K || *t == TensorType::Q4_K ||
