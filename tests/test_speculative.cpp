@@ -125,35 +125,6 @@ TEST(Speculative, GreedyOutputIsTokenIdenticalToPlainDecoding) {
 
 namespace {
 
-// Chi-square test of homogeneity between two count tables; categories with a pooled expected count below 5 are
-// merged into one. Returns the p-value (survival function of chi-square via the Wilson-Hilferty approximation).
-double chi_square_p(const std::map<int, int>& a, const std::map<int, int>& b, int* df_out) {
-    std::map<int, std::pair<double, double>> cells;
-    for (auto [k, v] : a) cells[k].first += v;
-    for (auto [k, v] : b) cells[k].second += v;
-    double na = 0, nb = 0;
-    for (auto& [k, c] : cells) { na += c.first; nb += c.second; }
-    std::vector<std::pair<double, double>> merged;
-    std::pair<double, double> rare{0, 0};
-    for (auto& [k, c] : cells) {
-        double expected_small = std::min(na, nb) * (c.first + c.second) / (na + nb);
-        if (expected_small < 5) { rare.first += c.first; rare.second += c.second; }
-        else merged.push_back(c);
-    }
-    if (rare.first + rare.second > 0) merged.push_back(rare);
-    double chi = 0;
-    for (auto [x, y] : merged) {
-        double tot = x + y;
-        double ea = tot * na / (na + nb), eb = tot * nb / (na + nb);
-        if (ea > 0) chi += (x - ea) * (x - ea) / ea;
-        if (eb > 0) chi += (y - eb) * (y - eb) / eb;
-    }
-    int df = std::max(1, int(merged.size()) - 1);
-    *df_out = df;
-    double z = (std::cbrt(chi / df) - (1 - 2.0 / (9 * df))) / std::sqrt(2.0 / (9 * df));
-    return 0.5 * std::erfc(z / std::sqrt(2.0));
-}
-
 // Samples `runs` continuations of 2 tokens and counts, per position, the tokens seen. Key -1.. unused.
 std::vector<std::map<int, int>> sample_counts(const std::vector<int32_t>& prompt, SamplerParams sp, SpecParams spec,
                                               std::shared_ptr<const Model> draft, int runs, uint64_t seed0,
@@ -212,8 +183,8 @@ TEST(Speculative, SampledDistributionIsIndistinguishableFromPlainSampling) {
         double min_bad_p = 1.0;
         for (int s = 0; s < 3; s++) {
             int df = 0, df_bad = 0;
-            double p = chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
-            double pb = chi_square_p(plain[size_t(s)], bad[size_t(s)], &df_bad);
+            double p = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
+            double pb = test::chi_square_p(plain[size_t(s)], bad[size_t(s)], &df_bad);
             std::printf("[ temp %.1f top_k %d top_p %.2f %s stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e\n",
                         c.temp, c.top_k, c.top_p, c.poor_draft ? "1-layer draft" : "3-layer draft", s, p, df, pb);
             EXPECT_GT(p, alpha) << "speculative sampling changed the distribution (temp " << c.temp << ", stat " << s << ")";
@@ -525,8 +496,8 @@ TEST(Speculative, SampledDistributionUnderAGrammarIsThePlainConstrainedOne) {
     double min_bad = 1.0;
     for (int s = 0; s < 3; s++) {
         int df = 0, dfb = 0;
-        const double p = chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
-        const double pb = chi_square_p(plain[size_t(s)], bad[size_t(s)], &dfb);
+        const double p = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
+        const double pb = test::chi_square_p(plain[size_t(s)], bad[size_t(s)], &dfb);
         std::printf("[ grammar, temp 1.5, 1-layer draft, stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e\n", s,
                     p, df, pb);
         EXPECT_GT(p, 1e-3) << "speculation changed the constrained distribution (stat " << s << ")";
@@ -644,8 +615,8 @@ TEST(Speculative, MoeTargetSampledDistributionIsThePlainOne) {
     double min_bad = 1;
     for (int s = 0; s < 2; s++) {
         int df = 0, dfb = 0;
-        const double p = chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
-        const double pb = chi_square_p(plain[size_t(s)], bad[size_t(s)], &dfb);
+        const double p = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
+        const double pb = test::chi_square_p(plain[size_t(s)], bad[size_t(s)], &dfb);
         std::printf("[ qwen3moe target, gemma3 draft, temp 1.5, stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e\n",
                     s, p, df, pb);
         EXPECT_GT(p, 1e-3);

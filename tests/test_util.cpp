@@ -1,3 +1,6 @@
+#include <vector>
+#include <algorithm>
+#include <cmath>
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -66,6 +69,33 @@ void write_file(const std::string& path, const std::string& bytes) {
     std::ofstream out(path, std::ios::binary);
     out.write(bytes.data(), std::streamsize(bytes.size()));
     if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+double chi_square_p(const std::map<int, int>& a, const std::map<int, int>& b, int* df_out) {
+    std::map<int, std::pair<double, double>> cells;
+    for (auto [k, v] : a) cells[k].first += v;
+    for (auto [k, v] : b) cells[k].second += v;
+    double na = 0, nb = 0;
+    for (auto& [k, c] : cells) { na += c.first; nb += c.second; }
+    std::vector<std::pair<double, double>> merged;
+    std::pair<double, double> rare{0, 0};
+    for (auto& [k, c] : cells) {
+        double expected_small = std::min(na, nb) * (c.first + c.second) / (na + nb);
+        if (expected_small < 5) { rare.first += c.first; rare.second += c.second; }
+        else merged.push_back(c);
+    }
+    if (rare.first + rare.second > 0) merged.push_back(rare);
+    double chi = 0;
+    for (auto [x, y] : merged) {
+        double tot = x + y;
+        double ea = tot * na / (na + nb), eb = tot * nb / (na + nb);
+        if (ea > 0) chi += (x - ea) * (x - ea) / ea;
+        if (eb > 0) chi += (y - eb) * (y - eb) / eb;
+    }
+    int df = std::max(1, int(merged.size()) - 1);
+    *df_out = df;
+    double z = (std::cbrt(chi / df) - (1 - 2.0 / (9 * df))) / std::sqrt(2.0 / (9 * df));
+    return 0.5 * std::erfc(z / std::sqrt(2.0));
 }
 
 }  // namespace tandem::test

@@ -1,5 +1,6 @@
 // Helpers shared by the tests: where the shared data lives, temporary files, reference JSON.
 #pragma once
+#include <map>
 #include <cctype>
 #include <string>
 #include <vector>
@@ -29,5 +30,10 @@ struct ParamName {
     }
 };
 void write_file(const std::string& path, const std::string& bytes);
+
+// Chi-square test of homogeneity between two count tables (category -> count); categories with a pooled expected
+// count below 5 are merged into one. Returns the p-value (Wilson-Hilferty approximation); *df_out the degrees of
+// freedom. Used by the distribution-identity tests of speculative sampling.
+double chi_square_p(const std::map<int, int>& a, const std::map<int, int>& b, int* df_out);
 
 }  // namespace tandem::test

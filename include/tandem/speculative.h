@@ -29,9 +29,10 @@ class Session;
 class ThreadPool;
 class Tokenizer;
 
-enum class SpecType { NONE, DRAFT, NGRAM, SELF };
+enum class SpecType { NONE, DRAFT, NGRAM, SELF, SUFFIX };
+class SuffixCache;
 const char* spec_type_name(SpecType t);
-SpecType spec_type_from_name(const std::string& s);  // "none", "draft", "ngram", "self"; throws tandem::Error
+SpecType spec_type_from_name(const std::string& s);  // "none", "draft", "ngram", "self", "suffix"; throws tandem::Error
 
 struct SpecParams {
     SpecType type = SpecType::NONE;
@@ -50,6 +51,9 @@ struct SpecParams {
     // Negative control for the statistical tests only: accept every drafted token (a wrong rule whose output
     // follows the draft's distribution). Never set this outside tests.
     bool broken_accept_all_for_tests = false;
+    // SUFFIX: the cache of earlier sequences it proposes from (spec/suffix_cache.h), shared by the requests of a
+    // server; null: the generator proposes from its own context only.
+    std::shared_ptr<SuffixCache> suffix;
 };
 
 // The verification rule as pure functions (the Generator applies them; tests check them on hand-made
@@ -184,6 +188,7 @@ private:
     const uint8_t* allowed_after(const grammar::Matcher& m, int n_vocab);  // mask_ for that state
     void shift_context();
     int propose_ngram(int k, std::vector<int32_t>& drafts) const;
+    bool one_hot_proposals() const { return spec_.type == SpecType::NGRAM || spec_.type == SpecType::SUFFIX; }
     int propose_model(int k, std::vector<int32_t>& drafts, std::vector<Distribution>& qs);
 
     Session& target_;

@@ -1,5 +1,7 @@
 #include "serve/engine.h"
 
+#include "spec/suffix_cache.h"
+
 #include <chrono>
 
 #include "grammar/grammar.h"
@@ -254,6 +256,9 @@ void Engine::release(Slot& s, const std::string& reason, const std::string& erro
             m_.accepted_per_pos[i] += uint64_t(st.accepted_at[i]);
         }
     }
+    // The server-wide suffix cache learns every finished sequence (prompt and output), whatever the request's
+    // proposer: later requests with --spec-type suffix draft from it.
+    if (s.gen && j.req.spec.suffix && reason != "error") j.req.spec.suffix->add(s.gen->history());
     if (s.text) {  // the text held back (a possible stop string, an incomplete UTF-8 sequence) ends the output
         std::string rest = s.text->finish();
         if (!rest.empty()) j.push(rest, {}, {}, {});

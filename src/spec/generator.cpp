@@ -5,6 +5,7 @@
 
 #include "grammar/grammar.h"
 #include "spec/draft_control.h"
+#include "spec/suffix_cache.h"
 #include "tandem/error.h"
 #include "tandem/session.h"
 #include "tandem/speculative.h"
@@ -73,6 +74,7 @@ const char* spec_type_name(SpecType t) {
         case SpecType::DRAFT: return "draft";
         case SpecType::NGRAM: return "ngram";
         case SpecType::SELF: return "self";
+        case SpecType::SUFFIX: return "suffix";
     }
     return "?";
 }
@@ -99,10 +101,11 @@ SpecType spec_type_from_name(const std::string& s) {
         s == "ngram-mod" || s == "ngram-cache")
         return SpecType::NGRAM;
     if (s == "self") return SpecType::SELF;
+    if (s == "suffix") return SpecType::SUFFIX;
     if (s == "draft-eagle3" || s == "draft-mtp" || s == "draft-dflash" || s == "draft-dspark")
         throw Error("speculative type '" + s + "' needs model-specific draft heads, which tandem does not implement (use "
                     "draft-simple with -md, ngram, or self)");
-    throw Error("unknown speculative type '" + s + "' (none, draft, ngram, self; llama.cpp's draft-simple and ngram-* too)");
+    throw Error("unknown speculative type '" + s + "' (none, draft, ngram, self, suffix; llama.cpp's draft-simple and ngram-* too)");
 }
 
 Generator::Generator(Session& target, Session* draft, const SamplerParams& sampling, const SpecParams& spec)
@@ -118,7 +121,8 @@ Generator::Generator(Session& target, Session* draft, const SamplerParams& sampl
     // A draft can never be longer than what fits in the context; cap absurd values once here.
     spec_.n_max = std::min(spec_.n_max, std::max(0, target.n_ctx() - 1));
     if (spec_.type == SpecType::NONE) spec_.n_max = 0;
-    if (spec_.type == SpecType::NGRAM) spec_.draft_cost_prior = 0.0;
+    if (spec_.type == SpecType::NGRAM || spec_.type == SpecType::SUFFIX) spec_.draft_cost_prior = 0.0;
+    if (spec_.type == SpecType::SUFFIX && !spec_.suffix) spec_.suffix = std::make_shared<SuffixCache>();
     control_ = std::make_unique<DraftLengthController>(spec_.n_max, spec_.n_min, spec_.adaptive, spec_.draft_cost_prior);
     const Model& tm = target.model();
     if (tm.hparams().n_expert > 0 && spec_.n_max > 0) {  // MoE target: verification reads more experts per token
@@ -316,8 +320,9 @@ bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) {
     drafts_.clear();
     auto t0 = std::chrono::steady_clock::now();
     if (k > 0) {
-        if (spec_.type == SpecType::NGRAM) {
-            propose_ngram(k, drafts_);
+        if (one_hot_proposals()) {
+            if (spec_.type == SpecType::NGRAM) propose_ngram(k, drafts_);
+            else spec_.suffix->propose(history_, k, drafts_);
             if (gm_) {  // never propose what the grammar forbids: cut at the first such token
                 grammar::Matcher m = *gm_;
                 size_t ok = 0;
@@ -357,7 +362,7 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
         }
         const int32_t x = drafts[size_t(i)];
         const float px = p.prob(x);
-        const float qx = spec_.type == SpecType::NGRAM ? 1.0f : q_[size_t(i)].prob(x);
+        const float qx = one_hot_proposals() ? 1.0f : q_[size_t(i)].prob(x);
         // min(1, p/q): no draw when it is 0 or 1 (so the greedy path stays exact and draws no random number)
         const double a = accept_probability(px, qx);
         const bool accept = spec_.broken_accept_all_for_tests || a >= 1.0 || (a > 0.0 && target_sampler_.uniform() < a);
@@ -368,7 +373,7 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
             if (m) advance(*m, *constraint_, x);  // p(x) > 0, so the grammar allows x
             continue;
         }
-        if (spec_.type == SpecType::NGRAM) {
+        if (one_hot_proposals()) {
             Distribution one_hot;
             one_hot.p.assign(p.p.size(), 0.0f);
             one_hot.p[size_t(x)] = 1.0f;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "spec/suffix_cache.h"
 #include "commands.h"
 #include "io.h"
 #include "tandem/cpu.h"
@@ -56,6 +57,7 @@ struct Options {
     SpecParams spec;
     bool spec_type_given = false;
     int draft_layers = 0;
+    std::string suffix_static, suffix_dynamic;  // suffix cache files: read; read and updated
     bool ignore_eos = false, no_bos = false, escape = true, display_prompt = true, json = false;
     std::vector<std::string> notes;
 };
@@ -87,7 +89,9 @@ void add_flags(ArgParser& ap, Options& o) {
     ap.add({"--draft-min", "--draft-n-min", "--spec-draft-n-min"}, "N", "skip verification of shorter drafts (0)", [&](const std::string& v) { o.spec.n_min = to_int_in("--draft-min", v, 0, 256); });
     ap.add({"--draft-p-min", "--spec-draft-p-min"}, "P", "stop drafting below this draft probability (0.75)", [&](const std::string& v) { o.spec.p_min = to_float_in("--draft-p-min", v, 0.0f, 1.0f); });
     ap.add({"--draft-adaptive"}, "on|off", "adapt the draft length to acceptance and cost (on)", [&](const std::string& v) { o.spec.adaptive = to_bool("--draft-adaptive", v); });
-    ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self", [&](const std::string& v) { o.spec.type = spec_type_from_name(v); o.spec_type_given = true; });
+    ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self | suffix", [&](const std::string& v) { o.spec.type = spec_type_from_name(v); o.spec_type_given = true; });
+    ap.add({"--spec-suffix-file", "-lcd", "--lookup-cache-dynamic"}, "FNAME", "suffix cache file: proposals also come from it, and this generation is added to it", [&](const std::string& v) { o.suffix_dynamic = v; });
+    ap.add({"-lcs", "--lookup-cache-static"}, "FNAME", "suffix cache file read but not updated", [&](const std::string& v) { o.suffix_static = v; });
     ap.add({"--spec-ngram-n"}, "N", "n-gram length matched for ngram drafting (3)", [&](const std::string& v) { o.spec.ngram_n = to_int_in("--spec-ngram-n", v, 1, 64); });
     ap.add({"--spec-ngram-m"}, "M", "tokens proposed per n-gram match (16)", [&](const std::string& v) { o.spec.ngram_m = to_int_in("--spec-ngram-m", v, 1, 256); });
     ap.add({"--draft-layers"}, "K", "self-speculation: layers of the target used as draft (default: half)", [&](const std::string& v) { o.draft_layers = to_int_in("--draft-layers", v, 0, 65536); });
@@ -153,6 +157,12 @@ int cmd_generate(int argc, char** argv) {
     if (int(prompt_ids.size()) >= target.n_ctx())
         throw Error(strprintf("the prompt is %zu tokens, which does not fit the context size %d (use -c)", prompt_ids.size(), target.n_ctx()));
 
+    if (!o.suffix_static.empty() || !o.suffix_dynamic.empty()) {
+        if (!o.spec_type_given && o.draft_model.empty()) o.spec.type = SpecType::SUFFIX;
+        o.spec.suffix = std::make_shared<SuffixCache>();
+        if (!o.suffix_static.empty() && !o.spec.suffix->load(o.suffix_static)) throw Error(o.suffix_static + ": no such file");
+        if (!o.suffix_dynamic.empty()) o.spec.suffix->load(o.suffix_dynamic);  // created at the end if absent
+    }
     Generator gen(target, draft.get(), o.sp, o.spec);
     if (o.display_prompt && !o.json) {
         std::fputs(prompt.c_str(), stdout);
@@ -184,6 +194,10 @@ int cmd_generate(int argc, char** argv) {
     std::string tail = streamer.flush();
     text += tail;
     auto t_end = std::chrono::steady_clock::now();
+    if (o.spec.suffix && !o.suffix_dynamic.empty()) {
+        o.spec.suffix->add(gen.history());
+        o.spec.suffix->save(o.suffix_dynamic);
+    }
     const double prompt_s = std::chrono::duration<double>(t_prompt - t_start).count();
     const double gen_s = std::chrono::duration<double>(t_end - t_prompt).count();
     const int n_prompt = int(prompt_ids.size());

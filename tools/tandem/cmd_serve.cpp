@@ -19,6 +19,7 @@
 #include "llama_flags.h"
 #include "model/hf_cache.h"
 #include "serve/engine.h"
+#include "spec/suffix_cache.h"
 #include "tandem/thread_pool.h"
 #include "server/http_server.h"
 #include "tandem/error.h"
@@ -46,6 +47,7 @@ int cmd_serve(int argc, char** argv) {
     server::EngineParams ep;
     std::string model_path, draft_path;
     bool spec_type_given = false;
+    SuffixCacheParams suffix_params;
     int grace_s = 5;
     std::vector<std::string> notes;
     std::string hf_repo, hf_file, hf_repo_draft;
@@ -90,7 +92,9 @@ int cmd_serve(int argc, char** argv) {
     ap.add({"--draft-min", "--draft-n-min", "--spec-draft-n-min"}, "N", "draft-min (0)", [&](const std::string& v) { ep.spec.n_min = to_int_in("--draft-min", v, 0, 256); });
     ap.add({"--draft-p-min", "--spec-draft-p-min"}, "P", "draft-p-min (0.75)", [&](const std::string& v) { ep.spec.p_min = to_float_in("--draft-p-min", v, 0.0f, 1.0f); });
     ap.add({"--draft-adaptive"}, "on|off", "adaptive draft length (on)", [&](const std::string& v) { ep.spec.adaptive = to_bool("--draft-adaptive", v); });
-    ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self", [&](const std::string& v) { ep.spec.type = spec_type_from_name(v); spec_type_given = true; });
+    ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self | suffix", [&](const std::string& v) { ep.spec.type = spec_type_from_name(v); spec_type_given = true; });
+    ap.add({"--spec-suffix-max-tokens"}, "N", "tokens of finished requests the suffix cache keeps (1048576)", [&](const std::string& v) { suffix_params.max_tokens = size_t(to_int_in("--spec-suffix-max-tokens", v, 0, INT32_MAX)); });
+    ap.add({"--spec-suffix-min-prob"}, "P", "suffix proposals stop below this estimated probability (0.1)", [&](const std::string& v) { suffix_params.min_prob = to_float_in("--spec-suffix-min-prob", v, 0.0f, 1.0f); });
     ap.add({"--draft-layers"}, "K", "self-speculation layers", [&](const std::string& v) { ep.self_draft_layers = to_int_in("--draft-layers", v, 0, 65536); });
     // Sampling flags set the defaults requests start from (as llama-server); -n is also a cap.
     SamplerParams& sd = sp.sampling;
@@ -218,6 +222,7 @@ int cmd_serve(int argc, char** argv) {
         check_draft_compatible(*tok, *Tokenizer::from_gguf(draft->gguf()));
     }
     if (ep.spec.type == SpecType::SELF || ep.self_draft_layers > 0) self_draft_layers(*model, ep.self_draft_layers);  // K < L
+    ep.spec.suffix = std::make_shared<SuffixCache>(suffix_params);  // server-wide; every request feeds it
     auto engine = std::make_shared<server::Engine>(model, draft, ep);
     http.set_spec_defaults(ep.spec);
     http.set_ready(model, engine);
