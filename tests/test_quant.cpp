@@ -209,7 +209,7 @@ TEST(Quant, IntegerMatmulKernelsMatchScalarIntegerReference) {
     // The SIMD kernels compute exactly the integer sums of the scalar reference; only the float summation
     // order differs: tolerance 1e-4 relative to the row's magnitude.
     ThreadPool pool(1);
-    for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0}) {
+    for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0, TensorType::MXFP4}) {
         for (int64_t cols : {64, 256, 288, 512}) {  // 288: 9 blocks, exercises the tail of the 8-block loop
             const int64_t rows = 5;
             auto w = gaussian(size_t(rows * cols), 3);

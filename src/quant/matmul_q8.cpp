@@ -86,7 +86,9 @@ void quantize_act_q8_rows(const float* x, int64_t n, int group, ActQ8& out, int 
 
 void quantize_act_q8_prepare(int n_rows, int64_t n, ActQ8& out) { act_resize(out, n_rows, n); }
 
-bool matmul_q8_supported(TensorType t) { return t == TensorType::Q8_0 || t == TensorType::Q4_0; }
+bool matmul_q8_supported(TensorType t) {
+    return t == TensorType::Q8_0 || t == TensorType::Q4_0 || t == TensorType::MXFP4;
+}
 
 void matmul_q8_rows_ref(const WeightView& w, const ActRows& a, float* y, int64_t ldy, int64_t r0, int64_t r1) {
     const int64_t nb = w.cols / 32;
@@ -102,6 +104,14 @@ void matmul_q8_rows_ref(const WeightView& w, const ActRows& a, float* y, int64_t
                     const block_q8_0* x = reinterpret_cast<const block_q8_0*>(w.row(r)) + b;
                     dw = fp16_to_f32(x->d);
                     for (int i = 0; i < 32; i++) sum += int(x->qs[i]) * aq[b * 32 + i];
+                } else if (w.type == TensorType::MXFP4) {
+                    static const int8_t kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+                    const block_mxfp4* x = reinterpret_cast<const block_mxfp4*>(w.row(r)) + b;
+                    dw = e8m0_half_to_f32(x->e);
+                    for (int i = 0; i < 16; i++) {
+                        sum += kv[x->qs[i] & 0xF] * aq[b * 32 + i];
+                        sum += kv[x->qs[i] >> 4] * aq[b * 32 + i + 16];
+                    }
                 } else {
                     const block_q4_0* x = reinterpret_cast<const block_q4_0*>(w.row(r)) + b;
                     dw = fp16_to_f32(x->d);

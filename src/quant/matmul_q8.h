@@ -1,4 +1,4 @@
-// Integer matmul kernels for weights whose blocks pair with 8-bit activation blocks (Q8_0, Q4_0).
+// Integer matmul kernels for weights whose blocks pair with 8-bit activation blocks (Q8_0, Q4_0, MXFP4).
 // Contract: w.cols % 32 == 0; a holds the activation rows (a.n == w.cols); writes y[t * ldy + r] for every
 // activation row t and weight row r in [r0, r1).
 #pragma once

@@ -2,6 +2,8 @@
 // (bit-identical to the reference: FCVTNS rounds to nearest even, as lrintf). A per-ISA unit (cpu/isa.h).
 #include "cpu/isa_unit.h"
 
+#include <cstring>
+
 #include "cpu/isa_kernels.h"
 
 #include <arm_neon.h>
@@ -42,11 +44,13 @@ void quantize_act_rows(const float* x, int64_t n, int group, const ActRows& out,
     }
 }
 
-// Q8_0 / Q4_0 rows in the file's layout, one row against every token (the row is re-read from L1).
+// Q8_0 / Q4_0 / MXFP4 rows in the file's layout, one row against every token (the row is re-read from L1).
 void matmul_q8_rows(TensorType t, const uint8_t* w, size_t row_stride, int64_t cols, const ActRows& a, float* y,
                     int64_t ldy, int64_t r0, int64_t r1) {
     const int64_t nb = cols / 32;
-    const bool q4 = t == TensorType::Q4_0;
+    const bool q4 = t == TensorType::Q4_0, mx = t == TensorType::MXFP4;
+    static const int8_t kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const int8x16_t lut = vld1q_s8(kv);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t* row = w + size_t(r) * row_stride;
         for (int tk = 0; tk < a.n_rows; tk++) {
@@ -55,7 +59,14 @@ void matmul_q8_rows(TensorType t, const uint8_t* w, size_t row_stride, int64_t c
             for (int64_t b = 0; b < nb; b++) {
                 int8x16_t w0, w1;
                 float dw;
-                if (q4) {
+                if (mx) {  // MXFP4: table values by byte lookup, scale 2^(e-128)
+                    const block_mxfp4* x = reinterpret_cast<const block_mxfp4*>(row) + b;
+                    const uint8x16_t raw = vld1q_u8(x->qs);
+                    w0 = vqtbl1q_s8(lut, vandq_u8(raw, vdupq_n_u8(0x0F)));
+                    w1 = vqtbl1q_s8(lut, vshrq_n_u8(raw, 4));
+                    const uint32_t bits = x->e < 2 ? uint32_t(0x00200000) << x->e : uint32_t(x->e - 1) << 23;
+                    std::memcpy(&dw, &bits, 4);
+                } else if (q4) {
                     const block_q4_0* x = reinterpret_cast<const block_q4_0*>(row) + b;
                     const uint8x16_t raw = vld1q_u8(x->qs);
                     w0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(raw, vdupq_n_u8(0x0F))), vdupq_n_s8(8));

@@ -2,6 +2,8 @@
 // with AVX2 intrinsics (plus 256-bit vpdpbusd where the level has AVX512-VNNI). A per-ISA unit (cpu/isa.h).
 #include "cpu/isa_unit.h"
 
+#include <cstring>
+
 #include "cpu/isa_kernels.h"
 
 #include <immintrin.h>
@@ -203,10 +205,64 @@ void rows_q8(const uint8_t* w, size_t row_stride, int64_t cols, const ActRows& a
     }
 }
 
+template <int NT>
+static inline void mxfp4_tile(const block_mxfp4* x, int64_t nb, const ActRows& a, int t0, float* out) {
+    const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+    const __m128i lo4 = _mm_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[NT];
+    for (int i = 0; i < NT; i++) acc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs));
+        const __m256i wq = _mm256_set_m128i(_mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(v, 4), lo4)),
+                                            _mm_shuffle_epi8(lut, _mm_and_si128(v, lo4)));
+        const __m256i wabs = _mm256_sign_epi8(wq, wq);
+        const uint8_t e = x[b].e;
+        const uint32_t bits = e < 2 ? uint32_t(0x00200000) << e : uint32_t(e - 1) << 23;
+        float dw;
+        std::memcpy(&dw, &bits, 4);
+        for (int i = 0; i < NT; i++) {
+            const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qrow(t0 + i) + b * 32));
+            const __m256i p16 = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(av, wq));
+            const __m256 dp = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+            acc[i] = _mm256_fmadd_ps(dp, _mm256_set1_ps(dw * a.drow(t0 + i)[b]), acc[i]);
+        }
+    }
+    for (int i = 0; i < NT; i++) {
+        __m128 lo = _mm256_castps256_ps128(acc[i]), hi = _mm256_extractf128_ps(acc[i], 1);
+        lo = _mm_add_ps(lo, hi);
+        lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+        lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+        out[i] = _mm_cvtss_f32(lo);
+    }
+}
+
+// Rows [r0, r1) of an MXFP4 matrix: each block's nibbles become table values with one byte shuffle per half
+// (elements 0..15 from the low nibbles, 16..31 from the high ones, as the activation block), then the signed
+// 8-bit dot product of the unpacked K-quant path, scaled by 2^(e-128) * d_a; up to 4 tokens share one decoding.
+void rows_mxfp4(const uint8_t* w, size_t row_stride, int64_t cols, const ActRows& a, float* y, int64_t ldy, int64_t r0,
+                int64_t r1) {
+    const int64_t nb = cols / 32;
+    float out[4];
+    for (int64_t r = r0; r < r1; r++) {
+        const block_mxfp4* x = reinterpret_cast<const block_mxfp4*>(w + size_t(r) * row_stride);
+        int t = 0;
+        for (; t + 4 <= a.n_rows; t += 4) {
+            mxfp4_tile<4>(x, nb, a, t, out);
+            for (int i = 0; i < 4; i++) y[int64_t(t + i) * ldy + r] = out[i];
+        }
+        for (; t < a.n_rows; t++) {
+            mxfp4_tile<1>(x, nb, a, t, out);
+            y[int64_t(t) * ldy + r] = out[0];
+        }
+    }
+}
+
 }  // namespace
 
 void matmul_q8_rows(TensorType t, const uint8_t* w, size_t row_stride, int64_t cols, const ActRows& a, float* y,
                     int64_t ldy, int64_t r0, int64_t r1) {
+    if (t == TensorType::MXFP4) return rows_mxfp4(w, row_stride, cols, a, y, ldy, r0, r1);
     if (t == TensorType::Q4_0) rows_q8<true>(w, row_stride, cols, a, y, ldy, r0, r1);
     else rows_q8<false>(w, row_stride, cols, a, y, ldy, r0, r1);
 }
