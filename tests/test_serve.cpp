@@ -9,6 +9,7 @@
 #include "serve/anthropic.h"
 #include "serve/chat_answer.h"
 #include "serve/engine.h"
+#include "spec/suffix_cache.h"
 #include "serve/infill.h"
 #include "serve/openai.h"
 #include "serve/reasoning.h"
@@ -222,6 +223,33 @@ TEST(Engine, ChunkedPrefillGivesTheSameTokens) {
     auto chunked = run(8);
     ASSERT_EQ(whole.size(), 16u);
     EXPECT_EQ(chunked, whole);
+}
+
+// The server-wide suffix cache (--spec-type suffix): every finished request feeds it, so a repeated request is
+// drafted from the first one's output (nearly all accepted) and still gives the plain tokens; a request without
+// speculation feeds it too.
+TEST(Engine, SuffixCacheLearnsFromFinishedRequests) {
+    EngineParams ep;
+    ep.n_slots = 2;
+    ep.spec.suffix = std::make_shared<SuffixCache>();
+    Engine e(stories(), nullptr, ep);
+    JobRequest plain = request(96);
+    plain.spec = ep.spec;  // the HTTP layer copies the server's defaults (with the cache) into every request
+    auto j1 = e.submit(plain);
+    const auto first = drain(*j1);
+    ASSERT_EQ(first.size(), 96u);
+    EXPECT_EQ(ep.spec.suffix->stats().documents, 1u);
+    EXPECT_EQ(ep.spec.suffix->stats().tokens, plain.prompt.size() + 96u);
+    JobRequest again = plain;
+    again.spec.type = SpecType::SUFFIX;
+    again.spec.adaptive = false;
+    again.spec.n_max = 8;
+    auto j2 = e.submit(again);
+    EXPECT_EQ(drain(*j2), first);
+    std::printf("[ suffix cache, repeated request ] %d of %d drafted tokens accepted\n", j2->n_accepted, j2->n_drafted);
+    EXPECT_GT(j2->n_drafted, 80);
+    EXPECT_EQ(j2->n_accepted, j2->n_drafted);
+    EXPECT_EQ(ep.spec.suffix->stats().documents, 2u);
 }
 
 // The text pipeline never lets out any part of a stop string, nor an incomplete UTF-8 sequence.
