@@ -32,6 +32,44 @@ json load_reference(const std::string& model) {
     return json::parse(test::read_file(test::shared_file("reference/" + model + ".greedy.json")));
 }
 
+// Teacher-forced comparison with a llama.cpp reference (the README format): the prompt and every reference token
+// in one batch, so the logits at prompt_len - 1 + i predict step i. Checks the tokenization of each prompt; counts
+// the steps whose reference top-1/top-2 margin exceeds `margin` and those among them whose argmax differs.
+struct Agreement {
+    double max_dev = 0;  // largest |logit - reference| over the top-5 entries of every step
+    int checked = 0, misses = 0;
+};
+
+Agreement teacher_force(const std::shared_ptr<const Model>& model, const json& ref, const std::string& name, double margin,
+                        ThreadPool& pool) {
+    Agreement a;
+    auto tok = Tokenizer::from_gguf(model->gguf());
+    for (const auto& r : ref) {
+        EXPECT_EQ(tok->encode(r["prompt"].get<std::string>(), true, false), r["prompt_ids"].get<std::vector<int32_t>>())
+            << name << ": tokenizing '" << r["prompt"] << "'";
+        std::vector<int32_t> seq = r["prompt_ids"].get<std::vector<int32_t>>();
+        const size_t n_prompt = seq.size();
+        const auto& steps = r["steps"];
+        for (size_t i = 0; i + 1 < steps.size(); i++) seq.push_back(steps[i]["id"].get<int32_t>());
+        Session s(model, SessionParams{}, pool);
+        s.decode(seq, true);
+        for (size_t i = 0; i < steps.size(); i++) {
+            const float* lg = s.logits(int(n_prompt - 1 + i));
+            const auto& top5 = steps[i]["top5"];
+            for (const auto& e : top5) a.max_dev = std::max(a.max_dev, std::fabs(double(lg[e[0].get<int>()]) - e[1].get<double>()));
+            const double m = top5[0][1].get<double>() - top5[1][1].get<double>();
+            if (m <= margin) continue;
+            a.checked++;
+            if (argmax(lg, s.n_vocab()) != steps[i]["id"].get<int32_t>()) {
+                a.misses++;
+                std::printf("[ %s ] argmax differs: prompt '%s' step %zu (reference margin %.3f)\n", name.c_str(),
+                            r["prompt"].get<std::string>().c_str(), i, m);
+            }
+        }
+    }
+    return a;
+}
+
 }  // namespace
 
 TEST(Reference, Stories260KGreedyReproducesEveryId) {
@@ -69,36 +107,11 @@ TEST_P(SynthReference, TeacherForcedLogitsMatch) {
     auto model = Model::load(test::shared_file("models/" + name + ".gguf"));
     json ref = load_reference(name);
     ASSERT_FALSE(ref.empty());
-    double max_dev = 0;
-    int n_checked = 0;
-    auto tok = Tokenizer::from_gguf(model->gguf());
-    for (const auto& r : ref) {
-        EXPECT_EQ(tok->encode(r["prompt"].get<std::string>(), true, false), r["prompt_ids"].get<std::vector<int32_t>>())
-            << name << ": tokenizing '" << r["prompt"] << "'";
-        // Feed the prompt and every reference token in one batch; logits at prompt_len-1+i predict step i.
-        std::vector<int32_t> seq = r["prompt_ids"].get<std::vector<int32_t>>();
-        const size_t n_prompt = seq.size();
-        const auto& steps = r["steps"];
-        for (size_t i = 0; i + 1 < steps.size(); i++) seq.push_back(steps[i]["id"].get<int32_t>());
-        Session s(model, SessionParams{}, pool);
-        s.decode(seq, true);
-        for (size_t i = 0; i < steps.size(); i++) {
-            const float* lg = s.logits(int(n_prompt - 1 + i));
-            const auto& top5 = steps[i]["top5"];
-            for (const auto& e : top5) {
-                double d = std::fabs(double(lg[e[0].get<int>()]) - e[1].get<double>());
-                max_dev = std::max(max_dev, d);
-            }
-            double margin = top5[0][1].get<double>() - top5[1][1].get<double>();
-            if (margin > 0.1) {
-                EXPECT_EQ(argmax(lg, s.n_vocab()), steps[i]["id"].get<int32_t>())
-                    << name << " prompt '" << r["prompt"] << "' step " << i << " margin " << margin;
-                n_checked++;
-            }
-        }
-    }
+    const Agreement a = teacher_force(model, ref, name, 0.1, pool);
     std::printf("[ %s ] largest top-5 logit deviation from llama.cpp: %.4f (argmax checked at %d steps)\n",
-                name.c_str(), max_dev, n_checked);
+                name.c_str(), a.max_dev, a.checked);
+    EXPECT_EQ(a.misses, 0) << "every argmax with a reference margin above 0.1 must agree";
+    const double max_dev = a.max_dev;
     const bool half = name.find("f16") != std::string::npos;
     EXPECT_LT(max_dev, half ? kTolHalf : kTolQuant);
 }
@@ -136,35 +149,11 @@ TEST_P(ModernReference, TeacherForcedLogitsMatch) {
     auto model = Model::load(test::shared_file("models-modern/" + c.name + ".gguf"));
     json ref = json::parse(test::read_file(test::shared_file("reference-modern/" + c.name + ".greedy.json")));
     ASSERT_FALSE(ref.empty());
-    auto tok = Tokenizer::from_gguf(model->gguf());
-    double max_dev = 0;
-    int n_checked = 0, misses = 0;
-    for (const auto& r : ref) {
-        EXPECT_EQ(tok->encode(r["prompt"].get<std::string>(), true, false), r["prompt_ids"].get<std::vector<int32_t>>())
-            << c.name << ": tokenizing '" << r["prompt"] << "'";
-        std::vector<int32_t> seq = r["prompt_ids"].get<std::vector<int32_t>>();
-        const size_t n_prompt = seq.size();
-        const auto& steps = r["steps"];
-        for (size_t i = 0; i + 1 < steps.size(); i++) seq.push_back(steps[i]["id"].get<int32_t>());
-        Session s(model, SessionParams{}, pool);
-        s.decode(seq, true);
-        for (size_t i = 0; i < steps.size(); i++) {
-            const float* lg = s.logits(int(n_prompt - 1 + i));
-            const auto& top5 = steps[i]["top5"];
-            for (const auto& e : top5) max_dev = std::max(max_dev, std::fabs(double(lg[e[0].get<int>()]) - e[1].get<double>()));
-            const double margin = top5[0][1].get<double>() - top5[1][1].get<double>();
-            if (margin > c.margin) {
-                n_checked++;
-                if (argmax(lg, s.n_vocab()) != steps[i]["id"].get<int32_t>()) {
-                    misses++;
-                    std::printf("[ %s ] argmax differs: prompt '%s' step %zu (reference margin %.3f)\n", c.name.c_str(),
-                                r["prompt"].get<std::string>().c_str(), i, margin);
-                }
-            }
-        }
-    }
+    const Agreement a = teacher_force(model, ref, c.name, c.margin, pool);
     std::printf("[ %s ] largest top-5 logit deviation from llama.cpp: %.4f; argmax agrees at %d of %d steps\n",
-                c.name.c_str(), max_dev, n_checked - misses, n_checked);
+                c.name.c_str(), a.max_dev, a.checked - a.misses, a.checked);
+    const int misses = a.misses;
+    const double max_dev = a.max_dev;
     EXPECT_LE(misses, c.argmax_misses);
     EXPECT_LT(max_dev, c.tol);
 }

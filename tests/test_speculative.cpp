@@ -55,15 +55,16 @@ SamplerParams greedy() {
     return sp;
 }
 
-// Generates n tokens (EOS not special) with the given draft configuration.
-std::vector<int32_t> run(ThreadPool& pool, const std::vector<int32_t>& prompt, int n, const SamplerParams& sp,
-                         SpecParams spec, std::shared_ptr<const Model> draft_model, int self_layers = 0,
-                         SpecStats* stats = nullptr, int n_ctx = 0, std::shared_ptr<const OutputConstraint> constraint = nullptr) {
-    Session target(fx().target, SessionParams{n_ctx, 0, 256}, pool);
+// Generates n tokens (EOS not special) with a target/draft pair (any architecture) and the given configuration.
+std::vector<int32_t> run_with(ThreadPool& pool, std::shared_ptr<const Model> target, std::shared_ptr<const Model> draft_model,
+                              const std::vector<int32_t>& prompt, int n, const SamplerParams& sp, SpecParams spec,
+                              int self_layers = 0, SpecStats* stats = nullptr, int n_ctx = 0,
+                              std::shared_ptr<const OutputConstraint> constraint = nullptr) {
+    Session ts(target, SessionParams{n_ctx, 0, 256}, pool);
     std::unique_ptr<Session> draft;
     if (spec.type == SpecType::DRAFT) draft = std::make_unique<Session>(draft_model, SessionParams{n_ctx, 0, 256}, pool);
-    if (spec.type == SpecType::SELF) draft = std::make_unique<Session>(fx().target, SessionParams{n_ctx, self_layers, 256}, pool);
-    Generator g(target, draft.get(), sp, spec);
+    if (spec.type == SpecType::SELF) draft = std::make_unique<Session>(target, SessionParams{n_ctx, self_layers, 256}, pool);
+    Generator g(ts, draft.get(), sp, spec);
     g.set_constraint(constraint);
     g.start(prompt);
     std::vector<int32_t> out;
@@ -71,6 +72,24 @@ std::vector<int32_t> run(ThreadPool& pool, const std::vector<int32_t>& prompt, i
         if (!g.step(out, n - int(out.size()))) break;
     if (stats) *stats = g.stats();
     return out;
+}
+
+// The same with stories260K as the target.
+std::vector<int32_t> run(ThreadPool& pool, const std::vector<int32_t>& prompt, int n, const SamplerParams& sp,
+                         SpecParams spec, std::shared_ptr<const Model> draft_model, int self_layers = 0,
+                         SpecStats* stats = nullptr, int n_ctx = 0, std::shared_ptr<const OutputConstraint> constraint = nullptr) {
+    return run_with(pool, fx().target, std::move(draft_model), prompt, n, sp, spec, self_layers, stats, n_ctx, std::move(constraint));
+}
+
+// Speculation at a fixed draft length with no confidence cut-off: every round drafts n_max tokens (the strict
+// case of the identity and distribution tests).
+SpecParams fixed_length(SpecType type, int n_max) {
+    SpecParams spec;
+    spec.type = type;
+    spec.n_max = n_max;
+    spec.p_min = 0.0f;
+    spec.adaptive = false;
+    return spec;
 }
 
 const char* kPrompts[] = {"Once upon a time", "Tom and Lily went to the park", "The little dog was sad because"};
@@ -482,11 +501,7 @@ TEST(Speculative, SampledDistributionUnderAGrammarIsThePlainConstrainedOne) {
     sp.top_k = 0;
     sp.top_p = 1.0f;
     sp.min_p = 0.0f;
-    SpecParams spec;
-    spec.type = SpecType::DRAFT;
-    spec.n_max = 4;
-    spec.p_min = 0.0f;
-    spec.adaptive = false;
+    const SpecParams spec = fixed_length(SpecType::DRAFT, 4);
     const int runs = 6000;
     auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, runs, 1, c);
     auto specd = sample_counts(ids, sp, spec, fx().l1, runs, 500000, c);
@@ -507,27 +522,6 @@ TEST(Speculative, SampledDistributionUnderAGrammarIsThePlainConstrainedOne) {
     }
     EXPECT_LT(min_bad, 1e-3) << "the test cannot tell a broken acceptance rule apart";
 }
-
-namespace {
-
-// Runs a target/draft pair from files (any architecture): n tokens, EOS not special.
-std::vector<int32_t> run_pair(ThreadPool& pool, std::shared_ptr<const Model> target, std::shared_ptr<const Model> draft,
-                              const std::vector<int32_t>& prompt, int n, const SamplerParams& sp, SpecParams spec,
-                              SpecStats* stats = nullptr, int self_layers = 0) {
-    Session ts(target, SessionParams{512, 0, 256}, pool);
-    std::unique_ptr<Session> ds;
-    if (spec.type == SpecType::DRAFT) ds = std::make_unique<Session>(draft, SessionParams{512, 0, 256}, pool);
-    if (spec.type == SpecType::SELF) ds = std::make_unique<Session>(target, SessionParams{512, self_layers, 256}, pool);
-    Generator g(ts, ds.get(), sp, spec);
-    g.start(prompt);
-    std::vector<int32_t> out;
-    while (int(out.size()) < n)
-        if (!g.step(out, n - int(out.size()))) break;
-    if (stats) *stats = g.stats();
-    return out;
-}
-
-}  // namespace
 
 // A mixture-of-experts target (qwen3moe, and gpt-oss with sinks and sliding windows) verified with dense drafts of
 // the same vocabulary (gemma3, and the target's own first layers) and draft-free proposers: greedy output is
@@ -553,7 +547,7 @@ TEST(Speculative, MoeTargetsWithDenseDraftsAreTokenIdentical) {
             n_gen = 24;
             lengths = {4};
         }
-        auto plain = run_pair(pool, target, nullptr, ids, n_gen, greedy(), SpecParams{});
+        auto plain = run_with(pool, target, nullptr, ids, n_gen, greedy(), SpecParams{}, 0, nullptr, 512);
         ASSERT_EQ(plain.size(), size_t(n_gen));
         struct D { const char* what; SpecType type; std::shared_ptr<const Model> m; };
         for (const D& d : {D{"gemma3 draft", SpecType::DRAFT, gemma}, D{"first-2-layers Q8_0", SpecType::DRAFT, self2},
@@ -565,7 +559,7 @@ TEST(Speculative, MoeTargetsWithDenseDraftsAreTokenIdentical) {
                 sp.p_min = 0.0f;
                 sp.adaptive = false;
                 SpecStats st;
-                auto out = run_pair(pool, target, d.m, ids, n_gen, greedy(), sp, &st);
+                auto out = run_with(pool, target, d.m, ids, n_gen, greedy(), sp, 0, &st, 512);
                 EXPECT_EQ(out, plain) << name << " with " << d.what << ", draft-max " << n_max;
                 if (d.m == target) EXPECT_EQ(st.n_accept, st.n_drafted) << name;  // its own draft: all accepted
                 if (d.type == SpecType::DRAFT) EXPECT_GT(st.n_drafted, 0) << name << " " << d.what;
@@ -585,11 +579,7 @@ TEST(Speculative, MoeTargetSampledDistributionIsThePlainOne) {
     SamplerParams sp;
     sp.temp = 1.5f;  // random weights: top logits ~8-10, so a hot temperature spreads the mass over many tokens
     sp.min_p = 0.0f;
-    SpecParams spec;
-    spec.type = SpecType::DRAFT;
-    spec.n_max = 3;
-    spec.p_min = 0.0f;
-    spec.adaptive = false;
+    const SpecParams spec = fixed_length(SpecType::DRAFT, 3);
     const int runs = 2000;
     // One target and one draft session for all runs: Generator::start reuses the cached prompt.
     Session ts(target, SessionParams{64, 0, 256}, pool), ds(draft, SessionParams{64, 0, 256}, pool);
