@@ -89,6 +89,20 @@ INSTANTIATE_TEST_SUITE_P(AllVocabs, TokenizerVectors,
                                            "ggml-vocab-gemma-4.gguf"),
                          test::ParamName());
 
+// Special tokens that swallow whitespace (llama.cpp's RSTRIP, set by model name for phi-3): with special-token
+// parsing, "</s> hello" is </s> then "hello" with the space prefix. Expected ids from llama.cpp 2026-09:
+//   llama-tokenize -m ggml-vocab-phi-3.gguf -f TEXT --ids --no-bos --no-escape
+TEST(Tokenizer, Phi3SpecialTokensStripTheSpaceAfterThem) {
+    auto tok = Tokenizer::from_gguf(*GgufFile::open(test::shared_file("tokenizer-tests/ggml-vocab-phi-3.gguf")));
+    const std::vector<std::pair<std::string, std::vector<int32_t>>> cases = {
+        {"Hi</s> hello <|end|> there", {6324, 2, 22172, 29871, 32007, 727}},
+        {"<|user|>\nWhat is 2+2?<|end|>\n<|assistant|>", {32010, 1724, 338, 29871, 29906, 29974, 29906, 29973, 32007, 32001}},
+        {"a <s> b <unk> c <|endoftext|> d", {263, 29871, 1, 29871, 289, 29871, 0, 29871, 274, 29871, 32000, 29871, 270}},
+        {"x<|end|>   \n  y", {921, 32007, 343}},
+    };
+    for (const auto& [text, ids] : cases) EXPECT_EQ(show(tok->encode(text, false, true)), show(ids)) << text;
+}
+
 // A pre-tokenizer without a vocab file of its own: DeepSeek V3/R1's ("deepseek-v3") on the deepseek-llm vocabulary
 // with only tokenizer.ggml.pre renamed. The expected ids come from llama.cpp's llama-tokenize on the same renamed
 // file (scripts/make-pretokenizer-vectors.py); the default split gets most of them wrong.

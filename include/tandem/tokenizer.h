@@ -69,6 +69,9 @@ protected:
     std::vector<TokenAttr> attrs_;
     std::unordered_map<std::string, int32_t> token_to_id_;
     std::vector<int32_t> special_by_len_;  // control/user-defined/unknown tokens, longest text first
+    // Whitespace a special token swallows when it is matched in text (llama.cpp's LSTRIP/RSTRIP attributes,
+    // which it sets by model name: phi-3's special tokens strip what follows them). Indexed by token id.
+    std::vector<uint8_t> strip_;  // bit 0: lstrip (spaces before), bit 1: rstrip (spaces after)
     int32_t bos_ = -1, eos_ = -1, eot_ = -1, eom_ = -1, unk_ = -1, pad_ = -1;
     bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
     std::vector<int32_t> eog_;

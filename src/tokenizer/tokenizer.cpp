@@ -1,5 +1,6 @@
 // Shared tokenizer machinery: vocabulary loading, special tokens, special-token partitioning, detokenization.
 #include <algorithm>
+#include <cctype>
 
 #include "tandem/error.h"
 #include "tandem/gguf.h"
@@ -96,6 +97,34 @@ Tokenizer::Tokenizer(const GgufFile& f) {
         if (a == TokenAttr::CONTROL || a == TokenAttr::USER_DEFINED || a == TokenAttr::UNKNOWN)
             if (!tokens_[i].empty()) special_by_len_.push_back(int32_t(i));
     }
+    // As llama.cpp (llama-vocab.cpp, by general.name / tokenizer.ggml.pre / general.architecture): phi-3's special
+    // tokens and </s> take the whitespace after them (not <unk>, <s>, <|endoftext|>); the mask tokens of
+    // jina-v2, nomic-bert-moe, jina-bert-v3 and modern-bert take the whitespace before them.
+    strip_.assign(n, 0);
+    std::string name = f.get_str("general.name").value_or("");
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    const std::string arch = f.get_str("general.architecture").value_or("");
+    auto contains_any = [](const std::string& s, std::initializer_list<const char*> subs) {
+        for (const char* x : subs)
+            if (s.find(x) != std::string::npos) return true;
+        return false;
+    };
+    auto set = [&](const char* text, uint8_t bit, bool on) {
+        const int32_t id = find_token(text);
+        if (id >= 0) strip_[size_t(id)] = on ? uint8_t(strip_[size_t(id)] | bit) : uint8_t(strip_[size_t(id)] & ~bit);
+    };
+    if (contains_any(pre_, {"jina-v2-de", "jina-v2-es", "jina-v2-code"}) || contains_any(arch, {"nomic-bert-moe", "jina-bert-v3"})) {
+        set("<mask>", 1, true);
+    } else if (contains_any(name, {"phi-3", "phi3"})) {
+        for (size_t i = 0; i < n; i++) {
+            const TokenAttr a = attrs_[i];
+            if (a == TokenAttr::CONTROL || a == TokenAttr::USER_DEFINED || a == TokenAttr::UNKNOWN) strip_[i] |= 2;
+        }
+        set("</s>", 2, true);
+        for (const char* t : {"<unk>", "<s>", "<|endoftext|>"}) set(t, 2, false);
+    } else if (contains_any(name, {"modern-bert"})) {
+        set("[MASK]", 1, true);
+    }
     std::stable_sort(special_by_len_.begin(), special_by_len_.end(),
                      [&](int32_t a, int32_t b) { return tokens_[size_t(a)].size() > tokens_[size_t(b)].size(); });
 }
@@ -128,12 +157,18 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_special
         for (auto& fr : frags) {
             if (fr.is_token) { next.push_back(std::move(fr)); continue; }
             size_t start = 0;
+            auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
             for (;;) {
                 size_t pos = fr.text.find(st, start);
                 if (pos == std::string::npos) break;
-                if (pos > start) next.push_back({false, -1, fr.text.substr(start, pos - start)});
+                size_t left_end = pos;
+                if (strip_[size_t(sid)] & 1)
+                    while (left_end > start && space(fr.text[left_end - 1])) left_end--;
+                if (left_end > start) next.push_back({false, -1, fr.text.substr(start, left_end - start)});
                 next.push_back({true, sid, {}});
                 start = pos + st.size();
+                if (strip_[size_t(sid)] & 2)
+                    while (start < fr.text.size() && space(fr.text[start])) start++;
             }
             if (start == 0) next.push_back(std::move(fr));
             else if (start < fr.text.size()) next.push_back({false, -1, fr.text.substr(start)});
