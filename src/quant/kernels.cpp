@@ -146,7 +146,7 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
         return;
     }
     if (k.unpack_kq_row && k.dot_unpacked && matmul_kq_supported(w.type)) {
-        const ActRows act = quantized_activations(pool, x, n_tok, w.cols, kq_act_group(w.type));  // K-quants: one scale per 256, as llama.cpp's Q8_K
+        const ActRows act = quantized_activations(pool, x, n_tok, w.cols, 256);  // one scale per 256, as llama.cpp's Q8_K
         pool.parallel_for(size_t(n_chunks), [&](size_t b, size_t e, int) {
             thread_local UnpackedRow row;
             row.resize(w.cols);

@@ -1,12 +1,10 @@
-// Integer matmul for the K-quants (Q4_K, Q5_K, Q6_K) and MXFP4 against 8-bit activations (ActQ8).
+// Integer matmul for the K-quants (Q4_K, Q5_K, Q6_K) against 8-bit activations (ActQ8).
 //
 // Each weight row is first unpacked, per 32-element block b, into signed integers q (|q| <= 63), eight lane
 // scales (one per group of four elements; a block's lanes share a scale except Q6_K, whose 16-element sub-blocks
 // have their own) and an offset o_b, so that  w_i = lane_scale(i) * q_i + o_b.  Then
 //   y = sum_b d_a(b) * sum_lanes lane_scale * (sum of q*a over the lane)  +  sum_b o_b * s_a(b)
 // with s_a(b) = d_a(b) * sum of the block's activations. The unpacking is shared by all tokens of a batch.
-// MXFP4 fits the same form exactly: q = the E2M1 table value (doubled, |q| <= 12), every lane of a block scaled by
-// its power of two 2^(e-128), no offset; its activations use blocks of 32 (its rows need not be multiples of 256).
 #include <cstring>
 
 #include "core/fp16.h"
@@ -16,15 +14,7 @@
 namespace tandem {
 
 bool matmul_kq_supported(TensorType t) {
-    return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K || t == TensorType::MXFP4;
-}
-
-float e8m0_half_to_f32(uint8_t e) {
-    // 2^(e - 128) exactly, denormals included (as ggml_e8m0_to_fp32_half)
-    const uint32_t bits = e < 2 ? uint32_t(0x00200000) << e : uint32_t(e - 1) << 23;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
+    return t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K;
 }
 
 void unpack_kq_row(TensorType t, const uint8_t* row, int64_t n, UnpackedRow& out) {
@@ -33,20 +23,6 @@ void unpack_kq_row(TensorType t, const uint8_t* row, int64_t n, UnpackedRow& out
 }
 
 void unpack_kq_row_ref(TensorType t, const uint8_t* row, int64_t n, int8_t* q, float* ls, float* off) {
-    if (t == TensorType::MXFP4) {
-        static const int8_t kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-        const block_mxfp4* x = reinterpret_cast<const block_mxfp4*>(row);
-        for (int64_t b = 0; b < n / QK_MXFP4; b++) {
-            for (int j = 0; j < 16; j++) {
-                q[b * 32 + j] = kvalues[x[b].qs[j] & 0x0F];
-                q[b * 32 + 16 + j] = kvalues[x[b].qs[j] >> 4];
-            }
-            const float d = e8m0_half_to_f32(x[b].e);
-            for (int l = 0; l < 8; l++) ls[b * 8 + l] = d;
-            off[b] = 0;
-        }
-        return;
-    }
     for (int64_t sb = 0; sb < n / QK_K; sb++) {
         if (t == TensorType::Q4_K || t == TensorType::Q5_K) {
             const uint8_t* scales;

@@ -86,6 +86,14 @@ void quantize_act_q8_rows(const float* x, int64_t n, int group, ActQ8& out, int 
 
 void quantize_act_q8_prepare(int n_rows, int64_t n, ActQ8& out) { act_resize(out, n_rows, n); }
 
+float e8m0_half_to_f32(uint8_t e) {
+    // 2^(e - 128) exactly, denormals included (as ggml_e8m0_to_fp32_half)
+    const uint32_t bits = e < 2 ? uint32_t(0x00200000) << e : uint32_t(e - 1) << 23;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
 bool matmul_q8_supported(TensorType t) {
     return t == TensorType::Q8_0 || t == TensorType::Q4_0 || t == TensorType::MXFP4;
 }

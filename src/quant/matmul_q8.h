@@ -10,6 +10,7 @@
 namespace tandem {
 
 bool matmul_q8_supported(TensorType t);
+float e8m0_half_to_f32(uint8_t e);  // MXFP4's block scale: 2^(e - 128), exactly
 void matmul_q8_rows_ref(const WeightView& w, const ActRows& a, float* y, int64_t ldy, int64_t r0, int64_t r1);
 
 // Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K repacked into groups of kPackedRows interleaved rows (layouts in matmul_packed.cpp and
@@ -39,10 +40,7 @@ struct UnpackedRow {
         offset.resize(size_t(n / 32));
     }
 };
-bool matmul_kq_supported(TensorType t);  // Q4_K, Q5_K, Q6_K, MXFP4
-// Activation group of the unpacked path: 256 for the K-quants (as llama.cpp's Q8_K), 32 for MXFP4.
-inline int kq_act_group(TensorType t) { return t == TensorType::MXFP4 ? 32 : 256; }
-float e8m0_half_to_f32(uint8_t e);  // MXFP4's block scale: 2^(e - 128)
+bool matmul_kq_supported(TensorType t);
 void unpack_kq_row(TensorType t, const uint8_t* row, int64_t n, UnpackedRow& out);
 // The same into caller-sized buffers (q: n, ls: n / 4, off: n / 32).
 void unpack_kq_row_ref(TensorType t, const uint8_t* row, int64_t n, int8_t* q, float* ls, float* off);

@@ -228,13 +228,7 @@ static inline void mxfp4_tile(const block_mxfp4* x, int64_t nb, const ActRows& a
             acc[i] = _mm256_fmadd_ps(dp, _mm256_set1_ps(dw * a.drow(t0 + i)[b]), acc[i]);
         }
     }
-    for (int i = 0; i < NT; i++) {
-        __m128 lo = _mm256_castps256_ps128(acc[i]), hi = _mm256_extractf128_ps(acc[i], 1);
-        lo = _mm_add_ps(lo, hi);
-        lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-        lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-        out[i] = _mm_cvtss_f32(lo);
-    }
+    for (int i = 0; i < NT; i++) out[i] = hsum(acc[i]);
 }
 
 // Rows [r0, r1) of an MXFP4 matrix: each block's nibbles become table values with one byte shuffle per half
@@ -275,22 +269,6 @@ static inline __m256i hi2(__m256i h, __m256i m2, int shift) {
 // AVX2 unpacking of Q4_K and Q6_K (the types of Q4_K_M files); same output as unpack_kq_row.
 void unpack_kq_row(TensorType t, const uint8_t* row, int64_t n, int8_t* q, float* ls, float* off) {
     if (t == TensorType::Q5_K) return unpack_kq_row_ref(t, row, n, q, ls, off);
-    if (t == TensorType::MXFP4) {  // nibbles -> table values with one byte shuffle per half block
-        const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-        const __m128i lo4 = _mm_set1_epi8(0x0F);
-        const block_mxfp4* x = reinterpret_cast<const block_mxfp4*>(row);
-        for (int64_t b = 0; b < n / QK_MXFP4; b++) {
-            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32), _mm_shuffle_epi8(lut, _mm_and_si128(v, lo4)));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + 16),
-                             _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(v, 4), lo4)));
-            const uint8_t e = x[b].e;
-            const uint32_t bits = e < 2 ? uint32_t(0x00200000) << e : uint32_t(e - 1) << 23;
-            _mm256_storeu_ps(ls + b * 8, _mm256_castsi256_ps(_mm256_set1_epi32(int(bits))));
-            off[b] = 0;
-        }
-        return;
-    }
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int64_t sb = 0; sb < n / QK_K; sb++) {
         if (t == TensorType::Q4_K) {
