@@ -269,13 +269,25 @@ TEST(Quant, AttentionKernelMatchesScalarReference) {
                 std::vector<uint16_t> k(kf.size()), v(vf.size());
                 for (size_t i = 0; i < kf.size(); i++) { k[i] = f32_to_fp16(kf[i]); v[i] = f32_to_fp16(vf[i]); }
                 std::vector<float> s1(size_t(m * n_pos)), s2(s1.size()), o1(size_t(m * hd)), o2(o1.size());
-                attention_heads_ref(q.data(), m, k.data(), v.data(), stride, n_pos, hd, 0.3f, s2.data(), o2.data());
+                attention_heads_ref(q.data(), m, k.data(), v.data(), stride, nullptr, n_pos, hd, 0.3f, s2.data(), o2.data());
+                // The same keys gathered through a row list (token-tree attention): row p lives at slot rows[p].
+                std::vector<int32_t> rows(static_cast<size_t>(n_pos));
+                for (int p = 0; p < n_pos; p++) rows[size_t(p)] = n_pos - 1 - p;  // reversed
+                std::vector<uint16_t> kg(k.size()), vg(v.size());
+                for (int p = 0; p < n_pos; p++) {
+                    std::copy_n(k.data() + size_t(p) * stride, stride, kg.data() + size_t(rows[size_t(p)]) * stride);
+                    std::copy_n(v.data() + size_t(p) * stride, stride, vg.data() + size_t(rows[size_t(p)]) * stride);
+                }
                 for (const IsaKernels* lv : all_levels()) {
                     if (hd % 8 != 0) {  // no SIMD path: the dispatcher's reference
-                        attention_heads(q.data(), m, k.data(), v.data(), stride, n_pos, hd, 0.3f, s1.data(), o1.data());
+                        attention_heads(q.data(), m, k.data(), v.data(), stride, nullptr, n_pos, hd, 0.3f, s1.data(), o1.data());
                     } else {
-                        lv->attention_heads(q.data(), m, k.data(), v.data(), stride, n_pos, hd, 0.3f, s1.data(), o1.data());
+                        lv->attention_heads(q.data(), m, k.data(), v.data(), stride, nullptr, n_pos, hd, 0.3f, s1.data(), o1.data());
                     }
+                    std::vector<float> og(o1.size());
+                    if (hd % 8 != 0) attention_heads(q.data(), m, kg.data(), vg.data(), stride, rows.data(), n_pos, hd, 0.3f, s1.data(), og.data());
+                    else lv->attention_heads(q.data(), m, kg.data(), vg.data(), stride, rows.data(), n_pos, hd, 0.3f, s1.data(), og.data());
+                    ASSERT_EQ(og, o1) << "gathered rows differ: " << cpu_level_name(lv->level) << " hd " << hd << " m " << m << " n_pos " << n_pos;
                     for (size_t i = 0; i < o1.size(); i++)
                         ASSERT_NEAR(o1[i], o2[i], 1e-5) << cpu_level_name(lv->level) << " hd " << hd << " m " << m << " n_pos " << n_pos << " i " << i;
                 }

@@ -281,3 +281,70 @@ TEST(Session, StateFileRestoresTheCacheExactly) {
     }
     EXPECT_THROW(b.load_state(test::temp_dir() + "/missing.bin"), Error);
 }
+
+// Token trees (speculative verification of several candidates in one pass): every node's logits are those of
+// decoding its root path as a chain, and keep_path leaves a cache that continues exactly like one that decoded
+// the path. Covers sliding windows (gemma3), sinks (gpt-oss), experts (qwen3moe) and the real stories260K.
+TEST(Session, TokenTreeNodesSeeOnlyTheirAncestors) {
+    ThreadPool pool(2);
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 11; i++) prompt.push_back(int32_t(3 + (i * 37) % 250));
+    // node:         0   1   2   3   4   5   6   7   8   9  10  11
+    const std::vector<int32_t> parents = {-1, 0, 1, 2, 0, 4, 1, 3, 7, 7, 4, 0};
+    const std::vector<int32_t> tree = {17, 40, 41, 42, 50, 51, 60, 70, 80, 81, 52, 99};
+    auto path_of = [&](int node) {
+        std::vector<int32_t> p;
+        for (int x = node; x >= 0; x = parents[size_t(x)]) p.insert(p.begin(), x);
+        return p;
+    };
+    std::vector<std::pair<std::string, std::shared_ptr<const Model>>> models = {{"stories260K", stories()}};
+    for (const char* shape : {"tiny-test-gemma3", "tiny-test-gptoss", "tiny-test-qwen3moe"}) {
+        const std::string path = test::temp_dir() + "/tree-" + shape + ".gguf";
+        SynthParams p;
+        p.shape = shape;
+        p.type = "Q8_0";
+        synth_model(path, p);
+        models.emplace_back(shape, Model::load(path));
+    }
+    for (const auto& [name, m] : models) {
+        // gemma3 and gpt-oss have windows of 8: the deeper nodes see a window that starts inside the prompt.
+        Session t(m, SessionParams{64, 0, 256}, pool);
+        t.decode(prompt, false);
+        t.decode_tree(tree.data(), parents.data(), int(tree.size()));
+        ASSERT_EQ(t.n_logits(), int(tree.size()));
+        double worst = 0, scale = 0;
+        for (int node = 0; node < int(tree.size()); node++) {
+            Session c(m, SessionParams{64, 0, 256}, pool);
+            std::vector<int32_t> seq = prompt;
+            for (int x : path_of(node)) seq.push_back(tree[size_t(x)]);
+            c.decode(seq, false);
+            for (int v = 0; v < c.n_vocab(); v++) {
+                worst = std::max(worst, double(std::fabs(t.logits(node)[v] - c.last_logits()[v])));
+                scale = std::max(scale, double(std::fabs(c.last_logits()[v])));
+            }
+        }
+        std::printf("[ token tree ] %s: max |logit| %.3f, largest difference from the node's chain %.2g\n", name.c_str(), scale, worst);
+        EXPECT_GT(scale, 0.01) << name;
+        EXPECT_LT(worst, 1e-4 * scale) << name;
+        // Keep the path to node 9 (0 -> 1 -> 2 -> 3 -> 7 -> 9) and go on: the same as a cache that decoded it.
+        const std::vector<int32_t> keep = path_of(9);
+        t.keep_path(int(prompt.size()), keep);
+        std::vector<int32_t> seq = prompt;
+        for (int x : keep) seq.push_back(tree[size_t(x)]);
+        ASSERT_EQ(t.tokens(), seq) << name;
+        Session c(m, SessionParams{64, 0, 256}, pool);
+        c.decode(seq, false);
+        const std::vector<int32_t> more = {5, 6, 7};
+        t.decode(more, true);
+        c.decode(more, true);
+        for (int i = 0; i < 3; i++)
+            for (int v = 0; v < c.n_vocab(); v++) ASSERT_NEAR(t.logits(i)[v], c.logits(i)[v], 1e-4 * scale) << name << " after keep_path";
+    }
+    // Malformed trees are refused before anything runs.
+    Session s(stories(), SessionParams{64, 0, 256}, pool);
+    s.decode(prompt, false);
+    const std::vector<int32_t> bad_root = {0, 0}, forward_parent = {-1, 2, 0};
+    EXPECT_THROW(s.decode_tree(tree.data(), bad_root.data(), 2), Error);
+    EXPECT_THROW(s.decode_tree(tree.data(), forward_parent.data(), 3), Error);
+    EXPECT_EQ(s.n_past(), int(prompt.size()));
+}

@@ -195,7 +195,7 @@ TEST(Speculative, SampledDistributionIsIndistinguishableFromPlainSampling) {
         spec.adaptive = false;
         auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, c.runs, 1);
         const auto& draft = c.poor_draft ? fx().l1 : fx().l3;
-        auto specd = sample_counts(ids, sp, spec, draft, c.runs, 500000);
+        auto specd = sample_counts(ids, sp, spec, draft, c.runs, 300000);
         SpecParams broken = spec;
         broken.broken_accept_all_for_tests = true;
         auto bad = sample_counts(ids, sp, broken, draft, c.runs, 900000);
@@ -228,14 +228,14 @@ TEST(Speculative, AcceptanceOnRealWeights) {
     EXPECT_GT(st.accept_rate(), 0.5);
     run(pool, ids, 256, greedy(), sp, fx().target, 0, &st);
     std::printf("[ stories260K as its own draft ] acceptance %.1f%%\n", 100 * st.accept_rate());
-    EXPECT_EQ(st.n_accept, st.n_drafted);
+    EXPECT_EQ(st.chain_accept(), st.chain_drafted());
     EXPECT_GT(st.n_drafted, 100);
     SamplerParams hot;
     hot.temp = 1.0f;
     hot.seed = 5;
     run(pool, ids, 256, hot, sp, fx().target, 0, &st);
     std::printf("[ stories260K as its own draft, temp 1.0 ] acceptance %.1f%%\n", 100 * st.accept_rate());
-    EXPECT_EQ(st.n_accept, st.n_drafted);  // p == q: min(1, p/q) = 1 always
+    EXPECT_EQ(st.chain_accept(), st.chain_drafted());  // p == q: min(1, p/q) = 1 always
 }
 
 TEST(Speculative, IncompatiblePairsAreRefused) {
@@ -552,16 +552,19 @@ TEST(Speculative, MoeTargetsWithDenseDraftsAreTokenIdentical) {
         struct D { const char* what; SpecType type; std::shared_ptr<const Model> m; };
         for (const D& d : {D{"gemma3 draft", SpecType::DRAFT, gemma}, D{"first-2-layers Q8_0", SpecType::DRAFT, self2},
                            D{"target as its own draft", SpecType::DRAFT, target}, D{"ngram", SpecType::NGRAM, nullptr}}) {
-            for (int n_max : lengths) {
+            for (int n_max : lengths) for (bool forced_tree : {false, true}) {
+                if (forced_tree && d.type != SpecType::DRAFT) continue;
                 SpecParams sp;
                 sp.type = d.type;
                 sp.n_max = n_max;
                 sp.p_min = 0.0f;
                 sp.adaptive = false;
+                if (forced_tree) sp.tree_min_gain = 0.0;  // every alternative the caps allow
                 SpecStats st;
                 auto out = run_with(pool, target, d.m, ids, n_gen, greedy(), sp, 0, &st, 512);
-                EXPECT_EQ(out, plain) << name << " with " << d.what << ", draft-max " << n_max;
-                if (d.m == target) EXPECT_EQ(st.n_accept, st.n_drafted) << name;  // its own draft: all accepted
+                EXPECT_EQ(out, plain) << name << " with " << d.what << ", draft-max " << n_max << (forced_tree ? ", tree" : "");
+                if (forced_tree) EXPECT_GT(st.n_tree_nodes, 0) << name << " " << d.what;
+                if (d.m == target) EXPECT_EQ(st.chain_accept(), st.chain_drafted()) << name;  // its own draft: all accepted
                 if (d.type == SpecType::DRAFT) EXPECT_GT(st.n_drafted, 0) << name << " " << d.what;
             }
         }
@@ -613,4 +616,68 @@ TEST(Speculative, MoeTargetSampledDistributionIsThePlainOne) {
         min_bad = std::min(min_bad, pb);
     }
     EXPECT_LT(min_bad, 1e-3) << "the test cannot tell a broken acceptance rule apart";
+}
+
+// Token trees: with every alternative the caps allow verified (tree_min_gain = 0), greedy output is the plain
+// output token for token, alternatives are taken where the chain's token is wrong, and the tokens per target pass
+// rise over the chain's.
+TEST(Speculative, TokenTreesAreTokenIdenticalAndTakeAlternatives) {
+    ThreadPool pool(2);
+    for (const char* prompt : kPrompts) {
+        const auto ids = fx().tok->encode(prompt, true, false);
+        const auto plain = run(pool, ids, 96, greedy(), SpecParams{}, nullptr);
+        for (auto [what, draft] : {std::pair{"Q4_0", fx().q4}, std::pair{"1 layer", fx().l1}, std::pair{"3 layers", fx().l3}}) {
+            for (int n_max : {1, 4, 8}) {
+                SpecParams chain = fixed_length(SpecType::DRAFT, n_max);
+                chain.tree = false;
+                SpecParams tree = fixed_length(SpecType::DRAFT, n_max);
+                tree.tree_min_gain = 0.0;
+                tree.tree_width = 3;
+                tree.tree_nodes = 24;
+                SpecStats sc, st;
+                EXPECT_EQ(run(pool, ids, 96, greedy(), chain, draft, 0, &sc), plain) << what << " chain " << n_max;
+                EXPECT_EQ(run(pool, ids, 96, greedy(), tree, draft, 0, &st), plain) << what << " tree " << n_max;
+                EXPECT_EQ(sc.n_tree_nodes, 0);
+                EXPECT_GT(st.n_tree_nodes, 0) << what;
+                std::printf("[ %s draft, draft-max %d, \"%s\" ] tokens per pass: chain %.2f, tree %.2f (%d alternatives taken of %d)\n",
+                            what, n_max, prompt, sc.mean_accepted_length(), st.mean_accepted_length(), st.n_tree_accept, st.n_tree_nodes);
+                if (std::string(what) == "1 layer") EXPECT_GT(st.n_tree_accept, 0) << "a poor draft's second guesses are never right?";
+            }
+        }
+    }
+}
+
+// The multi-candidate rule keeps the target's distribution: sampled continuations with trees forced on match plain
+// sampling, with the accept-all control told apart. A 1-layer draft at temperature 1.5 is often wrong, so the
+// alternatives decide many tokens.
+TEST(Speculative, TokenTreeSamplingIsThePlainDistribution) {
+    const double alpha = 1e-3;
+    struct Cfg { float temp; bool poor_draft; const char* prompt; int runs; };
+    for (Cfg c : {Cfg{1.0f, false, "Lily and Ben went to the", 6000}, Cfg{1.5f, true, "Lily and Ben went to the", 9000}}) {
+        const auto ids = fx().tok->encode(c.prompt, true, false);
+        SamplerParams sp;
+        sp.temp = c.temp;
+        sp.min_p = 0.0f;
+        SpecParams spec = fixed_length(SpecType::DRAFT, 2);
+        spec.tree_min_gain = 0.0;
+        spec.tree_width = 4;
+        const auto& draft = c.poor_draft ? fx().l1 : fx().l3;
+        auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, c.runs, 1);
+        auto specd = sample_counts(ids, sp, spec, draft, c.runs, 300000);
+        SpecParams broken = spec;
+        broken.broken_accept_all_for_tests = true;
+        auto bad = sample_counts(ids, sp, broken, draft, c.runs, 700000);
+        double min_bad_p = 1.0;
+        for (int s = 0; s < 3; s++) {
+            int df = 0;
+            double p = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
+            int df_bad = 0;
+            double pb = test::chi_square_p(plain[size_t(s)], bad[size_t(s)], &df_bad);
+            std::printf("[ tree, temp %.1f %s stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e\n", c.temp,
+                        c.poor_draft ? "1-layer draft" : "3-layer draft", s, p, df, pb);
+            EXPECT_GT(p, alpha) << "token trees changed the distribution (temp " << c.temp << ", stat " << s << ")";
+            min_bad_p = std::min(min_bad_p, pb);
+        }
+        EXPECT_LT(min_bad_p, alpha);
+    }
 }

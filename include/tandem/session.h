@@ -38,6 +38,18 @@ public:
     void decode(const int32_t* tokens, int n, bool all_logits);
     void decode(const std::vector<int32_t>& tokens, bool all_logits) { decode(tokens.data(), int(tokens.size()), all_logits); }
 
+    // Token tree (speculative verification of several candidates in one pass): runs the n nodes of a tree whose
+    // root, node 0, follows the cached tokens; parents[0] = -1 and parents[i] in [0, i). Node i is written at cache
+    // row base + i (base = n_past() before the call) with position base + depth(i), and attends to the cached
+    // tokens and to its own ancestors only, so its logits are bit-identical to those of decoding its root path as
+    // a chain. Logits are kept for every node (row i = node i). Until keep_path() the cache holds the nodes in
+    // row order. Throws tandem::Error for a malformed tree (nothing run) or as decode() does.
+    void decode_tree(const int32_t* tokens, const int32_t* parents, int n);
+    // After decode_tree at `base`: keeps the root path nodes path[0..m) (path[0] = 0, each node the parent of the
+    // next) at rows base..base+m-1 and forgets every other row >= base. Each kept node's position is its depth,
+    // so its keys move as they are (no re-rotation).
+    void keep_path(int base, const std::vector<int32_t>& path);
+
     // Several sessions of the same model (and layer count, and thread pool) in one forward pass: the weights
     // are read once for all their tokens (continuous batching of server slots). Each request feeds `tokens` to
     // its session exactly as decode() would. Throws tandem::Error (before running anything) if any request
@@ -47,6 +59,7 @@ public:
         const int32_t* tokens;
         int n;
         bool all_logits;
+        const int32_t* parents = nullptr;  // a token tree (as decode_tree; all_logits must be set), null: a chain
     };
     static void decode_batch(const std::vector<DecodeRequest>& reqs);
 
@@ -85,9 +98,11 @@ private:
         bool all_logits;
         float* logits_out;  // null: no logits
         float* hidden_out = nullptr;  // (n, n_embd): final normed hidden states of every row; null: none
+        const int32_t* parents = nullptr;  // token tree (decode_tree); null: a chain
     };
     static void forward_segments(const std::vector<Segment>& segs);
     void check_decode(const int32_t* tokens, int n) const;
+    static void check_tree(const int32_t* parents, int n);
 
     std::shared_ptr<const Model> model_;
     ThreadPool& pool_;

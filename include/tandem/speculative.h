@@ -13,6 +13,15 @@
 //      p and q are one-hot, so this reduces to "accept while equal to the target's argmax" and the output is
 //      token-identical to plain greedy decoding. N-gram proposals are deterministic: q is one-hot.
 //   4. roll back the rejected tokens in both caches (Session::truncate).
+// Token trees (SpecParams::tree, draft models): besides the chain d1..dk, the round verifies, as leaves of the same
+// pass, alternatives a at depths where the draft is unsure: the draft's next most probable tokens after the same
+// prefix (Session::decode_tree: each node attends to the context and its ancestors only). The walk down the tree
+// applies, at each node, the multi-candidate rule (recursive rejection sampling, as in SpecInfer, Miao et al. 2023):
+// the chain's token first, by the rule above; when it is rejected, p becomes the residual normalize(max(0, p - q))
+// and each alternative c in turn is accepted with probability p(c) (a deterministic proposal: q = e_c), p becoming
+// normalize(p with c removed) when it is not; when every candidate is rejected the token is drawn from what p
+// has become. Each step is the single-candidate rule with a proposal independent of the target's random draws,
+// so the emitted token is still distributed exactly as p, and at temperature 0 it is the target's argmax.
 // Requires: the target and draft sessions stay untouched by others between steps.
 #pragma once
 #include <cstdint>
@@ -51,6 +60,16 @@ struct SpecParams {
     // Negative control for the statistical tests only: accept every drafted token (a wrong rule whose output
     // follows the draft's distribution). Never set this outside tests.
     bool broken_accept_all_for_tests = false;
+    // Token trees (--spec-tree auto|off), draft models only: verify up to tree_width - 1 alternatives per depth,
+    // at most tree_nodes tokens per pass in all. An alternative is kept only when its expected gain (its draft
+    // probability times the chance that the walk reaches its parent) pays for verifying one more token at the
+    // measured throughput (DraftLengthController::node_threshold), so a tree falls back to a chain by itself.
+    bool tree = true;
+    int tree_width = 3;
+    int tree_nodes = 32;
+    // Smallest expected gain (tokens) for an alternative to be verified; < 0: the controller's measured threshold.
+    // 0 verifies every alternative the width and node caps allow (tests, benchmarks of fixed tree shapes).
+    double tree_min_gain = -1.0;
     // SUFFIX: the cache of earlier sequences it proposes from (spec/suffix_cache.h), shared by the requests of a
     // server; null: the generator proposes from its own context only.
     std::shared_ptr<SuffixCache> suffix;
@@ -93,8 +112,15 @@ struct SpecStats {
     double t_target_ms = 0;    // target forward passes + verification
     int n_probe_rounds = 0;    // rounds the adaptive controller drafted only to re-measure acceptance
     int n_context_shifts = 0;  // SpecParams::context_shift: times the context was shifted
+    // Token trees: rounds that verified alternatives, alternatives verified (counted in n_drafted too), and
+    // alternatives accepted (counted in n_accept too: each one is a token the chain alone would not have gained).
+    int n_tree_rounds = 0;
+    int n_tree_nodes = 0;
+    int n_tree_accept = 0;
 
     double accept_rate() const { return n_drafted ? double(n_accept) / n_drafted : 0.0; }
+    int chain_drafted() const { return n_drafted - n_tree_nodes; }  // drafted tokens, alternatives left out
+    int chain_accept() const { return n_accept - n_tree_accept; }
     // Mean tokens emitted per target pass (1 + accepted drafts per round).
     double mean_accepted_length() const { return n_rounds ? double(n_generated) / n_rounds : 0.0; }
 };
@@ -171,6 +197,8 @@ public:
     bool begin_step(int max_tokens, std::vector<int32_t>& batch);
     void end_step(std::vector<int32_t>& out, double t_target_ms, std::vector<TokenLogprob>* logprobs = nullptr,
                   int n_top = 0);
+    // The tree shape of the batch begin_step filled (Session::DecodeRequest::parents), null when it is a chain.
+    const int32_t* batch_parents() const { return parents_.empty() ? nullptr : parents_.data(); }
 
     const std::vector<int32_t>& history() const { return history_; }  // prompt + emitted tokens
     const SpecStats& stats() const { return stats_; }
@@ -189,7 +217,9 @@ private:
     void shift_context();
     int propose_ngram(int k, std::vector<int32_t>& drafts) const;
     bool one_hot_proposals() const { return spec_.type == SpecType::NGRAM || spec_.type == SpecType::SUFFIX; }
-    int propose_model(int k, std::vector<int32_t>& drafts, std::vector<Distribution>& qs);
+    int propose_model(int k, int max_nodes, std::vector<int32_t>& drafts, std::vector<Distribution>& qs);
+    void add_alternatives(const float* draft_logits, int n_vocab, int32_t skip, const uint8_t* allowed, int depth,
+                          double reach, int k, int max_nodes);
 
     Session& target_;
     Session* draft_;
@@ -206,6 +236,11 @@ private:
     size_t prompt_size_ = 0;
     std::vector<Distribution> q_, p_;
     std::vector<int32_t> drafts_;  // between begin_step and end_step
+    // Token tree of the round (empty: a chain): alternatives to the chain's token at `depth` (1-based: children
+    // of chain node depth - 1), and the parents of the batch's nodes [root, d1..dk, alternatives...].
+    struct Alternative { int32_t token; int depth; };
+    std::vector<Alternative> alts_;
+    std::vector<int32_t> parents_;
     struct Pending { int requested = 0; int n_past = 0; double t_draft_ms = 0; } pending_;
     std::shared_ptr<const OutputConstraint> constraint_;
     std::unique_ptr<grammar::Matcher> gm_;  // the grammar state after history_ (when constrained)

@@ -131,6 +131,33 @@ std::vector<float> Session::embed(const int32_t* tokens, int n) {
     return out;
 }
 
+void Session::check_tree(const int32_t* parents, int n) {
+    if (!parents) return;
+    if (parents[0] != -1) throw Error(strprintf("token tree: node 0 must be the root (parent -1), not %d", parents[0]));
+    for (int i = 1; i < n; i++)
+        if (parents[i] < 0 || parents[i] >= i) throw Error(strprintf("token tree: node %d has parent %d (must be in [0, %d))", i, parents[i], i));
+}
+
+void Session::decode_tree(const int32_t* tokens, const int32_t* parents, int n) {
+    TD_ASSERT(n >= 1 && parents);
+    decode_batch({DecodeRequest{this, tokens, n, true, parents}});
+}
+
+void Session::keep_path(int base, const std::vector<int32_t>& path) {
+    TD_ASSERT(base >= 0 && !path.empty() && path[0] == 0 && base + int(path.size()) <= n_past());
+    for (size_t j = 1; j < path.size(); j++) {
+        const int from = base + path[j], to = base + int(j);
+        TD_ASSERT(path[j] > path[j - 1] && from < n_past());
+        if (from == to) continue;
+        for (int l = 0; l < n_layers_; l++) {
+            std::copy_n(impl_->kv.k(l, from), impl_->kv.kv_dim(), impl_->kv.k_mut(l, to));
+            std::copy_n(impl_->kv.v(l, from), impl_->kv.kv_dim(), impl_->kv.v_mut(l, to));
+        }
+        tokens_[size_t(to)] = tokens_[size_t(from)];
+    }
+    tokens_.resize(size_t(base) + path.size());
+}
+
 void Session::check_decode(const int32_t* tokens, int n) const {
     const int nv = n_vocab();
     for (int i = 0; i < n; i++)
@@ -146,13 +173,15 @@ void Session::decode_batch(const std::vector<DecodeRequest>& reqs) {
         TD_ASSERT(r.session && r.n >= 1);
         TD_ASSERT(&r.session->model() == &reqs[0].session->model());
         TD_ASSERT(r.session->n_layers_ == reqs[0].session->n_layers_ && &r.session->pool_ == &reqs[0].session->pool_);
+        TD_ASSERT(!r.parents || r.all_logits);
         r.session->check_decode(r.tokens, r.n);
+        check_tree(r.parents, r.n);
     }
     for (const auto& r : reqs) {
         Session& s = *r.session;
         s.n_logits_ = r.all_logits ? r.n : 1;
         s.logits_.resize(size_t(s.n_logits_) * size_t(s.n_vocab()));
-        segs.push_back({&s, r.tokens, r.n, s.n_past(), r.all_logits, s.logits_.data(), nullptr});
+        segs.push_back({&s, r.tokens, r.n, s.n_past(), r.all_logits, s.logits_.data(), nullptr, r.parents});
     }
     forward_segments(segs);
     for (const auto& r : reqs) r.session->tokens_.insert(r.session->tokens_.end(), r.tokens, r.tokens + r.n);
@@ -167,10 +196,22 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     const HParams& hp = model.hparams();
     const int E = hp.n_embd, hd = hp.head_dim, nh = hp.n_head, nkv = hp.n_head_kv;
     const int qd = nh * hd, kvd = nkv * hd;
-    struct Row { Session* s; int pos; };
+    // A row's position (RoPE, attention window) and its cache row: the same for a chain; in a token tree the
+    // position is pos0 + depth and `path` lists the cache rows of its ancestors and itself, root first.
+    struct Row { Session* s; int pos; int slot; int base; std::vector<int32_t> path; };
     std::vector<Row> rows;
-    for (const auto& g : segs)
-        for (int t = 0; t < g.n; t++) rows.push_back({g.s, g.pos0 + t});
+    for (const auto& g : segs) {
+        const size_t r0 = rows.size();
+        for (int t = 0; t < g.n; t++) {
+            Row r{g.s, g.pos0 + t, g.pos0 + t, g.pos0, {}};
+            if (g.parents && t > 0) {
+                r.path = rows[r0 + size_t(g.parents[t])].path;
+                r.pos = rows[r0 + size_t(g.parents[t])].pos + 1;
+            }
+            if (g.parents) r.path.push_back(r.slot);
+            rows.push_back(std::move(r));
+        }
+    }
     const int n = int(rows.size());
     int max_pos = 0;
     for (const auto& r : rows) max_pos = std::max(max_pos, r.pos + 1);
@@ -224,26 +265,39 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             const float* sn = rt.sin_at(pos);
             for (int h = 0; h < nh; h++) rope_head(q + h * hd, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
             for (int h = 0; h < nkv; h++) rope_head(k + h * hd, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
-            rows[size_t(t)].s->impl_->kv.store(l, pos, k, v);
+            rows[size_t(t)].s->impl_->kv.store(l, rows[size_t(t)].slot, k, v);
         }
         // Attention, parallel over (row, key/value head) pairs: the `group` query heads of a KV head are adjacent
         // in q and att and share one pass over the cache. A row at position p sees positions first..p of its
         // session: first = 0, or p - n_swa + 1 in a sliding-window layer.
         const int group = nh / nkv;
+        // A tree row sees the cached rows first..base-1 and then its path (the rows of its ancestors and itself).
         pool.parallel_for(size_t(n) * size_t(nkv), [&](size_t b, size_t e, int) {
             thread_local std::vector<float> scores;
+            thread_local std::vector<int32_t> seen;  // tree rows: the cache rows attended to
             if (scores.size() < size_t(group) * size_t(max_pos)) scores.resize(size_t(group) * size_t(max_pos));
             for (size_t tg = b; tg < e; tg++) {
                 const int t = int(tg / size_t(nkv)), g = int(tg % size_t(nkv));
-                const KvCache& kv = rows[size_t(t)].s->impl_->kv;
-                const int pos = rows[size_t(t)].pos;
+                const Row& row = rows[size_t(t)];
+                const KvCache& kv = row.s->impl_->kv;
+                const int pos = row.pos;
                 const int first = L.swa ? std::max(0, pos - hp.n_swa + 1) : 0;
                 const size_t koff = size_t(g) * hd;
                 const size_t qoff = size_t(t) * qd + size_t(g) * size_t(group) * hd;
-                const uint16_t* kb = kv.k(l, first) + koff;
-                const uint16_t* vb = kv.v(l, first) + koff;
-                const int n_pos = pos + 1 - first;
-                attention_heads(&S.q[qoff], group, kb, vb, size_t(kvd), n_pos, hd, hp.q_scale, scores.data(), &S.att[qoff]);
+                const int32_t* rl = nullptr;
+                int n_pos = pos + 1 - first;
+                if (!row.path.empty()) {
+                    seen.clear();
+                    for (int p = first; p < row.base; p++) seen.push_back(p);
+                    const int depth0 = row.pos - int(row.path.size()) + 1;  // position of path[0], the root
+                    for (size_t j = 0; j < row.path.size(); j++)
+                        if (depth0 + int(j) >= first) seen.push_back(row.path[j]);
+                    rl = seen.data();
+                    n_pos = int(seen.size());
+                }
+                const uint16_t* kb = kv.k(l, rl ? 0 : first) + koff;
+                const uint16_t* vb = kv.v(l, rl ? 0 : first) + koff;
+                attention_heads(&S.q[qoff], group, kb, vb, size_t(kvd), rl, n_pos, hd, hp.q_scale, scores.data(), &S.att[qoff]);
                 if (hp.has_attn_sinks) {
                     // A sink adds exp(sink) to the softmax denominator only: out *= S / (S + exp(sink)), with
                     // S = sum_p exp(s_p), i.e. sigmoid(logsumexp(s) - sink).
@@ -252,7 +306,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                         float mx = -INFINITY;
                         float* sc = scores.data();
                         for (int p = 0; p < n_pos; p++) {
-                            sc[p] = dot_f32_f16(qr, kb + size_t(p) * size_t(kvd), hd) * hp.q_scale;
+                            sc[p] = dot_f32_f16(qr, kb + size_t(rl ? rl[p] : p) * size_t(kvd), hd) * hp.q_scale;
                             mx = std::max(mx, sc[p]);
                         }
                         double sum = 0;

@@ -22,21 +22,21 @@ void silu_mul_ref(float* gate, const float* up, int64_t n) {
     for (int64_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
+void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows, int n_pos, int hd,
                      float scale, float* scores, float* out) {
     TD_ASSERT(m >= 1 && m <= 64);
-    if (hd % 8 == 0 && hd <= 256) return isa().attention_heads(q, m, k, v, stride, n_pos, hd, scale, scores, out);
-    attention_heads_ref(q, m, k, v, stride, n_pos, hd, scale, scores, out);
+    if (hd % 8 == 0 && hd <= 256) return isa().attention_heads(q, m, k, v, stride, rows, n_pos, hd, scale, scores, out);
+    attention_heads_ref(q, m, k, v, stride, rows, n_pos, hd, scale, scores, out);
 }
 
-void attention_heads_ref(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
+void attention_heads_ref(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows, int n_pos, int hd,
                          float scale, float* scores, float* out) {
     for (int r = 0; r < m; r++) {
         const float* qr = q + size_t(r) * size_t(hd);
         float* o = out + size_t(r) * size_t(hd);
         float mx = -INFINITY;
         for (int p = 0; p < n_pos; p++) {
-            scores[p] = dot_f32_f16_ref(qr, k + size_t(p) * stride, hd) * scale;
+            scores[p] = dot_f32_f16_ref(qr, k + size_t(rows ? rows[p] : p) * stride, hd) * scale;
             mx = std::max(mx, scores[p]);
         }
         double sum = 0;
@@ -46,7 +46,7 @@ void attention_heads_ref(const float* q, int m, const uint16_t* k, const uint16_
         }
         const float inv = float(1.0 / sum);
         std::fill(o, o + hd, 0.0f);
-        for (int p = 0; p < n_pos; p++) axpy_f16_ref(scores[p] * inv, v + size_t(p) * stride, o, hd);
+        for (int p = 0; p < n_pos; p++) axpy_f16_ref(scores[p] * inv, v + size_t(rows ? rows[p] : p) * stride, o, hd);
     }
 }
 

@@ -37,11 +37,14 @@ void silu_mul_ref(float* gate, const float* up, int64_t n);
 
 // Causal attention of m query heads that share one key/value head (grouped-query attention; m = 1 for
 // plain multi-head attention) over n_pos cached positions, keys and values in half precision:
-//   out[r] = sum_p softmax_p(scale * q[r] . k_p) v_p,   q, out: (m, hd) row-major;  k_p = k + p * stride, v_p likewise.
+//   out[r] = sum_p softmax_p(scale * q[r] . k_p) v_p,   q, out: (m, hd) row-major;  k_p = k + row(p) * stride, v_p
+// likewise, row(p) = p when rows is null, else rows[p] (n_pos entries: a token-tree node sees the prompt and its
+// ancestors only, whose rows are not contiguous). The arithmetic does not depend on where the rows lie, so a
+// gathered key set gives bit-identical results to the same keys stored contiguously.
 // `scores` holds at least m * n_pos floats of scratch; m <= 64.
-void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
+void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows, int n_pos, int hd,
                      float scale, float* scores, float* out);
-void attention_heads_ref(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
+void attention_heads_ref(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows, int n_pos, int hd,
                          float scale, float* scores, float* out);
 
 // y[t * ldy + r] = dot(W.row(r), x[t * W.cols ...]) for t in [0, n_tok), r in [r0, r1).

@@ -335,7 +335,7 @@ void Engine::step_all() {
     // prompt pieces of slots still in prefill included (no logits kept for those).
     std::vector<Session::DecodeRequest> reqs;
     for (size_t i = 0; i < active.size(); i++)
-        reqs.push_back({active[i]->target.get(), batches[i].data(), int(batches[i].size()), true});
+        reqs.push_back({active[i]->target.get(), batches[i].data(), int(batches[i].size()), true, active[i]->gen->batch_parents()});
     for (const Prefill& pf : prefilling) reqs.push_back({pf.s->target.get(), pf.tokens, pf.n, false});
     const double t0 = now_ms();
     try {

@@ -26,6 +26,10 @@ double DraftLengthController::speedup(int k) const {
     return tokens / (shape(k + 1) + (b_ + c_) * k);
 }
 
+double DraftLengthController::node_threshold(int k, int n) const {
+    return std::max(1.0, speedup(k)) * (shape(n + 1) - shape(n) + b_);
+}
+
 int DraftLengthController::next() {
     probing_ = false;
     if (n_max_ == 0) return 0;
@@ -50,8 +54,16 @@ int DraftLengthController::next() {
     return 0;
 }
 
-void DraftLengthController::observe(int requested, int k, int accepted, double t_draft_ms, double t_target_ms) {
-    if (k == 0) {
+void DraftLengthController::observe(int requested, int k, int accepted, double t_draft_ms, double t_target_ms, int n_nodes) {
+    const int nodes = n_nodes < 0 ? k + 1 : n_nodes;
+    if (k == 0 && nodes > 1) {  // only alternatives to the first token were verified: a failed chain attempt
+        tries_ = tries_ * kDecay + 1;
+        acc_ *= kDecay;
+        if (t1_ > 0) {
+            b_ = (1 - kEma) * b_ + kEma * std::max(0.0, (t_target_ms / t1_ - shape(nodes)) / (nodes - 1));
+            c_ = (1 - kEma) * c_ + kEma * (t_draft_ms / t1_);
+        }
+    } else if (k == 0) {
         t1_ = t1_ == 0 ? t_target_ms : (1 - kEma) * t1_ + kEma * t_target_ms;
         if (requested > 0) {  // asked for a draft, got none: a failed attempt whose cost was the drafting
             tries_ = tries_ * kDecay + 1;
@@ -64,7 +76,7 @@ void DraftLengthController::observe(int requested, int k, int accepted, double t
         if (accepted > 0 && probing_) probe_interval_ = 16;
         if (t1_ > 0) {
             double c = t_draft_ms / k / t1_;
-            double b = std::max(0.0, (t_target_ms / t1_ - shape(k + 1)) / k);
+            double b = std::max(0.0, (t_target_ms / t1_ - shape(nodes)) / (nodes - 1));
             c_ = (1 - kEma) * c_ + kEma * c;
             b_ = (1 - kEma) * b_ + kEma * b;
         }

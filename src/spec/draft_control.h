@@ -31,9 +31,15 @@ public:
     int next();
     bool probing() const { return probing_; }
 
-    // After a round: `requested` tokens asked of the proposer (the value next() returned), k drafted, a accepted,
-    // time spent drafting, time of the target pass over k+1 tokens.
-    void observe(int requested, int k, int accepted, double t_draft_ms, double t_target_ms);
+    // After a round: `requested` tokens asked of the proposer (the value next() returned), k drafted in the chain,
+    // a of them accepted, time spent drafting, time of the target pass over n_nodes tokens (k + 1 for a chain; a
+    // token tree adds its alternatives, which count for the cost slope b but not for the chain's acceptance).
+    void observe(int requested, int k, int accepted, double t_draft_ms, double t_target_ms, int n_nodes = -1);
+
+    // Token trees: the expected number of extra tokens one more verified node must bring to pay for itself, for
+    // a round that drafts k chain tokens and already verifies n nodes: the round's expected tokens per unit of
+    // time, S(k), times what one more node adds to the pass, v(n + 1) - v(n) + b.
+    double node_threshold(int k, int n) const;
 
     // shape[n] for n = 1..: expected bytes of a target pass over n tokens relative to one (shape[0] unused).
     void set_verify_shape(std::vector<double> shape) { shape_ = std::move(shape); }

@@ -27,11 +27,35 @@ float top_prob(const float* logits, int n) {
     return float(1.0 / sum);
 }
 
-// Draws the replacement of a rejected draft token; falls back to p when the residual has no mass.
-int32_t sample_residual(const Distribution& p, const Distribution& q, Sampler& rng) {
-    Distribution r = residual_distribution(p, q);
-    return rng.draw(r.support.empty() ? p : r);
+// The draft's `max` most probable tokens after `lg` (softmax at temperature 1, as top_prob) other than `skip`,
+// allowed by `allowed` and below `n_target`, most probable first, with their probabilities.
+// Returns the probability of `skip` (0 when skip < 0).
+float top_tokens(const float* lg, int n, int32_t skip, const uint8_t* allowed, int n_target, int max,
+                 std::vector<std::pair<int32_t, float>>& out) {
+    out.clear();
+    float mx = lg[0];
+    for (int i = 1; i < n; i++) mx = std::max(mx, lg[i]);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += std::exp(double(lg[i] - mx));
+    for (int i = 0; i < std::min(n, n_target); i++) {
+        if (i == skip || (allowed && !allowed[i])) continue;
+        if (int(out.size()) == max && lg[i] <= out.back().second) continue;
+        if (int(out.size()) == max) out.pop_back();
+        auto at = std::find_if(out.begin(), out.end(), [&](const auto& e) { return lg[i] > e.second; });
+        out.insert(at, {int32_t(i), lg[i]});
+    }
+    for (auto& e : out) e.second = float(std::exp(double(e.second - mx)) / sum);
+    return skip >= 0 && skip < n ? float(std::exp(double(lg[skip] - mx)) / sum) : 0.0f;
 }
+
+Distribution one_hot(size_t n, int32_t x) {
+    Distribution d;
+    d.p.assign(n, 0.0f);
+    d.p[size_t(x)] = 1.0f;
+    d.support = {x};
+    return d;
+}
+
 
 }  // namespace
 
@@ -117,6 +141,8 @@ Generator::Generator(Session& target, Session* draft, const SamplerParams& sampl
     if (!needs_draft) draft_ = nullptr;
     if (spec_.n_max < 0) throw Error("--draft-max must be >= 0");
     if (spec_.n_min < 0) throw Error("--draft-min must be >= 0");
+    if (spec_.tree_width < 1) throw Error("--spec-tree-width must be >= 1");
+    if (spec_.tree_nodes < 1) throw Error("--spec-tree-nodes must be >= 1");
     if (spec_.type == SpecType::NGRAM && spec_.ngram_n < 1) throw Error("--spec-ngram-n must be >= 1");
     // A draft can never be longer than what fits in the context; cap absurd values once here.
     spec_.n_max = std::min(spec_.n_max, std::max(0, target.n_ctx() - 1));
@@ -222,7 +248,27 @@ int Generator::propose_ngram(int k, std::vector<int32_t>& drafts) const {
     return 0;
 }
 
-int Generator::propose_model(int k, std::vector<int32_t>& drafts, std::vector<Distribution>& qs) {
+void Generator::add_alternatives(const float* lg, int n_vocab, int32_t skip, const uint8_t* allowed, int depth,
+                                 double reach, int k, int max_nodes) {
+    const int width = spec_.tree_width - (skip >= 0 ? 1 : 0);  // the chain's own token takes one place
+    if (width < 1) return;
+    thread_local std::vector<std::pair<int32_t, float>> cand;
+    const float p_skip = top_tokens(lg, n_vocab, skip, allowed, target_.n_vocab(), width, cand);
+    // The chance that alternative c is the token taken: the walk reaches its parent (reach), the chain's token
+    // there is rejected (1 - a, measured; 1 where the chain ends), and the target takes c among the rest, for
+    // which the draft's share of what is left, prob(c) / (1 - prob(chain token)), stands in.
+    const double miss = skip >= 0 ? 1.0 - control_->accept_estimate() : 1.0;
+    const double rest = std::max(1e-6, 1.0 - double(p_skip));
+    for (const auto& [id, prob] : cand) {  // most probable first: once one does not pay, the rest do not either
+        const int nodes = 1 + k + int(alts_.size());
+        const double gain = reach * miss * std::min(1.0, prob / rest);
+        const double threshold = spec_.tree_min_gain >= 0 ? spec_.tree_min_gain : control_->node_threshold(k, nodes);
+        if (nodes >= max_nodes || gain < threshold) return;
+        alts_.push_back({id, depth});
+    }
+}
+
+int Generator::propose_model(int k, int max_nodes, std::vector<int32_t>& drafts, std::vector<Distribution>& qs) {
     Session& d = *draft_;
     // Bring the draft's cache up to date: it holds history[draft_base_ ..]; keep the common prefix, feed the rest.
     // For a probe after a long plain stretch (catching up would cost more than the probe is worth), or when its
@@ -254,15 +300,25 @@ int Generator::propose_model(int k, std::vector<int32_t>& drafts, std::vector<Di
     // The drafted tokens are appended to history_ while drafting (the samplers' penalties see them) and
     // removed again before returning; end_step appends the accepted ones for good.
     std::unique_ptr<grammar::Matcher> m = gm_ ? std::make_unique<grammar::Matcher>(*gm_) : nullptr;
+    // Token tree: alternatives where the draft is unsure, at depth i + 1 (children of chain node i), reached with
+    // probability about a^i (a: the measured acceptance of the chain's tokens).
+    const bool tree = spec_.tree && spec_.tree_width > 1 && max_nodes > k + 1;
+    const double a = control_->accept_estimate();
+    double reach = 1.0;
     for (int i = 0; i < k; i++) {
         const float* lg = d.last_logits();
-        if (top_prob(lg, d.n_vocab()) < spec_.p_min) break;
-        if (qs.size() <= size_t(i)) qs.emplace_back();
         // A logit bias (or a grammar) may ban every token the draft has (it can have fewer than the target): no
         // draft then. Under a grammar the draft samples from its constrained distribution, so q is what drew x.
         const uint8_t* allowed = m ? allowed_after(*m, d.n_vocab()) : nullptr;
+        if (top_prob(lg, d.n_vocab()) < spec_.p_min) {  // too unsure to go on: the chain ends, alternatives may not
+            if (tree) add_alternatives(lg, d.n_vocab(), -1, allowed, i + 1, reach, k, max_nodes);
+            break;
+        }
+        if (qs.size() <= size_t(i)) qs.emplace_back();
         if (!draft_sampler_.try_distribution(lg, history_, qs[size_t(i)], allowed)) break;
         int32_t x = draft_sampler_.draw(qs[size_t(i)]);
+        if (tree) add_alternatives(lg, d.n_vocab(), x, allowed, i + 1, reach, k, max_nodes);
+        reach *= a;
         if (x >= target_.n_vocab()) break;  // padding id outside the target vocabulary
         if (m && !advance(*m, *constraint_, x)) break;
         drafts.push_back(x);
@@ -301,7 +357,8 @@ bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<Toke
     std::vector<int32_t> batch;
     if (!begin_step(max_tokens, batch)) return false;
     auto t0 = std::chrono::steady_clock::now();
-    target_.decode(batch, true);
+    if (parents_.empty()) target_.decode(batch, true);
+    else target_.decode_tree(batch.data(), parents_.data(), int(batch.size()));
     end_step(out, ms_since(t0), logprobs, n_top);
     return true;
 }
@@ -318,6 +375,8 @@ bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) {
     int k = control_->next();
     k = std::min({k, room - 1, max_tokens - 1});
     drafts_.clear();
+    alts_.clear();
+    parents_.clear();
     auto t0 = std::chrono::steady_clock::now();
     if (k > 0) {
         if (one_hot_proposals()) {
@@ -330,66 +389,92 @@ bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) {
                 drafts_.resize(ok);
             }
         } else {
-            propose_model(k, drafts_, q_);
+            propose_model(k, std::min(spec_.tree_nodes, room), drafts_, q_);
         }
-        if (int(drafts_.size()) < spec_.n_min) drafts_.clear();
+        if (int(drafts_.size()) < spec_.n_min) {
+            drafts_.clear();
+            alts_.clear();
+        }
+        // an alternative hangs from the chain node before it (cut chains drop the deeper ones)
+        std::erase_if(alts_, [&](const Alternative& e) { return e.depth > int(drafts_.size()) + 1; });
     }
     pending_ = {std::max(k, 0), n_past, ms_since(t0)};
     batch.clear();
     batch.push_back(history_.back());
     batch.insert(batch.end(), drafts_.begin(), drafts_.end());
+    if (!alts_.empty()) {  // the tree: root, chain d1..dk (each the child of the one before), alternatives
+        parents_.push_back(-1);
+        for (size_t i = 0; i < drafts_.size(); i++) parents_.push_back(int32_t(i));
+        for (const Alternative& e : alts_) {
+            batch.push_back(e.token);
+            parents_.push_back(e.depth - 1);
+        }
+    }
     return true;
 }
 
 void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vector<TokenLogprob>* logprobs, int n_top) {
-    const std::vector<int32_t>& drafts = drafts_;
-    const int nd = int(drafts.size());
+    const int nd = int(drafts_.size()), na = int(alts_.size());
+    const int n_nodes = 1 + nd + na;
     const int n_past = pending_.n_past;
-    TD_ASSERT(target_.n_past() == n_past + 1 + nd && target_.n_logits() == nd + 1);
+    TD_ASSERT(target_.n_past() == n_past + n_nodes && target_.n_logits() == n_nodes);
     auto t1 = std::chrono::steady_clock::now();
-    int accepted = 0;  // accepted drafts are appended to history_ as they are accepted
+    // Walk down from the root: node i <= nd is the chain's token at depth i, node nd + 1 + j is alternative j.
+    // At each node the candidates are its chain child (rule of speculative sampling against q) and then its
+    // alternatives (deterministic proposals), by the multi-candidate rule (include/tandem/speculative.h).
+    auto token_of = [&](int node) { return node <= nd ? drafts_[size_t(node - 1)] : alts_[size_t(node - nd - 1)].token; };
+    std::vector<int32_t> path{0};  // accepted nodes, root first; their tokens are appended to history_ as accepted
+    int node = 0, accepted = 0, accepted_alt = 0;
     int32_t final_token = -1;
-    if (p_.size() < size_t(nd) + 1) p_.resize(size_t(nd) + 1);
+    if (p_.size() < size_t(nd) + 2) p_.resize(size_t(nd) + 2);
     std::unique_ptr<grammar::Matcher> m = gm_ ? std::make_unique<grammar::Matcher>(*gm_) : nullptr;
-    for (int i = 0; i <= nd; i++) {
-        Distribution& p = p_[size_t(i)];
+    for (;;) {
+        const int depth = int(path.size()) - 1;
+        Distribution& p = p_[size_t(depth)];
         // under a grammar: the target's distribution conditioned on what the grammar allows after the text so far
-        target_sampler_.distribution(target_.logits(i), history_, p, m ? allowed_after(*m, target_.n_vocab()) : nullptr);
-        if (i == nd) {  // all drafts accepted (or none drafted): bonus / plain token from p
+        target_sampler_.distribution(target_.logits(node), history_, p, m ? allowed_after(*m, target_.n_vocab()) : nullptr);
+        auto accept_with = [&](double a) {  // min(1, p/q) drawn only when strictly between 0 and 1 (greedy stays exact)
+            return spec_.broken_accept_all_for_tests || a >= 1.0 || (a > 0.0 && target_sampler_.uniform() < a);
+        };
+        auto reject = [&](const Distribution& q) {  // p becomes the residual normalize(max(0, p - q))
+            Distribution r = residual_distribution(p, q);
+            if (!r.support.empty()) p = std::move(r);  // no mass left only through rounding: keep p
+        };
+        int next = -1;
+        const bool on_chain = node == depth;  // chain nodes are numbered by their depth
+        if (on_chain && depth < nd) {
+            const int32_t x = drafts_[size_t(depth)];
+            const float qx = one_hot_proposals() ? 1.0f : q_[size_t(depth)].prob(x);
+            if (accept_with(accept_probability(p.prob(x), qx))) next = depth + 1;
+            else if (one_hot_proposals()) reject(one_hot(p.p.size(), x));
+            else reject(q_[size_t(depth)]);
+        }
+        for (int j = 0; next < 0 && on_chain && j < na; j++) {
+            if (alts_[size_t(j)].depth != depth + 1) continue;
+            const int32_t c = alts_[size_t(j)].token;
+            if (accept_with(accept_probability(p.prob(c), 1.0f))) next = nd + 1 + j;
+            else reject(one_hot(p.p.size(), c));
+        }
+        if (next < 0) {  // every candidate rejected (or none): the token is drawn from what p has become
             final_token = target_sampler_.draw(p);
-            if (logprobs) logprobs->push_back(logprob_of(target_.logits(i), target_.n_vocab(), final_token, n_top));
+            if (logprobs) logprobs->push_back(logprob_of(target_.logits(node), target_.n_vocab(), final_token, n_top));
             break;
         }
-        const int32_t x = drafts[size_t(i)];
-        const float px = p.prob(x);
-        const float qx = one_hot_proposals() ? 1.0f : q_[size_t(i)].prob(x);
-        // min(1, p/q): no draw when it is 0 or 1 (so the greedy path stays exact and draws no random number)
-        const double a = accept_probability(px, qx);
-        const bool accept = spec_.broken_accept_all_for_tests || a >= 1.0 || (a > 0.0 && target_sampler_.uniform() < a);
-        if (accept) {
-            accepted++;
-            if (logprobs) logprobs->push_back(logprob_of(target_.logits(i), target_.n_vocab(), x, n_top));
-            history_.push_back(x);
-            if (m) advance(*m, *constraint_, x);  // p(x) > 0, so the grammar allows x
-            continue;
-        }
-        if (one_hot_proposals()) {
-            Distribution one_hot;
-            one_hot.p.assign(p.p.size(), 0.0f);
-            one_hot.p[size_t(x)] = 1.0f;
-            final_token = sample_residual(p, one_hot, target_sampler_);
-        } else {
-            final_token = sample_residual(p, q_[size_t(i)], target_sampler_);
-        }
-        if (logprobs) logprobs->push_back(logprob_of(target_.logits(i), target_.n_vocab(), final_token, n_top));
-        break;
+        const int32_t x = token_of(next);
+        if (logprobs) logprobs->push_back(logprob_of(target_.logits(node), target_.n_vocab(), x, n_top));
+        history_.push_back(x);
+        if (m) advance(*m, *constraint_, x);  // p(x) > 0, so the grammar allows x
+        path.push_back(next);
+        node = next;
+        if (next <= nd) accepted++;
+        else accepted_alt++;
     }
-    target_.truncate(n_past + 1 + accepted);
+    target_.keep_path(n_past, path);
     const double t_target = t_target_ms + ms_since(t1);
     const double t_draft = pending_.t_draft_ms;
     const int k = pending_.requested;
 
-    for (int i = 0; i < accepted; i++) out.push_back(drafts[size_t(i)]);
+    for (size_t i = 1; i < path.size(); i++) out.push_back(token_of(path[i]));
     out.push_back(final_token);
     history_.push_back(final_token);
     if (m) {
@@ -398,18 +483,23 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
     }
 
     stats_.n_rounds++;
-    stats_.n_generated += accepted + 1;
+    stats_.n_generated += accepted + accepted_alt + 1;
     stats_.t_draft_ms += t_draft;
     stats_.t_target_ms += t_target;
-    if (nd > 0) {
+    if (nd + na > 0) {
         stats_.n_rounds_drafted++;
-        stats_.n_drafted += nd;
-        stats_.n_accept += accepted;
+        stats_.n_drafted += nd + na;
+        stats_.n_accept += accepted + accepted_alt;
         for (int i = 0; i < nd; i++) stats_.drafted_at[size_t(i)]++;
         for (int i = 0; i < accepted; i++) stats_.accepted_at[size_t(i)]++;
         if (control_->probing()) stats_.n_probe_rounds++;
     }
-    control_->observe(k, nd, accepted, t_draft, t_target);
+    if (na > 0) {
+        stats_.n_tree_rounds++;
+        stats_.n_tree_nodes += na;
+        stats_.n_tree_accept += accepted_alt;
+    }
+    control_->observe(k, nd, accepted, t_draft, t_target, n_nodes);
 }
 
 }  // namespace tandem

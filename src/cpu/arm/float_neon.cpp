@@ -112,11 +112,11 @@ static inline float softmax_unnormalized(float* row, int n) {
 
 // m query heads sharing one key/value head, hd % 8 == 0 and hd <= 256: each cached key and value row is
 // converted from half precision once for all m heads.
-void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, int n_pos, int hd,
+void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows, int n_pos, int hd,
                      float scale, float* scores, float* out) {
     float row[256];
     for (int p = 0; p < n_pos; p++) {
-        const uint16_t* kp = k + size_t(p) * stride;
+        const uint16_t* kp = k + size_t(rows ? rows[p] : p) * stride;
         for (int i = 0; i < hd; i += 4) vst1q_f32(row + i, load4_f16(kp + i));
         for (int r = 0; r < m; r++) scores[size_t(r) * size_t(n_pos) + size_t(p)] = dot_f32(q + size_t(r) * size_t(hd), row, hd) * scale;
     }
@@ -125,7 +125,7 @@ void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v
     for (int r = 0; r < m; r++)
         for (int i = 0; i < hd; i++) out[size_t(r) * size_t(hd) + size_t(i)] = 0.0f;
     for (int p = 0; p < n_pos; p++) {
-        const uint16_t* vp = v + size_t(p) * stride;
+        const uint16_t* vp = v + size_t(rows ? rows[p] : p) * stride;
         for (int i = 0; i < hd; i += 4) vst1q_f32(row + i, load4_f16(vp + i));
         for (int r = 0; r < m; r++) {
             float* o = out + size_t(r) * size_t(hd);

@@ -141,13 +141,13 @@ static inline void pv_chunk(const float* p, int np, const float* tile, int hd, f
 // values are converted from half precision once per tile of 8 positions for all m heads; the scores of 8
 // positions come out of one reduction (hsum8) instead of eight.
 void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v,
-                                                              size_t stride, int n_pos, int hd, float scale, float* scores,
+                                                              size_t stride, const int32_t* rows, int n_pos, int hd, float scale, float* scores,
                                                               float* out) {
     const int nv = hd / 8;
     alignas(32) float tile[8 * 256];  // (8 positions, hd) as floats
     auto load_tile = [&](const uint16_t* base, int p0, int np) {
         for (int j = 0; j < np; j++)
-            for (int i = 0; i < nv; i++) _mm256_store_ps(tile + j * hd + 8 * i, load8_f16(base + size_t(p0 + j) * stride + 8 * i));
+            for (int i = 0; i < nv; i++) _mm256_store_ps(tile + j * hd + 8 * i, load8_f16(base + size_t(rows ? rows[p0 + j] : p0 + j) * stride + 8 * i));
     };
     // Scores: (m, n_pos).
     int p0 = 0;
