@@ -14,14 +14,17 @@
 //      token-identical to plain greedy decoding. N-gram proposals are deterministic: q is one-hot.
 //   4. roll back the rejected tokens in both caches (Session::truncate).
 // Token trees (SpecParams::tree, draft models): besides the chain d1..dk, the round verifies, as leaves of the same
-// pass, alternatives a at depths where the draft is unsure: the draft's next most probable tokens after the same
-// prefix (Session::decode_tree: each node attends to the context and its ancestors only). The walk down the tree
-// applies, at each node, the multi-candidate rule (recursive rejection sampling, as in SpecInfer, Miao et al. 2023):
-// the chain's token first, by the rule above; when it is rejected, p becomes the residual normalize(max(0, p - q))
-// and each alternative c in turn is accepted with probability p(c) (a deterministic proposal: q = e_c), p becoming
-// normalize(p with c removed) when it is not; when every candidate is rejected the token is drawn from what p
-// has become. Each step is the single-candidate rule with a proposal independent of the target's random draws,
-// so the emitted token is still distributed exactly as p, and at temperature 0 it is the target's argmax.
+// pass, alternatives at depths where the draft is unsure (Session::decode_tree: each node attends to the context
+// and its ancestors only). Greedy drafting takes the draft's next most probable tokens; sampled drafting draws
+// them from the same q without replacement (after the chain's token). The walk down the tree applies, at each
+// node, recursive rejection sampling (SpecInfer, Miao et al. 2023; without replacement, Jeon et al. 2024): the
+// chain's token first, by the rule above; when it is rejected, p becomes the residual normalize(max(0, p - q)),
+// and each alternative c in turn is a new single-candidate step against that p with the proposal c was drawn
+// from: q_j = q without the tokens drawn before it, renormalized (a deterministic alternative: q_j = e_c). It is
+// accepted with probability min(1, p(c) / q_j(c)), else p becomes normalize(max(0, p - q_j)); when every
+// candidate is rejected the token is drawn from what p has become. Each step keeps the distribution of the step
+// before (Leviathan et al. theorem 1 with a proposal independent of the target's random draws), so the emitted
+// token is distributed exactly as p, and at temperature 0 it is the target's argmax.
 // Requires: the target and draft sessions stay untouched by others between steps.
 #pragma once
 #include <cstdint>
@@ -112,15 +115,14 @@ struct SpecStats {
     double t_target_ms = 0;    // target forward passes + verification
     int n_probe_rounds = 0;    // rounds the adaptive controller drafted only to re-measure acceptance
     int n_context_shifts = 0;  // SpecParams::context_shift: times the context was shifted
-    // Token trees: rounds that verified alternatives, alternatives verified (counted in n_drafted too), and
-    // alternatives accepted (counted in n_accept too: each one is a token the chain alone would not have gained).
+    // Token trees: rounds that verified alternatives, alternatives verified, and alternatives accepted (each one a
+    // token the chain alone would not have gained). n_drafted and n_accept count the chain only (llama.cpp's
+    // meaning); n_generated, and so mean_accepted_length, count every token.
     int n_tree_rounds = 0;
     int n_tree_nodes = 0;
     int n_tree_accept = 0;
 
     double accept_rate() const { return n_drafted ? double(n_accept) / n_drafted : 0.0; }
-    int chain_drafted() const { return n_drafted - n_tree_nodes; }  // drafted tokens, alternatives left out
-    int chain_accept() const { return n_accept - n_tree_accept; }
     // Mean tokens emitted per target pass (1 + accepted drafts per round).
     double mean_accepted_length() const { return n_rounds ? double(n_generated) / n_rounds : 0.0; }
 };
@@ -219,7 +221,7 @@ private:
     bool one_hot_proposals() const { return spec_.type == SpecType::NGRAM || spec_.type == SpecType::SUFFIX; }
     int propose_model(int k, int max_nodes, std::vector<int32_t>& drafts, std::vector<Distribution>& qs);
     void add_alternatives(const float* draft_logits, int n_vocab, int32_t skip, const uint8_t* allowed, int depth,
-                          double reach, int k, int max_nodes);
+                          double reach, int k, int max_nodes, const Distribution* q);
 
     Session& target_;
     Session* draft_;
@@ -237,8 +239,10 @@ private:
     std::vector<Distribution> q_, p_;
     std::vector<int32_t> drafts_;  // between begin_step and end_step
     // Token tree of the round (empty: a chain): alternatives to the chain's token at `depth` (1-based: children
-    // of chain node depth - 1), and the parents of the batch's nodes [root, d1..dk, alternatives...].
-    struct Alternative { int32_t token; int depth; };
+    // of chain node depth - 1), and the parents of the batch's nodes [root, d1..dk, alternatives...]. A sampled
+    // alternative was drawn from q_[depth - 1] without replacement (after the chain's token and the alternatives
+    // before it); the others are deterministic (the draft's most probable tokens, greedy drafting).
+    struct Alternative { int32_t token; int depth; bool sampled; };
     std::vector<Alternative> alts_;
     std::vector<int32_t> parents_;
     struct Pending { int requested = 0; int n_past = 0; double t_draft_ms = 0; } pending_;

@@ -236,6 +236,8 @@ void Engine::release(Slot& s, const std::string& reason, const std::string& erro
     j.n_generated = s.generated;
     j.n_drafted = st.n_drafted;
     j.n_accepted = st.n_accept;
+    j.n_tree_drafted = st.n_tree_nodes;
+    j.n_tree_accepted = st.n_tree_accept;
     j.n_cached = s.gen ? s.gen->n_cached() : 0;
     if (s.gen && s.gen->stats().n_context_shifts > 0) j.truncated = true;
     if (j.n_prompt + s.generated >= s.target->n_ctx()) j.truncated = true;  // stopped by the full context
@@ -251,6 +253,8 @@ void Engine::release(Slot& s, const std::string& reason, const std::string& erro
         m_.spec_drafts += uint64_t(st.n_rounds_drafted);
         m_.spec_draft_tokens += uint64_t(st.n_drafted);
         m_.spec_accepted += uint64_t(st.n_accept);
+        m_.spec_tree_tokens += uint64_t(st.n_tree_nodes);
+        m_.spec_tree_accepted += uint64_t(st.n_tree_accept);
         for (size_t i = 0; i < st.accepted_at.size(); i++) {
             if (m_.accepted_per_pos.size() <= i) m_.accepted_per_pos.resize(i + 1, 0);
             m_.accepted_per_pos[i] += uint64_t(st.accepted_at[i]);

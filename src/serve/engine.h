@@ -92,6 +92,7 @@ public:
     std::string finish_reason, error, stop_word;
     int error_status = 500;
     int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0, n_cached = 0;
+    int n_tree_drafted = 0, n_tree_accepted = 0;  // token-tree alternatives (besides the chain's n_drafted / n_accepted)
     double prompt_ms = 0, gen_ms = 0;
     int n_slot_tokens = 0;    // slot actions: tokens saved, restored or erased
     size_t n_slot_bytes = 0;  // slot actions: bytes written or read
@@ -132,6 +133,7 @@ struct EngineMetrics {
     uint64_t n_decode = 0;  // batched target forward passes
     double seconds_prompt = 0, seconds_generated = 0;
     uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted = 0;
+    uint64_t spec_tree_tokens = 0, spec_tree_accepted = 0;  // token-tree alternatives verified / accepted
     std::vector<uint64_t> accepted_per_pos;
     std::vector<SlotInfo> slots;
     int queue_depth = 0, busy_slots = 0, n_slots = 0;

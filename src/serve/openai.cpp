@@ -550,6 +550,13 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
         j.spec.n_min = int(integer(*it, "n_min", j.spec.n_min, 0, 256));
         j.spec.p_min = float(number(*it, "p_min", j.spec.p_min, 0.0, 1.0));
         if (it->contains("adaptive")) j.spec.adaptive = boolean(*it, "adaptive", true);
+        if (auto t = it->find("tree"); t != it->end() && !t->is_null()) {  // "auto" | "off" | true | false
+            if (t->is_boolean()) j.spec.tree = t->get<bool>();
+            else if (t->is_string() && (*t == "auto" || *t == "off")) j.spec.tree = *t == "auto";
+            else throw BadRequest("speculative.tree must be \"auto\", \"off\" or a boolean");
+        }
+        j.spec.tree_width = int(integer(*it, "tree_width", j.spec.tree_width, 1, 64));
+        j.spec.tree_nodes = int(integer(*it, "tree_nodes", j.spec.tree_nodes, 1, 1024));
         if (auto t = it->find("type"); t != it->end() && !t->is_null()) {
             if (!t->is_string()) throw BadRequest("speculative.type must be a string");
             try {

@@ -48,6 +48,23 @@ float top_tokens(const float* lg, int n, int32_t skip, const uint8_t* allowed, i
     return skip >= 0 && skip < n ? float(std::exp(double(lg[skip] - mx)) / sum) : 0.0f;
 }
 
+// q without the tokens in `drawn`, renormalized: what a draw without replacement after them comes from (empty
+// support when nothing is left).
+Distribution without(const Distribution& q, const std::vector<int32_t>& drawn) {
+    Distribution r;
+    r.p = q.p;
+    for (int32_t x : drawn) r.p[size_t(x)] = 0.0f;
+    double total = 0;
+    for (int32_t id : q.support)
+        if (r.p[size_t(id)] > 0) {
+            r.support.push_back(id);
+            total += r.p[size_t(id)];
+        }
+    if (total <= 0) r.support.clear();
+    for (int32_t id : r.support) r.p[size_t(id)] = float(r.p[size_t(id)] / total);
+    return r;
+}
+
 Distribution one_hot(size_t n, int32_t x) {
     Distribution d;
     d.p.assign(n, 0.0f);
@@ -249,7 +266,7 @@ int Generator::propose_ngram(int k, std::vector<int32_t>& drafts) const {
 }
 
 void Generator::add_alternatives(const float* lg, int n_vocab, int32_t skip, const uint8_t* allowed, int depth,
-                                 double reach, int k, int max_nodes) {
+                                 double reach, int k, int max_nodes, const Distribution* q) {
     const int width = spec_.tree_width - (skip >= 0 ? 1 : 0);  // the chain's own token takes one place
     if (width < 1) return;
     thread_local std::vector<std::pair<int32_t, float>> cand;
@@ -259,12 +276,29 @@ void Generator::add_alternatives(const float* lg, int n_vocab, int32_t skip, con
     // which the draft's share of what is left, prob(c) / (1 - prob(chain token)), stands in.
     const double miss = skip >= 0 ? 1.0 - control_->accept_estimate() : 1.0;
     const double rest = std::max(1e-6, 1.0 - double(p_skip));
-    for (const auto& [id, prob] : cand) {  // most probable first: once one does not pay, the rest do not either
-        const int nodes = 1 + k + int(alts_.size());
-        const double gain = reach * miss * std::min(1.0, prob / rest);
+    int count = 0;  // how many pay, the most probable first: once one does not, the rest do not either
+    for (const auto& e : cand) {
+        const int nodes = 1 + k + int(alts_.size()) + count;
+        const double gain = reach * miss * std::min(1.0, e.second / rest);
         const double threshold = spec_.tree_min_gain >= 0 ? spec_.tree_min_gain : control_->node_threshold(k, nodes);
-        if (nodes >= max_nodes || gain < threshold) return;
-        alts_.push_back({id, depth});
+        if (nodes >= max_nodes || gain < threshold) break;
+        count++;
+    }
+    if (!q || q->support.size() <= 1) {  // greedy drafting: the most probable tokens themselves
+        for (int i = 0; i < count; i++) alts_.push_back({cand[size_t(i)].first, depth, false});
+        return;
+    }
+    // Sampled drafting: as many draws without replacement (the count depends on the draft's state only, and a
+    // draw is never discarded for its value, so each one's proposal is exactly q without the earlier ones).
+    std::vector<int32_t> drawn;
+    if (skip >= 0) drawn.push_back(skip);
+    for (int i = 0; i < count; i++) {
+        const Distribution qj = without(*q, drawn);
+        if (qj.support.empty()) return;
+        const int32_t c = draft_sampler_.draw(qj);
+        if (c >= target_.n_vocab()) return;  // padding id outside the target vocabulary: stop here
+        alts_.push_back({c, depth, true});
+        drawn.push_back(c);
     }
 }
 
@@ -310,14 +344,15 @@ int Generator::propose_model(int k, int max_nodes, std::vector<int32_t>& drafts,
         // A logit bias (or a grammar) may ban every token the draft has (it can have fewer than the target): no
         // draft then. Under a grammar the draft samples from its constrained distribution, so q is what drew x.
         const uint8_t* allowed = m ? allowed_after(*m, d.n_vocab()) : nullptr;
+        if (qs.size() <= size_t(i)) qs.emplace_back();
         if (top_prob(lg, d.n_vocab()) < spec_.p_min) {  // too unsure to go on: the chain ends, alternatives may not
-            if (tree) add_alternatives(lg, d.n_vocab(), -1, allowed, i + 1, reach, k, max_nodes);
+            if (tree && draft_sampler_.try_distribution(lg, history_, qs[size_t(i)], allowed))
+                add_alternatives(lg, d.n_vocab(), -1, allowed, i + 1, reach, k, max_nodes, &qs[size_t(i)]);
             break;
         }
-        if (qs.size() <= size_t(i)) qs.emplace_back();
         if (!draft_sampler_.try_distribution(lg, history_, qs[size_t(i)], allowed)) break;
         int32_t x = draft_sampler_.draw(qs[size_t(i)]);
-        if (tree) add_alternatives(lg, d.n_vocab(), x, allowed, i + 1, reach, k, max_nodes);
+        if (tree) add_alternatives(lg, d.n_vocab(), x, allowed, i + 1, reach, k, max_nodes, &qs[size_t(i)]);
         reach *= a;
         if (x >= target_.n_vocab()) break;  // padding id outside the target vocabulary
         if (m && !advance(*m, *constraint_, x)) break;
@@ -442,18 +477,22 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
         };
         int next = -1;
         const bool on_chain = node == depth;  // chain nodes are numbered by their depth
+        std::vector<int32_t> drawn;  // tokens drawn from q_[depth] so far (sampled alternatives come without them)
         if (on_chain && depth < nd) {
             const int32_t x = drafts_[size_t(depth)];
             const float qx = one_hot_proposals() ? 1.0f : q_[size_t(depth)].prob(x);
             if (accept_with(accept_probability(p.prob(x), qx))) next = depth + 1;
             else if (one_hot_proposals()) reject(one_hot(p.p.size(), x));
             else reject(q_[size_t(depth)]);
+            drawn.push_back(x);
         }
         for (int j = 0; next < 0 && on_chain && j < na; j++) {
-            if (alts_[size_t(j)].depth != depth + 1) continue;
-            const int32_t c = alts_[size_t(j)].token;
-            if (accept_with(accept_probability(p.prob(c), 1.0f))) next = nd + 1 + j;
-            else reject(one_hot(p.p.size(), c));
+            const Alternative& e = alts_[size_t(j)];
+            if (e.depth != depth + 1) continue;
+            const Distribution qj = e.sampled ? without(q_[size_t(depth)], drawn) : one_hot(p.p.size(), e.token);
+            if (accept_with(accept_probability(p.prob(e.token), qj.prob(e.token)))) next = nd + 1 + j;
+            else reject(qj);
+            drawn.push_back(e.token);
         }
         if (next < 0) {  // every candidate rejected (or none): the token is drawn from what p has become
             final_token = target_sampler_.draw(p);
@@ -488,8 +527,8 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
     stats_.t_target_ms += t_target;
     if (nd + na > 0) {
         stats_.n_rounds_drafted++;
-        stats_.n_drafted += nd + na;
-        stats_.n_accept += accepted + accepted_alt;
+        stats_.n_drafted += nd;
+        stats_.n_accept += accepted;
         for (int i = 0; i < nd; i++) stats_.drafted_at[size_t(i)]++;
         for (int i = 0; i < accepted; i++) stats_.accepted_at[size_t(i)]++;
         if (control_->probing()) stats_.n_probe_rounds++;

@@ -87,3 +87,31 @@ test('load: concurrent mixed requests, no 5xx, no leaks', async () => {
     assert.ok(code === 0 || code === 'SIGTERM', `server exit: ${code}`);
   }
 });
+
+test('token trees: per-request speculative.tree, alternatives in timings and /metrics, the same greedy text', async () => {
+  // --spec-tree-min-gain 0: every alternative the caps allow is verified, so trees run whatever the timings.
+  const srv = await startServer(['-m', STORIES, '-md', storiesDraft(), '-np', '2', '--metrics', '--spec-tree-min-gain', '0']);
+  try {
+    const ask = async (tree) => {
+      const r = await fetch(srv.base + '/completion', {
+        method: 'POST',
+        body: JSON.stringify({ prompt: 'Lily and Ben went to the', n_predict: 48, temperature: 0, speculative: { tree, n_max: 4, p_min: 0 } }),
+      });
+      return { status: r.status, json: await r.json() };
+    };
+    const [on, off] = await Promise.all([ask('auto'), ask(false)]);  // both slots in the same passes
+    assert.equal(on.status, 200);
+    assert.equal(off.status, 200);
+    assert.equal(on.json.content, off.json.content);
+    assert.ok(on.json.timings.draft_tree_n > 0, JSON.stringify(on.json.timings));
+    assert.equal(off.json.timings.draft_tree_n, 0);
+    const bad = await ask('sometimes');
+    assert.equal(bad.status, 400);
+    assert.match(bad.json.error.message, /speculative.tree/);
+    const m = await metrics(srv.base);
+    assert.equal(m.get('tandem_spec_decode_num_tree_tokens'), on.json.timings.draft_tree_n);
+  } finally {
+    await srv.stop();
+    assert.ok(!sanitizerReport(srv.stderr), srv.stderr.slice(-4000));
+  }
+});

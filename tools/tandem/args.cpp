@@ -8,6 +8,7 @@
 
 #include "tandem/error.h"
 #include "tandem/sampling.h"
+#include "tandem/speculative.h"
 
 namespace tandem::cli {
 
@@ -89,6 +90,17 @@ std::string ArgParser::help() const {
         out += o.help + "\n";
     }
     return out;
+}
+
+void add_spec_tree_flags(ArgParser& ap, SpecParams& spec) {
+    ap.add({"--spec-tree"}, "auto|off", "token trees: verify the draft's alternatives where it is unsure, when they pay (auto)",
+           [&](const std::string& v) { spec.tree = v == "auto" || to_bool("--spec-tree", v); });
+    ap.add({"--spec-tree-width"}, "N", "most candidates per tree position, the chain's own included (3)",
+           [&](const std::string& v) { spec.tree_width = to_int_in("--spec-tree-width", v, 1, 64); });
+    ap.add({"--spec-tree-nodes"}, "N", "most tokens a tree verification pass holds (32)",
+           [&](const std::string& v) { spec.tree_nodes = to_int_in("--spec-tree-nodes", v, 1, 1024); });
+    ap.add({"--spec-tree-min-gain"}, "G", "verify an alternative when its expected gain in tokens is at least G (default: measured)",
+           [&](const std::string& v) { spec.tree_min_gain = to_float_in("--spec-tree-min-gain", v, 0.0f, 1.0f); });
 }
 
 void add_sampling_flags(ArgParser& ap, SamplerParams& sp, std::vector<std::string>& notes) {

@@ -8,6 +8,7 @@
 
 namespace tandem {
 struct SamplerParams;
+struct SpecParams;
 }
 
 namespace tandem::cli {
@@ -43,6 +44,10 @@ private:
 // --presence-penalty, --frequency-penalty, -s, --samplers, --sampling-seq, -l), for generate (the run's
 // sampling) and serve (the requests' defaults). Sampler names llama.cpp has and tandem lacks go to `notes`.
 void add_sampling_flags(ArgParser& ap, SamplerParams& sp, std::vector<std::string>& notes);
+
+// Token-tree flags (generate, bench, serve): --spec-tree auto|on|off, --spec-tree-width, --spec-tree-nodes,
+// --spec-tree-min-gain (a fixed threshold instead of the measured one; 0: every alternative the caps allow).
+void add_spec_tree_flags(ArgParser& ap, SpecParams& spec);
 
 // Value conversions that throw tandem::Error("<flag>: ...") on malformed input.
 int to_int(const std::string& flag, const std::string& v);

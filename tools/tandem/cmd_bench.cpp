@@ -175,6 +175,8 @@ int cmd_bench(int argc, char** argv) {
     ap.add({"-p", "--n-prompt"}, "N[,N]", "prompt-processing tests (0 = none)", [&](const std::string& v) { pp = parse_list("-p", v); });
     ap.add({"-n", "--n-gen"}, "N[,N]", "generation tests (0 = none)", [&](const std::string& v) { tg = parse_list("-n", v); });
     ap.add({"--vb"}, "K[,K]", "verification batch sizes after a 256-token context (empty: none)", [&](const std::string& v) { vb = v.empty() ? std::vector<int>{} : parse_list("--vb", v); });
+    bool vb_tree = false;
+    ap.flag({"--vb-tree"}, "also time token trees of each --vb size (vtK: a chain with 2 alternatives at each depth)", [&] { vb_tree = true; });
     ap.add({"-r", "--repetitions"}, "N", "repetitions (5)", [&](const std::string& v) { reps = std::max(1, to_int_in("-r", v, 1, 100000)); });
     ap.add({"-t", "--threads"}, "N", "threads (2)", [&](const std::string& v) { n_threads = to_int_in("-t", v, 1, 1024); });
     ap.flag({"--json"}, "print a JSON array instead of a table", [&] { json_out = true; });
@@ -186,6 +188,7 @@ int cmd_bench(int argc, char** argv) {
     ap.add({"--draft-p-min"}, "P", "draft-p-min (0.75)", [&](const std::string& v) { spec.p_min = to_float_in("--draft-p-min", v, 0.0f, 1.0f); });
     ap.add({"--draft-adaptive"}, "on|off", "adaptive draft length (on)", [&](const std::string& v) { spec.adaptive = to_bool("--draft-adaptive", v); });
     ap.add({"--draft-layers"}, "K", "self-speculation layers", [&](const std::string& v) { draft_layers = to_int_in("--draft-layers", v, 0, 65536); });
+    add_spec_tree_flags(ap, spec);
     ap.add({"--spec-n"}, "N", "tokens generated in the speculative test (128)", [&](const std::string& v) { n_spec = to_int_in("--spec-n", v, 1, 1 << 24); });
     ap.add({"--prompt"}, "TEXT", "prompt of the speculative test", [&](const std::string& v) { prompt = v; });
     std::string tokenize_file;
@@ -264,8 +267,21 @@ int cmd_bench(int argc, char** argv) {
         s.decode(random_tokens(256, hp.n_vocab, 3), false);
         // Repetitions outer, sizes inner: every size of one repetition runs within the same second or so, and
         // "x vb1" is the median of the per-repetition ratios.
-        std::vector<std::vector<double>> times(ks.size());
+        std::vector<std::vector<double>> times(ks.size()), tree_times(ks.size());
         std::vector<double> probes;
+        // --vb-tree: a tree of K nodes as the generator builds them at width 3 (a chain, and at each depth two
+        // alternatives hanging from the chain node before), verified by Session::decode_tree.
+        auto tree_parents = [](int k) {
+            std::vector<int32_t> p = {-1};
+            int32_t chain = 0;
+            while (int(p.size()) < k) {
+                const int32_t parent = chain;
+                chain = int32_t(p.size());
+                p.push_back(parent);
+                for (int w = 0; w < 2 && int(p.size()) < k; w++) p.push_back(parent);
+            }
+            return p;
+        };
         for (int rep = 0; rep <= reps; rep++) {
             const double bw_now = rep > 0 && probe ? probe->measure() : 0;
             if (rep > 0 && probe) {
@@ -280,6 +296,13 @@ int cmd_bench(int argc, char** argv) {
                 double dt = secs(t0, Clock::now());
                 s.truncate(256);
                 if (rep > 0) times[j].push_back(dt);
+                if (!vb_tree || ks[j] < 2) continue;
+                const auto parents = tree_parents(ks[j]);
+                t0 = Clock::now();
+                s.decode_tree(toks.data(), parents.data(), ks[j]);
+                dt = secs(t0, Clock::now());
+                s.truncate(256);
+                if (rep > 0) tree_times[j].push_back(dt);
             }
         }
         const size_t j1 = size_t(std::find(ks.begin(), ks.end(), 1) - ks.begin());
@@ -298,6 +321,17 @@ int cmd_bench(int argc, char** argv) {
             if (ks[j] == 1) vb1 = pass_s;
             add_bw(r, passes, probes, ks[j]);
             results.push_back(r);
+            if (tree_times[j].empty()) continue;
+            Result rt{"vt" + std::to_string(ks[j]), {}};
+            std::vector<double> tpasses, tratios;
+            for (size_t i = 0; i < tree_times[j].size(); i++) {
+                rt.ts.push_back(ks[j] / tree_times[j][i]);
+                tpasses.push_back(1.0 / tree_times[j][i]);
+                tratios.push_back(tree_times[j][i] / times[j1][i]);
+            }
+            rt.rel_vb1 = median_of(tratios);
+            add_bw(rt, tpasses, probes, ks[j]);
+            results.push_back(rt);
         }
         if (vb1 == 0) vb1 = median_of(times[j1]);
     }
@@ -416,6 +450,8 @@ int cmd_bench(int argc, char** argv) {
                      {"speedup", speedup}, {"accept", st.accept_rate()}, {"n_drafted", st.n_drafted},
                      {"n_accept", st.n_accept}, {"mean_accepted_length", st.mean_accepted_length()},
                      {"n_rounds_drafted", st.n_rounds_drafted}, {"n_rounds", st.n_rounds}, {"draft_cost_ratio", c},
+                     {"tree", {{"enabled", spec.tree}, {"rounds", st.n_tree_rounds}, {"alternatives", st.n_tree_nodes},
+                               {"alternatives_accepted", st.n_tree_accept}}},
                      {"projected", proj}};
         out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", "spec"}, {"n_threads", n_threads}, {"spec", spec_json}});
     }

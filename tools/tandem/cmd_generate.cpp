@@ -92,6 +92,7 @@ void add_flags(ArgParser& ap, Options& o) {
     ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self | suffix", [&](const std::string& v) { o.spec.type = spec_type_from_name(v); o.spec_type_given = true; });
     ap.add({"--spec-suffix-file", "-lcd", "--lookup-cache-dynamic"}, "FNAME", "suffix cache file: proposals also come from it, and this generation is added to it", [&](const std::string& v) { o.suffix_dynamic = v; });
     ap.add({"-lcs", "--lookup-cache-static"}, "FNAME", "suffix cache file read but not updated", [&](const std::string& v) { o.suffix_static = v; });
+    add_spec_tree_flags(ap, o.spec);
     ap.add({"--spec-ngram-n"}, "N", "n-gram length matched for ngram drafting (3)", [&](const std::string& v) { o.spec.ngram_n = to_int_in("--spec-ngram-n", v, 1, 64); });
     ap.add({"--spec-ngram-m"}, "M", "tokens proposed per n-gram match (16)", [&](const std::string& v) { o.spec.ngram_m = to_int_in("--spec-ngram-m", v, 1, 256); });
     ap.add({"--draft-layers"}, "K", "self-speculation: layers of the target used as draft (default: half)", [&](const std::string& v) { o.draft_layers = to_int_in("--draft-layers", v, 0, 65536); });
@@ -107,7 +108,9 @@ nlohmann::ordered_json spec_json(const SpecParams& sp, const SpecStats& st, int 
             {"n_drafted", st.n_drafted}, {"n_accept", st.n_accept}, {"accept", st.accept_rate() * 100.0},
             {"mean_accepted_length", st.mean_accepted_length()}, {"accept_by_position", by_pos},
             {"n_rounds", st.n_rounds}, {"n_rounds_drafted", st.n_rounds_drafted}, {"n_probe_rounds", st.n_probe_rounds},
-            {"adaptive", sp.adaptive}, {"t_draft_ms", st.t_draft_ms}, {"t_target_ms", st.t_target_ms}};
+            {"adaptive", sp.adaptive}, {"t_draft_ms", st.t_draft_ms}, {"t_target_ms", st.t_target_ms},
+            {"tree", {{"enabled", sp.tree}, {"rounds", st.n_tree_rounds}, {"alternatives", st.n_tree_nodes},
+                      {"alternatives_accepted", st.n_tree_accept}}}};
 }
 
 }  // namespace
@@ -236,6 +239,9 @@ int cmd_generate(int argc, char** argv) {
         for (size_t i = 0; i < st.drafted_at.size() && st.drafted_at[i] > 0; i++)
             by_pos += strprintf("%s%zu:%.0f%%", i ? " " : "", i + 1, 100.0 * st.accepted_at[i] / st.drafted_at[i]);
         std::fprintf(stderr, "accept by draft position: %s\n", by_pos.empty() ? "(nothing drafted)" : by_pos.c_str());
+        if (st.n_tree_rounds > 0)
+            std::fprintf(stderr, "token trees: %d rounds verified %d alternatives, %d taken\n", st.n_tree_rounds,
+                         st.n_tree_nodes, st.n_tree_accept);
         std::fprintf(stderr, "time: draft %.1f ms, target %.1f ms\n", st.t_draft_ms, st.t_target_ms);
     }
     return 0;

@@ -114,6 +114,7 @@ struct HttpServer::Impl {
                 {"predicted_n", j.n_generated}, {"predicted_ms", j.gen_ms},
                 {"predicted_per_second", j.gen_ms > 0 ? j.n_generated / (j.gen_ms / 1e3) : 0.0},
                 {"draft_n", j.n_drafted}, {"draft_n_accepted", j.n_accepted}, {"cache_n", j.n_cached},
+                {"draft_tree_n", j.n_tree_drafted}, {"draft_tree_n_accepted", j.n_tree_accepted},
                 {"prompt_per_token_ms", processed > 0 ? j.prompt_ms / processed : 0.0},
                 {"predicted_per_token_ms", j.n_generated > 0 ? j.gen_ms / j.n_generated : 0.0}};
     }
@@ -784,6 +785,8 @@ struct HttpServer::Impl {
         metric("spec_decode_num_drafts", "counter", "Verification rounds that had a draft.", double(m.spec_drafts));
         metric("spec_decode_num_draft_tokens", "counter", "Drafted tokens verified.", double(m.spec_draft_tokens));
         metric("spec_decode_num_accepted_tokens", "counter", "Drafted tokens accepted.", double(m.spec_accepted));
+        metric("spec_decode_num_tree_tokens", "counter", "Token-tree alternatives verified (besides the drafted chain tokens).", double(m.spec_tree_tokens));
+        metric("spec_decode_num_tree_accepted_tokens", "counter", "Token-tree alternatives accepted (besides the accepted chain tokens).", double(m.spec_tree_accepted));
         // llama-server's names, for dashboards built on them
         auto llama = [&](const char* name, const char* type, const char* help, double v) {
             s += strprintf("# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %.17g\n", name, help, name, type, name, v);
