@@ -242,7 +242,7 @@ private:
     // of chain node depth - 1), and the parents of the batch's nodes [root, d1..dk, alternatives...]. A sampled
     // alternative was drawn from q_[depth - 1] without replacement (after the chain's token and the alternatives
     // before it); the others are deterministic (the draft's most probable tokens, greedy drafting).
-    struct Alternative { int32_t token; int depth; bool sampled; };
+    struct Alternative { int32_t token; int depth; bool sampled; float pred; };  // pred: see add_alternatives
     std::vector<Alternative> alts_;
     std::vector<int32_t> parents_;
     struct Pending { int requested = 0; int n_past = 0; double t_draft_ms = 0; } pending_;

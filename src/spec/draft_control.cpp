@@ -30,6 +30,12 @@ double DraftLengthController::node_threshold(int k, int n) const {
     return std::max(1.0, speedup(k)) * (shape(n + 1) - shape(n) + b_);
 }
 
+void DraftLengthController::observe_alternatives(double predicted, int taken) {
+    constexpr double kAltDecay = 0.95;
+    alt_pred_ = alt_pred_ * kAltDecay + predicted;
+    alt_taken_ = alt_taken_ * kAltDecay + taken;
+}
+
 int DraftLengthController::next() {
     probing_ = false;
     if (n_max_ == 0) return 0;

@@ -40,6 +40,11 @@ public:
     // a round that drafts k chain tokens and already verifies n nodes: the round's expected tokens per unit of
     // time, S(k), times what one more node adds to the pass, v(n + 1) - v(n) + b.
     double node_threshold(int k, int n) const;
+    // Token trees: after a round, the summed predicted chances of the alternatives whose parent the walk reached,
+    // and how many were taken. alternative_calibration() = (taken + 1) / (predicted + 1) over recent rounds
+    // (decayed), the factor the draft's own estimate is scaled by.
+    void observe_alternatives(double predicted, int taken);
+    double alternative_calibration() const { return (alt_taken_ + 1.0) / (alt_pred_ + 1.0); }
 
     // shape[n] for n = 1..: expected bytes of a target pass over n tokens relative to one (shape[0] unused).
     void set_verify_shape(std::vector<double> shape) { shape_ = std::move(shape); }
@@ -62,6 +67,7 @@ private:
     int min_probe_interval_ = 16;  // from the measured cost of probing
     bool probing_ = false;
     std::vector<double> shape_;
+    double alt_pred_ = 0, alt_taken_ = 0;
 };
 
 }  // namespace tandem

@@ -65,15 +65,6 @@ Distribution without(const Distribution& q, const std::vector<int32_t>& drawn) {
     return r;
 }
 
-Distribution one_hot(size_t n, int32_t x) {
-    Distribution d;
-    d.p.assign(n, 0.0f);
-    d.p[size_t(x)] = 1.0f;
-    d.support = {x};
-    return d;
-}
-
-
 }  // namespace
 
 double accept_probability(float px, float qx) {
@@ -274,18 +265,23 @@ void Generator::add_alternatives(const float* lg, int n_vocab, int32_t skip, con
     // The chance that alternative c is the token taken: the walk reaches its parent (reach), the chain's token
     // there is rejected (1 - a, measured; 1 where the chain ends), and the target takes c among the rest, for
     // which the draft's share of what is left, prob(c) / (1 - prob(chain token)), stands in.
+    // That estimate, once the walk is at the parent (pred), is scaled by how often alternatives were actually taken
+    // against how often they were predicted to be (DraftLengthController::alternative_calibration): a poor draft's
+    // second guesses are rarely right, however confident it is.
     const double miss = skip >= 0 ? 1.0 - control_->accept_estimate() : 1.0;
     const double rest = std::max(1e-6, 1.0 - double(p_skip));
+    const double calibration = control_->alternative_calibration();
+    auto pred_of = [&](float prob) { return float(miss * std::min(1.0, prob / rest)); };
     int count = 0;  // how many pay, the most probable first: once one does not, the rest do not either
     for (const auto& e : cand) {
         const int nodes = 1 + k + int(alts_.size()) + count;
-        const double gain = reach * miss * std::min(1.0, e.second / rest);
+        const double gain = reach * pred_of(e.second) * calibration;
         const double threshold = spec_.tree_min_gain >= 0 ? spec_.tree_min_gain : control_->node_threshold(k, nodes);
         if (nodes >= max_nodes || gain < threshold) break;
         count++;
     }
     if (!q || q->support.size() <= 1) {  // greedy drafting: the most probable tokens themselves
-        for (int i = 0; i < count; i++) alts_.push_back({cand[size_t(i)].first, depth, false});
+        for (int i = 0; i < count; i++) alts_.push_back({cand[size_t(i)].first, depth, false, pred_of(cand[size_t(i)].second)});
         return;
     }
     // Sampled drafting: as many draws without replacement (the count depends on the draft's state only, and a
@@ -297,7 +293,7 @@ void Generator::add_alternatives(const float* lg, int n_vocab, int32_t skip, con
         if (qj.support.empty()) return;
         const int32_t c = draft_sampler_.draw(qj);
         if (c >= target_.n_vocab()) return;  // padding id outside the target vocabulary: stop here
-        alts_.push_back({c, depth, true});
+        alts_.push_back({c, depth, true, pred_of(count > 0 ? cand[size_t(std::min<int>(i, int(cand.size()) - 1))].second : 0.0f)});
         drawn.push_back(c);
     }
 }
@@ -475,6 +471,15 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
             Distribution r = residual_distribution(p, q);
             if (!r.support.empty()) p = std::move(r);  // no mass left only through rounding: keep p
         };
+        auto reject_token = [&](int32_t c) {  // the same for q = e_c, in place: p without c, renormalized
+            if (size_t(c) >= p.p.size() || p.p[size_t(c)] <= 0) return;
+            double rest = 0;
+            for (int32_t id : p.support) rest += id == c ? 0.0 : double(p.p[size_t(id)]);
+            if (rest <= 0) return;  // no mass left: keep p
+            p.p[size_t(c)] = 0.0f;
+            std::erase(p.support, c);
+            for (int32_t id : p.support) p.p[size_t(id)] = float(p.p[size_t(id)] / rest);
+        };
         int next = -1;
         const bool on_chain = node == depth;  // chain nodes are numbered by their depth
         std::vector<int32_t> drawn;  // tokens drawn from q_[depth] so far (sampled alternatives come without them)
@@ -482,16 +487,21 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
             const int32_t x = drafts_[size_t(depth)];
             const float qx = one_hot_proposals() ? 1.0f : q_[size_t(depth)].prob(x);
             if (accept_with(accept_probability(p.prob(x), qx))) next = depth + 1;
-            else if (one_hot_proposals()) reject(one_hot(p.p.size(), x));
+            else if (one_hot_proposals()) reject_token(x);
             else reject(q_[size_t(depth)]);
             drawn.push_back(x);
         }
         for (int j = 0; next < 0 && on_chain && j < na; j++) {
             const Alternative& e = alts_[size_t(j)];
             if (e.depth != depth + 1) continue;
-            const Distribution qj = e.sampled ? without(q_[size_t(depth)], drawn) : one_hot(p.p.size(), e.token);
-            if (accept_with(accept_probability(p.prob(e.token), qj.prob(e.token)))) next = nd + 1 + j;
-            else reject(qj);
+            if (!e.sampled) {  // deterministic: q_j = e_c
+                if (accept_with(accept_probability(p.prob(e.token), 1.0f))) next = nd + 1 + j;
+                else reject_token(e.token);
+            } else {
+                const Distribution qj = without(q_[size_t(depth)], drawn);
+                if (accept_with(accept_probability(p.prob(e.token), qj.prob(e.token)))) next = nd + 1 + j;
+                else reject(qj);
+            }
             drawn.push_back(e.token);
         }
         if (next < 0) {  // every candidate rejected (or none): the token is drawn from what p has become
@@ -537,6 +547,12 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
         stats_.n_tree_rounds++;
         stats_.n_tree_nodes += na;
         stats_.n_tree_accept += accepted_alt;
+    }
+    if (na > 0) {  // calibration of the alternatives' predicted chances: those whose parent the walk reached
+        double predicted = 0;
+        for (const Alternative& e : alts_)
+            if (e.depth - 1 <= accepted) predicted += e.pred;
+        control_->observe_alternatives(predicted, accepted_alt);
     }
     control_->observe(k, nd, accepted, t_draft, t_target, n_nodes);
 }
