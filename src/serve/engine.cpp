@@ -130,7 +130,9 @@ std::shared_ptr<Job> Engine::submit(JobRequest req) {
 
 EngineMetrics Engine::metrics() const {
     std::lock_guard<std::mutex> lk(mu_);
-    return m_;
+    EngineMetrics m = m_;
+    m.itl = itl_window_.summary();
+    return m;
 }
 
 void Engine::embed(Slot& s, std::shared_ptr<Job> job) {
@@ -194,6 +196,7 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
     s.job = std::move(job);
     s.generated = 0;
     s.t_start = now_ms();
+    s.clock = DeliveryClock{};
     const JobRequest& r = s.job->req;
     SpecParams spec = r.spec;
     Session* draft = nullptr;
@@ -238,6 +241,7 @@ void Engine::release(Slot& s, const std::string& reason, const std::string& erro
     j.n_accepted = st.n_accept;
     j.n_tree_drafted = st.n_tree_nodes;
     j.n_tree_accepted = st.n_tree_accept;
+    j.itl = summarize_latency(s.clock.gaps());
     j.n_cached = s.gen ? s.gen->n_cached() : 0;
     if (s.gen && s.gen->stats().n_context_shifts > 0) j.truncated = true;
     if (j.n_prompt + s.generated >= s.target->n_ctx()) j.truncated = true;  // stopped by the full context
@@ -294,6 +298,13 @@ void Engine::deliver(Slot& s, std::vector<int32_t>& toks, std::vector<TokenLogpr
     toks.resize(keep);
     if (lp.size() > keep) lp.resize(keep);
     s.generated += int(keep);
+    if (keep > 0) {
+        const double gap = s.clock.deliver(now_ms());
+        if (gap >= 0) {
+            std::lock_guard<std::mutex> lk(mu_);
+            itl_window_.add(gap);
+        }
+    }
     const SpecStats& st = s.gen->stats();
     j.set_progress({int(j.req.prompt.size()), s.generated, st.n_drafted, st.n_accept, s.t_prompt_done - s.t_start,
                     now_ms() - s.t_prompt_done});

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "spec/latency.h"
 #include "serve/text_pipeline.h"
 #include "tandem/embedding.h"
 #include "tandem/model.h"
@@ -93,6 +94,7 @@ public:
     int error_status = 500;
     int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0, n_cached = 0;
     int n_tree_drafted = 0, n_tree_accepted = 0;  // token-tree alternatives (besides the chain's n_drafted / n_accepted)
+    LatencySummary itl;  // gaps between this request's token deliveries (spec/latency.h)
     double prompt_ms = 0, gen_ms = 0;
     int n_slot_tokens = 0;    // slot actions: tokens saved, restored or erased
     size_t n_slot_bytes = 0;  // slot actions: bytes written or read
@@ -135,6 +137,7 @@ struct EngineMetrics {
     uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted = 0;
     uint64_t spec_tree_tokens = 0, spec_tree_accepted = 0;  // token-tree alternatives verified / accepted
     std::vector<uint64_t> accepted_per_pos;
+    LatencySummary itl;  // the last 4096 gaps between token deliveries, all requests
     std::vector<SlotInfo> slots;
     int queue_depth = 0, busy_slots = 0, n_slots = 0;
     double kv_used_fraction = 0;
@@ -164,6 +167,7 @@ private:
         std::shared_ptr<Job> job;
         int generated = 0;
         double t_start = 0, t_prompt_done = 0;
+        DeliveryClock clock;  // inter-token latency of this request (spec/latency.h)
     };
     void loop();
     void admit(Slot& s, std::shared_ptr<Job> job);
@@ -180,6 +184,7 @@ private:
     ThreadPool pool_;
     std::vector<Slot> slots_;
     mutable std::mutex mu_;
+    LatencyWindow itl_window_{4096};  // guarded by mu_
     std::condition_variable cv_;
     std::deque<std::shared_ptr<Job>> queue_;
     bool stop_ = false;

@@ -88,7 +88,7 @@ test('load: concurrent mixed requests, no 5xx, no leaks', async () => {
   }
 });
 
-test('token trees: per-request speculative.tree, alternatives in timings and /metrics, the same greedy text', async () => {
+test('token trees: per-request speculative.tree, alternatives in timings and /metrics, the same greedy text; inter-token latency', async () => {
   // --spec-tree-min-gain 0: every alternative the caps allow is verified, so trees run whatever the timings.
   const srv = await startServer(['-m', STORIES, '-md', storiesDraft(), '-np', '2', '--metrics', '--spec-tree-min-gain', '0']);
   try {
@@ -110,6 +110,11 @@ test('token trees: per-request speculative.tree, alternatives in timings and /me
     assert.match(bad.json.error.message, /speculative.tree/);
     const m = await metrics(srv.base);
     assert.equal(m.get('tandem_spec_decode_num_tree_tokens'), on.json.timings.draft_tree_n);
+    // inter-token latency: percentiles per request in timings, and over recent requests in /metrics
+    const t = on.json.timings;
+    assert.ok(t.itl_p50_ms > 0 && t.itl_p50_ms <= t.itl_p90_ms && t.itl_p90_ms <= t.itl_p99_ms && t.itl_p99_ms <= t.itl_max_ms, JSON.stringify(t));
+    assert.ok(m.get('tandem_inter_token_latency_ms_count') > 0);
+    assert.match(m.text, /^tandem_inter_token_latency_ms\{quantile="0.99"\} \S+$/m);
   } finally {
     await srv.stop();
     assert.ok(!sanitizerReport(srv.stderr), srv.stderr.slice(-4000));

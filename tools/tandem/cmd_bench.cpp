@@ -15,6 +15,7 @@
 #include "args.h"
 #include "commands.h"
 #include "io.h"
+#include "spec/latency.h"
 #include "tandem/cpu.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
@@ -378,16 +379,19 @@ int cmd_bench(int argc, char** argv) {
         const int ctx = int(ids.size()) + n_spec + 64;
         SamplerParams sp;
         sp.temp = 0;
+        std::vector<double> gaps_of[2];  // inter-token gaps of the last plain [0] and speculative [1] run
         auto run_gen = [&](SpecParams sparams, SpecStats* st) {
             Session target(model, SessionParams{ctx, 0, 512}, pool);
             std::unique_ptr<Session> draft = make_draft(sparams.type, model, dmodel, ctx, 512, draft_layers, pool).session;
             Generator g(target, draft.get(), sp, sparams);
             g.start(ids);
             std::vector<int32_t> outt;
+            DeliveryClock clock;  // inter-token latency: one delivery per round
             auto t0 = Clock::now();
-            while (int(outt.size()) < n_spec && g.step(outt, n_spec - int(outt.size()))) {}
+            while (int(outt.size()) < n_spec && g.step(outt, n_spec - int(outt.size()))) clock.deliver(secs(t0, Clock::now()) * 1e3);
             double dt = secs(t0, Clock::now());
             if (st) *st = g.stats();
+            gaps_of[sparams.type == SpecType::NONE ? 0 : 1] = clock.gaps();
             return std::make_pair(outt, double(outt.size()) / dt);
         };
         // Plain and speculative runs alternate in the order ABBA ABBA ... (the machine's speed drifts with its
@@ -453,6 +457,11 @@ int cmd_bench(int argc, char** argv) {
                      {"tree", {{"enabled", spec.tree}, {"rounds", st.n_tree_rounds}, {"alternatives", st.n_tree_nodes},
                                {"alternatives_accepted", st.n_tree_accept}}},
                      {"projected", proj}};
+        // Inter-token latency (gaps between deliveries; spec/latency.h) of the last plain and speculative runs.
+        for (int i = 0; i < 2; i++) {
+            const LatencySummary l = summarize_latency(gaps_of[i]);
+            spec_json[i == 0 ? "plain_itl_ms" : "spec_itl_ms"] = {{"p50", l.p50}, {"p90", l.p90}, {"p99", l.p99}, {"max", l.max}};
+        }
         out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", "spec"}, {"n_threads", n_threads}, {"spec", spec_json}});
     }
 
@@ -505,6 +514,12 @@ int cmd_bench(int argc, char** argv) {
                     spec_json["speedup"].get<double>(), 100 * spec_json["accept"].get<double>(), spec_json["n_accept"].get<int>(),
                     spec_json["n_drafted"].get<int>(), spec_json["mean_accepted_length"].get<double>(),
                     spec_json["n_rounds_drafted"].get<int>(), spec_json["n_rounds"].get<int>(), spec_json["draft_cost_ratio"].get<double>());
+        for (const char* k : {"plain_itl_ms", "spec_itl_ms"}) {
+            const auto& l = spec_json[k];
+            std::printf("  inter-token latency, %s: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+                        k[0] == 'p' ? "plain" : "speculative", l["p50"].get<double>(), l["p90"].get<double>(),
+                        l["p99"].get<double>(), l["max"].get<double>());
+        }
         for (const auto& p : spec_json["projected"])
             std::printf("  projected at acceptance %.1f: best draft length %d, speed-up %.2fx\n", p["acceptance"].get<double>(),
                         p["best_draft_len"].get<int>(), p["speedup"].get<double>());

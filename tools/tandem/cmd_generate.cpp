@@ -8,6 +8,7 @@
 #include "spec/suffix_cache.h"
 #include "commands.h"
 #include "io.h"
+#include "spec/latency.h"
 #include "tandem/cpu.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
@@ -182,9 +183,12 @@ int cmd_generate(int argc, char** argv) {
     const int limit = o.n_predict < 0 ? INT32_MAX : o.n_predict;
     bool done = limit == 0;
     if (done) stop_reason = "length";
+    DeliveryClock clock;  // inter-token latency: one delivery per round
+    auto ms_now = [] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
     while (!done) {
         chunk.clear();
         if (!gen.step(chunk, limit - int(generated.size()))) { stop_reason = "context"; break; }
+        clock.deliver(ms_now());
         for (int32_t id : chunk) {
             if (!o.ignore_eos && tok->is_eog(id)) { stop_reason = "eos"; done = true; break; }
             generated.push_back(id);
@@ -206,6 +210,7 @@ int cmd_generate(int argc, char** argv) {
     const int n_prompt = int(prompt_ids.size());
     const int n_gen = int(generated.size());
     const SpecStats& st = gen.stats();
+    const LatencySummary itl = summarize_latency(clock.gaps());
 
     if (o.json) {
         nlohmann::ordered_json j;
@@ -214,7 +219,8 @@ int cmd_generate(int argc, char** argv) {
         j["text"] = text;
         j["stop_reason"] = stop_reason;
         j["timings"] = {{"prompt_n", n_prompt}, {"prompt_ms", prompt_s * 1e3}, {"prompt_per_second", n_prompt / std::max(prompt_s, 1e-9)},
-                        {"predicted_n", n_gen}, {"predicted_ms", gen_s * 1e3}, {"predicted_per_second", n_gen / std::max(gen_s, 1e-9)}};
+                        {"predicted_n", n_gen}, {"predicted_ms", gen_s * 1e3}, {"predicted_per_second", n_gen / std::max(gen_s, 1e-9)},
+                        {"itl_p50_ms", itl.p50}, {"itl_p90_ms", itl.p90}, {"itl_p99_ms", itl.p99}, {"itl_max_ms", itl.max}};
         if (o.spec.type != SpecType::NONE) j["spec"] = spec_json(gen.spec(), st, n_gen);
         // generated text may end inside a UTF-8 sequence (byte tokens): invalid bytes become U+FFFD, never a crash
         std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());

@@ -115,6 +115,7 @@ struct HttpServer::Impl {
                 {"predicted_per_second", j.gen_ms > 0 ? j.n_generated / (j.gen_ms / 1e3) : 0.0},
                 {"draft_n", j.n_drafted}, {"draft_n_accepted", j.n_accepted}, {"cache_n", j.n_cached},
                 {"draft_tree_n", j.n_tree_drafted}, {"draft_tree_n_accepted", j.n_tree_accepted},
+                {"itl_p50_ms", j.itl.p50}, {"itl_p90_ms", j.itl.p90}, {"itl_p99_ms", j.itl.p99}, {"itl_max_ms", j.itl.max},
                 {"prompt_per_token_ms", processed > 0 ? j.prompt_ms / processed : 0.0},
                 {"predicted_per_token_ms", j.n_generated > 0 ? j.gen_ms / j.n_generated : 0.0}};
     }
@@ -804,6 +805,11 @@ struct HttpServer::Impl {
         llama("requests_processing", "gauge", "Number of requests processing.", m.busy_slots);
         llama("requests_deferred", "gauge", "Number of requests deferred.", m.queue_depth);
         llama("kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.", m.kv_used_fraction);
+        s += "# HELP tandem_inter_token_latency_ms Gaps between token deliveries (ms), the last 4096 of all requests.\n"
+             "# TYPE tandem_inter_token_latency_ms summary\n";
+        for (auto [q, v] : {std::pair{"0.5", m.itl.p50}, std::pair{"0.9", m.itl.p90}, std::pair{"0.99", m.itl.p99}})
+            s += strprintf("tandem_inter_token_latency_ms{quantile=\"%s\"} %.17g\n", q, v);
+        s += strprintf("tandem_inter_token_latency_ms_count %d\n", m.itl.n);
         s += "# HELP tandem_spec_decode_num_accepted_tokens_per_pos Drafted tokens accepted, by position in the draft.\n"
              "# TYPE tandem_spec_decode_num_accepted_tokens_per_pos counter\n";
         for (size_t i = 0; i < m.accepted_per_pos.size(); i++)
