@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <vector>
 
 #include "spec/draft_control.h"
 
@@ -20,7 +21,7 @@ struct Sim {
     // Runs `rounds` rounds; accept(k) returns how many of k drafted tokens are accepted. Returns time per token
     // relative to plain decoding.
     double run(DraftLengthController& c, int rounds, const std::function<int(int)>& accept, int* drafted_rounds = nullptr,
-               int* max_k = nullptr) {
+               int* max_k = nullptr, std::vector<double>* round_ms = nullptr) {
         double time = 0;
         int tokens = 0;
         for (int r = 0; r < rounds; r++) {
@@ -30,6 +31,7 @@ struct Sim {
             c.observe(k, k, a, td, tt);
             time += td + tt;
             tokens += a + 1;
+            if (round_ms) round_ms->push_back(td + tt);
             if (drafted_rounds && k > 0) (*drafted_rounds)++;
             if (max_k) *max_k = std::max(*max_k, k);
         }
@@ -156,4 +158,33 @@ TEST(DraftControl, LearnsThatMoeVerificationCostsMore) {
         which++;
     }
     EXPECT_LT(mean_k[1], mean_k[0] * 0.75) << "drafts on the MoE target should be clearly shorter";
+}
+
+// Steady latency: with a cap of 1.5 plain steps per round, a good draft is still used (faster than plain) but no
+// round after the first few measurements costs more than the cap, where the unbounded controller's rounds cost
+// several plain steps (the tail a streaming client sees).
+TEST(DraftControl, SteadyLatencyBoundsEveryRound) {
+    Sim sim;
+    uint32_t state = 12345;
+    auto accept = [&](int k) {  // each token accepted with probability 0.85 while its predecessors were
+        int a = 0;
+        while (a < k) {
+            state = state * 1664525u + 1013904223u;
+            if ((state >> 8) % 100 >= 85) break;
+            a++;
+        }
+        return a;
+    };
+    for (double cap : {0.0, 1.5}) {
+        DraftLengthController c(16, 0, true, 0.2);
+        c.set_round_cost_cap(cap);
+        std::vector<double> rounds;
+        double rel = sim.run(c, 1000, accept, nullptr, nullptr, &rounds);
+        std::vector<double> tail(rounds.begin() + 20, rounds.end());  // after the first measurements
+        const double worst = *std::max_element(tail.begin(), tail.end()) / sim.t1;
+        std::printf("[ acceptance 0.85, round cost cap %.1f ] time per token %.3fx plain, longest round %.2f plain steps\n", cap, rel, worst);
+        EXPECT_LT(rel, 0.9);
+        if (cap > 0) EXPECT_LE(worst, cap + 1e-9);
+        else EXPECT_GT(worst, 2.0);
+    }
 }

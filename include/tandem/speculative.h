@@ -73,6 +73,11 @@ struct SpecParams {
     // Smallest expected gain (tokens) for an alternative to be verified; < 0: the controller's measured threshold.
     // 0 verifies every alternative the width and node caps allow (tests, benchmarks of fixed tree shapes).
     double tree_min_gain = -1.0;
+    // Steady latency (--spec-latency steady, request speculative.latency "steady"): no round whose expected time
+    // exceeds this many plain steps (draft and tree sizes are cut to fit; DraftLengthController::set_round_cost_cap).
+    // 0: no bound (throughput first, the default). "steady" sets kSteadyRoundCost.
+    double max_round_cost = 0.0;
+    static constexpr double kSteadyRoundCost = 2.0;
     // SUFFIX: the cache of earlier sequences it proposes from (spec/suffix_cache.h), shared by the requests of a
     // server; null: the generator proposes from its own context only.
     std::shared_ptr<SuffixCache> suffix;

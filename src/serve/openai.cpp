@@ -556,6 +556,11 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
             else throw BadRequest("speculative.tree must be \"auto\", \"off\" or a boolean");
         }
         j.spec.tree_width = int(integer(*it, "tree_width", j.spec.tree_width, 1, 64));
+        if (auto l = it->find("latency"); l != it->end() && !l->is_null()) {  // "throughput" | "steady"
+            if (*l == "steady") j.spec.max_round_cost = SpecParams::kSteadyRoundCost;
+            else if (*l == "throughput") j.spec.max_round_cost = 0.0;
+            else throw BadRequest("speculative.latency must be \"throughput\" or \"steady\"");
+        }
         j.spec.tree_nodes = int(integer(*it, "tree_nodes", j.spec.tree_nodes, 1, 1024));
         if (auto t = it->find("type"); t != it->end() && !t->is_null()) {
             if (!t->is_string()) throw BadRequest("speculative.type must be a string");

@@ -39,11 +39,16 @@ void DraftLengthController::observe_alternatives(double predicted, int taken) {
 int DraftLengthController::next() {
     probing_ = false;
     if (n_max_ == 0) return 0;
-    if (!adaptive_) return n_max_;
+    if (!adaptive_) {
+        int k = n_max_;
+        while (k > 0 && !within_cap(k, k + 1)) k--;
+        return k;
+    }
     if (t1_ == 0) return 0;  // first round: measure a plain step
     int best = 0;
     double best_s = 1.0;
     for (int k = std::max(1, n_min_); k <= n_max_; k++) {
+        if (!within_cap(k, k + 1)) break;  // the cost grows with k
         double s = speedup(k);
         if (s > best_s * 1.01) { best_s = s; best = k; }
     }
@@ -55,7 +60,9 @@ int DraftLengthController::next() {
         plain_run_ = 0;
         probe_interval_ = std::min(kMaxProbeInterval, probe_interval_ * 2);
         probing_ = true;
-        return std::min(n_max_, std::max(kProbeLen, n_min_));
+        int k = std::min(n_max_, std::max(kProbeLen, n_min_));
+        while (k > 1 && !within_cap(k, k + 1)) k--;
+        return k;
     }
     return 0;
 }

@@ -40,6 +40,14 @@ public:
     // a round that drafts k chain tokens and already verifies n nodes: the round's expected tokens per unit of
     // time, S(k), times what one more node adds to the pass, v(n + 1) - v(n) + b.
     double node_threshold(int k, int n) const;
+
+    // Steady latency: rounds whose expected time exceeds `cap` plain steps are not chosen (0: no cap). A rejected
+    // round costs as much as an accepted one, so bounding every round bounds the gaps a streaming client sees
+    // (the p99 of inter-token latency) at the price of shorter drafts.
+    void set_round_cost_cap(double cap) { cap_ = cap; }
+    // Expected time of a round that drafts k chain tokens and verifies n tokens, in plain steps.
+    double round_cost(int k, int n) const { return shape(n) + b_ * (n - 1) + c_ * k; }
+    bool within_cap(int k, int n) const { return cap_ <= 0 || round_cost(k, n) <= cap_; }
     // Token trees: after a round, the summed predicted chances of the alternatives whose parent the walk reached,
     // and how many were taken. alternative_calibration() = (taken + 1) / (predicted + 1) over recent rounds
     // (decayed), the factor the draft's own estimate is scaled by.
@@ -68,6 +76,7 @@ private:
     bool probing_ = false;
     std::vector<double> shape_;
     double alt_pred_ = 0, alt_taken_ = 0;
+    double cap_ = 0;
 };
 
 }  // namespace tandem

@@ -158,6 +158,7 @@ Generator::Generator(Session& target, Session* draft, const SamplerParams& sampl
     if (spec_.type == SpecType::NGRAM || spec_.type == SpecType::SUFFIX) spec_.draft_cost_prior = 0.0;
     if (spec_.type == SpecType::SUFFIX && !spec_.suffix) spec_.suffix = std::make_shared<SuffixCache>();
     control_ = std::make_unique<DraftLengthController>(spec_.n_max, spec_.n_min, spec_.adaptive, spec_.draft_cost_prior);
+    control_->set_round_cost_cap(spec_.max_round_cost);
     const Model& tm = target.model();
     if (tm.hparams().n_expert > 0 && spec_.n_max > 0) {  // MoE target: verification reads more experts per token
         std::vector<double> shape(size_t(spec_.n_max) + 2, 1.0);
@@ -277,7 +278,7 @@ void Generator::add_alternatives(const float* lg, int n_vocab, int32_t skip, con
         const int nodes = 1 + k + int(alts_.size()) + count;
         const double gain = reach * pred_of(e.second) * calibration;
         const double threshold = spec_.tree_min_gain >= 0 ? spec_.tree_min_gain : control_->node_threshold(k, nodes);
-        if (nodes >= max_nodes || gain < threshold) break;
+        if (nodes >= max_nodes || gain < threshold || !control_->within_cap(k, nodes + 1)) break;
         count++;
     }
     if (!q || q->support.size() <= 1) {  // greedy drafting: the most probable tokens themselves

@@ -105,6 +105,10 @@ test('token trees: per-request speculative.tree, alternatives in timings and /me
     assert.equal(on.json.content, off.json.content);
     assert.ok(on.json.timings.draft_tree_n > 0, JSON.stringify(on.json.timings));
     assert.equal(off.json.timings.draft_tree_n, 0);
+    const steady = await fetch(srv.base + '/completion', { method: 'POST', body: JSON.stringify({ prompt: 'Lily and Ben went to the', n_predict: 48, temperature: 0, speculative: { latency: 'steady' } }) });
+    assert.equal((await steady.json()).content, off.json.content);
+    const badLatency = await fetch(srv.base + '/completion', { method: 'POST', body: JSON.stringify({ prompt: 'x', speculative: { latency: 'fast' } }) });
+    assert.equal(badLatency.status, 400);
     const bad = await ask('sometimes');
     assert.equal(bad.status, 400);
     assert.match(bad.json.error.message, /speculative.tree/);

@@ -101,6 +101,11 @@ void add_spec_tree_flags(ArgParser& ap, SpecParams& spec) {
            [&](const std::string& v) { spec.tree_nodes = to_int_in("--spec-tree-nodes", v, 1, 1024); });
     ap.add({"--spec-tree-min-gain"}, "G", "verify an alternative when its expected gain in tokens is at least G (default: measured)",
            [&](const std::string& v) { spec.tree_min_gain = to_float_in("--spec-tree-min-gain", v, 0.0f, 1.0f); });
+    ap.add({"--spec-latency"}, "throughput|steady", "steady: no speculative round longer than about 2 plain steps (bounds the p99 of inter-token latency)",
+           [&](const std::string& v) {
+               if (v != "throughput" && v != "steady") throw Error("--spec-latency: expected throughput or steady, not '" + v + "'");
+               spec.max_round_cost = v == "steady" ? SpecParams::kSteadyRoundCost : 0.0;
+           });
 }
 
 void add_sampling_flags(ArgParser& ap, SamplerParams& sp, std::vector<std::string>& notes) {

@@ -46,7 +46,8 @@ private:
 void add_sampling_flags(ArgParser& ap, SamplerParams& sp, std::vector<std::string>& notes);
 
 // Token-tree flags (generate, bench, serve): --spec-tree auto|on|off, --spec-tree-width, --spec-tree-nodes,
-// --spec-tree-min-gain (a fixed threshold instead of the measured one; 0: every alternative the caps allow).
+// --spec-tree-min-gain (a fixed threshold instead of the measured one; 0: every alternative the caps allow); and
+// --spec-latency throughput|steady (SpecParams::max_round_cost).
 void add_spec_tree_flags(ArgParser& ap, SpecParams& spec);
 
 // Value conversions that throw tandem::Error("<flag>: ...") on malformed input.
