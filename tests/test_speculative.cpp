@@ -681,3 +681,58 @@ TEST(Speculative, TokenTreeSamplingIsThePlainDistribution) {
         EXPECT_LT(min_bad_p, alpha);
     }
 }
+
+// A list of proposers (--spec-type draft,ngram,suffix): each round the one with the highest expected speed-up
+// proposes, from its own controller. Parsing; greedy output identical to plain decoding with the proposers taking
+// turns; sampled output distributed as plain sampling.
+TEST(Speculative, ProposerListChoosesPerRoundAndStaysLossless) {
+    SpecParams p;
+    set_spec_types(p, "ngram, draft,suffix");
+    EXPECT_EQ(p.type, SpecType::DRAFT);
+    EXPECT_EQ(p.extra, (std::vector<SpecType>{SpecType::NGRAM, SpecType::SUFFIX}));
+    EXPECT_EQ(spec_types_name(p), "draft,ngram,suffix");
+    set_spec_types(p, "ngram-simple,draft-simple");  // llama.cpp's names
+    EXPECT_EQ(p.type, SpecType::DRAFT);
+    EXPECT_EQ(p.extra, (std::vector<SpecType>{SpecType::NGRAM}));
+    set_spec_types(p, "ngram");
+    EXPECT_EQ(p.type, SpecType::NGRAM);
+    EXPECT_TRUE(p.extra.empty());
+    EXPECT_THROW(set_spec_types(p, "draft,self"), Error);
+    EXPECT_THROW(set_spec_types(p, "ngram,bogus"), Error);
+
+    ThreadPool pool(2);
+    std::map<SpecType, int> rounds;
+    for (const char* prompt : kPrompts) {
+        const auto ids = fx().tok->encode(prompt, true, false);
+        const auto plain = run(pool, ids, 96, greedy(), SpecParams{}, nullptr);
+        for (bool adaptive : {false, true}) {
+            SpecParams sp = fixed_length(SpecType::DRAFT, 6);
+            sp.adaptive = adaptive;
+            set_spec_types(sp, "draft,ngram,suffix");
+            SpecStats st;
+            EXPECT_EQ(run(pool, ids, 96, greedy(), sp, fx().q4, 0, &st), plain) << prompt << (adaptive ? " adaptive" : "");
+            ASSERT_EQ(st.by_proposer.size(), 3u);
+            for (const auto& b : st.by_proposer) rounds[b.type] += b.rounds;
+        }
+    }
+    std::printf("[ draft,ngram,suffix on stories260K ] rounds proposed: draft %d, ngram %d, suffix %d\n", rounds[SpecType::DRAFT],
+                rounds[SpecType::NGRAM], rounds[SpecType::SUFFIX]);
+    EXPECT_GT(rounds[SpecType::DRAFT], 0);
+    EXPECT_GT(rounds[SpecType::NGRAM] + rounds[SpecType::SUFFIX], 0);
+
+    const auto ids = fx().tok->encode("Lily and Ben went to the", true, false);
+    SamplerParams sp;
+    sp.temp = 1.5f;
+    sp.min_p = 0.0f;
+    SpecParams spec = fixed_length(SpecType::DRAFT, 2);
+    set_spec_types(spec, "draft,ngram");
+    const int runs = 6000;
+    auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, runs, 1);
+    auto specd = sample_counts(ids, sp, spec, fx().l1, runs, 400000);
+    for (int s = 0; s < 3; s++) {
+        int df = 0;
+        const double pv = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
+        std::printf("[ draft,ngram, temp 1.5, stat %d ] p = %.3g (df %d)\n", s, pv, df);
+        EXPECT_GT(pv, 1e-3) << "stat " << s;
+    }
+}

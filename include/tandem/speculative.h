@@ -48,6 +48,10 @@ SpecType spec_type_from_name(const std::string& s);  // "none", "draft", "ngram"
 
 struct SpecParams {
     SpecType type = SpecType::NONE;
+    // More proposers (--spec-type draft,ngram,suffix): each round the one with the highest expected speed-up,
+    // from its own measured acceptance and cost (its own DraftLengthController), proposes. Draft-free types only
+    // (NGRAM, SUFFIX); `type` holds the model proposer when there is one (it decides the draft session).
+    std::vector<SpecType> extra;
     int n_max = 16;        // --draft-max: most tokens drafted per round
     int n_min = 0;         // --draft-min: drafts shorter than this are not verified (plain step instead)
     float p_min = 0.75f;   // --draft-p-min: stop drafting when the draft's top probability falls below this
@@ -108,6 +112,13 @@ int self_draft_layers(const Model& target, int requested);
 DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target, const std::shared_ptr<const Model>& draft_model,
                       int n_ctx, int n_batch, int requested_layers, ThreadPool& pool);
 
+// Sets spec.type and spec.extra from a list of names ("draft", "ngram,suffix", "draft,ngram,suffix", llama.cpp's
+// names as spec_type_from_name): the model proposer (draft or self) becomes `type`, the others `extra`. Throws
+// tandem::Error for an unknown name or two model proposers.
+void set_spec_types(SpecParams& spec, const std::string& list);
+// "draft", or "draft,ngram,suffix" for a list.
+std::string spec_types_name(const SpecParams& spec);
+
 struct SpecStats {
     int n_rounds = 0;          // verification passes of the target
     int n_rounds_drafted = 0;  // rounds in which at least one token was drafted
@@ -126,6 +137,9 @@ struct SpecStats {
     int n_tree_rounds = 0;
     int n_tree_nodes = 0;
     int n_tree_accept = 0;
+    // Per proposer (SpecParams::type, then extra): rounds it proposed in, chain tokens drafted and accepted.
+    struct ByProposer { SpecType type; int rounds = 0, drafted = 0, accepted = 0; };
+    std::vector<ByProposer> by_proposer;
 
     double accept_rate() const { return n_drafted ? double(n_accept) / n_drafted : 0.0; }
     // Mean tokens emitted per target pass (1 + accepted drafts per round).
@@ -223,7 +237,10 @@ private:
     const uint8_t* allowed_after(const grammar::Matcher& m, int n_vocab);  // mask_ for that state
     void shift_context();
     int propose_ngram(int k, std::vector<int32_t>& drafts) const;
-    bool one_hot_proposals() const { return spec_.type == SpecType::NGRAM || spec_.type == SpecType::SUFFIX; }
+    SpecType cur_type() const { return props_[cur_].type; }
+    bool one_hot_proposals() const { return cur_type() == SpecType::NGRAM || cur_type() == SpecType::SUFFIX; }
+    DraftLengthController& control() const { return *props_[cur_].control; }
+    int choose_proposer();  // sets cur_; returns the draft length asked of it (0: a plain round)
     int propose_model(int k, int max_nodes, std::vector<int32_t>& drafts, std::vector<Distribution>& qs);
     void add_alternatives(const float* draft_logits, int n_vocab, int32_t skip, const uint8_t* allowed, int depth,
                           double reach, int k, int max_nodes, const Distribution* q);
@@ -233,7 +250,9 @@ private:
     SpecParams spec_;
     Sampler target_sampler_;
     Sampler draft_sampler_;
-    std::unique_ptr<DraftLengthController> control_;
+    struct Proposer { SpecType type; std::unique_ptr<DraftLengthController> control; };
+    std::vector<Proposer> props_;  // spec_.type, then spec_.extra
+    size_t cur_ = 0;               // this round's proposer
     std::vector<int32_t> history_;
     size_t draft_base_ = 0;  // history index of the draft cache's position 0 (see propose_model)
     static constexpr size_t kDraftWindow = 64;  // tokens of recent history a restarted draft sees

@@ -242,6 +242,7 @@ void Engine::release(Slot& s, const std::string& reason, const std::string& erro
     j.n_tree_drafted = st.n_tree_nodes;
     j.n_tree_accepted = st.n_tree_accept;
     j.itl = summarize_latency(s.clock.gaps());
+    j.by_proposer = st.by_proposer;
     j.n_cached = s.gen ? s.gen->n_cached() : 0;
     if (s.gen && s.gen->stats().n_context_shifts > 0) j.truncated = true;
     if (j.n_prompt + s.generated >= s.target->n_ctx()) j.truncated = true;  // stopped by the full context
@@ -259,6 +260,12 @@ void Engine::release(Slot& s, const std::string& reason, const std::string& erro
         m_.spec_accepted += uint64_t(st.n_accept);
         m_.spec_tree_tokens += uint64_t(st.n_tree_nodes);
         m_.spec_tree_accepted += uint64_t(st.n_tree_accept);
+        for (const auto& b : st.by_proposer) {
+            auto& t = m_.by_proposer.try_emplace(spec_type_name(b.type), SpecStats::ByProposer{b.type}).first->second;
+            t.rounds += b.rounds;
+            t.drafted += b.drafted;
+            t.accepted += b.accepted;
+        }
         for (size_t i = 0; i < st.accepted_at.size(); i++) {
             if (m_.accepted_per_pos.size() <= i) m_.accepted_per_pos.resize(i + 1, 0);
             m_.accepted_per_pos[i] += uint64_t(st.accepted_at[i]);

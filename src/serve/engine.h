@@ -95,6 +95,7 @@ public:
     int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0, n_cached = 0;
     int n_tree_drafted = 0, n_tree_accepted = 0;  // token-tree alternatives (besides the chain's n_drafted / n_accepted)
     LatencySummary itl;  // gaps between this request's token deliveries (spec/latency.h)
+    std::vector<SpecStats::ByProposer> by_proposer;  // rounds / drafted / accepted per proposer
     double prompt_ms = 0, gen_ms = 0;
     int n_slot_tokens = 0;    // slot actions: tokens saved, restored or erased
     size_t n_slot_bytes = 0;  // slot actions: bytes written or read
@@ -138,6 +139,7 @@ struct EngineMetrics {
     uint64_t spec_tree_tokens = 0, spec_tree_accepted = 0;  // token-tree alternatives verified / accepted
     std::vector<uint64_t> accepted_per_pos;
     LatencySummary itl;  // the last 4096 gaps between token deliveries, all requests
+    std::map<std::string, SpecStats::ByProposer> by_proposer;  // proposer name -> rounds / drafted / accepted
     std::vector<SlotInfo> slots;
     int queue_depth = 0, busy_slots = 0, n_slots = 0;
     double kv_used_fraction = 0;

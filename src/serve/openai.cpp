@@ -563,9 +563,20 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
         }
         j.spec.tree_nodes = int(integer(*it, "tree_nodes", j.spec.tree_nodes, 1, 1024));
         if (auto t = it->find("type"); t != it->end() && !t->is_null()) {
-            if (!t->is_string()) throw BadRequest("speculative.type must be a string");
+            // a name, a comma-separated list, or an array of names: the proposers chosen from per round
+            std::string list;
+            if (t->is_string()) {
+                list = t->get<std::string>();
+            } else if (t->is_array() && !t->empty()) {
+                for (const auto& e : *t) {
+                    if (!e.is_string()) throw BadRequest("speculative.type: every entry must be a string");
+                    list += (list.empty() ? "" : ",") + e.get<std::string>();
+                }
+            } else {
+                throw BadRequest("speculative.type must be a string or an array of strings");
+            }
             try {
-                j.spec.type = spec_type_from_name(t->get<std::string>());
+                set_spec_types(j.spec, list);
             } catch (const Error& e) {
                 throw BadRequest(e.what());
             }

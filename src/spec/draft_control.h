@@ -58,6 +58,7 @@ public:
     void set_verify_shape(std::vector<double> shape) { shape_ = std::move(shape); }
 
     double accept_estimate() const;
+    double expected_speedup(int k) const { return speedup(k); }  // S(k) with the current estimates
     double draft_cost_estimate() const { return c_; }
     double verify_slope_estimate() const { return b_; }
 

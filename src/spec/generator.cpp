@@ -113,20 +113,7 @@ const char* spec_type_name(SpecType t) {
 
 SpecType spec_type_from_name(const std::string& s) {
     // llama.cpp's names too: draft-simple is a draft model; its n-gram variants (ngram-simple, ngram-map-k,
-    // ngram-map-k4v, ngram-mod, ngram-cache) are all served by tandem's prompt-lookup n-gram drafting. A list
-    // ("ngram-simple,draft-simple") means: a draft model if it names one, else n-grams.
-    if (s.find(',') != std::string::npos) {
-        SpecType best = SpecType::NONE;
-        size_t i = 0;
-        while (i <= s.size()) {
-            size_t j = s.find(',', i);
-            if (j == std::string::npos) j = s.size();
-            SpecType t = spec_type_from_name(s.substr(i, j - i));
-            if (t == SpecType::DRAFT || best == SpecType::NONE) best = t;
-            i = j + 1;
-        }
-        return best;
-    }
+    // ngram-map-k4v, ngram-mod, ngram-cache) are all served by tandem's prompt-lookup n-gram drafting.
     if (s == "none") return SpecType::NONE;
     if (s == "draft" || s == "draft-simple") return SpecType::DRAFT;
     if (s == "ngram" || s == "ngram-simple" || s == "lookup" || s == "ngram-map-k" || s == "ngram-map-k4v" ||
@@ -140,6 +127,36 @@ SpecType spec_type_from_name(const std::string& s) {
     throw Error("unknown speculative type '" + s + "' (none, draft, ngram, self, suffix; llama.cpp's draft-simple and ngram-* too)");
 }
 
+void set_spec_types(SpecParams& spec, const std::string& list) {
+    // A list ("ngram-simple,draft-simple", "draft,ngram,suffix"): every named proposer, chosen per round.
+    std::vector<SpecType> types;
+    size_t i = 0;
+    while (i <= list.size()) {
+        size_t j = list.find(',', i);
+        if (j == std::string::npos) j = list.size();
+        std::string name = list.substr(i, j - i);
+        name.erase(0, name.find_first_not_of(' '));
+        name.erase(name.find_last_not_of(' ') + 1);
+        if (!name.empty()) {
+            const SpecType t = spec_type_from_name(name);
+            if (t != SpecType::NONE && std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
+        }
+        i = j + 1;
+    }
+    auto is_model = [](SpecType t) { return t == SpecType::DRAFT || t == SpecType::SELF; };
+    if (std::count_if(types.begin(), types.end(), is_model) > 1)
+        throw Error("speculative types: at most one of draft and self (one draft session), got '" + list + "'");
+    std::stable_partition(types.begin(), types.end(), is_model);  // the model proposer first
+    spec.type = types.empty() ? SpecType::NONE : types[0];
+    spec.extra.assign(types.begin() + (types.empty() ? 0 : 1), types.end());
+}
+
+std::string spec_types_name(const SpecParams& spec) {
+    std::string s = spec_type_name(spec.type);
+    for (SpecType t : spec.extra) s += std::string(",") + spec_type_name(t);
+    return s;
+}
+
 Generator::Generator(Session& target, Session* draft, const SamplerParams& sampling, const SpecParams& spec)
     : target_(target), draft_(draft), spec_(spec), target_sampler_(sampling, target.n_vocab()),
       draft_sampler_(draft_sampling(sampling, draft ? draft->n_vocab() : target.n_vocab()), draft ? draft->n_vocab() : target.n_vocab()) {
@@ -151,20 +168,33 @@ Generator::Generator(Session& target, Session* draft, const SamplerParams& sampl
     if (spec_.n_min < 0) throw Error("--draft-min must be >= 0");
     if (spec_.tree_width < 1) throw Error("--spec-tree-width must be >= 1");
     if (spec_.tree_nodes < 1) throw Error("--spec-tree-nodes must be >= 1");
-    if (spec_.type == SpecType::NGRAM && spec_.ngram_n < 1) throw Error("--spec-ngram-n must be >= 1");
+    for (SpecType t : spec_.extra)
+        if (t != SpecType::NGRAM && t != SpecType::SUFFIX)
+            throw Error(std::string("speculative type '") + spec_type_name(t) + "' cannot be an extra proposer (n-gram and suffix only)");
+    if (spec_.type == SpecType::NONE) spec_.extra.clear();
+    auto uses = [&](SpecType t) { return spec_.type == t || std::find(spec_.extra.begin(), spec_.extra.end(), t) != spec_.extra.end(); };
+    if (uses(SpecType::NGRAM) && spec_.ngram_n < 1) throw Error("--spec-ngram-n must be >= 1");
     // A draft can never be longer than what fits in the context; cap absurd values once here.
     spec_.n_max = std::min(spec_.n_max, std::max(0, target.n_ctx() - 1));
     if (spec_.type == SpecType::NONE) spec_.n_max = 0;
-    if (spec_.type == SpecType::NGRAM || spec_.type == SpecType::SUFFIX) spec_.draft_cost_prior = 0.0;
-    if (spec_.type == SpecType::SUFFIX && !spec_.suffix) spec_.suffix = std::make_shared<SuffixCache>();
-    control_ = std::make_unique<DraftLengthController>(spec_.n_max, spec_.n_min, spec_.adaptive, spec_.draft_cost_prior);
-    control_->set_round_cost_cap(spec_.max_round_cost);
+    if (uses(SpecType::SUFFIX) && !spec_.suffix) spec_.suffix = std::make_shared<SuffixCache>();
+    // One draft-length controller per proposer: acceptance and costs are the proposer's own.
+    std::vector<double> shape;
     const Model& tm = target.model();
     if (tm.hparams().n_expert > 0 && spec_.n_max > 0) {  // MoE target: verification reads more experts per token
-        std::vector<double> shape(size_t(spec_.n_max) + 2, 1.0);
+        shape.assign(size_t(spec_.n_max) + 2, 1.0);
         const double one = tm.bytes_per_pass(1);
         for (int n = 2; n <= spec_.n_max + 1; n++) shape[size_t(n)] = tm.bytes_per_pass(n) / one;
-        control_->set_verify_shape(std::move(shape));
+    }
+    std::vector<SpecType> types = {spec_.type};
+    types.insert(types.end(), spec_.extra.begin(), spec_.extra.end());
+    for (SpecType t : types) {
+        const bool draft_free = t == SpecType::NGRAM || t == SpecType::SUFFIX;
+        auto c = std::make_unique<DraftLengthController>(spec_.n_max, spec_.n_min, spec_.adaptive, draft_free ? 0.0 : spec_.draft_cost_prior);
+        c->set_round_cost_cap(spec_.max_round_cost);
+        if (!shape.empty()) c->set_verify_shape(shape);
+        props_.push_back({t, std::move(c)});
+        stats_.by_proposer.push_back({t});
     }
     stats_.drafted_at.assign(size_t(spec_.n_max), 0);
     stats_.accepted_at.assign(size_t(spec_.n_max), 0);
@@ -269,16 +299,16 @@ void Generator::add_alternatives(const float* lg, int n_vocab, int32_t skip, con
     // That estimate, once the walk is at the parent (pred), is scaled by how often alternatives were actually taken
     // against how often they were predicted to be (DraftLengthController::alternative_calibration): a poor draft's
     // second guesses are rarely right, however confident it is.
-    const double miss = skip >= 0 ? 1.0 - control_->accept_estimate() : 1.0;
+    const double miss = skip >= 0 ? 1.0 - control().accept_estimate() : 1.0;
     const double rest = std::max(1e-6, 1.0 - double(p_skip));
-    const double calibration = control_->alternative_calibration();
+    const double calibration = control().alternative_calibration();
     auto pred_of = [&](float prob) { return float(miss * std::min(1.0, prob / rest)); };
     int count = 0;  // how many pay, the most probable first: once one does not, the rest do not either
     for (const auto& e : cand) {
         const int nodes = 1 + k + int(alts_.size()) + count;
         const double gain = reach * pred_of(e.second) * calibration;
-        const double threshold = spec_.tree_min_gain >= 0 ? spec_.tree_min_gain : control_->node_threshold(k, nodes);
-        if (nodes >= max_nodes || gain < threshold || !control_->within_cap(k, nodes + 1)) break;
+        const double threshold = spec_.tree_min_gain >= 0 ? spec_.tree_min_gain : control().node_threshold(k, nodes);
+        if (nodes >= max_nodes || gain < threshold || !control().within_cap(k, nodes + 1)) break;
         count++;
     }
     if (!q || q->support.size() <= 1) {  // greedy drafting: the most probable tokens themselves
@@ -316,7 +346,7 @@ int Generator::propose_model(int k, int max_nodes, std::vector<int32_t>& drafts,
     while (keep < cached.size() && draft_base_ + keep < n && cached[keep] == for_draft(history_[draft_base_ + keep])) keep++;
     const size_t window = std::min<size_t>(kDraftWindow, size_t(std::max(1, d.n_ctx() - k - 1)));
     const size_t lag = n - (draft_base_ + keep);
-    if ((control_->probing() && lag > window) || n - draft_base_ + size_t(k) > size_t(d.n_ctx())) {
+    if ((control().probing() && lag > window) || n - draft_base_ + size_t(k) > size_t(d.n_ctx())) {
         draft_base_ = n > window ? n - window : 0;
         keep = 0;
     }
@@ -334,7 +364,7 @@ int Generator::propose_model(int k, int max_nodes, std::vector<int32_t>& drafts,
     // Token tree: alternatives where the draft is unsure, at depth i + 1 (children of chain node i), reached with
     // probability about a^i (a: the measured acceptance of the chain's tokens).
     const bool tree = spec_.tree && spec_.tree_width > 1 && max_nodes > k + 1;
-    const double a = control_->accept_estimate();
+    const double a = control().accept_estimate();
     double reach = 1.0;
     for (int i = 0; i < k; i++) {
         const float* lg = d.last_logits();
@@ -395,6 +425,26 @@ bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<Toke
     return true;
 }
 
+int Generator::choose_proposer() {
+    cur_ = 0;
+    if (props_.size() == 1) return props_[0].control->next();
+    // Every proposer's controller says what it would draft (and keeps its own probing schedule); the one with the
+    // highest expected speed-up at its length proposes. None: a plain round.
+    int best_k = 0;
+    double best_s = 0;
+    for (size_t i = 0; i < props_.size(); i++) {
+        const int k = props_[i].control->next();
+        if (k <= 0) continue;
+        const double s = props_[i].control->expected_speedup(k);
+        if (best_k == 0 || s > best_s) {
+            best_k = k;
+            best_s = s;
+            cur_ = i;
+        }
+    }
+    return best_k;
+}
+
 bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) {
     TD_ASSERT(!prefill_pending());
     TD_ASSERT(!history_.empty() && max_tokens >= 1);
@@ -404,7 +454,7 @@ bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) {
     const int room = target_.n_ctx() - n_past;  // tokens the target can still take, including `cur`
     if (room < 1) return false;
 
-    int k = control_->next();
+    int k = choose_proposer();
     k = std::min({k, room - 1, max_tokens - 1});
     drafts_.clear();
     alts_.clear();
@@ -412,7 +462,7 @@ bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) {
     auto t0 = std::chrono::steady_clock::now();
     if (k > 0) {
         if (one_hot_proposals()) {
-            if (spec_.type == SpecType::NGRAM) propose_ngram(k, drafts_);
+            if (cur_type() == SpecType::NGRAM) propose_ngram(k, drafts_);
             else spec_.suffix->propose(history_, k, drafts_);
             if (gm_) {  // never propose what the grammar forbids: cut at the first such token
                 grammar::Matcher m = *gm_;
@@ -542,7 +592,7 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
         stats_.n_accept += accepted;
         for (int i = 0; i < nd; i++) stats_.drafted_at[size_t(i)]++;
         for (int i = 0; i < accepted; i++) stats_.accepted_at[size_t(i)]++;
-        if (control_->probing()) stats_.n_probe_rounds++;
+        if (control().probing()) stats_.n_probe_rounds++;
     }
     if (na > 0) {
         stats_.n_tree_rounds++;
@@ -553,9 +603,19 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
         double predicted = 0;
         for (const Alternative& e : alts_)
             if (e.depth - 1 <= accepted) predicted += e.pred;
-        control_->observe_alternatives(predicted, accepted_alt);
+        control().observe_alternatives(predicted, accepted_alt);
     }
-    control_->observe(k, nd, accepted, t_draft, t_target, n_nodes);
+    if (nd + na > 0) {
+        auto& bp = stats_.by_proposer[cur_];
+        bp.rounds++;
+        bp.drafted += nd;
+        bp.accepted += accepted;
+    }
+    if (k == 0 && nd + na == 0) {  // a plain round: every proposer's controller learns the plain step time
+        for (auto& p : props_) p.control->observe(0, 0, 0, t_draft, t_target, 1);
+    } else {
+        control().observe(k, nd, accepted, t_draft, t_target, n_nodes);
+    }
 }
 
 }  // namespace tandem

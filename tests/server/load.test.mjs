@@ -115,6 +115,12 @@ test('token trees: per-request speculative.tree, alternatives in timings and /me
     assert.ok(t.itl_p50_ms > 0 && t.itl_p50_ms <= t.itl_p90_ms && t.itl_p90_ms <= t.itl_p99_ms && t.itl_p99_ms <= t.itl_max_ms, JSON.stringify(t));
     assert.ok(m.get('tandem_inter_token_latency_ms_count') > 0);
     assert.match(m.text, /^tandem_inter_token_latency_ms\{quantile="0.99"\} \S+$/m);
+    // a list of proposers, chosen per round: the same text, statistics per proposer
+    const list = await fetch(srv.base + '/completion', { method: 'POST', body: JSON.stringify({ prompt: 'Lily and Ben went to the', n_predict: 48, temperature: 0, speculative: { type: ['draft', 'ngram', 'suffix'] } }) });
+    const lj = await list.json();
+    assert.equal(lj.content, off.json.content);
+    assert.deepEqual(Object.keys(lj.timings.draft_by_proposer), ['draft', 'ngram', 'suffix']);
+    assert.match((await metrics(srv.base)).text, /^tandem_spec_decode_proposer_rounds\{proposer="draft"\} \d+$/m);
     // steady latency: the same greedy text
     const steady = await fetch(srv.base + '/completion', { method: 'POST', body: JSON.stringify({ prompt: 'Lily and Ben went to the', n_predict: 48, temperature: 0, speculative: { latency: 'steady' } }) });
     assert.equal((await steady.json()).content, off.json.content);

@@ -183,7 +183,7 @@ int cmd_bench(int argc, char** argv) {
     ap.flag({"--json"}, "print a JSON array instead of a table", [&] { json_out = true; });
     ap.flag({"--no-bandwidth"}, "skip the memory bandwidth measurement", [&] { skip_bw = true; });
     ap.add({"-md", "--model-draft"}, "FNAME", "draft model: also run speculative generation", [&](const std::string& v) { draft_path = v; });
-    ap.add({"--spec-type"}, "TYPE", "draft | ngram | self", [&](const std::string& v) { spec.type = spec_type_from_name(v); spec_type_given = true; });
+    ap.add({"--spec-type"}, "TYPE", "draft | ngram | self", [&](const std::string& v) { set_spec_types(spec, v); spec_type_given = true; });
     ap.add({"--draft-max"}, "N", "draft length cap (16)", [&](const std::string& v) { spec.n_max = to_int_in("--draft-max", v, 0, 256); });
     ap.add({"--draft-min"}, "N", "draft-min (0)", [&](const std::string& v) { spec.n_min = to_int_in("--draft-min", v, 0, 256); });
     ap.add({"--draft-p-min"}, "P", "draft-p-min (0.75)", [&](const std::string& v) { spec.p_min = to_float_in("--draft-p-min", v, 0.0f, 1.0f); });
@@ -450,7 +450,7 @@ int cmd_bench(int argc, char** argv) {
             }
             proj.push_back({{"acceptance", a}, {"best_draft_len", best_k}, {"speedup", best}});
         }
-        spec_json = {{"type", spec_type_name(spec.type)}, {"n_predict", n_spec}, {"plain_ts", plain_ts}, {"spec_ts", spec_ts},
+        spec_json = {{"type", spec_types_name(spec)}, {"n_predict", n_spec}, {"plain_ts", plain_ts}, {"spec_ts", spec_ts},
                      {"speedup", speedup}, {"accept", st.accept_rate()}, {"n_drafted", st.n_drafted},
                      {"n_accept", st.n_accept}, {"mean_accepted_length", st.mean_accepted_length()},
                      {"n_rounds_drafted", st.n_rounds_drafted}, {"n_rounds", st.n_rounds}, {"draft_cost_ratio", c},
@@ -510,7 +510,7 @@ int cmd_bench(int argc, char** argv) {
     if (!spec_json.is_null()) {
         std::printf("\nspeculative (%s, greedy, %d tokens): plain %.2f t/s, speculative %.2f t/s (medians), speed-up %.2fx (median of pairs); "
                     "acceptance %.1f%% (%d/%d), mean accepted length %.2f, %d of %d rounds drafted; draft/target step cost %.3f\n",
-                    spec_type_name(spec.type), n_spec, spec_json["plain_ts"].get<double>(), spec_json["spec_ts"].get<double>(),
+                    spec_types_name(spec).c_str(), n_spec, spec_json["plain_ts"].get<double>(), spec_json["spec_ts"].get<double>(),
                     spec_json["speedup"].get<double>(), 100 * spec_json["accept"].get<double>(), spec_json["n_accept"].get<int>(),
                     spec_json["n_drafted"].get<int>(), spec_json["mean_accepted_length"].get<double>(),
                     spec_json["n_rounds_drafted"].get<int>(), spec_json["n_rounds"].get<int>(), spec_json["draft_cost_ratio"].get<double>());

@@ -90,7 +90,7 @@ void add_flags(ArgParser& ap, Options& o) {
     ap.add({"--draft-min", "--draft-n-min", "--spec-draft-n-min"}, "N", "skip verification of shorter drafts (0)", [&](const std::string& v) { o.spec.n_min = to_int_in("--draft-min", v, 0, 256); });
     ap.add({"--draft-p-min", "--spec-draft-p-min"}, "P", "stop drafting below this draft probability (0.75)", [&](const std::string& v) { o.spec.p_min = to_float_in("--draft-p-min", v, 0.0f, 1.0f); });
     ap.add({"--draft-adaptive"}, "on|off", "adapt the draft length to acceptance and cost (on)", [&](const std::string& v) { o.spec.adaptive = to_bool("--draft-adaptive", v); });
-    ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self | suffix", [&](const std::string& v) { o.spec.type = spec_type_from_name(v); o.spec_type_given = true; });
+    ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self | suffix, or a list (draft,ngram,suffix: the best one each round)", [&](const std::string& v) { set_spec_types(o.spec, v); o.spec_type_given = true; });
     ap.add({"--spec-suffix-file", "-lcd", "--lookup-cache-dynamic"}, "FNAME", "suffix cache file: proposals also come from it, and this generation is added to it", [&](const std::string& v) { o.suffix_dynamic = v; });
     ap.add({"-lcs", "--lookup-cache-static"}, "FNAME", "suffix cache file read but not updated", [&](const std::string& v) { o.suffix_static = v; });
     add_spec_tree_flags(ap, o.spec);
@@ -105,7 +105,10 @@ nlohmann::ordered_json spec_json(const SpecParams& sp, const SpecStats& st, int 
     nlohmann::ordered_json by_pos = nlohmann::ordered_json::array();
     for (size_t i = 0; i < st.drafted_at.size() && st.drafted_at[i] > 0; i++)
         by_pos.push_back(double(st.accepted_at[i]) / st.drafted_at[i]);
-    return {{"type", spec_type_name(sp.type)}, {"n_draft", sp.n_max}, {"n_predict", n_predict},
+    nlohmann::ordered_json by_proposer = nlohmann::ordered_json::array();
+    for (const auto& b : st.by_proposer)
+        by_proposer.push_back({{"type", spec_type_name(b.type)}, {"rounds", b.rounds}, {"n_drafted", b.drafted}, {"n_accept", b.accepted}});
+    return {{"type", spec_types_name(sp)}, {"n_draft", sp.n_max}, {"n_predict", n_predict}, {"by_proposer", by_proposer},
             {"n_drafted", st.n_drafted}, {"n_accept", st.n_accept}, {"accept", st.accept_rate() * 100.0},
             {"mean_accepted_length", st.mean_accepted_length()}, {"accept_by_position", by_pos},
             {"n_rounds", st.n_rounds}, {"n_rounds_drafted", st.n_rounds_drafted}, {"n_probe_rounds", st.n_probe_rounds},
@@ -233,7 +236,7 @@ int cmd_generate(int argc, char** argv) {
     std::fprintf(stderr, "\nencoded %4d tokens in %8.3f seconds, speed: %8.3f t/s\n", n_prompt, prompt_s, n_prompt / std::max(prompt_s, 1e-9));
     std::fprintf(stderr, "decoded %4d tokens in %8.3f seconds, speed: %8.3f t/s\n", n_gen, gen_s, n_gen / std::max(gen_s, 1e-9));
     if (o.spec.type != SpecType::NONE) {
-        std::fprintf(stderr, "\nspec type = %s%s\n", spec_type_name(o.spec.type), o.spec.adaptive ? " (adaptive draft length)" : "");
+        std::fprintf(stderr, "\nspec type = %s%s\n", spec_types_name(o.spec).c_str(), o.spec.adaptive ? " (adaptive draft length)" : "");
         std::fprintf(stderr, "n_draft   = %d\n", gen.spec().n_max);
         std::fprintf(stderr, "n_predict = %d\n", n_gen);
         std::fprintf(stderr, "n_drafted = %d\n", st.n_drafted);
@@ -248,6 +251,9 @@ int cmd_generate(int argc, char** argv) {
         if (st.n_tree_rounds > 0)
             std::fprintf(stderr, "token trees: %d rounds verified %d alternatives, %d taken\n", st.n_tree_rounds,
                          st.n_tree_nodes, st.n_tree_accept);
+        if (st.by_proposer.size() > 1)
+            for (const auto& b : st.by_proposer)
+                std::fprintf(stderr, "proposer %-6s: %d rounds, %d drafted, %d accepted\n", spec_type_name(b.type), b.rounds, b.drafted, b.accepted);
         std::fprintf(stderr, "time: draft %.1f ms, target %.1f ms\n", st.t_draft_ms, st.t_target_ms);
     }
     return 0;

@@ -92,7 +92,7 @@ int cmd_serve(int argc, char** argv) {
     ap.add({"--draft-min", "--draft-n-min", "--spec-draft-n-min"}, "N", "draft-min (0)", [&](const std::string& v) { ep.spec.n_min = to_int_in("--draft-min", v, 0, 256); });
     ap.add({"--draft-p-min", "--spec-draft-p-min"}, "P", "draft-p-min (0.75)", [&](const std::string& v) { ep.spec.p_min = to_float_in("--draft-p-min", v, 0.0f, 1.0f); });
     ap.add({"--draft-adaptive"}, "on|off", "adaptive draft length (on)", [&](const std::string& v) { ep.spec.adaptive = to_bool("--draft-adaptive", v); });
-    ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self | suffix", [&](const std::string& v) { ep.spec.type = spec_type_from_name(v); spec_type_given = true; });
+    ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self | suffix, or a list (draft,ngram,suffix: the best one each round)", [&](const std::string& v) { set_spec_types(ep.spec, v); spec_type_given = true; });
     add_spec_tree_flags(ap, ep.spec);
     ap.add({"--spec-suffix-max-tokens"}, "N", "tokens of finished requests the suffix cache keeps (1048576)", [&](const std::string& v) { suffix_params.max_tokens = size_t(to_int_in("--spec-suffix-max-tokens", v, 0, INT32_MAX)); });
     ap.add({"--spec-suffix-min-prob"}, "P", "suffix proposals stop below this estimated probability (0.1)", [&](const std::string& v) { suffix_params.min_prob = to_float_in("--spec-suffix-min-prob", v, 0.0f, 1.0f); });

@@ -107,6 +107,11 @@ struct HttpServer::Impl {
     std::map<std::string, std::map<std::string, Route>> routes;  // path -> method -> handler
 
     // --- helpers -------------------------------------------------------------------------------------------
+    static json by_proposer_json(const std::vector<SpecStats::ByProposer>& v) {
+        json o = json::object();
+        for (const auto& b : v) o[spec_type_name(b.type)] = {{"rounds", b.rounds}, {"draft_n", b.drafted}, {"draft_n_accepted", b.accepted}};
+        return o;
+    }
     json timings_of(const Job& j) {
         const int processed = j.n_prompt - j.n_cached;  // as llama-server: prompt_n + cache_n = the prompt
         return {{"prompt_n", processed}, {"prompt_ms", j.prompt_ms},
@@ -115,6 +120,7 @@ struct HttpServer::Impl {
                 {"predicted_per_second", j.gen_ms > 0 ? j.n_generated / (j.gen_ms / 1e3) : 0.0},
                 {"draft_n", j.n_drafted}, {"draft_n_accepted", j.n_accepted}, {"cache_n", j.n_cached},
                 {"draft_tree_n", j.n_tree_drafted}, {"draft_tree_n_accepted", j.n_tree_accepted},
+                {"draft_by_proposer", by_proposer_json(j.by_proposer)},
                 {"itl_p50_ms", j.itl.p50}, {"itl_p90_ms", j.itl.p90}, {"itl_p99_ms", j.itl.p99}, {"itl_max_ms", j.itl.max},
                 {"prompt_per_token_ms", processed > 0 ? j.prompt_ms / processed : 0.0},
                 {"predicted_per_token_ms", j.n_generated > 0 ? j.gen_ms / j.n_generated : 0.0}};
@@ -805,6 +811,14 @@ struct HttpServer::Impl {
         llama("requests_processing", "gauge", "Number of requests processing.", m.busy_slots);
         llama("requests_deferred", "gauge", "Number of requests deferred.", m.queue_depth);
         llama("kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.", m.kv_used_fraction);
+        s += "# HELP tandem_spec_decode_proposer_rounds Verification rounds each proposer drafted for.\n"
+             "# TYPE tandem_spec_decode_proposer_rounds counter\n";
+        for (const auto& [name, b] : m.by_proposer)
+            s += strprintf("tandem_spec_decode_proposer_rounds{proposer=\"%s\"} %d\n", name.c_str(), b.rounds);
+        s += "# HELP tandem_spec_decode_proposer_accepted_tokens Chain tokens each proposer drafted that were accepted.\n"
+             "# TYPE tandem_spec_decode_proposer_accepted_tokens counter\n";
+        for (const auto& [name, b] : m.by_proposer)
+            s += strprintf("tandem_spec_decode_proposer_accepted_tokens{proposer=\"%s\"} %d\n", name.c_str(), b.accepted);
         s += "# HELP tandem_inter_token_latency_ms Gaps between token deliveries (ms), the last 4096 of all requests.\n"
              "# TYPE tandem_inter_token_latency_ms summary\n";
         for (auto [q, v] : {std::pair{"0.5", m.itl.p50}, std::pair{"0.9", m.itl.p90}, std::pair{"0.99", m.itl.p99}})
