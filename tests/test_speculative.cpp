@@ -167,6 +167,32 @@ std::vector<std::map<int, int>> sample_counts(const std::vector<int32_t>& prompt
     return counts;
 }
 
+// Sampled continuations with `spec` against plain sampling on 3 statistics (token 1, token 2, joint), each held to
+// p > 1e-3; with `control`, the same with the accept-all rule must fail at least one (the test can tell).
+void expect_plain_distribution(const std::vector<int32_t>& ids, const SamplerParams& sp, const SpecParams& spec,
+                               std::shared_ptr<const Model> draft, int runs, uint64_t seed_spec, uint64_t seed_bad,
+                               const std::string& label, bool control = true) {
+    const double alpha = 1e-3;
+    auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, runs, 1);
+    auto specd = sample_counts(ids, sp, spec, draft, runs, seed_spec);
+    std::vector<std::map<int, int>> bad;
+    if (control) {
+        SpecParams broken = spec;
+        broken.broken_accept_all_for_tests = true;
+        bad = sample_counts(ids, sp, broken, draft, runs, seed_bad);
+    }
+    double min_bad_p = 1.0;
+    for (int s = 0; s < 3; s++) {
+        int df = 0, df_bad = 0;
+        const double p = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
+        const double pb = control ? test::chi_square_p(plain[size_t(s)], bad[size_t(s)], &df_bad) : 1.0;
+        std::printf("[ %s stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e\n", label.c_str(), s, p, df, pb);
+        EXPECT_GT(p, alpha) << label << ": speculative sampling changed the distribution (stat " << s << ")";
+        min_bad_p = std::min(min_bad_p, pb);
+    }
+    if (control) EXPECT_LT(min_bad_p, alpha) << label << ": the test cannot tell a broken acceptance rule apart";
+}
+
 }  // namespace
 
 TEST(Speculative, SampledDistributionIsIndistinguishableFromPlainSampling) {
@@ -174,7 +200,6 @@ TEST(Speculative, SampledDistributionIsIndistinguishableFromPlainSampling) {
     // family-wise false-alarm rate below 0.9%. The negative control (a rule that accepts every draft token)
     // must be rejected by at least one statistic.
     const int runs = 3000;
-    const double alpha = 1e-3;
     // The third configuration drafts with a 1-layer copy of the model at temperature 1.5 after a prompt with an
     // open continuation: q is far from p and both are broad, so a wrong rule (replacement drawn from p instead
     // of the residual; acceptance min(1, p) instead of min(1, p/q)) shows. With the near-certain 3-layer draft
@@ -193,23 +218,9 @@ TEST(Speculative, SampledDistributionIsIndistinguishableFromPlainSampling) {
         spec.n_max = 4;
         spec.p_min = 0.0f;
         spec.adaptive = false;
-        auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, c.runs, 1);
-        const auto& draft = c.poor_draft ? fx().l1 : fx().l3;
-        auto specd = sample_counts(ids, sp, spec, draft, c.runs, 300000);
-        SpecParams broken = spec;
-        broken.broken_accept_all_for_tests = true;
-        auto bad = sample_counts(ids, sp, broken, draft, c.runs, 900000);
-        double min_bad_p = 1.0;
-        for (int s = 0; s < 3; s++) {
-            int df = 0, df_bad = 0;
-            double p = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
-            double pb = test::chi_square_p(plain[size_t(s)], bad[size_t(s)], &df_bad);
-            std::printf("[ temp %.1f top_k %d top_p %.2f %s stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e\n",
-                        c.temp, c.top_k, c.top_p, c.poor_draft ? "1-layer draft" : "3-layer draft", s, p, df, pb);
-            EXPECT_GT(p, alpha) << "speculative sampling changed the distribution (temp " << c.temp << ", stat " << s << ")";
-            min_bad_p = std::min(min_bad_p, pb);
-        }
-        EXPECT_LT(min_bad_p, alpha) << "the test cannot tell a broken acceptance rule apart (temp " << c.temp << ")";
+        expect_plain_distribution(ids, sp, spec, c.poor_draft ? fx().l1 : fx().l3, c.runs, 300000, 900000,
+                                  strprintf("temp %.1f top_k %d top_p %.2f %s", c.temp, c.top_k, c.top_p,
+                                            c.poor_draft ? "1-layer draft" : "3-layer draft"));
     }
 }
 
@@ -651,7 +662,6 @@ TEST(Speculative, TokenTreesAreTokenIdenticalAndTakeAlternatives) {
 // sampling, with the accept-all control told apart. A 1-layer draft at temperature 1.5 is often wrong, so the
 // alternatives decide many tokens.
 TEST(Speculative, TokenTreeSamplingIsThePlainDistribution) {
-    const double alpha = 1e-3;
     struct Cfg { float temp; bool poor_draft; const char* prompt; int runs; };
     for (Cfg c : {Cfg{1.0f, false, "Lily and Ben went to the", 6000}, Cfg{1.5f, true, "Lily and Ben went to the", 9000}}) {
         const auto ids = fx().tok->encode(c.prompt, true, false);
@@ -661,24 +671,8 @@ TEST(Speculative, TokenTreeSamplingIsThePlainDistribution) {
         SpecParams spec = fixed_length(SpecType::DRAFT, 2);
         spec.tree_min_gain = 0.0;
         spec.tree_width = 4;
-        const auto& draft = c.poor_draft ? fx().l1 : fx().l3;
-        auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, c.runs, 1);
-        auto specd = sample_counts(ids, sp, spec, draft, c.runs, 300000);
-        SpecParams broken = spec;
-        broken.broken_accept_all_for_tests = true;
-        auto bad = sample_counts(ids, sp, broken, draft, c.runs, 700000);
-        double min_bad_p = 1.0;
-        for (int s = 0; s < 3; s++) {
-            int df = 0;
-            double p = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
-            int df_bad = 0;
-            double pb = test::chi_square_p(plain[size_t(s)], bad[size_t(s)], &df_bad);
-            std::printf("[ tree, temp %.1f %s stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e\n", c.temp,
-                        c.poor_draft ? "1-layer draft" : "3-layer draft", s, p, df, pb);
-            EXPECT_GT(p, alpha) << "token trees changed the distribution (temp " << c.temp << ", stat " << s << ")";
-            min_bad_p = std::min(min_bad_p, pb);
-        }
-        EXPECT_LT(min_bad_p, alpha);
+        expect_plain_distribution(ids, sp, spec, c.poor_draft ? fx().l1 : fx().l3, c.runs, 300000, 700000,
+                                  strprintf("tree, temp %.1f %s", c.temp, c.poor_draft ? "1-layer draft" : "3-layer draft"));
     }
 }
 
@@ -726,13 +720,38 @@ TEST(Speculative, ProposerListChoosesPerRoundAndStaysLossless) {
     sp.min_p = 0.0f;
     SpecParams spec = fixed_length(SpecType::DRAFT, 2);
     set_spec_types(spec, "draft,ngram");
-    const int runs = 6000;
-    auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, runs, 1);
-    auto specd = sample_counts(ids, sp, spec, fx().l1, runs, 400000);
-    for (int s = 0; s < 3; s++) {
-        int df = 0;
-        const double pv = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
-        std::printf("[ draft,ngram, temp 1.5, stat %d ] p = %.3g (df %d)\n", s, pv, df);
-        EXPECT_GT(pv, 1e-3) << "stat " << s;
-    }
+    expect_plain_distribution(ids, sp, spec, fx().l1, 6000, 400000, 0, "draft,ngram, temp 1.5", false);
+}
+
+// Measured costs carry across generations (a server's requests): a generation seeded from an earlier one's costs
+// drafts from its first round, where a fresh one spends it measuring a plain step. Same tokens either way.
+TEST(Speculative, MeasuredCostsCarryToTheNextGeneration) {
+    ThreadPool pool(1);
+    const auto ids = fx().tok->encode("Tom and Lily. Tom and Lily. Tom and Lily. Tom and", true, false);
+    auto first_round = [&](std::shared_ptr<SpecCostMemory> memory, std::vector<int32_t>* all) {
+        SpecParams sp;
+        sp.type = SpecType::NGRAM;
+        sp.cost_memory = memory;
+        Session ts(fx().target, SessionParams{256, 0, 256}, pool);
+        Generator g(ts, nullptr, greedy(), sp);
+        g.start(ids);
+        std::vector<int32_t> out;
+        g.step(out, 64);
+        const int drafted_first = g.stats().n_rounds_drafted;
+        while (out.size() < 64 && g.step(out, 64 - int(out.size()))) {}
+        g.save_costs();
+        *all = out;
+        return drafted_first;
+    };
+    auto memory = std::make_shared<SpecCostMemory>();
+    std::vector<int32_t> a, b, c;
+    EXPECT_EQ(first_round(nullptr, &a), 0);  // nothing known: the first round measures a plain step
+    EXPECT_EQ(first_round(memory, &b), 0);   // the memory is empty still; this generation fills it
+    SpecCosts known;
+    ASSERT_TRUE(memory->get(SpecType::NGRAM, &known));
+    EXPECT_GT(known.t1_ms, 0);
+    EXPECT_FALSE(memory->get(SpecType::DRAFT, &known));
+    EXPECT_EQ(first_round(memory, &c), 1);  // seeded: drafts at once
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(a, c);
 }

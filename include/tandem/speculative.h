@@ -28,7 +28,9 @@
 // Requires: the target and draft sessions stay untouched by others between steps.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -45,6 +47,23 @@ enum class SpecType { NONE, DRAFT, NGRAM, SELF, SUFFIX };
 class SuffixCache;
 const char* spec_type_name(SpecType t);
 SpecType spec_type_from_name(const std::string& s);  // "none", "draft", "ngram", "self", "suffix"; throws tandem::Error
+
+// What a draft-length controller measures about costs (the plain step time, one draft step and one more verified
+// token, both relative to a plain step), kept across generations: a server's requests start from what earlier ones
+// measured instead of spending their first rounds relearning it. Acceptance is not carried (it belongs to the
+// text). Shared by the requests of a server; thread-safe.
+struct SpecCosts {
+    double t1_ms = 0, draft_cost = 0, verify_slope = 0;
+};
+class SpecCostMemory {
+public:
+    bool get(SpecType t, SpecCosts* out) const;
+    void put(SpecType t, const SpecCosts& c);
+
+private:
+    mutable std::mutex mu_;
+    std::map<SpecType, SpecCosts> costs_;
+};
 
 struct SpecParams {
     SpecType type = SpecType::NONE;
@@ -82,6 +101,9 @@ struct SpecParams {
     // 0: no bound (throughput first, the default). "steady" sets kSteadyRoundCost.
     double max_round_cost = 0.0;
     static constexpr double kSteadyRoundCost = 2.0;
+    // Costs measured by earlier generations (SpecCostMemory): each proposer's controller starts from them, and
+    // Generator::save_costs() stores what this one measured. Null: every generation measures from scratch.
+    std::shared_ptr<SpecCostMemory> cost_memory;
     // SUFFIX: the cache of earlier sequences it proposes from (spec/suffix_cache.h), shared by the requests of a
     // server; null: the generator proposes from its own context only.
     std::shared_ptr<SuffixCache> suffix;
@@ -226,6 +248,8 @@ public:
     // Prompt tokens start() found already in the target's cache (not computed again).
     int n_cached() const { return n_cached_; }
     const SpecParams& spec() const { return spec_; }
+    // Stores every proposer's measured costs in spec().cost_memory (if any), for the generations after this one.
+    void save_costs() const;
     // Constrains the output from now on (call before start): the target's distribution at every position is
     // the one conditioned on the tokens the grammar allows after the text so far, drafts are proposed from the
     // draft's constrained distribution (an n-gram proposal is cut at its first forbidden token), and the grammar

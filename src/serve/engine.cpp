@@ -274,6 +274,7 @@ void Engine::release(Slot& s, const std::string& reason, const std::string& erro
     // The server-wide suffix cache learns every finished sequence (prompt and output), whatever the request's
     // proposer: later requests with --spec-type suffix draft from it.
     if (s.gen && j.req.spec.suffix && reason != "error") j.req.spec.suffix->add(s.gen->history());
+    if (s.gen) s.gen->save_costs();  // the next requests start from this one's measured costs
     if (s.text) {  // the text held back (a possible stop string, an incomplete UTF-8 sequence) ends the output
         std::string rest = s.text->finish();
         if (!rest.empty()) j.push(rest, {}, {}, {});

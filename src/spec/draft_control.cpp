@@ -26,6 +26,13 @@ double DraftLengthController::speedup(int k) const {
     return tokens / (shape(k + 1) + (b_ + c_) * k);
 }
 
+void DraftLengthController::seed_costs(double t1_ms, double draft_cost, double verify_slope) {
+    if (t1_ms <= 0) return;
+    t1_ = t1_ms;
+    c_ = std::max(0.0, draft_cost);
+    b_ = std::max(0.0, verify_slope);
+}
+
 double DraftLengthController::node_threshold(int k, int n) const {
     return std::max(1.0, speedup(k)) * (shape(n + 1) - shape(n) + b_);
 }

@@ -58,6 +58,10 @@ public:
     void set_verify_shape(std::vector<double> shape) { shape_ = std::move(shape); }
 
     double accept_estimate() const;
+    // Costs measured by an earlier controller (plain step ms, draft step and extra-token cost in plain steps): this
+    // one starts from them instead of a plain first round and the priors. t1_ms <= 0: nothing known (ignored).
+    void seed_costs(double t1_ms, double draft_cost, double verify_slope);
+    double plain_step_ms() const { return t1_; }
     double expected_speedup(int k) const { return speedup(k); }  // S(k) with the current estimates
     double draft_cost_estimate() const { return c_; }
     double verify_slope_estimate() const { return b_; }

@@ -193,6 +193,8 @@ Generator::Generator(Session& target, Session* draft, const SamplerParams& sampl
         auto c = std::make_unique<DraftLengthController>(spec_.n_max, spec_.n_min, spec_.adaptive, draft_free ? 0.0 : spec_.draft_cost_prior);
         c->set_round_cost_cap(spec_.max_round_cost);
         if (!shape.empty()) c->set_verify_shape(shape);
+        SpecCosts known;
+        if (spec_.cost_memory && spec_.cost_memory->get(t, &known)) c->seed_costs(known.t1_ms, known.draft_cost, known.verify_slope);
         props_.push_back({t, std::move(c)});
         stats_.by_proposer.push_back({t});
     }
@@ -201,6 +203,28 @@ Generator::Generator(Session& target, Session* draft, const SamplerParams& sampl
 }
 
 Generator::~Generator() = default;
+
+bool SpecCostMemory::get(SpecType t, SpecCosts* out) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = costs_.find(t);
+    if (it == costs_.end()) return false;
+    *out = it->second;
+    return true;
+}
+
+void SpecCostMemory::put(SpecType t, const SpecCosts& c) {
+    std::lock_guard<std::mutex> lk(mu_);
+    costs_[t] = c;
+}
+
+void Generator::save_costs() const {
+    if (!spec_.cost_memory) return;
+    for (const auto& p : props_) {
+        const DraftLengthController& c = *p.control;
+        if (c.plain_step_ms() > 0)
+            spec_.cost_memory->put(p.type, {c.plain_step_ms(), c.draft_cost_estimate(), c.verify_slope_estimate()});
+    }
+}
 
 void Generator::set_constraint(std::shared_ptr<const OutputConstraint> c) {
     constraint_ = std::move(c);

@@ -224,6 +224,7 @@ int cmd_serve(int argc, char** argv) {
     }
     if (ep.spec.type == SpecType::SELF || ep.self_draft_layers > 0) self_draft_layers(*model, ep.self_draft_layers);  // K < L
     ep.spec.suffix = std::make_shared<SuffixCache>(suffix_params);  // server-wide; every request feeds it
+    ep.spec.cost_memory = std::make_shared<SpecCostMemory>();       // server-wide: measured costs carry over
     auto engine = std::make_shared<server::Engine>(model, draft, ep);
     http.set_spec_defaults(ep.spec);
     http.set_ready(model, engine);
