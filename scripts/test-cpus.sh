@@ -24,9 +24,11 @@ fail=0
 export TANDEM_TEST_QUICK=1  # the speculative identity test's reduced matrix (it prints so)
 # Natively at every level: also every newer architecture's reference and the MoE speculative tests. Under
 # emulation (~50x slower) the MoE speculative tests and the per-architecture batching test are left to the native
-# runs; the qwen3moe and gpt-oss references still exercise the expert, MXFP4 and sink paths there.
+# runs; the qwen3moe and gpt-oss references still exercise the expert, MXFP4 and sink paths there. So are the
+# sampling-distribution tests of token trees and proposer lists (they check the rule, not the CPU's kernels; the
+# trees' greedy identity test and the tree attention test run everywhere).
 NATIVE_FILTER='Quant.*:Cpu.*:Reference.*:AllSynth/*:AllModern/*:Speculative.*:Session.*-Speculative.IncompatiblePairsAreRefused'
-FILTER='Quant.*:Cpu.*:Reference.*:AllSynth/*:AllModern/*qwen3moe*:AllModern/*gptoss*:Speculative.*:Session.*-Speculative.IncompatiblePairsAreRefused:Speculative.Moe*:Session.EveryArchitecture*'
+FILTER='Quant.*:Cpu.*:Reference.*:AllSynth/*:AllModern/*qwen3moe*:AllModern/*gptoss*:Speculative.*:Session.*-Speculative.IncompatiblePairsAreRefused:Speculative.Moe*:Session.EveryArchitecture*:Speculative.TokenTreeSampling*:Speculative.ProposerList*'
 MODELS="stories260K synth-llama-spm-q8_0 synth-llama-spm-q4_0 synth-llama-spm-q4_k_m synth-llama-spm-q5_k_m synth-llama3ish-gpt2bpe-f16 synth-qwen2-gpt2bpe-bf16"
 
 # A lighter subset for extra forced levels on an emulated CPU: the kernels (every level the CPU has) and the
