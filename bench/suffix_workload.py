@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Suffix cache vs per-request n-grams vs no speculation on a workload that reuses earlier material.
 
-Starts `tandem serve` once per mode (--spec-type none | ngram | suffix) and sends the same 50 completion requests
+Starts `tandem serve` once per mode (--spec-type none | ngram | suffix | ngram,suffix) and sends the same 50 completion requests
 (greedy, 96 tokens each) in the same order:
   - 20 fresh story openings,
   - 15 of them asked again (a repeated question),
@@ -74,7 +74,7 @@ def main():
     a = ap.parse_args()
     print("| mode | tokens/s (all 50) | drafted | accepted | fresh t/s | repeat t/s | edit t/s | loop t/s |")
     print("|---|---|---|---|---|---|---|---|")
-    for mode in ["none", "ngram", "suffix"]:
+    for mode in ["none", "ngram", "suffix", "ngram,suffix"]:  # the last: both proposers, the better one per round
         srv = subprocess.Popen([a.bin, "serve", "-m", a.model, "--port", str(a.port), "--spec-type", mode],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
