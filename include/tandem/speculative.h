@@ -96,8 +96,8 @@ struct SpecParams {
     // Smallest expected gain (tokens) for an alternative to be verified; < 0: the controller's measured threshold.
     // 0 verifies every alternative the width and node caps allow (tests, benchmarks of fixed tree shapes).
     double tree_min_gain = -1.0;
-    // The threshold used instead when the draft length is fixed (adaptive = false): a fixed run stays reproducible
-    // for a given seed, whatever the timings.
+    // The threshold used instead when the draft length is fixed (adaptive = false) and the target samples: a fixed
+    // run stays reproducible for a given seed, whatever the timings. (Greedy output does not depend on the tree.)
     static constexpr double kFixedTreeMinGain = 0.1;
     // Steady latency (--spec-latency steady, request speculative.latency "steady"): no round whose expected time
     // exceeds this many plain steps (draft and tree sizes are cut to fit; DraftLengthController::set_round_cost_cap).

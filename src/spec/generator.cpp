@@ -331,10 +331,12 @@ void Generator::add_alternatives(const float* lg, int n_vocab, int32_t skip, con
     for (const auto& e : cand) {
         const int nodes = 1 + k + int(alts_.size()) + count;
         const double gain = reach * pred_of(e.second) * calibration;
-        // With a fixed draft length (--draft-adaptive off) the gate is fixed too, so that seeded sampling does not
-        // depend on measured timings (how many alternatives are drawn changes how the random streams are used).
+        // With a fixed draft length (--draft-adaptive off) and sampling, the gate is fixed too, so that seeded
+        // sampling does not depend on measured timings (how many alternatives are drawn changes how the random
+        // streams are used). Greedy output is the same whatever the tree, so greedy runs always price nodes.
+        const bool measured = spec_.adaptive || target_sampler_.greedy();
         const double threshold = spec_.tree_min_gain >= 0 ? spec_.tree_min_gain
-                                 : spec_.adaptive      ? control().node_threshold(k, nodes)
+                                 : measured            ? control().node_threshold(k, nodes)
                                                        : SpecParams::kFixedTreeMinGain;
         if (nodes >= max_nodes || gain < threshold || !control().within_cap(k, nodes + 1)) break;
         count++;
