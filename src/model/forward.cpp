@@ -196,19 +196,30 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     const HParams& hp = model.hparams();
     const int E = hp.n_embd, hd = hp.head_dim, nh = hp.n_head, nkv = hp.n_head_kv;
     const int qd = nh * hd, kvd = nkv * hd;
-    // A row's position (RoPE, attention window) and its cache row: the same for a chain; in a token tree the
-    // position is pos0 + depth and `path` lists the cache rows of its ancestors and itself, root first.
-    struct Row { Session* s; int pos; int slot; int base; std::vector<int32_t> path; };
+    // A row's position (RoPE, attention window) and its cache row: the same for a chain. In a token tree the
+    // position is pos0 + depth, and `seen[w]` lists the cache rows the row attends to in global (w = 0) and
+    // sliding-window (w = 1) layers: the cached rows first..pos0-1, then its ancestors and itself, root first.
+    // Built once here, not per layer and head.
+    struct Row { Session* s; int pos; int slot; std::vector<int32_t> seen[2]; };
     std::vector<Row> rows;
     for (const auto& g : segs) {
         const size_t r0 = rows.size();
+        std::vector<std::vector<int32_t>> paths(g.parents ? size_t(g.n) : 0);  // tree: each node's root path (rows)
         for (int t = 0; t < g.n; t++) {
-            Row r{g.s, g.pos0 + t, g.pos0 + t, g.pos0, {}};
-            if (g.parents && t > 0) {
-                r.path = rows[r0 + size_t(g.parents[t])].path;
-                r.pos = rows[r0 + size_t(g.parents[t])].pos + 1;
+            Row r{g.s, g.pos0 + t, g.pos0 + t, {}};
+            if (g.parents) {
+                if (t > 0) {
+                    paths[size_t(t)] = paths[size_t(g.parents[t])];
+                    r.pos = rows[r0 + size_t(g.parents[t])].pos + 1;
+                }
+                paths[size_t(t)].push_back(r.slot);
+                for (int w = 0; w < (hp.n_swa > 0 ? 2 : 1); w++) {
+                    const int first = w ? std::max(0, r.pos - hp.n_swa + 1) : 0;
+                    for (int p = first; p < g.pos0; p++) r.seen[w].push_back(p);
+                    for (size_t j = 0; j < paths[size_t(t)].size(); j++)  // path[j] sits at position pos0 + j
+                        if (g.pos0 + int(j) >= first) r.seen[w].push_back(paths[size_t(t)][j]);
+                }
             }
-            if (g.parents) r.path.push_back(r.slot);
             rows.push_back(std::move(r));
         }
     }
@@ -271,10 +282,8 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         // in q and att and share one pass over the cache. A row at position p sees positions first..p of its
         // session: first = 0, or p - n_swa + 1 in a sliding-window layer.
         const int group = nh / nkv;
-        // A tree row sees the cached rows first..base-1 and then its path (the rows of its ancestors and itself).
         pool.parallel_for(size_t(n) * size_t(nkv), [&](size_t b, size_t e, int) {
             thread_local std::vector<float> scores;
-            thread_local std::vector<int32_t> seen;  // tree rows: the cache rows attended to
             if (scores.size() < size_t(group) * size_t(max_pos)) scores.resize(size_t(group) * size_t(max_pos));
             for (size_t tg = b; tg < e; tg++) {
                 const int t = int(tg / size_t(nkv)), g = int(tg % size_t(nkv));
@@ -284,17 +293,9 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                 const int first = L.swa ? std::max(0, pos - hp.n_swa + 1) : 0;
                 const size_t koff = size_t(g) * hd;
                 const size_t qoff = size_t(t) * qd + size_t(g) * size_t(group) * hd;
-                const int32_t* rl = nullptr;
-                int n_pos = pos + 1 - first;
-                if (!row.path.empty()) {
-                    seen.clear();
-                    for (int p = first; p < row.base; p++) seen.push_back(p);
-                    const int depth0 = row.pos - int(row.path.size()) + 1;  // position of path[0], the root
-                    for (size_t j = 0; j < row.path.size(); j++)
-                        if (depth0 + int(j) >= first) seen.push_back(row.path[j]);
-                    rl = seen.data();
-                    n_pos = int(seen.size());
-                }
+                const std::vector<int32_t>& seen = row.seen[L.swa ? 1 : 0];  // empty: a chain row
+                const int32_t* rl = seen.empty() ? nullptr : seen.data();
+                const int n_pos = rl ? int(seen.size()) : pos + 1 - first;
                 const uint16_t* kb = kv.k(l, rl ? 0 : first) + koff;
                 const uint16_t* vb = kv.v(l, rl ? 0 : first) + koff;
                 attention_heads(&S.q[qoff], group, kb, vb, size_t(kvd), rl, n_pos, hd, hp.q_scale, scores.data(), &S.att[qoff]);

@@ -570,7 +570,7 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
             if (accept_with(accept_probability(p.prob(x), qx))) next = depth + 1;
             else if (one_hot_proposals()) reject_token(x);
             else reject(q_[size_t(depth)]);
-            drawn.push_back(x);
+            if (na > 0) drawn.push_back(x);  // only sampled alternatives read it
         }
         for (int j = 0; next < 0 && on_chain && j < na; j++) {
             const Alternative& e = alts_[size_t(j)];
