@@ -307,32 +307,26 @@ int cmd_bench(int argc, char** argv) {
             }
         }
         const size_t j1 = size_t(std::find(ks.begin(), ks.end(), 1) - ks.begin());
-        for (size_t j = 0; j < ks.size(); j++) {
-            if (std::find(vb.begin(), vb.end(), ks[j]) == vb.end()) continue;
-            Result r{"vb" + std::to_string(ks[j]), {}};
+        // One row (vbK or vtK) from the per-repetition pass times of size index j.
+        auto add_row = [&](const std::string& name, size_t j, const std::vector<double>& t) {
+            Result r{name, {}};
             std::vector<double> passes, ratios;
-            for (size_t i = 0; i < times[j].size(); i++) {
-                r.ts.push_back(ks[j] / times[j][i]);
-                passes.push_back(1.0 / times[j][i]);
-                ratios.push_back(times[j][i] / times[j1][i]);
+            for (size_t i = 0; i < t.size(); i++) {
+                r.ts.push_back(ks[j] / t[i]);
+                passes.push_back(1.0 / t[i]);
+                ratios.push_back(t[i] / times[j1][i]);
             }
             r.rel_vb1 = median_of(ratios);
+            add_bw(r, passes, probes, ks[j]);
+            results.push_back(r);
+        };
+        for (size_t j = 0; j < ks.size(); j++) {
+            if (std::find(vb.begin(), vb.end(), ks[j]) == vb.end()) continue;
+            add_row("vb" + std::to_string(ks[j]), j, times[j]);
             const double pass_s = median_of(times[j]);
             vb_time.emplace_back(ks[j], pass_s);
             if (ks[j] == 1) vb1 = pass_s;
-            add_bw(r, passes, probes, ks[j]);
-            results.push_back(r);
-            if (tree_times[j].empty()) continue;
-            Result rt{"vt" + std::to_string(ks[j]), {}};
-            std::vector<double> tpasses, tratios;
-            for (size_t i = 0; i < tree_times[j].size(); i++) {
-                rt.ts.push_back(ks[j] / tree_times[j][i]);
-                tpasses.push_back(1.0 / tree_times[j][i]);
-                tratios.push_back(tree_times[j][i] / times[j1][i]);
-            }
-            rt.rel_vb1 = median_of(tratios);
-            add_bw(rt, tpasses, probes, ks[j]);
-            results.push_back(rt);
+            if (!tree_times[j].empty()) add_row("vt" + std::to_string(ks[j]), j, tree_times[j]);
         }
         if (vb1 == 0) vb1 = median_of(times[j1]);
     }
