@@ -119,7 +119,9 @@ test('token trees: per-request speculative.tree, alternatives in timings and /me
     const list = await fetch(srv.base + '/completion', { method: 'POST', body: JSON.stringify({ prompt: 'Lily and Ben went to the', n_predict: 48, temperature: 0, speculative: { type: ['draft', 'ngram', 'suffix'] } }) });
     const lj = await list.json();
     assert.equal(lj.content, off.json.content);
-    assert.deepEqual(Object.keys(lj.timings.draft_by_proposer), ['draft', 'ngram', 'suffix']);
+    for (const p of ['draft', 'ngram', 'suffix']) assert.equal(typeof lj.timings[`draft_${p}_rounds`], 'number');
+    assert.ok(Object.values(lj.timings).every((v) => typeof v === 'number'));  // llama-server's timings: numbers only
+    assert.equal(on.json.timings.draft_ngram_rounds, undefined);  // one proposer: no per-proposer keys
     assert.match((await metrics(srv.base)).text, /^tandem_spec_decode_proposer_rounds\{proposer="draft"\} \d+$/m);
     // steady latency: the same greedy text
     const steady = await fetch(srv.base + '/completion', { method: 'POST', body: JSON.stringify({ prompt: 'Lily and Ben went to the', n_predict: 48, temperature: 0, speculative: { latency: 'steady' } }) });

@@ -107,23 +107,27 @@ struct HttpServer::Impl {
     std::map<std::string, std::map<std::string, Route>> routes;  // path -> method -> handler
 
     // --- helpers -------------------------------------------------------------------------------------------
-    static json by_proposer_json(const std::vector<SpecStats::ByProposer>& v) {
-        json o = json::object();
-        for (const auto& b : v) o[spec_type_name(b.type)] = {{"rounds", b.rounds}, {"draft_n", b.drafted}, {"draft_n_accepted", b.accepted}};
-        return o;
-    }
     json timings_of(const Job& j) {
         const int processed = j.n_prompt - j.n_cached;  // as llama-server: prompt_n + cache_n = the prompt
-        return {{"prompt_n", processed}, {"prompt_ms", j.prompt_ms},
+        json t = {{"prompt_n", processed}, {"prompt_ms", j.prompt_ms},
                 {"prompt_per_second", j.prompt_ms > 0 ? processed / (j.prompt_ms / 1e3) : 0.0},
                 {"predicted_n", j.n_generated}, {"predicted_ms", j.gen_ms},
                 {"predicted_per_second", j.gen_ms > 0 ? j.n_generated / (j.gen_ms / 1e3) : 0.0},
                 {"draft_n", j.n_drafted}, {"draft_n_accepted", j.n_accepted}, {"cache_n", j.n_cached},
                 {"draft_tree_n", j.n_tree_drafted}, {"draft_tree_n_accepted", j.n_tree_accepted},
-                {"draft_by_proposer", by_proposer_json(j.by_proposer)},
                 {"itl_p50_ms", j.itl.p50}, {"itl_p90_ms", j.itl.p90}, {"itl_p99_ms", j.itl.p99}, {"itl_max_ms", j.itl.max},
                 {"prompt_per_token_ms", processed > 0 ? j.prompt_ms / processed : 0.0},
                 {"predicted_per_token_ms", j.n_generated > 0 ? j.gen_ms / j.n_generated : 0.0}};
+        // A list of proposers: flat numbers per proposer (clients, and llama.cpp's tests, expect every timings value
+        // to be a number), e.g. draft_ngram_rounds, draft_ngram_n, draft_ngram_n_accepted.
+        if (j.by_proposer.size() > 1)
+            for (const auto& b : j.by_proposer) {
+                const std::string p = std::string("draft_") + spec_type_name(b.type);
+                t[p + "_rounds"] = b.rounds;
+                t[p + "_n"] = b.drafted;
+                t[p + "_n_accepted"] = b.accepted;
+            }
+        return t;
     }
 
     json logprob_entry(const TokenLogprob& lp) {
