@@ -6,6 +6,8 @@
 
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
+#include "grammar/trigger.h"
+#include "spec/constraint.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
 #include "tandem/tokenizer.h"
@@ -121,6 +123,119 @@ TEST(Grammar, VocabularyMasksEqualTokenByTokenMatching) {
             }
             EXPECT_GT(n_allowed, 0) << vocab << " after '" << prefix << "'";
         }
+    }
+}
+
+namespace {
+
+// The grammar text the scan reports after feeding `pieces` one by one ("-" while untriggered), and at which piece.
+std::string scan(const TriggerSpec& spec, const std::vector<std::string>& pieces, int* at = nullptr) {
+    TriggerScan t(spec);
+    for (size_t i = 0; i < pieces.size(); i++)
+        if (auto text = t.feed(spec, pieces[i])) {
+            if (at) *at = int(i);
+            return *text;
+        }
+    return "-";
+}
+
+}  // namespace
+
+// Lazy grammars: where the trigger scan starts the grammar (words anywhere outside a leading think block, at_start
+// words as the answer's first non-blank bytes), with triggers split over pieces.
+TEST(LazyGrammar, TriggersStartTheGrammarAtTheirFirstByte) {
+    TriggerSpec hermes;
+    hermes.words = {"<tool_call>"};
+    hermes.think_open = "<think>";
+    hermes.think_close = "</think>";
+    int at = -1;
+    EXPECT_EQ(scan(hermes, {"Let me look.", "<tool_call>", "\n{\"na"}, &at), "<tool_call>");
+    EXPECT_EQ(at, 1);
+    EXPECT_EQ(scan(hermes, {"ok <to", "ol_c", "all>\n{"}, &at), "<tool_call>\n{");  // split over three pieces
+    EXPECT_EQ(at, 2);
+    EXPECT_EQ(scan(hermes, {"<tool_", "xcall>", "<tool_call"}), "-");  // never complete
+    EXPECT_EQ(scan(hermes, {"a<tool_call><tool_call>b"}), "<tool_call><tool_call>b");  // the first one
+    // inside a leading think block a marker does not trigger; after it, it does
+    EXPECT_EQ(scan(hermes, {"\n<think>", "maybe <tool_call>", " later</th", "ink>\n\n<tool_call>{"}), "<tool_call>{");
+    EXPECT_EQ(scan(hermes, {"<think>x <tool_call> y"}), "-");
+    TriggerSpec opened = hermes;  // the prompt opened the block
+    opened.starts_thinking = true;
+    EXPECT_EQ(scan(opened, {"<tool_call>", "</think>"}), "-");
+    EXPECT_EQ(scan(opened, {"hm</think>", "<tool_call>"}), "<tool_call>");
+    // a think block later in the answer is text: the marker in it triggers
+    EXPECT_EQ(scan(hermes, {"so <think> <tool_call>"}), "<tool_call>");
+
+    TriggerSpec llama;
+    llama.words = {"<|python_tag|>"};
+    llama.at_start = {"{\"name\""};
+    EXPECT_EQ(scan(llama, {" \n ", "{\"", "name\": \"f\""}, &at), "{\"name\": \"f\"");  // leading blanks skipped
+    EXPECT_EQ(at, 2);
+    EXPECT_EQ(scan(llama, {"Here: {\"name\": 1}"}), "-");  // not at the start
+    EXPECT_EQ(scan(llama, {"{\"nam", "e2\""}), "-");         // diverged: the answer is text from then on
+    EXPECT_EQ(scan(llama, {"{", "\"x\"", "{\"name\""}), "-");
+    EXPECT_EQ(scan(llama, {"call <|python", "_tag|>{}"}), "<|python_tag|>{}");
+    TriggerSpec think_then_start = llama;
+    think_then_start.think_open = "<think>";
+    think_then_start.think_close = "</think>";
+    EXPECT_EQ(scan(think_then_start, {"<think>{\"name\"</think>", "\n{\"name\": "}), "{\"name\": ");
+}
+
+// Before the trigger every token is allowed except those that would complete a trigger into text the grammar
+// refuses; after it, the grammar's mask. Checked against advancing a copy of the state by every token, on a
+// SentencePiece and a byte-level BPE vocabulary.
+TEST(LazyGrammar, MasksEqualTokenByTokenAdvancing) {
+    for (const char* vocab : {"models/stories260K.gguf", "tokenizer-tests/ggml-vocab-qwen2.gguf"}) {
+        auto f = GgufFile::open(test::shared_file(vocab));
+        auto tok = Tokenizer::from_gguf(*f);
+        ConstraintVocab cv(*tok);
+        auto spec = std::make_shared<TriggerSpec>();
+        spec->words = {" the", "<tool_call>"};
+        spec->at_start = {"{\"a\""};
+        // after the trigger: no letter e, and a call must be closed
+        auto c = cv.constrain(parse_gbnf(R"(root ::= (" the" [a-df-z ,.]{1,40}) | ("<tool_call>" [0-9]+ "</tool_call>") | ("{\"a\"" [0-9]*))"), spec);
+        MaskMemo memo;
+        int n_refused = 0, n_checked = 0, n_prefixes = 0;
+        for (const std::string prefix : {"", "  ", "Once upon a time", "Once upon a time,", "x <tool", "{", "{\"", "Once upon a time the", "<tool_call>12"}) {
+            ConstraintState st(*c);
+            // feed the prefix a byte at a time through single-byte tokens, where the vocabulary has them
+            bool fed = true;
+            for (char ch : prefix) {
+                const std::string b(1, ch);
+                auto it = std::find(c->pieces->begin(), c->pieces->end(), b);
+                if (it == c->pieces->end()) { fed = false; break; }
+                ASSERT_TRUE(st.advance(*c, int32_t(it - c->pieces->begin()))) << prefix;
+            }
+            if (!fed) continue;
+            n_prefixes++;
+            std::vector<uint8_t> mask;
+            const uint8_t* allowed = st.allowed(*c, memo, mask, tok->n_vocab());
+            for (int32_t id = 0; id < tok->n_vocab(); id++) {
+                ConstraintState t = st;
+                const bool want = t.advance(*c, id);
+                const bool got = allowed ? allowed[id] != 0 : true;
+                ASSERT_EQ(got, want) << vocab << " after '" << prefix << "': token " << id << " '" << (*c->pieces)[size_t(id)] << "'";
+                n_refused += !want;
+                n_checked++;
+            }
+        }
+        EXPECT_GE(n_prefixes, 7) << vocab << ": prefixes the vocabulary cannot spell byte by byte";
+        EXPECT_GT(n_refused, 0) << vocab << ": no token was ever refused";
+        // from the start, a token holding " the" completes the trigger: allowed exactly when the grammar takes its
+        // text from the trigger on (" then" yes, " there" no: an e after it)
+        int n_completing = 0, n_completing_refused = 0;
+        for (int32_t id = 0; id < tok->n_vocab(); id++) {
+            const std::string& piece = (*c->pieces)[size_t(id)];
+            const size_t at = piece.find(" the");
+            if (at == std::string::npos || piece.find("<tool_call>") != std::string::npos) continue;
+            ConstraintState t(*c);
+            Matcher m(c->grammar);
+            const bool grammatical = m.accept_bytes(piece.substr(at));
+            EXPECT_EQ(t.advance(*c, id), grammatical) << vocab << " '" << piece << "'";
+            n_completing++;
+            n_completing_refused += grammatical ? 0 : 1;
+        }
+        EXPECT_GT(n_completing, 1) << vocab;
+        EXPECT_GT(n_completing_refused, 0) << vocab;
     }
 }
 

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "grammar/grammar.h"
+#include "grammar/trigger.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
 #include "tandem/model.h"
@@ -449,9 +450,26 @@ TEST(Speculative, ContextShiftKeepsGenerating) {
 
 namespace {
 
-std::shared_ptr<const OutputConstraint> constraint_for(const std::string& gbnf) {
+const ConstraintVocab& constraint_vocab() {
     static const ConstraintVocab vocab(*fx().tok);
-    return vocab.constrain(grammar::parse_gbnf(gbnf));
+    return vocab;
+}
+
+std::shared_ptr<const OutputConstraint> constraint_for(const std::string& gbnf) {
+    return constraint_vocab().constrain(grammar::parse_gbnf(gbnf));
+}
+
+// A lazy grammar: free text until one of `words`, the grammar from there on.
+std::shared_ptr<const OutputConstraint> lazy_constraint_for(const std::string& gbnf, std::vector<std::string> words) {
+    auto spec = std::make_shared<grammar::TriggerSpec>();
+    spec->words = std::move(words);
+    return constraint_vocab().constrain(grammar::parse_gbnf(gbnf), spec);
+}
+
+std::string text_of(const OutputConstraint& c, const std::vector<int32_t>& out) {
+    std::string t;
+    for (int32_t x : out) t += (*c.pieces)[size_t(x)];
+    return t;
 }
 
 // The text of the tokens up to the first end-of-generation token is in the grammar's language (complete when
@@ -503,6 +521,46 @@ TEST(Speculative, GreedyUnderAGrammarIsIdenticalWithAndWithoutSpeculation) {
     }
 }
 
+// Lazy grammars (tool_choice "auto"): the text is free until the trigger, and from the trigger on it is in the
+// grammar's language. Greedy output is the same with every proposer as without speculation; before the trigger it
+// is the unconstrained output.
+TEST(Speculative, GreedyUnderALazyGrammarIsIdenticalWithAndWithoutSpeculation) {
+    ThreadPool pool(1);
+    struct Draft { const char* name; SpecType type; std::shared_ptr<const Model> model; int layers; };
+    const Draft drafts[] = {{"Q4_0", SpecType::DRAFT, fx().q4, 0}, {"first-3-layers", SpecType::DRAFT, fx().l3, 0},
+                            {"ngram", SpecType::NGRAM, nullptr, 0}, {"self-2", SpecType::SELF, nullptr, 2}};
+    // after " the": no letter e (a token like " there" cannot complete the trigger)
+    auto c = lazy_constraint_for(R"(root ::= " the" [a-df-z ,.]{3,400})", {" the"});
+    for (const char* prompt : {"Once upon a time", "Tom and Lily went to the park"}) {
+        auto ids = fx().tok->encode(prompt, true, false);
+        auto plain = run(pool, ids, 80, greedy(), SpecParams{}, nullptr, 0, nullptr, 0, c);
+        auto free_run = run(pool, ids, 80, greedy(), SpecParams{}, nullptr);
+        ASSERT_EQ(plain.size(), 80u);
+        const std::string text = text_of(*c, plain), free_text = text_of(*c, free_run);
+        std::printf("[ lazy ] free: '%s'\n[ lazy ] lazy: '%s'\n", free_text.substr(0, 90).c_str(), text.substr(0, 90).c_str());
+        const size_t at = text.find(" the");
+        ASSERT_NE(at, std::string::npos) << "the trigger never came: '" << text << "'";
+        ASSERT_GT(at, 0u) << "nothing before the trigger: '" << text << "'";
+        // up to where the free text first writes the trigger (" there": refused, an e after it), nothing changes
+        const size_t same = std::min(at, free_text.find(" the"));
+        EXPECT_EQ(text.substr(0, same), free_text.substr(0, same)) << "the text before the trigger was constrained";
+        EXPECT_NE(text, free_text) << "the grammar did not constrain anything after the trigger";
+        grammar::Matcher m(c->grammar);
+        EXPECT_TRUE(m.accept_bytes(text.substr(at))) << "'" << text << "' leaves the grammar after the trigger";
+        for (const auto& d : drafts) {
+            for (bool tree : {false, true}) {
+                if (tree && d.type != SpecType::DRAFT) continue;
+                SpecParams sp = fixed_length(d.type, 8);
+                if (tree) sp.tree_min_gain = 0.0;
+                SpecStats st;
+                auto out = run(pool, ids, 80, greedy(), sp, d.model, d.layers, &st, 0, c);
+                ASSERT_EQ(out, plain) << d.name << (tree ? " (tree)" : "") << " prompt '" << prompt << "'";
+                if (d.type != SpecType::NGRAM) EXPECT_GT(st.n_accept, 0) << d.name;
+            }
+        }
+    }
+}
+
 // Sampling under a grammar keeps the constrained target distribution with a poor draft at temperature 1.5.
 TEST(Speculative, SampledDistributionUnderAGrammarIsThePlainConstrainedOne) {
     auto c = constraint_for(R"(root ::= [a-hl-p ]+)");
@@ -532,6 +590,48 @@ TEST(Speculative, SampledDistributionUnderAGrammarIsThePlainConstrainedOne) {
             if (s < 2) ASSERT_TRUE(grammar::Matcher(c->grammar).accept_bytes((*c->pieces)[size_t(tok)]) || s == 1) << tok;
     }
     EXPECT_LT(min_bad, 1e-3) << "the test cannot tell a broken acceptance rule apart";
+}
+
+// The same under a lazy grammar whose trigger (the letter a) comes within the first two tokens in most runs: the
+// distribution is the plain lazily constrained one (tokens that would complete the trigger into refused text are
+// removed before it; the grammar's mask applies after it).
+TEST(Speculative, SampledDistributionUnderALazyGrammarIsThePlainConstrainedOne) {
+    auto c = lazy_constraint_for(R"(root ::= "a" [b-df-hj-np-tv-z ]*)", {"a"});
+    const auto ids = fx().tok->encode("Lily and Ben went to the", true, false);
+    SamplerParams sp;
+    sp.temp = 1.5f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    const SpecParams spec = fixed_length(SpecType::DRAFT, 4);
+    const int runs = 6000;
+    auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, runs, 1, c);
+    auto specd = sample_counts(ids, sp, spec, fx().l1, runs, 500000, c);
+    SpecParams broken = spec;
+    broken.broken_accept_all_for_tests = true;
+    auto bad = sample_counts(ids, sp, broken, fx().l1, runs, 900000, c);
+    double min_bad = 1.0;
+    for (int s = 0; s < 3; s++) {
+        int df = 0, dfb = 0;
+        const double p = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
+        const double pb = test::chi_square_p(plain[size_t(s)], bad[size_t(s)], &dfb);
+        std::printf("[ lazy grammar, temp 1.5, 1-layer draft, stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e\n",
+                    s, p, df, pb);
+        EXPECT_GT(p, 1e-3) << "speculation changed the lazily constrained distribution (stat " << s << ")";
+        min_bad = std::min(min_bad, pb);
+    }
+    EXPECT_LT(min_bad, 1e-3) << "the test cannot tell a broken acceptance rule apart";
+    // the trigger came in the first two tokens in most runs, and then the text from it on is in the language
+    int triggered = 0;
+    for (const auto& [pair, n] : specd[2]) {
+        const std::string t = (*c->pieces)[size_t(pair / 1000)] + (*c->pieces)[size_t(pair % 1000)];
+        const size_t at = t.find('a');
+        if (at == std::string::npos) continue;
+        triggered += n;
+        EXPECT_TRUE(grammar::Matcher(c->grammar).accept_bytes(t.substr(at))) << "'" << t << "'";
+    }
+    std::printf("[ lazy grammar ] triggered within two tokens: %d of %d runs\n", triggered, runs);
+    EXPECT_GT(triggered, runs / 4);
 }
 
 // A mixture-of-experts target (qwen3moe, and gpt-oss with sinks and sliding windows) verified with dense drafts of

@@ -178,7 +178,9 @@ struct Grammar;
 class VocabTrie;
 class Matcher;
 struct MaskMemo;
+struct TriggerSpec;
 }  // namespace grammar
+class ConstraintState;
 
 // Structured output: every emitted token keeps the text inside a grammar's language (src/grammar/grammar.h).
 // Immutable and shared; the trie and pieces describe the target vocabulary and are built once per server.
@@ -187,6 +189,13 @@ struct OutputConstraint {
     std::shared_ptr<const grammar::VocabTrie> trie;
     std::shared_ptr<const std::vector<std::string>> pieces;  // token id -> its text ("" for control tokens)
     std::vector<int32_t> eog;                                // end-of-generation ids: allowed when the text is complete
+    // Lazy (null: the grammar applies from the first token): the text is free until a trigger of this spec
+    // completes, and from the trigger's first byte on it is a sentence of the grammar (grammar/trigger.h). A
+    // token that would complete a trigger into text the grammar refuses is not allowed.
+    std::shared_ptr<const grammar::TriggerSpec> lazy;
+    // lazy: the tokens that can complete a trigger (their text holds one, or begins with a trigger's last bytes);
+    // only these are checked before the trigger. at_start triggers: only while the answer has not begun.
+    std::shared_ptr<const std::vector<int32_t>> word_ends, start_ends;
 };
 
 // The vocabulary side of constraints, built once per tokenizer and shared by every grammar: each token's text
@@ -195,9 +204,14 @@ struct OutputConstraint {
 class ConstraintVocab {
 public:
     explicit ConstraintVocab(const Tokenizer& tok, const std::vector<int32_t>& shown = {});
-    std::shared_ptr<const OutputConstraint> constrain(std::shared_ptr<const grammar::Grammar> g) const;
+    // lazy: see OutputConstraint::lazy (the trigger-completing token lists are computed once per set of triggers).
+    std::shared_ptr<const OutputConstraint> constrain(std::shared_ptr<const grammar::Grammar> g,
+                                                      std::shared_ptr<const grammar::TriggerSpec> lazy = nullptr) const;
 
 private:
+    std::shared_ptr<const std::vector<int32_t>> ends_of(const std::vector<std::string>& triggers) const;
+    mutable std::mutex ends_mutex_;
+    mutable std::map<std::vector<std::string>, std::shared_ptr<const std::vector<int32_t>>> ends_;
     std::shared_ptr<const std::vector<std::string>> pieces_;
     std::shared_ptr<const grammar::VocabTrie> trie_;
     std::vector<int32_t> eog_;
@@ -261,7 +275,8 @@ public:
     void set_constraint(std::shared_ptr<const OutputConstraint> c);
 
 private:
-    const uint8_t* allowed_after(const grammar::Matcher& m, int n_vocab);  // mask_ for that state
+    // The tokens allowed after state m (mask_, or null when every token is).
+    const uint8_t* allowed_after(const ConstraintState& m, int n_vocab);
     void shift_context();
     int propose_ngram(int k, std::vector<int32_t>& drafts) const;
     SpecType cur_type() const { return props_[cur_].type; }
@@ -298,7 +313,7 @@ private:
     std::vector<int32_t> parents_;
     struct Pending { int requested = 0; int n_past = 0; double t_draft_ms = 0; } pending_;
     std::shared_ptr<const OutputConstraint> constraint_;
-    std::unique_ptr<grammar::Matcher> gm_;  // the grammar state after history_ (when constrained)
+    std::unique_ptr<ConstraintState> gm_;  // the constraint's state after history_ (when constrained)
     std::unique_ptr<grammar::MaskMemo> memo_;  // states and masks met so far in this generation
     std::vector<uint8_t> mask_;
 };

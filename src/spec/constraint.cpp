@@ -1,7 +1,7 @@
+#include "spec/constraint.h"
+
 #include <algorithm>
 
-#include "grammar/grammar.h"
-#include "tandem/speculative.h"
 #include "tandem/tokenizer.h"
 
 namespace tandem {
@@ -17,13 +17,89 @@ ConstraintVocab::ConstraintVocab(const Tokenizer& tok, const std::vector<int32_t
     pieces_ = std::move(pieces);
 }
 
-std::shared_ptr<const OutputConstraint> ConstraintVocab::constrain(std::shared_ptr<const grammar::Grammar> g) const {
+// The tokens whose text can complete one of `triggers`: it holds a whole trigger, or begins with a trigger's
+// last bytes (the rest came in earlier tokens).
+std::shared_ptr<const std::vector<int32_t>> ConstraintVocab::ends_of(const std::vector<std::string>& triggers) const {
+    std::lock_guard<std::mutex> lock(ends_mutex_);
+    auto& slot = ends_[triggers];
+    if (slot) return slot;
+    auto ids = std::make_shared<std::vector<int32_t>>();
+    for (size_t id = 0; id < pieces_->size(); id++) {
+        const std::string& s = (*pieces_)[id];
+        if (s.empty()) continue;
+        bool ends = false;
+        for (const auto& w : triggers) {
+            ends = ends || s.find(w) != std::string::npos;
+            for (size_t j = 1; !ends && j < w.size(); j++) ends = s.compare(0, w.size() - j, w, j) == 0;
+        }
+        if (ends) ids->push_back(int32_t(id));
+    }
+    slot = std::move(ids);
+    return slot;
+}
+
+std::shared_ptr<const OutputConstraint> ConstraintVocab::constrain(std::shared_ptr<const grammar::Grammar> g,
+                                                                   std::shared_ptr<const grammar::TriggerSpec> lazy) const {
     auto c = std::make_shared<OutputConstraint>();
     c->grammar = std::move(g);
     c->trie = trie_;
     c->pieces = pieces_;
     c->eog = eog_;
+    if (lazy) {
+        c->word_ends = ends_of(lazy->words);
+        c->start_ends = ends_of(lazy->at_start);
+        c->lazy = std::move(lazy);
+    }
     return c;
+}
+
+ConstraintState::ConstraintState(const OutputConstraint& c) {
+    if (c.lazy) scan_.emplace(*c.lazy);
+    else m_.emplace(c.grammar);
+}
+
+bool ConstraintState::advance(const OutputConstraint& c, int32_t x) {
+    const bool eog = std::find(c.eog.begin(), c.eog.end(), x) != c.eog.end();
+    if (scan_) {  // before the trigger: free text, unless x completes a trigger into text the grammar refuses
+        if (eog) return true;
+        if (x < 0 || size_t(x) >= c.pieces->size() || (*c.pieces)[size_t(x)].empty()) return true;
+        grammar::TriggerScan next = *scan_;
+        const std::optional<std::string> text = next.feed(*c.lazy, (*c.pieces)[size_t(x)]);
+        if (!text) {
+            *scan_ = std::move(next);
+            return true;
+        }
+        grammar::Matcher m(c.grammar);
+        if (!m.accept_bytes(*text)) return false;
+        m_.emplace(std::move(m));
+        scan_.reset();
+        return true;
+    }
+    if (eog) return m_->can_end();
+    if (x < 0 || size_t(x) >= c.pieces->size() || (*c.pieces)[size_t(x)].empty()) return false;
+    return m_->accept_bytes((*c.pieces)[size_t(x)]);
+}
+
+const uint8_t* ConstraintState::allowed(const OutputConstraint& c, grammar::MaskMemo& memo, std::vector<uint8_t>& mask,
+                                        int n_vocab) const {
+    if (m_) {
+        c.trie->allowed(*m_, c.eog, mask, &memo);
+        if (int(mask.size()) < n_vocab) mask.resize(size_t(n_vocab), 0);  // a draft vocabulary may be longer
+        return mask.data();
+    }
+    bool any = false;
+    auto check = [&](const std::vector<int32_t>& ids) {
+        for (int32_t id : ids) {
+            ConstraintState s = *this;
+            if (s.advance(c, id)) continue;
+            if (!any) mask.assign(std::max(size_t(n_vocab), c.pieces->size()), 1);
+            any = true;
+            mask[size_t(id)] = 0;
+        }
+    };
+    check(*c.word_ends);
+    if (scan_->at_start()) check(*c.start_ends);
+    return any ? mask.data() : nullptr;
 }
 
 }  // namespace tandem

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "grammar/grammar.h"
+#include "spec/constraint.h"
 #include "spec/draft_control.h"
 #include "spec/suffix_cache.h"
 #include "tandem/error.h"
@@ -228,24 +229,13 @@ void Generator::save_costs() const {
 
 void Generator::set_constraint(std::shared_ptr<const OutputConstraint> c) {
     constraint_ = std::move(c);
-    gm_ = constraint_ ? std::make_unique<grammar::Matcher>(constraint_->grammar) : nullptr;
+    gm_ = constraint_ ? std::make_unique<ConstraintState>(*constraint_) : nullptr;
     memo_ = constraint_ ? std::make_unique<grammar::MaskMemo>() : nullptr;
 }
 
-const uint8_t* Generator::allowed_after(const grammar::Matcher& m, int n_vocab) {
-    constraint_->trie->allowed(m, constraint_->eog, mask_, memo_.get());
-    if (int(mask_.size()) < n_vocab) mask_.resize(size_t(n_vocab), 0);  // a draft vocabulary may be longer
-    return mask_.data();
+const uint8_t* Generator::allowed_after(const ConstraintState& m, int n_vocab) {
+    return m.allowed(*constraint_, *memo_, mask_, n_vocab);
 }
-
-namespace {
-// The grammar state after token x (false: the grammar refuses it; an end-of-generation token ends the text).
-bool advance(grammar::Matcher& m, const OutputConstraint& c, int32_t x) {
-    if (std::find(c.eog.begin(), c.eog.end(), x) != c.eog.end()) return m.can_end();
-    if (x < 0 || size_t(x) >= c.pieces->size() || (*c.pieces)[size_t(x)].empty()) return false;
-    return m.accept_bytes((*c.pieces)[size_t(x)]);
-}
-}  // namespace
 
 void Generator::start_deferred(const std::vector<int32_t>& prompt) {
     if (prompt.empty()) throw Error("empty prompt");
@@ -390,7 +380,7 @@ int Generator::propose_model(int k, int max_nodes, std::vector<int32_t>& drafts,
     d.decode(feed.data(), int(feed.size()), false);
     // The drafted tokens are appended to history_ while drafting (the samplers' penalties see them) and
     // removed again before returning; end_step appends the accepted ones for good.
-    std::unique_ptr<grammar::Matcher> m = gm_ ? std::make_unique<grammar::Matcher>(*gm_) : nullptr;
+    std::unique_ptr<ConstraintState> m = gm_ ? std::make_unique<ConstraintState>(*gm_) : nullptr;
     // Token tree: alternatives where the draft is unsure, at depth i + 1 (children of chain node i), reached with
     // probability about a^i (a: the measured acceptance of the chain's tokens).
     const bool tree = spec_.tree && spec_.tree_width > 1 && max_nodes > k + 1;
@@ -412,7 +402,7 @@ int Generator::propose_model(int k, int max_nodes, std::vector<int32_t>& drafts,
         if (tree) add_alternatives(lg, d.n_vocab(), x, allowed, i + 1, reach, k, max_nodes, &qs[size_t(i)]);
         reach *= a;
         if (x >= target_.n_vocab()) break;  // padding id outside the target vocabulary
-        if (m && !advance(*m, *constraint_, x)) break;
+        if (m && !m->advance(*constraint_, x)) break;
         drafts.push_back(x);
         history_.push_back(x);
         if (m && std::find(constraint_->eog.begin(), constraint_->eog.end(), x) != constraint_->eog.end()) break;
@@ -495,9 +485,9 @@ bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) {
             if (cur_type() == SpecType::NGRAM) propose_ngram(k, drafts_);
             else spec_.suffix->propose(history_, k, drafts_);
             if (gm_) {  // never propose what the grammar forbids: cut at the first such token
-                grammar::Matcher m = *gm_;
+                ConstraintState m = *gm_;
                 size_t ok = 0;
-                while (ok < drafts_.size() && advance(m, *constraint_, drafts_[ok])) ok++;
+                while (ok < drafts_.size() && m.advance(*constraint_, drafts_[ok])) ok++;
                 drafts_.resize(ok);
             }
         } else {
@@ -539,7 +529,7 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
     int node = 0, accepted = 0, accepted_alt = 0;
     int32_t final_token = -1;
     if (p_.size() < size_t(nd) + 2) p_.resize(size_t(nd) + 2);
-    std::unique_ptr<grammar::Matcher> m = gm_ ? std::make_unique<grammar::Matcher>(*gm_) : nullptr;
+    std::unique_ptr<ConstraintState> m = gm_ ? std::make_unique<ConstraintState>(*gm_) : nullptr;
     for (;;) {
         const int depth = int(path.size()) - 1;
         Distribution& p = p_[size_t(depth)];
@@ -593,7 +583,7 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
         const int32_t x = token_of(next);
         if (logprobs) logprobs->push_back(logprob_of(target_.logits(node), target_.n_vocab(), x, n_top));
         history_.push_back(x);
-        if (m) advance(*m, *constraint_, x);  // p(x) > 0, so the grammar allows x
+        if (m) m->advance(*constraint_, x);  // p(x) > 0, so the constraint allows x
         path.push_back(next);
         node = next;
         if (next <= nd) accepted++;
@@ -608,7 +598,7 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
     out.push_back(final_token);
     history_.push_back(final_token);
     if (m) {
-        advance(*m, *constraint_, final_token);
+        m->advance(*constraint_, final_token);
         *gm_ = std::move(*m);
     }
 

@@ -1,0 +1,32 @@
+// The state of an output constraint (include/tandem/speculative.h: OutputConstraint) after some text: the grammar
+// matcher, or, for a lazy grammar before its trigger, the trigger scan. Copyable: speculative decoding keeps one
+// per drafted position and rolls back by copying. Internal to the generator.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "grammar/grammar.h"
+#include "grammar/trigger.h"
+#include "tandem/speculative.h"
+
+namespace tandem {
+
+class ConstraintState {
+public:
+    explicit ConstraintState(const OutputConstraint& c);
+    // The state after token x; false (state unchanged) when the constraint refuses x. An end-of-generation token
+    // ends the text: allowed when the grammar can end, or before a lazy grammar's trigger.
+    bool advance(const OutputConstraint& c, int32_t x);
+    // The tokens allowed next: `mask` filled (n_vocab entries; ids the constraint's vocabulary lacks are 0) and
+    // returned, or null when every token is allowed (a lazy grammar before its trigger, with no trigger-completing
+    // token refused).
+    const uint8_t* allowed(const OutputConstraint& c, grammar::MaskMemo& memo, std::vector<uint8_t>& mask, int n_vocab) const;
+    bool triggered() const { return m_.has_value(); }
+
+private:
+    std::optional<grammar::Matcher> m_;
+    std::optional<grammar::TriggerScan> scan_;  // lazy, before the trigger
+};
+
+}  // namespace tandem
