@@ -17,6 +17,7 @@
 #include "serve/text_pipeline.h"
 #include "serve/tool_calls.h"
 #include "grammar/grammar.h"
+#include "grammar/trigger.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
 #include "tandem/model.h"
@@ -680,6 +681,34 @@ TEST(ToolCalls, RequiredCallGrammarAcceptsOnlyValidCalls) {
         EXPECT_EQ(d.calls[0].name, "get_weather");
         EXPECT_EQ(json::parse(d.calls[0].arguments)["city"], "Paris");
     }
+    // tool_choice "auto": the answer written before a call is free; the format's trigger starts the call grammar
+    // at its first byte, so the text from there on must be a valid call
+    const std::vector<std::pair<ToolFormat, std::string>> lead_ins = {
+        {ToolFormat::HERMES, "<think>I could write <tool_call> here.</think>\nLet me check. "},
+        {ToolFormat::LLAMA3, "  "},
+        {ToolFormat::MISTRAL, "Checking. "},
+        {ToolFormat::DEEPSEEK, "<think>hm</think>"},
+        {ToolFormat::GENERIC, "\n"},
+        {ToolFormat::HARMONY, "<|channel|>analysis<|message|>The user wants weather.<|end|><|start|>assistant"},
+    };
+    for (size_t i = 0; i < sentences.size(); i++) {
+        const auto& [f, text] = sentences[i];
+        const grammar::TriggerSpec spec = tool_call_triggers(f);
+        grammar::TriggerScan scan(spec);
+        const std::string lead = lead_ins[i].second;
+        ASSERT_FALSE(scan.feed(spec, lead)) << "triggered inside the lead-in '" << lead << "'";
+        std::optional<std::string> from;
+        for (size_t at = 0; at < text.size() && !from; at += 3) from = scan.feed(spec, text.substr(at, 3));
+        ASSERT_TRUE(from) << "no trigger in " << text;
+        const std::string rest = text.substr(text.size() - std::min(text.size(), from->size()));
+        EXPECT_TRUE(grammar_accepts(tool_call_gbnf(f, kWeatherTools, "", false), text)) << text;
+        grammar::Matcher m(grammar::parse_gbnf(tool_call_gbnf(f, kWeatherTools, "", false)));
+        EXPECT_TRUE(m.accept_bytes(*from)) << "the grammar refuses the text from the trigger on: " << *from;
+        EXPECT_EQ(text.compare(0, from->size(), *from), 0) << "the trigger did not start at the call's first byte: " << *from;
+    }
+    EXPECT_TRUE(grammar_accepts(tool_call_gbnf(ToolFormat::LLAMA3, kWeatherTools, "", false),
+                                "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}"));
+    EXPECT_TRUE(tool_call_triggers(ToolFormat::NONE).words.empty());
 }
 
 // tools / tool_choice / parallel_tool_calls in a chat request, and the grammar a required call gets.
@@ -714,6 +743,35 @@ TEST(OpenAI, ParsesToolsAndToolChoice) {
     EXPECT_THROW(apply_tool_choice(both, ToolFormat::HERMES), BadRequest);
     ParsedRequest none_fmt = req(R"({"tools": )" + tools.dump() + R"(, "tool_choice": "required"})");
     EXPECT_THROW(apply_tool_choice(none_fmt, ToolFormat::NONE), BadRequest);
+    // auto: a lazy call grammar triggered by the format's markers, unless the request brings its own grammar
+    ParsedRequest autoc = req(R"({"tools": )" + tools.dump() + "}");
+    apply_tool_choice(autoc, ToolFormat::HERMES);
+    ASSERT_TRUE(autoc.grammar && autoc.lazy);
+    EXPECT_EQ(autoc.lazy->words, std::vector<std::string>{"<tool_call>"});
+    ParsedRequest own = req(R"({"tools": )" + tools.dump() + R"(, "response_format": {"type": "json_object"}})");
+    apply_tool_choice(own, ToolFormat::HERMES);
+    EXPECT_FALSE(own.lazy);
+    ParsedRequest no_fmt = req(R"({"tools": )" + tools.dump() + "}");
+    apply_tool_choice(no_fmt, ToolFormat::NONE);
+    EXPECT_FALSE(no_fmt.grammar);
+    // a schema the converter refuses: parsed, not constrained, in auto; a 400 when a call is required
+    const std::string odd = R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "patternProperties": {"^x": {}}}}}])";
+    ParsedRequest odd_auto = req(R"({"tools": )" + odd + "}");
+    apply_tool_choice(odd_auto, ToolFormat::HERMES);
+    EXPECT_FALSE(odd_auto.grammar);
+    ParsedRequest odd_req = req(R"({"tool_choice": "required", "tools": )" + odd + "}");
+    EXPECT_THROW(apply_tool_choice(odd_req, ToolFormat::HERMES), BadRequest);
+    // llama-server's grammar_lazy / grammar_triggers
+    ParsedRequest lazy = req(R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": "Lily"}, {"type": 0, "value": "<tool_call>", "token": 5}]})");
+    ASSERT_TRUE(lazy.lazy);
+    EXPECT_EQ(lazy.lazy->words, (std::vector<std::string>{"Lily", "<tool_call>"}));
+    EXPECT_FALSE(req(R"({"grammar": "root ::= \"x\"", "grammar_lazy": false, "grammar_triggers": [{"type": 1, "value": "a"}]})").lazy);
+    for (const char* bad : {R"({"grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": "a"}]})",
+                            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true})",
+                            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 2, "value": "a.*"}]})",
+                            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": ""}]})",
+                            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": "a"})"})
+        EXPECT_THROW(req(bad), BadRequest) << bad;
     json with_prompt = messages_with_tool_prompt(json::parse(R"([{"role": "user", "content": "hi"}])"), tools);
     ASSERT_EQ(with_prompt.size(), 2u);
     EXPECT_EQ(with_prompt[0]["role"], "system");

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "grammar/grammar.h"
+#include "grammar/trigger.h"
 #include "grammar/json_schema.h"
 #include "tandem/error.h"
 
@@ -267,6 +268,32 @@ void refuse_unimplemented(const json& body) {
 
 namespace {
 
+// llama-server's lazy grammar: `grammar_triggers`, a list of {"type": 0 (a token, by its text) or 1 (a word),
+// "value": text}. Pattern triggers (types 2 and 3, regular expressions) are refused: tandem's triggers are words.
+std::shared_ptr<const grammar::TriggerSpec> parse_grammar_triggers(const json& body, bool has_grammar) {
+    if (!has_grammar) throw BadRequest("'grammar_lazy' needs a 'grammar', 'json_schema' or 'response_format' to apply");
+    auto spec = std::make_shared<grammar::TriggerSpec>();
+    auto it = body.find("grammar_triggers");
+    if (it != body.end() && !it->is_null()) {
+        if (!it->is_array()) throw BadRequest("'grammar_triggers' must be an array of {\"type\", \"value\"}");
+        for (size_t i = 0; i < it->size(); i++) {
+            const json& t = (*it)[i];
+            const std::string where = strprintf("grammar_triggers[%zu]", i);
+            if (!t.is_object() || !t.contains("type") || !t["type"].is_number_integer() || !t.contains("value") || !t["value"].is_string())
+                throw BadRequest(where + " must be {\"type\": 0 or 1, \"value\": string}");
+            const int type = t["type"];
+            if (type == 2 || type == 3)
+                throw BadRequest(where + ": pattern triggers (types 2 and 3) are not supported by this server; use word triggers (type 1)");
+            if (type != 0 && type != 1) throw BadRequest(where + ".type must be 0 (token) or 1 (word)");
+            const std::string word = t["value"];
+            if (word.empty()) throw BadRequest(where + ".value must not be empty");
+            spec->words.push_back(word);
+        }
+    }
+    if (spec->words.empty()) throw BadRequest("'grammar_lazy' needs at least one entry in 'grammar_triggers'");
+    return spec;
+}
+
 // `tools`, `tool_choice`, `parallel_tool_calls` of a chat request.
 void parse_tools(const json& body, ParsedRequest& r) {
     if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
@@ -314,6 +341,17 @@ void parse_tools(const json& body, ParsedRequest& r) {
 
 void apply_tool_choice(ParsedRequest& r, ToolFormat format) {
     using TC = ParsedRequest::ToolChoice;
+    if (r.tool_choice == TC::AUTO && r.uses_tools() && !r.grammar && format != ToolFormat::NONE) {
+        try {
+            auto g = grammar::parse_gbnf(tool_call_gbnf(format, r.tools, "", r.parallel_tool_calls));
+            grammar::Matcher check(g);
+            r.grammar = std::move(g);
+            r.lazy = std::make_shared<grammar::TriggerSpec>(tool_call_triggers(format));
+        } catch (const Error&) {
+            // a schema the converter refuses: the calls are parsed, not constrained (see the header)
+        }
+        return;
+    }
     if (r.tool_choice != TC::REQUIRED && r.tool_choice != TC::NAMED) return;
     if (r.grammar) throw BadRequest("a required tool call cannot be combined with 'grammar', 'json_schema' or 'response_format'");
     if (format == ToolFormat::NONE)
@@ -400,6 +438,7 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
                r.tool_choice != ParsedRequest::ToolChoice::NAMED) {
         r.grammar = lim.default_grammar;  // --grammar / --grammar-file
     }
+    if (boolean(body, "grammar_lazy", false)) r.lazy = parse_grammar_triggers(body, r.grammar != nullptr);
 
     JobRequest& j = r.job;
     SamplerParams& sp = j.sampling;

@@ -13,6 +13,7 @@
 
 namespace tandem::grammar {
 struct Grammar;
+struct TriggerSpec;
 }
 
 namespace tandem::server {
@@ -83,6 +84,9 @@ struct ParsedRequest {
     bool prefill_assistant = false;
     std::string reasoning_format;       // chat: the request's reasoning_format ("" = the server's)
     std::shared_ptr<const grammar::Grammar> grammar;  // structured output: `grammar`, JSON mode, or the server's
+    // the grammar is lazy: it applies from one of these triggers on (llama-server's grammar_lazy and
+    // grammar_triggers, or tool_choice "auto" with the template's call markers); null: from the first token
+    std::shared_ptr<const grammar::TriggerSpec> lazy;
     // chat: tools (OpenAI tool objects, validated; null when none) and how they may be used. tool_choice "none"
     // keeps the tools from the template and the answer is not parsed for calls.
     nlohmann::ordered_json tools;
@@ -122,6 +126,10 @@ struct ServerLimits {
 // tool_choice "required" or a named function: the request's grammar becomes the call grammar of `format` (the
 // chat template's, serve/tool_calls.h). A request that also asks for a grammar or a JSON schema is refused, as is
 // a format without calls (the template shows no tool-call syntax). Throws BadRequest.
+// tool_choice "auto" (llama-server's lazy tool grammar): when the request has no grammar of its own, the call
+// grammar becomes lazy, triggered by the format's call markers (tool_call_triggers), so a call the model starts
+// is a valid one and text without a call is left alone. Tools whose schemas the JSON-schema converter refuses
+// are not constrained in "auto" (the answer is still parsed for calls; "required" answers 400).
 void apply_tool_choice(ParsedRequest& r, ToolFormat format);
 
 // Validates and converts a chat (chat = true) or completions request body. Throws BadRequest.

@@ -106,7 +106,9 @@ std::string tool_call_gbnf(ToolFormat f, const json& tools, const std::string& o
             root = parallel ? block + " (\"\\n\" " + block + ")*" : block;
             break;
         }
-        case ToolFormat::LLAMA3: root = parallel ? one + " (\"; \" " + one + ")*" : one; break;
+        case ToolFormat::LLAMA3:  // the marker Llama 3.1-3.3 write before a call, or none
+            root = "\"<|python_tag|>\"? " + (parallel ? one + " (\"; \" " + one + ")*" : one);
+            break;
         case ToolFormat::MISTRAL: root = "\"[TOOL_CALLS][\" " + one + (parallel ? " (\", \" " + one + ")*" : "") + " \"]\""; break;
         case ToolFormat::DEEPSEEK: root = gbnf_literal(kDsCallsBegin) + " " + one + (parallel ? "+ " : " ") + gbnf_literal(kDsCallsEnd); break;
         case ToolFormat::HARMONY: root = one; break;  // one call per message: the model continues after the result
@@ -116,6 +118,27 @@ std::string tool_call_gbnf(ToolFormat f, const json& tools, const std::string& o
         case ToolFormat::NONE: break;
     }
     return grammar::json_schemas_to_gbnf(args, root);
+}
+
+grammar::TriggerSpec tool_call_triggers(ToolFormat f) {
+    grammar::TriggerSpec t;
+    switch (f) {
+        case ToolFormat::NONE: return t;
+        case ToolFormat::HERMES: t.words = {"<tool_call>"}; break;
+        case ToolFormat::LLAMA3:
+            t.words = {"<|python_tag|>"};
+            t.at_start = {"{\"name\""};
+            break;
+        case ToolFormat::MISTRAL: t.words = {"[TOOL_CALLS]"}; break;
+        case ToolFormat::DEEPSEEK: t.words = {kDsCallsBegin}; break;
+        case ToolFormat::HARMONY: t.words = {"<|channel|>commentary to="}; break;  // analysis is its reasoning
+        case ToolFormat::GENERIC: t.at_start = {"{\"tool_calls\""}; break;
+    }
+    if (f != ToolFormat::HARMONY) {
+        t.think_open = "<think>";
+        t.think_close = "</think>";
+    }
+    return t;
 }
 
 json messages_with_tool_prompt(const json& messages, const json& tools) {

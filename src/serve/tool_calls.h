@@ -3,6 +3,8 @@
 // a named function). Pure functions; the streaming side is serve/chat_answer.h.
 #pragma once
 #include <nlohmann/json.hpp>
+
+#include "grammar/trigger.h"
 #include <string>
 #include <vector>
 
@@ -39,6 +41,12 @@ const std::vector<std::string>& tool_call_markers(ToolFormat f);
 // under its parameters schema. only_name: just that tool. Throws tandem::Error (an unknown name, a schema the
 // JSON-schema converter refuses, a format that has no grammar).
 std::string tool_call_gbnf(ToolFormat f, const nlohmann::ordered_json& tools, const std::string& only_name, bool parallel);
+
+// tool_choice "auto": where a call begins in format f, as lazy-grammar triggers (grammar/trigger.h): the call
+// marker, or for LLAMA3 and GENERIC the call's opening `{"name"` / `{"tool_calls"` as the answer's first bytes.
+// A leading <think> block is skipped. Empty words and at_start for NONE. The call grammar (tool_call_gbnf)
+// starts with the trigger's text, so from the trigger on the answer is a valid call.
+grammar::TriggerSpec tool_call_triggers(ToolFormat f);
 
 // For chat templates that show no tools (format NONE): the conversation with the tools described in the system
 // message and the GENERIC answer format asked for, as llama.cpp's generic tool handler does. The answer is then

@@ -522,7 +522,18 @@ test('structured output: GBNF grammar and JSON mode, the same greedy text with a
       assert.ok(text.startsWith('{'), text);
       const n = await post(srv.base, '/completion', { prompt: 'Lily said', n_predict: 40, grammar: 'root ::= [a-z ]{5,30} "!"' });
       assert.match(n.json.content, /^[a-z ]{5,30}!?$/);
-      outs.push([r.choices[0].text, text, n.json.content]);
+      // a lazy grammar (llama-server's grammar_lazy): free text until the trigger word, the grammar from it on
+      const lazy = await post(srv.base, '/completion', { prompt: 'Once upon a time', n_predict: 80, grammar: 'root ::= " the" [a-df-z ,.]{3,40}',
+        grammar_lazy: true, grammar_triggers: [{ type: 1, value: ' the' }] });
+      assert.equal(lazy.status, 200, JSON.stringify(lazy.json));
+      const at = lazy.json.content.indexOf(' the');
+      assert.ok(at > 0, lazy.json.content);
+      assert.match(lazy.json.content.slice(at), /^ the[a-df-z ,.]{3,40}$/, lazy.json.content);
+      assert.equal(lazy.json.stop_type, 'eos', 'the grammar is complete: only end-of-generation is left');
+      const noTrig = await post(srv.base, '/completion', { prompt: 'x', grammar: 'root ::= "a"', grammar_lazy: true });
+      assert.equal(noTrig.status, 400);
+      assert.match(noTrig.json.error.message, /grammar_triggers/);
+      outs.push([r.choices[0].text, text, n.json.content, lazy.json.content]);
       const deep = await post(srv.base, '/completion', { prompt: 'x', grammar: 'root ::= ' + '('.repeat(300) + '"a"' + ')'.repeat(300) });
       assert.equal(deep.status, 400);
       assert.match(deep.json.error.message, /nested more than 50 deep/);

@@ -11,6 +11,7 @@
 #include "args.h"
 #include "chat/chat_formatter.h"
 #include "grammar/grammar.h"
+#include "grammar/trigger.h"
 #include "serve/access.h"
 #include "serve/anthropic.h"
 #include "serve/engine.h"
@@ -178,9 +179,16 @@ struct HttpServer::Impl {
 
     // Structured output: the grammar with the vocabulary trie of the target (built once, on first use).
     // The grammar side of a request over the vocabulary side, built on the first request that needs it.
-    std::shared_ptr<const OutputConstraint> constraint_for(std::shared_ptr<const grammar::Grammar> g) {
+    // lazy: its triggers; a chat prompt that opened a <think> block starts the scan inside it.
+    std::shared_ptr<const OutputConstraint> constraint_for(std::shared_ptr<const grammar::Grammar> g,
+                                                           const grammar::TriggerSpec* lazy = nullptr, bool opens_thinking = false) {
         std::call_once(vocab_once, [this] { constraint_vocab = std::make_unique<ConstraintVocab>(*tok, shown_special); });
-        return constraint_vocab->constrain(std::move(g));
+        std::shared_ptr<grammar::TriggerSpec> spec;
+        if (lazy) {
+            spec = std::make_shared<grammar::TriggerSpec>(*lazy);
+            spec->starts_thinking = opens_thinking && !spec->think_close.empty();
+        }
+        return constraint_vocab->constrain(std::move(g), std::move(spec));
     }
     std::once_flag vocab_once;
     std::unique_ptr<ConstraintVocab> constraint_vocab;
@@ -324,7 +332,7 @@ struct HttpServer::Impl {
                 JobRequest jr = pr.job;
                 jr.prompt = prompts[pi].ids;
                 if (api == Api::Chat || api == Api::Anthropic || api == Api::Responses) jr.shown_special = shown_special;
-                if (pr.grammar) jr.constraint = constraint_for(pr.grammar);
+                if (pr.grammar) jr.constraint = constraint_for(pr.grammar, pr.lazy.get(), prompts[pi].opens_thinking);
                 if (!jr.spec.context_shift)  // clamped to the context, unless it shifts
                     jr.max_tokens = std::min(jr.max_tokens, engine->n_ctx() - int(jr.prompt.size()));
                 // choice 0 of prompt 0 keeps the request's seed; the others get independent derived streams
