@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "serve/access.h"
@@ -571,6 +572,64 @@ TEST(ToolCalls, ParsesTheFormatsOfTheCommonTemplates) {
     EXPECT_EQ(tool_format_for_template("[TOOL_CALLS]"), ToolFormat::MISTRAL);
     EXPECT_EQ(tool_format_for_template("<|start_header_id|>{% if tools %}"), ToolFormat::LLAMA3);
     EXPECT_EQ(tool_format_for_template("{{ messages }}"), ToolFormat::NONE);
+    EXPECT_EQ(tool_format_for_template("'[TOOL_CALLS]' + name + '[ARGS]'"), ToolFormat::MISTRAL_ARGS);
+    EXPECT_EQ(tool_format_for_template("<tool_call>\n<function=x>\n<parameter=y>"), ToolFormat::XML);
+    // Mistral's newer form, with and without a call id, several calls
+    auto ma = one(ToolFormat::MISTRAL_ARGS, "Sure.[TOOL_CALLS]get_weather[CALL_ID]a1b2c3d4e[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]ping[ARGS]{}");
+    ASSERT_EQ(ma.calls.size(), 2u);
+    EXPECT_EQ(ma.calls[0].name, "get_weather");
+    EXPECT_EQ(ma.calls[0].arguments, R"({"city":"Paris"})");
+    EXPECT_EQ(ma.calls[1].name, "ping");
+    EXPECT_EQ(ma.content, "Sure.");
+    EXPECT_EQ(one(ToolFormat::MISTRAL, "[TOOL_CALLS]f[ARGS]{\"a\": 1}").calls.size(), 1u);  // either form, either format
+    EXPECT_TRUE(one(ToolFormat::MISTRAL_ARGS, "[TOOL_CALLS]f[ARGS]{not json").calls.empty());
+    // XML (Qwen3-Coder): raw text for string parameters (by the tool's schema), JSON for the others
+    const json xtools = json::parse(R"([{"type": "function", "function": {"name": "write", "parameters": {"type": "object",
+        "properties": {"path": {"type": "string"}, "code": {"type": "string"}, "lines": {"type": "integer"}, "opts": {"type": "object"}}}}}])");
+    const std::string xml = "I will write it.\n<tool_call>\n<function=write>\n<parameter=path>\n42\n</parameter>\n"
+                            "<parameter=code>\n<div>\n  a < b\n</div>\n</parameter>\n<parameter=lines>\n3\n</parameter>\n"
+                            "<parameter=opts>\n{\"x\": true}\n</parameter>\n</function>\n</tool_call>";
+    auto x = parse_tool_calls(ToolFormat::XML, xml, xtools);
+    ASSERT_EQ(x.calls.size(), 1u);
+    EXPECT_EQ(x.calls[0].name, "write");
+    EXPECT_EQ(json::parse(x.calls[0].arguments), json::parse(R"({"path": "42", "code": "<div>\n  a < b\n</div>", "lines": 3, "opts": {"x": true}})"));
+    EXPECT_EQ(x.content, "I will write it.");
+    EXPECT_EQ(json::parse(parse_tool_calls(ToolFormat::XML, xml).calls[0].arguments)["path"], 42);  // no schema: JSON when it reads
+    auto xcut = parse_tool_calls(ToolFormat::XML, "<tool_call>\n<function=write>\n<parameter=path>\na\n</parameter>\n</function>\n</tool_call>\n"
+                                                  "<tool_call>\n<function=write>\n<parameter=pa", xtools);
+    ASSERT_EQ(xcut.calls.size(), 1u);  // the one cut off by the length limit is text
+    EXPECT_EQ(xcut.content, "<tool_call>\n<function=write>\n<parameter=pa");
+    EXPECT_TRUE(parse_tool_calls(ToolFormat::XML, "<tool_call>\n<function=f>\n<parameter=a>\nx", xtools).calls.empty());
+}
+
+// The tool-call format of the real templates of llama.cpp's models/templates (fetched by
+// scripts/fetch-chat-templates.sh, as for the Jinja conformance test): each family gets its format.
+TEST(ToolCalls, RealTemplatesGetTheirFamilysFormat) {
+    const char* env = std::getenv("TANDEM_CHAT_TEMPLATES");
+    const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "/root";
+    const std::string dir = env && *env ? env : home + "/.cache/tandem/chat-templates";
+    const std::vector<std::pair<const char*, ToolFormat>> want = {
+        {"Qwen3-Coder", ToolFormat::XML},
+        {"Qwen3.5-4B", ToolFormat::XML},
+        {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", ToolFormat::XML},
+        {"StepFun3.5-Flash", ToolFormat::XML},
+        {"Qwen-Qwen2.5-7B-Instruct", ToolFormat::HERMES},
+        {"Qwen-Qwen3-0.6B", ToolFormat::HERMES},
+        {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use", ToolFormat::HERMES},
+        {"Mistral-Small-3.2-24B-Instruct-2506", ToolFormat::MISTRAL_ARGS},
+        {"unsloth-mistral-Devstral-Small-2507", ToolFormat::MISTRAL_ARGS},
+        {"mistralai-Ministral-3-14B-Reasoning-2512", ToolFormat::MISTRAL_ARGS},
+        {"mistralai-Mistral-Nemo-Instruct-2407", ToolFormat::MISTRAL},
+        {"meta-llama-Llama-3.1-8B-Instruct", ToolFormat::LLAMA3},
+        {"meta-llama-Llama-3.3-70B-Instruct", ToolFormat::LLAMA3},
+        {"deepseek-ai-DeepSeek-V3.1", ToolFormat::DEEPSEEK},
+        {"openai-gpt-oss-120b", ToolFormat::HARMONY},
+    };
+    for (const auto& [name, f] : want) {
+        const std::string path = dir + "/" + name + ".jinja";
+        ASSERT_TRUE(std::ifstream(path).good()) << path << ": run scripts/fetch-chat-templates.sh (or set TANDEM_CHAT_TEMPLATES)";
+        EXPECT_EQ(int(tool_format_for_template(test::read_file(path))), int(f)) << name;
+    }
 }
 
 namespace {
@@ -673,6 +732,8 @@ TEST(ToolCalls, RequiredCallGrammarAcceptsOnlyValidCalls) {
         {ToolFormat::DEEPSEEK, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
         {ToolFormat::GENERIC, "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]}"},
         {ToolFormat::HARMONY, "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}"},
+        {ToolFormat::MISTRAL_ARGS, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}"},
+        {ToolFormat::XML, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"},
     };
     for (const auto& [f, text] : sentences) {
         EXPECT_TRUE(grammar_accepts(tool_call_gbnf(f, kWeatherTools, "", false), text)) << text;
@@ -690,6 +751,8 @@ TEST(ToolCalls, RequiredCallGrammarAcceptsOnlyValidCalls) {
         {ToolFormat::DEEPSEEK, "<think>hm</think>"},
         {ToolFormat::GENERIC, "\n"},
         {ToolFormat::HARMONY, "<|channel|>analysis<|message|>The user wants weather.<|end|><|start|>assistant"},
+        {ToolFormat::MISTRAL_ARGS, "One moment. "},
+        {ToolFormat::XML, "<think>\n<tool_call> is how I call.\n</think>\n\n"},
     };
     for (size_t i = 0; i < sentences.size(); i++) {
         const auto& [f, text] = sentences[i];
@@ -709,6 +772,24 @@ TEST(ToolCalls, RequiredCallGrammarAcceptsOnlyValidCalls) {
     EXPECT_TRUE(grammar_accepts(tool_call_gbnf(ToolFormat::LLAMA3, kWeatherTools, "", false),
                                 "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}"));
     EXPECT_TRUE(tool_call_triggers(ToolFormat::NONE).words.empty());
+    // XML grammar details: string values are any text without "\n</parameter>" (code with closing tags too),
+    // other values are JSON of their schema, required parameters must be there, enums are their values
+    const json xtools = json::parse(R"([{"type": "function", "function": {"name": "write", "parameters": {"type": "object",
+        "properties": {"code": {"type": "string"}, "n": {"type": "integer"}, "mode": {"type": "string", "enum": ["a", "w"]}},
+        "required": ["code"]}}}])");
+    const std::string xg = tool_call_gbnf(ToolFormat::XML, xtools, "", false);
+    auto xcall = [](const std::string& params) { return "<tool_call>\n<function=write>\n" + params + "</function>\n</tool_call>"; };
+    auto xparam = [](const std::string& n, const std::string& v) { return "<parameter=" + n + ">\n" + v + "\n</parameter>\n"; };
+    EXPECT_TRUE(grammar_accepts(xg, xcall(xparam("code", "<div>\n</div>\n</param> x"))));
+    EXPECT_TRUE(grammar_accepts(xg, xcall(xparam("code", "") + xparam("n", "12") + xparam("mode", "w"))));
+    EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("n", "12"))));                       // code is required
+    EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("code", "x") + xparam("n", "1.5"))));  // not an integer
+    EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("code", "x") + xparam("mode", "r"))));  // not in the enum
+    EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("code", "a\n</parameter>\n"))));     // the closing tag ends the value
+    std::string long_value(5000, 'x');  // right recursion: constant stack depth
+    EXPECT_TRUE(grammar_accepts(xg, xcall(xparam("code", long_value))));
+    EXPECT_TRUE(grammar_accepts(tool_call_gbnf(ToolFormat::MISTRAL_ARGS, kWeatherTools, "", true),
+                                "[TOOL_CALLS]ping[ARGS]{}[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}"));
 }
 
 // tools / tool_choice / parallel_tool_calls in a chat request, and the grammar a required call gets.

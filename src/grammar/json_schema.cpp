@@ -296,6 +296,42 @@ std::string json_schema_to_gbnf(const ojson& schema) { return Converter().run(sc
 
 std::string gbnf_literal(const std::string& text) { return literal(text); }
 
+// A matcher for "not containing stop": state k = the longest prefix of stop that the text ends with (k < |stop|);
+// each byte moves it as in Knuth-Morris-Pratt, and the byte that would complete stop has no transition.
+std::string gbnf_text_without(const std::string& name, const std::string& stop) {
+    const size_t m = stop.size();
+    if (m == 0) throw Error("gbnf_text_without: empty stop text");
+    for (unsigned char c : stop)
+        if (c >= 0x80) throw Error("gbnf_text_without: the stop text must be ASCII");
+    std::vector<size_t> fail(m, 0);
+    for (size_t i = 1, k = 0; i < m; i++) {
+        while (k > 0 && stop[i] != stop[k]) k = fail[k - 1];
+        if (stop[i] == stop[k]) k++;
+        fail[i] = k;
+    }
+    auto next = [&](size_t k, char c) {
+        while (k > 0 && stop[k] != c) k = fail[k - 1];
+        return stop[k] == c ? k + 1 : 0;
+    };
+    const std::set<char> alphabet(stop.begin(), stop.end());
+    std::string others = "[^";
+    for (char c : alphabet) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02x", (unsigned char)c);
+        others += buf;
+    }
+    others += "]";
+    auto state = [&](size_t k) { return k == 0 ? name : name + "-" + std::to_string(k); };
+    std::string out;
+    for (size_t k = 0; k < m; k++) {
+        std::string alts = others + " " + name;
+        for (char c : alphabet)
+            if (const size_t d = next(k, c); d < m) alts += " | " + literal(std::string(1, c)) + " " + state(d);
+        out += state(k) + " ::= (" + alts + ")?\n";
+    }
+    return out;
+}
+
 std::string json_schemas_to_gbnf(const std::vector<std::pair<std::string, ojson>>& named, const std::string& root_body) {
     return Converter().run(named, root_body);
 }

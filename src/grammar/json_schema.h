@@ -23,6 +23,9 @@ std::string json_schemas_to_gbnf(const std::vector<std::pair<std::string, nlohma
                                  const std::string& root_body);
 // A GBNF string literal matching exactly `text` (quotes, backslashes and control bytes escaped).
 std::string gbnf_literal(const std::string& text);
+// GBNF rules `name` (and helpers `name-1`, `name-2`, ...) matching any text that does not contain `stop` (ASCII):
+// the raw text of a value closed by `stop`, e.g. an XML tool-call parameter before "\n</parameter>".
+std::string gbnf_text_without(const std::string& name, const std::string& stop);
 // JSON mode: one JSON object with any keys and values (whitespace bounded: one space, or a newline and up to 20
 // spaces or tabs, so a small model cannot fill the answer with blank lines).
 std::string json_object_gbnf();

@@ -14,8 +14,9 @@ void ChatDelta::append(ChatDelta&& o) {
     for (auto& c : o.calls) calls.push_back(std::move(c));
 }
 
-ChatAnswerParser::ChatAnswerParser(ReasoningFormat rf, bool starts_inside, ToolFormat format, bool parse_tools)
-    : rf_(rf), rs_(rf, starts_inside), format_(format), tools_(parse_tools) {}
+ChatAnswerParser::ChatAnswerParser(ReasoningFormat rf, bool starts_inside, ToolFormat format, bool parse_tools,
+                                   nlohmann::ordered_json tools)
+    : rf_(rf), rs_(rf, starts_inside), format_(format), tools_(parse_tools), tool_list_(std::move(tools)) {}
 
 ChatDelta ChatAnswerParser::push(const std::string& text) {
     if (format_ == ToolFormat::HARMONY) return harmony(text, false);
@@ -33,7 +34,7 @@ ChatDelta ChatAnswerParser::finish() {
     d.reasoning = std::move(r.reasoning);
     d.append(tools_stage(r.content));
     if (!pending_.empty()) {
-        ParsedAnswer a = holding_ ? parse_tool_calls(format_, pending_) : ParsedAnswer{pending_, {}};
+        ParsedAnswer a = holding_ ? parse_tool_calls(format_, pending_, tool_list_) : ParsedAnswer{pending_, {}};
         d.content += a.content;
         d.calls = std::move(a.calls);
         pending_.clear();

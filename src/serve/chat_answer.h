@@ -8,6 +8,7 @@
 // Pure and incremental: the same deltas come out whatever the pieces' boundaries (tests split every answer at
 // every byte).
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,11 @@ struct ChatDelta {
 
 class ChatAnswerParser {
 public:
-    // format: the template's answer format; parse_tools: the request has tools (and tool_choice is not "none").
-    // starts_inside: the prompt opened the thinking block (serve/reasoning.h).
-    ChatAnswerParser(ReasoningFormat rf, bool starts_inside, ToolFormat format, bool parse_tools);
+    // format: the template's answer format; parse_tools: the request has tools (and tool_choice is not "none"),
+    // `tools` (OpenAI tool objects) type the XML format's parameters. starts_inside: the prompt opened the
+    // thinking block (serve/reasoning.h).
+    ChatAnswerParser(ReasoningFormat rf, bool starts_inside, ToolFormat format, bool parse_tools,
+                     nlohmann::ordered_json tools = nullptr);
     ChatDelta push(const std::string& text);  // what became certain with this piece
     ChatDelta finish();                       // the rest, at the end of the answer
 
@@ -39,6 +42,7 @@ private:
     ReasoningSplitter rs_;
     ToolFormat format_;
     bool tools_;
+    nlohmann::ordered_json tool_list_;
     // tool stage
     std::string pending_;       // content not yet sent: a possible marker prefix, or all of it once holding
     bool holding_ = false;      // a marker was seen: the rest is parsed at the end

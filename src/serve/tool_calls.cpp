@@ -41,7 +41,10 @@ const std::string kDsCallsBegin = "<｜tool▁calls▁begin｜>", kDsCallBegin =
 ToolFormat tool_format_for_template(const std::string& t) {
     if (t.find("<|channel|>") != std::string::npos) return ToolFormat::HARMONY;
     if (t.find(kDsCallBegin) != std::string::npos) return ToolFormat::DEEPSEEK;
+    if (t.find("<tool_call>") != std::string::npos && t.find("<function=") != std::string::npos && t.find("<parameter=") != std::string::npos)
+        return ToolFormat::XML;
     if (t.find("<tool_call>") != std::string::npos) return ToolFormat::HERMES;
+    if (t.find("[TOOL_CALLS]") != std::string::npos && t.find("[ARGS]") != std::string::npos) return ToolFormat::MISTRAL_ARGS;
     if (t.find("[TOOL_CALLS]") != std::string::npos) return ToolFormat::MISTRAL;
     if (t.find("<|python_tag|>") != std::string::npos || (t.find("<|start_header_id|>") != std::string::npos && t.find("tools") != std::string::npos))
         return ToolFormat::LLAMA3;
@@ -50,34 +53,81 @@ ToolFormat tool_format_for_template(const std::string& t) {
 }
 
 const std::vector<std::string>& tool_call_markers(ToolFormat f) {
-    static const std::vector<std::string> none, hermes = {"<tool_call>"}, llama3 = {"<|python_tag|>"}, mistral = {"[TOOL_CALLS]"},
+    static const std::vector<std::string> none, hermes = {"<tool_call>"}, llama3 = {"<|python_tag|>"}, mistral = {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"},
                                           deepseek = {kDsCallsBegin, kDsCallBegin, kDsSep, kDsCallEnd, kDsCallsEnd},
                                           harmony = {"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|constrain|>"};
     switch (f) {
-        case ToolFormat::HERMES: return hermes;
+        case ToolFormat::HERMES:
+        case ToolFormat::XML: return hermes;
         case ToolFormat::LLAMA3: return llama3;
-        case ToolFormat::MISTRAL: return mistral;
+        case ToolFormat::MISTRAL:
+        case ToolFormat::MISTRAL_ARGS: return mistral;
         case ToolFormat::DEEPSEEK: return deepseek;
         case ToolFormat::HARMONY: return harmony;
         default: return none;
     }
 }
 
+namespace {
+
+const std::string kXmlValueEnd = "\n</parameter>";
+
+// A JSON schema that is a plain string (its value is the parameter's raw text in the XML format).
+bool is_string_schema(const json& s) { return s.is_object() && s.value("type", json()) == "string"; }
+
+// XML: the parameters of one tool, each "<parameter=P>\nVALUE\n</parameter>\n" in declared order, the required
+// ones mandatory. String values are raw text (an enum: one of its values); the others are JSON, one rule each
+// (added to `args`).
+std::string xml_params(const json& params, const std::string& prefix, std::vector<std::pair<std::string, json>>& args) {
+    using grammar::gbnf_literal;
+    std::string out;
+    if (!params.is_object() || !params.contains("properties") || !params["properties"].is_object()) return out;
+    const json required = params.value("required", json::array());
+    int n = 0;
+    for (const auto& [pname, pschema] : params["properties"].items()) {
+        std::string value;
+        if (is_string_schema(pschema) && pschema.contains("enum") && pschema["enum"].is_array()) {
+            for (const auto& v : pschema["enum"])
+                if (v.is_string()) value += (value.empty() ? "" : " | ") + gbnf_literal(v.get<std::string>());
+            if (value.empty()) throw Error("parameter '" + pname + "': an enum of no strings");
+            value = "(" + value + ")";
+        } else if (is_string_schema(pschema)) {
+            value = "xml-text";
+        } else {
+            value = prefix + "-" + std::to_string(++n);
+            args.emplace_back(value, pschema);
+        }
+        std::string one = gbnf_literal("<parameter=" + pname + ">\n") + " " + value + " " + gbnf_literal(kXmlValueEnd + "\n");
+        const bool req = std::find(required.begin(), required.end(), json(pname)) != required.end();
+        out += " " + (req ? one : "(" + one + ")?");
+    }
+    return out;
+}
+
+}  // namespace
+
 std::string tool_call_gbnf(ToolFormat f, const json& tools, const std::string& only_name, bool parallel) {
     using grammar::gbnf_literal;
     if (!tools.is_array() || tools.empty()) throw Error("a tool call needs at least one tool");
     std::vector<std::pair<std::string, json>> args;  // one rule per tool: its arguments
     std::string calls;                               // alternatives: one call of each tool
+    int n_tools = 0;
     for (const auto& t : tools) {
         const json& fn = t.at("function");
         const std::string name = fn.at("name");
         if (!only_name.empty() && name != only_name) continue;
         json params = fn.contains("parameters") && !fn["parameters"].is_null() ? fn["parameters"] : json{{"type", "object"}};
-        const std::string rule = "tool-args-" + std::to_string(args.size() + 1);
-        args.emplace_back(rule, params);
+        const std::string rule = "tool-args-" + std::to_string(++n_tools);
+        if (f != ToolFormat::XML) args.emplace_back(rule, params);
         std::string call;
         const std::string jname = json(name).dump();
         switch (f) {
+            case ToolFormat::XML:
+                call = gbnf_literal("<function=" + name + ">\n") + xml_params(params, rule, args) + " " + gbnf_literal("</function>");
+                break;
+            case ToolFormat::MISTRAL_ARGS:
+                call = gbnf_literal("[TOOL_CALLS]" + name + "[ARGS]") + " " + rule;
+                break;
             case ToolFormat::HERMES:
             case ToolFormat::MISTRAL:
             case ToolFormat::GENERIC:
@@ -97,7 +147,7 @@ std::string tool_call_gbnf(ToolFormat f, const json& tools, const std::string& o
         }
         calls += (calls.empty() ? "" : " | ") + ("(" + call + ")");
     }
-    if (args.empty()) throw Error("tool_choice names the function '" + only_name + "', which is not among the tools");
+    if (n_tools == 0) throw Error("tool_choice names the function '" + only_name + "', which is not among the tools");
     const std::string one = "(" + calls + ")";
     std::string root;
     switch (f) {
@@ -110,6 +160,12 @@ std::string tool_call_gbnf(ToolFormat f, const json& tools, const std::string& o
             root = "\"<|python_tag|>\"? " + (parallel ? one + " (\"; \" " + one + ")*" : one);
             break;
         case ToolFormat::MISTRAL: root = "\"[TOOL_CALLS][\" " + one + (parallel ? " (\", \" " + one + ")*" : "") + " \"]\""; break;
+        case ToolFormat::MISTRAL_ARGS: root = one + (parallel ? "+" : ""); break;
+        case ToolFormat::XML: {
+            const std::string block = "\"<tool_call>\\n\" " + one + " \"\\n</tool_call>\"";
+            root = (parallel ? block + " (\"\\n\" " + block + ")*" : block) + "\n" + grammar::gbnf_text_without("xml-text", kXmlValueEnd);
+            break;
+        }
         case ToolFormat::DEEPSEEK: root = gbnf_literal(kDsCallsBegin) + " " + one + (parallel ? "+ " : " ") + gbnf_literal(kDsCallsEnd); break;
         case ToolFormat::HARMONY: root = one; break;  // one call per message: the model continues after the result
         case ToolFormat::GENERIC:
@@ -129,7 +185,9 @@ grammar::TriggerSpec tool_call_triggers(ToolFormat f) {
             t.words = {"<|python_tag|>"};
             t.at_start = {"{\"name\""};
             break;
-        case ToolFormat::MISTRAL: t.words = {"[TOOL_CALLS]"}; break;
+        case ToolFormat::MISTRAL:
+        case ToolFormat::MISTRAL_ARGS: t.words = {"[TOOL_CALLS]"}; break;
+        case ToolFormat::XML: t.words = {"<tool_call>"}; break;
         case ToolFormat::DEEPSEEK: t.words = {kDsCallsBegin}; break;
         case ToolFormat::HARMONY: t.words = {"<|channel|>commentary to="}; break;  // analysis is its reasoning
         case ToolFormat::GENERIC: t.at_start = {"{\"tool_calls\""}; break;
@@ -154,7 +212,107 @@ json messages_with_tool_prompt(const json& messages, const json& tools) {
     return out;
 }
 
-ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text) {
+namespace {
+
+// The schema of parameter `param` of tool `name` (null when unknown).
+const json* param_schema(const json& tools, const std::string& name, const std::string& param) {
+    if (!tools.is_array()) return nullptr;
+    for (const auto& t : tools) {
+        const json* fn = t.contains("function") ? &t["function"] : &t;
+        if (!fn->is_object() || fn->value("name", "") != name) continue;
+        const json* ps = fn->contains("parameters") ? &(*fn)["parameters"] : nullptr;
+        if (!ps || !ps->is_object() || !ps->contains("properties") || !(*ps)["properties"].contains(param)) return nullptr;
+        return &(*ps)["properties"][param];
+    }
+    return nullptr;
+}
+
+// XML calls: "<function=NAME>" then "<parameter=P>" VALUE "</parameter>" ... "</function>", in <tool_call> blocks.
+// false when a call is malformed (then all of it is text).
+bool parse_xml_calls(const std::string& text, const json& tools, ParsedAnswer& r) {
+    static const std::string open = "<tool_call>", close = "</tool_call>", fn_open = "<function=", fn_close = "</function>",
+                             p_open = "<parameter=", p_close = "</parameter>";
+    const size_t first = text.find(open);
+    if (first == std::string::npos) return false;
+    std::string rest = text.substr(0, first);
+    size_t at = first;
+    std::vector<ToolCall> calls;
+    while (at != std::string::npos && at < text.size()) {
+        const size_t a = text.find(open, at);
+        if (a == std::string::npos) {
+            rest += text.substr(at);
+            break;
+        }
+        rest += text.substr(at, a - at);
+        const size_t b = text.find(close, a);
+        const std::string block = text.substr(a + open.size(), b == std::string::npos ? std::string::npos : b - a - open.size());
+        const size_t f = block.find(fn_open);
+        const size_t gt = f == std::string::npos ? f : block.find('>', f);
+        const size_t fe = gt == std::string::npos ? gt : block.find(fn_close, gt);
+        if (fe == std::string::npos) {
+            if (calls.empty()) return false;
+            rest += text.substr(a);  // a last call cut off: the whole ones stand, it is text
+            break;
+        }
+        ToolCall c;
+        c.name = trim_ws(block.substr(f + fn_open.size(), gt - f - fn_open.size()));
+        if (c.name.empty()) return false;
+        json args = json::object();
+        const std::string body = block.substr(gt + 1, fe - gt - 1);
+        size_t p = 0;
+        while ((p = body.find(p_open, p)) != std::string::npos) {
+            const size_t pgt = body.find('>', p);
+            const size_t pe = pgt == std::string::npos ? pgt : body.find(p_close, pgt);
+            if (pe == std::string::npos) return false;
+            const std::string pname = trim_ws(body.substr(p + p_open.size(), pgt - p - p_open.size()));
+            std::string v = body.substr(pgt + 1, pe - pgt - 1);
+            if (!v.empty() && v.front() == '\n') v.erase(0, 1);  // the newlines the format puts around a value
+            if (!v.empty() && v.back() == '\n') v.pop_back();
+            const json* schema = param_schema(tools, c.name, pname);
+            json value = v;
+            if (!(schema && is_string_schema(*schema))) {
+                json parsed = parse_json(v);
+                if (!parsed.is_discarded() && !(schema == nullptr && parsed.is_string())) value = parsed;
+            }
+            args[pname] = value;
+            p = pe + p_close.size();
+        }
+        c.arguments = args.dump();
+        calls.push_back(c);
+        if (b == std::string::npos) break;  // cut off after </function>: still a call
+        at = b + close.size();
+    }
+    r.calls = std::move(calls);
+    r.content = trim_ws(rest);
+    return true;
+}
+
+// Mistral's newer form: "[TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{...}" once per call.
+bool parse_mistral_args(const std::string& text, size_t a, ParsedAnswer& r) {
+    static const std::string tag = "[TOOL_CALLS]", args_tag = "[ARGS]", id_tag = "[CALL_ID]";
+    std::vector<ToolCall> calls;
+    size_t at = a;
+    while (at < text.size()) {
+        if (text.compare(at, tag.size(), tag) != 0) return false;
+        const size_t g = text.find(args_tag, at);
+        if (g == std::string::npos) return false;
+        std::string name = text.substr(at + tag.size(), g - at - tag.size());
+        if (size_t id = name.find(id_tag); id != std::string::npos) name.erase(id);
+        name = trim_ws(name);
+        const size_t next = text.find(tag, g);
+        const json args = parse_json(trim_ws(text.substr(g + args_tag.size(), next == std::string::npos ? std::string::npos : next - g - args_tag.size())));
+        if (name.empty() || !args.is_object()) return false;
+        calls.push_back({name, args.dump(), ""});
+        at = next == std::string::npos ? text.size() : next;
+    }
+    r.calls = std::move(calls);
+    r.content = trim_ws(text.substr(0, a));
+    return !r.calls.empty();
+}
+
+}  // namespace
+
+ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text, const json& tools) {
     ParsedAnswer r;
     r.content = text;
     switch (f) {
@@ -254,10 +412,20 @@ ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text) {
             r.content.clear();
             return r;
         }
-        case ToolFormat::MISTRAL: {
+        case ToolFormat::XML: {
+            ParsedAnswer x;
+            return parse_xml_calls(text, tools, x) ? x : r;
+        }
+        case ToolFormat::MISTRAL:
+        case ToolFormat::MISTRAL_ARGS: {
             static const std::string tag = "[TOOL_CALLS]";
             const size_t a = text.find(tag);
             if (a == std::string::npos) return r;
+            const size_t body = text.find_first_not_of(" \t\r\n", a + tag.size());
+            if (body != std::string::npos && text[body] != '[' && text[body] != '{') {  // NAME[ARGS]{...}
+                ParsedAnswer m;
+                return parse_mistral_args(text, a, m) ? m : r;
+            }
             json arr = parse_json(trim_ws(text.substr(a + tag.size())));
             if (arr.is_object()) arr = json::array({arr});
             if (!arr.is_array() || arr.empty()) return r;

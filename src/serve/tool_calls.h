@@ -14,7 +14,12 @@ enum class ToolFormat {
     NONE,     // the template has no tool-call format tandem knows
     HERMES,   // <tool_call>{"name": ..., "arguments": {...}}</tool_call> (Qwen 2.5/3, Hermes 2/3)
     LLAMA3,   // {"name": ..., "parameters": {...}}, optionally after <|python_tag|> (Llama 3.1-3.3)
-    MISTRAL,  // [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (Mistral, Ministral, Devstral)
+    MISTRAL,  // [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (Mistral 7B v0.3, Nemo)
+    MISTRAL_ARGS,  // [TOOL_CALLS]NAME[ARGS]{...}, once per call, [CALL_ID]ID optional before [ARGS] (Mistral Small
+                   // 3.2, Devstral, Ministral 3); the parser reads both Mistral forms
+    XML,      // <tool_call>\n<function=NAME>\n<parameter=P>\nVALUE\n</parameter>\n...</function>\n</tool_call>
+              // (Qwen3-Coder, Qwen3.5, Nemotron 3 Nano, Step 3.5): a string parameter's value is its raw text,
+              // the others are JSON
     DEEPSEEK, // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜>
               // ...<｜tool▁calls▁end｜> (R1), or <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜> (V3.1)
     HARMONY,  // gpt-oss: <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>; the
@@ -36,7 +41,7 @@ struct ToolCall {
 // LLAMA3 and GENERIC calls also start with "{" at the start of the answer.
 const std::vector<std::string>& tool_call_markers(ToolFormat f);
 
-// A GBNF grammar whose sentences are tool calls in format f (HERMES, LLAMA3, MISTRAL, DEEPSEEK, GENERIC): one
+// A GBNF grammar whose sentences are tool calls in format f (every format but NONE): one
 // call, or one or more when `parallel`, each naming a tool of `tools` (OpenAI tool objects) with arguments valid
 // under its parameters schema. only_name: just that tool. Throws tandem::Error (an unknown name, a schema the
 // JSON-schema converter refuses, a format that has no grammar).
@@ -61,6 +66,8 @@ struct ParsedAnswer {
 // Splits an answer into text and tool calls. Text that only looks like a call (invalid JSON, no name) stays
 // content: nothing is dropped.
 // HARMONY: the commentary messages addressed to functions.NAME; other channels stay in content as they are.
-ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text);
+// XML: `tools` (OpenAI tool objects) give each parameter's type: a string parameter keeps its raw text, the others
+// are read as JSON (raw text when that fails); without tools every value that reads as JSON is JSON.
+ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text, const nlohmann::ordered_json& tools = nullptr);
 
 }  // namespace tandem::server

@@ -381,7 +381,7 @@ struct HttpServer::Impl {
         // Anthropic answers keep thinking in the text (no thinking blocks yet)
         const ReasoningFormat rf = g.api == Api::Anthropic ? ReasoningFormat::NONE : reasoning_of(g.pr);
         return std::make_unique<ChatAnswerParser>(rf, g.prompts[g.job_prompt[c]].opens_thinking,
-                                                  tool_format_of(g.pr), g.pr.uses_tools());
+                                                  tool_format_of(g.pr), g.pr.uses_tools(), g.pr.tools);
     }
     // An OpenAI tool call; in a stream, `index` says which call a delta belongs to.
     static json tool_call_json(const ToolCall& call, size_t index, bool stream) {
