@@ -786,6 +786,7 @@ TEST(ToolCalls, RequiredCallGrammarAcceptsOnlyValidCalls) {
     EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("code", "x") + xparam("n", "1.5"))));  // not an integer
     EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("code", "x") + xparam("mode", "r"))));  // not in the enum
     EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("code", "a\n</parameter>\n"))));     // the closing tag ends the value
+    EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("code", "a\n\n</parameter>\nb"))));  // after a newline too
     std::string long_value(5000, 'x');  // right recursion: constant stack depth
     EXPECT_TRUE(grammar_accepts(xg, xcall(xparam("code", long_value))));
     EXPECT_TRUE(grammar_accepts(tool_call_gbnf(ToolFormat::MISTRAL_ARGS, kWeatherTools, "", true),
