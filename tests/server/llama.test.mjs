@@ -654,6 +654,48 @@ test('tool calls: OpenAI and Anthropic SDKs, tool_choice required/named/none, st
   } finally { await done(plain); await done(spec); }
 });
 
+test('tool calls in the XML (Qwen3-Coder) and NAME[ARGS] (Mistral Small 3.2) formats: a required call is valid, the same with speculation', async () => {
+  const dir = tmpDir();
+  const xml = path.join(dir, 'xml.jinja'), mistral = path.join(dir, 'mistral.jinja');
+  fs.writeFileSync(xml, [
+    '{% if tools %}<|im_start|>system\nTools: {% for t in tools %}{{ t.function.name }} {% endfor %}\n',
+    'Call one with <tool_call>\n<function=NAME>\n<parameter=P>\nVALUE\n</parameter>\n</function>\n</tool_call><|im_end|>\n{% endif %}',
+    '{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}',
+    '{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}',
+  ].join(''));
+  fs.writeFileSync(mistral, [
+    '{% for m in messages %}{% if m.role == "user" %}[INST]{{ m.content }}[/INST]{% else %}{{ m.content }}',
+    '{% for c in m.tool_calls or [] %}[TOOL_CALLS]{{ c.function.name }}[ARGS]{{ c.function.arguments | tojson }}{% endfor %}</s>{% endif %}{% endfor %}',
+  ].join(''));
+  // (free-text string values are covered by the unit tests: this 260K-parameter model would write a story into one)
+  const schema = { type: 'object', properties: { path: { type: 'string', enum: ['a.txt', 'notes/b.md'] }, lines: { type: 'integer' },
+    mode: { type: 'string', enum: ['a', 'w'] } },
+    required: ['path', 'lines'], additionalProperties: false };
+  const tools = [{ type: 'function', function: { name: 'write_file', parameters: schema } }];
+  const validate = new Ajv().compile(schema);
+  for (const file of [xml, mistral]) {
+    const plain = await startServer(['-m', STORIES, '--temp', '0', '--chat-template-file', file]);
+    const spec = await startServer(['-m', STORIES, '--temp', '0', '--chat-template-file', file, '--spec-type', 'self', '--draft-layers', '2',
+      '--draft-min', '1', '--draft-p-min', '0']);
+    try {
+      const seen = [];
+      for (const srv of [plain, spec]) {
+        const client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'none', maxRetries: 0 });
+        const r = await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'Write the file' }], tools,
+          tool_choice: 'required', parallel_tool_calls: false, max_tokens: 200 });
+        const c = r.choices[0];
+        assert.equal(c.finish_reason, 'tool_calls', file + ': ' + JSON.stringify(c));
+        assert.equal(c.message.tool_calls.length, 1);
+        assert.equal(c.message.tool_calls[0].function.name, 'write_file');
+        const args = JSON.parse(c.message.tool_calls[0].function.arguments);
+        assert.ok(validate(args), file + ': ' + JSON.stringify(validate.errors) + ' ' + c.message.tool_calls[0].function.arguments);
+        seen.push(c.message.tool_calls[0].function.arguments);
+      }
+      assert.equal(seen[1], seen[0], 'speculation does not change the greedy call');
+    } finally { await done(plain); await done(spec); }
+  }
+});
+
 test('a grammar that outgrows the matcher while generating is the request\'s fault: 400, and the server goes on', async () => {
   const srv = await startServer(['-m', STORIES, '-c', '4096']);
   try {
