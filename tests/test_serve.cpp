@@ -480,15 +480,102 @@ TEST(Responses, RequestsBecomeChatRequests) {
     EXPECT_EQ(pr.chat_messages[1]["role"], "system");
     EXPECT_EQ(pr.chat_messages[2]["content"], "A\nB");
     EXPECT_EQ(responses_to_chat(json::parse(R"({"input": "hi"})"))["messages"][0]["role"], "user");
-    for (const char* bad : {R"({"input": "x", "tools": [{"type": "function"}]})", R"({"input": "x", "previous_response_id": "resp_1"})",
-                            R"({"input": "x", "text": {"format": {"type": "json_schema"}}})", R"({"input": [{"type": "function_call"}]})",
+    for (const char* bad : {R"({"input": "x", "previous_response_id": "resp_1"})", R"({"input": "x", "text": {"format": {"type": "xml"}}})",
+                            R"({"input": [{"type": "function_call"}]})", R"({"input": [{"type": "computer_call_output", "call_id": "c"}]})",
                             R"({"input": [{"role": "user", "content": [{"type": "input_image"}]}]})", R"({"max_output_tokens": 3})"})
         EXPECT_THROW(responses_to_chat(json::parse(bad)), BadRequest) << bad;
-    std::string text = "hello";
-    json r = response_object("resp_1", "msg_1", "m", 5, "incomplete", &text, 10, 3, 2);
+    // tools: function tools become chat tools (hosted ones are left out); past calls, their outputs and reasoning
+    // become the chat turns
+    json t = responses_to_chat(json::parse(R"({"input": [{"role": "user", "content": "Weather?"},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "Need a tool."}]},
+        {"type": "function_call", "call_id": "call_a", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"},
+        {"type": "function_call", "call_id": "call_b", "name": "ping", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_a", "output": "{\"temp\": 21}"},
+        {"type": "function_call_output", "call_id": "call_b", "output": [{"type": "input_text", "text": "pong"}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "21 degrees."}]}],
+        "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}, {"type": "web_search"}],
+        "tool_choice": {"type": "function", "name": "get_weather"}, "parallel_tool_calls": false,
+        "text": {"format": {"type": "json_schema", "name": "w", "schema": {"type": "object"}, "strict": true}}})"));
+    ASSERT_EQ(t["messages"].size(), 5u) << t.dump();
+    EXPECT_EQ(t["messages"][1]["role"], "assistant");
+    EXPECT_EQ(t["messages"][1]["reasoning_content"], "Need a tool.");
+    ASSERT_EQ(t["messages"][1]["tool_calls"].size(), 2u);
+    EXPECT_EQ(t["messages"][1]["tool_calls"][0]["function"]["arguments"], "{\"city\": \"Paris\"}");
+    EXPECT_EQ(t["messages"][2]["role"], "tool");
+    EXPECT_EQ(t["messages"][2]["tool_call_id"], "call_a");
+    EXPECT_EQ(t["messages"][3]["content"], "pong");
+    EXPECT_EQ(t["messages"][4]["content"][0]["text"], "21 degrees.");
+    ASSERT_EQ(t["tools"].size(), 1u);
+    EXPECT_EQ(t["tools"][0]["function"]["name"], "get_weather");
+    EXPECT_EQ(t["tool_choice"]["function"]["name"], "get_weather");
+    EXPECT_EQ(t["parallel_tool_calls"], false);
+    EXPECT_EQ(t["response_format"]["json_schema"]["schema"], json::parse(R"({"type": "object"})"));
+    ParsedRequest tp = parse_request(t, true, lim);
+    EXPECT_TRUE(tp.uses_tools());
+    EXPECT_TRUE(tp.grammar);  // the json_schema
+    // output items: reasoning, message, function calls, in that order
+    ChatDelta a;
+    a.reasoning = "Need a tool.";
+    a.content = "Checking.";
+    a.calls = {{"get_weather", R"({"city":"Paris"})", "call_x1"}};
+    json items = response_items("resp_1", a);
+    ASSERT_EQ(items.size(), 3u);
+    EXPECT_EQ(items[0]["type"], "reasoning");
+    EXPECT_EQ(items[0]["content"][0]["text"], "Need a tool.");
+    EXPECT_EQ(items[1]["id"], "msg_1");
+    EXPECT_EQ(items[2]["type"], "function_call");
+    EXPECT_EQ(items[2]["id"], "fc_x1");
+    EXPECT_EQ(items[2]["call_id"], "call_x1");
+    EXPECT_EQ(items[2]["arguments"], R"({"city":"Paris"})");
+    ChatDelta only_call;
+    only_call.calls = a.calls;
+    EXPECT_EQ(response_items("resp_1", only_call).size(), 1u);  // no empty message beside a call
+    json r = response_object("resp_1", "m", 5, "incomplete", response_items("resp_1", ChatDelta{"", "hello", {}}), {10, 3, 2});
     EXPECT_EQ(r["output"][0]["content"][0]["text"], "hello");
+    EXPECT_EQ(r["output_text"], "hello");
     EXPECT_EQ(r["incomplete_details"]["reason"], "max_output_tokens");
     EXPECT_EQ(r["usage"]["total_tokens"], 13);
+}
+
+// A streamed response: items open as their kind first appears and close before the next one, with consistent
+// ids and indices, and the final Response is the one a blocking request gets.
+TEST(Responses, StreamEventsBuildTheSameResponse) {
+    ResponseStream rs("resp_9", "m", 5);
+    std::vector<ResponseStream::Event> ev = rs.start();
+    auto add = [&](std::vector<ResponseStream::Event> e) { for (auto& x : e) ev.push_back(std::move(x)); };
+    add(rs.push(ChatDelta{"Let me ", "", {}}));
+    add(rs.push(ChatDelta{"think.", "", {}}));
+    add(rs.push(ChatDelta{"", "Checking", {}}));
+    add(rs.push(ChatDelta{"", " now.", {}}));
+    add(rs.push(ChatDelta{"", "", {{"get_weather", R"({"city":"Paris"})", "call_x1"}, {"ping", "{}", "call_x2"}}}));
+    add(rs.finish("completed", {4, 9, 0}));
+    std::vector<std::string> types;
+    for (const auto& [type, body] : ev) types.push_back(type);
+    const std::vector<std::string> want = {
+        "response.created", "response.in_progress",
+        "response.output_item.added", "response.reasoning_text.delta", "response.reasoning_text.delta",
+        "response.reasoning_text.done", "response.output_item.done",
+        "response.output_item.added", "response.content_part.added", "response.output_text.delta", "response.output_text.delta",
+        "response.output_text.done", "response.content_part.done", "response.output_item.done",
+        "response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done",
+        "response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done",
+        "response.completed"};
+    EXPECT_EQ(types, want);
+    // every event of an item names its id and index; added/done pairs agree
+    std::map<int, std::string> ids;
+    for (const auto& [type, body] : ev) {
+        if (type == "response.output_item.added") ids[body["output_index"]] = body["item"]["id"];
+        else if (body.contains("item_id")) EXPECT_EQ(ids[body["output_index"]], body["item_id"]) << type;
+    }
+    EXPECT_EQ(ids.size(), 4u);
+    const json final = ev.back().second["response"];
+    ChatDelta whole{"Let me think.", "Checking now.", {{"get_weather", R"({"city":"Paris"})", "call_x1"}, {"ping", "{}", "call_x2"}}};
+    EXPECT_EQ(final["output"], response_items("resp_9", whole));
+    EXPECT_EQ(final["output_text"], "Checking now.");
+    // nothing at all: one empty message, as a blocking request has
+    ResponseStream empty("resp_8", "m", 5);
+    auto e = empty.finish("completed", {});
+    EXPECT_EQ(e.back().second["response"]["output"], response_items("resp_8", ChatDelta{}));
 }
 
 // Reasoning split out of an answer, the same whichever way the text is cut into stream pieces.

@@ -412,8 +412,6 @@ test('OpenAI SDK: the Responses API (plain and streamed), instructions, refused 
     assert.deepEqual(types.slice(-4), ['response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.incomplete']);
     assert.equal(text, r.output_text);
     assert.equal(final.output_text, r.output_text);
-    await assert.rejects(client.responses.create({ model: 'x', input: 'x', tools: [{ type: 'function', name: 'f', parameters: {} }] }),
-      (e) => e.status === 400 && /tools/.test(e.message));
     await assert.rejects(client.responses.create({ model: 'x', input: 'x', previous_response_id: r.id }),
       (e) => e.status === 400 && /previous_response_id/.test(e.message));
   } finally { await done(srv); }
@@ -639,7 +637,35 @@ test('tool calls: OpenAI and Anthropic SDKs, tool_choice required/named/none, st
       const fin = await ms.finalMessage();
       assert.equal(fin.stop_reason, 'tool_use');
       assert.deepEqual(fin.content.find((b) => b.type === 'tool_use').input, use.input);
-      seen.push([call.function.arguments, JSON.stringify(use.input)]);
+      // Responses API: function tools, a function_call output item (plain and streamed), and the next turn with
+      // the call and its output as input items
+      const rtools = [{ type: 'function', name: 'get_weather', parameters: tools[0].function.parameters }, { type: 'web_search' }];
+      const rr = await client.responses.create({ model: 'x', input: 'What is the weather in Paris?', tools: rtools,
+        tool_choice: { type: 'function', name: 'get_weather' }, parallel_tool_calls: false, max_output_tokens: 300 });
+      const fc = rr.output.find((o) => o.type === 'function_call');
+      assert.ok(fc, JSON.stringify(rr.output));
+      assert.equal(fc.name, 'get_weather');
+      assert.match(fc.call_id, /^call_/);
+      assert.ok(validate(JSON.parse(fc.arguments)), fc.arguments);
+      const rs = await client.responses.create({ model: 'x', input: 'What is the weather in Paris?', tools: rtools,
+        tool_choice: { type: 'function', name: 'get_weather' }, parallel_tool_calls: false, max_output_tokens: 300, stream: true });
+      let argDelta = '', doneItem = null, rfinal = null;
+      for await (const e of rs) {
+        if (e.type === 'response.function_call_arguments.delta') argDelta += e.delta;
+        if (e.type === 'response.output_item.done' && e.item.type === 'function_call') doneItem = e.item;
+        if (e.type === 'response.completed') rfinal = e.response;
+      }
+      assert.equal(argDelta, fc.arguments);
+      assert.equal(doneItem.arguments, fc.arguments);
+      assert.deepEqual(rfinal.output.map((o) => o.type), rr.output.map((o) => o.type));
+      const rnext = await client.responses.create({ model: 'x', tools: rtools, max_output_tokens: 5, input: [
+        { role: 'user', content: 'What is the weather in Paris?' }, { type: 'function_call', call_id: fc.call_id, name: fc.name, arguments: fc.arguments },
+        { type: 'function_call_output', call_id: fc.call_id, output: '{"temp": 21}' }] });
+      assert.equal(rnext.status, 'incomplete');
+      const applied = await post(srv.base, '/apply-template', { messages: [{ role: 'user', content: 'x' },
+        { role: 'assistant', tool_calls: [{ id: fc.call_id, type: 'function', function: { name: fc.name, arguments: fc.arguments } }] }] });
+      assert.ok(applied.json.prompt.includes('<tool_call>'), applied.json.prompt);
+      seen.push([call.function.arguments, JSON.stringify(use.input), fc.arguments]);
     }
     assert.deepEqual(seen[1], seen[0], 'speculation does not change a forced call at temperature 0');
     // a template that shows no tools: they are described in the system message, the answer is the generic JSON

@@ -515,9 +515,12 @@ struct HttpServer::Impl {
         }
         if (g.api == Api::Responses) {
             const Job& j = *g.jobs[0];
-            return g.call.json_ok(response_object(g.id, "msg_" + g.id.substr(5), model_id, g.created,
-                                                  finish_reason(j) == "length" ? "incomplete" : "completed", &texts[0].text,
-                                                  j.n_prompt, j.n_generated, j.n_cached));
+            auto ap = answer_parser(g, 0);
+            ChatDelta d = ap->push(texts[0].text);
+            d.append(ap->finish());
+            for (auto& call : d.calls) call.id = random_id("call_");
+            return g.call.json_ok(response_object(g.id, model_id, g.created, finish_reason(j) == "length" ? "incomplete" : "completed",
+                                                  response_items(g.id, d), {j.n_prompt, j.n_generated, j.n_cached}));
         }
         if (g.api == Api::Native) {
             if (g.jobs.size() == 1) return g.call.json_ok(native_final(g, 0, texts[0], false));
@@ -586,22 +589,21 @@ struct HttpServer::Impl {
             return sink.write(std::string("event: ") + type + "\ndata: " + dump(j) + "\n\n");
         };
         const bool resp = g.api == Api::Responses;
-        const std::string msg_id = resp ? "msg_" + g.id.substr(5) : "";
         int seq = 0;
-        auto resp_event = [&](const char* type, json j) {  // Responses: named events, numbered
+        auto resp_event = [&](const std::string& type, json j) {  // Responses: named events, numbered
             j["type"] = type;
             j["sequence_number"] = seq++;
-            return sink.write(std::string("event: ") + type + "\ndata: " + dump(j) + "\n\n");
+            return sink.write("event: " + type + "\ndata: " + dump(j) + "\n\n");
         };
-        std::string resp_text;  // the whole text, for the closing events
-        if (resp) {
-            json r = response_object(g.id, msg_id, model_id, g.created, "in_progress", nullptr, 0, 0, 0);
-            json part = {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}};
-            if (!resp_event("response.created", {{"response", r}}) || !resp_event("response.in_progress", {{"response", r}}) ||
-                !resp_event("response.output_item.added", {{"output_index", 0}, {"item", response_message_item(msg_id, nullptr)}}) ||
-                !resp_event("response.content_part.added", {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"part", part}}))
-                return;
-        }
+        ResponseStream rstream(g.id, model_id, g.created);
+        // the events of one step (the last one carries the timings, when asked for)
+        auto resp_events = [&](std::vector<ResponseStream::Event> ev, const json& timings) {
+            if (!ev.empty() && !timings.is_null()) ev.back().second["timings"] = timings;
+            for (auto& [type, body] : ev)
+                if (!resp_event(type, std::move(body))) return false;
+            return true;
+        };
+        if (resp && !resp_events(rstream.start(), nullptr)) return;
         if (anth) {
             json start = anthropic_message(g.id, model_id, "", {}, "", "", int(g.prompts[0].ids.size()), 0, 0);
             start["content"] = json::array();
@@ -624,7 +626,7 @@ struct HttpServer::Impl {
             std::vector<TokenLogprob> held_lps;  // tokens whose text is not out yet
             std::vector<int32_t> held_toks;
             int n_sent = 0;
-            auto answer = chat || anth ? answer_parser(g, c) : nullptr;
+            auto answer = chat || anth || resp ? answer_parser(g, c) : nullptr;
             std::vector<ToolCall> anth_calls;  // Anthropic: tool_use blocks follow the text block
             size_t n_calls = 0;  // tool calls sent so far
             // a chat delta: reasoning_content, content and tool_calls, each only when there is some
@@ -644,11 +646,9 @@ struct HttpServer::Impl {
                 if (resp) {
                     held_lps.clear();
                     held_toks.clear();
-                    if (piece.empty()) return true;
-                    resp_text += piece;
-                    json d = {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"delta", piece}};
-                    if (g.pr.timings_per_token) d["timings"] = live_timings(job);
-                    return resp_event("response.output_text.delta", d);
+                    ChatDelta d = answer->push(piece);
+                    for (auto& call : d.calls) call.id = random_id("call_");
+                    return resp_events(rstream.push(d), g.pr.timings_per_token ? live_timings(job) : json(nullptr));
                 }
                 if (anth) {
                     held_lps.clear();
@@ -714,14 +714,13 @@ struct HttpServer::Impl {
                 return;
             }
             if (resp) {
-                json part = {{"type", "output_text"}, {"text", resp_text}, {"annotations", json::array()}};
-                json done = response_object(g.id, msg_id, model_id, g.created, finish_reason(job) == "length" ? "incomplete" : "completed",
-                                            &resp_text, job.n_prompt, job.n_generated, job.n_cached);
-                resp_event("response.output_text.done", {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"text", resp_text}});
-                resp_event("response.content_part.done", {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"part", part}});
-                resp_event("response.output_item.done", {{"output_index", 0}, {"item", response_message_item(msg_id, &resp_text)}});
-                resp_event(done["status"] == "completed" ? "response.completed" : "response.incomplete",
-                           {{"response", done}, {"timings", timings_of(job)}});
+                ChatDelta d = answer->finish();
+                for (auto& call : d.calls) call.id = random_id("call_");
+                auto ev = rstream.push(d);
+                for (auto& e : rstream.finish(finish_reason(job) == "length" ? "incomplete" : "completed",
+                                              {job.n_prompt, job.n_generated, job.n_cached}))
+                    ev.push_back(std::move(e));
+                resp_events(std::move(ev), timings_of(job));
                 return sink.end_stream();
             }
             if (anth) {
