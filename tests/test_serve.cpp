@@ -421,7 +421,12 @@ TEST(Anthropic, RequestsBecomeChatRequests) {
     ParsedRequest pr = parse_request(o, true, lim);
     ASSERT_EQ(pr.chat_messages.size(), 4u);
     EXPECT_EQ(pr.chat_messages[0]["content"], "Be brief.");
-    EXPECT_EQ(pr.chat_messages[2]["content"], "Hello");  // the thinking block is not shown again
+    EXPECT_EQ(pr.chat_messages[2]["content"], "Hello");
+    EXPECT_EQ(pr.chat_messages[2]["reasoning_content"], "hmm");  // the thinking block, for templates that show it
+    EXPECT_EQ(o["chat_template_kwargs"]["enable_thinking"], true);
+    EXPECT_EQ(anthropic_to_openai(json::parse(R"({"max_tokens": 5, "thinking": {"type": "disabled"}, "messages": [{"role": "user", "content": "x"}]})"),
+                                  false)["chat_template_kwargs"]["enable_thinking"], false);
+    EXPECT_THROW(anthropic_to_openai(json::parse(R"({"max_tokens": 5, "thinking": true, "messages": [{"role": "user", "content": "x"}]})"), false), BadRequest);
     EXPECT_EQ(pr.chat_messages[3]["content"], "A\nB");
     EXPECT_EQ(pr.job.stop, std::vector<std::string>{"END"});
     EXPECT_FLOAT_EQ(pr.job.sampling.temp, 0.2f);
@@ -449,13 +454,13 @@ TEST(Anthropic, RequestsBecomeChatRequests) {
     EXPECT_EQ(tp.chat_messages[2]["tool_call_id"], "toolu_1");
     EXPECT_EQ(tp.chat_messages[2]["content"], "42");
     EXPECT_EQ(tp.chat_messages[3]["content"], "Thanks");
-    json tu = anthropic_message("msg_2", "m", "", {{"f", R"({"a":1})", "toolu_9"}}, "tool_calls", "", 10, 3, 0);
+    json tu = anthropic_message("msg_2", "m", ChatDelta{"", "", {{"f", R"({"a":1})", "toolu_9"}}}, "tool_calls", "", 10, 3, 0);
     ASSERT_EQ(tu["content"].size(), 1u);
     EXPECT_EQ(tu["content"][0]["type"], "tool_use");
     EXPECT_EQ(tu["content"][0]["input"]["a"], 1);
     EXPECT_EQ(tu["stop_reason"], "tool_use");
     // answers
-    json m = anthropic_message("msg_1", "m", "hi", {}, "stop", "END", 10, 3, 4);
+    json m = anthropic_message("msg_1", "m", ChatDelta{"", "hi", {}}, "stop", "END", 10, 3, 4);
     EXPECT_EQ(m["stop_reason"], "stop_sequence");
     EXPECT_EQ(m["stop_sequence"], "END");
     EXPECT_EQ(m["usage"]["input_tokens"], 6);
@@ -463,6 +468,56 @@ TEST(Anthropic, RequestsBecomeChatRequests) {
     EXPECT_EQ(anthropic_stop_reason("length", ""), "max_tokens");
     EXPECT_EQ(anthropic_stop_reason("stop", ""), "end_turn");
     EXPECT_EQ(anthropic_error(503, "x")["error"]["type"], "overloaded_error");
+    // thinking: a thinking block first (empty signature)
+    json th = anthropic_message("msg_3", "m", ChatDelta{"Let me see.", "Yes.", {}}, "stop", "", 1, 1, 0);
+    ASSERT_EQ(th["content"].size(), 2u);
+    EXPECT_EQ(th["content"][0], json::parse(R"({"type": "thinking", "thinking": "Let me see.", "signature": ""})"));
+    EXPECT_EQ(th["content"][1]["text"], "Yes.");
+}
+
+// A streamed Anthropic message: thinking, text and tool_use blocks open in turn with increasing indices, a
+// thinking block ends with its signature_delta, and the blocks add up to the blocking message's content.
+TEST(Anthropic, StreamBlocksAddUpToTheMessage) {
+    AnthropicStream st;
+    std::vector<AnthropicStream::Event> ev;
+    auto add = [&](std::vector<AnthropicStream::Event> e) { for (auto& x : e) ev.push_back(std::move(x)); };
+    const ChatDelta parts[] = {{"Let me ", "", {}}, {"see.", "", {}}, {"", "Calling", {}}, {"", " now.", {}},
+                               {"", "", {{"f", R"({"a":1})", "toolu_1"}, {"g", "{}", "toolu_2"}}}};
+    ChatDelta whole;
+    for (const auto& p : parts) {
+        add(st.push(p));
+        whole.append(ChatDelta(p));
+    }
+    add(st.finish());
+    EXPECT_EQ(st.n_calls(), 2u);
+    // rebuild the content the way a client does
+    json content = json::array();
+    int open = -1;
+    for (const auto& [type, body] : ev) {
+        if (type == "content_block_start") {
+            EXPECT_EQ(body["index"], int(content.size()));
+            EXPECT_EQ(open, -1) << "a block opened before the last one closed";
+            content.push_back(body["content_block"]);
+            open = body["index"];
+        } else if (type == "content_block_delta") {
+            ASSERT_EQ(body["index"], open);
+            json& b = content[size_t(open)];
+            const json& d = body["delta"];
+            if (d["type"] == "thinking_delta") b["thinking"] = b["thinking"].get<std::string>() + d["thinking"].get<std::string>();
+            else if (d["type"] == "text_delta") b["text"] = b["text"].get<std::string>() + d["text"].get<std::string>();
+            else if (d["type"] == "input_json_delta") b["input"] = json::parse(d["partial_json"].get<std::string>());
+            else if (d["type"] == "signature_delta") b["signature"] = d["signature"];
+        } else if (type == "content_block_stop") {
+            EXPECT_EQ(body["index"], open);
+            open = -1;
+        }
+    }
+    EXPECT_EQ(open, -1);
+    EXPECT_EQ(content, anthropic_message("m", "m", whole, "tool_calls", "", 1, 1, 0)["content"]);
+    AnthropicStream empty;
+    auto e = empty.finish();
+    ASSERT_EQ(e.size(), 2u);
+    EXPECT_EQ(e[0].second["content_block"]["type"], "text");
 }
 
 // OpenAI Responses requests become chat requests; refused fields are named.
@@ -564,8 +619,11 @@ TEST(Responses, StreamEventsBuildTheSameResponse) {
     // every event of an item names its id and index; added/done pairs agree
     std::map<int, std::string> ids;
     for (const auto& [type, body] : ev) {
-        if (type == "response.output_item.added") ids[body["output_index"]] = body["item"]["id"];
-        else if (body.contains("item_id")) EXPECT_EQ(ids[body["output_index"]], body["item_id"]) << type;
+        if (type == "response.output_item.added") {
+            ids[body["output_index"]] = body["item"]["id"];
+        } else if (body.contains("item_id")) {
+            EXPECT_EQ(ids[body["output_index"]], body["item_id"]) << type;
+        }
     }
     EXPECT_EQ(ids.size(), 4u);
     const json final = ev.back().second["response"];

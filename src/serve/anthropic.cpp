@@ -23,7 +23,7 @@ json text_content(const json& c, const std::string& where) {
         } else if (type == "image" || type == "document") {
             throw BadRequest(where + ": image input is not supported: tandem runs text-only models");
         } else if (type == "thinking" || type == "redacted_thinking") {
-            // earlier reasoning: not shown to the model again (the chat templates drop it too)
+            // earlier reasoning: the caller takes it as the message's reasoning_content
         } else if (type == "tool_use" || type == "tool_result") {
             // split out by the caller (anthropic_to_openai); anywhere else they do not belong
             throw BadRequest(where + ": a " + type + " block belongs in " + (type == "tool_use" ? "an assistant" : "a user") + " message");
@@ -54,6 +54,11 @@ json anthropic_to_openai(const json& body, bool for_count) {
         // tool blocks: an assistant's tool_use blocks become its tool_calls; a user's tool_result blocks become
         // OpenAI tool messages, before the user's own text
         json calls = json::array();
+        std::string thinking;  // an assistant's thinking blocks: its reasoning_content (templates that show it)
+        if (content.is_array() && role == "assistant")
+            for (const auto& b : content)
+                if (b.is_object() && b.value("type", "") == "thinking" && b.contains("thinking") && b["thinking"].is_string())
+                    thinking += b["thinking"].get<std::string>();
         if (content.is_array()) {
             json rest = json::array();
             for (size_t k = 0; k < content.size(); k++) {
@@ -80,7 +85,11 @@ json anthropic_to_openai(const json& body, bool for_count) {
                 }
             }
             if (rest.empty() && (!calls.empty() || role == "user")) {
-                if (!calls.empty()) msgs.push_back({{"role", role}, {"content", ""}, {"tool_calls", calls}});
+                if (!calls.empty()) {
+                    json msg = {{"role", role}, {"content", ""}, {"tool_calls", calls}};
+                    if (!thinking.empty()) msg["reasoning_content"] = thinking;
+                    msgs.push_back(msg);
+                }
                 continue;  // a user message of tool results only
             }
             content = rest;
@@ -88,6 +97,7 @@ json anthropic_to_openai(const json& body, bool for_count) {
         json text = text_content(content, where);
         json msg = {{"role", role}, {"content", text}};
         if (!calls.empty()) msg["tool_calls"] = calls;
+        if (!thinking.empty()) msg["reasoning_content"] = thinking;
         msgs.push_back(msg);
     }
     out["messages"] = msgs;
@@ -98,6 +108,13 @@ json anthropic_to_openai(const json& body, bool for_count) {
     }
     for (const char* k : {"temperature", "top_p", "top_k", "stream"})
         if (auto v = body.find(k); v != body.end() && !v->is_null()) out[k] = *v;
+    // extended thinking: {"type": "enabled", "budget_tokens"} or {"type": "disabled"} switches the template's
+    // thinking (enable_thinking); the budget is not enforced (max_tokens bounds the whole answer)
+    if (auto v = body.find("thinking"); v != body.end() && !v->is_null()) {
+        if (!v->is_object()) throw BadRequest("thinking: expected {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}");
+        const std::string type = v->value("type", "");
+        if (type == "enabled" || type == "disabled") out["chat_template_kwargs"] = {{"enable_thinking", type == "enabled"}};
+    }
     if (auto v = body.find("stop_sequences"); v != body.end() && !v->is_null()) {
         if (!v->is_array()) throw BadRequest("stop_sequences must be an array of strings");
         out["stop"] = *v;
@@ -134,11 +151,14 @@ json anthropic_tool_use(const ToolCall& call) {
     return {{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", json::parse(call.arguments, nullptr, false)}};
 }
 
-json anthropic_message(const std::string& id, const std::string& model, const std::string& text, const std::vector<ToolCall>& calls,
-                       const std::string& finish_reason, const std::string& stop_word, int input_tokens, int output_tokens,
-                       int cached_tokens) {
+json anthropic_message(const std::string& id, const std::string& model, const ChatDelta& answer, const std::string& finish_reason,
+                       const std::string& stop_word, int input_tokens, int output_tokens, int cached_tokens) {
+    const std::string& text = answer.content;
+    const auto& calls = answer.calls;
     json content = json::array();
-    if (!text.empty() || calls.empty()) content.push_back({{"type", "text"}, {"text", text}});
+    // local models have no signature to give: an empty one, as llama-server sends
+    if (!answer.reasoning.empty()) content.push_back({{"type", "thinking"}, {"thinking", answer.reasoning}, {"signature", ""}});
+    if (!text.empty() || (content.empty() && calls.empty())) content.push_back({{"type", "text"}, {"text", text}});
     for (const auto& c : calls) content.push_back(anthropic_tool_use(c));
     return {{"id", id}, {"type", "message"}, {"role", "assistant"}, {"model", model},
             {"content", content},
@@ -146,6 +166,51 @@ json anthropic_message(const std::string& id, const std::string& model, const st
             {"stop_sequence", stop_word.empty() ? json(nullptr) : json(stop_word)},
             {"usage", {{"input_tokens", input_tokens - cached_tokens}, {"output_tokens", output_tokens},
                        {"cache_read_input_tokens", cached_tokens}, {"cache_creation_input_tokens", 0}}}};
+}
+
+std::vector<AnthropicStream::Event> AnthropicStream::push(const ChatDelta& d) {
+    std::vector<Event> ev;
+    auto text = [&](Open kind, const std::string& piece) {
+        if (piece.empty()) return;
+        if (open_ != kind) {
+            close(ev);
+            open_ = kind;
+            ev.push_back({"content_block_start", {{"index", ++index_}, {"content_block", kind == Open::THINKING
+                ? json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}} : json{{"type", "text"}, {"text", ""}}}}});
+        }
+        ev.push_back({"content_block_delta", {{"index", index_}, {"delta", kind == Open::THINKING
+            ? json{{"type", "thinking_delta"}, {"thinking", piece}} : json{{"type", "text_delta"}, {"text", piece}}}}});
+    };
+    text(Open::THINKING, d.reasoning);
+    text(Open::TEXT, d.content);
+    for (const auto& c : d.calls) {  // each call: a tool_use block, its input in one delta
+        close(ev);
+        json block = anthropic_tool_use(c);
+        block["input"] = json::object();
+        ev.push_back({"content_block_start", {{"index", ++index_}, {"content_block", block}}});
+        ev.push_back({"content_block_delta", {{"index", index_}, {"delta", {{"type", "input_json_delta"}, {"partial_json", c.arguments}}}}});
+        ev.push_back({"content_block_stop", {{"index", index_}}});
+        n_calls_++;
+    }
+    return ev;
+}
+
+void AnthropicStream::close(std::vector<Event>& ev) {
+    if (open_ == Open::NONE) return;
+    if (open_ == Open::THINKING)  // a thinking block ends with its signature (empty: a local model has none)
+        ev.push_back({"content_block_delta", {{"index", index_}, {"delta", {{"type", "signature_delta"}, {"signature", ""}}}}});
+    ev.push_back({"content_block_stop", {{"index", index_}}});
+    open_ = Open::NONE;
+}
+
+std::vector<AnthropicStream::Event> AnthropicStream::finish() {
+    std::vector<Event> ev;
+    if (index_ < 0) {  // nothing at all: an empty text block, as a blocking request has
+        ev.push_back({"content_block_start", {{"index", ++index_}, {"content_block", {{"type", "text"}, {"text", ""}}}}});
+        open_ = Open::TEXT;
+    }
+    close(ev);
+    return ev;
 }
 
 json anthropic_error(int status, const std::string& message) {

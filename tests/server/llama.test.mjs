@@ -492,6 +492,20 @@ test('reasoning: <think> text goes to reasoning_content (plain and streamed); --
     assert.equal(none.json.choices[0].message.content, plain.json.content);
     assert.ok(!('reasoning_content' in none.json.choices[0].message));
     assert.equal((await post(srv.base, '/v1/chat/completions', { messages: msgs, reasoning_format: 'thoughts' })).status, 400);
+    // Anthropic: a thinking block (empty signature), plain and streamed; Responses: a reasoning item
+    const anth = new Anthropic({ baseURL: srv.base, apiKey: 'none', maxRetries: 0 });
+    const am = await anth.messages.create({ model: 'x', max_tokens: 24, messages: msgs });
+    assert.deepEqual(am.content[0], { type: 'thinking', thinking: plain.json.content, signature: '' });
+    const as = await anth.messages.stream({ model: 'x', max_tokens: 24, messages: msgs }).finalMessage();
+    assert.deepEqual(as.content, am.content);
+    const client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'none', maxRetries: 0 });
+    const rr = await client.responses.create({ model: 'x', input: msgs, max_output_tokens: 24 });
+    assert.equal(rr.output[0].type, 'reasoning');
+    assert.equal(rr.output[0].content[0].text, plain.json.content);
+    const rs = await client.responses.create({ model: 'x', input: msgs, max_output_tokens: 24, stream: true });
+    let rtext = '';
+    for await (const e of rs) if (e.type === 'response.reasoning_text.delta') rtext += e.delta;
+    assert.equal(rtext, plain.json.content);
   } finally { await done(srv); }
   const tfile = path.join(dir, 'flag.jinja');
   fs.writeFileSync(tfile, '{{ messages[0].content }}{% if enable_thinking is defined and not enable_thinking %}/no_think{% endif %}');

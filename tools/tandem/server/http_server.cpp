@@ -378,8 +378,7 @@ struct HttpServer::Impl {
 
     // The parser of one chat answer: reasoning, content and (when the request has tools) tool calls.
     std::unique_ptr<ChatAnswerParser> answer_parser(const Gen& g, size_t c) const {
-        // Anthropic answers keep thinking in the text (no thinking blocks yet)
-        const ReasoningFormat rf = g.api == Api::Anthropic ? ReasoningFormat::NONE : reasoning_of(g.pr);
+        const ReasoningFormat rf = reasoning_of(g.pr);
         return std::make_unique<ChatAnswerParser>(rf, g.prompts[g.job_prompt[c]].opens_thinking,
                                                   tool_format_of(g.pr), g.pr.uses_tools(), g.pr.tools);
     }
@@ -511,7 +510,7 @@ struct HttpServer::Impl {
             for (auto& call : d.calls) call.id = random_id("toolu_");
             std::string fr = finish_reason(j);
             if (!d.calls.empty() && fr == "stop") fr = "tool_calls";
-            return g.call.json_ok(anthropic_message(g.id, model_id, d.content, d.calls, fr, j.stop_word, j.n_prompt, j.n_generated, j.n_cached));
+            return g.call.json_ok(anthropic_message(g.id, model_id, d, fr, j.stop_word, j.n_prompt, j.n_generated, j.n_cached));
         }
         if (g.api == Api::Responses) {
             const Job& j = *g.jobs[0];
@@ -604,13 +603,17 @@ struct HttpServer::Impl {
             return true;
         };
         if (resp && !resp_events(rstream.start(), nullptr)) return;
+        AnthropicStream astream;
+        auto anth_events = [&](std::vector<AnthropicStream::Event> ev) {
+            for (auto& [type, body] : ev)
+                if (!event(type.c_str(), std::move(body))) return false;
+            return true;
+        };
         if (anth) {
-            json start = anthropic_message(g.id, model_id, "", {}, "", "", int(g.prompts[0].ids.size()), 0, 0);
+            json start = anthropic_message(g.id, model_id, ChatDelta{}, "", "", int(g.prompts[0].ids.size()), 0, 0);
             start["content"] = json::array();
             start["stop_reason"] = nullptr;
-            if (!event("message_start", {{"message", start}}) ||
-                !event("content_block_start", {{"index", 0}, {"content_block", {{"type", "text"}, {"text", ""}}}}))
-                return;
+            if (!event("message_start", {{"message", start}})) return;
         }
         auto oai_chunk = [&](size_t index, const json& delta_or_text, const json& finish, const json& logprobs) {
             json choice = {{"index", index}, {"finish_reason", finish}};
@@ -627,7 +630,6 @@ struct HttpServer::Impl {
             std::vector<int32_t> held_toks;
             int n_sent = 0;
             auto answer = chat || anth || resp ? answer_parser(g, c) : nullptr;
-            std::vector<ToolCall> anth_calls;  // Anthropic: tool_use blocks follow the text block
             size_t n_calls = 0;  // tool calls sent so far
             // a chat delta: reasoning_content, content and tool_calls, each only when there is some
             auto chat_delta = [&](ChatDelta& d) {
@@ -654,9 +656,8 @@ struct HttpServer::Impl {
                     held_lps.clear();
                     held_toks.clear();
                     ChatDelta d = answer->push(piece);
-                    for (auto& call : d.calls) anth_calls.push_back(std::move(call));
-                    return d.content.empty() ||
-                           event("content_block_delta", {{"index", 0}, {"delta", {{"type", "text_delta"}, {"text", d.content}}}});
+                    for (auto& call : d.calls) call.id = random_id("toolu_");
+                    return anth_events(astream.push(d));
                 }
                 if (native) {
                     o = {{"index", c}, {"content", piece}, {"tokens", held_toks}, {"stop", false}, {"id_slot", job.slot.load()},
@@ -725,20 +726,12 @@ struct HttpServer::Impl {
             }
             if (anth) {
                 ChatDelta d = answer->finish();
-                if (!d.content.empty())
-                    event("content_block_delta", {{"index", 0}, {"delta", {{"type", "text_delta"}, {"text", d.content}}}});
-                for (auto& call : d.calls) anth_calls.push_back(std::move(call));
-                event("content_block_stop", {{"index", 0}});
-                for (size_t k = 0; k < anth_calls.size(); k++) {  // each call: a tool_use block, its input in one delta
-                    anth_calls[k].id = random_id("toolu_");
-                    json block = anthropic_tool_use(anth_calls[k]);
-                    block["input"] = json::object();
-                    event("content_block_start", {{"index", k + 1}, {"content_block", block}});
-                    event("content_block_delta", {{"index", k + 1}, {"delta", {{"type", "input_json_delta"}, {"partial_json", anth_calls[k].arguments}}}});
-                    event("content_block_stop", {{"index", k + 1}});
-                }
+                for (auto& call : d.calls) call.id = random_id("toolu_");
+                auto ev = astream.push(d);
+                for (auto& e : astream.finish()) ev.push_back(std::move(e));
+                anth_events(std::move(ev));
                 std::string fr = finish_reason(job);
-                if (!anth_calls.empty() && fr == "stop") fr = "tool_calls";
+                if (astream.n_calls() > 0 && fr == "stop") fr = "tool_calls";
                 event("message_delta", {{"delta", {{"stop_reason", anthropic_stop_reason(fr, job.stop_word)},
                                                    {"stop_sequence", job.stop_word.empty() ? json(nullptr) : json(job.stop_word)}}},
                                         {"usage", {{"output_tokens", job.n_generated}}}});
