@@ -988,6 +988,9 @@ TEST(OpenAI, ParsesToolsAndToolChoice) {
     EXPECT_FALSE(odd_auto.grammar);
     ParsedRequest odd_req = req(R"({"tool_choice": "required", "tools": )" + odd + "}");
     EXPECT_THROW(apply_tool_choice(odd_req, ToolFormat::HERMES), BadRequest);
+    EXPECT_TRUE(req(R"({"verbose": true})").verbose);  // llama-server's per-request __verbose
+    EXPECT_FALSE(req("{}").verbose);
+    EXPECT_THROW(req(R"({"verbose": 1})"), BadRequest);
     // llama-server's grammar_lazy / grammar_triggers
     ParsedRequest lazy = req(R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": "Lily"}, {"type": 0, "value": "<tool_call>", "token": 5}]})");
     ASSERT_TRUE(lazy.lazy);

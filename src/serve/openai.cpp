@@ -566,6 +566,7 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
     if (r.n_probs > 0 && !r.logprobs) { r.logprobs = true; r.top_logprobs = r.n_probs; }
     j.n_top_logprobs = r.logprobs ? std::max(r.top_logprobs, r.n_probs) : -1;
     r.return_tokens = boolean(body, "return_tokens", false);
+    r.verbose = boolean(body, "verbose", false);
     if (auto it = body.find("response_fields"); it != body.end() && !it->is_null()) {
         if (!it->is_array()) throw BadRequest("'response_fields' must be an array of field paths");
         for (const auto& f : *it) {

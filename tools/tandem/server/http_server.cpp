@@ -554,7 +554,7 @@ struct HttpServer::Impl {
         json res = {{"id", g.id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", g.created},
                     {"model", model_id}, {"system_fingerprint", "tandem"}, {"choices", choices},
                     {"usage", usage_of(g)}, {"timings", timings_of(*g.jobs.back())}};
-        if (p.verbose) res["__verbose"] = {{"prompt", tok->decode(g.prompts[0].ids, false, true)}, {"content", texts[0].text}};
+        if (p.verbose || g.pr.verbose) res["__verbose"] = {{"prompt", tok->decode(g.prompts[0].ids, false, true)}, {"content", texts[0].text}};
         g.call.json_ok(res);
     }
 
