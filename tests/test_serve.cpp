@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "serve/access.h"
@@ -830,6 +831,12 @@ TEST(ChatAnswer, SplitsReasoningContentAndCallsAtAnyPieceBoundary) {
         {ToolFormat::HARMONY, false, "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hello there.",
          "Think.", "Hello there.", {}},
         {ToolFormat::HARMONY, false, "Plain answer, no channels.", "", "Plain answer, no channels.", {}},
+        {ToolFormat::MISTRAL_ARGS, true, "Ok.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Oslo\", \"days\": [1, 2]}[TOOL_CALLS]ping[ARGS]{}", "", "Ok.",
+         {{"get_weather", R"({"city":"Oslo","days":[1,2]})"}, {"ping", "{}"}}},
+        {ToolFormat::XML, true, "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>", "", "",
+         {{"get_weather", R"({"city":"Oslo"})"}}},
+        {ToolFormat::HERMES, true, "<tool_call>\n{\"name\": \"say\", \"arguments\": {\"text\": \"a \\\"quoted text {x\\\" end\", \"n\": 1e2}}\n</tool_call>", "", "",
+         {{"say", R"({"text":"a \"quoted text {x\" end","n":1e2})"}}},  // the model's own number text, escapes kept
     };
     for (const auto& c : cases) {
         for (size_t piece : {size_t(1), size_t(2), size_t(3), size_t(7), c.text.size()}) {
@@ -840,6 +847,59 @@ TEST(ChatAnswer, SplitsReasoningContentAndCallsAtAnyPieceBoundary) {
             for (size_t k = 0; k < c.calls.size(); k++) {
                 EXPECT_EQ(d.calls[k].name, c.calls[k].first);
                 EXPECT_EQ(d.calls[k].arguments, c.calls[k].second);
+            }
+            // streamed arguments (OpenAI's way): the parts add up to the same calls, the text is the same
+            ChatAnswerParser sp(ReasoningFormat::DEEPSEEK, false, c.f, c.tools);
+            sp.stream_arguments(true);
+            ChatDelta s;
+            for (size_t at = 0; at < c.text.size(); at += piece) s.append(sp.push(c.text.substr(at, piece)));
+            s.append(sp.finish());
+            EXPECT_TRUE(s.calls.empty());
+            EXPECT_EQ(s.reasoning, c.reasoning) << c.text << " / " << piece;
+            EXPECT_EQ(s.content, c.content) << c.text << " / " << piece;
+            std::vector<std::pair<std::string, std::string>> got;
+            for (const auto& part : s.parts) {
+                if (!part.name.empty()) {
+                    ASSERT_EQ(part.index, got.size()) << c.text << ": a call's first part names it, in order";
+                    got.push_back({part.name, ""});
+                }
+                ASSERT_LT(part.index, got.size()) << c.text << ": a part before its call's name";
+                got[part.index].second += part.arguments;
+            }
+            EXPECT_EQ(got, c.calls) << c.text << " / " << piece;
+        }
+    }
+    // arguments stream as they come: the name first, then more of the arguments with each piece
+    {
+        ChatAnswerParser sp(ReasoningFormat::DEEPSEEK, false, ToolFormat::HERMES, true);
+        sp.stream_arguments(true);
+        const std::string text = "<tool_call>\n{\"name\": \"write\", \"arguments\": {\"text\": \"" + std::string(60, 'x') + "\"}}\n</tool_call>";
+        size_t n_parts = 0, first_at = 0;
+        for (size_t at = 0; at < text.size(); at += 4) {
+            ChatDelta d = sp.push(text.substr(at, 4));
+            if (!d.parts.empty() && n_parts == 0) first_at = at;
+            n_parts += d.parts.size();
+        }
+        EXPECT_GE(n_parts, 15u);
+        EXPECT_LT(first_at, 45u) << "the call's name went out late";
+    }
+    // call_prefixes on arbitrary text: no exception, and what it reports for a prefix of the text only grows
+    std::mt19937 rng(7);
+    const std::vector<std::string> atoms = {"{", "}", "[", "]", "\"", ":", ",", " ", "\\", "\"name\"", "\"arguments\"", "\"f\"",
+                                            "[TOOL_CALLS]", "[ARGS]", "x", "1"};
+    for (int n = 0; n < 3000; n++) {
+        std::string t;
+        const int len = int(rng() % 24);
+        for (int k = 0; k < len; k++) t += atoms[rng() % atoms.size()];
+        for (ToolFormat f : {ToolFormat::HERMES, ToolFormat::MISTRAL_ARGS}) {
+            std::vector<CallPrefix> before;
+            for (size_t cut = 0; cut <= t.size(); cut++) {
+                const auto now = call_prefixes(f, t.substr(0, cut));
+                for (size_t i = 0; i < std::min(before.size(), now.size()); i++) {
+                    EXPECT_EQ(now[i].name, before[i].name) << t;
+                    EXPECT_EQ(now[i].arguments.compare(0, before[i].arguments.size(), before[i].arguments), 0) << t;
+                }
+                before = now;
             }
         }
     }

@@ -12,6 +12,7 @@ void ChatDelta::append(ChatDelta&& o) {
     reasoning += o.reasoning;
     content += o.content;
     for (auto& c : o.calls) calls.push_back(std::move(c));
+    for (auto& p : o.parts) parts.push_back(std::move(p));
 }
 
 ChatAnswerParser::ChatAnswerParser(ReasoningFormat rf, bool starts_inside, ToolFormat format, bool parse_tools,
@@ -19,27 +20,63 @@ ChatAnswerParser::ChatAnswerParser(ReasoningFormat rf, bool starts_inside, ToolF
     : rf_(rf), rs_(rf, starts_inside), format_(format), tools_(parse_tools), tool_list_(std::move(tools)) {}
 
 ChatDelta ChatAnswerParser::push(const std::string& text) {
-    if (format_ == ToolFormat::HARMONY) return harmony(text, false);
-    auto r = rs_.push(text);
     ChatDelta d;
-    d.reasoning = std::move(r.reasoning);
-    d.append(tools_stage(r.content));
+    if (format_ == ToolFormat::HARMONY) {
+        d = harmony(text, false);
+    } else {
+        auto r = rs_.push(text);
+        d.reasoning = std::move(r.reasoning);
+        d.append(tools_stage(r.content));
+    }
+    if (stream_args_) call_parts(d, nullptr);
     return d;
 }
 
 ChatDelta ChatAnswerParser::finish() {
-    if (format_ == ToolFormat::HARMONY) return harmony("", true);
-    auto r = rs_.finish();
     ChatDelta d;
+    if (format_ == ToolFormat::HARMONY) {
+        d = harmony("", true);
+        if (stream_args_) call_parts(d, nullptr);
+        return d;
+    }
+    auto r = rs_.finish();
     d.reasoning = std::move(r.reasoning);
     d.append(tools_stage(r.content));
     if (!pending_.empty()) {
         ParsedAnswer a = holding_ ? parse_tool_calls(format_, pending_, tool_list_) : ParsedAnswer{pending_, {}};
         d.content += a.content;
-        d.calls = std::move(a.calls);
+        if (stream_args_ && holding_) {
+            call_parts(d, &a);
+        } else {
+            d.calls = std::move(a.calls);
+        }
         pending_.clear();
     }
+    if (stream_args_) call_parts(d, nullptr);
     return d;
+}
+
+// stream_arguments: what is new of the held calls (final_answer: the parsed end of the answer), and whole calls
+// (formats without argument streaming) as one part each.
+void ChatAnswerParser::call_parts(ChatDelta& d, const ParsedAnswer* final_answer) {
+    auto grow = [&](size_t i, const std::string& name, const std::string& args) {
+        if (i >= sent_.size()) {
+            sent_.push_back(args);
+            n_parts_calls_ = std::max(n_parts_calls_, sent_.size());
+            d.parts.push_back({i, name, args});
+        } else if (args.size() > sent_[i].size() && args.compare(0, sent_[i].size(), sent_[i]) == 0) {
+            d.parts.push_back({i, "", args.substr(sent_[i].size())});
+            sent_[i] = args;
+        }
+    };
+    if (final_answer) {
+        for (size_t i = 0; i < final_answer->calls.size(); i++) grow(i, final_answer->calls[i].name, final_answer->calls[i].arguments);
+    } else if (holding_ && streams_arguments(format_)) {
+        const auto prefixes = call_prefixes(format_, pending_);
+        for (size_t i = 0; i < prefixes.size(); i++) grow(i, prefixes[i].name, prefixes[i].arguments);
+    }
+    for (auto& c : d.calls) d.parts.push_back({n_parts_calls_++, c.name, c.arguments});
+    d.calls.clear();
 }
 
 ChatDelta ChatAnswerParser::tools_stage(const std::string& content) {

@@ -17,10 +17,18 @@
 
 namespace tandem::server {
 
+// A piece of a streamed tool call (ChatAnswerParser::stream_arguments): the call's first piece has its name,
+// the following ones more of its arguments text.
+struct CallPart {
+    size_t index = 0;
+    std::string name, arguments;
+};
+
 struct ChatDelta {
     std::string reasoning, content;
-    std::vector<ToolCall> calls;
-    bool empty() const { return reasoning.empty() && content.empty() && calls.empty(); }
+    std::vector<ToolCall> calls;   // whole calls
+    std::vector<CallPart> parts;   // or, with stream_arguments, calls in pieces
+    bool empty() const { return reasoning.empty() && content.empty() && calls.empty() && parts.empty(); }
     void append(ChatDelta&& o);
 };
 
@@ -33,8 +41,14 @@ public:
                      nlohmann::ordered_json tools = nullptr);
     ChatDelta push(const std::string& text);  // what became certain with this piece
     ChatDelta finish();                       // the rest, at the end of the answer
+    // Calls go out as CallParts instead of whole calls: for formats with JSON arguments after the name
+    // (serve/tool_calls.h, call_prefixes) the name as soon as it is complete and then the arguments as they grow,
+    // as OpenAI streams them; the others whole, as one part each. The parts of a call add up to the arguments of
+    // the blocking answer.
+    void stream_arguments(bool on) { stream_args_ = on; }
 
 private:
+    void call_parts(ChatDelta& d, const ParsedAnswer* final_answer);
     ChatDelta tools_stage(const std::string& content);
     ChatDelta harmony(const std::string& text, bool at_end);
 
@@ -47,6 +61,9 @@ private:
     std::string pending_;       // content not yet sent: a possible marker prefix, or all of it once holding
     bool holding_ = false;      // a marker was seen: the rest is parsed at the end
     bool past_start_ = false;   // LLAMA3/GENERIC: the answer did not start with "{"
+    bool stream_args_ = false;
+    std::vector<std::string> sent_;  // stream_arguments: each call's arguments text sent so far
+    size_t n_parts_calls_ = 0;       // call indices used
     // harmony
     enum class HState { HEADER, BODY } hstate_ = HState::HEADER;
     enum class HKind { REASONING, CONTENT, CALL } hkind_ = HKind::CONTENT;

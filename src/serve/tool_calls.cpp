@@ -212,6 +212,8 @@ json messages_with_tool_prompt(const json& messages, const json& tools) {
     return out;
 }
 
+static ParsedAnswer parse_calls(ToolFormat f, const std::string& text, const json& tools);  // parse_tool_calls, before the alignment
+
 namespace {
 
 // The schema of parameter `param` of tool `name` (null when unknown).
@@ -312,7 +314,136 @@ bool parse_mistral_args(const std::string& text, size_t a, ParsedAnswer& r) {
 
 }  // namespace
 
+namespace {
+
+size_t skip_ws(const std::string& s, size_t at) {
+    while (at < s.size() && (s[at] == ' ' || s[at] == '\t' || s[at] == '\n' || s[at] == '\r')) at++;
+    return at;
+}
+
+// The JSON string starting at s[at] == '"': its end (after the closing quote), npos when s ends inside it.
+size_t string_end(const std::string& s, size_t at) {
+    for (size_t i = at + 1; i < s.size(); i++) {
+        if (s[i] == '\\') i++;
+        else if (s[i] == '"') return i + 1;
+    }
+    return std::string::npos;
+}
+
+// The object or array starting at s[at], appended to `out` without whitespace outside strings; returns its end,
+// or npos when s ends inside it (out then holds the part so far). Structure only: the final parse validates.
+size_t compact_value(const std::string& s, size_t at, std::string& out) {
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (size_t i = at; i < s.size(); i++) {
+        const char c = s[i];
+        if (in_string) {
+            out += c;
+            if (escaped) escaped = false;
+            else if (c == '\\') escaped = true;
+            else if (c == '"') in_string = false;
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+        out += c;
+        if (c == '"') in_string = true;
+        else if (c == '{' || c == '[') depth++;
+        else if ((c == '}' || c == ']') && --depth == 0) return i + 1;
+    }
+    return std::string::npos;
+}
+
+// The next call header from `from` on: {"name": "NAME", "arguments" | "parameters": (JSON objects), or
+// [TOOL_CALLS]NAME[ARGS] (MISTRAL_ARGS). Sets name and where the arguments begin; npos when there is none yet.
+size_t next_header(ToolFormat f, const std::string& s, size_t from, std::string& name, size_t& args_at) {
+    if (f == ToolFormat::MISTRAL_ARGS) {
+        static const std::string tag = "[TOOL_CALLS]", args = "[ARGS]", id = "[CALL_ID]";
+        const size_t a = s.find(tag, from);
+        if (a == std::string::npos) return a;
+        const size_t g = s.find(args, a);
+        if (g == std::string::npos) return g;
+        name = s.substr(a + tag.size(), g - a - tag.size());
+        if (size_t k = name.find(id); k != std::string::npos) name.erase(k);
+        name = trim_ws(name);
+        args_at = skip_ws(s, g + args.size());
+        return args_at < s.size() ? a : std::string::npos;
+    }
+    for (size_t k = s.find("\"name\"", from); k != std::string::npos; k = s.find("\"name\"", k + 6)) {
+        size_t p = skip_ws(s, k + 6);
+        if (p >= s.size() || s[p] != ':') continue;
+        p = skip_ws(s, p + 1);
+        if (p >= s.size()) return std::string::npos;
+        if (s[p] != '"') continue;
+        const size_t e = string_end(s, p);
+        if (e == std::string::npos) return e;
+        const json n = parse_json(s.substr(p, e - p));
+        if (!n.is_string()) continue;
+        p = skip_ws(s, e);
+        if (p >= s.size()) return std::string::npos;
+        if (s[p] != ',') continue;
+        p = skip_ws(s, p + 1);
+        bool key = false;
+        for (const char* w : {"\"arguments\"", "\"parameters\""}) {
+            const std::string word = w;
+            if (s.compare(p, word.size(), word) == 0) {
+                key = true;
+                p = skip_ws(s, p + word.size());
+                break;
+            }
+            const size_t left = s.size() - p;  // the text may end inside the key
+            if (left < word.size() && word.compare(0, left, s, p, left) == 0) return std::string::npos;
+        }
+        if (!key) continue;
+        if (p >= s.size()) return std::string::npos;
+        if (s[p] != ':') continue;
+        p = skip_ws(s, p + 1);
+        if (p >= s.size()) return std::string::npos;
+        name = n;
+        args_at = p;
+        return k;
+    }
+    return std::string::npos;
+}
+
+}  // namespace
+
+bool streams_arguments(ToolFormat f) {
+    return f == ToolFormat::HERMES || f == ToolFormat::LLAMA3 || f == ToolFormat::MISTRAL || f == ToolFormat::MISTRAL_ARGS ||
+           f == ToolFormat::GENERIC;
+}
+
+std::vector<CallPrefix> call_prefixes(ToolFormat f, const std::string& held) {
+    std::vector<CallPrefix> out;
+    if (!streams_arguments(f)) return out;
+    size_t from = 0;
+    for (;;) {
+        std::string name;
+        size_t args_at = 0;
+        if (next_header(f, held, from, name, args_at) == std::string::npos) break;
+        if (held[args_at] != '{') break;  // arguments as a JSON string: whole at the end
+        CallPrefix c{name, "", false};
+        const size_t end = compact_value(held, args_at, c.arguments);
+        c.complete = end != std::string::npos;
+        out.push_back(c);
+        if (!c.complete) break;
+        from = end;
+    }
+    return out;
+}
+
 ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text, const json& tools) {
+    ParsedAnswer r = parse_calls(f, text, tools);
+    // the arguments as the model wrote them (compacted), so a stream of call_prefixes adds up to them
+    const auto prefixes = call_prefixes(f, text);
+    if (!r.calls.empty() && prefixes.size() >= r.calls.size())
+        for (size_t i = 0; i < r.calls.size(); i++)
+            if (prefixes[i].complete && prefixes[i].name == r.calls[i].name &&
+                parse_json(prefixes[i].arguments) == parse_json(r.calls[i].arguments))
+                r.calls[i].arguments = prefixes[i].arguments;
+    return r;
+}
+
+static ParsedAnswer parse_calls(ToolFormat f, const std::string& text, const json& tools) {
     ParsedAnswer r;
     r.content = text;
     switch (f) {

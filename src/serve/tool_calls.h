@@ -58,13 +58,26 @@ grammar::TriggerSpec tool_call_triggers(ToolFormat f);
 // parsed (and, for a required call, constrained) as GENERIC.
 nlohmann::ordered_json messages_with_tool_prompt(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools);
 
+// The calls of a held answer as far as they have come, for streaming their arguments (HERMES, LLAMA3, MISTRAL,
+// MISTRAL_ARGS, GENERIC: formats whose arguments are JSON written after the name): each call whose name is
+// complete, with its arguments so far as compact JSON text (the model's text without whitespace outside
+// strings) and whether they are complete. Empty for the other formats (their calls go out whole), and for
+// arguments written as a JSON string. The compact text only grows as the answer does.
+struct CallPrefix {
+    std::string name, arguments;
+    bool complete = false;
+};
+std::vector<CallPrefix> call_prefixes(ToolFormat f, const std::string& held);
+bool streams_arguments(ToolFormat f);
+
 struct ParsedAnswer {
     std::string content;  // the text outside the tool calls (trimmed when there are calls)
     std::vector<ToolCall> calls;
 };
 
 // Splits an answer into text and tool calls. Text that only looks like a call (invalid JSON, no name) stays
-// content: nothing is dropped.
+// content: nothing is dropped. Arguments are compact JSON text: for the formats of call_prefixes, the model's own
+// text without whitespace (what a stream of call_prefixes adds up to), otherwise re-serialized.
 // HARMONY: the commentary messages addressed to functions.NAME; other channels stay in content as they are.
 // XML: `tools` (OpenAI tool objects) give each parameter's type: a string parameter keeps its raw text, the others
 // are read as JSON (raw text when that fails); without tools every value that reads as JSON is JSON.

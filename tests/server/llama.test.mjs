@@ -612,19 +612,21 @@ test('tool calls: OpenAI and Anthropic SDKs, tool_choice required/named/none, st
       const stream = await client.chat.completions.create({ model: 'x', messages, tools, tool_choice: { type: 'function', function: { name: 'get_weather' } },
         parallel_tool_calls: false, max_tokens: 300, stream: true });
       const acc = [];
-      let finish = null;
+      let finish = null, nArgDeltas = 0, firstId = null;
       for await (const chunk of stream) {
         const ch = chunk.choices[0];
         if (!ch) continue;
         for (const d of ch.delta?.tool_calls ?? []) {
           acc[d.index] ??= { name: '', arguments: '' };
+          if (d.id) { assert.equal(firstId, null, 'the id comes with the first delta only'); firstId = d.id; }
           if (d.function?.name) acc[d.index].name += d.function.name;
-          if (d.function?.arguments) acc[d.index].arguments += d.function.arguments;
+          if (d.function?.arguments) { acc[d.index].arguments += d.function.arguments; nArgDeltas++; }
         }
         if (ch.finish_reason) finish = ch.finish_reason;
       }
       assert.equal(finish, 'tool_calls');
       assert.deepEqual(acc, [{ name: 'get_weather', arguments: call.function.arguments }]);
+      assert.ok(nArgDeltas > 1, 'the arguments stream in pieces, as OpenAI sends them');
       // required: some tool, with valid arguments
       const req = await client.chat.completions.create({ model: 'x', messages, tools, tool_choice: 'required', parallel_tool_calls: false, max_tokens: 300 });
       assert.ok(req.choices[0].message.tool_calls?.length >= 1, JSON.stringify(req.choices[0]));

@@ -382,10 +382,9 @@ struct HttpServer::Impl {
         return std::make_unique<ChatAnswerParser>(rf, g.prompts[g.job_prompt[c]].opens_thinking,
                                                   tool_format_of(g.pr), g.pr.uses_tools(), g.pr.tools);
     }
-    // An OpenAI tool call; in a stream, `index` says which call a delta belongs to.
-    static json tool_call_json(const ToolCall& call, size_t index, bool stream) {
+    // An OpenAI tool call of a blocking answer (streams send CallParts).
+    static json tool_call_json(const ToolCall& call) {
         json j = json::object();
-        if (stream) j["index"] = index;
         j["id"] = random_id("call_");
         j["type"] = "function";
         j["function"] = {{"name", call.name}, {"arguments", call.arguments}};
@@ -541,7 +540,7 @@ struct HttpServer::Impl {
                 if (!d.calls.empty()) {
                     if (d.content.empty()) msg["content"] = nullptr;
                     msg["tool_calls"] = json::array();
-                    for (size_t k = 0; k < d.calls.size(); k++) msg["tool_calls"].push_back(tool_call_json(d.calls[k], k, false));
+                    for (size_t k = 0; k < d.calls.size(); k++) msg["tool_calls"].push_back(tool_call_json(d.calls[k]));
                     if (choice["finish_reason"] == "stop") choice["finish_reason"] = "tool_calls";
                 }
                 choice["logprobs"] = g.pr.logprobs ? json{{"content", logprob_list(t.lps)}} : json(nullptr);
@@ -630,15 +629,27 @@ struct HttpServer::Impl {
             std::vector<int32_t> held_toks;
             int n_sent = 0;
             auto answer = chat || anth || resp ? answer_parser(g, c) : nullptr;
+            if (chat) answer->stream_arguments(true);  // OpenAI: a call's name first, then its arguments as they come
             size_t n_calls = 0;  // tool calls sent so far
             // a chat delta: reasoning_content, content and tool_calls, each only when there is some
             auto chat_delta = [&](ChatDelta& d) {
                 json delta = json::object();
                 if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
-                if (!d.content.empty() || (d.reasoning.empty() && d.calls.empty())) delta["content"] = d.content;
-                if (!d.calls.empty()) {
+                if (!d.content.empty() || (d.reasoning.empty() && d.parts.empty())) delta["content"] = d.content;
+                if (!d.parts.empty()) {
                     delta["tool_calls"] = json::array();
-                    for (const auto& call : d.calls) delta["tool_calls"].push_back(tool_call_json(call, n_calls++, true));
+                    for (const auto& part : d.parts) {
+                        json j = {{"index", part.index}};
+                        if (!part.name.empty()) {
+                            j["id"] = random_id("call_");
+                            j["type"] = "function";
+                            j["function"] = {{"name", part.name}, {"arguments", part.arguments}};
+                        } else {
+                            j["function"] = {{"arguments", part.arguments}};
+                        }
+                        delta["tool_calls"].push_back(j);
+                        n_calls = std::max(n_calls, part.index + 1);
+                    }
                 }
                 return delta;
             };
