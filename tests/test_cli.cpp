@@ -55,6 +55,19 @@ TEST(Cli, SpeculativeJsonCarriesStatisticsAndSameText) {
     EXPECT_EQ(self["tokens"], plain["tokens"]);
 }
 
+// --grammar / -j (llama-cli and llama-speculative's flags): the output is constrained, the same with speculation.
+TEST(Cli, GrammarAndJsonSchemaConstrainTheOutput) {
+    const std::string g = " -p 'Once upon a time' -n 40 --temp 0 --grammar 'root ::= \" The answer is \" (\"yes\" | \"no\") \".\"'";
+    json plain = run_json("-m " + stories() + g);
+    EXPECT_TRUE(plain["text"] == " The answer is yes." || plain["text"] == " The answer is no.") << plain["text"];
+    EXPECT_EQ(plain["stop_reason"], "eos");
+    json spec = run_json("-m " + stories() + " -md " + stories() + " --draft-p-min 0 --draft-adaptive off" + g);
+    EXPECT_EQ(spec["tokens"], plain["tokens"]);
+    json js = run_json("-m " + stories() + " -p x -n 60 --temp 0 -j '{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"boolean\"}}, \"required\": [\"a\"]}'");
+    const json doc = json::parse(js["text"].get<std::string>());
+    EXPECT_TRUE(doc["a"].is_boolean()) << js["text"];
+}
+
 TEST(Cli, LlamaSpeculativeStatisticsLines) {
     std::string out;
     int rc = tandem::test::run_command(tandem::test::tandem_bin() + " generate -m " + stories() + " -md " + stories() +
@@ -88,6 +101,8 @@ TEST(Cli, ErrorsExitNonZeroWithAMessage) {
         {"generate -m " + stories() + " -c 8 -p 'Once upon a time there was a little girl named Lily'", "does not fit the context"},
         {"generate -m " + stories() + " -p hi --spec-type draft", "needs -md"},
         {"generate -m " + stories() + " -p hi --samplers bogus", "unknown sampler"},
+        {"generate -m " + stories() + " -p hi --grammar 'root ::= foo'", "rule 'foo' is not defined"},
+        {"generate -m " + stories() + " -p hi -j '{\"type\": \"string\", \"pattern\": \"a\"}'", "'pattern' is not supported"},
         {"tokenize -m " + stories(), "exactly one of -p TEXT or -f FILE"},
         {"quantize " + stories() + " /tmp/x.gguf Q9_9", "unknown quantization type"},
         {"nosuchcommand", "unknown command"},

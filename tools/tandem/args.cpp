@@ -6,6 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <nlohmann/json.hpp>
+
+#include "grammar/json_schema.h"
+#include "io.h"
 #include "tandem/error.h"
 #include "tandem/sampling.h"
 #include "tandem/speculative.h"
@@ -191,6 +195,20 @@ std::vector<std::string> split_list(const std::string& v) {
         i = j + 1;
     }
     return out;
+}
+
+void add_grammar_flags(ArgParser& ap, std::string& gbnf, const std::string& what) {
+    auto schema = [&gbnf](const std::string& flag, const std::string& text) {
+        auto j = nlohmann::ordered_json::parse(text, nullptr, false);
+        if (j.is_discarded()) throw Error(flag + ": not JSON");
+        gbnf = grammar::json_schema_to_gbnf(j);
+    };
+    ap.add({"--grammar"}, "GBNF", "constrain " + what + " to this grammar", [&gbnf](const std::string& v) { gbnf = v; });
+    ap.add({"--grammar-file"}, "FNAME", "the same, from a file", [&gbnf](const std::string& v) { gbnf = read_file_bytes(v); });
+    ap.add({"-j", "--json-schema"}, "SCHEMA", "constrain " + what + " to this JSON schema",
+           [schema](const std::string& v) { schema("--json-schema", v); });
+    ap.add({"-jf", "--json-schema-file"}, "FNAME", "the same, from a file",
+           [schema](const std::string& v) { schema("--json-schema-file", read_file_bytes(v)); });
 }
 
 }  // namespace tandem::cli

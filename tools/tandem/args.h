@@ -50,6 +50,10 @@ void add_sampling_flags(ArgParser& ap, SamplerParams& sp, std::vector<std::strin
 // --spec-latency throughput|steady (SpecParams::max_round_cost).
 void add_spec_tree_flags(ArgParser& ap, SpecParams& spec);
 
+// Structured output flags (generate, serve): --grammar GBNF, --grammar-file FNAME, -j/--json-schema SCHEMA,
+// -jf/--json-schema-file FNAME; each sets `gbnf` (a JSON schema converted to GBNF; a bad schema is an Error).
+void add_grammar_flags(ArgParser& ap, std::string& gbnf, const std::string& what);
+
 // Value conversions that throw tandem::Error("<flag>: ...") on malformed input.
 int to_int(const std::string& flag, const std::string& v);
 // An integer in [lo, hi]; outside it a tandem::Error naming the flag and the range.

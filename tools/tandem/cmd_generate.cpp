@@ -4,6 +4,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "grammar/grammar.h"
+
 #include "args.h"
 #include "spec/suffix_cache.h"
 #include "commands.h"
@@ -60,6 +62,7 @@ struct Options {
     int draft_layers = 0;
     std::string suffix_static, suffix_dynamic;  // suffix cache files: read; read and updated
     bool ignore_eos = false, no_bos = false, escape = true, display_prompt = true, json = false;
+    std::string grammar;  // GBNF (--grammar, --json-schema, ...): the output is constrained to it
     std::vector<std::string> notes;
 };
 
@@ -73,6 +76,7 @@ void add_flags(ArgParser& ap, Options& o) {
     ap.add({"-b", "--batch-size", "-ub", "--ubatch-size"}, "N", "prompt tokens per forward chunk", [&](const std::string& v) { o.n_batch = to_int_in("-b", v, 1, 1 << 20); });
     ap.add({"-t", "--threads"}, "N", "threads", [&](const std::string& v) { o.n_threads = to_int_in("-t", v, 1, 1024); });
     add_sampling_flags(ap, o.sp, o.notes);
+    add_grammar_flags(ap, o.grammar, "the output");
     ap.flag({"--ignore-eos"}, "keep generating past end-of-generation tokens", [&] { o.ignore_eos = true; });
     ap.flag({"--context-shift"}, "when the context is full, forget the older half after --keep tokens and go on", [&] { o.spec.context_shift = true; });
     ap.flag({"--no-context-shift"}, "stop when the context is full (default)", [&] { o.spec.context_shift = false; });
@@ -171,6 +175,7 @@ int cmd_generate(int argc, char** argv) {
         if (!o.suffix_dynamic.empty()) o.spec.suffix->load(o.suffix_dynamic);  // created at the end if absent
     }
     Generator gen(target, draft.get(), o.sp, o.spec);
+    if (!o.grammar.empty()) gen.set_constraint(ConstraintVocab(*tok).constrain(grammar::parse_gbnf(o.grammar)));
     if (o.display_prompt && !o.json) {
         std::fputs(prompt.c_str(), stdout);
         std::fflush(stdout);

@@ -11,7 +11,6 @@
 #include <thread>
 
 #include "args.h"
-#include "grammar/json_schema.h"
 #include "core/mmap.h"
 #include "commands.h"
 #include "tandem/cpu.h"
@@ -109,16 +108,7 @@ int cmd_serve(int argc, char** argv) {
     // Server behaviour
     ap.add({"--chat-template-file"}, "FNAME", "a Jinja chat template file, used instead of the model's", [&](const std::string& v) { sp.chat_template_text = read_file_bytes(v); });
     ap.flag({"--jinja"}, "run the chat template (default)", [&] { sp.jinja = true; });
-    ap.add({"--grammar"}, "GBNF", "constrain every request without its own grammar to this grammar", [&](const std::string& v) { sp.grammar = v; });
-    ap.add({"--grammar-file"}, "FNAME", "the same, from a file", [&](const std::string& v) { sp.grammar = read_file_bytes(v); });
-    auto schema_flag = [&](const std::string& flag, const std::string& text) {
-        auto j = nlohmann::ordered_json::parse(text, nullptr, false);
-        if (j.is_discarded()) throw Error(flag + ": not JSON");
-        sp.grammar = grammar::json_schema_to_gbnf(j);
-    };
-    ap.add({"-j", "--json-schema"}, "SCHEMA", "constrain requests without their own grammar to this JSON schema",
-           [&](const std::string& v) { schema_flag("--json-schema", v); });
-    ap.add({"-jf", "--json-schema-file"}, "FNAME", "the same, from a file", [&](const std::string& v) { schema_flag("--json-schema-file", read_file_bytes(v)); });
+    add_grammar_flags(ap, sp.grammar, "every request without its own grammar");
     ap.add({"--reasoning-format"}, "FORMAT", "none | auto | deepseek | deepseek-legacy: where <think> text goes in chat answers (auto: reasoning_content)",
            [&](const std::string& v) { sp.reasoning_format = server::reasoning_format_from_name(v); });
     ap.add({"-rea", "--reasoning"}, "on|off|auto", "thinking: sets the template's enable_thinking (auto: the template's default)", [&](const std::string& v) {

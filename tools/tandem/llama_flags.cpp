@@ -14,7 +14,7 @@ namespace {
 enum class Kind {
     Notice,  // accepted; a one-line note says it has no effect here and why
     Quiet,   // accepted without a note: tandem always behaves this way (e.g. continuous batching)
-    Refuse,  // refused: honouring it silently would mislead (a download, an adapter, a grammar)
+    Refuse,  // refused: honouring it silently would mislead (a download, an adapter)
 };
 
 struct CompatFlag {
