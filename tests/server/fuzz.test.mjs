@@ -86,6 +86,60 @@ test('fuzz: bodies, headers and clients', async () => {
   }
 });
 
+// The tool and structured-output surfaces at random: chat tools and tool_choice, lazy grammars, Responses input
+// items and tools, Anthropic thinking and tool blocks, each valid body mutated. Every answer is below 500.
+test('fuzz: tools, lazy grammars, Responses items, Anthropic blocks', async () => {
+  const fs = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const tfile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'tandem-fuzz-')), 'hermes.jinja');
+  fs.writeFileSync(tfile, '{% if tools %}Tools: {{ tools | tojson }}\nCall with <tool_call>{"name": ..., "arguments": ...}</tool_call>\n{% endif %}' +
+    '{% for m in messages %}{{ m.role }}: {{ m.content }}{% for c in m.tool_calls or [] %}<tool_call>{{ c.function | tojson }}</tool_call>{% endfor %}\n{% endfor %}assistant:');
+  const srv = await startServer(['-m', STORIES, '--chat-template-file', tfile, '--spec-type', 'ngram', '-np', '2']);
+  const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] } } }];
+  const bodies = [
+    ['/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], tools, tool_choice: 'auto', max_tokens: 8 }],
+    ['/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], tools, tool_choice: 'required', max_tokens: 30, stream: true }],
+    ['/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{"a": 1}' } }] },
+      { role: 'tool', tool_call_id: 'c', content: '2' }], tools, max_tokens: 4 }],
+    ['/completion', { prompt: 'Once upon a time', n_predict: 16, grammar: 'root ::= " the" [a-z ]*', grammar_lazy: true, grammar_triggers: [{ type: 1, value: ' the' }] }],
+    ['/v1/responses', { input: [{ role: 'user', content: 'x' }, { type: 'function_call', call_id: 'c', name: 'f', arguments: '{}' },
+      { type: 'function_call_output', call_id: 'c', output: 'ok' }], tools: [{ type: 'function', name: 'f', parameters: {} }], max_output_tokens: 8, stream: true }],
+    ['/v1/messages', { max_tokens: 8, thinking: { type: 'enabled', budget_tokens: 10 }, tools: [{ name: 'f', input_schema: { type: 'object' } }],
+      messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: [{ type: 'thinking', thinking: 'hm' }, { type: 'tool_use', id: 't', name: 'f', input: {} }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: 'r' }] }], stream: true }],
+  ];
+  const values = [null, -1, 0, 'x', '', [], {}, true, [[[]]], { type: 2, value: 'a' }, [{ type: 1 }], [{ type: 'function' }], '\ud800'];
+  let five = 0, ok = 0;
+  try {
+    const r = rng(4242);
+    for (let i = 0; i < 240; i++) {
+      const [url, valid] = bodies[i % bodies.length];
+      const o = JSON.parse(JSON.stringify(valid));
+      const keys = Object.keys(o).concat(['tools', 'tool_choice', 'grammar_triggers', 'parallel_tool_calls', 'thinking', 'input', 'text']);
+      if (r() < 0.6) o[keys[Math.floor(r() * keys.length)]] = values[Math.floor(r() * values.length)];
+      // sometimes mutate one element deeper (a message, a tool, an item)
+      for (const k of ['messages', 'input', 'tools']) {
+        if (Array.isArray(o[k]) && o[k].length && r() < 0.5) {
+          const e = o[k][Math.floor(r() * o[k].length)];
+          if (e && typeof e === 'object') { const ek = Object.keys(e); if (ek.length) e[ek[Math.floor(r() * ek.length)]] = values[Math.floor(r() * values.length)]; }
+        }
+      }
+      const res = await fetch(srv.base + url, { method: 'POST', body: JSON.stringify(o), headers: { 'Content-Type': 'application/json' } });
+      await res.arrayBuffer();
+      if (res.status >= 500) { five++; console.log('5xx for', url, JSON.stringify(o).slice(0, 300)); }
+      if (res.status === 200) ok++;
+    }
+    assert.equal(five, 0);
+    assert.ok(ok > 40, `only ${ok} mutated requests were valid: the fuzz does not reach generation`);
+    assert.equal((await fetch(srv.base + '/health')).status, 200);
+  } finally {
+    const code = await srv.stop();
+    assert.ok(!sanitizerReport(srv.stderr), srv.stderr.slice(-4000));
+    assert.ok(code === 0 || code === 'SIGTERM', `server exit: ${code}`);
+  }
+});
+
 // The transport classes of issue 12 at random: chunked bodies (random chunk sizes, some with bad sizes or cut
 // short), gzip/deflate bodies (valid, truncated, bombs), unknown encodings, header counts around the limit,
 // pipelined requests with wrong lengths. Every answer must be below 500; the server must stay up.
