@@ -643,8 +643,13 @@ TEST(Reasoning, SplitsThinkingFromTheAnswerAcrossAnyPieces) {
         ReasoningFormat f;
         bool inside;
         std::string text, reasoning, content;
+        ThinkTags tags = {};
     };
+    const ThinkTags mistral{"[THINK]", "[/THINK]"};
     const Case cases[] = {
+        {ReasoningFormat::DEEPSEEK, false, "[THINK]plan[/THINK]Answer", "plan", "Answer", mistral},  // Magistral
+        {ReasoningFormat::DEEPSEEK, false, "<think>x</think>[THINK]y", "x", "[THINK]y", ThinkTags{}},
+        {ReasoningFormat::DEEPSEEK, false, "<think>x</think>y", "", "<think>x</think>y", mistral},  // not its tags
         {ReasoningFormat::DEEPSEEK, false, "<think>a b</think>\n\nAnswer </think>", "a b", "Answer </think>"},
         {ReasoningFormat::DEEPSEEK, false, "\n <think>x</think>y", "x", "y"},
         {ReasoningFormat::DEEPSEEK, true, "reason <th</think>\nAns", "reason <th", "Ans"},
@@ -656,7 +661,7 @@ TEST(Reasoning, SplitsThinkingFromTheAnswerAcrossAnyPieces) {
     };
     for (const auto& c : cases) {
         for (size_t piece : {size_t(1), size_t(2), size_t(3), size_t(7), size_t(1000)}) {
-            ReasoningSplitter sp(c.f, c.inside);
+            ReasoningSplitter sp(c.f, c.inside, c.tags);
             std::string r, t;
             for (size_t i = 0; i < c.text.size(); i += piece) {
                 auto d = sp.push(c.text.substr(i, piece));
@@ -671,6 +676,8 @@ TEST(Reasoning, SplitsThinkingFromTheAnswerAcrossAnyPieces) {
         }
     }
     EXPECT_TRUE(prompt_opens_thinking("<|im_start|>assistant\n<think>\n"));
+    EXPECT_TRUE(prompt_opens_thinking("[INST]x[/INST][THINK]", mistral));
+    EXPECT_FALSE(prompt_opens_thinking("[INST]x[/INST][THINK]"));
     EXPECT_FALSE(prompt_opens_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
     EXPECT_THROW(reasoning_format_from_name("thoughts"), Error);
     // thinking off: an opened block is closed empty; a template that closes it itself is left alone
@@ -776,6 +783,12 @@ TEST(ToolCalls, RealTemplatesGetTheirFamilysFormat) {
         ASSERT_TRUE(std::ifstream(path).good()) << path << ": run scripts/fetch-chat-templates.sh (or set TANDEM_CHAT_TEMPLATES)";
         EXPECT_EQ(int(tool_format_for_template(test::read_file(path))), int(f)) << name;
     }
+    // and their thinking tags
+    const std::vector<std::pair<const char*, std::string>> tags = {
+        {"mistralai-Ministral-3-14B-Reasoning-2512", "[THINK]"}, {"CohereForAI-c4ai-command-r7b-12-2024-tool_use", "<|START_THINKING|>"},
+        {"ByteDance-Seed-OSS", "<seed:think>"}, {"Qwen-Qwen3-0.6B", "<think>"}, {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "<think>"}};
+    for (const auto& [name, open] : tags)
+        EXPECT_EQ(think_tags_for_template(test::read_file(dir + "/" + name + ".jinja")).open, open) << name;
 }
 
 namespace {

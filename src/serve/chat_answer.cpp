@@ -16,8 +16,8 @@ void ChatDelta::append(ChatDelta&& o) {
 }
 
 ChatAnswerParser::ChatAnswerParser(ReasoningFormat rf, bool starts_inside, ToolFormat format, bool parse_tools,
-                                   nlohmann::ordered_json tools)
-    : rf_(rf), rs_(rf, starts_inside), format_(format), tools_(parse_tools), tool_list_(std::move(tools)) {}
+                                   nlohmann::ordered_json tools, ThinkTags think_tags)
+    : rf_(rf), rs_(rf, starts_inside, std::move(think_tags)), format_(format), tools_(parse_tools), tool_list_(std::move(tools)) {}
 
 ChatDelta ChatAnswerParser::push(const std::string& text) {
     ChatDelta d;

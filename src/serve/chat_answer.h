@@ -38,7 +38,7 @@ public:
     // `tools` (OpenAI tool objects) type the XML format's parameters. starts_inside: the prompt opened the
     // thinking block (serve/reasoning.h).
     ChatAnswerParser(ReasoningFormat rf, bool starts_inside, ToolFormat format, bool parse_tools,
-                     nlohmann::ordered_json tools = nullptr);
+                     nlohmann::ordered_json tools = nullptr, ThinkTags think_tags = {});
     ChatDelta push(const std::string& text);  // what became certain with this piece
     ChatDelta finish();                       // the rest, at the end of the answer
     // Calls go out as CallParts instead of whole calls: for formats with JSON arguments after the name

@@ -1,5 +1,5 @@
 // Reasoning ("thinking") text split out of a chat answer, as llama-server's --reasoning-format does: the text
-// between <think> and </think> goes to reasoning_content, the rest to content. Incremental, for streams: a tag
+// between <think> and </think> (or the model's own tags) goes to reasoning_content, the rest to content. Incremental, for streams: a tag
 // split across pieces is held back until it is known.
 #pragma once
 #include <string>
@@ -14,9 +14,17 @@ enum class ReasoningFormat {
 // "none", "auto", "deepseek", "deepseek-legacy"; throws Error otherwise.
 ReasoningFormat reasoning_format_from_name(const std::string& name);
 
-// Did the chat template open the thinking block itself (the prompt ends with "<think>" and whitespace, as
+// The tags around a model's thinking, from its chat template: <think> </think> (DeepSeek-R1, Qwen3, QwQ, most),
+// [THINK] [/THINK] (Magistral, Ministral 3 Reasoning), <|START_THINKING|> <|END_THINKING|> (Command R7B),
+// <seed:think> </seed:think> (Seed-OSS).
+struct ThinkTags {
+    std::string open = "<think>", close = "</think>";
+};
+ThinkTags think_tags_for_template(const std::string& template_source);
+
+// Did the chat template open the thinking block itself (the prompt ends with the open tag and whitespace, as
 // DeepSeek-R1 and QwQ templates do)? Then the answer starts inside the reasoning.
-bool prompt_opens_thinking(const std::string& prompt);
+bool prompt_opens_thinking(const std::string& prompt, const ThinkTags& tags = {});
 
 // Thinking turned off (enable_thinking false): a prompt whose template opened the thinking block gets it closed
 // empty, as llama.cpp does (DeepSeek-R1, QwQ: "<think>\n" + "</think>"; Command R7B, whose template has
@@ -26,7 +34,7 @@ std::string close_thinking(const std::string& prompt, const std::string& templat
 
 class ReasoningSplitter {
 public:
-    ReasoningSplitter(ReasoningFormat f, bool starts_inside);
+    ReasoningSplitter(ReasoningFormat f, bool starts_inside, ThinkTags tags = {});
     struct Delta {
         std::string reasoning, content;
     };
@@ -37,6 +45,7 @@ private:
     enum class State { BEFORE, INSIDE, AFTER, DONE };  // AFTER: just past </think>, dropping newlines
     ReasoningFormat f_;
     State state_;
+    ThinkTags tags_;
     std::string held_;
 };
 

@@ -98,6 +98,7 @@ struct HttpServer::Impl {
     std::unique_ptr<Tokenizer> tok;
     std::unique_ptr<ChatFormatter> chat;  // the model's Jinja template, or a built-in renderer
     ToolFormat tool_format = ToolFormat::NONE;  // the template's tool-call format
+    ThinkTags think_tags;                        // the template's thinking tags
     std::vector<int32_t> shown_special;         // its markers that are control tokens: shown in chat answers
     std::string model_id;
     SpecParams engine_spec_defaults;
@@ -186,6 +187,10 @@ struct HttpServer::Impl {
         std::shared_ptr<grammar::TriggerSpec> spec;
         if (lazy) {
             spec = std::make_shared<grammar::TriggerSpec>(*lazy);
+            if (!spec->think_close.empty()) {  // the model's own thinking tags
+                spec->think_open = think_tags.open;
+                spec->think_close = think_tags.close;
+            }
             spec->starts_thinking = opens_thinking && !spec->think_close.empty();
         }
         return constraint_vocab->constrain(std::move(g), std::move(spec));
@@ -265,7 +270,7 @@ struct HttpServer::Impl {
             if (infill) {
             } else if (chat) {
                 const std::string text = chat_prompt(out);
-                prompts.push_back({tok->encode(text, true, true), false, prompt_opens_thinking(text)});
+                prompts.push_back({tok->encode(text, true, true), false, prompt_opens_thinking(text, think_tags)});
             }
             else
                 for (const auto& in : out.prompts) prompts.push_back({tokenize_prompt(in)});
@@ -380,7 +385,7 @@ struct HttpServer::Impl {
     std::unique_ptr<ChatAnswerParser> answer_parser(const Gen& g, size_t c) const {
         const ReasoningFormat rf = reasoning_of(g.pr);
         return std::make_unique<ChatAnswerParser>(rf, g.prompts[g.job_prompt[c]].opens_thinking,
-                                                  tool_format_of(g.pr), g.pr.uses_tools(), g.pr.tools);
+                                                  tool_format_of(g.pr), g.pr.uses_tools(), g.pr.tools, think_tags);
     }
     // An OpenAI tool call of a blocking answer (streams send CallParts).
     static json tool_call_json(const ToolCall& call) {
@@ -1204,7 +1209,11 @@ void HttpServer::set_ready(std::shared_ptr<const Model> model, std::shared_ptr<E
     // Tool calls (src/serve/tool_calls.h): the template's format; its markers that are control tokens are shown in
     // answers (and may be forced by a tool grammar), as llama.cpp's preserved tokens.
     I.tool_format = I.chat->is_jinja() ? tool_format_for_template(I.chat->source()) : ToolFormat::NONE;
-    for (const auto& m : tool_call_markers(I.tool_format)) {
+    I.think_tags = I.chat->is_jinja() ? think_tags_for_template(I.chat->source()) : ThinkTags{};
+    std::vector<std::string> shown = tool_call_markers(I.tool_format);
+    shown.push_back(I.think_tags.open);
+    shown.push_back(I.think_tags.close);
+    for (const auto& m : shown) {
         const auto ids = I.tok->encode(m, false, true);
         if (ids.size() == 1 && I.tok->token_attr(ids[0]) == TokenAttr::CONTROL) I.shown_special.push_back(ids[0]);
     }
