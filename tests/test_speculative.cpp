@@ -170,17 +170,21 @@ std::vector<std::map<int, int>> sample_counts(const std::vector<int32_t>& prompt
 
 // Sampled continuations with `spec` against plain sampling on 3 statistics (token 1, token 2, joint), each held to
 // p > 1e-3; with `control`, the same with the accept-all rule must fail at least one (the test can tell).
+// With a constraint, every run is constrained; spec_counts gets the speculative counts.
 void expect_plain_distribution(const std::vector<int32_t>& ids, const SamplerParams& sp, const SpecParams& spec,
                                std::shared_ptr<const Model> draft, int runs, uint64_t seed_spec, uint64_t seed_bad,
-                               const std::string& label, bool control = true) {
+                               const std::string& label, bool control = true,
+                               std::shared_ptr<const OutputConstraint> constraint = nullptr,
+                               std::vector<std::map<int, int>>* spec_counts = nullptr) {
     const double alpha = 1e-3;
-    auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, runs, 1);
-    auto specd = sample_counts(ids, sp, spec, draft, runs, seed_spec);
+    auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, runs, 1, constraint);
+    auto specd = sample_counts(ids, sp, spec, draft, runs, seed_spec, constraint);
+    if (spec_counts) *spec_counts = specd;
     std::vector<std::map<int, int>> bad;
     if (control) {
         SpecParams broken = spec;
         broken.broken_accept_all_for_tests = true;
-        bad = sample_counts(ids, sp, broken, draft, runs, seed_bad);
+        bad = sample_counts(ids, sp, broken, draft, runs, seed_bad, constraint);
     }
     double min_bad_p = 1.0;
     for (int s = 0; s < 3; s++) {
@@ -561,35 +565,28 @@ TEST(Speculative, GreedyUnderALazyGrammarIsIdenticalWithAndWithoutSpeculation) {
     }
 }
 
-// Sampling under a grammar keeps the constrained target distribution with a poor draft at temperature 1.5.
-TEST(Speculative, SampledDistributionUnderAGrammarIsThePlainConstrainedOne) {
-    auto c = constraint_for(R"(root ::= [a-hl-p ]+)");
-    const auto ids = fx().tok->encode("Lily and Ben went to the", true, false);
+namespace {
+
+// Sampling at temperature 1.5 (no truncation) with a poor draft (1 layer), fixed draft length 4.
+SamplerParams hot_sampling() {
     SamplerParams sp;
     sp.temp = 1.5f;
     sp.top_k = 0;
     sp.top_p = 1.0f;
     sp.min_p = 0.0f;
-    const SpecParams spec = fixed_length(SpecType::DRAFT, 4);
-    const int runs = 6000;
-    auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, runs, 1, c);
-    auto specd = sample_counts(ids, sp, spec, fx().l1, runs, 500000, c);
-    SpecParams broken = spec;
-    broken.broken_accept_all_for_tests = true;
-    auto bad = sample_counts(ids, sp, broken, fx().l1, runs, 900000, c);
-    double min_bad = 1.0;
-    for (int s = 0; s < 3; s++) {
-        int df = 0, dfb = 0;
-        const double p = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
-        const double pb = test::chi_square_p(plain[size_t(s)], bad[size_t(s)], &dfb);
-        std::printf("[ grammar, temp 1.5, 1-layer draft, stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e\n", s,
-                    p, df, pb);
-        EXPECT_GT(p, 1e-3) << "speculation changed the constrained distribution (stat " << s << ")";
-        min_bad = std::min(min_bad, pb);
-        for (const auto& [tok, n] : specd[size_t(s)])
-            if (s < 2) ASSERT_TRUE(grammar::Matcher(c->grammar).accept_bytes((*c->pieces)[size_t(tok)]) || s == 1) << tok;
-    }
-    EXPECT_LT(min_bad, 1e-3) << "the test cannot tell a broken acceptance rule apart";
+    return sp;
+}
+
+}  // namespace
+
+// Sampling under a grammar keeps the constrained target distribution with a poor draft at temperature 1.5.
+TEST(Speculative, SampledDistributionUnderAGrammarIsThePlainConstrainedOne) {
+    auto c = constraint_for(R"(root ::= [a-hl-p ]+)");
+    const auto ids = fx().tok->encode("Lily and Ben went to the", true, false);
+    std::vector<std::map<int, int>> specd;
+    expect_plain_distribution(ids, hot_sampling(), fixed_length(SpecType::DRAFT, 4), fx().l1, 6000, 500000, 900000,
+                              "grammar, temp 1.5, 1-layer draft", true, c, &specd);
+    for (const auto& [tok, n] : specd[0]) ASSERT_TRUE(grammar::Matcher(c->grammar).accept_bytes((*c->pieces)[size_t(tok)])) << tok;
 }
 
 // The same under a lazy grammar whose trigger (the letter a) comes within the first two tokens in most runs: the
@@ -598,29 +595,9 @@ TEST(Speculative, SampledDistributionUnderAGrammarIsThePlainConstrainedOne) {
 TEST(Speculative, SampledDistributionUnderALazyGrammarIsThePlainConstrainedOne) {
     auto c = lazy_constraint_for(R"(root ::= "a" [b-df-hj-np-tv-z ]*)", {"a"});
     const auto ids = fx().tok->encode("Lily and Ben went to the", true, false);
-    SamplerParams sp;
-    sp.temp = 1.5f;
-    sp.top_k = 0;
-    sp.top_p = 1.0f;
-    sp.min_p = 0.0f;
-    const SpecParams spec = fixed_length(SpecType::DRAFT, 4);
-    const int runs = 6000;
-    auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, runs, 1, c);
-    auto specd = sample_counts(ids, sp, spec, fx().l1, runs, 500000, c);
-    SpecParams broken = spec;
-    broken.broken_accept_all_for_tests = true;
-    auto bad = sample_counts(ids, sp, broken, fx().l1, runs, 900000, c);
-    double min_bad = 1.0;
-    for (int s = 0; s < 3; s++) {
-        int df = 0, dfb = 0;
-        const double p = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
-        const double pb = test::chi_square_p(plain[size_t(s)], bad[size_t(s)], &dfb);
-        std::printf("[ lazy grammar, temp 1.5, 1-layer draft, stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e\n",
-                    s, p, df, pb);
-        EXPECT_GT(p, 1e-3) << "speculation changed the lazily constrained distribution (stat " << s << ")";
-        min_bad = std::min(min_bad, pb);
-    }
-    EXPECT_LT(min_bad, 1e-3) << "the test cannot tell a broken acceptance rule apart";
+    std::vector<std::map<int, int>> specd;
+    expect_plain_distribution(ids, hot_sampling(), fixed_length(SpecType::DRAFT, 4), fx().l1, 6000, 500000, 900000,
+                              "lazy grammar, temp 1.5, 1-layer draft", true, c, &specd);
     // the trigger came in the first two tokens in most runs, and then the text from it on is in the language
     int triggered = 0;
     for (const auto& [pair, n] : specd[2]) {
@@ -630,8 +607,8 @@ TEST(Speculative, SampledDistributionUnderALazyGrammarIsThePlainConstrainedOne) 
         triggered += n;
         EXPECT_TRUE(grammar::Matcher(c->grammar).accept_bytes(t.substr(at))) << "'" << t << "'";
     }
-    std::printf("[ lazy grammar ] triggered within two tokens: %d of %d runs\n", triggered, runs);
-    EXPECT_GT(triggered, runs / 4);
+    std::printf("[ lazy grammar ] triggered within two tokens: %d of 6000 runs\n", triggered);
+    EXPECT_GT(triggered, 6000 / 4);
 }
 
 // A mixture-of-experts target (qwen3moe, and gpt-oss with sinks and sliding windows) verified with dense drafts of

@@ -573,6 +573,15 @@ test('structured output: GBNF grammar and JSON mode, the same greedy text with a
   } finally { await done(plain); await done(spec); }
 });
 
+// Two greedy servers with the chat template `file`: without speculation, and with self-speculation (2 layers,
+// every round drafting), for tests that want the same answers from both.
+async function greedyServerPair(file) {
+  const plain = await startServer(['-m', STORIES, '--temp', '0', '--chat-template-file', file]);
+  const spec = await startServer(['-m', STORIES, '--temp', '0', '--chat-template-file', file, '--spec-type', 'self', '--draft-layers', '2',
+    '--draft-min', '1', '--draft-p-min', '0']);
+  return [plain, spec];
+}
+
 test('tool calls: OpenAI and Anthropic SDKs, tool_choice required/named/none, streamed deltas, the same calls with speculation', async () => {
   // a Hermes-style template (the <tool_call> format of Qwen 2.5/3 and Hermes), written here so the test needs no download
   const file = path.join(tmpDir(), 'hermes.jinja');
@@ -588,9 +597,7 @@ test('tool calls: OpenAI and Anthropic SDKs, tool_choice required/named/none, st
   const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: { ...weather, properties: { city: weather.properties.city } } } },
     { type: 'function', function: { name: 'ping', parameters: { type: 'object', properties: {} } } }];
   const validate = new Ajv().compile(tools[0].function.parameters);
-  const plain = await startServer(['-m', STORIES, '--temp', '0', '--chat-template-file', file]);
-  const spec = await startServer(['-m', STORIES, '--temp', '0', '--chat-template-file', file, '--spec-type', 'self', '--draft-layers', '2',
-    '--draft-min', '1', '--draft-p-min', '0']);
+  const [plain, spec] = await greedyServerPair(file);
   try {
     const seen = [];
     for (const srv of [plain, spec]) {
@@ -716,9 +723,7 @@ test('tool calls in the XML (Qwen3-Coder) and NAME[ARGS] (Mistral Small 3.2) for
   const tools = [{ type: 'function', function: { name: 'write_file', parameters: schema } }];
   const validate = new Ajv().compile(schema);
   for (const file of [xml, mistral]) {
-    const plain = await startServer(['-m', STORIES, '--temp', '0', '--chat-template-file', file]);
-    const spec = await startServer(['-m', STORIES, '--temp', '0', '--chat-template-file', file, '--spec-type', 'self', '--draft-layers', '2',
-      '--draft-min', '1', '--draft-p-min', '0']);
+    const [plain, spec] = await greedyServerPair(file);
     try {
       const seen = [];
       for (const srv of [plain, spec]) {
