@@ -1069,10 +1069,11 @@ TEST(OpenAI, ParsesToolsAndToolChoice) {
     ASSERT_TRUE(lazy.lazy);
     EXPECT_EQ(lazy.lazy->words, (std::vector<std::string>{"Lily", "<tool_call>"}));
     EXPECT_FALSE(req(R"({"grammar": "root ::= \"x\"", "grammar_lazy": false, "grammar_triggers": [{"type": 1, "value": "a"}]})").lazy);
-    for (const char* bad : {R"({"grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": "a"}]})",
+    for (const std::string& bad : std::vector<std::string>{std::string(R"({"grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": "a"}]})"),
                             R"({"grammar": "root ::= \"x\"", "grammar_lazy": true})",
                             R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 2, "value": "a.*"}]})",
                             R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": ""}]})",
+                            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": ")" + std::string(300, 'a') + R"("}]})",
                             R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": "a"})"})
         EXPECT_THROW(req(bad), BadRequest) << bad;
     json with_prompt = messages_with_tool_prompt(json::parse(R"([{"role": "user", "content": "hi"}])"), tools);

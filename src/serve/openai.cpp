@@ -286,11 +286,13 @@ std::shared_ptr<const grammar::TriggerSpec> parse_grammar_triggers(const json& b
                 throw BadRequest(where + ": pattern triggers (types 2 and 3) are not supported by this server; use word triggers (type 1)");
             if (type != 0 && type != 1) throw BadRequest(where + ".type must be 0 (token) or 1 (word)");
             const std::string word = t["value"];
-            if (word.empty()) throw BadRequest(where + ".value must not be empty");
+            // each trigger is matched against every token's text once: bounded, so a request cannot make it slow
+            if (word.empty() || word.size() > 256) throw BadRequest(where + ".value must be 1 to 256 bytes");
             spec->words.push_back(word);
         }
     }
     if (spec->words.empty()) throw BadRequest("'grammar_lazy' needs at least one entry in 'grammar_triggers'");
+    if (spec->words.size() > 32) throw BadRequest("'grammar_triggers' may hold at most 32 triggers");
     return spec;
 }
 

@@ -21,8 +21,9 @@ ConstraintVocab::ConstraintVocab(const Tokenizer& tok, const std::vector<int32_t
 // last bytes (the rest came in earlier tokens).
 std::shared_ptr<const std::vector<int32_t>> ConstraintVocab::ends_of(const std::vector<std::string>& triggers) const {
     std::lock_guard<std::mutex> lock(ends_mutex_);
+    if (auto it = ends_.find(triggers); it != ends_.end()) return it->second;
+    if (ends_.size() >= 64) ends_.clear();  // requests bring their own triggers: the memo stays bounded
     auto& slot = ends_[triggers];
-    if (slot) return slot;
     auto ids = std::make_shared<std::vector<int32_t>>();
     for (size_t id = 0; id < pieces_->size(); id++) {
         const std::string& s = (*pieces_)[id];
