@@ -753,6 +753,18 @@ TEST(ToolCalls, ParsesTheFormatsOfTheCommonTemplates) {
     ASSERT_EQ(xcut.calls.size(), 1u);  // the one cut off by the length limit is text
     EXPECT_EQ(xcut.content, "<tool_call>\n<function=write>\n<parameter=pa");
     EXPECT_TRUE(parse_tool_calls(ToolFormat::XML, "<tool_call>\n<function=f>\n<parameter=a>\nx", xtools).calls.empty());
+    // a value holding the format's own closing tags (code), as the grammar allows: only "\n</parameter>" ends it
+    const std::string code = "x</parameter>y\n</function>\n</tool_call>\nz";
+    auto xcode = parse_tool_calls(ToolFormat::XML, "<tool_call>\n<function=write>\n<parameter=code>\n" + code +
+                                                   "\n</parameter>\n</function>\n</tool_call>", xtools);
+    ASSERT_EQ(xcode.calls.size(), 1u);
+    EXPECT_EQ(json::parse(xcode.calls[0].arguments)["code"], code);
+    // no newline before the closing tag: still read
+    auto tight = parse_tool_calls(ToolFormat::XML, "<tool_call><function=write><parameter=path>a.txt</parameter></function></tool_call>", xtools);
+    ASSERT_EQ(tight.calls.size(), 1u);
+    EXPECT_EQ(json::parse(tight.calls[0].arguments)["path"], "a.txt");
+    // invalid UTF-8 in a value: replaced, not an exception
+    EXPECT_EQ(parse_tool_calls(ToolFormat::XML, "<tool_call>\n<function=write>\n<parameter=path>\na\xff\n</parameter>\n</function>\n</tool_call>", xtools).calls.size(), 1u);
 }
 
 // The tool-call format of the real templates of llama.cpp's models/templates (fetched by
@@ -775,7 +787,8 @@ TEST(ToolCalls, RealTemplatesGetTheirFamilysFormat) {
         {"mistralai-Mistral-Nemo-Instruct-2407", ToolFormat::MISTRAL},
         {"meta-llama-Llama-3.1-8B-Instruct", ToolFormat::LLAMA3},
         {"meta-llama-Llama-3.3-70B-Instruct", ToolFormat::LLAMA3},
-        {"deepseek-ai-DeepSeek-V3.1", ToolFormat::DEEPSEEK},
+        {"deepseek-ai-DeepSeek-V3.1", ToolFormat::DEEPSEEK_V31},
+        {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", ToolFormat::DEEPSEEK},
         {"openai-gpt-oss-120b", ToolFormat::HARMONY},
     };
     for (const auto& [name, f] : want) {
@@ -922,7 +935,8 @@ TEST(ChatAnswer, SplitsReasoningContentAndCallsAtAnyPieceBoundary) {
     EXPECT_EQ(p.push("_call>{\"name\": \"ping\", \"arguments\": {}}").content, "");
     EXPECT_EQ(p.finish().calls.size(), 1u);
     EXPECT_EQ(tool_format_for_template("<|start|>assistant<|channel|>"), ToolFormat::HARMONY);
-    EXPECT_EQ(tool_format_for_template("<｜tool▁call▁begin｜>"), ToolFormat::DEEPSEEK);
+    EXPECT_EQ(tool_format_for_template("<｜tool▁call▁begin｜>' + name"), ToolFormat::DEEPSEEK_V31);
+    EXPECT_EQ(tool_format_for_template("<｜tool▁call▁begin｜>' + type + '```json"), ToolFormat::DEEPSEEK);
 }
 
 // tool_choice "required" / named: the grammar accepts exactly calls of the tools with valid arguments, in the
@@ -951,6 +965,7 @@ TEST(ToolCalls, RequiredCallGrammarAcceptsOnlyValidCalls) {
         {ToolFormat::GENERIC, "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]}"},
         {ToolFormat::HARMONY, "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}"},
         {ToolFormat::MISTRAL_ARGS, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}"},
+        {ToolFormat::DEEPSEEK_V31, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
         {ToolFormat::XML, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"},
     };
     for (const auto& [f, text] : sentences) {
@@ -970,6 +985,7 @@ TEST(ToolCalls, RequiredCallGrammarAcceptsOnlyValidCalls) {
         {ToolFormat::GENERIC, "\n"},
         {ToolFormat::HARMONY, "<|channel|>analysis<|message|>The user wants weather.<|end|><|start|>assistant"},
         {ToolFormat::MISTRAL_ARGS, "One moment. "},
+        {ToolFormat::DEEPSEEK_V31, "<think>hm</think>Checking. "},
         {ToolFormat::XML, "<think>\n<tool_call> is how I call.\n</think>\n\n"},
     };
     for (size_t i = 0; i < sentences.size(); i++) {
@@ -999,6 +1015,7 @@ TEST(ToolCalls, RequiredCallGrammarAcceptsOnlyValidCalls) {
     auto xcall = [](const std::string& params) { return "<tool_call>\n<function=write>\n" + params + "</function>\n</tool_call>"; };
     auto xparam = [](const std::string& n, const std::string& v) { return "<parameter=" + n + ">\n" + v + "\n</parameter>\n"; };
     EXPECT_TRUE(grammar_accepts(xg, xcall(xparam("code", "<div>\n</div>\n</param> x"))));
+    EXPECT_TRUE(grammar_accepts(xg, xcall(xparam("code", "x</parameter>y\n</function>\n</tool_call>\nz"))));  // parsed back: ParsesThe...
     EXPECT_TRUE(grammar_accepts(xg, xcall(xparam("code", "") + xparam("n", "12") + xparam("mode", "w"))));
     EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("n", "12"))));                       // code is required
     EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("code", "x") + xparam("n", "1.5"))));  // not an integer

@@ -12,6 +12,15 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
+json parse_json(const std::string& s) { return json::parse(s, nullptr, false); }
+
+size_t skip_ws(const std::string& s, size_t at) {
+    while (at < s.size() && (s[at] == ' ' || s[at] == '\t' || s[at] == '\n' || s[at] == '\r')) at++;
+    return at;
+}
+
+// Compact JSON text; invalid UTF-8 in model text is replaced, never an exception.
+std::string compact(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 // {"name": "f", "arguments" | "parameters": {...} or a JSON string} -> a call; false when it is not one.
 bool call_from(const json& j, ToolCall& out) {
@@ -26,11 +35,10 @@ bool call_from(const json& j, ToolCall& out) {
         args = parsed;
     }
     if (!args.is_object()) return false;
-    out.arguments = args.dump();
+    out.arguments = compact(args);
     return true;
 }
 
-json parse_json(const std::string& s) { return json::parse(s, nullptr, false); }
 
 }  // namespace
 
@@ -40,7 +48,8 @@ const std::string kDsCallsBegin = "<｜tool▁calls▁begin｜>", kDsCallBegin =
 
 ToolFormat tool_format_for_template(const std::string& t) {
     if (t.find("<|channel|>") != std::string::npos) return ToolFormat::HARMONY;
-    if (t.find(kDsCallBegin) != std::string::npos) return ToolFormat::DEEPSEEK;
+    if (t.find(kDsCallBegin) != std::string::npos)  // R1 writes the arguments in a ```json block
+        return t.find("```json") != std::string::npos ? ToolFormat::DEEPSEEK : ToolFormat::DEEPSEEK_V31;
     if (t.find("<tool_call>") != std::string::npos && t.find("<function=") != std::string::npos && t.find("<parameter=") != std::string::npos)
         return ToolFormat::XML;
     if (t.find("<tool_call>") != std::string::npos) return ToolFormat::HERMES;
@@ -62,7 +71,8 @@ const std::vector<std::string>& tool_call_markers(ToolFormat f) {
         case ToolFormat::LLAMA3: return llama3;
         case ToolFormat::MISTRAL:
         case ToolFormat::MISTRAL_ARGS: return mistral;
-        case ToolFormat::DEEPSEEK: return deepseek;
+        case ToolFormat::DEEPSEEK:
+        case ToolFormat::DEEPSEEK_V31: return deepseek;
         case ToolFormat::HARMONY: return harmony;
         default: return none;
     }
@@ -140,6 +150,9 @@ std::string tool_call_gbnf(ToolFormat f, const json& tools, const std::string& o
                 call = gbnf_literal(kDsCallBegin + "function" + kDsSep + name + "\n```json\n") + " " + rule + " " +
                        gbnf_literal("\n```" + kDsCallEnd);
                 break;
+            case ToolFormat::DEEPSEEK_V31:
+                call = gbnf_literal(kDsCallBegin + name + kDsSep) + " " + rule + " " + gbnf_literal(kDsCallEnd);
+                break;
             case ToolFormat::HARMONY:
                 call = gbnf_literal("<|channel|>commentary to=functions." + name + " <|constrain|>json<|message|>") + " " + rule;
                 break;
@@ -166,7 +179,8 @@ std::string tool_call_gbnf(ToolFormat f, const json& tools, const std::string& o
             root = (parallel ? block + " (\"\\n\" " + block + ")*" : block) + "\n" + grammar::gbnf_text_without("xml-text", kXmlValueEnd);
             break;
         }
-        case ToolFormat::DEEPSEEK: root = gbnf_literal(kDsCallsBegin) + " " + one + (parallel ? "+ " : " ") + gbnf_literal(kDsCallsEnd); break;
+        case ToolFormat::DEEPSEEK:
+        case ToolFormat::DEEPSEEK_V31: root = gbnf_literal(kDsCallsBegin) + " " + one + (parallel ? "+ " : " ") + gbnf_literal(kDsCallsEnd); break;
         case ToolFormat::HARMONY: root = one; break;  // one call per message: the model continues after the result
         case ToolFormat::GENERIC:
             root = "\"{\\\"tool_calls\\\": [\" " + one + (parallel ? " (\", \" " + one + ")*" : "") + " \"]}\"";
@@ -188,7 +202,8 @@ grammar::TriggerSpec tool_call_triggers(ToolFormat f) {
         case ToolFormat::MISTRAL:
         case ToolFormat::MISTRAL_ARGS: t.words = {"[TOOL_CALLS]"}; break;
         case ToolFormat::XML: t.words = {"<tool_call>"}; break;
-        case ToolFormat::DEEPSEEK: t.words = {kDsCallsBegin}; break;
+        case ToolFormat::DEEPSEEK:
+        case ToolFormat::DEEPSEEK_V31: t.words = {kDsCallsBegin}; break;
         case ToolFormat::HARMONY: t.words = {"<|channel|>commentary to="}; break;  // analysis is its reasoning
         case ToolFormat::GENERIC: t.at_start = {"{\"tool_calls\""}; break;
     }
@@ -230,59 +245,64 @@ const json* param_schema(const json& tools, const std::string& name, const std::
 }
 
 // XML calls: "<function=NAME>" then "<parameter=P>" VALUE "</parameter>" ... "</function>", in <tool_call> blocks.
-// false when a call is malformed (then all of it is text).
+// A value ends at the first "\n</parameter>" (as the grammar has it), or at "</parameter>" when the model wrote
+// no newline; so a value may hold "</function>" or "</tool_call>" (code). false when a call is malformed (then all
+// of it is text).
 bool parse_xml_calls(const std::string& text, const json& tools, ParsedAnswer& r) {
     static const std::string open = "<tool_call>", close = "</tool_call>", fn_open = "<function=", fn_close = "</function>",
                              p_open = "<parameter=", p_close = "</parameter>";
-    const size_t first = text.find(open);
-    if (first == std::string::npos) return false;
-    std::string rest = text.substr(0, first);
-    size_t at = first;
+    size_t at = text.find(open);
+    if (at == std::string::npos) return false;
+    std::string rest = text.substr(0, at);
     std::vector<ToolCall> calls;
-    while (at != std::string::npos && at < text.size()) {
-        const size_t a = text.find(open, at);
-        if (a == std::string::npos) {
-            rest += text.substr(at);
-            break;
-        }
-        rest += text.substr(at, a - at);
-        const size_t b = text.find(close, a);
-        const std::string block = text.substr(a + open.size(), b == std::string::npos ? std::string::npos : b - a - open.size());
-        const size_t f = block.find(fn_open);
-        const size_t gt = f == std::string::npos ? f : block.find('>', f);
-        const size_t fe = gt == std::string::npos ? gt : block.find(fn_close, gt);
-        if (fe == std::string::npos) {
-            if (calls.empty()) return false;
-            rest += text.substr(a);  // a last call cut off: the whole ones stand, it is text
-            break;
-        }
+    while (at != std::string::npos) {
+        const size_t block = at;
+        size_t p = skip_ws(text, at + open.size());
+        bool whole = text.compare(p, fn_open.size(), fn_open) == 0;
+        const size_t gt = whole ? text.find('>', p) : std::string::npos;
+        whole = gt != std::string::npos;
         ToolCall c;
-        c.name = trim_ws(block.substr(f + fn_open.size(), gt - f - fn_open.size()));
-        if (c.name.empty()) return false;
         json args = json::object();
-        const std::string body = block.substr(gt + 1, fe - gt - 1);
-        size_t p = 0;
-        while ((p = body.find(p_open, p)) != std::string::npos) {
-            const size_t pgt = body.find('>', p);
-            const size_t pe = pgt == std::string::npos ? pgt : body.find(p_close, pgt);
-            if (pe == std::string::npos) return false;
-            const std::string pname = trim_ws(body.substr(p + p_open.size(), pgt - p - p_open.size()));
-            std::string v = body.substr(pgt + 1, pe - pgt - 1);
-            if (!v.empty() && v.front() == '\n') v.erase(0, 1);  // the newlines the format puts around a value
-            if (!v.empty() && v.back() == '\n') v.pop_back();
-            const json* schema = param_schema(tools, c.name, pname);
-            json value = v;
-            if (!(schema && is_string_schema(*schema))) {
-                json parsed = parse_json(v);
-                if (!parsed.is_discarded() && !(schema == nullptr && parsed.is_string())) value = parsed;
+        if (whole) {
+            c.name = trim_ws(text.substr(p + fn_open.size(), gt - p - fn_open.size()));
+            p = skip_ws(text, gt + 1);
+            while (whole && text.compare(p, p_open.size(), p_open) == 0) {  // the parameters, in order
+                const size_t pgt = text.find('>', p);
+                size_t pe = pgt == std::string::npos ? pgt : text.find("\n" + p_close, pgt);
+                size_t after = pe == std::string::npos ? pe : pe + 1 + p_close.size();
+                if (pgt != std::string::npos && pe == std::string::npos) {
+                    pe = text.find(p_close, pgt);
+                    after = pe == std::string::npos ? pe : pe + p_close.size();
+                }
+                if (pe == std::string::npos) {
+                    whole = false;
+                    break;
+                }
+                const std::string pname = trim_ws(text.substr(p + p_open.size(), pgt - p - p_open.size()));
+                std::string v = text.substr(pgt + 1, pe - pgt - 1);
+                if (!v.empty() && v.front() == '\n') v.erase(0, 1);  // the newline the format puts before a value
+                const json* schema = param_schema(tools, c.name, pname);
+                json value = v;
+                if (!(schema && is_string_schema(*schema))) {
+                    json parsed = parse_json(v);
+                    if (!parsed.is_discarded() && !(schema == nullptr && parsed.is_string())) value = parsed;
+                }
+                args[pname] = value;
+                p = skip_ws(text, after);
             }
-            args[pname] = value;
-            p = pe + p_close.size();
+            whole = whole && !c.name.empty() && text.compare(p, fn_close.size(), fn_close) == 0;
         }
-        c.arguments = args.dump();
+        if (!whole) {
+            if (calls.empty()) return false;
+            rest += text.substr(block);  // a last call cut off (the length limit): the whole ones stand, it is text
+            break;
+        }
+        c.arguments = compact(args);
         calls.push_back(c);
-        if (b == std::string::npos) break;  // cut off after </function>: still a call
-        at = b + close.size();
+        p = skip_ws(text, p + fn_close.size());
+        if (text.compare(p, close.size(), close) == 0) p += close.size();  // (cut off before it: still a call)
+        at = text.find(open, p);
+        rest += text.substr(p, at == std::string::npos ? std::string::npos : at - p);
     }
     r.calls = std::move(calls);
     r.content = trim_ws(rest);
@@ -304,7 +324,7 @@ bool parse_mistral_args(const std::string& text, size_t a, ParsedAnswer& r) {
         const size_t next = text.find(tag, g);
         const json args = parse_json(trim_ws(text.substr(g + args_tag.size(), next == std::string::npos ? std::string::npos : next - g - args_tag.size())));
         if (name.empty() || !args.is_object()) return false;
-        calls.push_back({name, args.dump(), ""});
+        calls.push_back({name, compact(args), ""});
         at = next == std::string::npos ? text.size() : next;
     }
     r.calls = std::move(calls);
@@ -315,11 +335,6 @@ bool parse_mistral_args(const std::string& text, size_t a, ParsedAnswer& r) {
 }  // namespace
 
 namespace {
-
-size_t skip_ws(const std::string& s, size_t at) {
-    while (at < s.size() && (s[at] == ' ' || s[at] == '\t' || s[at] == '\n' || s[at] == '\r')) at++;
-    return at;
-}
 
 // The JSON string starting at s[at] == '"': its end (after the closing quote), npos when s ends inside it.
 size_t string_end(const std::string& s, size_t at) {
@@ -449,7 +464,8 @@ static ParsedAnswer parse_calls(ToolFormat f, const std::string& text, const jso
     switch (f) {
         case ToolFormat::NONE:
         case ToolFormat::HARMONY: return r;  // serve/chat_answer.h reads harmony's channels
-        case ToolFormat::DEEPSEEK: {
+        case ToolFormat::DEEPSEEK:
+        case ToolFormat::DEEPSEEK_V31: {
             size_t a = text.find(kDsCallsBegin);
             const size_t first = text.find(kDsCallBegin);
             if (a == std::string::npos || (first != std::string::npos && first < a)) a = first;
@@ -477,7 +493,7 @@ static ParsedAnswer parse_calls(ToolFormat f, const std::string& text, const jso
                 }
                 json args = parse_json(trim_ws(body));
                 if (c.name.empty() || !args.is_object()) return r;
-                c.arguments = args.dump();
+                c.arguments = compact(args);
                 calls.push_back(c);
                 if (end == std::string::npos) break;
                 at = end + kDsCallEnd.size();

@@ -21,7 +21,8 @@ enum class ToolFormat {
               // (Qwen3-Coder, Qwen3.5, Nemotron 3 Nano, Step 3.5): a string parameter's value is its raw text,
               // the others are JSON
     DEEPSEEK, // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜>
-              // ...<｜tool▁calls▁end｜> (R1), or <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜> (V3.1)
+              // ...<｜tool▁calls▁end｜> (R1); the parser also reads the V3.1 form
+    DEEPSEEK_V31,  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
     HARMONY,  // gpt-oss: <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>; the
               // analysis channel is the reasoning, the final channel the answer (serve/chat_answer.h parses it)
     GENERIC,  // a JSON answer {"tool_calls": [{"name", "arguments"}]} or {"name", "arguments"}
@@ -69,6 +70,24 @@ struct CallPrefix {
 };
 std::vector<CallPrefix> call_prefixes(ToolFormat f, const std::string& held);
 bool streams_arguments(ToolFormat f);
+
+// The same, incrementally, for a held text that only grows: each update reads only the new bytes, so a long call
+// streams in linear time.
+class CallScanner {
+public:
+    explicit CallScanner(ToolFormat f) : f_(f) {}
+    const std::vector<CallPrefix>& update(const std::string& held);
+
+private:
+    ToolFormat f_;
+    std::vector<CallPrefix> calls_;
+    size_t from_ = 0;    // where the next header is looked for
+    bool open_ = false;  // the last call's arguments are being read
+    bool stopped_ = false;  // arguments that cannot stream (a JSON string): nothing more is reported
+    size_t pos_ = 0;     // open: the next byte of its arguments to read
+    int depth_ = 0;
+    bool in_string_ = false, escaped_ = false;
+};
 
 struct ParsedAnswer {
     std::string content;  // the text outside the tool calls (trimmed when there are calls)
