@@ -191,11 +191,13 @@ TEST(LazyGrammar, MasksEqualTokenByTokenAdvancing) {
         auto spec = std::make_shared<TriggerSpec>();
         spec->words = {" the", "<tool_call>"};
         spec->at_start = {"{\"a\""};
+        spec->think_open = "<think>";
+        spec->think_close = "</think>";
         // after the trigger: no letter e, and a call must be closed
         auto c = cv.constrain(parse_gbnf(R"(root ::= (" the" [a-df-z ,.]{1,40}) | ("<tool_call>" [0-9]+ "</tool_call>") | ("{\"a\"" [0-9]*))"), spec);
         MaskMemo memo;
         int n_refused = 0, n_checked = 0, n_prefixes = 0;
-        for (const std::string prefix : {"", "  ", "Once upon a time", "Once upon a time,", "x <tool", "{", "{\"", "Once upon a time the", "<tool_call>12"}) {
+        for (const std::string prefix : {"", "  ", "Once upon a time", "Once upon a time,", "x <tool", "{", "{\"", "Once upon a time the", "<tool_call>12", "<think>a the </thi", "<think>x</think>\n{"}) {
             ConstraintState st(*c);
             // feed the prefix a byte at a time through single-byte tokens, where the vocabulary has them
             bool fed = true;
@@ -218,7 +220,7 @@ TEST(LazyGrammar, MasksEqualTokenByTokenAdvancing) {
                 n_checked++;
             }
         }
-        EXPECT_GE(n_prefixes, 7) << vocab << ": prefixes the vocabulary cannot spell byte by byte";
+        EXPECT_GE(n_prefixes, 9) << vocab << ": prefixes the vocabulary cannot spell byte by byte";
         EXPECT_GT(n_refused, 0) << vocab << ": no token was ever refused";
         // from the start, a token holding " the" completes the trigger: allowed exactly when the grammar takes its
         // text from the trigger on (" then" yes, " there" no: an e after it)

@@ -909,18 +909,41 @@ TEST(ChatAnswer, SplitsReasoningContentAndCallsAtAnyPieceBoundary) {
         EXPECT_GE(n_parts, 15u);
         EXPECT_LT(first_at, 45u) << "the call's name went out late";
     }
+    // a streamed call cut off by the length limit stays a partial call: its text is not repeated as content
+    {
+        ChatAnswerParser sp(ReasoningFormat::DEEPSEEK, false, ToolFormat::HERMES, true);
+        sp.stream_arguments(true);
+        ChatDelta d = sp.push("Ok. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par");
+        d.append(sp.finish());
+        EXPECT_EQ(d.content, "Ok. ");
+        ASSERT_EQ(d.parts.size(), 1u);
+        EXPECT_EQ(d.parts[0].arguments, "{\"city\":\"Par");
+    }
     // call_prefixes on arbitrary text: no exception, and what it reports for a prefix of the text only grows
     std::mt19937 rng(7);
     const std::vector<std::string> atoms = {"{", "}", "[", "]", "\"", ":", ",", " ", "\\", "\"name\"", "\"arguments\"", "\"f\"",
                                             "[TOOL_CALLS]", "[ARGS]", "x", "1"};
+    // most texts begin with a call's header (random atoms rarely make one), some with two
+    const std::vector<std::string> heads = {"", "{\"name\": \"f\", \"arguments\": ", "[TOOL_CALLS]f[ARGS]",
+                                            "{\"name\": \"f\", \"arguments\": {}} {\"name\": \"g\", \"parameters\": "};
+    int n_calls_seen = 0;
     for (int n = 0; n < 3000; n++) {
-        std::string t;
+        std::string t = heads[rng() % heads.size()];
         const int len = int(rng() % 24);
         for (int k = 0; k < len; k++) t += atoms[rng() % atoms.size()];
+        n_calls_seen += int(call_prefixes(ToolFormat::HERMES, t).size() + call_prefixes(ToolFormat::MISTRAL_ARGS, t).size());
         for (ToolFormat f : {ToolFormat::HERMES, ToolFormat::MISTRAL_ARGS}) {
             std::vector<CallPrefix> before;
+            CallScanner incremental(f);  // fed the growing text: the same as reading each prefix whole
             for (size_t cut = 0; cut <= t.size(); cut++) {
                 const auto now = call_prefixes(f, t.substr(0, cut));
+                const auto& inc = incremental.update(t.substr(0, cut));
+                ASSERT_EQ(inc.size(), now.size()) << t.substr(0, cut);
+                for (size_t i = 0; i < now.size(); i++) {
+                    EXPECT_EQ(inc[i].name, now[i].name);
+                    EXPECT_EQ(inc[i].arguments, now[i].arguments) << t.substr(0, cut);
+                    EXPECT_EQ(inc[i].complete, now[i].complete);
+                }
                 for (size_t i = 0; i < std::min(before.size(), now.size()); i++) {
                     EXPECT_EQ(now[i].name, before[i].name) << t;
                     EXPECT_EQ(now[i].arguments.compare(0, before[i].arguments.size(), before[i].arguments), 0) << t;
@@ -929,6 +952,7 @@ TEST(ChatAnswer, SplitsReasoningContentAndCallsAtAnyPieceBoundary) {
             }
         }
     }
+    EXPECT_GT(n_calls_seen, 500) << "the random texts hold too few calls to test anything";
     // text before a marker is sent as it comes, not held until the end
     ChatAnswerParser p(ReasoningFormat::DEEPSEEK, false, ToolFormat::HERMES, true);
     EXPECT_EQ(p.push("Sure, <tool").content, "Sure, ");
@@ -1078,6 +1102,10 @@ TEST(OpenAI, ParsesToolsAndToolChoice) {
     EXPECT_FALSE(odd_auto.grammar);
     ParsedRequest odd_req = req(R"({"tool_choice": "required", "tools": )" + odd + "}");
     EXPECT_THROW(apply_tool_choice(odd_req, ToolFormat::HERMES), BadRequest);
+    ParsedRequest typed = req(R"({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+        "properties": {"a": {"type": "string", "minLength": "1"}}, "required": [1]}}}]})");
+    EXPECT_NO_THROW(apply_tool_choice(typed, ToolFormat::HERMES));  // wrong JSON types in a schema: not constrained
+    EXPECT_FALSE(typed.grammar);
     EXPECT_TRUE(req(R"({"verbose": true})").verbose);  // llama-server's per-request __verbose
     EXPECT_FALSE(req("{}").verbose);
     EXPECT_THROW(req(R"({"verbose": 1})"), BadRequest);

@@ -20,6 +20,8 @@ size_t TriggerSpec::longest() const {
 
 TriggerScan::TriggerScan(const TriggerSpec& spec) : phase_(spec.starts_thinking ? Phase::THINK : Phase::START) {}
 
+std::string TriggerScan::key() const { return std::string(1, char('0' + int(phase_))) + tail_ + '\0' + head_; }
+
 std::optional<std::string> TriggerScan::feed(const TriggerSpec& spec, const std::string& bytes) {
     const size_t keep = std::max<size_t>(spec.longest(), 1) - 1;
     for (size_t i = 0; i < bytes.size(); i++) {

@@ -33,6 +33,7 @@ public:
     std::optional<std::string> feed(const TriggerSpec& spec, const std::string& bytes);
     bool thinking() const { return phase_ == Phase::THINK; }
     bool at_start() const { return phase_ == Phase::START; }  // the answer has not begun (at_start may still fire)
+    std::string key() const;  // the whole state as a string: equal keys, equal futures
 
 private:
     enum class Phase { START, THINK, TEXT };

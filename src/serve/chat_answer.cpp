@@ -44,6 +44,9 @@ ChatDelta ChatAnswerParser::finish() {
     d.append(tools_stage(r.content));
     if (!pending_.empty()) {
         ParsedAnswer a = holding_ ? parse_tool_calls(format_, pending_, tool_list_) : ParsedAnswer{pending_, {}};
+        // a call already streamed that the end cut off (the length limit) stays a partial call, as in OpenAI's
+        // streams: its text is not sent again as content
+        if (stream_args_ && sent_.size() > a.calls.size()) a.content.clear();
         d.content += a.content;
         if (stream_args_ && holding_) {
             call_parts(d, &a);
@@ -72,7 +75,8 @@ void ChatAnswerParser::call_parts(ChatDelta& d, const ParsedAnswer* final_answer
     if (final_answer) {
         for (size_t i = 0; i < final_answer->calls.size(); i++) grow(i, final_answer->calls[i].name, final_answer->calls[i].arguments);
     } else if (holding_ && streams_arguments(format_)) {
-        const auto prefixes = call_prefixes(format_, pending_);
+        if (!scanner_) scanner_ = std::make_unique<CallScanner>(format_);  // pending_ only grows while held
+        const auto& prefixes = scanner_->update(pending_);
         for (size_t i = 0; i < prefixes.size(); i++) grow(i, prefixes[i].name, prefixes[i].arguments);
     }
     for (auto& c : d.calls) d.parts.push_back({n_parts_calls_++, c.name, c.arguments});

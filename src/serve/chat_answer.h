@@ -8,6 +8,7 @@
 // Pure and incremental: the same deltas come out whatever the pieces' boundaries (tests split every answer at
 // every byte).
 #pragma once
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -63,6 +64,7 @@ private:
     bool past_start_ = false;   // LLAMA3/GENERIC: the answer did not start with "{"
     bool stream_args_ = false;
     std::vector<std::string> sent_;  // stream_arguments: each call's arguments text sent so far
+    std::unique_ptr<CallScanner> scanner_;  // stream_arguments: the held calls so far
     size_t n_parts_calls_ = 0;       // call indices used
     // harmony
     enum class HState { HEADER, BODY } hstate_ = HState::HEADER;

@@ -270,6 +270,8 @@ namespace {
 
 // llama-server's lazy grammar: `grammar_triggers`, a list of {"type": 0 (a token, by its text) or 1 (a word),
 // "value": text}. Pattern triggers (types 2 and 3, regular expressions) are refused: tandem's triggers are words.
+// A trigger is matched in the answer's text, where control tokens show only if the server shows them (chat
+// answers: the template's tool-call and thinking markers).
 std::shared_ptr<const grammar::TriggerSpec> parse_grammar_triggers(const json& body, bool has_grammar) {
     if (!has_grammar) throw BadRequest("'grammar_lazy' needs a 'grammar', 'json_schema' or 'response_format' to apply");
     auto spec = std::make_shared<grammar::TriggerSpec>();
@@ -349,8 +351,9 @@ void apply_tool_choice(ParsedRequest& r, ToolFormat format) {
             grammar::Matcher check(g);
             r.grammar = std::move(g);
             r.lazy = std::make_shared<grammar::TriggerSpec>(tool_call_triggers(format));
-        } catch (const Error&) {
-            // a schema the converter refuses: the calls are parsed, not constrained (see the header)
+        } catch (const std::exception&) {
+            // a schema the converter refuses (or of the wrong JSON types): the calls are parsed, not constrained
+            // (see the header)
         }
         return;
     }

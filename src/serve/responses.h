@@ -19,7 +19,7 @@ namespace tandem::server {
 //   `function_call_output` items (tool messages) and `reasoning` items (the reasoning_content of the assistant
 //   message they precede).
 // - function `tools` ({"type": "function", "name", "parameters", ...}), `tool_choice` and `parallel_tool_calls`
-//   become the chat ones; other tool types (web_search, file_search, ...) are refused.
+//   become the chat ones; hosted tool types (web_search, file_search, ...) are left out, as llama-server does.
 // - text.format json_schema / json_object becomes response_format.
 // - max_output_tokens, temperature, top_p, stream, and llama-server's extra fields carry over.
 // Refused: images and files, previous_response_id and conversation (no stored responses). Throws BadRequest.

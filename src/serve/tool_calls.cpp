@@ -345,12 +345,11 @@ size_t string_end(const std::string& s, size_t at) {
     return std::string::npos;
 }
 
-// The object or array starting at s[at], appended to `out` without whitespace outside strings; returns its end,
-// or npos when s ends inside it (out then holds the part so far). Structure only: the final parse validates.
-size_t compact_value(const std::string& s, size_t at, std::string& out) {
-    int depth = 0;
-    bool in_string = false, escaped = false;
-    for (size_t i = at; i < s.size(); i++) {
+// The object or array read from s[from] on (its first byte at the start, depth 0), appended to `out` without
+// whitespace outside strings; returns its end, or npos when s ends inside it (out then holds the part so far, and
+// the state lets a later call resume at s.size()). Structure only: the final parse validates.
+size_t compact_value(const std::string& s, size_t from, std::string& out, int& depth, bool& in_string, bool& escaped) {
+    for (size_t i = from; i < s.size(); i++) {
         const char c = s[i];
         if (in_string) {
             out += c;
@@ -427,34 +426,45 @@ bool streams_arguments(ToolFormat f) {
            f == ToolFormat::GENERIC;
 }
 
-std::vector<CallPrefix> call_prefixes(ToolFormat f, const std::string& held) {
-    std::vector<CallPrefix> out;
-    if (!streams_arguments(f)) return out;
-    size_t from = 0;
-    for (;;) {
+const std::vector<CallPrefix>& CallScanner::update(const std::string& held) {
+    if (!streams_arguments(f_)) return calls_;
+    while (!stopped_) {
+        if (open_) {
+            const size_t end = compact_value(held, pos_, calls_.back().arguments, depth_, in_string_, escaped_);
+            if (end == std::string::npos) {
+                pos_ = held.size();
+                break;
+            }
+            calls_.back().complete = true;
+            open_ = false;
+            from_ = end;
+        }
         std::string name;
         size_t args_at = 0;
-        if (next_header(f, held, from, name, args_at) == std::string::npos) break;
-        if (held[args_at] != '{') break;  // arguments as a JSON string: whole at the end
-        CallPrefix c{name, "", false};
-        const size_t end = compact_value(held, args_at, c.arguments);
-        c.complete = end != std::string::npos;
-        out.push_back(c);
-        if (!c.complete) break;
-        from = end;
+        if (next_header(f_, held, from_, name, args_at) == std::string::npos) break;
+        if (held[args_at] != '{') {  // arguments as a JSON string: the calls go out whole at the end
+            stopped_ = true;
+            break;
+        }
+        calls_.push_back({name, "", false});
+        open_ = true;
+        pos_ = args_at;
+        depth_ = 0;
+        in_string_ = escaped_ = false;
     }
-    return out;
+    return calls_;
 }
+
+std::vector<CallPrefix> call_prefixes(ToolFormat f, const std::string& held) { return CallScanner(f).update(held); }
 
 ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text, const json& tools) {
     ParsedAnswer r = parse_calls(f, text, tools);
     // the arguments as the model wrote them (compacted), so a stream of call_prefixes adds up to them
     const auto prefixes = call_prefixes(f, text);
-    if (!r.calls.empty() && prefixes.size() >= r.calls.size())
-        for (size_t i = 0; i < r.calls.size(); i++)
-            if (prefixes[i].complete && prefixes[i].name == r.calls[i].name &&
-                parse_json(prefixes[i].arguments) == parse_json(r.calls[i].arguments))
-                r.calls[i].arguments = prefixes[i].arguments;
+    for (size_t i = 0; i < std::min(r.calls.size(), prefixes.size()); i++)
+        if (prefixes[i].complete && prefixes[i].name == r.calls[i].name &&
+            parse_json(prefixes[i].arguments) == parse_json(r.calls[i].arguments))
+            r.calls[i].arguments = prefixes[i].arguments;
     return r;
 }
 

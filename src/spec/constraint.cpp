@@ -31,7 +31,9 @@ std::shared_ptr<const std::vector<int32_t>> ConstraintVocab::ends_of(const std::
         bool ends = false;
         for (const auto& w : triggers) {
             ends = ends || s.find(w) != std::string::npos;
-            for (size_t j = 1; !ends && j < w.size(); j++) ends = s.compare(0, w.size() - j, w, j) == 0;
+            // a suffix of w longer than the token's text cannot begin it
+            for (size_t j = std::max<size_t>(1, w.size() > s.size() ? w.size() - s.size() : 1); !ends && j < w.size(); j++)
+                ends = s.compare(0, w.size() - j, w, j) == 0;
         }
         if (ends) ids->push_back(int32_t(id));
     }
@@ -88,6 +90,16 @@ const uint8_t* ConstraintState::allowed(const OutputConstraint& c, grammar::Mask
         if (int(mask.size()) < n_vocab) mask.resize(size_t(n_vocab), 0);  // a draft vocabulary may be longer
         return mask.data();
     }
+    // before the trigger the mask depends on the scan state only: remembered (with a 1-byte trigger every state is
+    // the same, and its check covers much of the vocabulary)
+    const std::string key = scan_->key();
+    if (auto it = memo.lazy_masks.find(key); it != memo.lazy_masks.end()) {
+        if (it->second.empty()) return nullptr;
+        mask = it->second;
+        if (mask.size() < size_t(n_vocab)) mask.resize(size_t(n_vocab), 1);
+        return mask.data();
+    }
+    if (memo.lazy_masks.size() >= 256) memo.lazy_masks.clear();
     bool any = false;
     auto check = [&](const std::vector<int32_t>& ids) {
         for (int32_t id : ids) {
@@ -99,7 +111,10 @@ const uint8_t* ConstraintState::allowed(const OutputConstraint& c, grammar::Mask
         }
     };
     check(*c.word_ends);
-    if (scan_->at_start()) check(*c.start_ends);
+    // at_start triggers: while the answer has not begun, and in a leading think block (one token may close it and
+    // begin the answer)
+    if (scan_->at_start() || scan_->thinking()) check(*c.start_ends);
+    memo.lazy_masks[key] = any ? mask : std::vector<uint8_t>();
     return any ? mask.data() : nullptr;
 }
 
