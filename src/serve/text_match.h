@@ -13,6 +13,12 @@ inline std::string trim_ws(const std::string& s) {
     return a == std::string::npos ? std::string() : s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
 }
 
+// The first index at or after `at` that is not whitespace (s.size() when none; at must be <= s.size()).
+inline size_t skip_ws(const std::string& s, size_t at) {
+    const size_t a = s.find_first_not_of(" \t\r\n", at);
+    return a == std::string::npos ? s.size() : a;
+}
+
 // Length of the longest suffix of s that is a proper prefix of marker (it may still become the marker).
 inline size_t partial_suffix(const std::string& s, const std::string& marker) {
     for (size_t k = std::min(s.size(), marker.empty() ? 0 : marker.size() - 1); k > 0; k--)

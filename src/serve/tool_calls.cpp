@@ -14,11 +14,6 @@ namespace {
 
 json parse_json(const std::string& s) { return json::parse(s, nullptr, false); }
 
-size_t skip_ws(const std::string& s, size_t at) {
-    while (at < s.size() && (s[at] == ' ' || s[at] == '\t' || s[at] == '\n' || s[at] == '\r')) at++;
-    return at;
-}
-
 // Compact JSON text; invalid UTF-8 in model text is replaced, never an exception.
 std::string compact(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 

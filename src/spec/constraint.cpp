@@ -63,11 +63,12 @@ ConstraintState::ConstraintState(const OutputConstraint& c) {
 
 bool ConstraintState::advance(const OutputConstraint& c, int32_t x) {
     const bool eog = std::find(c.eog.begin(), c.eog.end(), x) != c.eog.end();
+    // x's text; null for ids outside the vocabulary and for control tokens (no text)
+    const std::string* piece = x >= 0 && size_t(x) < c.pieces->size() && !(*c.pieces)[size_t(x)].empty() ? &(*c.pieces)[size_t(x)] : nullptr;
     if (scan_) {  // before the trigger: free text, unless x completes a trigger into text the grammar refuses
-        if (eog) return true;
-        if (x < 0 || size_t(x) >= c.pieces->size() || (*c.pieces)[size_t(x)].empty()) return true;
+        if (eog || !piece) return true;
         grammar::TriggerScan next = *scan_;
-        const std::optional<std::string> text = next.feed(*c.lazy, (*c.pieces)[size_t(x)]);
+        const std::optional<std::string> text = next.feed(*c.lazy, *piece);
         if (!text) {
             *scan_ = std::move(next);
             return true;
@@ -79,8 +80,7 @@ bool ConstraintState::advance(const OutputConstraint& c, int32_t x) {
         return true;
     }
     if (eog) return m_->can_end();
-    if (x < 0 || size_t(x) >= c.pieces->size() || (*c.pieces)[size_t(x)].empty()) return false;
-    return m_->accept_bytes((*c.pieces)[size_t(x)]);
+    return piece && m_->accept_bytes(*piece);
 }
 
 const uint8_t* ConstraintState::allowed(const OutputConstraint& c, grammar::MaskMemo& memo, std::vector<uint8_t>& mask,
