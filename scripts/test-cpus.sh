@@ -1,56 +1,84 @@
 #!/usr/bin/env bash
-# The CPU matrix: every SIMD level's kernels, the reference-agreement and speculative-identity tests, and a
-# `tandem generate` per weight type, on the levels this machine has (forced with TANDEM_CPU) and on CPUs it is
-# not (user-mode emulation):
+# The CPU matrix: what depends on the CPU, on every SIMD level this machine has (forced with TANDEM_CPU) and on
+# CPUs it is not (user-mode emulation):
 #   x86-64 (build/):                qemu-x86_64 -cpu qemu64 -> scalar,  -cpu Haswell -> avx2
-#   AArch64 (build-arm64/, cross):  qemu-aarch64 -cpu cortex-a72 -> neon,  -cpu max -> i8mm
-# (dotprod: forced on -cpu max, with the lighter subset; the kernel tests of every run cover all levels below.)
-# Every run sets TANDEM_EXPECT_CPU, so a CPU that gets another level than expected fails (Cpu.DispatchedLevel...),
-# and the generated tokens of each emulated CPU must equal those of the same level run natively (x86) or of the
-# other ARM levels (whose integer sums are exact and float order identical).
-#   bash scripts/test-cpus.sh            native levels + x86 emulation + AArch64 cross build and emulation
-#   bash scripts/test-cpus.sh --no-arm   without the AArch64 part
+#   AArch64 (build-arm64/, cross):  qemu-aarch64 -cpu cortex-a72 -> neon,  -cpu max -> i8mm (and dotprod, forced)
+# What depends on the CPU: the dispatch (TANDEM_EXPECT_CPU: a CPU that gets another level than expected fails in
+# Cpu.DispatchedLevelIsTheExpectedOne), every kernel against its scalar reference at every level the CPU has
+# (Quant.*), the reference agreement of the test models (one per weight type and the MoE / MXFP4 / sink paths),
+# batched and tree passes against one token at a time (Session.*), a `tandem generate` per weight type whose
+# tokens must equal those of the same level run natively (x86) or of the other ARM levels (whose integer sums are
+# exact and float order identical), and the static check that no instruction of a level leaks into another
+# level's code (tests/check_isa_leaks.py; it is what keeps older CPUs free of SIGILL).
+# The rules that do not depend on the CPU (speculative identity matrices, distribution tests, trees, grammars) run
+# once, natively, in the main suite (scripts/test.sh); --full runs them on every level and CPU as well.
+#
+#   bash scripts/test-cpus.sh            the per-submission matrix (CI): ~10 min on 2 cores
+#   bash scripts/test-cpus.sh --full     also the speculative, tree and proposer-list suites on every level and
+#                                        emulated CPU (~45 min): run it after any change under src/cpu/, src/quant/
+#                                        or a forward pass
+#   --no-arm                             without the AArch64 part (either mode)
 # Needs qemu-user and, for AArch64, g++-aarch64-linux-gnu and the arm64 -dev packages (scripts/install-deps.sh --cpus).
+# Reuses build/ when it is configured (.ci/run builds it once for the main suite).
+# Levels that neither this CPU nor qemu-user can run (AVX-512, AVX-512 VNNI and AVX-VNNI without native support:
+# qemu's user mode emulates none of them) are printed as "not tested here" at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${TANDEM_SHARED_DIR:-../shared}
-ARM=1
-[ "${1:-}" = "--no-arm" ] && ARM=0
+ARM=1 FULL=0
+for a in "$@"; do
+  case "$a" in
+    --no-arm) ARM=0 ;;
+    --full) FULL=1 ;;
+    *) echo "unknown argument: $a (use --full, --no-arm)" >&2; exit 2 ;;
+  esac
+done
 start=$(date +%s)
 fail=0
 
-# Kernels, reference agreement, speculative identity, batching (not the tests that spawn the tandem binary: a
-# cross-built one cannot run without binfmt_misc, which CI machines may lack).
-export TANDEM_TEST_QUICK=1  # the speculative identity test's reduced matrix (it prints so)
-# Natively at every level: also every newer architecture's reference and the MoE speculative tests. Under
-# emulation (~50x slower) the MoE speculative tests and the per-architecture batching test are left to the native
-# runs; the qwen3moe and gpt-oss references still exercise the expert, MXFP4 and sink paths there. So are the
-# sampling-distribution tests of token trees and proposer lists (they check the rule, not the CPU's kernels; the
-# trees' greedy identity test and the tree attention test run everywhere).
-NATIVE_FILTER='Quant.*:Cpu.*:Reference.*:AllSynth/*:AllModern/*:Speculative.*:Session.*-Speculative.IncompatiblePairsAreRefused'
-FILTER='Quant.*:Cpu.*:Reference.*:AllSynth/*:AllModern/*qwen3moe*:AllModern/*gptoss*:Speculative.*:Session.*-Speculative.IncompatiblePairsAreRefused:Speculative.Moe*:Session.EveryArchitecture*:Speculative.TokenTreeSampling*:Speculative.ProposerList*'
-MODELS="stories260K synth-llama-spm-q8_0 synth-llama-spm-q4_0 synth-llama-spm-q4_k_m synth-llama-spm-q5_k_m synth-llama3ish-gpt2bpe-f16 synth-qwen2-gpt2bpe-bf16"
-
-# A lighter subset for extra forced levels on an emulated CPU: the kernels (every level the CPU has) and the
-# reference agreement.
+# Test subsets (gtest filters). Tests that spawn the tandem binary are left out everywhere: a cross-built one cannot
+# run without binfmt_misc, which CI machines may lack.
+# Emulated CPUs (~50x slower than native): the kernels, dispatch, reference agreement of every weight type and of
+# the MoE and MXFP4/sink models, and the batched / tree / repacked passes.
+EMU='Cpu.*:Quant.*:Reference.*:AllSynth/*:AllModern/*qwen3moe*:AllModern/*gptoss*'
+EMU+=':Session.BatchedLogitsEqualOneTokenAtATime:Session.DecodeBatchOfSeveralSessionsEqualsSeparateDecodes'
+EMU+=':Session.RepackedWeightsGiveTheSameLogits:Session.TokenTreeNodesSeeOnlyTheirAncestors'
+# Forced levels on this CPU (native speed): every architecture's reference and every Session test, and the greedy
+# identity of speculation in its quick form (it is where a level's batched and single-row kernels would disagree
+# on a near tie).
+NATIVE='Cpu.*:Quant.*:Reference.*:AllSynth/*:AllModern/*:Session.*:Speculative.GreedyOutputIsTokenIdenticalToPlainDecoding'
+# --full: the old matrix, the speculative suites everywhere (MoE speculation, per-architecture batching and the
+# tree / proposer-list distribution tests only at native speed).
+FULL_NATIVE='Quant.*:Cpu.*:Reference.*:AllSynth/*:AllModern/*:Speculative.*:Session.*-Speculative.IncompatiblePairsAreRefused'
+FULL_EMU='Quant.*:Cpu.*:Reference.*:AllSynth/*:AllModern/*qwen3moe*:AllModern/*gptoss*:Speculative.*:Session.*-Speculative.IncompatiblePairsAreRefused:Speculative.Moe*:Session.EveryArchitecture*:Speculative.TokenTreeSampling*:Speculative.ProposerList*'
+# Extra forced level on an emulated CPU: the kernels (every level the CPU has) and the reference agreement.
 KERNELS='Quant.*:Cpu.*:AllSynth/*'
+if [ "$FULL" = 1 ]; then EMU=$FULL_EMU NATIVE=$FULL_NATIVE; fi
+export TANDEM_TEST_QUICK=1  # the speculative identity tests' reduced matrices (they print so)
+# One model per weight type: F32, Q8_0, Q4_0, Q4_K_M (with Q6_K), Q5_K_M, F16, BF16, MXFP4 (with F16).
+MODELS="models/stories260K models/synth-llama-spm-q8_0 models/synth-llama-spm-q4_0 models/synth-llama-spm-q4_k_m
+  models/synth-llama-spm-q5_k_m models/synth-llama3ish-gpt2bpe-f16 models/synth-qwen2-gpt2bpe-bf16
+  models-modern/synth-gptoss-spm-f16-mxfp4"
 
-# run LABEL EXPECTED_LEVEL RUNNER... : the test subset ($filter, default $FILTER), then generate per model; the
-# tokens go to $out/LABEL.tokens.
+# run LABEL EXPECTED_LEVEL FILTER RUNNER... : the test subset, then generate per model; the tokens go to
+# $out/LABEL.tokens.
 run() {
-  local label=$1 level=$2; shift 2
+  local label=$1 level=$2 filter=$3; shift 3
   local t0; t0=$(date +%s)
-  if ! TANDEM_EXPECT_CPU=$level "$@" "$tests" --gtest_filter="${filter:-$FILTER}" --gtest_brief=1 > "$out/$label.log" 2>&1; then
+  if ! TANDEM_EXPECT_CPU=$level "$@" "$tests" --gtest_filter="$filter" --gtest_brief=1 > "$out/$label.log" 2>&1; then
     echo "FAIL $label: tests (log below)"; tail -n 30 "$out/$label.log"; fail=1
   fi
   : > "$out/$label.tokens"
   for m in $MODELS; do
-    if ! TANDEM_EXPECT_CPU=$level "$@" "$bin" generate -m "$SHARED/models/$m.gguf" -p "Once upon a time" -n 8 --temp 0 --json \
-        2>"$out/$label.$m.err" | python3 -c "import json,sys; print('$m', json.load(sys.stdin)['tokens'])" >> "$out/$label.tokens"; then
-      echo "FAIL $label: generate $m"; tail -n 5 "$out/$label.$m.err"; fail=1
+    if ! TANDEM_EXPECT_CPU=$level "$@" "$bin" generate -m "$SHARED/$m.gguf" -p "Once upon a time" -n 8 --temp 0 --json \
+        2>"$out/$label.$(basename "$m").err" | python3 -c "import json,sys; print('$m', json.load(sys.stdin)['tokens'])" >> "$out/$label.tokens"; then
+      echo "FAIL $label: generate $m"; tail -n 5 "$out/$label.$(basename "$m").err"; fail=1
     fi
   done
-  echo "$label ($level): $(grep -c '' "$out/$label.tokens") models generated, tests $(grep -Eo '[0-9]+ tests? from [0-9]+ test suites? ran' "$out/$label.log" | head -1), $(( $(date +%s) - t0 )) s"
+  local ran; ran=$(grep -Eo '[0-9]+ tests? from [0-9]+ test suites? ran' "$out/$label.log" | head -1 || true)
+  echo "$label ($level): $(grep -c '' "$out/$label.tokens") models generated, tests ${ran:-(none ran)}, $(( $(date +%s) - t0 )) s"
+  [ -n "$ran" ] || { echo "FAIL $label: no test ran (filter $filter)"; fail=1; }
+  tested+=("$level ($label)")
 }
 same() {  # same A B: the generated tokens of two runs are identical
   if cmp -s "$out/$1.tokens" "$out/$2.tokens"; then echo "tokens $1 == $2"; else echo "FAIL tokens $1 != $2"; diff "$out/$1.tokens" "$out/$2.tokens" || true; fail=1; fi
@@ -58,32 +86,56 @@ same() {  # same A B: the generated tokens of two runs are identical
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+tested=()
 
 # --- x86-64 ---
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+[ -f build/build.ninja ] || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build --target tandem tandem_tests >/dev/null
 bin=./build/bin/tandem tests=./build/bin/tandem_tests
 python3 tests/check_isa_leaks.py build/bin/tandem build/bin/tandem_tests || fail=1
 levels=$(./build/bin/tandem_tests --gtest_filter=Cpu.EverySupportedLevelHasAKernelTable 2>/dev/null | sed -n 's/.*supported: //p')
-for l in $levels; do filter=$NATIVE_FILTER run "native-$l" "$l" env TANDEM_CPU=$l; done
-run qemu64 scalar qemu-x86_64 -cpu qemu64
-run haswell avx2 qemu-x86_64 -cpu Haswell
+best=${levels##* }
+for l in $levels; do
+  # the best level is the one the main suite (scripts/test.sh) runs at: here only its dispatch and the generated
+  # tokens the emulated CPU of that level must equal (unless --full)
+  if [ "$l" = "$best" ] && [ "$FULL" = 0 ]; then
+    run "native-$l" "$l" 'Cpu.*' env TANDEM_CPU="$l"
+  else
+    run "native-$l" "$l" "$NATIVE" env TANDEM_CPU="$l"
+  fi
+done
+run qemu64 scalar "$EMU" qemu-x86_64 -cpu qemu64
+run haswell avx2 "$EMU" qemu-x86_64 -cpu Haswell
 same qemu64 native-scalar
 same haswell native-avx2
 
 # --- AArch64 (cross-compiled, emulated) ---
 if [ "$ARM" = 1 ]; then
-  cmake -S . -B build-arm64 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
-    -DTANDEM_SERVER_TESTS=OFF >/dev/null
+  t0=$(date +%s)
+  [ -f build-arm64/build.ninja ] || cmake -S . -B build-arm64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DTANDEM_SERVER_TESTS=OFF >/dev/null
   cmake --build build-arm64 --target tandem tandem_tests >/dev/null
+  echo "AArch64 cross build: $(( $(date +%s) - t0 )) s"
   python3 tests/check_isa_leaks.py --objdump aarch64-linux-gnu-objdump build-arm64/bin/tandem build-arm64/bin/tandem_tests || fail=1
   bin=./build-arm64/bin/tandem tests=./build-arm64/bin/tandem_tests
-  run a72 neon qemu-aarch64 -cpu cortex-a72
-  run max i8mm qemu-aarch64 -cpu max
-  filter=$KERNELS run max-dotprod dotprod env TANDEM_CPU=dotprod qemu-aarch64 -cpu max
+  run a72 neon "$EMU" qemu-aarch64 -cpu cortex-a72
+  run max i8mm "$EMU" qemu-aarch64 -cpu max
+  run max-dotprod dotprod "$KERNELS" env TANDEM_CPU=dotprod qemu-aarch64 -cpu max
   same a72 max
   same a72 max-dotprod
 fi
 
-echo "CPU matrix: $(( $(date +%s) - start )) s, $([ $fail = 0 ] && echo passed || echo FAILED)"
+# Which levels this run tested, and which it could not (no native support, and qemu-user has no AVX-512/VNNI).
+all_levels="scalar avx2 avx512 avxvnni avx512vnni neon dotprod i8mm"
+untested=""
+for l in $all_levels; do
+  case " ${tested[*]} " in *" $l ("*) ;; *) untested+=" $l" ;; esac
+done
+echo "levels tested: ${tested[*]}"
+echo "levels not tested here:${untested:- none}"
+if [ -n "${TANDEM_CI_NOTES:-}" ]; then  # for .ci/run's table
+  echo "  SIMD levels tested: ${tested[*]}" >> "$TANDEM_CI_NOTES"
+  echo "  SIMD levels not tested on this machine:${untested:- none}" >> "$TANDEM_CI_NOTES"
+fi
+echo "CPU matrix$([ "$FULL" = 1 ] && echo ' (--full)'): $(( $(date +%s) - start )) s, $([ $fail = 0 ] && echo passed || echo FAILED)"
 exit $fail

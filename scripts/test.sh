@@ -1,34 +1,61 @@
 #!/usr/bin/env bash
 # Builds and runs the whole test suite.
 #   bash scripts/test.sh             release build in build/, all tests
-#   bash scripts/test.sh --sanitize  AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/
-#   bash scripts/test.sh --fuzz N    clang libFuzzer build of the GGUF parser, run for N seconds
+#   bash scripts/test.sh --sanitize  AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/ (clang), all
+#                                    tests; the same tree holds the libFuzzer target of the GGUF parser
+#   bash scripts/test.sh --fuzz N    the GGUF parser fuzzed for N seconds (builds fuzz_gguf in build-asan/)
+# One step of those, as .ci/run times them: --step build|test|asan-build|asan-test|fuzz [N]
 # Tests read the shared data from $TANDEM_SHARED_DIR (default: ../shared beside the project root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
+
+build() {
+  [ -f build/build.ninja ] || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build
+}
+run_tests() {
+  ctest --test-dir build --output-on-failure -j "$jobs"
+}
+# The sanitizer tree: clang (faster to build than g++ under ASan), -O1 with line tables (symbolized stacks without
+# full debug info), and the fuzz target beside the tests, so one build serves both.
+asan_build() {
+  [ -f build-asan/build.ninja ] || cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+    -DTANDEM_SANITIZE=ON -DTANDEM_FUZZ=ON >/dev/null
+  cmake --build build-asan
+}
+asan_tests() {
+  # TANDEM_TEST_QUICK: the statistical and speculative-identity tests run their reduced variants under the
+  # sanitizer (the full ones run in the release suite); they print so.
+  TANDEM_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$jobs"
+}
+fuzz() {
+  local secs=$1 corpus
+  [ -x build-asan/bin/fuzz_gguf ] || asan_build
+  corpus=$(mktemp -d)
+  cp "${TANDEM_SHARED_DIR:-../shared}/models/stories260K.gguf" "$corpus/"
+  # a small quantized model too, so the fuzzer reaches the Q8_0 repacking and BPE-free quantized paths
+  ./build-asan/bin/tandem synth "$corpus/tiny-q8_0.gguf" --shape tiny-test --type Q8_0 2>/dev/null
+  ./build-asan/bin/fuzz_gguf -max_total_time="$secs" -rss_limit_mb=4096 "$corpus" 2>&1 | tail -n 3
+  local rc=${PIPESTATUS[0]}
+  rm -rf "$corpus"
+  return "$rc"
+}
+
 case "${1:-}" in
-  --sanitize)
-    cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=ON >/dev/null
-    cmake --build build-asan
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      ctest --test-dir build-asan --output-on-failure -j "$jobs"
-    ;;
-  --fuzz)
-    secs="${2:-30}"
-    cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DTANDEM_FUZZ=ON -DTANDEM_TESTS=OFF \
-      -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined" >/dev/null
-    cmake --build build-fuzz --target fuzz_gguf tandem
-    corpus=$(mktemp -d)
-    cp "${TANDEM_SHARED_DIR:-../shared}/models/stories260K.gguf" "$corpus/"
-    # a small quantized model too, so the fuzzer reaches the Q8_0 repacking and BPE-free quantized paths
-    ./build-fuzz/bin/tandem synth "$corpus/tiny-q8_0.gguf" --shape tiny-test --type Q8_0 2>/dev/null
-    ./build-fuzz/bin/fuzz_gguf -max_total_time="$secs" -rss_limit_mb=4096 "$corpus" 2>&1 | tail -n 3
-    rm -rf "$corpus"
-    ;;
-  *)
-    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build build
-    ctest --test-dir build --output-on-failure -j "$jobs"
-    ;;
+  --sanitize) asan_build; asan_tests ;;
+  --fuzz) fuzz "${2:-30}" ;;
+  --step)
+    case "${2:-}" in
+      build) build ;;
+      test) run_tests ;;
+      asan-build) asan_build ;;
+      asan-test) asan_tests ;;
+      fuzz) fuzz "${3:-30}" ;;
+      *) echo "unknown step '${2:-}' (build, test, asan-build, asan-test, fuzz)" >&2; exit 2 ;;
+    esac ;;
+  "") build; run_tests ;;
+  *) echo "unknown argument '$1' (--sanitize, --fuzz N, --step NAME)" >&2; exit 2 ;;
 esac

@@ -39,6 +39,7 @@ def scan(objdump, path):
         if m:
             func = m.group(1)
             counts["functions"] += 1
+            first_insn, skip_until = True, 0
             continue
         if func is None or "\t" not in line:
             continue
@@ -46,6 +47,17 @@ def scan(objdump, path):
         if len(parts) < 3:
             continue
         if arch == "x86":
+            # clang's -fsanitize=function starts each function with a short jump over a type signature (data
+            # that objdump decodes as whatever it looks like): the bytes it jumps over are never executed
+            addr = int(parts[0].strip().rstrip(":"), 16)
+            if first_insn:
+                first_insn = False
+                raw = parts[1].split()
+                if len(raw) == 2 and raw[0] == "eb":
+                    skip_until = addr + 2 + int(raw[1], 16)
+                    continue
+            if addr < skip_until or "(bad)" in parts[2]:  # "(bad)": bytes that are no instruction at all
+                continue
             raw = parts[1].split()
             while raw and raw[0] in SKIP_PREFIXES:
                 raw = raw[1:]

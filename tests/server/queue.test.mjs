@@ -8,7 +8,11 @@ test('a full queue answers 503 with Retry-After', async () => {
   const srv = await startServer(['-m', STORIES, '-np', '1', '--queue-max', '1', '--metrics']);
   try {
     const body = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 1500, temperature: 0, ignore_eos: true });
-    const reqs = Array.from({ length: 8 }, () => fetch(srv.base + '/v1/completions', { method: 'POST', body }));
+    // The first request holds the slot before the others arrive (otherwise, on a slow build, it can still be the
+    // one waiting in the queue when the rest come, and all of those find the queue full).
+    const first = fetch(srv.base + '/v1/completions', { method: 'POST', body });
+    for (let i = 0; i < 200 && (await metrics(srv.base)).get('tandem_slots_busy') !== 1; i++) await new Promise((r) => setTimeout(r, 25));
+    const reqs = [first, ...Array.from({ length: 7 }, () => fetch(srv.base + '/v1/completions', { method: 'POST', body }))];
     const res = await Promise.all(reqs);
     const statuses = res.map((r) => r.status);
     await Promise.all(res.map((r) => r.text()));
