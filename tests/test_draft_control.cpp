@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "spec/draft_control.h"
+#include "speculative/draft_control.h"
 
 using namespace tandem;
 

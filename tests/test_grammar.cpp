@@ -7,7 +7,7 @@
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/trigger.h"
-#include "spec/constraint.h"
+#include "speculative/constraint.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
 #include "tandem/tokenizer.h"

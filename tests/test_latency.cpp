@@ -1,7 +1,7 @@
-// Inter-token latency summaries (src/spec/latency.h).
+// Inter-token latency summaries (include/tandem/latency.h).
 #include <gtest/gtest.h>
 
-#include "spec/latency.h"
+#include "tandem/latency.h"
 
 using namespace tandem;
 

@@ -11,7 +11,7 @@
 #include "serve/anthropic.h"
 #include "serve/chat_answer.h"
 #include "serve/engine.h"
-#include "spec/suffix_cache.h"
+#include "speculative/suffix_cache.h"
 #include "serve/infill.h"
 #include "serve/openai.h"
 #include "serve/reasoning.h"

@@ -15,6 +15,7 @@
 #include "tandem/model.h"
 #include "tandem/quantize.h"
 #include "tandem/session.h"
+#include "speculative/testing.h"
 #include "tandem/speculative.h"
 #include "tandem/thread_pool.h"
 #include "tandem/tokenizer.h"
@@ -148,7 +149,8 @@ namespace {
 // Samples `runs` continuations of 2 tokens and counts, per position, the tokens seen. Key -1.. unused.
 std::vector<std::map<int, int>> sample_counts(const std::vector<int32_t>& prompt, SamplerParams sp, SpecParams spec,
                                               std::shared_ptr<const Model> draft, int runs, uint64_t seed0,
-                                              std::shared_ptr<const OutputConstraint> constraint = nullptr) {
+                                              std::shared_ptr<const OutputConstraint> constraint = nullptr,
+                                              speculative::AcceptRule rule = nullptr) {
     ThreadPool pool(1);
     std::vector<std::map<int, int>> counts(3);
     Session target(fx().target, SessionParams{64, 0, 256}, pool);
@@ -157,6 +159,7 @@ std::vector<std::map<int, int>> sample_counts(const std::vector<int32_t>& prompt
     for (int r = 0; r < runs; r++) {
         sp.seed = seed0 + uint64_t(r) * 7919;
         Generator g(target, ds.get(), sp, spec);
+        if (rule) speculative::GeneratorTesting::set_accept_rule(g, rule);
         g.set_constraint(constraint);
         g.start(prompt);
         std::vector<int32_t> out;
@@ -182,9 +185,7 @@ void expect_plain_distribution(const std::vector<int32_t>& ids, const SamplerPar
     if (spec_counts) *spec_counts = specd;
     std::vector<std::map<int, int>> bad;
     if (control) {
-        SpecParams broken = spec;
-        broken.broken_accept_all_for_tests = true;
-        bad = sample_counts(ids, sp, broken, draft, runs, seed_bad, constraint);
+        bad = sample_counts(ids, sp, spec, draft, runs, seed_bad, constraint, speculative::accept_all);
     }
     double min_bad_p = 1.0;
     for (int s = 0; s < 3; s++) {
@@ -674,12 +675,13 @@ TEST(Speculative, MoeTargetSampledDistributionIsThePlainOne) {
     const int runs = 2000;
     // One target and one draft session for all runs: Generator::start reuses the cached prompt.
     Session ts(target, SessionParams{64, 0, 256}, pool), ds(draft, SessionParams{64, 0, 256}, pool);
-    auto counts = [&](SpecParams s, uint64_t seed0) {
+    auto counts = [&](SpecParams s, uint64_t seed0, speculative::AcceptRule rule = nullptr) {
         std::vector<std::map<int, int>> c(2);
         for (int r = 0; r < runs; r++) {
             SamplerParams p = sp;
             p.seed = seed0 + uint64_t(r) * 7919;
             Generator g(ts, s.type == SpecType::DRAFT ? &ds : nullptr, p, s);
+            if (rule) speculative::GeneratorTesting::set_accept_rule(g, rule);
             g.start(ids);
             std::vector<int32_t> out;
             while (out.size() < 2) g.step(out, 2 - int(out.size()));
@@ -690,9 +692,7 @@ TEST(Speculative, MoeTargetSampledDistributionIsThePlainOne) {
     };
     auto plain = counts(SpecParams{}, 1);
     auto specd = counts(spec, 500000);
-    SpecParams broken = spec;
-    broken.broken_accept_all_for_tests = true;
-    auto bad = counts(broken, 900000);
+    auto bad = counts(spec, 900000, speculative::accept_all);
     double min_bad = 1;
     for (int s = 0; s < 2; s++) {
         int df = 0, dfb = 0;

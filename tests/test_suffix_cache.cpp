@@ -1,4 +1,4 @@
-// The suffix cache (spec/suffix_cache.h): what it proposes from documents and from the context, its voting and
+// The suffix cache (speculative/suffix_cache.h): what it proposes from documents and from the context, its voting and
 // stopping rule, its memory bound, its file; and --spec-type suffix under the exact verification rule (greedy
 // identity, sampled distribution with a negative control).
 #include <gtest/gtest.h>
@@ -6,7 +6,8 @@
 #include <cstdio>
 #include <map>
 
-#include "spec/suffix_cache.h"
+#include "speculative/suffix_cache.h"
+#include "speculative/testing.h"
 #include "tandem/error.h"
 #include "tandem/model.h"
 #include "tandem/session.h"
@@ -123,8 +124,9 @@ Stories& stories() {
 }
 
 std::vector<int32_t> generate(ThreadPool& pool, Session& ts, const std::vector<int32_t>& prompt, int n, SamplerParams sp,
-                              SpecParams spec, SpecStats* st = nullptr) {
+                              SpecParams spec, SpecStats* st = nullptr, speculative::AcceptRule rule = nullptr) {
     Generator g(ts, nullptr, sp, spec);
+    if (rule) speculative::GeneratorTesting::set_accept_rule(g, rule);
     g.start(prompt);
     std::vector<int32_t> out;
     while (int(out.size()) < n)
@@ -188,12 +190,12 @@ TEST(SuffixCache, SampledDistributionIsThePlainOne) {
     doc.insert(doc.end(), likely.begin(), likely.end());
     cache->add(doc);
     const int runs = 3000;
-    auto counts = [&](SpecParams s, uint64_t seed0) {
+    auto counts = [&](SpecParams s, uint64_t seed0, speculative::AcceptRule rule = nullptr) {
         std::vector<std::map<int, int>> c(2);
         for (int r = 0; r < runs; r++) {
             SamplerParams p = sp;
             p.seed = seed0 + uint64_t(r) * 7919;
-            auto out = generate(pool, ts, prompt, 2, p, s);
+            auto out = generate(pool, ts, prompt, 2, p, s, nullptr, rule);
             c[0][out[0]]++;
             c[1][out[0] * 1000 + out[1]]++;
         }
@@ -205,9 +207,7 @@ TEST(SuffixCache, SampledDistributionIsThePlainOne) {
     spec.adaptive = false;
     spec.n_max = 2;
     spec.suffix = cache;
-    SpecParams broken = spec;
-    broken.broken_accept_all_for_tests = true;
-    auto plain = counts(SpecParams{}, 1), specd = counts(spec, 500000), bad = counts(broken, 900000);
+    auto plain = counts(SpecParams{}, 1), specd = counts(spec, 500000), bad = counts(spec, 900000, speculative::accept_all);
     double min_bad = 1;
     for (int s = 0; s < 2; s++) {
         int df = 0, dfb = 0;

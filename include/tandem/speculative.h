@@ -83,9 +83,6 @@ struct SpecParams {
     // the first n_keep tokens (Session::shift) and go on, instead of ending the generation.
     bool context_shift = false;
     int n_keep = 0;  // -1: the whole prompt
-    // Negative control for the statistical tests only: accept every drafted token (a wrong rule whose output
-    // follows the draft's distribution). Never set this outside tests.
-    bool broken_accept_all_for_tests = false;
     // Token trees (--spec-tree auto|off), draft models only: verify up to tree_width - 1 alternatives per depth,
     // at most tree_nodes tokens per pass in all. An alternative is kept only when its expected gain (its draft
     // probability times the chance that the walk reaches its parent) pays for verifying one more token at the
@@ -107,7 +104,7 @@ struct SpecParams {
     // Costs measured by earlier generations (SpecCostMemory): each proposer's controller starts from them, and
     // Generator::save_costs() stores what this one measured. Null: every generation measures from scratch.
     std::shared_ptr<SpecCostMemory> cost_memory;
-    // SUFFIX: the cache of earlier sequences it proposes from (spec/suffix_cache.h), shared by the requests of a
+    // SUFFIX: the cache of earlier sequences it proposes from (speculative/suffix_cache.h), shared by the requests of a
     // server; null: the generator proposes from its own context only.
     std::shared_ptr<SuffixCache> suffix;
 };
@@ -144,6 +141,15 @@ void set_spec_types(SpecParams& spec, const std::string& list);
 // "draft", or "draft,ngram,suffix" for a list.
 std::string spec_types_name(const SpecParams& spec);
 
+// What a setup offers the speculative types: whether a draft model is loaded (-md).
+struct SpecSetup {
+    bool has_draft_model = false;
+};
+// The one check of SpecParams that command-line flags, a request's "speculative" object and the Generator all end
+// in: the draft and tree limits, the n-gram sizes, extra proposers draft-free only; NONE drops the extra
+// proposers. With `setup`, also that a draft type has its draft model. Throws tandem::Error naming the flag.
+void validate_spec_params(SpecParams& spec, const SpecSetup* setup = nullptr);
+
 struct SpecStats {
     int n_rounds = 0;          // verification passes of the target
     int n_rounds_drafted = 0;  // rounds in which at least one token was drafted
@@ -172,6 +178,11 @@ struct SpecStats {
 };
 
 class DraftLengthController;
+namespace speculative {
+struct RoundPlan;
+class WalkTarget;
+struct GeneratorTesting;
+}  // namespace speculative
 
 namespace grammar {
 struct Grammar;
@@ -259,6 +270,8 @@ public:
                   int n_top = 0);
     // The tree shape of the batch begin_step filled (Session::DecodeRequest::parents), null when it is a chain.
     const int32_t* batch_parents() const { return parents_.empty() ? nullptr : parents_.data(); }
+    // A target pass of this round was run by the caller: the walk's view of it (verify.h).
+    class TargetView;
 
     const std::vector<int32_t>& history() const { return history_; }  // prompt + emitted tokens
     const SpecStats& stats() const { return stats_; }
@@ -302,15 +315,14 @@ private:
     int n_cached_ = 0;
     size_t prefill_pos_ = 0, prefill_end_ = 0;  // history_[pos, end) still to run through the target
     size_t prompt_size_ = 0;
-    std::vector<Distribution> q_, p_;
-    std::vector<int32_t> drafts_;  // between begin_step and end_step
-    // Token tree of the round (empty: a chain): alternatives to the chain's token at `depth` (1-based: children
-    // of chain node depth - 1), and the parents of the batch's nodes [root, d1..dk, alternatives...]. A sampled
-    // alternative was drawn from q_[depth - 1] without replacement (after the chain's token and the alternatives
-    // before it); the others are deterministic (the draft's most probable tokens, greedy drafting).
-    struct Alternative { int32_t token; int depth; bool sampled; float pred; };  // pred: see add_alternatives
-    std::vector<Alternative> alts_;
+    std::vector<Distribution> q_;  // the draft's distribution at each chain depth of this round
+    // The round's chain and token-tree alternatives, between begin_step and end_step (speculative/verify.h owns
+    // their node numbering), and the parents of the batch's nodes when it is a tree.
+    std::unique_ptr<speculative::RoundPlan> plan_;
     std::vector<int32_t> parents_;
+    // The verification rule (speculative::exact_accept; tests inject wrong ones, speculative/testing.h).
+    bool (*accept_)(double a, speculative::WalkTarget& t);
+    friend struct speculative::GeneratorTesting;
     struct Pending { int requested = 0; int n_past = 0; double t_draft_ms = 0; } pending_;
     std::shared_ptr<const OutputConstraint> constraint_;
     std::unique_ptr<ConstraintState> gm_;  // the constraint's state after history_ (when constrained)

@@ -1,4 +1,4 @@
-#include "spec/latency.h"
+#include "tandem/latency.h"
 
 #include <algorithm>
 #include <cmath>

@@ -100,7 +100,7 @@ struct MaskMemo {
     std::vector<std::vector<Matcher::Stack>> states;
     std::unordered_map<uint64_t, int> next;  // (state << 21 | code point) -> state, -1: refused
     std::map<std::tuple<int, uint32_t, int, uint32_t>, std::vector<uint8_t>> masks;  // (state, open sequence) -> mask
-    // Lazy grammars before their trigger (spec/constraint.h): the mask by trigger-scan state (TriggerScan::key);
+    // Lazy grammars before their trigger (speculative/constraint.h): the mask by trigger-scan state (TriggerScan::key);
     // empty: every token allowed. Bounded: cleared when it holds 256 masks.
     std::unordered_map<std::string, std::vector<uint8_t>> lazy_masks;
     int intern(std::vector<Matcher::Stack> s);

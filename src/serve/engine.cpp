@@ -1,6 +1,6 @@
 #include "serve/engine.h"
 
-#include "spec/suffix_cache.h"
+#include "speculative/suffix_cache.h"
 
 #include <chrono>
 

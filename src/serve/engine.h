@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "spec/latency.h"
+#include "tandem/latency.h"
 #include "serve/text_pipeline.h"
 #include "tandem/embedding.h"
 #include "tandem/model.h"
@@ -94,7 +94,7 @@ public:
     int error_status = 500;
     int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0, n_cached = 0;
     int n_tree_drafted = 0, n_tree_accepted = 0;  // token-tree alternatives (besides the chain's n_drafted / n_accepted)
-    LatencySummary itl;  // gaps between this request's token deliveries (spec/latency.h)
+    LatencySummary itl;  // gaps between this request's token deliveries (tandem/latency.h)
     std::vector<SpecStats::ByProposer> by_proposer;  // rounds / drafted / accepted per proposer
     double prompt_ms = 0, gen_ms = 0;
     int n_slot_tokens = 0;    // slot actions: tokens saved, restored or erased
@@ -169,7 +169,7 @@ private:
         std::shared_ptr<Job> job;
         int generated = 0;
         double t_start = 0, t_prompt_done = 0;
-        DeliveryClock clock;  // inter-token latency of this request (spec/latency.h)
+        DeliveryClock clock;  // inter-token latency of this request (tandem/latency.h)
     };
     void loop();
     void admit(Slot& s, std::shared_ptr<Job> job);

@@ -627,6 +627,11 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
             }
             if (j.spec.type == SpecType::DRAFT && !lim.has_draft) throw BadRequest("speculative.type 'draft': the server has no draft model (-md)");
         }
+        try {  // the same checks as the command line's
+            validate_spec_params(j.spec);
+        } catch (const Error& e) {
+            throw BadRequest(std::string("speculative: ") + e.what());
+        }
     }
     return r;
 }

@@ -1,4 +1,4 @@
-#include "spec/constraint.h"
+#include "speculative/constraint.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "spec/draft_control.h"
+#include "speculative/draft_control.h"
 
 #include <algorithm>
 #include <cmath>

@@ -4,9 +4,10 @@
 #include <cmath>
 
 #include "grammar/grammar.h"
-#include "spec/constraint.h"
-#include "spec/draft_control.h"
-#include "spec/suffix_cache.h"
+#include "speculative/constraint.h"
+#include "speculative/draft_control.h"
+#include "speculative/suffix_cache.h"
+#include "speculative/verify.h"
 #include "tandem/error.h"
 #include "tandem/session.h"
 #include "tandem/speculative.h"
@@ -49,51 +50,7 @@ float top_tokens(const float* lg, int n, int32_t skip, const uint8_t* allowed, i
     return skip >= 0 && skip < n ? float(std::exp(double(lg[skip] - mx)) / sum) : 0.0f;
 }
 
-// q without the tokens in `drawn`, renormalized: what a draw without replacement after them comes from (empty
-// support when nothing is left).
-Distribution without(const Distribution& q, const std::vector<int32_t>& drawn) {
-    Distribution r;
-    r.p = q.p;
-    for (int32_t x : drawn) r.p[size_t(x)] = 0.0f;
-    double total = 0;
-    for (int32_t id : q.support)
-        if (r.p[size_t(id)] > 0) {
-            r.support.push_back(id);
-            total += r.p[size_t(id)];
-        }
-    if (total <= 0) r.support.clear();
-    for (int32_t id : r.support) r.p[size_t(id)] = float(r.p[size_t(id)] / total);
-    return r;
-}
-
 }  // namespace
-
-double accept_probability(float px, float qx) {
-    if (px >= qx) return 1.0;  // also q(x) = 0 < p(x): nothing to correct
-    if (px <= 0) return 0.0;
-    return double(px) / double(qx);
-}
-
-Distribution residual_distribution(const Distribution& p, const Distribution& q) {
-    Distribution r;
-    r.p.assign(p.p.size(), 0.0f);
-    double total = 0;
-    for (int32_t id : p.support) {
-        float qv = size_t(id) < q.p.size() ? q.p[size_t(id)] : 0.0f;  // draft vocab may be shorter
-        float v = p.p[size_t(id)] - qv;
-        if (v > 0) {
-            r.p[size_t(id)] = v;
-            r.support.push_back(id);
-            total += v;
-        }
-    }
-    if (total <= 0) {
-        r.support.clear();
-        return r;
-    }
-    for (int32_t id : r.support) r.p[size_t(id)] = float(r.p[size_t(id)] / total);
-    return r;
-}
 
 // The draft samples with the request's parameters, minus logit biases for ids its vocabulary lacks.
 static SamplerParams draft_sampling(SamplerParams p, int draft_vocab) {
@@ -101,80 +58,17 @@ static SamplerParams draft_sampling(SamplerParams p, int draft_vocab) {
     return p;
 }
 
-const char* spec_type_name(SpecType t) {
-    switch (t) {
-        case SpecType::NONE: return "none";
-        case SpecType::DRAFT: return "draft";
-        case SpecType::NGRAM: return "ngram";
-        case SpecType::SELF: return "self";
-        case SpecType::SUFFIX: return "suffix";
-    }
-    return "?";
-}
-
-SpecType spec_type_from_name(const std::string& s) {
-    // llama.cpp's names too: draft-simple is a draft model; its n-gram variants (ngram-simple, ngram-map-k,
-    // ngram-map-k4v, ngram-mod, ngram-cache) are all served by tandem's prompt-lookup n-gram drafting.
-    if (s == "none") return SpecType::NONE;
-    if (s == "draft" || s == "draft-simple") return SpecType::DRAFT;
-    if (s == "ngram" || s == "ngram-simple" || s == "lookup" || s == "ngram-map-k" || s == "ngram-map-k4v" ||
-        s == "ngram-mod" || s == "ngram-cache")
-        return SpecType::NGRAM;
-    if (s == "self") return SpecType::SELF;
-    if (s == "suffix") return SpecType::SUFFIX;
-    if (s == "draft-eagle3" || s == "draft-mtp" || s == "draft-dflash" || s == "draft-dspark")
-        throw Error("speculative type '" + s + "' needs model-specific draft heads, which tandem does not implement (use "
-                    "draft-simple with -md, ngram, or self)");
-    throw Error("unknown speculative type '" + s + "' (none, draft, ngram, self, suffix; llama.cpp's draft-simple and ngram-* too)");
-}
-
-void set_spec_types(SpecParams& spec, const std::string& list) {
-    // A list ("ngram-simple,draft-simple", "draft,ngram,suffix"): every named proposer, chosen per round.
-    std::vector<SpecType> types;
-    size_t i = 0;
-    while (i <= list.size()) {
-        size_t j = list.find(',', i);
-        if (j == std::string::npos) j = list.size();
-        std::string name = list.substr(i, j - i);
-        name.erase(0, name.find_first_not_of(' '));
-        name.erase(name.find_last_not_of(' ') + 1);
-        if (!name.empty()) {
-            const SpecType t = spec_type_from_name(name);
-            if (t != SpecType::NONE && std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
-        }
-        i = j + 1;
-    }
-    auto is_model = [](SpecType t) { return t == SpecType::DRAFT || t == SpecType::SELF; };
-    if (std::count_if(types.begin(), types.end(), is_model) > 1)
-        throw Error("speculative types: at most one of draft and self (one draft session), got '" + list + "'");
-    std::stable_partition(types.begin(), types.end(), is_model);  // the model proposer first
-    spec.type = types.empty() ? SpecType::NONE : types[0];
-    spec.extra.assign(types.begin() + (types.empty() ? 0 : 1), types.end());
-}
-
-std::string spec_types_name(const SpecParams& spec) {
-    std::string s = spec_type_name(spec.type);
-    for (SpecType t : spec.extra) s += std::string(",") + spec_type_name(t);
-    return s;
-}
-
 Generator::Generator(Session& target, Session* draft, const SamplerParams& sampling, const SpecParams& spec)
     : target_(target), draft_(draft), spec_(spec), target_sampler_(sampling, target.n_vocab()),
       draft_sampler_(draft_sampling(sampling, draft ? draft->n_vocab() : target.n_vocab()), draft ? draft->n_vocab() : target.n_vocab()) {
     draft_sampler_.reseed(derive_seed(sampling.seed, 1));  // independent of the target stream of seed + 1
+    plan_ = std::make_unique<speculative::RoundPlan>();
+    accept_ = speculative::exact_accept;
     const bool needs_draft = spec.type == SpecType::DRAFT || spec.type == SpecType::SELF;
     if (needs_draft && !draft) throw Error(std::string("speculative type '") + spec_type_name(spec.type) + "' needs a draft session");
     if (!needs_draft) draft_ = nullptr;
-    if (spec_.n_max < 0) throw Error("--draft-max must be >= 0");
-    if (spec_.n_min < 0) throw Error("--draft-min must be >= 0");
-    if (spec_.tree_width < 1) throw Error("--spec-tree-width must be >= 1");
-    if (spec_.tree_nodes < 1) throw Error("--spec-tree-nodes must be >= 1");
-    for (SpecType t : spec_.extra)
-        if (t != SpecType::NGRAM && t != SpecType::SUFFIX)
-            throw Error(std::string("speculative type '") + spec_type_name(t) + "' cannot be an extra proposer (n-gram and suffix only)");
-    if (spec_.type == SpecType::NONE) spec_.extra.clear();
+    validate_spec_params(spec_);
     auto uses = [&](SpecType t) { return spec_.type == t || std::find(spec_.extra.begin(), spec_.extra.end(), t) != spec_.extra.end(); };
-    if (uses(SpecType::NGRAM) && spec_.ngram_n < 1) throw Error("--spec-ngram-n must be >= 1");
     // A draft can never be longer than what fits in the context; cap absurd values once here.
     spec_.n_max = std::min(spec_.n_max, std::max(0, target.n_ctx() - 1));
     if (spec_.type == SpecType::NONE) spec_.n_max = 0;
@@ -204,19 +98,6 @@ Generator::Generator(Session& target, Session* draft, const SamplerParams& sampl
 }
 
 Generator::~Generator() = default;
-
-bool SpecCostMemory::get(SpecType t, SpecCosts* out) const {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto it = costs_.find(t);
-    if (it == costs_.end()) return false;
-    *out = it->second;
-    return true;
-}
-
-void SpecCostMemory::put(SpecType t, const SpecCosts& c) {
-    std::lock_guard<std::mutex> lk(mu_);
-    costs_[t] = c;
-}
 
 void Generator::save_costs() const {
     if (!spec_.cost_memory) return;
@@ -319,7 +200,7 @@ void Generator::add_alternatives(const float* lg, int n_vocab, int32_t skip, con
     auto pred_of = [&](float prob) { return float(miss * std::min(1.0, prob / rest)); };
     int count = 0;  // how many pay, the most probable first: once one does not, the rest do not either
     for (const auto& e : cand) {
-        const int nodes = 1 + k + int(alts_.size()) + count;
+        const int nodes = 1 + k + int(plan_->alts.size()) + count;
         const double gain = reach * pred_of(e.second) * calibration;
         // With a fixed draft length (--draft-adaptive off) and sampling, the gate is fixed too, so that seeded
         // sampling does not depend on measured timings (how many alternatives are drawn changes how the random
@@ -332,7 +213,7 @@ void Generator::add_alternatives(const float* lg, int n_vocab, int32_t skip, con
         count++;
     }
     if (!q || q->support.size() <= 1) {  // greedy drafting: the most probable tokens themselves
-        for (int i = 0; i < count; i++) alts_.push_back({cand[size_t(i)].first, depth, false, pred_of(cand[size_t(i)].second)});
+        for (int i = 0; i < count; i++) plan_->alts.push_back({cand[size_t(i)].first, depth, false, pred_of(cand[size_t(i)].second)});
         return;
     }
     // Sampled drafting: as many draws without replacement (the count depends on the draft's state only, and a
@@ -340,11 +221,11 @@ void Generator::add_alternatives(const float* lg, int n_vocab, int32_t skip, con
     std::vector<int32_t> drawn;
     if (skip >= 0) drawn.push_back(skip);
     for (int i = 0; i < count; i++) {
-        const Distribution qj = without(*q, drawn);
+        const Distribution qj = speculative::without(*q, drawn);
         if (qj.support.empty()) return;
         const int32_t c = draft_sampler_.draw(qj);
         if (c >= target_.n_vocab()) return;  // padding id outside the target vocabulary: stop here
-        alts_.push_back({c, depth, true, pred_of(count > 0 ? cand[size_t(std::min<int>(i, int(cand.size()) - 1))].second : 0.0f)});
+        plan_->alts.push_back({c, depth, true, pred_of(count > 0 ? cand[size_t(std::min<int>(i, int(cand.size()) - 1))].second : 0.0f)});
         drawn.push_back(c);
     }
 }
@@ -476,125 +357,76 @@ bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) {
 
     int k = choose_proposer();
     k = std::min({k, room - 1, max_tokens - 1});
-    drafts_.clear();
-    alts_.clear();
-    parents_.clear();
+    plan_->clear();
+    std::vector<int32_t>& drafts = plan_->chain;
     auto t0 = std::chrono::steady_clock::now();
     if (k > 0) {
         if (one_hot_proposals()) {
-            if (cur_type() == SpecType::NGRAM) propose_ngram(k, drafts_);
-            else spec_.suffix->propose(history_, k, drafts_);
+            if (cur_type() == SpecType::NGRAM) propose_ngram(k, drafts);
+            else spec_.suffix->propose(history_, k, drafts);
             if (gm_) {  // never propose what the grammar forbids: cut at the first such token
                 ConstraintState m = *gm_;
                 size_t ok = 0;
-                while (ok < drafts_.size() && m.advance(*constraint_, drafts_[ok])) ok++;
-                drafts_.resize(ok);
+                while (ok < drafts.size() && m.advance(*constraint_, drafts[ok])) ok++;
+                drafts.resize(ok);
             }
         } else {
-            propose_model(k, std::min(spec_.tree_nodes, room), drafts_, q_);
+            propose_model(k, std::min(spec_.tree_nodes, room), drafts, q_);
         }
-        if (int(drafts_.size()) < spec_.n_min) {
-            drafts_.clear();
-            alts_.clear();
-        }
-        // an alternative hangs from the chain node before it (cut chains drop the deeper ones)
-        std::erase_if(alts_, [&](const Alternative& e) { return e.depth > int(drafts_.size()) + 1; });
+        if (int(drafts.size()) < spec_.n_min) plan_->clear();
+        plan_->drop_orphans();  // an alternative hangs from the chain node before it (cut chains drop the deeper ones)
     }
     pending_ = {std::max(k, 0), n_past, ms_since(t0)};
-    batch.clear();
-    batch.push_back(history_.back());
-    batch.insert(batch.end(), drafts_.begin(), drafts_.end());
-    if (!alts_.empty()) {  // the tree: root, chain d1..dk (each the child of the one before), alternatives
-        parents_.push_back(-1);
-        for (size_t i = 0; i < drafts_.size(); i++) parents_.push_back(int32_t(i));
-        for (const Alternative& e : alts_) {
-            batch.push_back(e.token);
-            parents_.push_back(e.depth - 1);
-        }
-    }
+    plan_->batch(history_.back(), batch, parents_);
     return true;
 }
 
+// The walk's view of the target pass the caller ran: the sampler's distribution at each node given the accepted
+// tokens (appended to history_ as they are accepted) and, under a grammar, the constraint state they lead to.
+class Generator::TargetView final : public speculative::WalkTarget {
+public:
+    TargetView(Generator& g, ConstraintState* m) : g_(g), m_(m) {}
+    void distribution(int node, Distribution& p) override {
+        // under a grammar: the target's distribution conditioned on what the grammar allows after the text so far
+        g_.target_sampler_.distribution(g_.target_.logits(node), g_.history_, p,
+                                        m_ ? g_.allowed_after(*m_, g_.target_.n_vocab()) : nullptr);
+    }
+    void accepted(int, int32_t token) override {
+        g_.history_.push_back(token);
+        if (m_) m_->advance(*g_.constraint_, token);  // p(token) > 0, so the constraint allows it
+    }
+    double uniform() override { return g_.target_sampler_.uniform(); }
+    int32_t draw(const Distribution& p) override { return g_.target_sampler_.draw(p); }
+
+private:
+    Generator& g_;
+    ConstraintState* m_;
+};
+
 void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vector<TokenLogprob>* logprobs, int n_top) {
-    const int nd = int(drafts_.size()), na = int(alts_.size());
-    const int n_nodes = 1 + nd + na;
+    const speculative::RoundPlan& plan = *plan_;
+    const int nd = plan.n_chain(), na = int(plan.alts.size());
+    const int n_nodes = plan.n_nodes();
     const int n_past = pending_.n_past;
     TD_ASSERT(target_.n_past() == n_past + n_nodes && target_.n_logits() == n_nodes);
     auto t1 = std::chrono::steady_clock::now();
-    // Walk down from the root: node i <= nd is the chain's token at depth i, node nd + 1 + j is alternative j.
-    // At each node the candidates are its chain child (rule of speculative sampling against q) and then its
-    // alternatives (deterministic proposals), by the multi-candidate rule (include/tandem/speculative.h).
-    auto token_of = [&](int node) { return node <= nd ? drafts_[size_t(node - 1)] : alts_[size_t(node - nd - 1)].token; };
-    std::vector<int32_t> path{0};  // accepted nodes, root first; their tokens are appended to history_ as accepted
-    int node = 0, accepted = 0, accepted_alt = 0;
-    int32_t final_token = -1;
-    if (p_.size() < size_t(nd) + 2) p_.resize(size_t(nd) + 2);
     std::unique_ptr<ConstraintState> m = gm_ ? std::make_unique<ConstraintState>(*gm_) : nullptr;
-    for (;;) {
-        const int depth = int(path.size()) - 1;
-        Distribution& p = p_[size_t(depth)];
-        // under a grammar: the target's distribution conditioned on what the grammar allows after the text so far
-        target_sampler_.distribution(target_.logits(node), history_, p, m ? allowed_after(*m, target_.n_vocab()) : nullptr);
-        auto accept_with = [&](double a) {  // min(1, p/q) drawn only when strictly between 0 and 1 (greedy stays exact)
-            return spec_.broken_accept_all_for_tests || a >= 1.0 || (a > 0.0 && target_sampler_.uniform() < a);
-        };
-        auto reject = [&](const Distribution& q) {  // p becomes the residual normalize(max(0, p - q))
-            Distribution r = residual_distribution(p, q);
-            if (!r.support.empty()) p = std::move(r);  // no mass left only through rounding: keep p
-        };
-        auto reject_token = [&](int32_t c) {  // the same for q = e_c, in place: p without c, renormalized
-            if (size_t(c) >= p.p.size() || p.p[size_t(c)] <= 0) return;
-            double rest = 0;
-            for (int32_t id : p.support) rest += id == c ? 0.0 : double(p.p[size_t(id)]);
-            if (rest <= 0) return;  // no mass left: keep p
-            p.p[size_t(c)] = 0.0f;
-            std::erase(p.support, c);
-            for (int32_t id : p.support) p.p[size_t(id)] = float(p.p[size_t(id)] / rest);
-        };
-        int next = -1;
-        const bool on_chain = node == depth;  // chain nodes are numbered by their depth
-        std::vector<int32_t> drawn;  // tokens drawn from q_[depth] so far (sampled alternatives come without them)
-        if (on_chain && depth < nd) {
-            const int32_t x = drafts_[size_t(depth)];
-            const float qx = one_hot_proposals() ? 1.0f : q_[size_t(depth)].prob(x);
-            if (accept_with(accept_probability(p.prob(x), qx))) next = depth + 1;
-            else if (one_hot_proposals()) reject_token(x);
-            else reject(q_[size_t(depth)]);
-            if (na > 0) drawn.push_back(x);  // only sampled alternatives read it
-        }
-        for (int j = 0; next < 0 && on_chain && j < na; j++) {
-            const Alternative& e = alts_[size_t(j)];
-            if (e.depth != depth + 1) continue;
-            if (!e.sampled) {  // deterministic: q_j = e_c
-                if (accept_with(accept_probability(p.prob(e.token), 1.0f))) next = nd + 1 + j;
-                else reject_token(e.token);
-            } else {
-                const Distribution qj = without(q_[size_t(depth)], drawn);
-                if (accept_with(accept_probability(p.prob(e.token), qj.prob(e.token)))) next = nd + 1 + j;
-                else reject(qj);
-            }
-            drawn.push_back(e.token);
-        }
-        if (next < 0) {  // every candidate rejected (or none): the token is drawn from what p has become
-            final_token = target_sampler_.draw(p);
-            if (logprobs) logprobs->push_back(logprob_of(target_.logits(node), target_.n_vocab(), final_token, n_top));
-            break;
-        }
-        const int32_t x = token_of(next);
-        if (logprobs) logprobs->push_back(logprob_of(target_.logits(node), target_.n_vocab(), x, n_top));
-        history_.push_back(x);
-        if (m) m->advance(*constraint_, x);  // p(x) > 0, so the constraint allows x
-        path.push_back(next);
-        node = next;
-        if (next <= nd) accepted++;
-        else accepted_alt++;
+    TargetView view(*this, m.get());
+    const speculative::WalkResult walk = speculative::verify_walk(plan, q_, one_hot_proposals(), view, accept_);
+    const std::vector<int32_t>& path = walk.path;
+    const int32_t final_token = walk.final_token;
+    const int accepted = walk.accepted_chain, accepted_alt = walk.accepted_alt;
+    if (logprobs) {  // each emitted token under the target's logits at the node it was chosen at
+        for (size_t i = 0; i + 1 < path.size(); i++)
+            logprobs->push_back(logprob_of(target_.logits(path[i]), target_.n_vocab(), plan.token(path[i + 1]), n_top));
+        logprobs->push_back(logprob_of(target_.logits(path.back()), target_.n_vocab(), final_token, n_top));
     }
     target_.keep_path(n_past, path);
     const double t_target = t_target_ms + ms_since(t1);
     const double t_draft = pending_.t_draft_ms;
     const int k = pending_.requested;
 
-    for (size_t i = 1; i < path.size(); i++) out.push_back(token_of(path[i]));
+    for (size_t i = 1; i < path.size(); i++) out.push_back(plan.token(path[i]));
     out.push_back(final_token);
     history_.push_back(final_token);
     if (m) {
@@ -621,7 +453,7 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
     }
     if (na > 0) {  // calibration of the alternatives' predicted chances: those whose parent the walk reached
         double predicted = 0;
-        for (const Alternative& e : alts_)
+        for (const auto& e : plan.alts)
             if (e.depth - 1 <= accepted) predicted += e.pred;
         control().observe_alternatives(predicted, accepted_alt);
     }

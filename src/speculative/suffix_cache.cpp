@@ -1,4 +1,4 @@
-#include "spec/suffix_cache.h"
+#include "speculative/suffix_cache.h"
 
 #include <algorithm>
 #include <cstdio>

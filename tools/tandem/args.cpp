@@ -96,7 +96,25 @@ std::string ArgParser::help() const {
     return out;
 }
 
-void add_spec_tree_flags(ArgParser& ap, SpecParams& spec) {
+void add_spec_flags(ArgParser& ap, SpecFlags& f) {
+    SpecParams& spec = f.spec;
+    ap.add({"-md", "--model-draft", "--spec-draft-model"}, "FNAME", "draft model GGUF", [&f](const std::string& v) { f.draft_model = v; });
+    ap.add({"--draft-max", "--draft", "--draft-n", "--spec-draft-n-max"}, "N", "most tokens drafted per round (16)",
+           [&spec](const std::string& v) { spec.n_max = to_int_in("--draft-max", v, 0, 256); });
+    ap.add({"--draft-min", "--draft-n-min", "--spec-draft-n-min"}, "N", "skip verification of shorter drafts (0)",
+           [&spec](const std::string& v) { spec.n_min = to_int_in("--draft-min", v, 0, 256); });
+    ap.add({"--draft-p-min", "--spec-draft-p-min"}, "P", "stop drafting below this draft probability (0.75)",
+           [&spec](const std::string& v) { spec.p_min = to_float_in("--draft-p-min", v, 0.0f, 1.0f); });
+    ap.add({"--draft-adaptive"}, "on|off", "adapt the draft length to acceptance and cost (on)",
+           [&spec](const std::string& v) { spec.adaptive = to_bool("--draft-adaptive", v); });
+    ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self | suffix, or a list (draft,ngram,suffix: the best one each round)",
+           [&f](const std::string& v) { set_spec_types(f.spec, v); f.type_given = true; });
+    ap.add({"--draft-layers"}, "K", "self-speculation: layers of the target used as draft (default: half)",
+           [&f](const std::string& v) { f.draft_layers = to_int_in("--draft-layers", v, 0, 65536); });
+    ap.add({"--spec-ngram-n", "--spec-ngram-size-n", "--spec-ngram-simple-size-n"}, "N", "n-gram length matched for ngram drafting (3)",
+           [&spec](const std::string& v) { spec.ngram_n = to_int_in("--spec-ngram-n", v, 1, 64); });
+    ap.add({"--spec-ngram-m", "--spec-ngram-size-m", "--spec-ngram-simple-size-m"}, "M", "tokens proposed per n-gram match (16)",
+           [&spec](const std::string& v) { spec.ngram_m = to_int_in("--spec-ngram-m", v, 1, 256); });
     ap.add({"--spec-tree"}, "auto|off", "token trees: verify the draft's alternatives where it is unsure, when they pay (auto)",
            [&](const std::string& v) { spec.tree = v == "auto" || to_bool("--spec-tree", v); });
     ap.add({"--spec-tree-width"}, "N", "most candidates per tree position, the chain's own included (3)",
@@ -110,6 +128,12 @@ void add_spec_tree_flags(ArgParser& ap, SpecParams& spec) {
                if (v != "throughput" && v != "steady") throw Error("--spec-latency: expected throughput or steady, not '" + v + "'");
                spec.max_round_cost = v == "steady" ? SpecParams::kSteadyRoundCost : 0.0;
            });
+}
+
+void resolve_spec_flags(SpecFlags& f) {
+    if (!f.type_given) f.spec.type = f.draft_model.empty() ? SpecType::NONE : SpecType::DRAFT;
+    const SpecSetup setup{!f.draft_model.empty()};
+    validate_spec_params(f.spec, &setup);
 }
 
 void add_sampling_flags(ArgParser& ap, SamplerParams& sp, std::vector<std::string>& notes) {
@@ -180,21 +204,6 @@ bool to_bool(const std::string& flag, const std::string& v) {
     if (v == "on" || v == "true" || v == "1" || v == "yes") return true;
     if (v == "off" || v == "false" || v == "0" || v == "no") return false;
     throw Error("flag '" + flag + "': '" + v + "' is not on/off");
-}
-
-std::vector<std::string> split_list(const std::string& v) {
-    std::vector<std::string> out;
-    size_t i = 0;
-    while (i <= v.size()) {
-        size_t j = v.find(',', i);
-        if (j == std::string::npos) j = v.size();
-        std::string item = v.substr(i, j - i);
-        while (!item.empty() && item.back() == ' ') item.pop_back();
-        while (!item.empty() && item.front() == ' ') item.erase(0, 1);
-        if (!item.empty()) out.push_back(item);
-        i = j + 1;
-    }
-    return out;
 }
 
 void add_grammar_flags(ArgParser& ap, std::string& gbnf, const std::string& what) {

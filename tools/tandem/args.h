@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "tandem/strings.h"
+
 namespace tandem {
 struct SamplerParams;
 struct SpecParams;
@@ -45,10 +47,20 @@ private:
 // sampling) and serve (the requests' defaults). Sampler names llama.cpp has and tandem lacks go to `notes`.
 void add_sampling_flags(ArgParser& ap, SamplerParams& sp, std::vector<std::string>& notes);
 
-// Token-tree flags (generate, bench, serve): --spec-tree auto|on|off, --spec-tree-width, --spec-tree-nodes,
-// --spec-tree-min-gain (a fixed threshold instead of the measured one; 0: every alternative the caps allow); and
-// --spec-latency throughput|steady (SpecParams::max_round_cost).
-void add_spec_tree_flags(ArgParser& ap, SpecParams& spec);
+// The speculative flags of generate, bench and serve, one table with llama.cpp's spellings: -md (the draft model),
+// --draft-max, --draft-min, --draft-p-min, --draft-adaptive, --spec-type (a name or a list), --draft-layers,
+// --spec-ngram-n/-m (and llama-server's --spec-ngram-size-n/-m), the token-tree flags (--spec-tree auto|on|off,
+// --spec-tree-width, --spec-tree-nodes, --spec-tree-min-gain: a fixed threshold instead of the measured one; 0:
+// every alternative the caps allow) and --spec-latency throughput|steady (SpecParams::max_round_cost).
+struct SpecFlags {
+    SpecParams& spec;
+    std::string draft_model;  // -md
+    int draft_layers = 0;     // --draft-layers (0: half the target's)
+    bool type_given = false;  // --spec-type was given
+};
+void add_spec_flags(ArgParser& ap, SpecFlags& f);
+// After parsing: without --spec-type, -md means "draft" (else none); then validate_spec_params.
+void resolve_spec_flags(SpecFlags& f);
 
 // Structured output flags (generate, serve): --grammar GBNF, --grammar-file FNAME, -j/--json-schema SCHEMA,
 // -jf/--json-schema-file FNAME; each sets `gbnf` (a JSON schema converted to GBNF; a bad schema is an Error).
@@ -64,7 +76,5 @@ float to_float_in(const std::string& flag, const std::string& v, float lo, float
 // with its range, never wrapped or clamped silently.
 uint64_t to_u64(const std::string& flag, const std::string& v);
 bool to_bool(const std::string& flag, const std::string& v);  // on/off, true/false, 1/0, yes/no
-// "a, b,,c" -> {"a", "b", "c"}: comma-separated items, trimmed, empty ones dropped.
-std::vector<std::string> split_list(const std::string& v);
 
 }  // namespace tandem::cli

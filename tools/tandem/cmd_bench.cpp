@@ -15,7 +15,7 @@
 #include "args.h"
 #include "commands.h"
 #include "io.h"
-#include "spec/latency.h"
+#include "tandem/latency.h"
 #include "tandem/cpu.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
@@ -127,13 +127,7 @@ std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
 
 std::vector<int> parse_list(const std::string& flag, const std::string& v) {
     std::vector<int> out;
-    size_t i = 0;
-    while (i < v.size()) {
-        size_t j = v.find(',', i);
-        if (j == std::string::npos) j = v.size();
-        out.push_back(to_int_in(flag, v.substr(i, j - i), 0, 1 << 20));  // token counts and batch sizes
-        i = j + 1;
-    }
+    for (const std::string& item : split_list(v)) out.push_back(to_int_in(flag, item, 0, 1 << 20));  // token counts and batch sizes
     return out;
 }
 
@@ -165,11 +159,14 @@ int bench_tokenizer(const std::string& vocab_path, const std::string& text_path,
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-    std::string model_path, draft_path, prompt = "Once upon a time";
+    std::string model_path, prompt = "Once upon a time";
     std::vector<int> pp = {512}, tg = {128}, vb = {1, 2, 4, 8, 16};
-    int reps = 5, n_threads = 2, n_spec = 128, draft_layers = 0;
-    bool json_out = false, spec_type_given = false, skip_bw = false;
+    int reps = 5, n_threads = 2, n_spec = 128;
+    bool json_out = false, skip_bw = false;
     SpecParams spec;
+    SpecFlags sf{spec};  // -md, --draft-layers and whether --spec-type was given
+    const std::string& draft_path = sf.draft_model;
+    const int& draft_layers = sf.draft_layers;
     ArgParser ap("usage: tandem bench -m MODEL [-p 512] [-n 128] [--vb 1,2,4,8,16] [-r 5] [-t 2] [--json]\n"
                  "       [-md DRAFT | --spec-type ngram|self] [--spec-n 128] [--prompt TEXT]");
     ap.add({"-m", "--model"}, "FNAME", "model", [&](const std::string& v) { model_path = v; });
@@ -182,14 +179,7 @@ int cmd_bench(int argc, char** argv) {
     ap.add({"-t", "--threads"}, "N", "threads (2)", [&](const std::string& v) { n_threads = to_int_in("-t", v, 1, 1024); });
     ap.flag({"--json"}, "print a JSON array instead of a table", [&] { json_out = true; });
     ap.flag({"--no-bandwidth"}, "skip the memory bandwidth measurement", [&] { skip_bw = true; });
-    ap.add({"-md", "--model-draft"}, "FNAME", "draft model: also run speculative generation", [&](const std::string& v) { draft_path = v; });
-    ap.add({"--spec-type"}, "TYPE", "draft | ngram | self", [&](const std::string& v) { set_spec_types(spec, v); spec_type_given = true; });
-    ap.add({"--draft-max"}, "N", "draft length cap (16)", [&](const std::string& v) { spec.n_max = to_int_in("--draft-max", v, 0, 256); });
-    ap.add({"--draft-min"}, "N", "draft-min (0)", [&](const std::string& v) { spec.n_min = to_int_in("--draft-min", v, 0, 256); });
-    ap.add({"--draft-p-min"}, "P", "draft-p-min (0.75)", [&](const std::string& v) { spec.p_min = to_float_in("--draft-p-min", v, 0.0f, 1.0f); });
-    ap.add({"--draft-adaptive"}, "on|off", "adaptive draft length (on)", [&](const std::string& v) { spec.adaptive = to_bool("--draft-adaptive", v); });
-    ap.add({"--draft-layers"}, "K", "self-speculation layers", [&](const std::string& v) { draft_layers = to_int_in("--draft-layers", v, 0, 65536); });
-    add_spec_tree_flags(ap, spec);
+    add_spec_flags(ap, sf);
     ap.add({"--spec-n"}, "N", "tokens generated in the speculative test (128)", [&](const std::string& v) { n_spec = to_int_in("--spec-n", v, 1, 1 << 24); });
     ap.add({"--prompt"}, "TEXT", "prompt of the speculative test", [&](const std::string& v) { prompt = v; });
     std::string tokenize_file;
@@ -197,8 +187,8 @@ int cmd_bench(int argc, char** argv) {
     auto pos = ap.parse(argc, argv, 2);
     if (!pos.empty()) throw Error("unexpected argument '" + pos[0] + "'");
     if (model_path.empty()) throw Error("-m MODEL is required");
-    if (!spec_type_given && !draft_path.empty()) spec.type = SpecType::DRAFT;
     if (!tokenize_file.empty()) return bench_tokenizer(model_path, tokenize_file, reps, json_out);
+    resolve_spec_flags(sf);
 
     if (auto w = ThreadPool::oversubscription_warning(n_threads); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
     ThreadPool pool(n_threads);
@@ -363,7 +353,6 @@ int cmd_bench(int argc, char** argv) {
         auto ids = tok->encode(prompt, true, false);
         std::shared_ptr<const Model> dmodel;
         if (spec.type == SpecType::DRAFT) {
-            if (draft_path.empty()) throw Error("--spec-type draft needs -md");
             dmodel = Model::load(draft_path);
             check_draft_compatible(*tok, *Tokenizer::from_gguf(dmodel->gguf()));
             spec.draft_cost_prior = double(dmodel->weights_bytes()) / wbytes;

@@ -7,10 +7,10 @@
 #include "grammar/grammar.h"
 
 #include "args.h"
-#include "spec/suffix_cache.h"
+#include "speculative/suffix_cache.h"
 #include "commands.h"
 #include "io.h"
-#include "spec/latency.h"
+#include "tandem/latency.h"
 #include "tandem/cpu.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
@@ -53,13 +53,12 @@ std::string process_escapes(const std::string& s) {
 }
 
 struct Options {
-    std::string model, draft_model, prompt, file;
+    std::string model, prompt, file;
     bool have_prompt = false;
     int n_predict = -1, n_ctx = 0, n_ctx_draft = 0, n_threads = 2, n_threads_draft = 0, n_batch = 256;
     SamplerParams sp;
     SpecParams spec;
-    bool spec_type_given = false;
-    int draft_layers = 0;
+    SpecFlags sf{spec};  // -md, --draft-layers and whether --spec-type was given
     std::string suffix_static, suffix_dynamic;  // suffix cache files: read; read and updated
     bool ignore_eos = false, no_bos = false, escape = true, display_prompt = true, json = false;
     std::string grammar;  // GBNF (--grammar, --json-schema, ...): the output is constrained to it
@@ -87,20 +86,11 @@ void add_flags(ArgParser& ap, Options& o) {
     ap.flag({"--no-display-prompt"}, "do not echo the prompt", [&] { o.display_prompt = false; });
     ap.flag({"--json"}, "print one JSON object at the end instead of streaming text", [&] { o.json = true; });
     // speculative decoding
-    ap.add({"-md", "--model-draft", "--spec-draft-model"}, "FNAME", "draft model GGUF", [&](const std::string& v) { o.draft_model = v; });
     ap.add({"-cd", "--ctx-size-draft"}, "N", "draft context size (default: same as -c)", [&](const std::string& v) { o.n_ctx_draft = to_int_in("-cd", v, 0, 1 << 24); });
     ap.add({"-td", "--threads-draft"}, "N", "draft threads (default: same as -t)", [&](const std::string& v) { o.n_threads_draft = to_int_in("-td", v, 1, 1024); });
-    ap.add({"--draft-max", "--draft", "--draft-n", "--spec-draft-n-max"}, "N", "most tokens drafted per round (16)", [&](const std::string& v) { o.spec.n_max = to_int_in("--draft-max", v, 0, 256); });
-    ap.add({"--draft-min", "--draft-n-min", "--spec-draft-n-min"}, "N", "skip verification of shorter drafts (0)", [&](const std::string& v) { o.spec.n_min = to_int_in("--draft-min", v, 0, 256); });
-    ap.add({"--draft-p-min", "--spec-draft-p-min"}, "P", "stop drafting below this draft probability (0.75)", [&](const std::string& v) { o.spec.p_min = to_float_in("--draft-p-min", v, 0.0f, 1.0f); });
-    ap.add({"--draft-adaptive"}, "on|off", "adapt the draft length to acceptance and cost (on)", [&](const std::string& v) { o.spec.adaptive = to_bool("--draft-adaptive", v); });
-    ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self | suffix, or a list (draft,ngram,suffix: the best one each round)", [&](const std::string& v) { set_spec_types(o.spec, v); o.spec_type_given = true; });
     ap.add({"--spec-suffix-file", "-lcd", "--lookup-cache-dynamic"}, "FNAME", "suffix cache file: proposals also come from it, and this generation is added to it", [&](const std::string& v) { o.suffix_dynamic = v; });
     ap.add({"-lcs", "--lookup-cache-static"}, "FNAME", "suffix cache file read but not updated", [&](const std::string& v) { o.suffix_static = v; });
-    add_spec_tree_flags(ap, o.spec);
-    ap.add({"--spec-ngram-n"}, "N", "n-gram length matched for ngram drafting (3)", [&](const std::string& v) { o.spec.ngram_n = to_int_in("--spec-ngram-n", v, 1, 64); });
-    ap.add({"--spec-ngram-m"}, "M", "tokens proposed per n-gram match (16)", [&](const std::string& v) { o.spec.ngram_m = to_int_in("--spec-ngram-m", v, 1, 256); });
-    ap.add({"--draft-layers"}, "K", "self-speculation: layers of the target used as draft (default: half)", [&](const std::string& v) { o.draft_layers = to_int_in("--draft-layers", v, 0, 65536); });
+    add_spec_flags(ap, o.sf);
     ap.add({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "accepted for compatibility; ignored (no GPU backend)", [&](const std::string&) { o.notes.push_back("-ngl (no GPU backend: ignored)"); });
     ap.add({"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, "N", "accepted for compatibility; ignored", [&](const std::string&) { o.notes.push_back("-ngld (no GPU backend: ignored)"); });
 }
@@ -136,9 +126,8 @@ int cmd_generate(int argc, char** argv) {
     if (o.escape && o.file.empty()) prompt = process_escapes(prompt);
     if (o.sp.seed == 0xFFFFFFFF || o.sp.seed == UINT64_MAX)
         o.sp.seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    if (!o.spec_type_given) o.spec.type = o.draft_model.empty() ? SpecType::NONE : SpecType::DRAFT;
-    if (o.spec.type == SpecType::DRAFT && o.draft_model.empty()) throw Error("--spec-type draft needs -md DRAFT.gguf");
-    if (o.spec.type != SpecType::DRAFT && !o.draft_model.empty())
+    resolve_spec_flags(o.sf);
+    if (o.spec.type != SpecType::DRAFT && !o.sf.draft_model.empty())
         throw Error(std::string("-md given with --spec-type ") + spec_type_name(o.spec.type));
     if (o.n_threads < 1 || o.n_threads > 512) throw Error("-t must be between 1 and 512");
     for (const auto& n : o.notes) std::fprintf(stderr, "note: %s\n", n.c_str());
@@ -155,11 +144,11 @@ int cmd_generate(int argc, char** argv) {
 
     std::shared_ptr<const Model> draft_model;
     if (o.spec.type == SpecType::DRAFT) {
-        draft_model = Model::load(o.draft_model);
+        draft_model = Model::load(o.sf.draft_model);
         check_draft_compatible(*tok, *Tokenizer::from_gguf(draft_model->gguf()));
     }
     DraftSetup ds = make_draft(o.spec.type, model, draft_model, o.spec.type == SpecType::DRAFT && o.n_ctx_draft > 0 ? o.n_ctx_draft : target.n_ctx(),
-                               o.n_batch, o.draft_layers, o.spec.type == SpecType::DRAFT && draft_pool ? *draft_pool : pool);
+                               o.n_batch, o.sf.draft_layers, o.spec.type == SpecType::DRAFT && draft_pool ? *draft_pool : pool);
     std::unique_ptr<Session> draft = std::move(ds.session);
     if (draft) o.spec.draft_cost_prior = ds.cost_prior;
 
@@ -169,7 +158,7 @@ int cmd_generate(int argc, char** argv) {
         throw Error(strprintf("the prompt is %zu tokens, which does not fit the context size %d (use -c)", prompt_ids.size(), target.n_ctx()));
 
     if (!o.suffix_static.empty() || !o.suffix_dynamic.empty()) {
-        if (!o.spec_type_given && o.draft_model.empty()) o.spec.type = SpecType::SUFFIX;
+        if (!o.sf.type_given && o.sf.draft_model.empty()) o.spec.type = SpecType::SUFFIX;
         o.spec.suffix = std::make_shared<SuffixCache>();
         if (!o.suffix_static.empty() && !o.spec.suffix->load(o.suffix_static)) throw Error(o.suffix_static + ": no such file");
         if (!o.suffix_dynamic.empty()) o.spec.suffix->load(o.suffix_dynamic);  // created at the end if absent

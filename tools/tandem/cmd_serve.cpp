@@ -18,7 +18,7 @@
 #include "llama_flags.h"
 #include "model/hf_cache.h"
 #include "serve/engine.h"
-#include "spec/suffix_cache.h"
+#include "speculative/suffix_cache.h"
 #include "tandem/thread_pool.h"
 #include "server/http_server.h"
 #include "tandem/error.h"
@@ -44,8 +44,9 @@ std::atomic<bool> g_loaded{false};
 int cmd_serve(int argc, char** argv) {
     server::ServeParams sp;
     server::EngineParams ep;
-    std::string model_path, draft_path;
-    bool spec_type_given = false;
+    std::string model_path;
+    SpecFlags sf{ep.spec};  // -md, --draft-layers and whether --spec-type was given
+    std::string& draft_path = sf.draft_model;
     SuffixCacheParams suffix_params;
     int grace_s = 5;
     std::vector<std::string> notes;
@@ -55,7 +56,6 @@ int cmd_serve(int argc, char** argv) {
                  "       [--api-key KEY | --api-key-file FILE] [--alias NAME] [--chat-template NAME] [-t N] [--queue-max N]\n"
                  "       [--allowed-hosts H,H] [--cors-origins O,O] [--timeout S] [--shutdown-grace S]");
     ap.add({"-m", "--model"}, "FNAME", "target model", [&](const std::string& v) { model_path = v; });
-    ap.add({"-md", "--model-draft", "--spec-draft-model"}, "FNAME", "draft model", [&](const std::string& v) { draft_path = v; });
     ap.add({"-c", "--ctx-size"}, "N", "context per slot (default: model's, at most 4096)", [&](const std::string& v) { ep.n_ctx = to_int_in("-c", v, 0, 1 << 24); });
     ap.add({"-cd", "--ctx-size-draft"}, "N", "draft context per slot", [&](const std::string& v) { ep.n_ctx_draft = to_int_in("-cd", v, 0, 1 << 24); });
     ap.add({"-np", "--parallel"}, "N", "slots (concurrent generations, 1)", [&](const std::string& v) { ep.n_slots = to_int_in("-np", v, 1, 64); });
@@ -87,15 +87,9 @@ int cmd_serve(int argc, char** argv) {
     ap.add({"--cors-origins"}, "O,O", "browser origins allowed besides loopback and same-origin ones ('*': any)", [&](const std::string& v) { sp.cors_origins = split_list(v); });
     ap.add({"-to", "--timeout"}, "S", "seconds a request body and each write may take (60)", [&](const std::string& v) { sp.timeout_s = to_int_in("--timeout", v, 1, 86400); });
     ap.add({"--shutdown-grace"}, "S", "seconds running generations may continue after SIGTERM (5)", [&](const std::string& v) { grace_s = to_int_in("--shutdown-grace", v, 0, 3600); });
-    ap.add({"--draft-max", "--draft", "--draft-n", "--spec-draft-n-max"}, "N", "draft length cap (16)", [&](const std::string& v) { ep.spec.n_max = to_int_in("--draft-max", v, 0, 256); });
-    ap.add({"--draft-min", "--draft-n-min", "--spec-draft-n-min"}, "N", "draft-min (0)", [&](const std::string& v) { ep.spec.n_min = to_int_in("--draft-min", v, 0, 256); });
-    ap.add({"--draft-p-min", "--spec-draft-p-min"}, "P", "draft-p-min (0.75)", [&](const std::string& v) { ep.spec.p_min = to_float_in("--draft-p-min", v, 0.0f, 1.0f); });
-    ap.add({"--draft-adaptive"}, "on|off", "adaptive draft length (on)", [&](const std::string& v) { ep.spec.adaptive = to_bool("--draft-adaptive", v); });
-    ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self | suffix, or a list (draft,ngram,suffix: the best one each round)", [&](const std::string& v) { set_spec_types(ep.spec, v); spec_type_given = true; });
-    add_spec_tree_flags(ap, ep.spec);
+    add_spec_flags(ap, sf);
     ap.add({"--spec-suffix-max-tokens"}, "N", "tokens of finished requests the suffix cache keeps (1048576)", [&](const std::string& v) { suffix_params.max_tokens = size_t(to_int_in("--spec-suffix-max-tokens", v, 0, INT32_MAX)); });
     ap.add({"--spec-suffix-min-prob"}, "P", "suffix proposals stop below this estimated probability (0.1)", [&](const std::string& v) { suffix_params.min_prob = to_float_in("--spec-suffix-min-prob", v, 0.0f, 1.0f); });
-    ap.add({"--draft-layers"}, "K", "self-speculation layers", [&](const std::string& v) { ep.self_draft_layers = to_int_in("--draft-layers", v, 0, 65536); });
     // Sampling flags set the defaults requests start from (as llama-server); -n is also a cap.
     SamplerParams& sd = sp.sampling;
     add_sampling_flags(ap, sd, notes);  // the defaults requests start from (temperature 0.8, top-k 40, ...)
@@ -103,8 +97,6 @@ int cmd_serve(int argc, char** argv) {
     ap.add({"-n", "--predict", "--n-predict"}, "N", "default and largest max_tokens (-1: none)", [&](const std::string& v) { sp.n_predict = std::max(-1, to_int_in("-n", v, -2, INT32_MAX)); });
     ap.add({"-b", "--batch-size", "-ub", "--ubatch-size"}, "N", "prompt tokens per forward chunk (256)", [&](const std::string& v) { ep.n_batch = to_int_in("-b", v, 1, 1 << 16); });
     ap.add({"--prefill-chunk"}, "N", "prompt tokens a slot processes per round while other slots decode (64; 0: a whole prompt at once)", [&](const std::string& v) { ep.prefill_chunk = to_int_in("--prefill-chunk", v, 0, 1 << 16); });
-    ap.add({"--spec-ngram-size-n", "--spec-ngram-simple-size-n"}, "N", "n-gram length matched (3)", [&](const std::string& v) { ep.spec.ngram_n = to_int_in("--spec-ngram-size-n", v, 1, 64); });
-    ap.add({"--spec-ngram-size-m", "--spec-ngram-simple-size-m"}, "M", "tokens proposed per n-gram match (16)", [&](const std::string& v) { ep.spec.ngram_m = to_int_in("--spec-ngram-size-m", v, 1, 256); });
     // Server behaviour
     ap.add({"--chat-template-file"}, "FNAME", "a Jinja chat template file, used instead of the model's", [&](const std::string& v) { sp.chat_template_text = read_file_bytes(v); });
     ap.flag({"--jinja"}, "run the chat template (default)", [&] { sp.jinja = true; });
@@ -160,8 +152,8 @@ int cmd_serve(int argc, char** argv) {
     }
     if (draft_path.empty() && !hf_repo_draft.empty()) draft_path = hf_cached_model(hf_repo_draft, "");
     if (model_path.empty()) throw Error("-m MODEL is required");
-    if (!spec_type_given) ep.spec.type = draft_path.empty() ? SpecType::NONE : SpecType::DRAFT;
-    if (ep.spec.type == SpecType::DRAFT && draft_path.empty()) throw Error("--spec-type draft needs -md");
+    resolve_spec_flags(sf);
+    ep.self_draft_layers = sf.draft_layers;
     sp.http_threads = std::max(16, 2 * (ep.n_slots + ep.queue_max) + 8);
     if (auto w = ThreadPool::oversubscription_warning(ep.n_threads); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
     // Fail before binding on files that cannot be models (a directory, a FIFO, a missing file).

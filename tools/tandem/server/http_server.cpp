@@ -1165,7 +1165,7 @@ HttpServer::HttpServer(const ServeParams& p) : impl_(std::make_unique<Impl>()) {
     Impl& I = *impl_;
     I.p = p;
     bool all_loopback = true;  // Host checks apply when every listening address is a loopback one
-    for (const std::string& h : cli::split_list(p.host)) all_loopback = all_loopback && loopback_address(h);
+    for (const std::string& h : split_list(p.host)) all_loopback = all_loopback && loopback_address(h);
     I.policy = {p.api_key, all_loopback, p.allowed_hosts, p.cors_origins};
     I.add_routes();
     TransportParams tp;
@@ -1182,7 +1182,7 @@ HttpServer::HttpServer(const ServeParams& p) : impl_(std::make_unique<Impl>()) {
 HttpServer::~HttpServer() { stop(); }
 
 void HttpServer::start() {
-    for (const std::string& h : cli::split_list(impl_->p.host))  // llama-server's --host a,b: every address, one port
+    for (const std::string& h : split_list(impl_->p.host))  // llama-server's --host a,b: every address, one port
         impl_->transport->listen(h, impl_->p.port);
     impl_->transport->start();
 }
@@ -1223,7 +1223,7 @@ void HttpServer::set_ready(std::shared_ptr<const Model> model, std::shared_ptr<E
     // --alias A,B,C: A is the id, all are aliases (llama-server); --tags likewise.
     auto split = [](const std::string& v) {
         json out = json::array();
-        for (const std::string& item : cli::split_list(v)) out.push_back(valid_utf8(item));
+        for (const std::string& item : split_list(v)) out.push_back(valid_utf8(item));
         return out;
     };
     I.aliases = split(I.p.alias);
