@@ -181,6 +181,7 @@ class DraftLengthController;
 namespace speculative {
 struct RoundPlan;
 class WalkTarget;
+class Proposer;
 struct GeneratorTesting;
 }  // namespace speculative
 
@@ -291,26 +292,19 @@ private:
     // The tokens allowed after state m (mask_, or null when every token is).
     const uint8_t* allowed_after(const ConstraintState& m, int n_vocab);
     void shift_context();
-    int propose_ngram(int k, std::vector<int32_t>& drafts) const;
-    SpecType cur_type() const { return props_[cur_].type; }
-    bool one_hot_proposals() const { return cur_type() == SpecType::NGRAM || cur_type() == SpecType::SUFFIX; }
+    bool one_hot_proposals() const;
     DraftLengthController& control() const { return *props_[cur_].control; }
     int choose_proposer();  // sets cur_; returns the draft length asked of it (0: a plain round)
-    int propose_model(int k, int max_nodes, std::vector<int32_t>& drafts, std::vector<Distribution>& qs);
-    void add_alternatives(const float* draft_logits, int n_vocab, int32_t skip, const uint8_t* allowed, int depth,
-                          double reach, int k, int max_nodes, const Distribution* q);
 
     Session& target_;
     Session* draft_;
     SpecParams spec_;
     Sampler target_sampler_;
-    Sampler draft_sampler_;
-    struct Proposer { SpecType type; std::unique_ptr<DraftLengthController> control; };
+    // Each proposer (speculative/proposer.h; null for NONE) with its own draft-length controller.
+    struct Proposer { SpecType type; std::unique_ptr<speculative::Proposer> proposer; std::unique_ptr<DraftLengthController> control; };
     std::vector<Proposer> props_;  // spec_.type, then spec_.extra
     size_t cur_ = 0;               // this round's proposer
     std::vector<int32_t> history_;
-    size_t draft_base_ = 0;  // history index of the draft cache's position 0 (see propose_model)
-    static constexpr size_t kDraftWindow = 64;  // tokens of recent history a restarted draft sees
     SpecStats stats_;
     int n_cached_ = 0;
     size_t prefill_pos_ = 0, prefill_end_ = 0;  // history_[pos, end) still to run through the target

@@ -6,6 +6,7 @@
 #include "grammar/grammar.h"
 #include "speculative/constraint.h"
 #include "speculative/draft_control.h"
+#include "speculative/proposer.h"
 #include "speculative/suffix_cache.h"
 #include "speculative/verify.h"
 #include "tandem/error.h"
@@ -20,48 +21,10 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Largest softmax probability of raw logits (temperature 1), used for --draft-p-min as llama.cpp does.
-float top_prob(const float* logits, int n) {
-    float mx = logits[0];
-    for (int i = 1; i < n; i++) mx = std::max(mx, logits[i]);
-    double sum = 0;
-    for (int i = 0; i < n; i++) sum += std::exp(double(logits[i] - mx));
-    return float(1.0 / sum);
-}
-
-// The draft's `max` most probable tokens after `lg` (softmax at temperature 1, as top_prob) other than `skip`,
-// allowed by `allowed` and below `n_target`, most probable first, with their probabilities.
-// Returns the probability of `skip` (0 when skip < 0).
-float top_tokens(const float* lg, int n, int32_t skip, const uint8_t* allowed, int n_target, int max,
-                 std::vector<std::pair<int32_t, float>>& out) {
-    out.clear();
-    float mx = lg[0];
-    for (int i = 1; i < n; i++) mx = std::max(mx, lg[i]);
-    double sum = 0;
-    for (int i = 0; i < n; i++) sum += std::exp(double(lg[i] - mx));
-    for (int i = 0; i < std::min(n, n_target); i++) {
-        if (i == skip || (allowed && !allowed[i])) continue;
-        if (int(out.size()) == max && lg[i] <= out.back().second) continue;
-        if (int(out.size()) == max) out.pop_back();
-        auto at = std::find_if(out.begin(), out.end(), [&](const auto& e) { return lg[i] > e.second; });
-        out.insert(at, {int32_t(i), lg[i]});
-    }
-    for (auto& e : out) e.second = float(std::exp(double(e.second - mx)) / sum);
-    return skip >= 0 && skip < n ? float(std::exp(double(lg[skip] - mx)) / sum) : 0.0f;
-}
-
 }  // namespace
 
-// The draft samples with the request's parameters, minus logit biases for ids its vocabulary lacks.
-static SamplerParams draft_sampling(SamplerParams p, int draft_vocab) {
-    std::erase_if(p.logit_bias, [draft_vocab](const auto& b) { return b.first >= draft_vocab; });
-    return p;
-}
-
 Generator::Generator(Session& target, Session* draft, const SamplerParams& sampling, const SpecParams& spec)
-    : target_(target), draft_(draft), spec_(spec), target_sampler_(sampling, target.n_vocab()),
-      draft_sampler_(draft_sampling(sampling, draft ? draft->n_vocab() : target.n_vocab()), draft ? draft->n_vocab() : target.n_vocab()) {
-    draft_sampler_.reseed(derive_seed(sampling.seed, 1));  // independent of the target stream of seed + 1
+    : target_(target), draft_(draft), spec_(spec), target_sampler_(sampling, target.n_vocab()) {
     plan_ = std::make_unique<speculative::RoundPlan>();
     accept_ = speculative::exact_accept;
     const bool needs_draft = spec.type == SpecType::DRAFT || spec.type == SpecType::SELF;
@@ -90,7 +53,8 @@ Generator::Generator(Session& target, Session* draft, const SamplerParams& sampl
         if (!shape.empty()) c->set_verify_shape(shape);
         SpecCosts known;
         if (spec_.cost_memory && spec_.cost_memory->get(t, &known)) c->seed_costs(known.t1_ms, known.draft_cost, known.verify_slope);
-        props_.push_back({t, std::move(c)});
+        const speculative::ModelProposerSetup setup{draft_, sampling, spec_, target.n_vocab(), target_sampler_.greedy()};
+        props_.push_back({t, speculative::make_proposer(t, setup), std::move(c)});
         stats_.by_proposer.push_back({t});
     }
     stats_.drafted_at.assign(size_t(spec_.n_max), 0);
@@ -98,6 +62,10 @@ Generator::Generator(Session& target, Session* draft, const SamplerParams& sampl
 }
 
 Generator::~Generator() = default;
+
+bool Generator::one_hot_proposals() const {
+    return props_[cur_].proposer && props_[cur_].proposer->one_hot();
+}
 
 void Generator::save_costs() const {
     if (!spec_.cost_memory) return;
@@ -148,10 +116,8 @@ void Generator::shift_context() {
     if (n_discard < 1) return;
     target_.shift(n_keep, n_discard);
     history_.erase(history_.begin() + n_keep, history_.begin() + n_keep + n_discard);
-    if (draft_) {  // the draft re-reads a window of the (new) history at its next proposal
-        draft_->truncate(0);
-        draft_base_ = 0;
-    }
+    for (auto& p : props_)
+        if (p.proposer) p.proposer->on_context_shift();
     stats_.n_context_shifts++;
 }
 
@@ -163,134 +129,6 @@ const int32_t* Generator::prefill_chunk(int max, int* n) const {
 void Generator::prefill_advance(int n) {
     TD_ASSERT(n >= 0 && prefill_pos_ + size_t(n) <= prefill_end_);
     prefill_pos_ += size_t(n);
-}
-
-int Generator::propose_ngram(int k, std::vector<int32_t>& drafts) const {
-    // Prompt lookup: find the most recent earlier occurrence of the last n tokens (n = ngram_n .. 1) and
-    // propose the tokens that followed it.
-    const auto& h = history_;
-    const int len = int(h.size());
-    for (int n = std::min(spec_.ngram_n, len - 1); n >= 1; n--) {
-        for (int start = len - n - 1; start >= 0; start--) {
-            if (!std::equal(h.begin() + start, h.begin() + start + n, h.end() - n)) continue;
-            int from = start + n;
-            int m = std::min({k, spec_.ngram_m, len - from});
-            for (int i = 0; i < m; i++) drafts.push_back(h[size_t(from + i)]);
-            if (m > 0) return m;
-        }
-    }
-    return 0;
-}
-
-void Generator::add_alternatives(const float* lg, int n_vocab, int32_t skip, const uint8_t* allowed, int depth,
-                                 double reach, int k, int max_nodes, const Distribution* q) {
-    const int width = spec_.tree_width - (skip >= 0 ? 1 : 0);  // the chain's own token takes one place
-    if (width < 1) return;
-    thread_local std::vector<std::pair<int32_t, float>> cand;
-    const float p_skip = top_tokens(lg, n_vocab, skip, allowed, target_.n_vocab(), width, cand);
-    // The chance that alternative c is the token taken: the walk reaches its parent (reach), the chain's token
-    // there is rejected (1 - a, measured; 1 where the chain ends), and the target takes c among the rest, for
-    // which the draft's share of what is left, prob(c) / (1 - prob(chain token)), stands in.
-    // That estimate, once the walk is at the parent (pred), is scaled by how often alternatives were actually taken
-    // against how often they were predicted to be (DraftLengthController::alternative_calibration): a poor draft's
-    // second guesses are rarely right, however confident it is.
-    const double miss = skip >= 0 ? 1.0 - control().accept_estimate() : 1.0;
-    const double rest = std::max(1e-6, 1.0 - double(p_skip));
-    const double calibration = control().alternative_calibration();
-    auto pred_of = [&](float prob) { return float(miss * std::min(1.0, prob / rest)); };
-    int count = 0;  // how many pay, the most probable first: once one does not, the rest do not either
-    for (const auto& e : cand) {
-        const int nodes = 1 + k + int(plan_->alts.size()) + count;
-        const double gain = reach * pred_of(e.second) * calibration;
-        // With a fixed draft length (--draft-adaptive off) and sampling, the gate is fixed too, so that seeded
-        // sampling does not depend on measured timings (how many alternatives are drawn changes how the random
-        // streams are used). Greedy output is the same whatever the tree, so greedy runs always price nodes.
-        const bool measured = spec_.adaptive || target_sampler_.greedy();
-        const double threshold = spec_.tree_min_gain >= 0 ? spec_.tree_min_gain
-                                 : measured            ? control().node_threshold(k, nodes)
-                                                       : SpecParams::kFixedTreeMinGain;
-        if (nodes >= max_nodes || gain < threshold || !control().within_cap(k, nodes + 1)) break;
-        count++;
-    }
-    if (!q || q->support.size() <= 1) {  // greedy drafting: the most probable tokens themselves
-        for (int i = 0; i < count; i++) plan_->alts.push_back({cand[size_t(i)].first, depth, false, pred_of(cand[size_t(i)].second)});
-        return;
-    }
-    // Sampled drafting: as many draws without replacement (the count depends on the draft's state only, and a
-    // draw is never discarded for its value, so each one's proposal is exactly q without the earlier ones).
-    std::vector<int32_t> drawn;
-    if (skip >= 0) drawn.push_back(skip);
-    for (int i = 0; i < count; i++) {
-        const Distribution qj = speculative::without(*q, drawn);
-        if (qj.support.empty()) return;
-        const int32_t c = draft_sampler_.draw(qj);
-        if (c >= target_.n_vocab()) return;  // padding id outside the target vocabulary: stop here
-        plan_->alts.push_back({c, depth, true, pred_of(count > 0 ? cand[size_t(std::min<int>(i, int(cand.size()) - 1))].second : 0.0f)});
-        drawn.push_back(c);
-    }
-}
-
-int Generator::propose_model(int k, int max_nodes, std::vector<int32_t>& drafts, std::vector<Distribution>& qs) {
-    Session& d = *draft_;
-    // Bring the draft's cache up to date: it holds history[draft_base_ ..]; keep the common prefix, feed the rest.
-    // For a probe after a long plain stretch (catching up would cost more than the probe is worth), or when its
-    // context is full, the draft restarts on a window of the most recent tokens instead. The draft only
-    // proposes, so this never changes the output; RoPE attention depends on relative positions, so a window
-    // predicts recent continuations about as well as the full history.
-    const size_t n = history_.size();
-    const auto& cached = d.tokens();
-    // A target token the draft's vocabulary lacks (the draft's may be up to 128 shorter) reaches the draft as
-    // token 0: its proposals get a little worse there, the output cannot change (the target verifies).
-    const int32_t d_vocab = d.n_vocab();
-    auto for_draft = [d_vocab](int32_t x) { return x < d_vocab ? x : 0; };
-    size_t keep = 0;
-    while (keep < cached.size() && draft_base_ + keep < n && cached[keep] == for_draft(history_[draft_base_ + keep])) keep++;
-    const size_t window = std::min<size_t>(kDraftWindow, size_t(std::max(1, d.n_ctx() - k - 1)));
-    const size_t lag = n - (draft_base_ + keep);
-    if ((control().probing() && lag > window) || n - draft_base_ + size_t(k) > size_t(d.n_ctx())) {
-        draft_base_ = n > window ? n - window : 0;
-        keep = 0;
-    }
-    if (draft_base_ + keep == n) keep--;  // need logits for the last token: feed it again
-    d.truncate(int(keep));
-    const int room = d.n_ctx() - int(n - draft_base_);
-    if (room < 1) return 0;
-    k = std::min(k, room);
-    std::vector<int32_t> feed(history_.begin() + std::ptrdiff_t(draft_base_ + keep), history_.end());
-    for (int32_t& x : feed) x = for_draft(x);
-    d.decode(feed.data(), int(feed.size()), false);
-    // The drafted tokens are appended to history_ while drafting (the samplers' penalties see them) and
-    // removed again before returning; end_step appends the accepted ones for good.
-    std::unique_ptr<ConstraintState> m = gm_ ? std::make_unique<ConstraintState>(*gm_) : nullptr;
-    // Token tree: alternatives where the draft is unsure, at depth i + 1 (children of chain node i), reached with
-    // probability about a^i (a: the measured acceptance of the chain's tokens).
-    const bool tree = spec_.tree && spec_.tree_width > 1 && max_nodes > k + 1;
-    const double a = control().accept_estimate();
-    double reach = 1.0;
-    for (int i = 0; i < k; i++) {
-        const float* lg = d.last_logits();
-        // A logit bias (or a grammar) may ban every token the draft has (it can have fewer than the target): no
-        // draft then. Under a grammar the draft samples from its constrained distribution, so q is what drew x.
-        const uint8_t* allowed = m ? allowed_after(*m, d.n_vocab()) : nullptr;
-        if (qs.size() <= size_t(i)) qs.emplace_back();
-        if (top_prob(lg, d.n_vocab()) < spec_.p_min) {  // too unsure to go on: the chain ends, alternatives may not
-            if (tree && draft_sampler_.try_distribution(lg, history_, qs[size_t(i)], allowed))
-                add_alternatives(lg, d.n_vocab(), -1, allowed, i + 1, reach, k, max_nodes, &qs[size_t(i)]);
-            break;
-        }
-        if (!draft_sampler_.try_distribution(lg, history_, qs[size_t(i)], allowed)) break;
-        int32_t x = draft_sampler_.draw(qs[size_t(i)]);
-        if (tree) add_alternatives(lg, d.n_vocab(), x, allowed, i + 1, reach, k, max_nodes, &qs[size_t(i)]);
-        reach *= a;
-        if (x >= target_.n_vocab()) break;  // padding id outside the target vocabulary
-        if (m && !m->advance(*constraint_, x)) break;
-        drafts.push_back(x);
-        history_.push_back(x);
-        if (m && std::find(constraint_->eog.begin(), constraint_->eog.end(), x) != constraint_->eog.end()) break;
-        if (i + 1 < k) d.decode(&x, 1, false);
-    }
-    history_.resize(n);
-    return int(drafts.size());
 }
 
 namespace {
@@ -361,17 +199,15 @@ bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) {
     std::vector<int32_t>& drafts = plan_->chain;
     auto t0 = std::chrono::steady_clock::now();
     if (k > 0) {
-        if (one_hot_proposals()) {
-            if (cur_type() == SpecType::NGRAM) propose_ngram(k, drafts);
-            else spec_.suffix->propose(history_, k, drafts);
-            if (gm_) {  // never propose what the grammar forbids: cut at the first such token
-                ConstraintState m = *gm_;
-                size_t ok = 0;
-                while (ok < drafts.size() && m.advance(*constraint_, drafts[ok])) ok++;
-                drafts.resize(ok);
-            }
-        } else {
-            propose_model(k, std::min(spec_.tree_nodes, room), drafts, q_);
+        speculative::ConstraintView cv;
+        if (gm_) cv = {constraint_.get(), gm_.get(), memo_.get(), &mask_};
+        speculative::ProposeRound round{history_, k, std::min(spec_.tree_nodes, room), cv, control(), *plan_, q_};
+        props_[cur_].proposer->propose(round);
+        if (gm_ && one_hot_proposals()) {  // never propose what the grammar forbids: cut at the first such token
+            ConstraintState m = *gm_;
+            size_t ok = 0;
+            while (ok < drafts.size() && m.advance(*constraint_, drafts[ok])) ok++;
+            drafts.resize(ok);
         }
         if (int(drafts.size()) < spec_.n_min) plan_->clear();
         plan_->drop_orphans();  // an alternative hangs from the chain node before it (cut chains drop the deeper ones)

@@ -633,10 +633,11 @@ test('tool calls: OpenAI and Anthropic SDKs, tool_choice required/named/none, st
       }
       assert.equal(finish, 'tool_calls');
       assert.deepEqual(acc, [{ name: 'get_weather', arguments: call.function.arguments }]);
-      // in pieces, as OpenAI sends them; with speculation a round's accepted tokens come as one delta, and one
-      // round of self-drafting (its length chosen from measured timings) may hold all of these short arguments
-      if (srv === plain) assert.ok(nArgDeltas > 1, 'the arguments stream in pieces, as OpenAI sends them');
-      else assert.ok(nArgDeltas >= 1, 'the arguments stream');
+      // How many pieces depends on timing here: a delta carries the tokens generated since the last write (a
+      // loaded machine, or a speculative round, gives several at once, and these arguments are short). That
+      // arguments stream as they grow is checked deterministically in test_serve.cpp (ChatAnswerParser fed
+      // 4 bytes at a time).
+      assert.ok(nArgDeltas >= 1, 'the arguments stream');
       // required: some tool, with valid arguments
       const req = await client.chat.completions.create({ model: 'x', messages, tools, tool_choice: 'required', parallel_tool_calls: false, max_tokens: 300 });
       assert.ok(req.choices[0].message.tool_calls?.length >= 1, JSON.stringify(req.choices[0]));

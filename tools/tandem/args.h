@@ -53,6 +53,7 @@ void add_sampling_flags(ArgParser& ap, SamplerParams& sp, std::vector<std::strin
 // --spec-tree-width, --spec-tree-nodes, --spec-tree-min-gain: a fixed threshold instead of the measured one; 0:
 // every alternative the caps allow) and --spec-latency throughput|steady (SpecParams::max_round_cost).
 struct SpecFlags {
+    explicit SpecFlags(SpecParams& s) : spec(s) {}
     SpecParams& spec;
     std::string draft_model;  // -md
     int draft_layers = 0;     // --draft-layers (0: half the target's)
