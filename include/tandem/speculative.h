@@ -177,22 +177,15 @@ struct SpecStats {
     double mean_accepted_length() const { return n_rounds ? double(n_generated) / n_rounds : 0.0; }
 };
 
-class DraftLengthController;
 namespace speculative {
-struct RoundPlan;
-class WalkTarget;
-class Proposer;
 struct GeneratorTesting;
 }  // namespace speculative
 
 namespace grammar {
 struct Grammar;
 class VocabTrie;
-class Matcher;
-struct MaskMemo;
 struct TriggerSpec;
 }  // namespace grammar
-class ConstraintState;
 
 // Structured output: every emitted token keeps the text inside a grammar's language (src/grammar/grammar.h).
 // Immutable and shared; the trie and pieces describe the target vocabulary and are built once per server.
@@ -253,7 +246,7 @@ public:
     void start_deferred(const std::vector<int32_t>& prompt);
     const int32_t* prefill_chunk(int max, int* n) const;
     void prefill_advance(int n);
-    bool prefill_pending() const { return prefill_pos_ < prefill_end_; }
+    bool prefill_pending() const;
 
     // One round. Appends at least one token to `out` unless the context is full (then returns false and
     // appends nothing). max_tokens bounds how many tokens this round may emit (>= 1).
@@ -270,15 +263,13 @@ public:
     void end_step(std::vector<int32_t>& out, double t_target_ms, std::vector<TokenLogprob>* logprobs = nullptr,
                   int n_top = 0);
     // The tree shape of the batch begin_step filled (Session::DecodeRequest::parents), null when it is a chain.
-    const int32_t* batch_parents() const { return parents_.empty() ? nullptr : parents_.data(); }
-    // A target pass of this round was run by the caller: the walk's view of it (verify.h).
-    class TargetView;
+    const int32_t* batch_parents() const;
 
-    const std::vector<int32_t>& history() const { return history_; }  // prompt + emitted tokens
-    const SpecStats& stats() const { return stats_; }
+    const std::vector<int32_t>& history() const;  // prompt + emitted tokens
+    const SpecStats& stats() const;
     // Prompt tokens start() found already in the target's cache (not computed again).
-    int n_cached() const { return n_cached_; }
-    const SpecParams& spec() const { return spec_; }
+    int n_cached() const;
+    const SpecParams& spec() const;
     // Stores every proposer's measured costs in spec().cost_memory (if any), for the generations after this one.
     void save_costs() const;
     // Constrains the output from now on (call before start): the target's distribution at every position is
@@ -288,40 +279,13 @@ public:
     // the constrained target alone would give (greedy: the same tokens; sampling: the same distribution).
     void set_constraint(std::shared_ptr<const OutputConstraint> c);
 
-private:
-    // The tokens allowed after state m (mask_, or null when every token is).
-    const uint8_t* allowed_after(const ConstraintState& m, int n_vocab);
-    void shift_context();
-    bool one_hot_proposals() const;
-    DraftLengthController& control() const { return *props_[cur_].control; }
-    int choose_proposer();  // sets cur_; returns the draft length asked of it (0: a plain round)
+    // The orchestration's state and steps (src/speculative/generator_impl.h): proposers and their controllers,
+    // the round plan, the history, the constraint state, the statistics.
+    struct Impl;
 
-    Session& target_;
-    Session* draft_;
-    SpecParams spec_;
-    Sampler target_sampler_;
-    // Each proposer (speculative/proposer.h; null for NONE) with its own draft-length controller.
-    struct Proposer { SpecType type; std::unique_ptr<speculative::Proposer> proposer; std::unique_ptr<DraftLengthController> control; };
-    std::vector<Proposer> props_;  // spec_.type, then spec_.extra
-    size_t cur_ = 0;               // this round's proposer
-    std::vector<int32_t> history_;
-    SpecStats stats_;
-    int n_cached_ = 0;
-    size_t prefill_pos_ = 0, prefill_end_ = 0;  // history_[pos, end) still to run through the target
-    size_t prompt_size_ = 0;
-    std::vector<Distribution> q_;  // the draft's distribution at each chain depth of this round
-    // The round's chain and token-tree alternatives, between begin_step and end_step (speculative/verify.h owns
-    // their node numbering), and the parents of the batch's nodes when it is a tree.
-    std::unique_ptr<speculative::RoundPlan> plan_;
-    std::vector<int32_t> parents_;
-    // The verification rule (speculative::exact_accept; tests inject wrong ones, speculative/testing.h).
-    bool (*accept_)(double a, speculative::WalkTarget& t);
+private:
+    std::unique_ptr<Impl> im_;
     friend struct speculative::GeneratorTesting;
-    struct Pending { int requested = 0; int n_past = 0; double t_draft_ms = 0; } pending_;
-    std::shared_ptr<const OutputConstraint> constraint_;
-    std::unique_ptr<ConstraintState> gm_;  // the constraint's state after history_ (when constrained)
-    std::unique_ptr<grammar::MaskMemo> memo_;  // states and masks met so far in this generation
-    std::vector<uint8_t> mask_;
 };
 
 // Checks that a draft vocabulary can stand in for the target's: same tokenizer model and pre-tokenizer, same

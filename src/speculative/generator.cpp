@@ -9,6 +9,7 @@
 #include "speculative/proposer.h"
 #include "speculative/suffix_cache.h"
 #include "speculative/verify.h"
+#include "speculative/generator_impl.h"
 #include "tandem/error.h"
 #include "tandem/session.h"
 #include "tandem/speculative.h"
@@ -23,10 +24,8 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-Generator::Generator(Session& target, Session* draft, const SamplerParams& sampling, const SpecParams& spec)
+Generator::Impl::Impl(Session& target, Session* draft, const SamplerParams& sampling, const SpecParams& spec)
     : target_(target), draft_(draft), spec_(spec), target_sampler_(sampling, target.n_vocab()) {
-    plan_ = std::make_unique<speculative::RoundPlan>();
-    accept_ = speculative::exact_accept;
     const bool needs_draft = spec.type == SpecType::DRAFT || spec.type == SpecType::SELF;
     if (needs_draft && !draft) throw Error(std::string("speculative type '") + spec_type_name(spec.type) + "' needs a draft session");
     if (!needs_draft) draft_ = nullptr;
@@ -61,13 +60,11 @@ Generator::Generator(Session& target, Session* draft, const SamplerParams& sampl
     stats_.accepted_at.assign(size_t(spec_.n_max), 0);
 }
 
-Generator::~Generator() = default;
-
-bool Generator::one_hot_proposals() const {
+bool Generator::Impl::one_hot_proposals() const {
     return props_[cur_].proposer && props_[cur_].proposer->one_hot();
 }
 
-void Generator::save_costs() const {
+void Generator::Impl::save_costs() const {
     if (!spec_.cost_memory) return;
     for (const auto& p : props_) {
         const DraftLengthController& c = *p.control;
@@ -76,17 +73,17 @@ void Generator::save_costs() const {
     }
 }
 
-void Generator::set_constraint(std::shared_ptr<const OutputConstraint> c) {
+void Generator::Impl::set_constraint(std::shared_ptr<const OutputConstraint> c) {
     constraint_ = std::move(c);
     gm_ = constraint_ ? std::make_unique<ConstraintState>(*constraint_) : nullptr;
     memo_ = constraint_ ? std::make_unique<grammar::MaskMemo>() : nullptr;
 }
 
-const uint8_t* Generator::allowed_after(const ConstraintState& m, int n_vocab) {
+const uint8_t* Generator::Impl::allowed_after(const ConstraintState& m, int n_vocab) {
     return m.allowed(*constraint_, *memo_, mask_, n_vocab);
 }
 
-void Generator::start_deferred(const std::vector<int32_t>& prompt) {
+void Generator::Impl::start_deferred(const std::vector<int32_t>& prompt) {
     if (prompt.empty()) throw Error("empty prompt");
     if (int(prompt.size()) > target_.n_ctx())
         throw Error(strprintf("prompt is %zu tokens, longer than the context (%d)", prompt.size(), target_.n_ctx()));
@@ -101,13 +98,13 @@ void Generator::start_deferred(const std::vector<int32_t>& prompt) {
     prompt_size_ = prompt.size();
 }
 
-void Generator::start(const std::vector<int32_t>& prompt) {
+void Generator::Impl::start(const std::vector<int32_t>& prompt) {
     start_deferred(prompt);
     if (prefill_pending()) target_.decode(history_.data() + prefill_pos_, int(prefill_end_ - prefill_pos_), false);
     prefill_pos_ = prefill_end_;
 }
 
-void Generator::shift_context() {
+void Generator::Impl::shift_context() {
     // As llama-server: keep the first n_keep tokens, forget half of the rest (the oldest), move the others down.
     const int n_past = target_.n_past();
     const int want = spec_.n_keep < 0 ? int(prompt_size_) : spec_.n_keep;  // -1: the whole prompt
@@ -121,12 +118,12 @@ void Generator::shift_context() {
     stats_.n_context_shifts++;
 }
 
-const int32_t* Generator::prefill_chunk(int max, int* n) const {
+const int32_t* Generator::Impl::prefill_chunk(int max, int* n) const {
     *n = int(std::min<size_t>(size_t(std::max(1, max)), prefill_end_ - prefill_pos_));
     return prefill_pending() ? history_.data() + prefill_pos_ : nullptr;
 }
 
-void Generator::prefill_advance(int n) {
+void Generator::Impl::prefill_advance(int n) {
     TD_ASSERT(n >= 0 && prefill_pos_ + size_t(n) <= prefill_end_);
     prefill_pos_ += size_t(n);
 }
@@ -154,7 +151,7 @@ TokenLogprob logprob_of(const float* logits, int n_vocab, int32_t id, int n_top)
 
 }  // namespace
 
-bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<TokenLogprob>* logprobs, int n_top) {
+bool Generator::Impl::step(std::vector<int32_t>& out, int max_tokens, std::vector<TokenLogprob>* logprobs, int n_top) {
     std::vector<int32_t> batch;
     if (!begin_step(max_tokens, batch)) return false;
     auto t0 = std::chrono::steady_clock::now();
@@ -164,7 +161,7 @@ bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<Toke
     return true;
 }
 
-int Generator::choose_proposer() {
+int Generator::Impl::choose_proposer() {
     cur_ = 0;
     if (props_.size() == 1) return props_[0].control->next();
     // Every proposer's controller says what it would draft (and keeps its own probing schedule); the one with the
@@ -184,7 +181,7 @@ int Generator::choose_proposer() {
     return best_k;
 }
 
-bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) {
+bool Generator::Impl::begin_step(int max_tokens, std::vector<int32_t>& batch) {
     TD_ASSERT(!prefill_pending());
     TD_ASSERT(!history_.empty() && max_tokens >= 1);
     if (spec_.context_shift && target_.n_ctx() - target_.n_past() < 2) shift_context();
@@ -195,13 +192,13 @@ bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) {
 
     int k = choose_proposer();
     k = std::min({k, room - 1, max_tokens - 1});
-    plan_->clear();
-    std::vector<int32_t>& drafts = plan_->chain;
+    plan_.clear();
+    std::vector<int32_t>& drafts = plan_.chain;
     auto t0 = std::chrono::steady_clock::now();
     if (k > 0) {
         speculative::ConstraintView cv;
         if (gm_) cv = {constraint_.get(), gm_.get(), memo_.get(), &mask_};
-        speculative::ProposeRound round{history_, k, std::min(spec_.tree_nodes, room), cv, control(), *plan_, q_};
+        speculative::ProposeRound round{history_, k, std::min(spec_.tree_nodes, room), cv, control(), plan_, q_};
         props_[cur_].proposer->propose(round);
         if (gm_ && one_hot_proposals()) {  // never propose what the grammar forbids: cut at the first such token
             ConstraintState m = *gm_;
@@ -209,19 +206,19 @@ bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) {
             while (ok < drafts.size() && m.advance(*constraint_, drafts[ok])) ok++;
             drafts.resize(ok);
         }
-        if (int(drafts.size()) < spec_.n_min) plan_->clear();
-        plan_->drop_orphans();  // an alternative hangs from the chain node before it (cut chains drop the deeper ones)
+        if (int(drafts.size()) < spec_.n_min) plan_.clear();
+        plan_.drop_orphans();  // an alternative hangs from the chain node before it (cut chains drop the deeper ones)
     }
     pending_ = {std::max(k, 0), n_past, ms_since(t0)};
-    plan_->batch(history_.back(), batch, parents_);
+    plan_.batch(history_.back(), batch, parents_);
     return true;
 }
 
 // The walk's view of the target pass the caller ran: the sampler's distribution at each node given the accepted
 // tokens (appended to history_ as they are accepted) and, under a grammar, the constraint state they lead to.
-class Generator::TargetView final : public speculative::WalkTarget {
+class Generator::Impl::TargetView final : public speculative::WalkTarget {
 public:
-    TargetView(Generator& g, ConstraintState* m) : g_(g), m_(m) {}
+    TargetView(Impl& g, ConstraintState* m) : g_(g), m_(m) {}
     void distribution(int node, Distribution& p) override {
         // under a grammar: the target's distribution conditioned on what the grammar allows after the text so far
         g_.target_sampler_.distribution(g_.target_.logits(node), g_.history_, p,
@@ -235,12 +232,12 @@ public:
     int32_t draw(const Distribution& p) override { return g_.target_sampler_.draw(p); }
 
 private:
-    Generator& g_;
+    Impl& g_;
     ConstraintState* m_;
 };
 
-void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vector<TokenLogprob>* logprobs, int n_top) {
-    const speculative::RoundPlan& plan = *plan_;
+void Generator::Impl::end_step(std::vector<int32_t>& out, double t_target_ms, std::vector<TokenLogprob>* logprobs, int n_top) {
+    const speculative::RoundPlan& plan = plan_;
     const int nd = plan.n_chain(), na = int(plan.alts.size());
     const int n_nodes = plan.n_nodes();
     const int n_past = pending_.n_past;
@@ -305,5 +302,29 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
         control().observe(k, nd, accepted, t_draft, t_target, n_nodes);
     }
 }
+
+// The public interface: forwarders to the Impl.
+Generator::Generator(Session& target, Session* draft, const SamplerParams& sampling, const SpecParams& spec)
+    : im_(std::make_unique<Impl>(target, draft, sampling, spec)) {}
+Generator::~Generator() = default;
+void Generator::start(const std::vector<int32_t>& prompt) { im_->start(prompt); }
+void Generator::start_deferred(const std::vector<int32_t>& prompt) { im_->start_deferred(prompt); }
+const int32_t* Generator::prefill_chunk(int max, int* n) const { return im_->prefill_chunk(max, n); }
+void Generator::prefill_advance(int n) { im_->prefill_advance(n); }
+bool Generator::prefill_pending() const { return im_->prefill_pending(); }
+bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<TokenLogprob>* logprobs, int n_top) {
+    return im_->step(out, max_tokens, logprobs, n_top);
+}
+bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) { return im_->begin_step(max_tokens, batch); }
+void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vector<TokenLogprob>* logprobs, int n_top) {
+    im_->end_step(out, t_target_ms, logprobs, n_top);
+}
+const int32_t* Generator::batch_parents() const { return im_->parents_.empty() ? nullptr : im_->parents_.data(); }
+const std::vector<int32_t>& Generator::history() const { return im_->history_; }
+const SpecStats& Generator::stats() const { return im_->stats_; }
+int Generator::n_cached() const { return im_->n_cached_; }
+const SpecParams& Generator::spec() const { return im_->spec_; }
+void Generator::save_costs() const { im_->save_costs(); }
+void Generator::set_constraint(std::shared_ptr<const OutputConstraint> c) { im_->set_constraint(std::move(c)); }
 
 }  // namespace tandem
