@@ -18,7 +18,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             auto ids = tok->encode("Hello world <s> \xE4\xB8\x96", true, true);
             (void)tok->decode(ids);
         }
-    } catch (const tandem::Error&) {
-    }
+    } catch (const tandem::Error&) {}
     return 0;
 }

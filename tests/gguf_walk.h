@@ -8,8 +8,21 @@
 namespace tandem::test {
 
 struct GgufField {
-    enum Kind { MAGIC, VERSION, N_TENSORS, N_KV, STR_LEN, VALUE_TYPE, ARRAY_TYPE, ARRAY_LEN, SCALAR,
-                N_DIMS, DIM, TENSOR_TYPE, TENSOR_OFFSET } kind;
+    enum Kind {
+        MAGIC,
+        VERSION,
+        N_TENSORS,
+        N_KV,
+        STR_LEN,
+        VALUE_TYPE,
+        ARRAY_TYPE,
+        ARRAY_LEN,
+        SCALAR,
+        N_DIMS,
+        DIM,
+        TENSOR_TYPE,
+        TENSOR_OFFSET
+    } kind;
     size_t offset;
     size_t size;
 };
@@ -23,13 +36,31 @@ inline size_t scalar_size(uint32_t t) {
 inline std::vector<GgufField> walk_gguf(const std::string& b, size_t* header_end = nullptr) {
     std::vector<GgufField> out;
     size_t o = 0;
-    auto u32 = [&](size_t at) { uint32_t v; std::memcpy(&v, b.data() + at, 4); return v; };
-    auto u64 = [&](size_t at) { uint64_t v; std::memcpy(&v, b.data() + at, 8); return v; };
-    auto field = [&](GgufField::Kind k, size_t sz) { out.push_back({k, o, sz}); o += sz; };
-    auto str = [&] { uint64_t n = u64(o); field(GgufField::STR_LEN, 8); o += n; };
+    auto u32 = [&](size_t at) {
+        uint32_t v;
+        std::memcpy(&v, b.data() + at, 4);
+        return v;
+    };
+    auto u64 = [&](size_t at) {
+        uint64_t v;
+        std::memcpy(&v, b.data() + at, 8);
+        return v;
+    };
+    auto field = [&](GgufField::Kind k, size_t sz) {
+        out.push_back({k, o, sz});
+        o += sz;
+    };
+    auto str = [&] {
+        uint64_t n = u64(o);
+        field(GgufField::STR_LEN, 8);
+        o += n;
+    };
     std::vector<uint32_t> stack;
     auto value = [&](auto& self, uint32_t t) -> void {
-        if (t == 8) { str(); return; }
+        if (t == 8) {
+            str();
+            return;
+        }
         if (t == 9) {
             uint32_t et = u32(o);
             field(GgufField::ARRAY_TYPE, 4);

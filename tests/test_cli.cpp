@@ -38,7 +38,8 @@ TEST(Cli, GenerateJsonMatchesReferenceGreedy) {
 TEST(Cli, SpeculativeJsonCarriesStatisticsAndSameText) {
     json plain = run_json("-m " + stories() + " -p 'Tom and Lily went to the park' -n 64 --temp 0");
     json spec = run_json("-m " + stories() + " -md " + stories() +
-                         " -p 'Tom and Lily went to the park' -n 64 --temp 0 --draft-max 8 --draft-min 2 --draft-p-min 0 --draft-adaptive off");
+                         " -p 'Tom and Lily went to the park' -n 64 --temp 0 --draft-max 8 --draft-min 2 --draft-p-min "
+                         "0 --draft-adaptive off");
     EXPECT_EQ(spec["tokens"], plain["tokens"]);
     const json& s = spec["spec"];
     for (const char* k : {"type", "n_draft", "n_predict", "n_drafted", "n_accept", "accept", "mean_accepted_length",
@@ -49,21 +50,26 @@ TEST(Cli, SpeculativeJsonCarriesStatisticsAndSameText) {
     EXPECT_GT(s["n_drafted"].get<int>(), 0);
     EXPECT_EQ(s["n_accept"], s["n_drafted"]);  // the model as its own draft
     EXPECT_DOUBLE_EQ(s["accept"].get<double>(), 100.0);
-    json ngram = run_json("-m " + stories() + " --spec-type ngram --spec-ngram-n 2 -p 'Tom and Lily went to the park' -n 64 --temp 0");
+    json ngram = run_json("-m " + stories() +
+                          " --spec-type ngram --spec-ngram-n 2 -p 'Tom and Lily went to the park' -n 64 --temp 0");
     EXPECT_EQ(ngram["tokens"], plain["tokens"]);
-    json self = run_json("-m " + stories() + " --spec-type self --draft-layers 3 -p 'Tom and Lily went to the park' -n 64 --temp 0");
+    json self = run_json("-m " + stories() +
+                         " --spec-type self --draft-layers 3 -p 'Tom and Lily went to the park' -n 64 --temp 0");
     EXPECT_EQ(self["tokens"], plain["tokens"]);
 }
 
 // --grammar / -j (llama-cli and llama-speculative's flags): the output is constrained, the same with speculation.
 TEST(Cli, GrammarAndJsonSchemaConstrainTheOutput) {
-    const std::string g = " -p 'Once upon a time' -n 40 --temp 0 --grammar 'root ::= \" The answer is \" (\"yes\" | \"no\") \".\"'";
+    const std::string g =
+        " -p 'Once upon a time' -n 40 --temp 0 --grammar 'root ::= \" The answer is \" (\"yes\" | \"no\") \".\"'";
     json plain = run_json("-m " + stories() + g);
     EXPECT_TRUE(plain["text"] == " The answer is yes." || plain["text"] == " The answer is no.") << plain["text"];
     EXPECT_EQ(plain["stop_reason"], "eos");
     json spec = run_json("-m " + stories() + " -md " + stories() + " --draft-p-min 0 --draft-adaptive off" + g);
     EXPECT_EQ(spec["tokens"], plain["tokens"]);
-    json js = run_json("-m " + stories() + " -p x -n 60 --temp 0 -j '{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"boolean\"}}, \"required\": [\"a\"]}'");
+    json js = run_json("-m " + stories() +
+                       " -p x -n 60 --temp 0 -j '{\"type\": \"object\", \"properties\": {\"a\": {\"type\": "
+                       "\"boolean\"}}, \"required\": [\"a\"]}'");
     const json doc = json::parse(js["text"].get<std::string>());
     EXPECT_TRUE(doc["a"].is_boolean()) << js["text"];
 }
@@ -71,10 +77,11 @@ TEST(Cli, GrammarAndJsonSchemaConstrainTheOutput) {
 TEST(Cli, LlamaSpeculativeStatisticsLines) {
     std::string out;
     int rc = tandem::test::run_command(tandem::test::tandem_bin() + " generate -m " + stories() + " -md " + stories() +
-                                           " -p hello -n 16 --temp 0 -ngl 99 -ngld 99 -td 1 -cd 512", &out);
+                                           " -p hello -n 16 --temp 0 -ngl 99 -ngld 99 -td 1 -cd 512",
+                                       &out);
     ASSERT_EQ(rc, 0) << out;
-    for (const char* line : {"encoded ", "decoded ", "n_draft   = 16", "n_predict = 16", "n_drafted = ", "n_accept  = ",
-                             "accept    = ", "ignored"})
+    for (const char* line : {"encoded ", "decoded ", "n_draft   = 16", "n_predict = 16",
+                             "n_drafted = ", "n_accept  = ", "accept    = ", "ignored"})
         EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
 }
 
@@ -84,25 +91,31 @@ TEST(Cli, PromptFromFileAndSamplingFlags) {
     json a = run_json("-m " + stories() + " -f " + path + " -n 8 --temp 0");
     json b = run_json("-m " + stories() + " -p 'Once upon a time' -n 8 --temp 0");
     EXPECT_EQ(a["tokens"], b["tokens"]);
-    const std::string flags = " -p 'Once upon a time' -n 16 --temp 0.9 --top-k 20 --top-p 0.9 --min-p 0.02 --repeat-penalty 1.1 "
-                              "--samplers 'top_k;top_p;min_p;temperature' -s 7";
+    const std::string flags =
+        " -p 'Once upon a time' -n 16 --temp 0.9 --top-k 20 --top-p 0.9 --min-p 0.02 --repeat-penalty 1.1 "
+        "--samplers 'top_k;top_p;min_p;temperature' -s 7";
     json c = run_json("-m " + stories() + flags);
     json d = run_json("-m " + stories() + flags);
     EXPECT_EQ(c["tokens"], d["tokens"]);  // same seed, same output
 }
 
 TEST(Cli, ErrorsExitNonZeroWithAMessage) {
-    struct Case { std::string args; std::string needle; };
+    struct Case {
+        std::string args;
+        std::string needle;
+    };
     std::vector<Case> cases = {
         {"generate -m " + stories() + " -p hi --bogus", "unknown argument '--bogus'"},
         {"generate -m " + stories() + " -p hi -n abc", "not an integer"},
         {"generate -p hi", "-m MODEL is required"},
         {"generate -m /nonexistent.gguf -p hi", "/nonexistent.gguf"},
-        {"generate -m " + stories() + " -c 8 -p 'Once upon a time there was a little girl named Lily'", "does not fit the context"},
+        {"generate -m " + stories() + " -c 8 -p 'Once upon a time there was a little girl named Lily'",
+         "does not fit the context"},
         {"generate -m " + stories() + " -p hi --spec-type draft", "needs -md"},
         {"generate -m " + stories() + " -p hi --samplers bogus", "unknown sampler"},
         {"generate -m " + stories() + " -p hi --grammar 'root ::= foo'", "rule 'foo' is not defined"},
-        {"generate -m " + stories() + " -p hi -j '{\"type\": \"string\", \"pattern\": \"a\"}'", "'pattern' is not supported"},
+        {"generate -m " + stories() + " -p hi -j '{\"type\": \"string\", \"pattern\": \"a\"}'",
+         "'pattern' is not supported"},
         {"tokenize -m " + stories(), "exactly one of -p TEXT or -f FILE"},
         {"quantize " + stories() + " /tmp/x.gguf Q9_9", "unknown quantization type"},
         {"nosuchcommand", "unknown command"},
@@ -120,8 +133,13 @@ TEST(Cli, TokenizeIdsAndFileBytesExactly) {
     const std::string path = tandem::test::temp_dir() + "/tok.txt";
     tandem::test::write_file(path, "Hello world\n");
     std::string a, b;
-    ASSERT_EQ(tandem::test::run_command(tandem::test::tandem_bin() + " tokenize -m " + stories() + " -f " + path + " --ids --no-special", &a), 0);
-    ASSERT_EQ(tandem::test::run_command(tandem::test::tandem_bin() + " tokenize -m " + stories() + " -p 'Hello world' --ids --no-special", &b), 0);
+    ASSERT_EQ(tandem::test::run_command(
+                  tandem::test::tandem_bin() + " tokenize -m " + stories() + " -f " + path + " --ids --no-special", &a),
+              0);
+    ASSERT_EQ(
+        tandem::test::run_command(
+            tandem::test::tandem_bin() + " tokenize -m " + stories() + " -p 'Hello world' --ids --no-special", &b),
+        0);
     json ja = json::parse(a), jb = json::parse(b);
     EXPECT_EQ(ja.size(), jb.size() + 1);  // the trailing newline is tokenized, not stripped
     std::string info;
@@ -136,12 +154,18 @@ TEST(Cli, TokenizeWorksForByteLevelBpeVocabs) {
         const std::string text_file = tandem::test::temp_dir() + "/bpe-" + vocab + ".txt";
         tandem::test::write_file(text_file, "Hello world! 3333 \xe4\xb8\x96\xe7\x95\x8c  tabs\tand\nnewlines");
         std::string out;
-        ASSERT_EQ(tandem::test::run_command(tandem::test::tandem_bin() + " tokenize -m " + path + " -f " + text_file +
-                                                " --ids --no-special", &out, false), 0) << vocab;
+        ASSERT_EQ(tandem::test::run_command(
+                      tandem::test::tandem_bin() + " tokenize -m " + path + " -f " + text_file + " --ids --no-special",
+                      &out, false),
+                  0)
+            << vocab;
         json ids = json::parse(out);
         ASSERT_GT(ids.size(), 5u) << vocab;
         std::string info;
-        ASSERT_EQ(tandem::test::run_command(tandem::test::tandem_bin() + " tokenize -m " + path + " -f " + text_file + " --no-special", &info), 0);
+        ASSERT_EQ(
+            tandem::test::run_command(
+                tandem::test::tandem_bin() + " tokenize -m " + path + " -f " + text_file + " --no-special", &info),
+            0);
         EXPECT_NE(info.find(std::to_string(ids.size()) + " tokens"), std::string::npos) << info;
     }
 }
@@ -162,7 +186,8 @@ TEST(Cli, BenchJsonHasOneObjectPerTestInLlamaBenchShape) {
     for (const char* t : {"pp16", "tg8", "vb1", "vb2"}) {
         ASSERT_TRUE(by_test.count(t)) << t << "\n" << out;
         const json& r = by_test[t];
-        for (const char* k : {"model", "type", "n_threads", "avg_ts", "stddev_ts", "gbps", "bw_fraction"}) EXPECT_TRUE(r.contains(k)) << t << " " << k;
+        for (const char* k : {"model", "type", "n_threads", "avg_ts", "stddev_ts", "gbps", "bw_fraction"})
+            EXPECT_TRUE(r.contains(k)) << t << " " << k;
         EXPECT_EQ(r["model"], "stories260K.gguf");
         EXPECT_EQ(r["type"], "F32");
         EXPECT_EQ(r["n_threads"], 1);
@@ -196,7 +221,8 @@ TEST(Cli, ServePortOutOfRangeIsRefused) {
     // --port 83808 used to bind 18272 (the value modulo 65536): a different port than asked, silently. (`timeout`:
     // a server that starts anyway is stopped and the test fails instead of hanging.)
     std::string out;
-    int rc = tandem::test::run_command("timeout 20 " + tandem::test::tandem_bin() + " serve -m " + stories() + " --port 83808", &out);
+    int rc = tandem::test::run_command(
+        "timeout 20 " + tandem::test::tandem_bin() + " serve -m " + stories() + " --port 83808", &out);
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find("--port"), std::string::npos) << out;
     EXPECT_NE(out.find("out of range (0 to 65535)"), std::string::npos) << out;
@@ -212,7 +238,10 @@ TEST(Cli, InputsThatCannotBeHonouredAreRefused) {
     ::unlink(fifo.c_str());
     ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
     tandem::test::write_file(dir + "/empty.key", "\n");
-    struct Case { std::string args; std::string needle; };
+    struct Case {
+        std::string args;
+        std::string needle;
+    };
     const std::string m = " -m " + stories();
     std::vector<Case> cases = {
         {"serve" + m + " --api-key ''", "--api-key: the key is empty"},
@@ -235,13 +264,17 @@ TEST(Cli, InputsThatCannotBeHonouredAreRefused) {
         {"bench" + m + " -r 0", "'-r': 0 is out of range"},
         {"quantize " + stories() + " " + dir + "/x.gguf Q8_0 --keep-layers 0", "'--keep-layers': 0 is out of range"},
         // one speculative setup for all three commands (issue 11): K must be below the layer count everywhere
-        {"generate" + m + " -p hi -n 4 --spec-type self --draft-layers 5", "--draft-layers 5 must be below the target's 5 layers"},
-        {"bench" + m + " -p 0 -n 0 -r 1 --spec-type self --draft-layers 9", "--draft-layers 9 must be below the target's 5 layers"},
-        {"serve" + m + " --port 0 --spec-type self --draft-layers 5", "--draft-layers 5 must be below the target's 5 layers"},
+        {"generate" + m + " -p hi -n 4 --spec-type self --draft-layers 5",
+         "--draft-layers 5 must be below the target's 5 layers"},
+        {"bench" + m + " -p 0 -n 0 -r 1 --spec-type self --draft-layers 9",
+         "--draft-layers 9 must be below the target's 5 layers"},
+        {"serve" + m + " --port 0 --spec-type self --draft-layers 5",
+         "--draft-layers 5 must be below the target's 5 layers"},
     };
     for (const auto& c : cases) {
         std::string out;
-        int rc = tandem::test::run_command("timeout 20 " + tandem::test::tandem_bin() + " " + c.args + " </dev/null", &out);
+        int rc =
+            tandem::test::run_command("timeout 20 " + tandem::test::tandem_bin() + " " + c.args + " </dev/null", &out);
         EXPECT_EQ(rc, 1) << c.args << "\n" << out;
         EXPECT_NE(out.find(c.needle), std::string::npos) << c.args << "\n" << out;
     }
@@ -253,7 +286,8 @@ TEST(Cli, MoreThreadsThanCpusWarns) {
     const int n = tandem::ThreadPool::available_cpus() + 1;
     std::string out;
     int rc = tandem::test::run_command("timeout 60 " + tandem::test::tandem_bin() + " generate -m " + stories() +
-                                       " -p 'Once upon a time' -n 16 --temp 0 -t " + std::to_string(n), &out);
+                                           " -p 'Once upon a time' -n 16 --temp 0 -t " + std::to_string(n),
+                                       &out);
     EXPECT_EQ(rc, 0) << out;
     EXPECT_NE(out.find("warning: " + std::to_string(n) + " threads on"), std::string::npos) << out;
     tandem::ThreadPool pool(n);

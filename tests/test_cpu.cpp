@@ -11,8 +11,8 @@
 using namespace tandem;
 
 TEST(Cpu, LevelNamesRoundTripAndUnknownNamesAreRefused) {
-    for (CpuLevel l : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512, CpuLevel::AvxVnni, CpuLevel::Avx512Vnni, CpuLevel::Neon,
-                       CpuLevel::Dotprod, CpuLevel::I8mm})
+    for (CpuLevel l : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512, CpuLevel::AvxVnni, CpuLevel::Avx512Vnni,
+                       CpuLevel::Neon, CpuLevel::Dotprod, CpuLevel::I8mm})
         EXPECT_EQ(parse_cpu_level(cpu_level_name(l)), l);
     try {
         parse_cpu_level("avx3");

@@ -14,14 +14,14 @@ using namespace tandem;
 namespace {
 
 struct Sim {
-    double t1 = 100.0;           // ms per plain target step
-    double draft_step = 20.0;    // ms per drafted token
+    double t1 = 100.0;  // ms per plain target step
+    double draft_step = 20.0;  // ms per drafted token
     double verify_slope = 10.0;  // ms per extra verified token
     std::function<double(int)> verify;  // if set: ms of a target pass over n tokens (replaces t1 + slope)
     // Runs `rounds` rounds; accept(k) returns how many of k drafted tokens are accepted. Returns time per token
     // relative to plain decoding.
-    double run(DraftLengthController& c, int rounds, const std::function<int(int)>& accept, int* drafted_rounds = nullptr,
-               int* max_k = nullptr, std::vector<double>* round_ms = nullptr) {
+    double run(DraftLengthController& c, int rounds, const std::function<int(int)>& accept,
+               int* drafted_rounds = nullptr, int* max_k = nullptr, std::vector<double>* round_ms = nullptr) {
         double time = 0;
         int tokens = 0;
         for (int r = 0; r < rounds; r++) {
@@ -45,7 +45,8 @@ TEST(DraftControl, UselessDraftCostsAlmostNothing) {
     Sim sim;
     DraftLengthController c(16, 0, true, 0.2);
     int drafted = 0;
-    double rel = sim.run(c, 1000, [](int) { return 0; }, &drafted);
+    double rel = sim.run(
+        c, 1000, [](int) { return 0; }, &drafted);
     std::printf("[ useless draft ] time per token %.3fx plain, %d of 1000 rounds drafted\n", rel, drafted);
     EXPECT_LT(rel, 1.05);
     DraftLengthController fixed(16, 0, false, 0.2);
@@ -58,7 +59,8 @@ TEST(DraftControl, PerfectDraftIsUsedAtFullLength) {
     Sim sim;
     DraftLengthController c(16, 0, true, 0.2);
     int max_k = 0;
-    double rel = sim.run(c, 200, [](int k) { return k; }, nullptr, &max_k);
+    double rel = sim.run(
+        c, 200, [](int k) { return k; }, nullptr, &max_k);
     std::printf("[ perfect draft ] time per token %.3fx plain, longest draft %d\n", rel, max_k);
     EXPECT_EQ(max_k, 16);
     EXPECT_LT(rel, 0.5);
@@ -69,7 +71,8 @@ TEST(DraftControl, ProbingFindsAcceptanceAgain) {
     DraftLengthController c(8, 0, true, 0.2);
     sim.run(c, 300, [](int) { return 0; });  // the draft is useless for a while...
     int drafted = 0;
-    double rel = sim.run(c, 600, [](int k) { return k; }, &drafted);  // ...then becomes perfect
+    double rel = sim.run(
+        c, 600, [](int k) { return k; }, &drafted);  // ...then becomes perfect
     std::printf("[ draft recovers ] time per token %.3fx plain, %d of 600 rounds drafted\n", rel, drafted);
     EXPECT_GT(drafted, 300);  // the next probe comes within 256 plain rounds; from then on every round drafts
     EXPECT_LT(rel, 0.6);
@@ -125,7 +128,10 @@ TEST(DraftControl, LearnsThatMoeVerificationCostsMore) {
         for (int k = 1; k <= 16; k++) {
             DraftLengthController fixed(k, 0, false, 0.03);
             const double rel = sim.run(fixed, 3000, accept_fn(7));
-            if (rel < best_fixed) { best_fixed = rel; best_k = k; }
+            if (rel < best_fixed) {
+                best_fixed = rel;
+                best_k = k;
+            }
         }
         DraftLengthController c(16, 0, true, 0.03);
         if (which == 1) {  // what the generator gives an MoE target's controller: Model::bytes_per_pass ratios
@@ -152,8 +158,9 @@ TEST(DraftControl, LearnsThatMoeVerificationCostsMore) {
         }
         const double rel = time / tokens / cost(1);
         mean_k[which] = double(sum_k) / n;
-        std::printf("[ %s target ] adaptive: %.3fx plain time per token, mean draft length %.1f; best fixed length %d: %.3fx\n",
-                    which == 0 ? "dense" : "MoE", rel, mean_k[which], best_k, best_fixed);
+        std::printf(
+            "[ %s target ] adaptive: %.3fx plain time per token, mean draft length %.1f; best fixed length %d: %.3fx\n",
+            which == 0 ? "dense" : "MoE", rel, mean_k[which], best_k, best_fixed);
         EXPECT_LT(rel, best_fixed * 1.05) << (which == 0 ? "dense" : "MoE");
         which++;
     }
@@ -182,7 +189,9 @@ TEST(DraftControl, SteadyLatencyBoundsEveryRound) {
         double rel = sim.run(c, 1000, accept, nullptr, nullptr, &rounds);
         std::vector<double> tail(rounds.begin() + 20, rounds.end());  // after the first measurements
         const double worst = *std::max_element(tail.begin(), tail.end()) / sim.t1;
-        std::printf("[ acceptance 0.85, round cost cap %.1f ] time per token %.3fx plain, longest round %.2f plain steps\n", cap, rel, worst);
+        std::printf(
+            "[ acceptance 0.85, round cost cap %.1f ] time per token %.3fx plain, longest round %.2f plain steps\n",
+            cap, rel, worst);
         EXPECT_LT(rel, 0.9);
         if (cap > 0) EXPECT_LE(worst, cap + 1e-9);
         else EXPECT_GT(worst, 2.0);

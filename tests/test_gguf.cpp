@@ -33,13 +33,27 @@ void copy_gguf(const GgufFile& src, const std::string& dst, const std::string& d
 TEST(Gguf, WriterReaderRoundTripEveryValueType) {
     const std::string path = test::temp_dir() + "/roundtrip.gguf";
     GgufWriter w;
-    GgufValue u8; u8.type = GgufType::UINT8; u8.u = 200;
-    GgufValue i8; i8.type = GgufType::INT8; i8.i = -100;
-    GgufValue u16; u16.type = GgufType::UINT16; u16.u = 60000;
-    GgufValue i16; i16.type = GgufType::INT16; i16.i = -30000;
-    GgufValue u64; u64.type = GgufType::UINT64; u64.u = 1ull << 40;
-    GgufValue i64; i64.type = GgufType::INT64; i64.i = -(1ll << 40);
-    GgufValue f64; f64.type = GgufType::FLOAT64; f64.f = 3.25;
+    GgufValue u8;
+    u8.type = GgufType::UINT8;
+    u8.u = 200;
+    GgufValue i8;
+    i8.type = GgufType::INT8;
+    i8.i = -100;
+    GgufValue u16;
+    u16.type = GgufType::UINT16;
+    u16.u = 60000;
+    GgufValue i16;
+    i16.type = GgufType::INT16;
+    i16.i = -30000;
+    GgufValue u64;
+    u64.type = GgufType::UINT64;
+    u64.u = 1ull << 40;
+    GgufValue i64;
+    i64.type = GgufType::INT64;
+    i64.i = -(1ll << 40);
+    GgufValue f64;
+    f64.type = GgufType::FLOAT64;
+    f64.f = 3.25;
     w.set("a.u8", u8);
     w.set("a.i8", i8);
     w.set("a.u16", u16);
@@ -127,6 +141,4 @@ TEST(Gguf, MissingTensorMetadataAndShapeMismatchAreNamed) {
     EXPECT_NO_THROW(Model::load(dir + "/copy.gguf"));
 }
 
-TEST(Gguf, MissingFileIsAnError) {
-    EXPECT_THROW(GgufFile::open("/nonexistent/model.gguf"), Error);
-}
+TEST(Gguf, MissingFileIsAnError) { EXPECT_THROW(GgufFile::open("/nonexistent/model.gguf"), Error); }

@@ -32,7 +32,8 @@ void expect_refused(const std::string& bytes, const std::string& what) {
     EXPECT_EQ(msg.rfind("corrupt.gguf", 0), 0u) << "error does not name the file: " << msg;
 }
 
-template <typename T> std::string patched(std::string b, size_t off, T v) {
+template <typename T>
+std::string patched(std::string b, size_t off, T v) {
     std::memcpy(b.data() + off, &v, sizeof(T));
     return b;
 }
@@ -80,11 +81,15 @@ TEST_F(Corrupt, FlippedCountsTypesAndLengths) {
                 expect_refused(patched<uint32_t>(good, f.offset, 1), "version 1");
                 expect_refused(patched<uint32_t>(good, f.offset, 4), "version 4");
                 break;
-            case K::N_TENSORS: case K::N_KV: case K::STR_LEN: case K::ARRAY_LEN:
+            case K::N_TENSORS:
+            case K::N_KV:
+            case K::STR_LEN:
+            case K::ARRAY_LEN:
                 expect_refused(patched<uint64_t>(good, f.offset, ~0ull), "count ~0");
                 expect_refused(patched<uint64_t>(good, f.offset, 1ull << 40), "count 2^40");
                 break;
-            case K::VALUE_TYPE: case K::ARRAY_TYPE:
+            case K::VALUE_TYPE:
+            case K::ARRAY_TYPE:
                 expect_refused(patched<uint32_t>(good, f.offset, 13), "value type 13");
                 expect_refused(patched<uint32_t>(good, f.offset, 0xFFFFFFFF), "value type ~0");
                 break;
@@ -138,7 +143,10 @@ TEST_F(Corrupt, RandomByteFlipsNeverCrash) {
 
 TEST_F(Corrupt, CommandLineExitsNonZeroWithMessage) {
     const std::string dir = test::temp_dir();
-    struct Case { std::string name; std::string bytes; };
+    struct Case {
+        std::string name;
+        std::string bytes;
+    };
     std::vector<Case> cases = {
         {"empty", ""},
         {"magic", patched<uint32_t>(good, 0, 0x12345678)},
@@ -147,7 +155,10 @@ TEST_F(Corrupt, CommandLineExitsNonZeroWithMessage) {
         {"huge-kv-count", patched<uint64_t>(good, 16, ~0ull)},
     };
     for (const auto& f : fields)
-        if (f.kind == test::GgufField::TENSOR_TYPE) { cases.push_back({"bad-type", patched<uint32_t>(good, f.offset, 77)}); break; }
+        if (f.kind == test::GgufField::TENSOR_TYPE) {
+            cases.push_back({"bad-type", patched<uint32_t>(good, f.offset, 77)});
+            break;
+        }
     for (const auto& c : cases) {
         std::string path = dir + "/" + c.name + ".gguf";
         test::write_file(path, c.bytes);
@@ -170,7 +181,7 @@ TEST(GgufAlignment, TensorsTheLoaderCannotReadAlignedAreRefused) {
         w.set("general.architecture", GgufValue::of_str("llama"));
         w.set("general.alignment", GgufValue::of_u32(1));
         w.set("general.name", GgufValue::of_str(std::string(size_t(pad), 'x')));
-        w.add_tensor("b", TensorType::F32, {4});     // at the start of the data section
+        w.add_tensor("b", TensorType::F32, {4});  // at the start of the data section
         w.add_tensor("a", TensorType::Q8_0, {32});  // 16 bytes later
         w.begin(path);
         std::vector<uint8_t> q(34, 0), f(16, 0);

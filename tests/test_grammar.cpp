@@ -53,10 +53,10 @@ TEST(Grammar, AcceptsExactlyTheLanguage) {
     // invalid UTF-8 is never text
     EXPECT_FALSE(prefix_ok("root ::= .*", "\xff"));
     EXPECT_TRUE(prefix_ok("root ::= .*", "a\xe2\x82"));  // cut in the middle of a code point: may go on
-    EXPECT_FALSE(matches("root ::= .*", "a\xe2\x82"));    // but is not a complete text
-    EXPECT_FALSE(prefix_ok("root ::= .*", "a\x82"));       // a continuation byte without its lead
-    EXPECT_FALSE(prefix_ok("root ::= [a-z]*", "\xc3"));    // no accepted code point starts with C3
-    EXPECT_FALSE(prefix_ok("root ::= \"{\"", "\xf0"));      // F0 and E0 begin code points >= U+10000, >= U+0800
+    EXPECT_FALSE(matches("root ::= .*", "a\xe2\x82"));  // but is not a complete text
+    EXPECT_FALSE(prefix_ok("root ::= .*", "a\x82"));  // a continuation byte without its lead
+    EXPECT_FALSE(prefix_ok("root ::= [a-z]*", "\xc3"));  // no accepted code point starts with C3
+    EXPECT_FALSE(prefix_ok("root ::= \"{\"", "\xf0"));  // F0 and E0 begin code points >= U+10000, >= U+0800
     EXPECT_FALSE(prefix_ok("root ::= \"{\"", "\xe0"));
     EXPECT_TRUE(prefix_ok("root ::= \"😀\"", "\xf0\x9f"));
     {  // a character arriving in two pieces (two byte tokens)
@@ -100,7 +100,8 @@ TEST(Grammar, VocabularyMasksEqualTokenByTokenMatching) {
         VocabTrie trie(pieces);
         auto g = parse_gbnf(kJson);
         MaskMemo memo;
-        for (const std::string prefix : {"", "{", "{\"na", "{\"name\": [1", "{\"a\": \"é", "{\"a\": 1}", "{\"a\": \"\xc3"}) {
+        for (const std::string prefix :
+             {"", "{", "{\"na", "{\"name\": [1", "{\"a\": \"é", "{\"a\": 1}", "{\"a\": \"\xc3"}) {
             Matcher m(g);
             ASSERT_TRUE(m.accept_bytes(prefix)) << prefix;
             std::vector<uint8_t> allowed, memoized;
@@ -118,8 +119,8 @@ TEST(Grammar, VocabularyMasksEqualTokenByTokenMatching) {
                     want = t.accept_bytes(pieces[size_t(id)]);
                 }
                 n_allowed += allowed[size_t(id)];
-                ASSERT_EQ(allowed[size_t(id)] != 0, want) << vocab << " after '" << prefix << "': token " << id << " '"
-                                                          << pieces[size_t(id)] << "'";
+                ASSERT_EQ(allowed[size_t(id)] != 0, want)
+                    << vocab << " after '" << prefix << "': token " << id << " '" << pieces[size_t(id)] << "'";
             }
             EXPECT_GT(n_allowed, 0) << vocab << " after '" << prefix << "'";
         }
@@ -171,7 +172,7 @@ TEST(LazyGrammar, TriggersStartTheGrammarAtTheirFirstByte) {
     EXPECT_EQ(scan(llama, {" \n ", "{\"", "name\": \"f\""}, &at), "{\"name\": \"f\"");  // leading blanks skipped
     EXPECT_EQ(at, 2);
     EXPECT_EQ(scan(llama, {"Here: {\"name\": 1}"}), "-");  // not at the start
-    EXPECT_EQ(scan(llama, {"{\"nam", "e2\""}), "-");         // diverged: the answer is text from then on
+    EXPECT_EQ(scan(llama, {"{\"nam", "e2\""}), "-");  // diverged: the answer is text from then on
     EXPECT_EQ(scan(llama, {"{", "\"x\"", "{\"name\""}), "-");
     EXPECT_EQ(scan(llama, {"call <|python", "_tag|>{}"}), "<|python_tag|>{}");
     TriggerSpec think_then_start = llama;
@@ -194,17 +195,25 @@ TEST(LazyGrammar, MasksEqualTokenByTokenAdvancing) {
         spec->think_open = "<think>";
         spec->think_close = "</think>";
         // after the trigger: no letter e, and a call must be closed
-        auto c = cv.constrain(parse_gbnf(R"(root ::= (" the" [a-df-z ,.]{1,40}) | ("<tool_call>" [0-9]+ "</tool_call>") | ("{\"a\"" [0-9]*))"), spec);
+        auto c = cv.constrain(
+            parse_gbnf(
+                R"(root ::= (" the" [a-df-z ,.]{1,40}) | ("<tool_call>" [0-9]+ "</tool_call>") | ("{\"a\"" [0-9]*))"),
+            spec);
         MaskMemo memo;
         int n_refused = 0, n_checked = 0, n_prefixes = 0;
-        for (const std::string prefix : {"", "  ", "Once upon a time", "Once upon a time,", "x <tool", "{", "{\"", "Once upon a time the", "<tool_call>12", "<think>a the </thi", "<think>x</think>\n{"}) {
+        for (const std::string prefix :
+             {"", "  ", "Once upon a time", "Once upon a time,", "x <tool", "{", "{\"", "Once upon a time the",
+              "<tool_call>12", "<think>a the </thi", "<think>x</think>\n{"}) {
             ConstraintState st(*c);
             // feed the prefix a byte at a time through single-byte tokens, where the vocabulary has them
             bool fed = true;
             for (char ch : prefix) {
                 const std::string b(1, ch);
                 auto it = std::find(c->pieces->begin(), c->pieces->end(), b);
-                if (it == c->pieces->end()) { fed = false; break; }
+                if (it == c->pieces->end()) {
+                    fed = false;
+                    break;
+                }
                 ASSERT_TRUE(st.advance(*c, int32_t(it - c->pieces->begin()))) << prefix;
             }
             if (!fed) continue;
@@ -215,7 +224,8 @@ TEST(LazyGrammar, MasksEqualTokenByTokenAdvancing) {
                 ConstraintState t = st;
                 const bool want = t.advance(*c, id);
                 const bool got = allowed ? allowed[id] != 0 : true;
-                ASSERT_EQ(got, want) << vocab << " after '" << prefix << "': token " << id << " '" << (*c->pieces)[size_t(id)] << "'";
+                ASSERT_EQ(got, want) << vocab << " after '" << prefix << "': token " << id << " '"
+                                     << (*c->pieces)[size_t(id)] << "'";
                 n_refused += !want;
                 n_checked++;
             }
@@ -250,25 +260,35 @@ TEST(JsonSchema, GrammarAcceptsValidDocumentsAndRefusesOthers) {
     const Case cases[] = {
         {R"({"type": "object", "properties": {"name": {"type": "string", "minLength": 1}, "age": {"type": "integer"},
              "email": {"type": "string"}}, "required": ["name", "age"], "additionalProperties": false})",
-         {R"({"name": "Ann", "age": 31})", R"({"name":"Ann","age":-2,"email":"a@b"})", "{\n  \"name\": \"é\",\n  \"age\": 0\n}"},
-         {R"({"name": "Ann"})", R"({"age": 3, "name": "Ann"})", R"({"name": "", "age": 3})", R"({"name": "A", "age": "3"})",
-          R"({"name": "A", "age": 3, "x": 1})", R"({"name": "A", "age": 3.5})"}},
+         {R"({"name": "Ann", "age": 31})", R"({"name":"Ann","age":-2,"email":"a@b"})",
+          "{\n  \"name\": \"é\",\n  \"age\": 0\n}"},
+         {R"({"name": "Ann"})", R"({"age": 3, "name": "Ann"})", R"({"name": "", "age": 3})",
+          R"({"name": "A", "age": "3"})", R"({"name": "A", "age": 3, "x": 1})", R"({"name": "A", "age": 3.5})"}},
         {R"({"enum": ["red", "green", 3, null]})", {R"("red")", "3", "null"}, {R"("blue")", "4"}},
         {R"({"const": {"a": [1, true]}})", {R"({"a":[1,true]})"}, {R"({"a": [1, true]})"}},
-        {R"({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3})", {"[1]", "[1, 2, 3]"}, {"[]", "[1,2,3,4]", "[1.5]"}},
+        {R"({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3})",
+         {"[1]", "[1, 2, 3]"},
+         {"[]", "[1,2,3,4]", "[1.5]"}},
         {R"({"type": "array", "prefixItems": [{"type": "string"}, {"type": "boolean"}], "items": false})",
-         {"[]", R"(["a"])", R"(["a", true])"}, {R"([true])", R"(["a", true, 1])"}},
+         {"[]", R"(["a"])", R"(["a", true])"},
+         {R"([true])", R"(["a", true, 1])"}},
         {R"({"items": [{"type": "integer"}]})", {"[]", "[ -3000 ]"}, {"[1, 2]", R"(["a"])"}},  // draft 4's tuple form
         {R"({"type": ["string", "null"]})", {R"("x")", "null"}, {"1"}},
         {R"({"anyOf": [{"type": "integer"}, {"type": "object", "properties": {"k": {"type": "boolean"}}}]})",
-         {"12", "{}", R"({"k": false})"}, {R"({"k": 1})", R"("s")"}},
+         {"12", "{}", R"({"k": false})"},
+         {R"({"k": 1})", R"("s")"}},
         {R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
              "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v", "children"]}}, "$ref": "#/$defs/node"})",
-         {R"({"v": 1, "children": [{"v": 2, "children": []}]})"}, {R"({"v": 1, "children": [{"v": 2}]})"}},
-        {R"({"type": "object", "properties": {"a": {}, "b": {"type": "number"}}})", {"{}", R"({"a": [1, {}]})", R"({"b": 2})", R"({"a": 1, "b": 2})"},
+         {R"({"v": 1, "children": [{"v": 2, "children": []}]})"},
+         {R"({"v": 1, "children": [{"v": 2}]})"}},
+        {R"({"type": "object", "properties": {"a": {}, "b": {"type": "number"}}})",
+         {"{}", R"({"a": [1, {}]})", R"({"b": 2})", R"({"a": 1, "b": 2})"},
          {R"({"b": "x"})", R"({"c": 1})"}},
-        {R"({"type": "object", "additionalProperties": {"type": "integer"}})", {"{}", R"({"x": 1, "y": 2})"}, {R"({"x": "1"})"}},
-        {R"({"type": "string", "format": "date-time"})", {R"("2026-11-30T15:04:05Z")", R"("2026-01-02T03:04:05.123+01:00")"},
+        {R"({"type": "object", "additionalProperties": {"type": "integer"}})",
+         {"{}", R"({"x": 1, "y": 2})"},
+         {R"({"x": "1"})"}},
+        {R"({"type": "string", "format": "date-time"})",
+         {R"("2026-11-30T15:04:05Z")", R"("2026-01-02T03:04:05.123+01:00")"},
          {R"("2026-13-01T00:00:00Z")", R"("yesterday")"}},
         {R"({"type": "string", "format": "uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"}, {R"("123e4567")"}},
     };
@@ -292,10 +312,12 @@ TEST(JsonSchema, KeywordsThatWouldBeIgnoredAreRefused) {
     for (const char* s : {R"({"type": "string", "pattern": "^a+$"})", R"({"type": "integer", "minimum": 0})",
                           R"({"not": {"type": "string"}})", R"({"type": "array", "uniqueItems": true})",
                           R"({"type": "string", "format": "email"})", R"({"$ref": "https://example.com/s.json"})",
-                          R"({"$ref": "#/$defs/missing"})", R"({"type": "object", "required": ["a"]})", R"({"type": "integer", "items": {}})"}) {
+                          R"({"$ref": "#/$defs/missing"})", R"({"type": "object", "required": ["a"]})",
+                          R"({"type": "integer", "items": {}})"}) {
         EXPECT_THROW(json_schema_to_gbnf(nlohmann::ordered_json::parse(s)), Error) << s;
     }
-    EXPECT_NO_THROW(json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"title": "T", "description": "d", "type": "string"})")));
+    EXPECT_NO_THROW(
+        json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"title": "T", "description": "d", "type": "string"})")));
 }
 
 // A request's grammar cannot exhaust the stack or memory: deep nesting, huge repetitions and explosive

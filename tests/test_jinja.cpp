@@ -51,20 +51,26 @@ TEST(Jinja, ExpressionsAndOutputFollowTheReference) {
     EXPECT_EQ(render("{{ true }} {{ none }}|{{ undefined_var }}|{{ 1.0 }} {{ [1, 'a'] }} {{ {'k': none} }}"),
               "true ||1.0 [1, \"a\"] {\"k\": null}");
     EXPECT_EQ(render("{{ 'a' ~ 1 ~ true }} {{ 'x' + 2 }}"), "a1true x2");
-    EXPECT_EQ(render("{{ 'b' in 'abc' }} {{ 2 in [1, 2] }} {{ 'k' in {'k': 1} }} {{ 'z' not in 'abc' }}"), "true true true true");
-    EXPECT_EQ(render("{{ x is defined }} {{ x is not defined }} {{ none is none }} {{ 'a' is string }}"), "false true true true");
+    EXPECT_EQ(render("{{ 'b' in 'abc' }} {{ 2 in [1, 2] }} {{ 'k' in {'k': 1} }} {{ 'z' not in 'abc' }}"),
+              "true true true true");
+    EXPECT_EQ(render("{{ x is defined }} {{ x is not defined }} {{ none is none }} {{ 'a' is string }}"),
+              "false true true true");
     EXPECT_EQ(render("{{ 'yes' if 0 else 'no' }} {{ 1 and 'b' }} {{ 0 or [] }}"), "no b []");
     EXPECT_EQ(render("{{ 'hello'[1:3] }} {{ 'hello'[::-1] }} {{ [1,2,3][-1] }} {{ 'hé'|length }}"), "el olleh 3 2");
     EXPECT_EQ(render("{{ x == none }} {{ 1 == 1.0 }} {{ '1' == 1 }}"), "true true true");  // JavaScript's ==
 }
 
 TEST(Jinja, StatementsLoopsMacrosNamespaces) {
-    EXPECT_EQ(render("{% for x in xs %}{{ loop.index }}{{ x }}{% if not loop.last %},{% endif %}{% endfor %}", R"({"xs": ["a", "b"]})"),
+    EXPECT_EQ(render("{% for x in xs %}{{ loop.index }}{{ x }}{% if not loop.last %},{% endif %}{% endfor %}",
+                     R"({"xs": ["a", "b"]})"),
               "1a,2b");
     EXPECT_EQ(render("{% for x in [] %}x{% else %}empty{% endfor %}"), "empty");
     EXPECT_EQ(render("{% for x in [1,2,3,4] if x is even %}{{ x }}{% endfor %}"), "24");
-    EXPECT_EQ(render("{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}", R"({"d": {"b": 1, "a": 2}})"), "b=1;a=2;");
-    EXPECT_EQ(render("{% for x in [1,2,3] %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 3 %}{% break %}{% endif %}{{ x }}{% endfor %}"), "1");
+    EXPECT_EQ(render("{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}", R"({"d": {"b": 1, "a": 2}})"),
+              "b=1;a=2;");
+    EXPECT_EQ(render("{% for x in [1,2,3] %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 3 %}{% break %}{% endif "
+                     "%}{{ x }}{% endfor %}"),
+              "1");
     EXPECT_EQ(render("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}"), "1");  // loop scope
     EXPECT_EQ(render("{% set ns = namespace(x=1) %}{% for i in [1] %}{% set ns.x = 2 %}{% endfor %}{{ ns.x }}"), "2");
     EXPECT_EQ(render("{% macro m(a, b='B') %}[{{ a }}{{ b }}]{% endmacro %}{{ m(1) }}{{ m(1, b=2) }}"), "[1B][12]");
@@ -79,15 +85,19 @@ TEST(Jinja, FiltersAndMethods) {
     EXPECT_EQ(render("{{ {'b': 1, 'a': 2}|tojson(separators=(',', ':'), sort_keys=true) }}"), R"({"a":2,"b":1})");
     EXPECT_EQ(render("{{ '  x  '|trim }}|{{ ' y '.strip() }}|{{ 'a,b'.split(',') }}|{{ 'aXbX'.replace('X', '-', 1) }}"),
               "x|y|[\"a\", \"b\"]|a-bX");
-    EXPECT_EQ(render("{{ ['a','b']|join(', ') }} {{ [3,1,2]|sort|first }} {{ [1,2]|last }} {{ x|default('d') }} {{ [1,1,2]|unique|length }}"),
+    EXPECT_EQ(render("{{ ['a','b']|join(', ') }} {{ [3,1,2]|sort|first }} {{ [1,2]|last }} {{ x|default('d') }} {{ "
+                     "[1,1,2]|unique|length }}"),
               "a, b 1 2 d 2");
     EXPECT_EQ(render("{{ ms|selectattr('role', 'equalto', 'user')|map(attribute='c')|join }}",
                      R"({"ms": [{"role": "user", "c": "1"}, {"role": "x", "c": "2"}, {"role": "user", "c": "3"}]})"),
               "13");
     EXPECT_EQ(render("{{ ms|rejectattr('t')|length }}", R"({"ms": [{"t": true}, {"t": false}, {}]})"), "2");
-    EXPECT_EQ(render("{{ 'a\nb'|indent(2) }}|{{ 'ab'.startswith(('x', 'a')) }}|{{ 'hi there'|title }}|{{ '3'|int + 1 }}"),
-              "a\n  b|true|Hi There|4");
-    EXPECT_EQ(render("{{ d.get('x', 5) }} {{ d|dictsort|first|first }} {{ d|items|length }}", R"({"d": {"b": 1, "a": 2}})"), "5 a 2");
+    EXPECT_EQ(
+        render("{{ 'a\nb'|indent(2) }}|{{ 'ab'.startswith(('x', 'a')) }}|{{ 'hi there'|title }}|{{ '3'|int + 1 }}"),
+        "a\n  b|true|Hi There|4");
+    EXPECT_EQ(
+        render("{{ d.get('x', 5) }} {{ d|dictsort|first|first }} {{ d|items|length }}", R"({"d": {"b": 1, "a": 2}})"),
+        "5 a 2");
     EXPECT_EQ(render("{{ range(3)|list }} {{ 2.5|round }} {{ -3|abs }}"), "[0, 1, 2] 3.0 3");
 }
 
@@ -102,8 +112,10 @@ TEST(Jinja, ErrorsNameTheLineAndConstruct) {
     };
     EXPECT_NE(message("a\n{% with x = 1 %}{% endwith %}").find("line 2: unknown statement"), std::string::npos);
     EXPECT_NE(message("{% if x %}never closed").find("'if' is not closed"), std::string::npos);
-    EXPECT_NE(message("{{ raise_exception('Only user and assistant roles') }}").find("Only user and assistant roles"), std::string::npos);
-    EXPECT_NE(message("{{ x|nosuchfilter }}", R"({"x": "s"})").find("unknown filter 'nosuchfilter'"), std::string::npos);
+    EXPECT_NE(message("{{ raise_exception('Only user and assistant roles') }}").find("Only user and assistant roles"),
+              std::string::npos);
+    EXPECT_NE(message("{{ x|nosuchfilter }}", R"({"x": "s"})").find("unknown filter 'nosuchfilter'"),
+              std::string::npos);
     EXPECT_NE(message("\n\n{{ undefined_fn() }}").find("line 3"), std::string::npos);
 }
 
@@ -121,7 +133,7 @@ TEST(Jinja, RealTemplatesRenderLikeHuggingFaceJinja) {
     const char* env = std::getenv("TANDEM_CHAT_TEMPLATES");
     const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "/root";
     const std::string dir = env && *env ? env : home + "/.cache/tandem/chat-templates";
-    struct stat st{};
+    struct stat st {};
     ASSERT_EQ(stat(dir.c_str(), &st), 0) << "the chat templates are not at " << dir
                                          << ": run scripts/fetch-chat-templates.sh (or set TANDEM_CHAT_TEMPLATES)";
     const std::string data = std::string(TANDEM_SOURCE_DIR) + "/tests/data/chat-templates";
@@ -148,10 +160,12 @@ TEST(Jinja, RealTemplatesRenderLikeHuggingFaceJinja) {
         for (unsigned char c : src) h = (h ^ c) * 0x100000001b3ull;
         char hex[17];
         std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-        ASSERT_EQ(src.size(), exp["length"].get<size_t>()) << name << ": not the template the expectations were made from";
+        ASSERT_EQ(src.size(), exp["length"].get<size_t>())
+            << name << ": not the template the expectations were made from";
         ASSERT_EQ(std::string(hex), exp["fnv1a64"].get<std::string>()) << name;
         if (exp.contains("parse_error")) {
-            report += "  " + name + ": the reference cannot parse it (" + exp["parse_error"].get<std::string>().substr(0, 60) + ")\n";
+            report += "  " + name + ": the reference cannot parse it (" +
+                      exp["parse_error"].get<std::string>().substr(0, 60) + ")\n";
             continue;
         }
         std::unique_ptr<Template> t;
@@ -169,8 +183,10 @@ TEST(Jinja, RealTemplatesRenderLikeHuggingFaceJinja) {
             }
             n++;
             const ojson& conv = convs[c["conversation"].get<std::string>()];
-            ojson ctx = {{"messages", conv["messages"]}, {"add_generation_prompt", c["add_generation_prompt"]},
-                         {"bos_token", "<BOS>"}, {"eos_token", "<EOS>"}};
+            ojson ctx = {{"messages", conv["messages"]},
+                         {"add_generation_prompt", c["add_generation_prompt"]},
+                         {"bos_token", "<BOS>"},
+                         {"eos_token", "<EOS>"}};
             if (conv.contains("tools")) ctx["tools"] = conv["tools"];
             std::string got;
             try {
@@ -185,18 +201,20 @@ TEST(Jinja, RealTemplatesRenderLikeHuggingFaceJinja) {
             }
             size_t at = 0;
             while (at < got.size() && at < want.size() && got[at] == want[at]) at++;
-            ADD_FAILURE() << name << " [" << c["conversation"].get<std::string>() << ", add_generation_prompt="
-                          << c["add_generation_prompt"] << "] differs at byte " << at << "\n  got:  "
-                          << got.substr(at > 40 ? at - 40 : 0, 120) << "\n  want: " << want.substr(at > 40 ? at - 40 : 0, 120);
+            ADD_FAILURE() << name << " [" << c["conversation"].get<std::string>()
+                          << ", add_generation_prompt=" << c["add_generation_prompt"] << "] differs at byte " << at
+                          << "\n  got:  " << got.substr(at > 40 ? at - 40 : 0, 120)
+                          << "\n  want: " << want.substr(at > 40 ? at - 40 : 0, 120);
         }
         cases_ok += ok;
         cases_total += n;
         templates_ok += ok == n;
         report += "  " + name + ": " + std::to_string(ok) + "/" + std::to_string(n) + "\n";
     }
-    std::printf("chat templates: %d of %zu templates render every case like @huggingface/jinja; %d/%d cases; %d cases "
-                "the reference itself fails\n%s",
-                templates_ok, files.size(), cases_ok, cases_total, reference_failed, report.c_str());
+    std::printf(
+        "chat templates: %d of %zu templates render every case like @huggingface/jinja; %d/%d cases; %d cases "
+        "the reference itself fails\n%s",
+        templates_ok, files.size(), cases_ok, cases_total, reference_failed, report.c_str());
     EXPECT_EQ(cases_ok, cases_total);
 }
 
@@ -204,17 +222,20 @@ TEST(Jinja, RealTemplatesRenderLikeHuggingFaceJinja) {
 TEST(ChatFormatter, ChoosesTheTemplateAsLlamaServerAndNeverFallsBackSilently) {
     const ojson msgs = ojson::parse(R"([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}])");
     ChatFormatterOptions o;
-    o.model_template = "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<a>{% endif %}";
+    o.model_template =
+        "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt "
+        "%}<a>{% endif %}";
     o.bos_token = "<s>";
     ChatFormatter f(o);
     EXPECT_TRUE(f.is_jinja());
-    EXPECT_EQ(f.apply(msgs, ojson(), true, ojson::object(), true), "<system>S<user>U<a>");   // the tokenizer adds BOS
+    EXPECT_EQ(f.apply(msgs, ojson(), true, ojson::object(), true), "<system>S<user>U<a>");  // the tokenizer adds BOS
     EXPECT_EQ(f.apply(msgs, ojson(), false, ojson::object(), false), "<s><system>S<user>U");
     // --chat-template NAME: the built-in, whatever the model has
     o.template_name = "chatml";
     ChatFormatter named(o);
     EXPECT_FALSE(named.is_jinja());
-    EXPECT_EQ(named.apply(msgs, ojson(), true, ojson::object(), true), "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
+    EXPECT_EQ(named.apply(msgs, ojson(), true, ojson::object(), true),
+              "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
     o.template_name = "nonsense";
     EXPECT_THROW(ChatFormatter{o}, Error);
     o.template_name.clear();
@@ -247,9 +268,13 @@ TEST(ChatFormatter, Llama31TemplateIsRenderedAsWritten) {
     ASSERT_FALSE(o.model_template.empty()) << "run scripts/fetch-chat-templates.sh";
     o.bos_token = "<|begin_of_text|>";
     o.now = fixed_clock;
-    const std::string p = ChatFormatter(o).apply(ojson::parse(R"([{"role": "user", "content": "Hi"}])"), ojson(), true, ojson::object(), true);
-    EXPECT_EQ(p, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 15 Jan 2026\n\n"
-                 "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+    const std::string p = ChatFormatter(o).apply(ojson::parse(R"([{"role": "user", "content": "Hi"}])"), ojson(), true,
+                                                 ojson::object(), true);
+    EXPECT_EQ(p,
+              "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 15 Jan "
+              "2026\n\n"
+              "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_"
+              "header_id|>\n\n");
 }
 
 // Hostile templates get errors, not stack overflows or hangs: endless recursion, deep nesting, huge ranges.
@@ -263,7 +288,8 @@ TEST(Jinja, HostileTemplatesFailCleanly) {
     EXPECT_THROW(render(nested), Error);
     EXPECT_THROW(render("{{ range(100000000)|length }}"), Error);
     // a macro recursing a little is fine
-    EXPECT_EQ(render("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(5) }}"), "54321");
+    EXPECT_EQ(render("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(5) }}"),
+              "54321");
 }
 
 // Corrupted real templates (bytes cut, dropped, duplicated or replaced) parse and render to a result or an
@@ -275,7 +301,8 @@ TEST(Jinja, MutatedRealTemplatesNeverCrash) {
     const std::string base = test::read_file(dir + "/meta-llama-Llama-3.1-8B-Instruct.jinja") +
                              test::read_file(dir + "/Qwen-Qwen3-0.6B.jinja");
     ASSERT_FALSE(base.empty()) << "run scripts/fetch-chat-templates.sh";
-    const Value ctx = Value::from_json(ojson::parse(R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+    const Value ctx = Value::from_json(
+        ojson::parse(R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
         {"role": "assistant", "content": "a", "tool_calls": [{"function": {"name": "f", "arguments": {"x": 1}}}]}, {"role": "tool", "content": "r"}],
         "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}], "add_generation_prompt": true})"));
     uint64_t rng = 12345;

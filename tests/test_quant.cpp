@@ -34,9 +34,12 @@ std::vector<float> gaussian(size_t n, uint32_t seed) {
 
 // Relative RMS error of quantize -> dequantize for each type (Gaussian data, 4096 values). The bounds are the
 // precision each format can reach with a plain max/min fit, with some room.
-struct TypeTol { TensorType type; double max_rel_rmse; };
+struct TypeTol {
+    TensorType type;
+    double max_rel_rmse;
+};
 const TypeTol kTolerances[] = {
-    {TensorType::F16, 1e-3}, {TensorType::BF16, 5e-3}, {TensorType::Q8_0, 0.01}, {TensorType::Q6_K, 0.03},
+    {TensorType::F16, 1e-3},  {TensorType::BF16, 5e-3}, {TensorType::Q8_0, 0.01}, {TensorType::Q6_K, 0.03},
     {TensorType::Q5_0, 0.06}, {TensorType::Q5_1, 0.06}, {TensorType::Q5_K, 0.06}, {TensorType::Q4_0, 0.12},
     {TensorType::Q4_1, 0.12}, {TensorType::Q4_K, 0.12}, {TensorType::Q3_K, 0.25}, {TensorType::Q2_K, 0.5},
     {TensorType::MXFP4, 0.2},
@@ -71,7 +74,7 @@ TEST(Quant, HandMadeBlocksDequantizeAsSpecified) {
     uint32_t qh = 0x80000001u;  // fifth bit of element 0 and element 31
     std::memcpy(b5.qh, &qh, 4);
     dequantize_row_ref(TensorType::Q5_0, &b5, y, 32);
-    EXPECT_EQ(y[0], 0.0f);    // 16 - 16
+    EXPECT_EQ(y[0], 0.0f);  // 16 - 16
     EXPECT_EQ(y[1], -16.0f);  // 0 - 16
     EXPECT_EQ(y[31], 0.0f);
     // MXFP4: element j (low nibble) and j + 16 (high nibble) of the E2M1 table (doubled), times 2^(e - 128).
@@ -150,7 +153,10 @@ TEST(Quant, MatmulMatchesDequantizedDotAndIsThreadCountInvariant) {
                 double ref = 0;
                 for (int64_t i = 0; i < cols; i++) ref += double(row[size_t(i)]) * x[size_t(t * cols + i)];
                 // 8-bit activations (the integer fast paths) add up to ~0.5% of the row's magnitude.
-                const double tol = (matmul_q8_supported(tt.type) || matmul_kq_supported(tt.type)) && isa().level != CpuLevel::Scalar ? 0.03 * std::sqrt(double(cols)) : 1e-3;
+                const double tol =
+                    (matmul_q8_supported(tt.type) || matmul_kq_supported(tt.type)) && isa().level != CpuLevel::Scalar
+                        ? 0.03 * std::sqrt(double(cols))
+                        : 1e-3;
                 ASSERT_NEAR(y1[size_t(t * rows + r)], ref, tol) << type_name(tt.type);
                 ASSERT_EQ(y1[size_t(t * rows + r)], y2[size_t(t * rows + r)]) << type_name(tt.type);
             }
@@ -171,7 +177,8 @@ TEST(Quant, SimdFloatKernelsMatchScalarReference) {
                 mag += std::fabs(a[size_t(i)] * b[size_t(i)]);
             }
             EXPECT_NEAR(k->dot_f32(a.data(), b.data(), n), dot_f32_ref(a.data(), b.data(), n), 1e-5 * mag + 1e-6);
-            EXPECT_NEAR(k->dot_f32_f16(a.data(), h.data(), n), dot_f32_f16_ref(a.data(), h.data(), n), 1e-5 * mag + 1e-6);
+            EXPECT_NEAR(k->dot_f32_f16(a.data(), h.data(), n), dot_f32_f16_ref(a.data(), h.data(), n),
+                        1e-5 * mag + 1e-6);
             std::vector<float> y1 = a, y2 = a;
             k->axpy_f16(0.37f, h.data(), y1.data(), n);
             axpy_f16_ref(0.37f, h.data(), y2.data(), n);
@@ -187,13 +194,18 @@ TEST(Quant, SimdFloatKernelsMatchScalarReference) {
                 auto w = gaussian(size_t(rows * cols), 13), x = gaussian(size_t(n_tok * cols), 14);
                 const size_t rb = row_bytes(type, cols);
                 std::vector<uint8_t> q(rb * size_t(rows));
-                for (int64_t r = 0; r < rows; r++) quantize_row_ref(type, &w[size_t(r * cols)], &q[size_t(r) * rb], cols);
+                for (int64_t r = 0; r < rows; r++)
+                    quantize_row_ref(type, &w[size_t(r * cols)], &q[size_t(r) * rb], cols);
                 WeightView v{q.data(), type, cols, rows, rb};
                 std::vector<float> ref(size_t(n_tok * rows)), got(ref.size()), scratch(static_cast<size_t>(cols));
                 matmul_rows_ref(v, x.data(), n_tok, ref.data(), rows, 0, rows, scratch.data());
-                if (type == TensorType::F32) k->matmul_f32_rows(reinterpret_cast<const float*>(q.data()), cols, x.data(), n_tok, got.data(), rows, 0, rows);
-                else fn16(reinterpret_cast<const uint16_t*>(q.data()), cols, x.data(), n_tok, got.data(), rows, 0, rows);
-                for (size_t i = 0; i < ref.size(); i++) ASSERT_NEAR(got[i], ref[i], 1e-4 * (1 + std::fabs(ref[i]))) << type_name(type) << " cols " << cols;
+                if (type == TensorType::F32)
+                    k->matmul_f32_rows(reinterpret_cast<const float*>(q.data()), cols, x.data(), n_tok, got.data(),
+                                       rows, 0, rows);
+                else
+                    fn16(reinterpret_cast<const uint16_t*>(q.data()), cols, x.data(), n_tok, got.data(), rows, 0, rows);
+                for (size_t i = 0; i < ref.size(); i++)
+                    ASSERT_NEAR(got[i], ref[i], 1e-4 * (1 + std::fabs(ref[i]))) << type_name(type) << " cols " << cols;
             }
         }
         // The bandwidth probe's sum.
@@ -228,7 +240,8 @@ TEST(Quant, IntegerMatmulKernelsMatchScalarIntegerReference) {
                     k->matmul_q8_rows(type, q.data(), rb, cols, act, fast.data(), rows, 0, rows);
                     for (size_t i = 0; i < ref.size(); i++)
                         ASSERT_NEAR(fast[i], ref[i], 1e-4 * (1 + std::fabs(ref[i])))
-                            << cpu_level_name(k->level) << " " << type_name(type) << " cols " << cols << " n_tok " << n_tok << " i " << i;
+                            << cpu_level_name(k->level) << " " << type_name(type) << " cols " << cols << " n_tok "
+                            << n_tok << " i " << i;
                 }
                 // The quantized-activation result stays close to the exact float product (8-bit activations: error
                 // ~ sqrt(cols) * amax / 127 / sqrt(12) for unit weights; 5 sigma).
@@ -267,9 +280,13 @@ TEST(Quant, AttentionKernelMatchesScalarReference) {
                 auto q = gaussian(size_t(m * hd), 5);
                 auto kf = gaussian(stride * size_t(n_pos), 6), vf = gaussian(stride * size_t(n_pos), 7);
                 std::vector<uint16_t> k(kf.size()), v(vf.size());
-                for (size_t i = 0; i < kf.size(); i++) { k[i] = f32_to_fp16(kf[i]); v[i] = f32_to_fp16(vf[i]); }
+                for (size_t i = 0; i < kf.size(); i++) {
+                    k[i] = f32_to_fp16(kf[i]);
+                    v[i] = f32_to_fp16(vf[i]);
+                }
                 std::vector<float> s1(size_t(m * n_pos)), s2(s1.size()), o1(size_t(m * hd)), o2(o1.size());
-                attention_heads_ref(q.data(), m, k.data(), v.data(), stride, nullptr, n_pos, hd, 0.3f, s2.data(), o2.data());
+                attention_heads_ref(q.data(), m, k.data(), v.data(), stride, nullptr, n_pos, hd, 0.3f, s2.data(),
+                                    o2.data());
                 // The same keys gathered through a row list (token-tree attention): row p lives at slot rows[p].
                 std::vector<int32_t> rows(static_cast<size_t>(n_pos));
                 for (int p = 0; p < n_pos; p++) rows[size_t(p)] = n_pos - 1 - p;  // reversed
@@ -280,16 +297,24 @@ TEST(Quant, AttentionKernelMatchesScalarReference) {
                 }
                 for (const IsaKernels* lv : all_levels()) {
                     if (hd % 8 != 0) {  // no SIMD path: the dispatcher's reference
-                        attention_heads(q.data(), m, k.data(), v.data(), stride, nullptr, n_pos, hd, 0.3f, s1.data(), o1.data());
+                        attention_heads(q.data(), m, k.data(), v.data(), stride, nullptr, n_pos, hd, 0.3f, s1.data(),
+                                        o1.data());
                     } else {
-                        lv->attention_heads(q.data(), m, k.data(), v.data(), stride, nullptr, n_pos, hd, 0.3f, s1.data(), o1.data());
+                        lv->attention_heads(q.data(), m, k.data(), v.data(), stride, nullptr, n_pos, hd, 0.3f,
+                                            s1.data(), o1.data());
                     }
                     std::vector<float> og(o1.size());
-                    if (hd % 8 != 0) attention_heads(q.data(), m, kg.data(), vg.data(), stride, rows.data(), n_pos, hd, 0.3f, s1.data(), og.data());
-                    else lv->attention_heads(q.data(), m, kg.data(), vg.data(), stride, rows.data(), n_pos, hd, 0.3f, s1.data(), og.data());
-                    ASSERT_EQ(og, o1) << "gathered rows differ: " << cpu_level_name(lv->level) << " hd " << hd << " m " << m << " n_pos " << n_pos;
+                    if (hd % 8 != 0)
+                        attention_heads(q.data(), m, kg.data(), vg.data(), stride, rows.data(), n_pos, hd, 0.3f,
+                                        s1.data(), og.data());
+                    else
+                        lv->attention_heads(q.data(), m, kg.data(), vg.data(), stride, rows.data(), n_pos, hd, 0.3f,
+                                            s1.data(), og.data());
+                    ASSERT_EQ(og, o1) << "gathered rows differ: " << cpu_level_name(lv->level) << " hd " << hd << " m "
+                                      << m << " n_pos " << n_pos;
                     for (size_t i = 0; i < o1.size(); i++)
-                        ASSERT_NEAR(o1[i], o2[i], 1e-5) << cpu_level_name(lv->level) << " hd " << hd << " m " << m << " n_pos " << n_pos << " i " << i;
+                        ASSERT_NEAR(o1[i], o2[i], 1e-5) << cpu_level_name(lv->level) << " hd " << hd << " m " << m
+                                                        << " n_pos " << n_pos << " i " << i;
                 }
             }
         }
@@ -317,7 +342,8 @@ TEST(Quant, KQuantUnpackedDotMatchesDequantizedReference) {
             EXPECT_EQ(row_fast.offset, row.offset) << cpu_level_name(k->level) << " " << type_name(type);
         }
         for (int64_t i = 0; i < n; i++)
-            ASSERT_NEAR(row.lane_scale[size_t(i / 4)] * row.q[size_t(i)] + row.offset[size_t(i / 32)], deq[size_t(i)], 1e-5)
+            ASSERT_NEAR(row.lane_scale[size_t(i / 4)] * row.q[size_t(i)] + row.offset[size_t(i / 32)], deq[size_t(i)],
+                        1e-5)
                 << type_name(type) << " " << i;
         auto x = gaussian(size_t(3 * n), 22);
         ActQ8 act;
@@ -326,7 +352,8 @@ TEST(Quant, KQuantUnpackedDotMatchesDequantizedReference) {
             float ref = dot_unpacked_ref(row, act, t);
             for (const IsaKernels* k : all_levels()) {
                 if (!k->dot_unpacked) continue;
-                EXPECT_NEAR(k->dot_unpacked(row.q.data(), row.lane_scale.data(), row.offset.data(), act, t), ref, 1e-4 * (1 + std::fabs(ref)))
+                EXPECT_NEAR(k->dot_unpacked(row.q.data(), row.lane_scale.data(), row.offset.data(), act, t), ref,
+                            1e-4 * (1 + std::fabs(ref)))
                     << cpu_level_name(k->level);
             }
             double exact = 0;
@@ -342,9 +369,9 @@ TEST(Quant, ActivationQuantizerMatchesScalarReferenceExactly) {
         const int n_rows = 5;
         const int64_t n = 512;
         auto x = gaussian(size_t(n_rows * n), 77);
-        for (int64_t i = 0; i < n; i++) x[size_t(2 * n + i)] = 0.0f;                   // an all-zero row
+        for (int64_t i = 0; i < n; i++) x[size_t(2 * n + i)] = 0.0f;  // an all-zero row
         for (int64_t i = 0; i < n; i++) x[size_t(3 * n + i)] = float(i % 64) * 0.5f - 16;  // ties at .5 after scaling
-        x[size_t(4 * n)] = 1e30f;                                                       // one huge value
+        x[size_t(4 * n)] = 1e30f;  // one huge value
         ActQ8 ref, fast;
         quantize_act_q8_ref(x.data(), n_rows, n, ref, group);
         for (const IsaKernels* k : all_levels()) {
@@ -404,13 +431,15 @@ TEST(Quant, PackedKernelMatchesIntegerReference) {
             }
             matmul_packed_ref(type, packed.data(), cols, act, pref.data(), rows, 0, rows);
             for (size_t i = 0; i < ref.size(); i++)
-                ASSERT_NEAR(pref[i], ref[i], 1e-4 * (1 + std::fabs(ref[i]))) << type_name(type) << " n_tok " << n_tok << " i " << i;
+                ASSERT_NEAR(pref[i], ref[i], 1e-4 * (1 + std::fabs(ref[i])))
+                    << type_name(type) << " n_tok " << n_tok << " i " << i;
             for (const IsaKernels* k : all_levels()) {
                 if (!k->matmul_packed) continue;
                 k->matmul_packed(type, packed.data(), cols, act, fast.data(), rows, 16, rows);  // rows 16..47
                 for (size_t t = 0; t < size_t(n_tok); t++)
                     for (int64_t r = 16; r < rows; r++)
-                        ASSERT_NEAR(fast[t * rows + size_t(r)], ref[t * rows + size_t(r)], 1e-4 * (1 + std::fabs(ref[t * rows + size_t(r)])))
+                        ASSERT_NEAR(fast[t * rows + size_t(r)], ref[t * rows + size_t(r)],
+                                    1e-4 * (1 + std::fabs(ref[t * rows + size_t(r)])))
                             << cpu_level_name(k->level) << " " << type_name(type) << " n_tok " << n_tok << " row " << r;
             }
         }

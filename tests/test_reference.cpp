@@ -40,8 +40,8 @@ struct Agreement {
     int checked = 0, misses = 0;
 };
 
-Agreement teacher_force(const std::shared_ptr<const Model>& model, const json& ref, const std::string& name, double margin,
-                        ThreadPool& pool) {
+Agreement teacher_force(const std::shared_ptr<const Model>& model, const json& ref, const std::string& name,
+                        double margin, ThreadPool& pool) {
     Agreement a;
     auto tok = Tokenizer::from_gguf(model->gguf());
     for (const auto& r : ref) {
@@ -56,7 +56,8 @@ Agreement teacher_force(const std::shared_ptr<const Model>& model, const json& r
         for (size_t i = 0; i < steps.size(); i++) {
             const float* lg = s.logits(int(n_prompt - 1 + i));
             const auto& top5 = steps[i]["top5"];
-            for (const auto& e : top5) a.max_dev = std::max(a.max_dev, std::fabs(double(lg[e[0].get<int>()]) - e[1].get<double>()));
+            for (const auto& e : top5)
+                a.max_dev = std::max(a.max_dev, std::fabs(double(lg[e[0].get<int>()]) - e[1].get<double>()));
             const double m = top5[0][1].get<double>() - top5[1][1].get<double>();
             if (m <= margin) continue;
             a.checked++;
@@ -134,9 +135,9 @@ INSTANTIATE_TEST_SUITE_P(AllSynth, SynthReference,
 // misses; the float64 computation: 1.14, 73 of 76; MXFP4 experts take 8-bit activations like llama.cpp).
 struct ModernCase {
     std::string name;
-    double tol;        // largest |logit deviation| over all top-5 entries
-    double margin;     // the argmax is checked where the reference's top-1/top-2 margin exceeds this
-    int argmax_misses; // allowed disagreements among those
+    double tol;  // largest |logit deviation| over all top-5 entries
+    double margin;  // the argmax is checked where the reference's top-1/top-2 margin exceeds this
+    int argmax_misses;  // allowed disagreements among those
 };
 
 void PrintTo(const ModernCase& c, std::ostream* os) { *os << c.name; }

@@ -55,7 +55,7 @@ TEST(Sampling, TemperatureSharpensAndFlattens) {
     Sampler(plain(0.5f), 2).distribution(l.data(), {}, lo);
     Sampler(plain(2.0f), 2).distribution(l.data(), {}, hi);
     EXPECT_NEAR(lo.prob(1), 0.64 / 0.68, 1e-5);  // p^2 normalized
-    EXPECT_NEAR(hi.prob(1), 2.0 / 3.0, 1e-5);    // sqrt(p) normalized
+    EXPECT_NEAR(hi.prob(1), 2.0 / 3.0, 1e-5);  // sqrt(p) normalized
 }
 
 TEST(Sampling, TopKTopPMinPTypical) {
@@ -146,7 +146,8 @@ TEST(Sampling, SamplerSpellings) {
     EXPECT_EQ(order.size(), 5u);
     EXPECT_EQ(ignored, (std::vector<std::string>{"dry", "xtc"}));
     EXPECT_EQ(parse_sampler_names("top_k,temp").size(), 2u);
-    EXPECT_EQ(parse_sampler_seq("kpt"), (std::vector<SamplerKind>{SamplerKind::TOP_K, SamplerKind::TOP_P, SamplerKind::TEMPERATURE}));
+    EXPECT_EQ(parse_sampler_seq("kpt"),
+              (std::vector<SamplerKind>{SamplerKind::TOP_K, SamplerKind::TOP_P, SamplerKind::TEMPERATURE}));
     EXPECT_THROW(parse_sampler_names("bogus"), Error);
     EXPECT_THROW(parse_sampler_seq("q"), Error);
 }

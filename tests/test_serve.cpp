@@ -31,9 +31,10 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-AccessDecision check(const AccessPolicy& p, std::string method, std::string path, std::string host, std::string origin = "",
-                     std::string auth = "") {
-    return check_access(p, {std::move(method), std::move(path), std::move(host), std::move(origin), std::move(auth), ""});
+AccessDecision check(const AccessPolicy& p, std::string method, std::string path, std::string host,
+                     std::string origin = "", std::string auth = "") {
+    return check_access(p,
+                        {std::move(method), std::move(path), std::move(host), std::move(origin), std::move(auth), ""});
 }
 
 bool has_header(const AccessDecision& d, const std::string& k, const std::string& v) {
@@ -48,7 +49,8 @@ TEST(Access, HostHeaderMustBeLoopbackWhenBoundToLoopback) {
     AccessPolicy p;
     for (const char* h : {"localhost", "localhost:8080", "127.0.0.1:8080", "127.1.2.3", "[::1]:80", "LOCALHOST:1", ""})
         EXPECT_EQ(check(p, "GET", "/health", h).status, 0) << h;
-    for (const char* h : {"evil.example", "evil.example:8080", "localhost.evil.example", "127.0.0.1.evil.example", "10.0.0.1", "[::2]"})
+    for (const char* h :
+         {"evil.example", "evil.example:8080", "localhost.evil.example", "127.0.0.1.evil.example", "10.0.0.1", "[::2]"})
         EXPECT_EQ(check(p, "GET", "/health", h).status, 403) << h;
     p.allowed_hosts = {"my.box"};
     EXPECT_EQ(check(p, "GET", "/health", "my.box:8080").status, 0);
@@ -348,7 +350,8 @@ TEST(Requests, SlotActionsTakePlainFileNamesOnly) {
         json body = {{"filename", name}};
         EXPECT_THROW(parse_slot_action("0", "action=restore", body.dump(), "/tmp/slots"), BadRequest) << name;
     }
-    EXPECT_THROW(parse_slot_action("0", "action=save", R"({"filename":"a.bin"})", ""), BadRequest);  // no --slot-save-path
+    EXPECT_THROW(parse_slot_action("0", "action=save", R"({"filename":"a.bin"})", ""),
+                 BadRequest);  // no --slot-save-path
     EXPECT_THROW(parse_slot_action("x", "action=erase", "", ""), BadRequest);
     EXPECT_THROW(parse_slot_action("0", "action=load", "", "/tmp"), BadRequest);
 }
@@ -425,26 +428,50 @@ TEST(Anthropic, RequestsBecomeChatRequests) {
     EXPECT_EQ(pr.chat_messages[2]["content"], "Hello");
     EXPECT_EQ(pr.chat_messages[2]["reasoning_content"], "hmm");  // the thinking block, for templates that show it
     EXPECT_EQ(o["chat_template_kwargs"]["enable_thinking"], true);
-    EXPECT_EQ(anthropic_to_openai(json::parse(R"({"max_tokens": 5, "thinking": {"type": "disabled"}, "messages": [{"role": "user", "content": "x"}]})"),
-                                  false)["chat_template_kwargs"]["enable_thinking"], false);
-    EXPECT_THROW(anthropic_to_openai(json::parse(R"({"max_tokens": 5, "thinking": true, "messages": [{"role": "user", "content": "x"}]})"), false), BadRequest);
+    EXPECT_EQ(
+        anthropic_to_openai(
+            json::parse(
+                R"({"max_tokens": 5, "thinking": {"type": "disabled"}, "messages": [{"role": "user", "content": "x"}]})"),
+            false)["chat_template_kwargs"]["enable_thinking"],
+        false);
+    EXPECT_THROW(
+        anthropic_to_openai(
+            json::parse(R"({"max_tokens": 5, "thinking": true, "messages": [{"role": "user", "content": "x"}]})"),
+            false),
+        BadRequest);
     EXPECT_EQ(pr.chat_messages[3]["content"], "A\nB");
     EXPECT_EQ(pr.job.stop, std::vector<std::string>{"END"});
     EXPECT_FLOAT_EQ(pr.job.sampling.temp, 0.2f);
     // refused: no messages, no max_tokens (except when counting), images, tool blocks in the wrong role
     EXPECT_THROW(anthropic_to_openai(json::parse(R"({"max_tokens": 5, "messages": []})"), false), BadRequest);
-    EXPECT_THROW(anthropic_to_openai(json::parse(R"({"messages": [{"role": "user", "content": "x"}]})"), false), BadRequest);
+    EXPECT_THROW(anthropic_to_openai(json::parse(R"({"messages": [{"role": "user", "content": "x"}]})"), false),
+                 BadRequest);
     EXPECT_NO_THROW(anthropic_to_openai(json::parse(R"({"messages": [{"role": "user", "content": "x"}]})"), true));
-    EXPECT_THROW(anthropic_to_openai(json::parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image"}]}]})"), false), BadRequest);
-    EXPECT_THROW(anthropic_to_openai(json::parse(R"({"max_tokens": 5, "messages": [{"role": "assistant", "content": [{"type": "tool_result"}]}]})"), false), BadRequest);
-    EXPECT_THROW(anthropic_to_openai(json::parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "tool_use", "name": "f"}]}]})"), false), BadRequest);
+    EXPECT_THROW(
+        anthropic_to_openai(
+            json::parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image"}]}]})"), false),
+        BadRequest);
+    EXPECT_THROW(
+        anthropic_to_openai(
+            json::parse(
+                R"({"max_tokens": 5, "messages": [{"role": "assistant", "content": [{"type": "tool_result"}]}]})"),
+            false),
+        BadRequest);
+    EXPECT_THROW(
+        anthropic_to_openai(
+            json::parse(
+                R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "tool_use", "name": "f"}]}]})"),
+            false),
+        BadRequest);
     // tools: definitions, tool_choice, a tool_use turn and its tool_result
-    json t = anthropic_to_openai(json::parse(R"({"max_tokens": 5, "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+    json t = anthropic_to_openai(
+        json::parse(R"({"max_tokens": 5, "tools": [{"name": "f", "input_schema": {"type": "object"}}],
         "tool_choice": {"type": "tool", "name": "f", "disable_parallel_tool_use": true},
         "messages": [{"role": "user", "content": "x"},
                      {"role": "assistant", "content": [{"type": "text", "text": "Calling."}, {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 1}}]},
                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "42"}]},
-                                                  {"type": "text", "text": "Thanks"}]}]})"), false);
+                                                  {"type": "text", "text": "Thanks"}]}]})"),
+        false);
     ParsedRequest tp = parse_request(t, true, lim);
     EXPECT_EQ(tp.tool_choice, ParsedRequest::ToolChoice::NAMED);
     EXPECT_FALSE(tp.parallel_tool_calls);
@@ -455,7 +482,8 @@ TEST(Anthropic, RequestsBecomeChatRequests) {
     EXPECT_EQ(tp.chat_messages[2]["tool_call_id"], "toolu_1");
     EXPECT_EQ(tp.chat_messages[2]["content"], "42");
     EXPECT_EQ(tp.chat_messages[3]["content"], "Thanks");
-    json tu = anthropic_message("msg_2", "m", ChatDelta{"", "", {{"f", R"({"a":1})", "toolu_9"}}}, "tool_calls", "", 10, 3, 0);
+    json tu = anthropic_message("msg_2", "m", ChatDelta{"", "", {{"f", R"({"a":1})", "toolu_9"}}}, "tool_calls", "", 10,
+                                3, 0);
     ASSERT_EQ(tu["content"].size(), 1u);
     EXPECT_EQ(tu["content"][0]["type"], "tool_use");
     EXPECT_EQ(tu["content"][0]["input"]["a"], 1);
@@ -481,8 +509,13 @@ TEST(Anthropic, RequestsBecomeChatRequests) {
 TEST(Anthropic, StreamBlocksAddUpToTheMessage) {
     AnthropicStream st;
     std::vector<AnthropicStream::Event> ev;
-    auto add = [&](std::vector<AnthropicStream::Event> e) { for (auto& x : e) ev.push_back(std::move(x)); };
-    const ChatDelta parts[] = {{"Let me ", "", {}}, {"see.", "", {}}, {"", "Calling", {}}, {"", " now.", {}},
+    auto add = [&](std::vector<AnthropicStream::Event> e) {
+        for (auto& x : e) ev.push_back(std::move(x));
+    };
+    const ChatDelta parts[] = {{"Let me ", "", {}},
+                               {"see.", "", {}},
+                               {"", "Calling", {}},
+                               {"", " now.", {}},
                                {"", "", {{"f", R"({"a":1})", "toolu_1"}, {"g", "{}", "toolu_2"}}}};
     ChatDelta whole;
     for (const auto& p : parts) {
@@ -504,7 +537,8 @@ TEST(Anthropic, StreamBlocksAddUpToTheMessage) {
             ASSERT_EQ(body["index"], open);
             json& b = content[size_t(open)];
             const json& d = body["delta"];
-            if (d["type"] == "thinking_delta") b["thinking"] = b["thinking"].get<std::string>() + d["thinking"].get<std::string>();
+            if (d["type"] == "thinking_delta")
+                b["thinking"] = b["thinking"].get<std::string>() + d["thinking"].get<std::string>();
             else if (d["type"] == "text_delta") b["text"] = b["text"].get<std::string>() + d["text"].get<std::string>();
             else if (d["type"] == "input_json_delta") b["input"] = json::parse(d["partial_json"].get<std::string>());
             else if (d["type"] == "signature_delta") b["signature"] = d["signature"];
@@ -536,9 +570,11 @@ TEST(Responses, RequestsBecomeChatRequests) {
     EXPECT_EQ(pr.chat_messages[1]["role"], "system");
     EXPECT_EQ(pr.chat_messages[2]["content"], "A\nB");
     EXPECT_EQ(responses_to_chat(json::parse(R"({"input": "hi"})"))["messages"][0]["role"], "user");
-    for (const char* bad : {R"({"input": "x", "previous_response_id": "resp_1"})", R"({"input": "x", "text": {"format": {"type": "xml"}}})",
-                            R"({"input": [{"type": "function_call"}]})", R"({"input": [{"type": "computer_call_output", "call_id": "c"}]})",
-                            R"({"input": [{"role": "user", "content": [{"type": "input_image"}]}]})", R"({"max_output_tokens": 3})"})
+    for (const char* bad :
+         {R"({"input": "x", "previous_response_id": "resp_1"})",
+          R"({"input": "x", "text": {"format": {"type": "xml"}}})", R"({"input": [{"type": "function_call"}]})",
+          R"({"input": [{"type": "computer_call_output", "call_id": "c"}]})",
+          R"({"input": [{"role": "user", "content": [{"type": "input_image"}]}]})", R"({"max_output_tokens": 3})"})
         EXPECT_THROW(responses_to_chat(json::parse(bad)), BadRequest) << bad;
     // tools: function tools become chat tools (hosted ones are left out); past calls, their outputs and reasoning
     // become the chat turns
@@ -586,7 +622,8 @@ TEST(Responses, RequestsBecomeChatRequests) {
     ChatDelta only_call;
     only_call.calls = a.calls;
     EXPECT_EQ(response_items("resp_1", only_call).size(), 1u);  // no empty message beside a call
-    json r = response_object("resp_1", "m", 5, "incomplete", response_items("resp_1", ChatDelta{"", "hello", {}}), {10, 3, 2});
+    json r = response_object("resp_1", "m", 5, "incomplete", response_items("resp_1", ChatDelta{"", "hello", {}}),
+                             {10, 3, 2});
     EXPECT_EQ(r["output"][0]["content"][0]["text"], "hello");
     EXPECT_EQ(r["output_text"], "hello");
     EXPECT_EQ(r["incomplete_details"]["reason"], "max_output_tokens");
@@ -598,7 +635,9 @@ TEST(Responses, RequestsBecomeChatRequests) {
 TEST(Responses, StreamEventsBuildTheSameResponse) {
     ResponseStream rs("resp_9", "m", 5);
     std::vector<ResponseStream::Event> ev = rs.start();
-    auto add = [&](std::vector<ResponseStream::Event> e) { for (auto& x : e) ev.push_back(std::move(x)); };
+    auto add = [&](std::vector<ResponseStream::Event> e) {
+        for (auto& x : e) ev.push_back(std::move(x));
+    };
     add(rs.push(ChatDelta{"Let me ", "", {}}));
     add(rs.push(ChatDelta{"think.", "", {}}));
     add(rs.push(ChatDelta{"", "Checking", {}}));
@@ -607,15 +646,29 @@ TEST(Responses, StreamEventsBuildTheSameResponse) {
     add(rs.finish("completed", {4, 9, 0}));
     std::vector<std::string> types;
     for (const auto& [type, body] : ev) types.push_back(type);
-    const std::vector<std::string> want = {
-        "response.created", "response.in_progress",
-        "response.output_item.added", "response.reasoning_text.delta", "response.reasoning_text.delta",
-        "response.reasoning_text.done", "response.output_item.done",
-        "response.output_item.added", "response.content_part.added", "response.output_text.delta", "response.output_text.delta",
-        "response.output_text.done", "response.content_part.done", "response.output_item.done",
-        "response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done",
-        "response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done",
-        "response.completed"};
+    const std::vector<std::string> want = {"response.created",
+                                           "response.in_progress",
+                                           "response.output_item.added",
+                                           "response.reasoning_text.delta",
+                                           "response.reasoning_text.delta",
+                                           "response.reasoning_text.done",
+                                           "response.output_item.done",
+                                           "response.output_item.added",
+                                           "response.content_part.added",
+                                           "response.output_text.delta",
+                                           "response.output_text.delta",
+                                           "response.output_text.done",
+                                           "response.content_part.done",
+                                           "response.output_item.done",
+                                           "response.output_item.added",
+                                           "response.function_call_arguments.delta",
+                                           "response.function_call_arguments.done",
+                                           "response.output_item.done",
+                                           "response.output_item.added",
+                                           "response.function_call_arguments.delta",
+                                           "response.function_call_arguments.done",
+                                           "response.output_item.done",
+                                           "response.completed"};
     EXPECT_EQ(types, want);
     // every event of an item names its id and index; added/done pairs agree
     std::map<int, std::string> ids;
@@ -628,7 +681,9 @@ TEST(Responses, StreamEventsBuildTheSameResponse) {
     }
     EXPECT_EQ(ids.size(), 4u);
     const json final = ev.back().second["response"];
-    ChatDelta whole{"Let me think.", "Checking now.", {{"get_weather", R"({"city":"Paris"})", "call_x1"}, {"ping", "{}", "call_x2"}}};
+    ChatDelta whole{"Let me think.",
+                    "Checking now.",
+                    {{"get_weather", R"({"city":"Paris"})", "call_x1"}, {"ping", "{}", "call_x2"}}};
     EXPECT_EQ(final["output"], response_items("resp_9", whole));
     EXPECT_EQ(final["output_text"], "Checking now.");
     // nothing at all: one empty message, as a blocking request has
@@ -682,31 +737,38 @@ TEST(Reasoning, SplitsThinkingFromTheAnswerAcrossAnyPieces) {
     EXPECT_THROW(reasoning_format_from_name("thoughts"), Error);
     // thinking off: an opened block is closed empty; a template that closes it itself is left alone
     EXPECT_EQ(close_thinking("<｜Assistant｜><think>\n", ""), "<｜Assistant｜><think>\n</think>");
-    EXPECT_EQ(close_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n", ""), "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    EXPECT_EQ(close_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n", ""),
+              "<|im_start|>assistant\n<think>\n\n</think>\n\n");
     EXPECT_EQ(close_thinking("<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>", "{{ '<|START_THINKING|>' }}"),
               "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|><|START_THINKING|><|END_THINKING|>");
-    EXPECT_EQ(close_thinking("<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>", "no thinking here"), "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
+    EXPECT_EQ(close_thinking("<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>", "no thinking here"),
+              "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
 }
 
 // Tool calls in answers, in the formats the templates teach; text that only looks like a call stays text.
 TEST(ToolCalls, ParsesTheFormatsOfTheCommonTemplates) {
     auto one = [](ToolFormat f, const std::string& text) { return parse_tool_calls(f, text); };
-    auto h = one(ToolFormat::HERMES, "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
-                                     "<tool_call>{\"name\": \"search\", \"arguments\": {\"query\": \"x\"}}</tool_call>");
+    auto h = one(
+        ToolFormat::HERMES,
+        "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+        "<tool_call>{\"name\": \"search\", \"arguments\": {\"query\": \"x\"}}</tool_call>");
     ASSERT_EQ(h.calls.size(), 2u);
     EXPECT_EQ(h.calls[0].name, "get_weather");
     EXPECT_EQ(h.calls[0].arguments, R"({"city":"Paris"})");
     EXPECT_EQ(h.calls[1].name, "search");
     EXPECT_EQ(h.content, "Let me check.");
-    auto cut = one(ToolFormat::HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {}}");  // cut off before the closing tag
+    auto cut =
+        one(ToolFormat::HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {}}");  // cut off before the closing tag
     ASSERT_EQ(cut.calls.size(), 1u);
-    auto cut2 = one(ToolFormat::HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": \"f\", \"argu");
+    auto cut2 = one(ToolFormat::HERMES,
+                    "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": \"f\", \"argu");
     ASSERT_EQ(cut2.calls.size(), 1u);  // the whole call stands, the one cut off by the length limit is text
     EXPECT_EQ(cut2.content, "<tool_call>{\"name\": \"f\", \"argu");
     auto fake = one(ToolFormat::HERMES, "I would write <tool_call>not json</tool_call> here.");
     EXPECT_TRUE(fake.calls.empty());
     EXPECT_EQ(fake.content, "I would write <tool_call>not json</tool_call> here.");
-    auto l = one(ToolFormat::LLAMA3, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}");
+    auto l =
+        one(ToolFormat::LLAMA3, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}");
     ASSERT_EQ(l.calls.size(), 1u);
     EXPECT_EQ(l.calls[0].arguments, R"({"city":"Paris"})");
     auto l2 = one(ToolFormat::LLAMA3, R"({"name": "a", "parameters": {}}; {"name": "b", "parameters": {"x": 1}})");
@@ -728,43 +790,60 @@ TEST(ToolCalls, ParsesTheFormatsOfTheCommonTemplates) {
     EXPECT_EQ(tool_format_for_template("'[TOOL_CALLS]' + name + '[ARGS]'"), ToolFormat::MISTRAL_ARGS);
     EXPECT_EQ(tool_format_for_template("<tool_call>\n<function=x>\n<parameter=y>"), ToolFormat::XML);
     // Mistral's newer form, with and without a call id, several calls
-    auto ma = one(ToolFormat::MISTRAL_ARGS, "Sure.[TOOL_CALLS]get_weather[CALL_ID]a1b2c3d4e[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]ping[ARGS]{}");
+    auto ma = one(ToolFormat::MISTRAL_ARGS,
+                  "Sure.[TOOL_CALLS]get_weather[CALL_ID]a1b2c3d4e[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]ping[ARGS]{}");
     ASSERT_EQ(ma.calls.size(), 2u);
     EXPECT_EQ(ma.calls[0].name, "get_weather");
     EXPECT_EQ(ma.calls[0].arguments, R"({"city":"Paris"})");
     EXPECT_EQ(ma.calls[1].name, "ping");
     EXPECT_EQ(ma.content, "Sure.");
-    EXPECT_EQ(one(ToolFormat::MISTRAL, "[TOOL_CALLS]f[ARGS]{\"a\": 1}").calls.size(), 1u);  // either form, either format
+    EXPECT_EQ(one(ToolFormat::MISTRAL, "[TOOL_CALLS]f[ARGS]{\"a\": 1}").calls.size(),
+              1u);  // either form, either format
     EXPECT_TRUE(one(ToolFormat::MISTRAL_ARGS, "[TOOL_CALLS]f[ARGS]{not json").calls.empty());
     // XML (Qwen3-Coder): raw text for string parameters (by the tool's schema), JSON for the others
-    const json xtools = json::parse(R"([{"type": "function", "function": {"name": "write", "parameters": {"type": "object",
+    const json xtools =
+        json::parse(R"([{"type": "function", "function": {"name": "write", "parameters": {"type": "object",
         "properties": {"path": {"type": "string"}, "code": {"type": "string"}, "lines": {"type": "integer"}, "opts": {"type": "object"}}}}}])");
-    const std::string xml = "I will write it.\n<tool_call>\n<function=write>\n<parameter=path>\n42\n</parameter>\n"
-                            "<parameter=code>\n<div>\n  a < b\n</div>\n</parameter>\n<parameter=lines>\n3\n</parameter>\n"
-                            "<parameter=opts>\n{\"x\": true}\n</parameter>\n</function>\n</tool_call>";
+    const std::string xml =
+        "I will write it.\n<tool_call>\n<function=write>\n<parameter=path>\n42\n</parameter>\n"
+        "<parameter=code>\n<div>\n  a < b\n</div>\n</parameter>\n<parameter=lines>\n3\n</parameter>\n"
+        "<parameter=opts>\n{\"x\": true}\n</parameter>\n</function>\n</tool_call>";
     auto x = parse_tool_calls(ToolFormat::XML, xml, xtools);
     ASSERT_EQ(x.calls.size(), 1u);
     EXPECT_EQ(x.calls[0].name, "write");
-    EXPECT_EQ(json::parse(x.calls[0].arguments), json::parse(R"({"path": "42", "code": "<div>\n  a < b\n</div>", "lines": 3, "opts": {"x": true}})"));
+    EXPECT_EQ(json::parse(x.calls[0].arguments),
+              json::parse(R"({"path": "42", "code": "<div>\n  a < b\n</div>", "lines": 3, "opts": {"x": true}})"));
     EXPECT_EQ(x.content, "I will write it.");
-    EXPECT_EQ(json::parse(parse_tool_calls(ToolFormat::XML, xml).calls[0].arguments)["path"], 42);  // no schema: JSON when it reads
-    auto xcut = parse_tool_calls(ToolFormat::XML, "<tool_call>\n<function=write>\n<parameter=path>\na\n</parameter>\n</function>\n</tool_call>\n"
-                                                  "<tool_call>\n<function=write>\n<parameter=pa", xtools);
+    EXPECT_EQ(json::parse(parse_tool_calls(ToolFormat::XML, xml).calls[0].arguments)["path"],
+              42);  // no schema: JSON when it reads
+    auto xcut =
+        parse_tool_calls(ToolFormat::XML,
+                         "<tool_call>\n<function=write>\n<parameter=path>\na\n</parameter>\n</function>\n</tool_call>\n"
+                         "<tool_call>\n<function=write>\n<parameter=pa",
+                         xtools);
     ASSERT_EQ(xcut.calls.size(), 1u);  // the one cut off by the length limit is text
     EXPECT_EQ(xcut.content, "<tool_call>\n<function=write>\n<parameter=pa");
     EXPECT_TRUE(parse_tool_calls(ToolFormat::XML, "<tool_call>\n<function=f>\n<parameter=a>\nx", xtools).calls.empty());
     // a value holding the format's own closing tags (code), as the grammar allows: only "\n</parameter>" ends it
     const std::string code = "x</parameter>y\n</function>\n</tool_call>\nz";
-    auto xcode = parse_tool_calls(ToolFormat::XML, "<tool_call>\n<function=write>\n<parameter=code>\n" + code +
-                                                   "\n</parameter>\n</function>\n</tool_call>", xtools);
+    auto xcode = parse_tool_calls(
+        ToolFormat::XML,
+        "<tool_call>\n<function=write>\n<parameter=code>\n" + code + "\n</parameter>\n</function>\n</tool_call>",
+        xtools);
     ASSERT_EQ(xcode.calls.size(), 1u);
     EXPECT_EQ(json::parse(xcode.calls[0].arguments)["code"], code);
     // no newline before the closing tag: still read
-    auto tight = parse_tool_calls(ToolFormat::XML, "<tool_call><function=write><parameter=path>a.txt</parameter></function></tool_call>", xtools);
+    auto tight = parse_tool_calls(
+        ToolFormat::XML, "<tool_call><function=write><parameter=path>a.txt</parameter></function></tool_call>", xtools);
     ASSERT_EQ(tight.calls.size(), 1u);
     EXPECT_EQ(json::parse(tight.calls[0].arguments)["path"], "a.txt");
     // invalid UTF-8 in a value: replaced, not an exception
-    EXPECT_EQ(parse_tool_calls(ToolFormat::XML, "<tool_call>\n<function=write>\n<parameter=path>\na\xff\n</parameter>\n</function>\n</tool_call>", xtools).calls.size(), 1u);
+    EXPECT_EQ(
+        parse_tool_calls(
+            ToolFormat::XML,
+            "<tool_call>\n<function=write>\n<parameter=path>\na\xff\n</parameter>\n</function>\n</tool_call>", xtools)
+            .calls.size(),
+        1u);
 }
 
 // The tool-call format of the real templates of llama.cpp's models/templates (fetched by
@@ -793,13 +872,17 @@ TEST(ToolCalls, RealTemplatesGetTheirFamilysFormat) {
     };
     for (const auto& [name, f] : want) {
         const std::string path = dir + "/" + name + ".jinja";
-        ASSERT_TRUE(std::ifstream(path).good()) << path << ": run scripts/fetch-chat-templates.sh (or set TANDEM_CHAT_TEMPLATES)";
+        ASSERT_TRUE(std::ifstream(path).good())
+            << path << ": run scripts/fetch-chat-templates.sh (or set TANDEM_CHAT_TEMPLATES)";
         EXPECT_EQ(int(tool_format_for_template(test::read_file(path))), int(f)) << name;
     }
     // and their thinking tags
     const std::vector<std::pair<const char*, std::string>> tags = {
-        {"mistralai-Ministral-3-14B-Reasoning-2512", "[THINK]"}, {"CohereForAI-c4ai-command-r7b-12-2024-tool_use", "<|START_THINKING|>"},
-        {"ByteDance-Seed-OSS", "<seed:think>"}, {"Qwen-Qwen3-0.6B", "<think>"}, {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "<think>"}};
+        {"mistralai-Ministral-3-14B-Reasoning-2512", "[THINK]"},
+        {"CohereForAI-c4ai-command-r7b-12-2024-tool_use", "<|START_THINKING|>"},
+        {"ByteDance-Seed-OSS", "<seed:think>"},
+        {"Qwen-Qwen3-0.6B", "<think>"},
+        {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "<think>"}};
     for (const auto& [name, open] : tags)
         EXPECT_EQ(think_tags_for_template(test::read_file(dir + "/" + name + ".jinja")).open, open) << name;
 }
@@ -838,30 +921,85 @@ TEST(ChatAnswer, SplitsReasoningContentAndCallsAtAnyPieceBoundary) {
         std::vector<std::pair<std::string, std::string>> calls;
     };
     const std::vector<Case> cases = {
-        {ToolFormat::HERMES, true, "<think>weather?</think>\n\nLet me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
-         "weather?", "Let me look.\n", {{"get_weather", R"({"city":"Paris"})"}}},
-        {ToolFormat::HERMES, true, "No call: <tool_call>broken</tool_call> ok", "", "No call: <tool_call>broken</tool_call> ok", {}},
-        {ToolFormat::HERMES, false, "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>", "",
-         "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>", {}},  // no tools in the request: never a call
+        {ToolFormat::HERMES,
+         true,
+         "<think>weather?</think>\n\nLet me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+         "\"Paris\"}}\n</tool_call>",
+         "weather?",
+         "Let me look.\n",
+         {{"get_weather", R"({"city":"Paris"})"}}},
+        {ToolFormat::HERMES,
+         true,
+         "No call: <tool_call>broken</tool_call> ok",
+         "",
+         "No call: <tool_call>broken</tool_call> ok",
+         {}},
+        {ToolFormat::HERMES,
+         false,
+         "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>",
+         "",
+         "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>",
+         {}},  // no tools in the request: never a call
         {ToolFormat::LLAMA3, true, " {\"name\": \"ping\", \"parameters\": {}}", "", "", {{"ping", "{}"}}},
         {ToolFormat::LLAMA3, true, "It is {warm}.", "", "It is {warm}.", {}},
-        {ToolFormat::MISTRAL, true, "[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": {}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]",
-         "", "", {{"ping", "{}"}, {"get_weather", R"({"city":"Oslo"})"}}},
-        {ToolFormat::DEEPSEEK, true, "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Rome\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
-         "", "Checking.", {{"get_weather", R"({"city":"Rome"})"}}},
-        {ToolFormat::DEEPSEEK, true, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>ping<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", "", "", {{"ping", "{}"}}},
-        {ToolFormat::GENERIC, true, "{\"tool_calls\": [{\"name\": \"ping\", \"arguments\": {}}]}", "", "", {{"ping", "{}"}}},
-        {ToolFormat::HARMONY, true,
-         "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}",
-         "Need weather.", "", {{"get_weather", R"({"city":"Paris"})"}}},
-        {ToolFormat::HARMONY, false, "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hello there.",
-         "Think.", "Hello there.", {}},
+        {ToolFormat::MISTRAL,
+         true,
+         "[TOOL_CALLS][{\"name\": \"ping\", \"arguments\": {}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": "
+         "\"Oslo\"}}]",
+         "",
+         "",
+         {{"ping", "{}"}, {"get_weather", R"({"city":"Oslo"})"}}},
+        {ToolFormat::DEEPSEEK,
+         true,
+         "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": "
+         "\"Rome\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+         "",
+         "Checking.",
+         {{"get_weather", R"({"city":"Rome"})"}}},
+        {ToolFormat::DEEPSEEK,
+         true,
+         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>ping<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+         "",
+         "",
+         {{"ping", "{}"}}},
+        {ToolFormat::GENERIC,
+         true,
+         "{\"tool_calls\": [{\"name\": \"ping\", \"arguments\": {}}]}",
+         "",
+         "",
+         {{"ping", "{}"}}},
+        {ToolFormat::HARMONY,
+         true,
+         "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
+         "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}",
+         "Need weather.",
+         "",
+         {{"get_weather", R"({"city":"Paris"})"}}},
+        {ToolFormat::HARMONY,
+         false,
+         "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hello there.",
+         "Think.",
+         "Hello there.",
+         {}},
         {ToolFormat::HARMONY, false, "Plain answer, no channels.", "", "Plain answer, no channels.", {}},
-        {ToolFormat::MISTRAL_ARGS, true, "Ok.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Oslo\", \"days\": [1, 2]}[TOOL_CALLS]ping[ARGS]{}", "", "Ok.",
+        {ToolFormat::MISTRAL_ARGS,
+         true,
+         "Ok.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Oslo\", \"days\": [1, 2]}[TOOL_CALLS]ping[ARGS]{}",
+         "",
+         "Ok.",
          {{"get_weather", R"({"city":"Oslo","days":[1,2]})"}, {"ping", "{}"}}},
-        {ToolFormat::XML, true, "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>", "", "",
+        {ToolFormat::XML,
+         true,
+         "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>",
+         "",
+         "",
          {{"get_weather", R"({"city":"Oslo"})"}}},
-        {ToolFormat::HERMES, true, "<tool_call>\n{\"name\": \"say\", \"arguments\": {\"text\": \"a \\\"quoted text {x\\\" end\", \"n\": 1e2}}\n</tool_call>", "", "",
+        {ToolFormat::HERMES,
+         true,
+         "<tool_call>\n{\"name\": \"say\", \"arguments\": {\"text\": \"a \\\"quoted text {x\\\" end\", \"n\": "
+         "1e2}}\n</tool_call>",
+         "",
+         "",
          {{"say", R"({"text":"a \"quoted text {x\" end","n":1e2})"}}},  // the model's own number text, escapes kept
     };
     for (const auto& c : cases) {
@@ -899,7 +1037,8 @@ TEST(ChatAnswer, SplitsReasoningContentAndCallsAtAnyPieceBoundary) {
     {
         ChatAnswerParser sp(ReasoningFormat::DEEPSEEK, false, ToolFormat::HERMES, true);
         sp.stream_arguments(true);
-        const std::string text = "<tool_call>\n{\"name\": \"write\", \"arguments\": {\"text\": \"" + std::string(60, 'x') + "\"}}\n</tool_call>";
+        const std::string text = "<tool_call>\n{\"name\": \"write\", \"arguments\": {\"text\": \"" +
+                                 std::string(60, 'x') + "\"}}\n</tool_call>";
         size_t n_parts = 0, first_at = 0;
         for (size_t at = 0; at < text.size(); at += 4) {
             ChatDelta d = sp.push(text.substr(at, 4));
@@ -921,8 +1060,9 @@ TEST(ChatAnswer, SplitsReasoningContentAndCallsAtAnyPieceBoundary) {
     }
     // call_prefixes on arbitrary text: no exception, and what it reports for a prefix of the text only grows
     std::mt19937 rng(7);
-    const std::vector<std::string> atoms = {"{", "}", "[", "]", "\"", ":", ",", " ", "\\", "\"name\"", "\"arguments\"", "\"f\"",
-                                            "[TOOL_CALLS]", "[ARGS]", "x", "1"};
+    const std::vector<std::string> atoms = {
+        "{",      "}", "[", "]", "\"", ":", ",", " ", "\\", "\"name\"", "\"arguments\"", "\"f\"", "[TOOL_CALLS]",
+        "[ARGS]", "x", "1"};
     // most texts begin with a call's header (random atoms rarely make one), some with two
     const std::vector<std::string> heads = {"", "{\"name\": \"f\", \"arguments\": ", "[TOOL_CALLS]f[ARGS]",
                                             "{\"name\": \"f\", \"arguments\": {}} {\"name\": \"g\", \"parameters\": "};
@@ -931,7 +1071,8 @@ TEST(ChatAnswer, SplitsReasoningContentAndCallsAtAnyPieceBoundary) {
         std::string t = heads[rng() % heads.size()];
         const int len = int(rng() % 24);
         for (int k = 0; k < len; k++) t += atoms[rng() % atoms.size()];
-        n_calls_seen += int(call_prefixes(ToolFormat::HERMES, t).size() + call_prefixes(ToolFormat::MISTRAL_ARGS, t).size());
+        n_calls_seen +=
+            int(call_prefixes(ToolFormat::HERMES, t).size() + call_prefixes(ToolFormat::MISTRAL_ARGS, t).size());
         for (ToolFormat f : {ToolFormat::HERMES, ToolFormat::MISTRAL_ARGS}) {
             std::vector<CallPrefix> before;
             CallScanner incremental(f);  // fed the growing text: the same as reading each prefix whole
@@ -967,12 +1108,17 @@ TEST(ChatAnswer, SplitsReasoningContentAndCallsAtAnyPieceBoundary) {
 // template's format, and what it accepts parses back into the same calls.
 TEST(ToolCalls, RequiredCallGrammarAcceptsOnlyValidCalls) {
     const std::string hermes = tool_call_gbnf(ToolFormat::HERMES, kWeatherTools, "", false);
-    const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>";
+    const std::string call =
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>";
     EXPECT_TRUE(grammar_accepts(hermes, call));
     EXPECT_TRUE(grammar_accepts(hermes, "<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>"));
-    EXPECT_FALSE(grammar_accepts(hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"days\": 3}}\n</tool_call>"));  // city required
-    EXPECT_FALSE(grammar_accepts(hermes, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"));  // no such tool
-    EXPECT_FALSE(grammar_accepts(hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": 3}}\n</tool_call>"));
+    EXPECT_FALSE(grammar_accepts(
+        hermes,
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"days\": 3}}\n</tool_call>"));  // city required
+    EXPECT_FALSE(grammar_accepts(
+        hermes, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"));  // no such tool
+    EXPECT_FALSE(grammar_accepts(
+        hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": 3}}\n</tool_call>"));
     EXPECT_FALSE(grammar_accepts(hermes, "Sure! " + call));
     EXPECT_FALSE(grammar_accepts(hermes, call + "\n" + call));  // one call unless parallel
     EXPECT_TRUE(grammar_accepts(tool_call_gbnf(ToolFormat::HERMES, kWeatherTools, "", true), call + "\n" + call));
@@ -985,12 +1131,18 @@ TEST(ToolCalls, RequiredCallGrammarAcceptsOnlyValidCalls) {
         {ToolFormat::HERMES, call},
         {ToolFormat::LLAMA3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}"},
         {ToolFormat::MISTRAL, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]"},
-        {ToolFormat::DEEPSEEK, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+        {ToolFormat::DEEPSEEK,
+         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": "
+         "\"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
         {ToolFormat::GENERIC, "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]}"},
-        {ToolFormat::HARMONY, "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}"},
+        {ToolFormat::HARMONY,
+         "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}"},
         {ToolFormat::MISTRAL_ARGS, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}"},
-        {ToolFormat::DEEPSEEK_V31, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
-        {ToolFormat::XML, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"},
+        {ToolFormat::DEEPSEEK_V31,
+         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": "
+         "\"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+        {ToolFormat::XML,
+         "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"},
     };
     for (const auto& [f, text] : sentences) {
         EXPECT_TRUE(grammar_accepts(tool_call_gbnf(f, kWeatherTools, "", false), text)) << text;
@@ -1025,26 +1177,33 @@ TEST(ToolCalls, RequiredCallGrammarAcceptsOnlyValidCalls) {
         EXPECT_TRUE(grammar_accepts(tool_call_gbnf(f, kWeatherTools, "", false), text)) << text;
         grammar::Matcher m(grammar::parse_gbnf(tool_call_gbnf(f, kWeatherTools, "", false)));
         EXPECT_TRUE(m.accept_bytes(*from)) << "the grammar refuses the text from the trigger on: " << *from;
-        EXPECT_EQ(text.compare(0, from->size(), *from), 0) << "the trigger did not start at the call's first byte: " << *from;
+        EXPECT_EQ(text.compare(0, from->size(), *from), 0)
+            << "the trigger did not start at the call's first byte: " << *from;
     }
     EXPECT_TRUE(grammar_accepts(tool_call_gbnf(ToolFormat::LLAMA3, kWeatherTools, "", false),
                                 "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}"));
     EXPECT_TRUE(tool_call_triggers(ToolFormat::NONE).words.empty());
     // XML grammar details: string values are any text without "\n</parameter>" (code with closing tags too),
     // other values are JSON of their schema, required parameters must be there, enums are their values
-    const json xtools = json::parse(R"([{"type": "function", "function": {"name": "write", "parameters": {"type": "object",
+    const json xtools =
+        json::parse(R"([{"type": "function", "function": {"name": "write", "parameters": {"type": "object",
         "properties": {"code": {"type": "string"}, "n": {"type": "integer"}, "mode": {"type": "string", "enum": ["a", "w"]}},
         "required": ["code"]}}}])");
     const std::string xg = tool_call_gbnf(ToolFormat::XML, xtools, "", false);
-    auto xcall = [](const std::string& params) { return "<tool_call>\n<function=write>\n" + params + "</function>\n</tool_call>"; };
-    auto xparam = [](const std::string& n, const std::string& v) { return "<parameter=" + n + ">\n" + v + "\n</parameter>\n"; };
+    auto xcall = [](const std::string& params) {
+        return "<tool_call>\n<function=write>\n" + params + "</function>\n</tool_call>";
+    };
+    auto xparam = [](const std::string& n, const std::string& v) {
+        return "<parameter=" + n + ">\n" + v + "\n</parameter>\n";
+    };
     EXPECT_TRUE(grammar_accepts(xg, xcall(xparam("code", "<div>\n</div>\n</param> x"))));
-    EXPECT_TRUE(grammar_accepts(xg, xcall(xparam("code", "x</parameter>y\n</function>\n</tool_call>\nz"))));  // parsed back: ParsesThe...
+    EXPECT_TRUE(grammar_accepts(
+        xg, xcall(xparam("code", "x</parameter>y\n</function>\n</tool_call>\nz"))));  // parsed back: ParsesThe...
     EXPECT_TRUE(grammar_accepts(xg, xcall(xparam("code", "") + xparam("n", "12") + xparam("mode", "w"))));
-    EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("n", "12"))));                       // code is required
+    EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("n", "12"))));  // code is required
     EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("code", "x") + xparam("n", "1.5"))));  // not an integer
     EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("code", "x") + xparam("mode", "r"))));  // not in the enum
-    EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("code", "a\n</parameter>\n"))));     // the closing tag ends the value
+    EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("code", "a\n</parameter>\n"))));  // the closing tag ends the value
     EXPECT_FALSE(grammar_accepts(xg, xcall(xparam("code", "a\n\n</parameter>\nb"))));  // after a newline too
     std::string long_value(5000, 'x');  // right recursion: constant stack depth
     EXPECT_TRUE(grammar_accepts(xg, xcall(xparam("code", long_value))));
@@ -1062,7 +1221,8 @@ TEST(OpenAI, ParsesToolsAndToolChoice) {
         return parse_request(b, true, lim);
     };
     json tools = kWeatherTools;
-    ParsedRequest r = req(R"({"tools": )" + tools.dump() + R"(, "tool_choice": "required", "parallel_tool_calls": false})");
+    ParsedRequest r =
+        req(R"({"tools": )" + tools.dump() + R"(, "tool_choice": "required", "parallel_tool_calls": false})");
     EXPECT_TRUE(r.uses_tools());
     EXPECT_EQ(r.tool_choice, ParsedRequest::ToolChoice::REQUIRED);
     EXPECT_FALSE(r.parallel_tool_calls);
@@ -1076,11 +1236,15 @@ TEST(OpenAI, ParsesToolsAndToolChoice) {
     apply_tool_choice(r, ToolFormat::HERMES);
     EXPECT_FALSE(r.grammar);
     EXPECT_FALSE(req(R"({"tools": []})").uses_tools());
-    for (const char* bad : {R"({"tools": {}})", R"({"tools": [{"type": "function"}]})", R"({"tools": [{"type": "function", "function": {"name": ""}}]})",
-                            R"({"tool_choice": "required"})", R"({"tool_choice": "sometimes", "tools": [{"type": "function", "function": {"name": "f"}}]})",
-                            R"({"tool_choice": {"type": "function", "function": {"name": "g"}}, "tools": [{"type": "function", "function": {"name": "f"}}]})"})
+    for (
+        const char* bad :
+        {R"({"tools": {}})", R"({"tools": [{"type": "function"}]})",
+         R"({"tools": [{"type": "function", "function": {"name": ""}}]})", R"({"tool_choice": "required"})",
+         R"({"tool_choice": "sometimes", "tools": [{"type": "function", "function": {"name": "f"}}]})",
+         R"({"tool_choice": {"type": "function", "function": {"name": "g"}}, "tools": [{"type": "function", "function": {"name": "f"}}]})"})
         EXPECT_THROW(req(bad), BadRequest) << bad;
-    ParsedRequest both = req(R"({"tools": )" + tools.dump() + R"(, "tool_choice": "required", "response_format": {"type": "json_object"}})");
+    ParsedRequest both = req(R"({"tools": )" + tools.dump() +
+                             R"(, "tool_choice": "required", "response_format": {"type": "json_object"}})");
     EXPECT_THROW(apply_tool_choice(both, ToolFormat::HERMES), BadRequest);
     ParsedRequest none_fmt = req(R"({"tools": )" + tools.dump() + R"(, "tool_choice": "required"})");
     EXPECT_THROW(apply_tool_choice(none_fmt, ToolFormat::NONE), BadRequest);
@@ -1096,13 +1260,15 @@ TEST(OpenAI, ParsesToolsAndToolChoice) {
     apply_tool_choice(no_fmt, ToolFormat::NONE);
     EXPECT_FALSE(no_fmt.grammar);
     // a schema the converter refuses: parsed, not constrained, in auto; a 400 when a call is required
-    const std::string odd = R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "patternProperties": {"^x": {}}}}}])";
+    const std::string odd =
+        R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "patternProperties": {"^x": {}}}}}])";
     ParsedRequest odd_auto = req(R"({"tools": )" + odd + "}");
     apply_tool_choice(odd_auto, ToolFormat::HERMES);
     EXPECT_FALSE(odd_auto.grammar);
     ParsedRequest odd_req = req(R"({"tool_choice": "required", "tools": )" + odd + "}");
     EXPECT_THROW(apply_tool_choice(odd_req, ToolFormat::HERMES), BadRequest);
-    ParsedRequest typed = req(R"({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+    ParsedRequest typed =
+        req(R"({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
         "properties": {"a": {"type": "string", "minLength": "1"}}, "required": [1]}}}]})");
     EXPECT_NO_THROW(apply_tool_choice(typed, ToolFormat::HERMES));  // wrong JSON types in a schema: not constrained
     EXPECT_FALSE(typed.grammar);
@@ -1110,16 +1276,22 @@ TEST(OpenAI, ParsesToolsAndToolChoice) {
     EXPECT_FALSE(req("{}").verbose);
     EXPECT_THROW(req(R"({"verbose": 1})"), BadRequest);
     // llama-server's grammar_lazy / grammar_triggers
-    ParsedRequest lazy = req(R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": "Lily"}, {"type": 0, "value": "<tool_call>", "token": 5}]})");
+    ParsedRequest lazy = req(
+        R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": "Lily"}, {"type": 0, "value": "<tool_call>", "token": 5}]})");
     ASSERT_TRUE(lazy.lazy);
     EXPECT_EQ(lazy.lazy->words, (std::vector<std::string>{"Lily", "<tool_call>"}));
-    EXPECT_FALSE(req(R"({"grammar": "root ::= \"x\"", "grammar_lazy": false, "grammar_triggers": [{"type": 1, "value": "a"}]})").lazy);
-    for (const std::string& bad : std::vector<std::string>{std::string(R"({"grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": "a"}]})"),
-                            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true})",
-                            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 2, "value": "a.*"}]})",
-                            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": ""}]})",
-                            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": ")" + std::string(300, 'a') + R"("}]})",
-                            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": "a"})"})
+    EXPECT_FALSE(
+        req(R"({"grammar": "root ::= \"x\"", "grammar_lazy": false, "grammar_triggers": [{"type": 1, "value": "a"}]})")
+            .lazy);
+    for (
+        const std::string& bad : std::vector<std::string>{
+            std::string(R"({"grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": "a"}]})"),
+            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true})",
+            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 2, "value": "a.*"}]})",
+            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": ""}]})",
+            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": ")" +
+                std::string(300, 'a') + R"("}]})",
+            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": "a"})"})
         EXPECT_THROW(req(bad), BadRequest) << bad;
     json with_prompt = messages_with_tool_prompt(json::parse(R"([{"role": "user", "content": "hi"}])"), tools);
     ASSERT_EQ(with_prompt.size(), 2u);

@@ -127,7 +127,8 @@ TEST(Session, RepackedWeightsGiveTheSameLogits) {
     // qwen2 model, whose embedding rows are then read back from the packed output matrix.
     ThreadPool pool(2);
     const std::vector<int32_t> toks = {1, 17, 400, 2, 999, 3, 3, 512, 77, 998, 5, 6};
-    for (const char* shape : {"tiny-test", "tiny-test-tied", "tiny-test-qwen3moe", "tiny-test-gemma3", "tiny-test-phi3", "tiny-test-gptoss"}) {
+    for (const char* shape : {"tiny-test", "tiny-test-tied", "tiny-test-qwen3moe", "tiny-test-gemma3", "tiny-test-phi3",
+                              "tiny-test-gptoss"}) {
         for (const char* type : {"Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M"}) {
             const std::string path = test::temp_dir() + "/" + shape + "-" + type + ".gguf";
             SynthParams p;
@@ -137,7 +138,8 @@ TEST(Session, RepackedWeightsGiveTheSameLogits) {
             auto packed = Model::load(path), plain = Model::load(path, LoadOptions{false});
             EXPECT_EQ(plain->packed_bytes(), 0u);
             if (packed->packed_bytes() == 0)
-                std::printf("[ note ] %s %s: this CPU has no packed layout; both sides use the in-place kernels\n", shape, type);
+                std::printf("[ note ] %s %s: this CPU has no packed layout; both sides use the in-place kernels\n",
+                            shape, type);
             Session a(packed, {}, pool), b(plain, {}, pool);
             a.decode(toks, true);
             b.decode(toks, true);
@@ -151,7 +153,8 @@ TEST(Session, RepackedWeightsGiveTheSameLogits) {
                     max_diff = std::max(max_diff, double(std::fabs(a.logits(int(i))[v] - b.logits(int(i))[v])));
                     max_abs = std::max(max_abs, double(std::fabs(b.logits(int(i))[v])));
                 }
-            std::printf("[ repack ] %s %s: %zu bytes repacked, max |logit| %.3f, max difference %.5f\n", shape, type, packed->packed_bytes(), max_abs, max_diff);
+            std::printf("[ repack ] %s %s: %zu bytes repacked, max |logit| %.3f, max difference %.5f\n", shape, type,
+                        packed->packed_bytes(), max_abs, max_diff);
             EXPECT_GT(max_abs, 0.1);
             EXPECT_LT(max_diff, 0.05 * max_abs) << shape << " " << type;
         }
@@ -186,7 +189,8 @@ TEST(Session, EveryArchitectureBatchesLikeOneTokenAtATime) {
                     scale = std::max(scale, double(std::fabs(b.last_logits()[v])));
                 }
             }
-            std::printf("[ batch vs single ] %s %s: max |logit| %.3f, max difference %.2g\n", shape, type, scale, worst);
+            std::printf("[ batch vs single ] %s %s: max |logit| %.3f, max difference %.2g\n", shape, type, scale,
+                        worst);
             EXPECT_GT(scale, 0.01) << shape;
             EXPECT_LT(worst, 1e-3 * scale) << shape << " " << type;
             // Two sessions at different positions in one pass.
@@ -231,7 +235,8 @@ TEST(Session, ShiftAttendsLikeAFreshCacheOfTheKeptTokens) {
             worst = std::max(worst, std::fabs(a.last_logits()[v] - b.last_logits()[v]));
             scale = std::max(scale, std::fabs(b.last_logits()[v]));
         }
-        EXPECT_LT(worst, 0.01f * scale + 1e-3f) << "largest logit difference " << worst << " (logits up to " << scale << ")";
+        EXPECT_LT(worst, 0.01f * scale + 1e-3f)
+            << "largest logit difference " << worst << " (logits up to " << scale << ")";
         EXPECT_EQ(argmax(a.last_logits(), a.n_vocab()), argmax(b.last_logits(), b.n_vocab()));
     }
 }
@@ -272,7 +277,8 @@ TEST(Session, StateFileRestoresTheCacheExactly) {
         ASSERT_EQ(std::fread(bytes.data(), 1, written, f), written);
         std::fclose(f);
     }
-    for (const std::string& bad : {bytes.substr(0, bytes.size() - 7), std::string("GGUF and more bytes than a header")}) {
+    for (const std::string& bad :
+         {bytes.substr(0, bytes.size() - 7), std::string("GGUF and more bytes than a header")}) {
         std::FILE* f = std::fopen(path.c_str(), "wb");
         std::fwrite(bad.data(), 1, bad.size(), f);
         std::fclose(f);
@@ -323,7 +329,8 @@ TEST(Session, TokenTreeNodesSeeOnlyTheirAncestors) {
                 scale = std::max(scale, double(std::fabs(c.last_logits()[v])));
             }
         }
-        std::printf("[ token tree ] %s: max |logit| %.3f, largest difference from the node's chain %.2g\n", name.c_str(), scale, worst);
+        std::printf("[ token tree ] %s: max |logit| %.3f, largest difference from the node's chain %.2g\n",
+                    name.c_str(), scale, worst);
         EXPECT_GT(scale, 0.01) << name;
         EXPECT_LT(worst, 1e-4 * scale) << name;
         // Keep the path to node 9 (0 -> 1 -> 2 -> 3 -> 7 -> 9) and go on: the same as a cache that decoded it.
@@ -338,7 +345,8 @@ TEST(Session, TokenTreeNodesSeeOnlyTheirAncestors) {
         t.decode(more, true);
         c.decode(more, true);
         for (int i = 0; i < 3; i++)
-            for (int v = 0; v < c.n_vocab(); v++) ASSERT_NEAR(t.logits(i)[v], c.logits(i)[v], 1e-4 * scale) << name << " after keep_path";
+            for (int v = 0; v < c.n_vocab(); v++)
+                ASSERT_NEAR(t.logits(i)[v], c.logits(i)[v], 1e-4 * scale) << name << " after keep_path";
     }
     // Malformed trees are refused before anything runs.
     Session s(stories(), SessionParams{64, 0, 256}, pool);

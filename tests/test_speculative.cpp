@@ -58,14 +58,16 @@ SamplerParams greedy() {
 }
 
 // Generates n tokens (EOS not special) with a target/draft pair (any architecture) and the given configuration.
-std::vector<int32_t> run_with(ThreadPool& pool, std::shared_ptr<const Model> target, std::shared_ptr<const Model> draft_model,
-                              const std::vector<int32_t>& prompt, int n, const SamplerParams& sp, SpecParams spec,
-                              int self_layers = 0, SpecStats* stats = nullptr, int n_ctx = 0,
-                              std::shared_ptr<const OutputConstraint> constraint = nullptr) {
+std::vector<int32_t> run_with(ThreadPool& pool, std::shared_ptr<const Model> target,
+                              std::shared_ptr<const Model> draft_model, const std::vector<int32_t>& prompt, int n,
+                              const SamplerParams& sp, SpecParams spec, int self_layers = 0, SpecStats* stats = nullptr,
+                              int n_ctx = 0, std::shared_ptr<const OutputConstraint> constraint = nullptr) {
     Session ts(target, SessionParams{n_ctx, 0, 256}, pool);
     std::unique_ptr<Session> draft;
-    if (spec.type == SpecType::DRAFT) draft = std::make_unique<Session>(draft_model, SessionParams{n_ctx, 0, 256}, pool);
-    if (spec.type == SpecType::SELF) draft = std::make_unique<Session>(target, SessionParams{n_ctx, self_layers, 256}, pool);
+    if (spec.type == SpecType::DRAFT)
+        draft = std::make_unique<Session>(draft_model, SessionParams{n_ctx, 0, 256}, pool);
+    if (spec.type == SpecType::SELF)
+        draft = std::make_unique<Session>(target, SessionParams{n_ctx, self_layers, 256}, pool);
     Generator g(ts, draft.get(), sp, spec);
     g.set_constraint(constraint);
     g.start(prompt);
@@ -79,8 +81,10 @@ std::vector<int32_t> run_with(ThreadPool& pool, std::shared_ptr<const Model> tar
 // The same with stories260K as the target.
 std::vector<int32_t> run(ThreadPool& pool, const std::vector<int32_t>& prompt, int n, const SamplerParams& sp,
                          SpecParams spec, std::shared_ptr<const Model> draft_model, int self_layers = 0,
-                         SpecStats* stats = nullptr, int n_ctx = 0, std::shared_ptr<const OutputConstraint> constraint = nullptr) {
-    return run_with(pool, fx().target, std::move(draft_model), prompt, n, sp, spec, self_layers, stats, n_ctx, std::move(constraint));
+                         SpecStats* stats = nullptr, int n_ctx = 0,
+                         std::shared_ptr<const OutputConstraint> constraint = nullptr) {
+    return run_with(pool, fx().target, std::move(draft_model), prompt, n, sp, spec, self_layers, stats, n_ctx,
+                    std::move(constraint));
 }
 
 // Speculation at a fixed draft length with no confidence cut-off: every round drafts n_max tokens (the strict
@@ -100,11 +104,16 @@ const char* kPrompts[] = {"Once upon a time", "Tom and Lily went to the park", "
 
 TEST(Speculative, GreedyOutputIsTokenIdenticalToPlainDecoding) {
     ThreadPool pool(1);
-    struct Draft { const char* name; SpecType type; std::shared_ptr<const Model> model; int layers; };
+    struct Draft {
+        const char* name;
+        SpecType type;
+        std::shared_ptr<const Model> model;
+        int layers;
+    };
     std::vector<Draft> drafts = {
-        {"Q8_0", SpecType::DRAFT, fx().q8, 0}, {"Q4_0", SpecType::DRAFT, fx().q4, 0},
+        {"Q8_0", SpecType::DRAFT, fx().q8, 0},           {"Q4_0", SpecType::DRAFT, fx().q4, 0},
         {"first-3-layers", SpecType::DRAFT, fx().l3, 0}, {"first-4-layers", SpecType::DRAFT, fx().l4, 0},
-        {"ngram", SpecType::NGRAM, nullptr, 0}, {"self-2", SpecType::SELF, nullptr, 2},
+        {"ngram", SpecType::NGRAM, nullptr, 0},          {"self-2", SpecType::SELF, nullptr, 2},
     };
     std::vector<std::pair<int, int>> limits = {{0, 1}, {1, 4}, {4, 8}, {4, 16}, {8, 16}};
     std::vector<const char*> prompts(std::begin(kPrompts), std::end(kPrompts));
@@ -192,7 +201,8 @@ void expect_plain_distribution(const std::vector<int32_t>& ids, const SamplerPar
         int df = 0, df_bad = 0;
         const double p = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
         const double pb = control ? test::chi_square_p(plain[size_t(s)], bad[size_t(s)], &df_bad) : 1.0;
-        std::printf("[ %s stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e\n", label.c_str(), s, p, df, pb);
+        std::printf("[ %s stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e\n", label.c_str(), s,
+                    p, df, pb);
         EXPECT_GT(p, alpha) << label << ": speculative sampling changed the distribution (stat " << s << ")";
         min_bad_p = std::min(min_bad_p, pb);
     }
@@ -210,9 +220,17 @@ TEST(Speculative, SampledDistributionIsIndistinguishableFromPlainSampling) {
     // open continuation: q is far from p and both are broad, so a wrong rule (replacement drawn from p instead
     // of the residual; acceptance min(1, p) instead of min(1, p/q)) shows. With the near-certain 3-layer draft
     // after "Once upon a time" both mutants passed this test before.
-    struct Cfg { float temp; int top_k; float top_p; bool poor_draft; const char* prompt; int runs; };
-    for (Cfg c : {Cfg{0.8f, 0, 1.0f, false, "Once upon a time", runs}, Cfg{1.0f, 40, 0.95f, false, "Once upon a time", runs},
-                  Cfg{1.5f, 0, 1.0f, true, "Lily and Ben went to the", 3 * runs}}) {
+    struct Cfg {
+        float temp;
+        int top_k;
+        float top_p;
+        bool poor_draft;
+        const char* prompt;
+        int runs;
+    };
+    for (Cfg c :
+         {Cfg{0.8f, 0, 1.0f, false, "Once upon a time", runs}, Cfg{1.0f, 40, 0.95f, false, "Once upon a time", runs},
+          Cfg{1.5f, 0, 1.0f, true, "Lily and Ben went to the", 3 * runs}}) {
         const auto ids = fx().tok->encode(c.prompt, true, false);
         SamplerParams sp;
         sp.temp = c.temp;
@@ -267,7 +285,8 @@ TEST(Speculative, IncompatiblePairsAreRefused) {
     EXPECT_NO_THROW(check_draft_compatible(*fx().tok, *Tokenizer::from_gguf(fx().q4->gguf())));
     std::string out;
     int rc = test::run_command(test::tandem_bin() + " generate -m " + test::shared_file("models/stories260K.gguf") +
-                               " -md " + test::shared_file("models/synth-llama-spm-q8_0.gguf") + " -p hi -n 4", &out);
+                                   " -md " + test::shared_file("models/synth-llama-spm-q8_0.gguf") + " -p hi -n 4",
+                               &out);
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find("incompatible"), std::string::npos) << out;
 }
@@ -318,7 +337,8 @@ std::string vocab_cut_copy(int n) {
         w.add_tensor(t.name, t.type, ne);
     }
     w.begin(out);
-    for (const auto& t : src->tensors()) w.write_tensor_data(t.data, cut(t) ? t.nbytes / size_t(t.ne[1]) * size_t(n) : t.nbytes);
+    for (const auto& t : src->tensors())
+        w.write_tensor_data(t.data, cut(t) ? t.nbytes / size_t(t.ne[1]) * size_t(n) : t.nbytes);
     w.finish();
     return out;
 }
@@ -501,9 +521,16 @@ const char* kGrammars[] = {
 // is token-identical to constrained plain decoding, and stays inside the language.
 TEST(Speculative, GreedyUnderAGrammarIsIdenticalWithAndWithoutSpeculation) {
     ThreadPool pool(1);
-    struct Draft { const char* name; SpecType type; std::shared_ptr<const Model> model; int layers; };
-    const Draft drafts[] = {{"Q4_0", SpecType::DRAFT, fx().q4, 0}, {"first-3-layers", SpecType::DRAFT, fx().l3, 0},
-                            {"ngram", SpecType::NGRAM, nullptr, 0}, {"self-2", SpecType::SELF, nullptr, 2}};
+    struct Draft {
+        const char* name;
+        SpecType type;
+        std::shared_ptr<const Model> model;
+        int layers;
+    };
+    const Draft drafts[] = {{"Q4_0", SpecType::DRAFT, fx().q4, 0},
+                            {"first-3-layers", SpecType::DRAFT, fx().l3, 0},
+                            {"ngram", SpecType::NGRAM, nullptr, 0},
+                            {"self-2", SpecType::SELF, nullptr, 2}};
     for (const char* gbnf : kGrammars) {
         auto c = constraint_for(gbnf);
         auto ids = fx().tok->encode("Once upon a time", true, false);
@@ -531,9 +558,16 @@ TEST(Speculative, GreedyUnderAGrammarIsIdenticalWithAndWithoutSpeculation) {
 // is the unconstrained output.
 TEST(Speculative, GreedyUnderALazyGrammarIsIdenticalWithAndWithoutSpeculation) {
     ThreadPool pool(1);
-    struct Draft { const char* name; SpecType type; std::shared_ptr<const Model> model; int layers; };
-    const Draft drafts[] = {{"Q4_0", SpecType::DRAFT, fx().q4, 0}, {"first-3-layers", SpecType::DRAFT, fx().l3, 0},
-                            {"ngram", SpecType::NGRAM, nullptr, 0}, {"self-2", SpecType::SELF, nullptr, 2}};
+    struct Draft {
+        const char* name;
+        SpecType type;
+        std::shared_ptr<const Model> model;
+        int layers;
+    };
+    const Draft drafts[] = {{"Q4_0", SpecType::DRAFT, fx().q4, 0},
+                            {"first-3-layers", SpecType::DRAFT, fx().l3, 0},
+                            {"ngram", SpecType::NGRAM, nullptr, 0},
+                            {"self-2", SpecType::SELF, nullptr, 2}};
     // after " the": no letter e (a token like " there" cannot complete the trigger)
     auto c = lazy_constraint_for(R"(root ::= " the" [a-df-z ,.]{3,400})", {" the"});
     for (const char* prompt : {"Once upon a time", "Tom and Lily went to the park"}) {
@@ -542,7 +576,8 @@ TEST(Speculative, GreedyUnderALazyGrammarIsIdenticalWithAndWithoutSpeculation) {
         auto free_run = run(pool, ids, 80, greedy(), SpecParams{}, nullptr);
         ASSERT_EQ(plain.size(), 80u);
         const std::string text = text_of(*c, plain), free_text = text_of(*c, free_run);
-        std::printf("[ lazy ] free: '%s'\n[ lazy ] lazy: '%s'\n", free_text.substr(0, 90).c_str(), text.substr(0, 90).c_str());
+        std::printf("[ lazy ] free: '%s'\n[ lazy ] lazy: '%s'\n", free_text.substr(0, 90).c_str(),
+                    text.substr(0, 90).c_str());
         const size_t at = text.find(" the");
         ASSERT_NE(at, std::string::npos) << "the trigger never came: '" << text << "'";
         ASSERT_GT(at, 0u) << "nothing before the trigger: '" << text << "'";
@@ -587,7 +622,8 @@ TEST(Speculative, SampledDistributionUnderAGrammarIsThePlainConstrainedOne) {
     std::vector<std::map<int, int>> specd;
     expect_plain_distribution(ids, hot_sampling(), fixed_length(SpecType::DRAFT, 4), fx().l1, 6000, 500000, 900000,
                               "grammar, temp 1.5, 1-layer draft", true, c, &specd);
-    for (const auto& [tok, n] : specd[0]) ASSERT_TRUE(grammar::Matcher(c->grammar).accept_bytes((*c->pieces)[size_t(tok)])) << tok;
+    for (const auto& [tok, n] : specd[0])
+        ASSERT_TRUE(grammar::Matcher(c->grammar).accept_bytes((*c->pieces)[size_t(tok)])) << tok;
 }
 
 // The same under a lazy grammar whose trigger (the letter a) comes within the first two tokens in most runs: the
@@ -638,24 +674,31 @@ TEST(Speculative, MoeTargetsWithDenseDraftsAreTokenIdentical) {
         }
         auto plain = run_with(pool, target, nullptr, ids, n_gen, greedy(), SpecParams{}, 0, nullptr, 512);
         ASSERT_EQ(plain.size(), size_t(n_gen));
-        struct D { const char* what; SpecType type; std::shared_ptr<const Model> m; };
-        for (const D& d : {D{"gemma3 draft", SpecType::DRAFT, gemma}, D{"first-2-layers Q8_0", SpecType::DRAFT, self2},
-                           D{"target as its own draft", SpecType::DRAFT, target}, D{"ngram", SpecType::NGRAM, nullptr}}) {
-            for (int n_max : lengths) for (bool forced_tree : {false, true}) {
-                if (forced_tree && d.type != SpecType::DRAFT) continue;
-                SpecParams sp;
-                sp.type = d.type;
-                sp.n_max = n_max;
-                sp.p_min = 0.0f;
-                sp.adaptive = false;
-                if (forced_tree) sp.tree_min_gain = 0.0;  // every alternative the caps allow
-                SpecStats st;
-                auto out = run_with(pool, target, d.m, ids, n_gen, greedy(), sp, 0, &st, 512);
-                EXPECT_EQ(out, plain) << name << " with " << d.what << ", draft-max " << n_max << (forced_tree ? ", tree" : "");
-                if (forced_tree) EXPECT_GT(st.n_tree_nodes, 0) << name << " " << d.what;
-                if (d.m == target) EXPECT_EQ(st.n_accept, st.n_drafted) << name;  // its own draft: all accepted
-                if (d.type == SpecType::DRAFT) EXPECT_GT(st.n_drafted, 0) << name << " " << d.what;
-            }
+        struct D {
+            const char* what;
+            SpecType type;
+            std::shared_ptr<const Model> m;
+        };
+        for (const D& d :
+             {D{"gemma3 draft", SpecType::DRAFT, gemma}, D{"first-2-layers Q8_0", SpecType::DRAFT, self2},
+              D{"target as its own draft", SpecType::DRAFT, target}, D{"ngram", SpecType::NGRAM, nullptr}}) {
+            for (int n_max : lengths)
+                for (bool forced_tree : {false, true}) {
+                    if (forced_tree && d.type != SpecType::DRAFT) continue;
+                    SpecParams sp;
+                    sp.type = d.type;
+                    sp.n_max = n_max;
+                    sp.p_min = 0.0f;
+                    sp.adaptive = false;
+                    if (forced_tree) sp.tree_min_gain = 0.0;  // every alternative the caps allow
+                    SpecStats st;
+                    auto out = run_with(pool, target, d.m, ids, n_gen, greedy(), sp, 0, &st, 512);
+                    EXPECT_EQ(out, plain)
+                        << name << " with " << d.what << ", draft-max " << n_max << (forced_tree ? ", tree" : "");
+                    if (forced_tree) EXPECT_GT(st.n_tree_nodes, 0) << name << " " << d.what;
+                    if (d.m == target) EXPECT_EQ(st.n_accept, st.n_drafted) << name;  // its own draft: all accepted
+                    if (d.type == SpecType::DRAFT) EXPECT_GT(st.n_drafted, 0) << name << " " << d.what;
+                }
         }
     }
 }
@@ -698,8 +741,10 @@ TEST(Speculative, MoeTargetSampledDistributionIsThePlainOne) {
         int df = 0, dfb = 0;
         const double p = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
         const double pb = test::chi_square_p(plain[size_t(s)], bad[size_t(s)], &dfb);
-        std::printf("[ qwen3moe target, gemma3 draft, temp 1.5, stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e\n",
-                    s, p, df, pb);
+        std::printf(
+            "[ qwen3moe target, gemma3 draft, temp 1.5, stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: "
+            "p = %.2e\n",
+            s, p, df, pb);
         EXPECT_GT(p, 1e-3);
         min_bad = std::min(min_bad, pb);
     }
@@ -713,12 +758,14 @@ TEST(Speculative, TokenTreesAreTokenIdenticalAndTakeAlternatives) {
     ThreadPool pool(2);
     // Under CPU emulation (scripts/test-cpus.sh, TANDEM_TEST_QUICK=1): one prompt, draft-max 4 only.
     const bool quick = std::getenv("TANDEM_TEST_QUICK") && *std::getenv("TANDEM_TEST_QUICK") == '1';
-    const std::vector<const char*> prompts = quick ? std::vector<const char*>{kPrompts[0]} : std::vector<const char*>(std::begin(kPrompts), std::end(kPrompts));
+    const std::vector<const char*> prompts = quick ? std::vector<const char*>{kPrompts[0]}
+                                                   : std::vector<const char*>(std::begin(kPrompts), std::end(kPrompts));
     const std::vector<int> lengths = quick ? std::vector<int>{4} : std::vector<int>{1, 4, 8};
     for (const char* prompt : prompts) {
         const auto ids = fx().tok->encode(prompt, true, false);
         const auto plain = run(pool, ids, 96, greedy(), SpecParams{}, nullptr);
-        for (auto [what, draft] : {std::pair{"Q4_0", fx().q4}, std::pair{"1 layer", fx().l1}, std::pair{"3 layers", fx().l3}}) {
+        for (auto [what, draft] :
+             {std::pair{"Q4_0", fx().q4}, std::pair{"1 layer", fx().l1}, std::pair{"3 layers", fx().l3}}) {
             for (int n_max : lengths) {
                 SpecParams chain = fixed_length(SpecType::DRAFT, n_max);
                 chain.tree = false;
@@ -731,9 +778,13 @@ TEST(Speculative, TokenTreesAreTokenIdenticalAndTakeAlternatives) {
                 EXPECT_EQ(run(pool, ids, 96, greedy(), tree, draft, 0, &st), plain) << what << " tree " << n_max;
                 EXPECT_EQ(sc.n_tree_nodes, 0);
                 EXPECT_GT(st.n_tree_nodes, 0) << what;
-                std::printf("[ %s draft, draft-max %d, \"%s\" ] tokens per pass: chain %.2f, tree %.2f (%d alternatives taken of %d)\n",
-                            what, n_max, prompt, sc.mean_accepted_length(), st.mean_accepted_length(), st.n_tree_accept, st.n_tree_nodes);
-                if (std::string(what) == "1 layer") EXPECT_GT(st.n_tree_accept, 0) << "a poor draft's second guesses are never right?";
+                std::printf(
+                    "[ %s draft, draft-max %d, \"%s\" ] tokens per pass: chain %.2f, tree %.2f (%d alternatives taken "
+                    "of %d)\n",
+                    what, n_max, prompt, sc.mean_accepted_length(), st.mean_accepted_length(), st.n_tree_accept,
+                    st.n_tree_nodes);
+                if (std::string(what) == "1 layer")
+                    EXPECT_GT(st.n_tree_accept, 0) << "a poor draft's second guesses are never right?";
             }
         }
     }
@@ -743,8 +794,14 @@ TEST(Speculative, TokenTreesAreTokenIdenticalAndTakeAlternatives) {
 // sampling, with the accept-all control told apart. A 1-layer draft at temperature 1.5 is often wrong, so the
 // alternatives decide many tokens.
 TEST(Speculative, TokenTreeSamplingIsThePlainDistribution) {
-    struct Cfg { float temp; bool poor_draft; const char* prompt; int runs; };
-    for (Cfg c : {Cfg{1.0f, false, "Lily and Ben went to the", 6000}, Cfg{1.5f, true, "Lily and Ben went to the", 9000}}) {
+    struct Cfg {
+        float temp;
+        bool poor_draft;
+        const char* prompt;
+        int runs;
+    };
+    for (Cfg c :
+         {Cfg{1.0f, false, "Lily and Ben went to the", 6000}, Cfg{1.5f, true, "Lily and Ben went to the", 9000}}) {
         const auto ids = fx().tok->encode(c.prompt, true, false);
         SamplerParams sp;
         sp.temp = c.temp;
@@ -752,8 +809,9 @@ TEST(Speculative, TokenTreeSamplingIsThePlainDistribution) {
         SpecParams spec = fixed_length(SpecType::DRAFT, 2);
         spec.tree_min_gain = 0.0;
         spec.tree_width = 4;
-        expect_plain_distribution(ids, sp, spec, c.poor_draft ? fx().l1 : fx().l3, c.runs, 300000, 700000,
-                                  strprintf("tree, temp %.1f %s", c.temp, c.poor_draft ? "1-layer draft" : "3-layer draft"));
+        expect_plain_distribution(
+            ids, sp, spec, c.poor_draft ? fx().l1 : fx().l3, c.runs, 300000, 700000,
+            strprintf("tree, temp %.1f %s", c.temp, c.poor_draft ? "1-layer draft" : "3-layer draft"));
     }
 }
 
@@ -785,13 +843,14 @@ TEST(Speculative, ProposerListChoosesPerRoundAndStaysLossless) {
             sp.adaptive = adaptive;
             set_spec_types(sp, "draft,ngram,suffix");
             SpecStats st;
-            EXPECT_EQ(run(pool, ids, 96, greedy(), sp, fx().q4, 0, &st), plain) << prompt << (adaptive ? " adaptive" : "");
+            EXPECT_EQ(run(pool, ids, 96, greedy(), sp, fx().q4, 0, &st), plain)
+                << prompt << (adaptive ? " adaptive" : "");
             ASSERT_EQ(st.by_proposer.size(), 3u);
             for (const auto& b : st.by_proposer) rounds[b.type] += b.rounds;
         }
     }
-    std::printf("[ draft,ngram,suffix on stories260K ] rounds proposed: draft %d, ngram %d, suffix %d\n", rounds[SpecType::DRAFT],
-                rounds[SpecType::NGRAM], rounds[SpecType::SUFFIX]);
+    std::printf("[ draft,ngram,suffix on stories260K ] rounds proposed: draft %d, ngram %d, suffix %d\n",
+                rounds[SpecType::DRAFT], rounds[SpecType::NGRAM], rounds[SpecType::SUFFIX]);
     EXPECT_GT(rounds[SpecType::DRAFT], 0);
     EXPECT_GT(rounds[SpecType::NGRAM] + rounds[SpecType::SUFFIX], 0);
 
@@ -835,7 +894,7 @@ TEST(Speculative, MeasuredCostsCarryToTheNextGeneration) {
     EXPECT_FALSE(memory->get(SpecType::DRAFT, &known));
     auto seeded = std::make_shared<SpecCostMemory>();
     seeded->put(SpecType::NGRAM, {1.0, 0.0, 0.01});  // cheap proposals, nearly free verification
-    EXPECT_EQ(generate(seeded, &c), 1);              // drafts at once
+    EXPECT_EQ(generate(seeded, &c), 1);  // drafts at once
     EXPECT_EQ(a, b);
     EXPECT_EQ(a, c);
 }

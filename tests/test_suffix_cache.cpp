@@ -72,12 +72,12 @@ TEST(SuffixCache, MemoryIsBoundedAndLeastRecentlyUsedGoesFirst) {
     SuffixCacheParams p;
     p.max_tokens = 20;
     SuffixCache c(p);
-    c.add(seq({1, 2, 3, 4, 5, 6}));        // A
+    c.add(seq({1, 2, 3, 4, 5, 6}));  // A
     c.add(seq({11, 12, 13, 14, 15, 16}));  // B
     c.add(seq({21, 22, 23, 24, 25, 26}));  // C: 18 tokens
     std::vector<int32_t> out;
     ASSERT_EQ(c.propose(seq({1, 2}), 2, out), 2);  // uses A: now B is the least recently used
-    c.add(seq({31, 32, 33, 34, 35, 36}));          // 24 > 20: B goes
+    c.add(seq({31, 32, 33, 34, 35, 36}));  // 24 > 20: B goes
     EXPECT_LE(c.stats().tokens, 20u);
     EXPECT_EQ(c.stats().evicted_documents, 1u);
     out.clear();
@@ -123,8 +123,9 @@ Stories& stories() {
     return s;
 }
 
-std::vector<int32_t> generate(ThreadPool& pool, Session& ts, const std::vector<int32_t>& prompt, int n, SamplerParams sp,
-                              SpecParams spec, SpecStats* st = nullptr, speculative::AcceptRule rule = nullptr) {
+std::vector<int32_t> generate(ThreadPool& pool, Session& ts, const std::vector<int32_t>& prompt, int n,
+                              SamplerParams sp, SpecParams spec, SpecStats* st = nullptr,
+                              speculative::AcceptRule rule = nullptr) {
     Generator g(ts, nullptr, sp, spec);
     if (rule) speculative::GeneratorTesting::set_accept_rule(g, rule);
     g.start(prompt);
@@ -159,8 +160,11 @@ TEST(SuffixCache, GreedyOutputIsTokenIdentical) {
     doc.insert(doc.end(), plain.begin(), plain.end());
     sp.suffix->add(doc);
     EXPECT_EQ(generate(pool, ts, prompt, 200, greedy, sp, &warm), plain);
-    std::printf("[ suffix, repeated request ] %d of %d drafted tokens accepted, mean accepted length %.2f (cold: %d of %d, %.2f)\n",
-                warm.n_accept, warm.n_drafted, warm.mean_accepted_length(), cold.n_accept, cold.n_drafted, cold.mean_accepted_length());
+    std::printf(
+        "[ suffix, repeated request ] %d of %d drafted tokens accepted, mean accepted length %.2f (cold: %d of %d, "
+        "%.2f)\n",
+        warm.n_accept, warm.n_drafted, warm.mean_accepted_length(), cold.n_accept, cold.n_drafted,
+        cold.mean_accepted_length());
     EXPECT_GT(warm.mean_accepted_length(), 4.0);
     // A cache whose documents continue the same contexts differently (the plain output shifted by one token).
     SpecParams bad = sp;
@@ -207,13 +211,15 @@ TEST(SuffixCache, SampledDistributionIsThePlainOne) {
     spec.adaptive = false;
     spec.n_max = 2;
     spec.suffix = cache;
-    auto plain = counts(SpecParams{}, 1), specd = counts(spec, 500000), bad = counts(spec, 900000, speculative::accept_all);
+    auto plain = counts(SpecParams{}, 1), specd = counts(spec, 500000),
+         bad = counts(spec, 900000, speculative::accept_all);
     double min_bad = 1;
     for (int s = 0; s < 2; s++) {
         int df = 0, dfb = 0;
         const double p = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
         const double pb = test::chi_square_p(plain[size_t(s)], bad[size_t(s)], &dfb);
-        std::printf("[ suffix, temp 1.0, stat %d ] speculative vs plain: p = %.3g (df %d); accept-all rule: p = %.2e\n", s, p, df, pb);
+        std::printf("[ suffix, temp 1.0, stat %d ] speculative vs plain: p = %.3g (df %d); accept-all rule: p = %.2e\n",
+                    s, p, df, pb);
         EXPECT_GT(p, 1e-3);
         min_bad = std::min(min_bad, pb);
     }

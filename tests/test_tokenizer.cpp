@@ -12,7 +12,10 @@ using namespace tandem;
 
 namespace {
 
-struct Vector { std::string text; std::vector<int32_t> ids; };
+struct Vector {
+    std::string text;
+    std::vector<int32_t> ids;
+};
 
 // Reads llama.cpp's tokenizer conformance vectors: strings separated by "\n__ggml_vocab_test__\n" and one line
 // of expected ids per string.
@@ -82,10 +85,12 @@ TEST_P(TokenizerVectors, IdsAndRoundTripMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVocabs, TokenizerVectors,
-                         ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf", "ggml-vocab-starcoder.gguf",
-                                           "ggml-vocab-falcon.gguf", "ggml-vocab-gpt-neox.gguf", "ggml-vocab-mpt.gguf",
-                                           "ggml-vocab-deepseek-llm.gguf", "ggml-vocab-llama-bpe.gguf", "ggml-vocab-qwen2.gguf",
-                                           "ggml-vocab-qwen35.gguf", "ggml-vocab-command-r.gguf", "ggml-vocab-phi-3.gguf",
+                         ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf",
+                                           "ggml-vocab-starcoder.gguf", "ggml-vocab-falcon.gguf",
+                                           "ggml-vocab-gpt-neox.gguf", "ggml-vocab-mpt.gguf",
+                                           "ggml-vocab-deepseek-llm.gguf", "ggml-vocab-llama-bpe.gguf",
+                                           "ggml-vocab-qwen2.gguf", "ggml-vocab-qwen35.gguf",
+                                           "ggml-vocab-command-r.gguf", "ggml-vocab-phi-3.gguf",
                                            "ggml-vocab-gemma-4.gguf"),
                          test::ParamName());
 
@@ -96,8 +101,10 @@ TEST(Tokenizer, Phi3SpecialTokensStripTheSpaceAfterThem) {
     auto tok = Tokenizer::from_gguf(*GgufFile::open(test::shared_file("tokenizer-tests/ggml-vocab-phi-3.gguf")));
     const std::vector<std::pair<std::string, std::vector<int32_t>>> cases = {
         {"Hi</s> hello <|end|> there", {6324, 2, 22172, 29871, 32007, 727}},
-        {"<|user|>\nWhat is 2+2?<|end|>\n<|assistant|>", {32010, 1724, 338, 29871, 29906, 29974, 29906, 29973, 32007, 32001}},
-        {"a <s> b <unk> c <|endoftext|> d", {263, 29871, 1, 29871, 289, 29871, 0, 29871, 274, 29871, 32000, 29871, 270}},
+        {"<|user|>\nWhat is 2+2?<|end|>\n<|assistant|>",
+         {32010, 1724, 338, 29871, 29906, 29974, 29906, 29973, 32007, 32001}},
+        {"a <s> b <unk> c <|endoftext|> d",
+         {263, 29871, 1, 29871, 289, 29871, 0, 29871, 274, 29871, 32000, 29871, 270}},
         {"x<|end|>   \n  y", {921, 32007, 343}},
     };
     for (const auto& [text, ids] : cases) EXPECT_EQ(show(tok->encode(text, false, true)), show(ids)) << text;

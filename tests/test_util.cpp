@@ -24,8 +24,7 @@ std::string shared_file(const std::string& rel) {
     std::string p = shared_dir() + "/" + rel;
     struct stat st {};
     if (::stat(p.c_str(), &st) != 0) {
-        ADD_FAILURE() << "required shared file is missing: " << p
-                      << " (set TANDEM_SHARED_DIR to the shared folder)";
+        ADD_FAILURE() << "required shared file is missing: " << p << " (set TANDEM_SHARED_DIR to the shared folder)";
         throw std::runtime_error("missing shared file " + p);
     }
     return p;
@@ -76,13 +75,18 @@ double chi_square_p(const std::map<int, int>& a, const std::map<int, int>& b, in
     for (auto [k, v] : a) cells[k].first += v;
     for (auto [k, v] : b) cells[k].second += v;
     double na = 0, nb = 0;
-    for (auto& [k, c] : cells) { na += c.first; nb += c.second; }
+    for (auto& [k, c] : cells) {
+        na += c.first;
+        nb += c.second;
+    }
     std::vector<std::pair<double, double>> merged;
     std::pair<double, double> rare{0, 0};
     for (auto& [k, c] : cells) {
         double expected_small = std::min(na, nb) * (c.first + c.second) / (na + nb);
-        if (expected_small < 5) { rare.first += c.first; rare.second += c.second; }
-        else merged.push_back(c);
+        if (expected_small < 5) {
+            rare.first += c.first;
+            rare.second += c.second;
+        } else merged.push_back(c);
     }
     if (rare.first + rare.second > 0) merged.push_back(rare);
     double chi = 0;

@@ -22,7 +22,8 @@ std::string read_file(const std::string& path);
 
 // GoogleTest parameter names must be alphanumeric: "synth-llama-spm-q8_0" -> "synth_llama_spm_q8_0".
 struct ParamName {
-    template <typename Info> std::string operator()(const Info& info) const {
+    template <typename Info>
+    std::string operator()(const Info& info) const {
         std::string s = info.param;
         for (char& c : s)
             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';

@@ -21,7 +21,8 @@ Distribution dist(const std::vector<float>& p) {
     d.p = p;
     for (size_t i = 0; i < p.size(); i++)
         if (p[i] > 0) d.support.push_back(int32_t(i));
-    std::stable_sort(d.support.begin(), d.support.end(), [&](int32_t a, int32_t b) { return p[size_t(a)] > p[size_t(b)]; });
+    std::stable_sort(d.support.begin(), d.support.end(),
+                     [&](int32_t a, int32_t b) { return p[size_t(a)] > p[size_t(b)]; });
     return d;
 }
 
@@ -149,7 +150,8 @@ TEST(VerifyWalk, OneRoundEmitsTheTargetDistribution) {
             const int32_t c = draw_from(without(q, {x}), u(rng));
             plan.chain = {x};
             plan.alts = {{c, 1, true, 0.f}};
-            HandTarget t({{0, p}, {1, dist({0.25f, 0.25f, 0.25f, 0.25f})}, {2, dist({0.25f, 0.25f, 0.25f, 0.25f})}}, rng());
+            HandTarget t({{0, p}, {1, dist({0.25f, 0.25f, 0.25f, 0.25f})}, {2, dist({0.25f, 0.25f, 0.25f, 0.25f})}},
+                         rng());
             const WalkResult r = verify_walk(plan, {q}, false, t, rule);
             counts[size_t(r.path.size() > 1 ? plan.token(r.path[1]) : r.final_token)] += 1.0 / runs;
         }

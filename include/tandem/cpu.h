@@ -8,11 +8,11 @@
 namespace tandem {
 
 struct CpuInfo {
-    std::string level;                   // the level in use: scalar|avx2|avx512|avxvnni|avx512vnni|neon|dotprod|i8mm
-    std::string detected;                // the best level this CPU supports
-    bool forced = false;                 // level chosen by TANDEM_CPU
+    std::string level;  // the level in use: scalar|avx2|avx512|avxvnni|avx512vnni|neon|dotprod|i8mm
+    std::string detected;  // the best level this CPU supports
+    bool forced = false;  // level chosen by TANDEM_CPU
     std::vector<std::string> supported;  // every level this CPU supports, lowest first
-    std::string packed_kernel;           // the quantized matmul kernel of that level
+    std::string packed_kernel;  // the quantized matmul kernel of that level
 };
 // Throws tandem::Error if TANDEM_CPU names an unknown level or one this CPU lacks.
 CpuInfo cpu_info();

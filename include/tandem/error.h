@@ -23,5 +23,7 @@ std::string strprintf(const char* fmt, ...) __attribute__((format(printf, 1, 2))
 
 }  // namespace tandem
 
-#define TD_ASSERT(x) \
-    do { if (!(x)) ::tandem::assert_fail(#x, __FILE__, __LINE__); } while (0)
+#define TD_ASSERT(x)                                             \
+    do {                                                         \
+        if (!(x)) ::tandem::assert_fail(#x, __FILE__, __LINE__); \
+    } while (0)

@@ -28,25 +28,36 @@ namespace tandem {
 class MappedFile;
 
 enum class GgufType : uint32_t {
-    UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7,
-    STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+    UINT8 = 0,
+    INT8 = 1,
+    UINT16 = 2,
+    INT16 = 3,
+    UINT32 = 4,
+    INT32 = 5,
+    FLOAT32 = 6,
+    BOOL = 7,
+    STRING = 8,
+    ARRAY = 9,
+    UINT64 = 10,
+    INT64 = 11,
+    FLOAT64 = 12,
 };
 const char* gguf_type_name(GgufType t);
 
 // One metadata value. Scalars keep their declared type; numeric accessors convert.
 struct GgufValue {
     GgufType type = GgufType::UINT32;
-    uint64_t u = 0;   // unsigned integers and bool
-    int64_t i = 0;    // signed integers
-    double f = 0;     // floats
-    std::string s;    // STRING
+    uint64_t u = 0;  // unsigned integers and bool
+    int64_t i = 0;  // signed integers
+    double f = 0;  // floats
+    std::string s;  // STRING
     GgufType elem_type = GgufType::UINT8;  // ARRAY
-    std::vector<GgufValue> arr;            // ARRAY
+    std::vector<GgufValue> arr;  // ARRAY
 
     bool is_integer() const;
     bool is_number() const { return is_integer() || type == GgufType::FLOAT32 || type == GgufType::FLOAT64; }
-    int64_t as_int() const;     // requires is_number()
-    double as_double() const;   // requires is_number()
+    int64_t as_int() const;  // requires is_number()
+    double as_double() const;  // requires is_number()
 
     static GgufValue of_u32(uint32_t v);
     static GgufValue of_i32(int32_t v);
@@ -61,7 +72,7 @@ struct GgufTensor {
     int n_dims = 0;
     int64_t ne[4] = {1, 1, 1, 1};  // ne[0] is the row length (contiguous dimension)
     TensorType type = TensorType::F32;
-    uint64_t offset = 0;            // relative to the data section
+    uint64_t offset = 0;  // relative to the data section
     const uint8_t* data = nullptr;  // into the mapping (reader only)
     size_t nbytes = 0;
 
@@ -116,7 +127,7 @@ private:
 // Memory use is independent of model size.
 class GgufWriter {
 public:
-    void set(const std::string& key, GgufValue v);      // replaces an existing key, keeps order
+    void set(const std::string& key, GgufValue v);  // replaces an existing key, keeps order
     void add_tensor(const std::string& name, TensorType type, std::vector<int64_t> ne);
     // Opens the file and writes the header. Throws tandem::Error on I/O failure.
     void begin(const std::string& path);
@@ -128,7 +139,13 @@ public:
     size_t n_tensors() const { return tensors_.size(); }
 
 private:
-    struct Decl { std::string name; TensorType type; std::vector<int64_t> ne; size_t nbytes; uint64_t offset; };
+    struct Decl {
+        std::string name;
+        TensorType type;
+        std::vector<int64_t> ne;
+        size_t nbytes;
+        uint64_t offset;
+    };
     std::vector<std::pair<std::string, GgufValue>> kv_;
     std::vector<Decl> tensors_;
     std::string path_;

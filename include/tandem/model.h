@@ -26,13 +26,13 @@ enum class RopeStyle {
 };
 
 enum class FfnAct {
-    SILU,        // silu(gate) * up (SwiGLU)
-    GELU_TANH,   // gelu_tanh(gate) * up (GEGLU): gemma3
+    SILU,  // silu(gate) * up (SwiGLU)
+    GELU_TANH,  // gelu_tanh(gate) * up (GEGLU): gemma3
     SWIGLU_OAI,  // g = min(gate, 7), u = clamp(up, -7, 7), g * sigmoid(1.702 g) * (u + 1): gpt-oss
 };
 
 enum class MoeGating {
-    SOFTMAX,         // softmax over all experts, then the top k (qwen3moe)
+    SOFTMAX,  // softmax over all experts, then the top k (qwen3moe)
     SOFTMAX_WEIGHT,  // the top k raw router logits, then softmax over those k (gpt-oss)
 };
 
@@ -46,22 +46,22 @@ struct HParams {
     int n_head_kv = 0;
     int head_dim = 0;  // per-head size of q/k/v
     int n_ff = 0;
-    int n_rot = 0;     // rotated dimensions per head (<= head_dim)
+    int n_rot = 0;  // rotated dimensions per head (<= head_dim)
     float rms_eps = 1e-5f;
     float rope_theta = 10000.0f;
     float rope_freq_scale = 1.0f;  // linear RoPE scaling: positions are multiplied by this
     RopeStyle rope_style = RopeStyle::NORM;
-    bool tied_output = false;      // no output.weight: logits use token_embd
+    bool tied_output = false;  // no output.weight: logits use token_embd
     bool has_qkv_bias = false;
     bool has_rope_freqs = false;
 
     // Attention details
-    bool has_qk_norm = false;      // RMSNorm over each q/k head (per-dimension weight shared by the heads), before RoPE
-    bool has_post_norms = false;   // RMSNorm on the attention and FFN outputs before each residual add (gemma3)
-    bool has_attn_sinks = false;   // one extra logit per head in the softmax denominator (gpt-oss)
-    float q_scale = 0;             // q is multiplied by this before q.k (set at load: 1/sqrt(head_dim) unless the arch says)
-    float embd_scale = 1.0f;       // token embeddings are multiplied by this (gemma3: sqrt(n_embd))
-    float logit_softcap = 0;       // logits = c * tanh(logits / c) when > 0
+    bool has_qk_norm = false;  // RMSNorm over each q/k head (per-dimension weight shared by the heads), before RoPE
+    bool has_post_norms = false;  // RMSNorm on the attention and FFN outputs before each residual add (gemma3)
+    bool has_attn_sinks = false;  // one extra logit per head in the softmax denominator (gpt-oss)
+    float q_scale = 0;  // q is multiplied by this before q.k (set at load: 1/sqrt(head_dim) unless the arch says)
+    float embd_scale = 1.0f;  // token embeddings are multiplied by this (gemma3: sqrt(n_embd))
+    float logit_softcap = 0;  // logits = c * tanh(logits / c) when > 0
 
     // Sliding-window attention: layers with LayerWeights::swa see only the last n_swa positions (key j is hidden
     // from query i when i - j >= n_swa), and use their own RoPE base/scale.
@@ -70,22 +70,22 @@ struct HParams {
     float rope_freq_scale_swa = 1.0f;
 
     // RoPE scaling beyond a plain linear factor
-    int n_ctx_orig = 0;              // rope.scaling.original_context_length (0: n_ctx_train)
-    float rope_attn_factor = 1.0f;   // multiplies cos and sin (phi3 LongRoPE, YaRN's magnitude correction)
-    float yarn_ext_factor = 0;       // 1 for YaRN: frequencies ramp between interpolated and extrapolated
+    int n_ctx_orig = 0;  // rope.scaling.original_context_length (0: n_ctx_train)
+    float rope_attn_factor = 1.0f;  // multiplies cos and sin (phi3 LongRoPE, YaRN's magnitude correction)
+    float yarn_ext_factor = 0;  // 1 for YaRN: frequencies ramp between interpolated and extrapolated
     float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
     bool has_rope_long_short = false;  // phi3: rope_factors_long/short, chosen by the session's context size
 
     // Feed-forward
     FfnAct ffn_act = FfnAct::SILU;
-    int n_expert = 0;              // > 0: every layer's FFN is a mixture of experts
-    int n_expert_used = 0;         // experts per token (top k)
-    int n_ff_exp = 0;              // hidden size of one expert
+    int n_expert = 0;  // > 0: every layer's FFN is a mixture of experts
+    int n_expert_used = 0;  // experts per token (top k)
+    int n_ff_exp = 0;  // hidden size of one expert
     MoeGating moe_gating = MoeGating::SOFTMAX;
     bool expert_weights_norm = false;  // renormalise the k selected weights to sum 1
-    float expert_weights_scale = 0;    // multiplies the selected weights when != 0
-    bool has_expert_bias = false;      // router and expert biases (gpt-oss)
-    bool has_out_bias = false;         // attention output bias (gpt-oss)
+    float expert_weights_scale = 0;  // multiplies the selected weights when != 0
+    bool has_expert_bias = false;  // router and expert biases (gpt-oss)
+    bool has_out_bias = false;  // attention output bias (gpt-oss)
 };
 
 // A weight matrix used in place from the mapping. (rows, cols) = (output dim, input dim).
@@ -101,26 +101,27 @@ struct Weight {
 
 struct LayerWeights {
     std::vector<float> attn_norm;  // (n_embd)
-    Weight wq;                     // (n_head * head_dim, n_embd)
-    Weight wk;                     // (n_head_kv * head_dim, n_embd)
-    Weight wv;                     // (n_head_kv * head_dim, n_embd)
-    Weight wo;                     // (n_embd, n_head * head_dim)
-    std::vector<float> bq, bk, bv; // qwen2 only: (n_head*head_dim), (n_head_kv*head_dim) x2
-    std::vector<float> bo;         // gpt-oss: (n_embd)
+    Weight wq;  // (n_head * head_dim, n_embd)
+    Weight wk;  // (n_head_kv * head_dim, n_embd)
+    Weight wv;  // (n_head_kv * head_dim, n_embd)
+    Weight wo;  // (n_embd, n_head * head_dim)
+    std::vector<float> bq, bk, bv;  // qwen2 only: (n_head*head_dim), (n_head_kv*head_dim) x2
+    std::vector<float> bo;  // gpt-oss: (n_embd)
     std::vector<float> q_norm, k_norm;  // QK-norm: (head_dim) each
-    std::vector<float> sinks;      // attention sinks: (n_head)
+    std::vector<float> sinks;  // attention sinks: (n_head)
     std::vector<float> post_attn_norm;  // gemma3: before the residual add; gpt-oss: the FFN's pre-norm  (n_embd)
-    std::vector<float> ffn_norm;   // (n_embd); empty for gpt-oss (post_attn_norm is its pre-FFN norm)
-    std::vector<float> post_ffn_norm;   // gemma3: (n_embd)
-    bool swa = false;              // a sliding-window layer (HParams::n_swa)
+    std::vector<float> ffn_norm;  // (n_embd); empty for gpt-oss (post_attn_norm is its pre-FFN norm)
+    std::vector<float> post_ffn_norm;  // gemma3: (n_embd)
+    bool swa = false;  // a sliding-window layer (HParams::n_swa)
     // Dense FFN. Fused gate|up tensors (phi3) are bound as two views of the one tensor; so is a fused q|k|v.
-    Weight w_gate;                 // (n_ff, n_embd)
-    Weight w_up;                   // (n_ff, n_embd)
-    Weight w_down;                 // (n_embd, n_ff)
+    Weight w_gate;  // (n_ff, n_embd)
+    Weight w_up;  // (n_ff, n_embd)
+    Weight w_down;  // (n_embd, n_ff)
     // Mixture of experts: each expert's matrices are views of slices of the file's 3-D tensors.
-    Weight router;                 // (n_expert, n_embd)
-    std::vector<float> router_b;   // (n_expert) or empty
-    std::vector<Weight> exp_gate, exp_up, exp_down;  // n_expert each: (n_ff_exp, n_embd), (n_ff_exp, n_embd), (n_embd, n_ff_exp)
+    Weight router;  // (n_expert, n_embd)
+    std::vector<float> router_b;  // (n_expert) or empty
+    std::vector<Weight> exp_gate, exp_up,
+        exp_down;  // n_expert each: (n_ff_exp, n_embd), (n_ff_exp, n_embd), (n_embd, n_ff_exp)
     std::vector<float> exp_gate_b, exp_up_b, exp_down_b;  // (n_expert, n_ff_exp) x2, (n_expert, n_embd); or empty
 };
 
@@ -141,11 +142,11 @@ public:
     std::shared_ptr<const GgufFile> gguf_ptr() const { return file_; }
     const std::string& path() const;
 
-    const Weight& tok_embd() const { return tok_embd_; }       // (n_vocab, n_embd)
-    const Weight& output() const { return output_; }           // (n_vocab, n_embd); == tok_embd when tied
+    const Weight& tok_embd() const { return tok_embd_; }  // (n_vocab, n_embd)
+    const Weight& output() const { return output_; }  // (n_vocab, n_embd); == tok_embd when tied
     const std::vector<float>& output_norm() const { return output_norm_; }  // (n_embd)
-    const std::vector<float>& rope_freqs() const { return rope_freqs_; }    // (n_rot/2) or empty: divide the frequencies
-    const std::vector<float>& rope_freqs_long() const { return rope_long_; } // phi3: used when n_ctx > n_ctx_orig
+    const std::vector<float>& rope_freqs() const { return rope_freqs_; }  // (n_rot/2) or empty: divide the frequencies
+    const std::vector<float>& rope_freqs_long() const { return rope_long_; }  // phi3: used when n_ctx > n_ctx_orig
     const LayerWeights& layer(int i) const { return layers_[size_t(i)]; }
 
     int64_t n_params() const;

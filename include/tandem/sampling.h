@@ -12,15 +12,15 @@ namespace tandem {
 enum class SamplerKind { TOP_K, TYPICAL_P, TOP_P, MIN_P, TEMPERATURE };
 
 struct SamplerParams {
-    float temp = 0.8f;          // <= 0: greedy (the distribution is one-hot at the argmax)
-    int top_k = 40;             // <= 0: off
-    float top_p = 0.95f;        // >= 1: off
-    float min_p = 0.05f;        // <= 0: off
-    float typical_p = 1.0f;     // >= 1: off
-    float repeat_penalty = 1.0f;    // 1: off
+    float temp = 0.8f;  // <= 0: greedy (the distribution is one-hot at the argmax)
+    int top_k = 40;  // <= 0: off
+    float top_p = 0.95f;  // >= 1: off
+    float min_p = 0.05f;  // <= 0: off
+    float typical_p = 1.0f;  // >= 1: off
+    float repeat_penalty = 1.0f;  // 1: off
     float presence_penalty = 0.0f;
     float frequency_penalty = 0.0f;
-    int penalty_last_n = 64;        // tokens of history the penalties look at; -1 = all
+    int penalty_last_n = 64;  // tokens of history the penalties look at; -1 = all
     std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logit; -inf bans a token
     // llama.cpp's default order (its "dry" and "xtc" are not implemented here).
     std::vector<SamplerKind> order = {SamplerKind::TOP_K, SamplerKind::TYPICAL_P, SamplerKind::TOP_P,
@@ -37,7 +37,7 @@ const char* sampler_kind_name(SamplerKind k);
 
 // A probability distribution over the vocabulary, dense, with the list of tokens that have p > 0.
 struct Distribution {
-    std::vector<float> p;          // (n_vocab) probabilities, sum 1
+    std::vector<float> p;  // (n_vocab) probabilities, sum 1
     std::vector<int32_t> support;  // ids with p > 0, most probable first
     float prob(int32_t id) const { return p[size_t(id)]; }
 };

@@ -13,9 +13,9 @@ namespace tandem {
 class ThreadPool;
 
 struct SessionParams {
-    int n_ctx = 0;     // KV cache capacity in tokens; 0 = min(n_ctx_train, 4096)
+    int n_ctx = 0;  // KV cache capacity in tokens; 0 = min(n_ctx_train, 4096)
     int n_layers = 0;  // run only the first n_layers blocks (self-speculation draft); 0 = all
-    int n_batch = 256; // tokens per internal forward chunk (bounds scratch memory for long prompts)
+    int n_batch = 256;  // tokens per internal forward chunk (bounds scratch memory for long prompts)
 };
 
 class Session {
@@ -36,7 +36,9 @@ public:
     // all_logits: keep logits for every position (verification); otherwise only for the last one.
     // Throws tandem::Error if a token id is out of range or the context would overflow (cache unchanged).
     void decode(const int32_t* tokens, int n, bool all_logits);
-    void decode(const std::vector<int32_t>& tokens, bool all_logits) { decode(tokens.data(), int(tokens.size()), all_logits); }
+    void decode(const std::vector<int32_t>& tokens, bool all_logits) {
+        decode(tokens.data(), int(tokens.size()), all_logits);
+    }
 
     // Token tree (speculative verification of several candidates in one pass): runs the n nodes of a tree whose
     // root, node 0, follows the cached tokens; parents[0] = -1 and parents[i] in [0, i). Node i is written at cache

@@ -71,12 +71,12 @@ struct SpecParams {
     // from its own measured acceptance and cost (its own DraftLengthController), proposes. Draft-free types only
     // (NGRAM, SUFFIX); `type` holds the model proposer when there is one (it decides the draft session).
     std::vector<SpecType> extra;
-    int n_max = 16;        // --draft-max: most tokens drafted per round
-    int n_min = 0;         // --draft-min: drafts shorter than this are not verified (plain step instead)
-    float p_min = 0.75f;   // --draft-p-min: stop drafting when the draft's top probability falls below this
+    int n_max = 16;  // --draft-max: most tokens drafted per round
+    int n_min = 0;  // --draft-min: drafts shorter than this are not verified (plain step instead)
+    float p_min = 0.75f;  // --draft-p-min: stop drafting when the draft's top probability falls below this
     bool adaptive = true;  // --draft-adaptive: choose the draft length from measured acceptance and costs
-    int ngram_n = 3;       // --spec-ngram-n: longest n-gram matched against the context (tries n..1)
-    int ngram_m = 16;      // --spec-ngram-m: most tokens proposed from one match
+    int ngram_n = 3;  // --spec-ngram-n: longest n-gram matched against the context (tries n..1)
+    int ngram_m = 16;  // --spec-ngram-m: most tokens proposed from one match
     // Cost of one draft step relative to one target step, used until measured (adaptive mode).
     double draft_cost_prior = 0.1;
     // Context shift (llama.cpp's --context-shift): when the context is full, forget the older half of what follows
@@ -123,16 +123,17 @@ Distribution residual_distribution(const Distribution& p, const Distribution& q)
 // The draft side of a speculative setup, built the same way by `generate`, `bench` and `serve`.
 struct DraftSetup {
     std::unique_ptr<Session> session;  // null for NONE and NGRAM
-    double cost_prior = 0.0;           // one draft step / one target step, until measured (SpecParams)
-    int self_layers = 0;               // SELF: the target's first K layers
+    double cost_prior = 0.0;  // one draft step / one target step, until measured (SpecParams)
+    int self_layers = 0;  // SELF: the target's first K layers
 };
 // Self-speculation depth: `requested` layers of the target (0: half of them, at least 1). Throws tandem::Error
 // unless 1 <= K < the target's layer count (K = all layers would draft with the target itself).
 int self_draft_layers(const Model& target, int requested);
 // DRAFT: a session on `draft_model` (cost prior: its weight bytes / the target's); SELF: a session on the target
 // limited to self_draft_layers(requested_layers) (cost prior K / L); NONE, NGRAM: no session (prior 0).
-DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target, const std::shared_ptr<const Model>& draft_model,
-                      int n_ctx, int n_batch, int requested_layers, ThreadPool& pool);
+DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
+                      const std::shared_ptr<const Model>& draft_model, int n_ctx, int n_batch, int requested_layers,
+                      ThreadPool& pool);
 
 // Sets spec.type and spec.extra from a list of names ("draft", "ngram,suffix", "draft,ngram,suffix", llama.cpp's
 // names as spec_type_from_name): the model proposer (draft or self) becomes `type`, the others `extra`. Throws
@@ -151,16 +152,16 @@ struct SpecSetup {
 void validate_spec_params(SpecParams& spec, const SpecSetup* setup = nullptr);
 
 struct SpecStats {
-    int n_rounds = 0;          // verification passes of the target
+    int n_rounds = 0;  // verification passes of the target
     int n_rounds_drafted = 0;  // rounds in which at least one token was drafted
-    int n_drafted = 0;         // tokens drafted and verified
-    int n_accept = 0;          // drafted tokens accepted
-    int n_generated = 0;       // tokens emitted
-    std::vector<int> drafted_at;   // [i]: rounds that drafted a token at position i
+    int n_drafted = 0;  // tokens drafted and verified
+    int n_accept = 0;  // drafted tokens accepted
+    int n_generated = 0;  // tokens emitted
+    std::vector<int> drafted_at;  // [i]: rounds that drafted a token at position i
     std::vector<int> accepted_at;  // [i]: rounds whose token at position i was accepted
-    double t_draft_ms = 0;     // drafting (draft model forward + sampling, or n-gram lookup)
-    double t_target_ms = 0;    // target forward passes + verification
-    int n_probe_rounds = 0;    // rounds the adaptive controller drafted only to re-measure acceptance
+    double t_draft_ms = 0;  // drafting (draft model forward + sampling, or n-gram lookup)
+    double t_target_ms = 0;  // target forward passes + verification
+    int n_probe_rounds = 0;  // rounds the adaptive controller drafted only to re-measure acceptance
     int n_context_shifts = 0;  // SpecParams::context_shift: times the context was shifted
     // Token trees: rounds that verified alternatives, alternatives verified, and alternatives accepted (each one a
     // token the chain alone would not have gained). n_drafted and n_accept count the chain only (llama.cpp's
@@ -169,7 +170,10 @@ struct SpecStats {
     int n_tree_nodes = 0;
     int n_tree_accept = 0;
     // Per proposer (SpecParams::type, then extra): rounds it proposed in, chain tokens drafted and accepted.
-    struct ByProposer { SpecType type; int rounds = 0, drafted = 0, accepted = 0; };
+    struct ByProposer {
+        SpecType type;
+        int rounds = 0, drafted = 0, accepted = 0;
+    };
     std::vector<ByProposer> by_proposer;
 
     double accept_rate() const { return n_drafted ? double(n_accept) / n_drafted : 0.0; }
@@ -193,7 +197,7 @@ struct OutputConstraint {
     std::shared_ptr<const grammar::Grammar> grammar;
     std::shared_ptr<const grammar::VocabTrie> trie;
     std::shared_ptr<const std::vector<std::string>> pieces;  // token id -> its text ("" for control tokens)
-    std::vector<int32_t> eog;                                // end-of-generation ids: allowed when the text is complete
+    std::vector<int32_t> eog;  // end-of-generation ids: allowed when the text is complete
     // Lazy (null: the grammar applies from the first token): the text is free until a trigger of this spec
     // completes, and from the trigger's first byte on it is a sentence of the grammar (grammar/trigger.h). A
     // token that would complete a trigger into text the grammar refuses is not allowed.

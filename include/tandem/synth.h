@@ -9,14 +9,15 @@ namespace tandem {
 
 struct SynthShape {
     std::string name;
-    std::string arch;  // any architecture the loader knows (model.h): llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss
+    std::string
+        arch;  // any architecture the loader knows (model.h): llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss
     int n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
     float rope_theta;
     bool tied_output;
     bool rope_freqs;  // Llama-3.1-style per-dimension RoPE factors
-    int head_dim = 0;       // 0: n_embd / n_head
+    int head_dim = 0;  // 0: n_embd / n_head
     int n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // mixture of experts (qwen3moe, gpt-oss)
-    int n_swa = 0;          // sliding window (gemma3, gpt-oss)
+    int n_swa = 0;  // sliding window (gemma3, gpt-oss)
 };
 
 // Known shapes: tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, llama-2-7b, llama-3.1-8b, qwen3-0.6b, qwen3-8b,
@@ -28,7 +29,7 @@ struct SynthParams {
     std::string shape;
     std::string type = "Q8_0";  // any type or mix `tandem quantize` accepts; 1-D tensors stay F32
     uint64_t seed = 1;
-    std::string vocab_path;     // copy tokenizer.* from this GGUF (its vocab size wins); empty: generate one
+    std::string vocab_path;  // copy tokenizer.* from this GGUF (its vocab size wins); empty: generate one
     std::function<void(const std::string&)> on_progress;
 };
 

@@ -8,15 +8,26 @@
 namespace tandem {
 
 enum class TensorType : uint32_t {
-    F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
-    Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30,
+    F32 = 0,
+    F16 = 1,
+    Q4_0 = 2,
+    Q4_1 = 3,
+    Q5_0 = 6,
+    Q5_1 = 7,
+    Q8_0 = 8,
+    Q2_K = 10,
+    Q3_K = 11,
+    Q4_K = 12,
+    Q5_K = 13,
+    Q6_K = 14,
+    BF16 = 30,
     MXFP4 = 39,  // OCP microscaling FP4 (gpt-oss experts): 32 E2M1 values with one E8M0 scale
 };
 
 struct TypeTraits {
     const char* name;
-    int block_elems;   // elements per block
-    int block_bytes;   // bytes per block
+    int block_elems;  // elements per block
+    int block_bytes;  // bytes per block
 };
 
 // nullopt for a type number tandem does not support.

@@ -36,14 +36,14 @@ public:
     TokenAttr token_attr(int32_t id) const { return attrs_[size_t(id)]; }
     float token_score(int32_t id) const { return scores_.empty() ? 0.0f : scores_[size_t(id)]; }
     const std::string& model_name() const { return model_; }  // tokenizer.ggml.model
-    const std::string& pre_name() const { return pre_; }      // tokenizer.ggml.pre ("default" if absent)
+    const std::string& pre_name() const { return pre_; }  // tokenizer.ggml.pre ("default" if absent)
 
     int32_t bos() const { return bos_; }  // -1 if none
     int32_t eos() const { return eos_; }
     int32_t eot() const { return eot_; }
     bool add_bos() const { return add_bos_; }
     bool add_eos() const { return add_eos_; }
-    bool is_eog(int32_t id) const;        // end of generation: EOS, EOT, EOM and known end-of-turn tokens
+    bool is_eog(int32_t id) const;  // end of generation: EOS, EOT, EOM and known end-of-turn tokens
     const std::vector<int32_t>& eog_ids() const { return eog_; }
 
     int32_t find_token(const std::string& text) const;  // -1 if absent
@@ -88,7 +88,7 @@ public:
     explicit TextStreamer(const Tokenizer& tok, bool at_text_start = false, std::vector<int32_t> shown_special = {})
         : tok_(tok), strip_(at_text_start), shown_(std::move(shown_special)) {}
     std::string push(int32_t id);  // text that became complete with this token (may be empty)
-    std::string flush();           // whatever is held back (an incomplete sequence at the very end)
+    std::string flush();  // whatever is held back (an incomplete sequence at the very end)
 
 private:
     const Tokenizer& tok_;

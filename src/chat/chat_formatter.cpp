@@ -28,8 +28,10 @@ ChatFormatter::ChatFormatter(const ChatFormatterOptions& o) : o_(o) {
     source_ = text;
     if (!o.jinja) {
         auto t = detect_chat_template(text);
-        if (!t) throw Error(std::string("--no-jinja: the chat template is not one tandem's built-in renderers recognise (") + kNames +
-                            "); drop --no-jinja to run it, or pass --chat-template NAME");
+        if (!t)
+            throw Error(
+                std::string("--no-jinja: the chat template is not one tandem's built-in renderers recognise (") +
+                kNames + "); drop --no-jinja to run it, or pass --chat-template NAME");
         builtin_ = *t;
         origin_ += ", recognised";
         return;
@@ -37,8 +39,8 @@ ChatFormatter::ChatFormatter(const ChatFormatterOptions& o) : o_(o) {
     try {
         jinja_ = std::make_unique<jinja::Template>(text);
     } catch (const Error& e) {
-        throw Error(std::string(origin_ == "given" ? "the given" : "the model's") + " chat template cannot be run: " + e.what() +
-                    " (pass --chat-template NAME to use a built-in renderer: " + kNames + ")");
+        throw Error(std::string(origin_ == "given" ? "the given" : "the model's") + " chat template cannot be run: " +
+                    e.what() + " (pass --chat-template NAME to use a built-in renderer: " + kNames + ")");
     }
 }
 
@@ -49,14 +51,20 @@ std::string ChatFormatter::description() const {
     return std::string(chat_template_name(builtin_)) + " (" + origin_ + ")";
 }
 
-std::string ChatFormatter::apply(const ojson& messages, const ojson& tools, bool gen, const ojson& kwargs, bool add_bos) const {
+std::string ChatFormatter::apply(const ojson& messages, const ojson& tools, bool gen, const ojson& kwargs,
+                                 bool add_bos) const {
     std::string out;
     if (!jinja_) {
         std::vector<ChatMessage> msgs;
-        for (const auto& m : messages) msgs.push_back({m.value("role", ""), m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : ""});
+        for (const auto& m : messages)
+            msgs.push_back({m.value("role", ""),
+                            m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : ""});
         out = render_chat(builtin_, msgs, gen);
     } else {
-        ojson ctx = {{"messages", messages}, {"add_generation_prompt", gen}, {"bos_token", o_.bos_token}, {"eos_token", o_.eos_token}};
+        ojson ctx = {{"messages", messages},
+                     {"add_generation_prompt", gen},
+                     {"bos_token", o_.bos_token},
+                     {"eos_token", o_.eos_token}};
         if (tools.is_array() && !tools.empty()) ctx["tools"] = tools;
         // today's date, as llama.cpp gives every template (Llama 3.x reads date_string, firefunction datetime)
         jinja::RenderOptions ro;
@@ -77,7 +85,8 @@ std::string ChatFormatter::apply(const ojson& messages, const ojson& tools, bool
             throw Error(std::string("chat template: ") + e.what());
         }
     }
-    if (add_bos && !o_.bos_token.empty() && out.compare(0, o_.bos_token.size(), o_.bos_token) == 0) out.erase(0, o_.bos_token.size());
+    if (add_bos && !o_.bos_token.empty() && out.compare(0, o_.bos_token.size(), o_.bos_token) == 0)
+        out.erase(0, o_.bos_token.size());
     return out;
 }
 

@@ -24,9 +24,9 @@ class Template;
 
 struct ChatFormatterOptions {
     std::string model_template;  // tokenizer.chat_template ("" when absent)
-    std::string template_text;   // --chat-template-file, or --chat-template TEXT
-    std::string template_name;   // --chat-template NAME (a built-in)
-    bool jinja = true;           // --jinja (default) / --no-jinja
+    std::string template_text;  // --chat-template-file, or --chat-template TEXT
+    std::string template_name;  // --chat-template NAME (a built-in)
+    bool jinja = true;  // --jinja (default) / --no-jinja
     std::string bos_token, eos_token;
     nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();  // --chat-template-kwargs: extra variables
     std::function<std::tm()> now;  // strftime_now's clock (tests); empty: local time
@@ -44,12 +44,12 @@ public:
     // chat_template_kwargs (over --chat-template-kwargs). Returns the prompt text with a leading BOS text removed
     // when add_bos (the tokenizer adds the BOS token itself, as llama.cpp does). Throws tandem::Error for a
     // template failure, raise_exception included (the template's message).
-    std::string apply(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools, bool add_generation_prompt,
-                      const nlohmann::ordered_json& kwargs, bool add_bos) const;
+    std::string apply(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                      bool add_generation_prompt, const nlohmann::ordered_json& kwargs, bool add_bos) const;
 
     bool is_jinja() const { return jinja_ != nullptr; }
     const std::string& source() const { return source_; }  // the template text, or the built-in's name
-    std::string description() const;                       // for logs and /props: "jinja (the model's)" / "llama3 (built-in)"
+    std::string description() const;  // for logs and /props: "jinja (the model's)" / "llama3 (built-in)"
     ChatTemplate builtin() const { return builtin_; }
 
 private:

@@ -4,11 +4,14 @@ namespace tandem {
 
 namespace {
 
-struct Named { ChatTemplate t; const char* name; };
+struct Named {
+    ChatTemplate t;
+    const char* name;
+};
 const Named kNames[] = {
-    {ChatTemplate::CHATML, "chatml"}, {ChatTemplate::LLAMA2, "llama2"}, {ChatTemplate::LLAMA3, "llama3"},
-    {ChatTemplate::MISTRAL, "mistral"}, {ChatTemplate::PHI3, "phi3"}, {ChatTemplate::GEMMA, "gemma"},
-    {ChatTemplate::ZEPHYR, "zephyr"}, {ChatTemplate::DEEPSEEK, "deepseek"}, {ChatTemplate::DEEPSEEK3, "deepseek3"},
+    {ChatTemplate::CHATML, "chatml"},   {ChatTemplate::LLAMA2, "llama2"},     {ChatTemplate::LLAMA3, "llama3"},
+    {ChatTemplate::MISTRAL, "mistral"}, {ChatTemplate::PHI3, "phi3"},         {ChatTemplate::GEMMA, "gemma"},
+    {ChatTemplate::ZEPHYR, "zephyr"},   {ChatTemplate::DEEPSEEK, "deepseek"}, {ChatTemplate::DEEPSEEK3, "deepseek3"},
 };
 
 bool has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
@@ -91,7 +94,10 @@ std::string render_chat(ChatTemplate t, const std::vector<ChatMessage>& msgs, bo
                 const auto& m = msgs[i];
                 if (m.role == "user") {
                     out += "[INST] ";
-                    if (!sys.empty()) { out += sys + "\n\n"; sys.clear(); }
+                    if (!sys.empty()) {
+                        out += sys + "\n\n";
+                        sys.clear();
+                    }
                     out += m.content + "[/INST]";
                 } else if (m.role == "assistant") {
                     out += " " + m.content + "</s>";
@@ -113,7 +119,10 @@ std::string render_chat(ChatTemplate t, const std::vector<ChatMessage>& msgs, bo
                 const auto& m = msgs[i];
                 std::string role = m.role == "assistant" ? "model" : "user";
                 std::string content = trim(m.content);
-                if (role == "user" && !sys.empty()) { content = trim(sys) + "\n\n" + content; sys.clear(); }
+                if (role == "user" && !sys.empty()) {
+                    content = trim(sys) + "\n\n" + content;
+                    sys.clear();
+                }
                 out += "<start_of_turn>" + role + "\n" + content + "<end_of_turn>\n";
             }
             if (gen) out += "<start_of_turn>model\n";

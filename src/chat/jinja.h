@@ -29,7 +29,7 @@ struct Node;
 
 struct RenderOptions {
     std::function<std::tm()> now;  // strftime_now's clock; empty: the local time
-    std::tm time() const;          // the clock's time now
+    std::tm time() const;  // the clock's time now
 };
 
 class Template {

@@ -35,7 +35,9 @@ using K = Value::Kind;
 struct BreakSignal {};
 struct ContinueSignal {};
 
-[[noreturn]] void fail(const Node& n, const std::string& what) { throw Error(strprintf("line %d: %s", n.line, what.c_str())); }
+[[noreturn]] void fail(const Node& n, const std::string& what) {
+    throw Error(strprintf("line %d: %s", n.line, what.c_str()));
+}
 
 std::string ascii_case(std::string s, bool upper) {
     for (auto& c : s) c = char(upper ? std::toupper(uint8_t(c)) : std::tolower(uint8_t(c)));
@@ -108,7 +110,8 @@ Value split(const std::string& s, const Value& sep, int64_t maxsplit) {
     pieces.push_back(s.substr(at));
     if (maxsplit != -1 && int64_t(pieces.size()) > maxsplit) {
         std::string rest;
-        for (size_t k = size_t(maxsplit); k < pieces.size(); k++) rest += (k > size_t(maxsplit) ? sep.s : "") + pieces[k];
+        for (size_t k = size_t(maxsplit); k < pieces.size(); k++)
+            rest += (k > size_t(maxsplit) ? sep.s : "") + pieces[k];
         pieces.resize(size_t(maxsplit));
         pieces.push_back(rest);
     }
@@ -194,8 +197,8 @@ Value attribute(const Value& item, const std::string& path) {
 }
 
 std::string strftime_like(const std::tm& t, const std::string& fmt) {
-    static const char* kLong[] = {"January", "February", "March", "April", "May", "June", "July", "August", "September",
-                                  "October", "November", "December"};
+    static const char* kLong[] = {"January", "February", "March",     "April",   "May",      "June",
+                                  "July",    "August",   "September", "October", "November", "December"};
     static const char* kShort[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
     std::string out;
     for (size_t i = 0; i < fmt.size(); i++) {
@@ -225,11 +228,13 @@ const std::map<std::string, bool (*)(const Value&)>& tests() {
     static const std::map<std::string, bool (*)(const Value&)> t = {
         {"boolean", [](const Value& v) { return v.kind == K::BOOL; }},
         {"callable", [](const Value& v) { return v.kind == K::FUNCTION; }},
-        {"odd", [](const Value& v) {
+        {"odd",
+         [](const Value& v) {
              if (v.kind != K::INT) throw Error(std::string("cannot test 'odd' on ") + v.type_name());
              return v.i % 2 != 0;
          }},
-        {"even", [](const Value& v) {
+        {"even",
+         [](const Value& v) {
              if (v.kind != K::INT) throw Error(std::string("cannot test 'even' on ") + v.type_name());
              return v.i % 2 == 0;
          }},
@@ -242,7 +247,10 @@ const std::map<std::string, bool (*)(const Value&)>& tests() {
         {"float", [](const Value& v) { return v.kind == K::FLOAT; }},
         {"iterable", [](const Value& v) { return v.kind == K::ARRAY || v.kind == K::STRING; }},
         {"mapping", [](const Value& v) { return v.kind == K::OBJECT || v.kind == K::KWARGS; }},
-        {"sequence", [](const Value& v) { return v.kind == K::ARRAY || v.kind == K::OBJECT || v.kind == K::KWARGS || v.kind == K::STRING; }},
+        {"sequence",
+         [](const Value& v) {
+             return v.kind == K::ARRAY || v.kind == K::OBJECT || v.kind == K::KWARGS || v.kind == K::STRING;
+         }},
         {"lower", [](const Value& v) { return v.kind == K::STRING && v.s == ascii_case(v.s, false); }},
         {"upper", [](const Value& v) { return v.kind == K::STRING && v.s == ascii_case(v.s, true); }},
         {"defined", [](const Value& v) { return !v.undefined(); }},
@@ -284,10 +292,10 @@ public:
             case Node::T::MACRO: {
                 const Node* def = &n;
                 env.set(n.s, Value::function([this, def](Args& args, Env& caller_env) {
-                    Env scope(&caller_env);
-                    bind(*def, def->args, args, scope);
-                    return block(def->body, scope);
-                }));
+                            Env scope(&caller_env);
+                            bind(*def, def->args, args, scope);
+                            return block(def->body, scope);
+                        }));
                 return Value::none();
             }
             case Node::T::CALL_BLOCK: return call_block(n, env);
@@ -422,7 +430,8 @@ private:
                 v = *k;
                 given = true;
                 auto& items = kw->items;
-                items.erase(std::remove_if(items.begin(), items.end(), [&](const auto& e) { return e.first == name; }), items.end());
+                items.erase(std::remove_if(items.begin(), items.end(), [&](const auto& e) { return e.first == name; }),
+                            items.end());
             }
             if (!given && p.t == Node::T::KWARG) pending.emplace_back(name, p.x.get());
             scope.set(name, v);
@@ -468,8 +477,9 @@ private:
             for (const auto& [k, v] : it.obj->items) keys.push_back(Value::string(k));
             it = Value::array(std::move(keys));
         }
-        if (it.undefined()) it = Value::array();  // Python's Jinja: an undefined value loops zero times (templates
-                                                  // written for transformers iterate `tools` unguarded)
+        if (it.undefined())
+            it = Value::array();  // Python's Jinja: an undefined value loops zero times (templates
+                // written for transformers iterate `tools` unguarded)
         if (it.kind != K::ARRAY) fail(n, std::string("cannot loop over a ") + it.type_name());
         auto assign = [&](Env& e, const Value& cur) {
             if (n.x->t == Node::T::IDENT) return e.set(n.x->s, cur);
@@ -596,13 +606,17 @@ private:
             if (name == "rstrip") return fn([s](Args&, Env&) { return Value::string(js_trim(s, false, true)); });
             if (name == "title") return fn([s](Args&, Env&) { return Value::string(title_case(s)); });
             if (name == "capitalize")
-                return fn([s](Args&, Env&) { return Value::string(s.empty() ? s : ascii_case(s.substr(0, 1), true) + s.substr(1)); });
+                return fn([s](Args&, Env&) {
+                    return Value::string(s.empty() ? s : ascii_case(s.substr(0, 1), true) + s.substr(1));
+                });
             if (name == "startswith" || name == "endswith") {
                 const bool starts = name == "startswith";
                 return fn([s, starts](Args& a, Env&) {
-                    if (a.empty()) throw Error(std::string(starts ? "startswith" : "endswith") + "() needs an argument");
+                    if (a.empty())
+                        throw Error(std::string(starts ? "startswith" : "endswith") + "() needs an argument");
                     auto test = [&](const std::string& p) {
-                        return p.size() <= s.size() && (starts ? s.compare(0, p.size(), p) == 0 : s.compare(s.size() - p.size(), p.size(), p) == 0);
+                        return p.size() <= s.size() && (starts ? s.compare(0, p.size(), p) == 0
+                                                               : s.compare(s.size() - p.size(), p.size(), p) == 0);
                     };
                     if (a[0].kind == K::STRING) return Value::boolean(test(a[0].s));
                     if (a[0].kind == K::ARRAY) {
@@ -626,7 +640,8 @@ private:
             if (name == "replace")
                 return fn([s](Args& a, Env&) {
                     auto kw = take_kwargs(a);
-                    if (a.size() < 2 || a[0].kind != K::STRING || a[1].kind != K::STRING) throw Error("replace() needs two strings");
+                    if (a.size() < 2 || a[0].kind != K::STRING || a[1].kind != K::STRING)
+                        throw Error("replace() needs two strings");
                     Value count = arg(a, 2, *kw, "count", Value::none());
                     if (count.kind != K::INT && count.kind != K::NONE) throw Error("replace: count must be an integer");
                     return Value::string(replace_all(s, a[0].s, a[1].s, count.kind == K::INT ? count.i : -1));
@@ -665,7 +680,8 @@ private:
                     const bool cs = arg(a, 0, *kw, "case_sensitive", Value::boolean(false)).truthy();
                     const Value by = arg(a, 1, *kw, "by", Value::string("key"));
                     const bool rev = arg(a, 2, *kw, "reverse", Value::boolean(false)).truthy();
-                    if (by.kind != K::STRING || (by.s != "key" && by.s != "value")) throw Error("dictsort: by must be 'key' or 'value'");
+                    if (by.kind != K::STRING || (by.s != "key" && by.s != "value"))
+                        throw Error("dictsort: by must be 'key' or 'value'");
                     std::vector<Value> out;
                     for (const auto& [k, v] : data->items) out.push_back(Value::array({Value::string(k), v}));
                     const size_t idx = by.s == "key" ? 0 : 1;
@@ -715,7 +731,9 @@ private:
             if (op == "*") return fl ? Value::number(a * b) : Value::integer(l.i * r.i);
             if (op == "/") return Value::number(a / b);
             if (op == "//") return num(std::floor(a / b));
-            if (op == "%") return fl ? Value::number(std::fmod(a, b)) : (r.i == 0 ? Value::number(std::nan("")) : Value::integer(l.i % r.i));
+            if (op == "%")
+                return fl ? Value::number(std::fmod(a, b))
+                          : (r.i == 0 ? Value::number(std::nan("")) : Value::integer(l.i % r.i));
             if (op == "<") return Value::boolean(a < b);
             if (op == ">") return Value::boolean(a > b);
             if (op == "<=") return Value::boolean(a <= b);
@@ -815,7 +833,9 @@ private:
                 return end == t.c_str() ? dflt : Value::number(x);
             }
             if (v.kind == K::BOOL) return name == "int" ? Value::integer(v.b) : Value::number(v.b);
-            if (v.is_number()) return called ? v : (name == "int" ? Value::integer(int64_t(std::floor(v.num()))) : Value::number(v.num()));
+            if (v.is_number())
+                return called ? v
+                              : (name == "int" ? Value::integer(int64_t(std::floor(v.num()))) : Value::number(v.num()));
             throw Error(std::string(name) + " on a " + v.type_name());
         }
         if (name == "round") {  // Python's round(value, precision=0, method='common')
@@ -911,7 +931,8 @@ private:
             if (name == "upper") return Value::string(ascii_case(v.s, true));
             if (name == "lower") return Value::string(ascii_case(v.s, false));
             if (name == "title") return Value::string(title_case(v.s));
-            if (name == "capitalize") return Value::string(v.s.empty() ? v.s : ascii_case(v.s.substr(0, 1), true) + v.s.substr(1));
+            if (name == "capitalize")
+                return Value::string(v.s.empty() ? v.s : ascii_case(v.s.substr(0, 1), true) + v.s.substr(1));
             if (name == "trim") return Value::string(js_trim(v.s, true, true));
             if (name == "string" || name == "join") return v;
             if (name == "indent") {
@@ -941,7 +962,8 @@ private:
             throw Error("unknown filter '" + name + "' on a string");
         }
         if (v.is_number()) {
-            if (name == "abs") return v.kind == K::INT ? Value::integer(std::llabs(v.i)) : Value::number(std::fabs(v.f));
+            if (name == "abs")
+                return v.kind == K::INT ? Value::integer(std::llabs(v.i)) : Value::number(std::fabs(v.f));
             if (name == "string") return Value::string(v.str());
             throw Error("unknown filter '" + name + "' on a number");
         }
@@ -962,8 +984,9 @@ private:
         }
         // llama.cpp's leniency: filtering none gives an empty list (functionary's `tools | selectattr(...)` with
         // tools = none)
-        if ((v.kind == K::NONE || v.undefined()) && (name == "selectattr" || name == "rejectattr" || name == "select" ||
-                                                      name == "reject" || name == "map" || name == "unique" || name == "items"))
+        if ((v.kind == K::NONE || v.undefined()) &&
+            (name == "selectattr" || name == "rejectattr" || name == "select" || name == "reject" || name == "map" ||
+             name == "unique" || name == "items"))
             return Value::array({});
         throw Error("cannot apply filter '" + name + "' to a " + v.type_name());
     }

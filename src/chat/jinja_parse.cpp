@@ -15,8 +15,31 @@ namespace tandem::jinja {
 namespace {
 
 enum class Tok {
-    TEXT, NUMBER, STRING, IDENT, EQUALS, LPAREN, RPAREN, OPEN_STMT, CLOSE_STMT, OPEN_EXPR, CLOSE_EXPR, LBRACKET,
-    RBRACKET, LBRACE, RBRACE, COMMA, DOT, COLON, PIPE, ADD, MUL, POW, CMP, UNARY, COMMENT
+    TEXT,
+    NUMBER,
+    STRING,
+    IDENT,
+    EQUALS,
+    LPAREN,
+    RPAREN,
+    OPEN_STMT,
+    CLOSE_STMT,
+    OPEN_EXPR,
+    CLOSE_EXPR,
+    LBRACKET,
+    RBRACKET,
+    LBRACE,
+    RBRACE,
+    COMMA,
+    DOT,
+    COLON,
+    PIPE,
+    ADD,
+    MUL,
+    POW,
+    CMP,
+    UNARY,
+    COMMENT
 };
 
 struct Token {
@@ -50,7 +73,9 @@ std::string preprocess(std::string t) {
     b.reserve(a.size());
     for (size_t i = 0; i < a.size(); i++) {
         b += a[i];
-        if (a[i] == '}' && i > 0 && (a[i - 1] == '#' || a[i - 1] == '%' || a[i - 1] == '-') && i + 1 < a.size() && a[i + 1] == '\n') i++;
+        if (a[i] == '}' && i > 0 && (a[i - 1] == '#' || a[i - 1] == '%' || a[i - 1] == '-') && i + 1 < a.size() &&
+            a[i + 1] == '\n')
+            i++;
     }
     std::string c;
     for (size_t i = 0; i < b.size();) {
@@ -90,8 +115,9 @@ public:
             const Tok last = toks_.empty() ? Tok::CLOSE_STMT : toks_.back().t;
             if (toks_.empty() || last == Tok::CLOSE_STMT || last == Tok::CLOSE_EXPR || last == Tok::COMMENT) {
                 std::string text;
-                while (pos_ < src_.size() && !(src_[pos_] == '{' && pos_ + 1 < src_.size() &&
-                                                (src_[pos_ + 1] == '%' || src_[pos_ + 1] == '{' || src_[pos_ + 1] == '#')))
+                while (pos_ < src_.size() &&
+                       !(src_[pos_] == '{' && pos_ + 1 < src_.size() &&
+                         (src_[pos_ + 1] == '%' || src_[pos_ + 1] == '{' || src_[pos_ + 1] == '#')))
                     text += src_[pos_++];
                 if (!text.empty()) {
                     push(Tok::TEXT, text);
@@ -133,7 +159,8 @@ public:
             if (ch == '-' || ch == '+') {
                 if (toks_.empty() || toks_.back().t == Tok::TEXT) fail(line(), std::string("unexpected '") + ch + "'");
                 const Tok lt = toks_.back().t;
-                if (lt != Tok::IDENT && lt != Tok::NUMBER && lt != Tok::STRING && lt != Tok::RPAREN && lt != Tok::RBRACKET) {
+                if (lt != Tok::IDENT && lt != Tok::NUMBER && lt != Tok::STRING && lt != Tok::RPAREN &&
+                    lt != Tok::RBRACKET) {
                     pos_++;
                     std::string num = digits();
                     if (!num.empty() && pos_ + 1 < src_.size() && src_[pos_] == '.' && is_digit(src_[pos_ + 1])) {
@@ -291,12 +318,16 @@ public:
     }
 
 private:
-    NodeP node(Node::T t) { return std::make_shared<Node>(t, i_ < t_.size() ? t_[i_].line : (t_.empty() ? 1 : t_.back().line)); }
+    NodeP node(Node::T t) {
+        return std::make_shared<Node>(t, i_ < t_.size() ? t_[i_].line : (t_.empty() ? 1 : t_.back().line));
+    }
     bool is(Tok t, size_t k = 0) const { return i_ + k < t_.size() && t_[i_ + k].t == t; }
     bool ident(const char* name, size_t k = 0) const { return is(Tok::IDENT, k) && t_[i_ + k].v == name; }
     int line() const { return i_ < t_.size() ? t_[i_].line : (t_.empty() ? 1 : t_.back().line); }
     const Token& expect(Tok t, const char* what) {
-        if (!is(t)) fail(line(), std::string("expected ") + what + (i_ < t_.size() ? ", found '" + t_[i_].v + "'" : ", found the end"));
+        if (!is(t))
+            fail(line(),
+                 std::string("expected ") + what + (i_ < t_.size() ? ", found '" + t_[i_].v + "'" : ", found the end"));
         return t_[i_++];
     }
     void expect_ident(const char* name) {
@@ -647,7 +678,8 @@ private:
                     fail(a->line, parameters ? "a parameter without default follows one with a default"
                                              : "a positional argument follows a keyword argument");
                 }
-                if (parameters && a->t != Node::T::IDENT && a->t != Node::T::KWARG) fail(a->line, "expected a parameter name");
+                if (parameters && a->t != Node::T::IDENT && a->t != Node::T::KWARG)
+                    fail(a->line, "expected a parameter name");
                 args.push_back(a);
             }
             if (is(Tok::COMMA)) i_++;

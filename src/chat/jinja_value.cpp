@@ -51,7 +51,8 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
         case nlohmann::ordered_json::value_t::number_float: {
             const double d = j.get<double>();
             // JavaScript has one number type: an integral value is an integer there
-            if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.007199254740992e15) return integer(int64_t(d));
+            if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.007199254740992e15)
+                return integer(int64_t(d));
             return number(d);
         }
         case nlohmann::ordered_json::value_t::string: return string(j.get<std::string>());
@@ -247,7 +248,8 @@ std::string to_json(const Value& v, const JsonOptions& o, int depth) {
             }
             auto items = v.obj->items;
             if (o.sort_keys)
-                std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+                std::stable_sort(items.begin(), items.end(),
+                                 [](const auto& a, const auto& b) { return a.first < b.first; });
             for (const auto& [k, e] : items) {
                 std::string key;
                 json_string(k, o.ensure_ascii, key);
@@ -337,12 +339,25 @@ std::vector<std::string> code_points(const std::string& s) {
 namespace {
 
 bool js_space(const std::string& cp) {
-    static const char* kSpaces[] = {" ", "\t", "\n", "\v", "\f", "\r", "\xc2\xa0", "\xe1\x9a\x80", "\xe2\x80\xa8", "\xe2\x80\xa9",
-                                    "\xe2\x80\xaf", "\xe2\x81\x9f", "\xe3\x80\x80", "\xef\xbb\xbf"};
+    static const char* kSpaces[] = {" ",
+                                    "\t",
+                                    "\n",
+                                    "\v",
+                                    "\f",
+                                    "\r",
+                                    "\xc2\xa0",
+                                    "\xe1\x9a\x80",
+                                    "\xe2\x80\xa8",
+                                    "\xe2\x80\xa9",
+                                    "\xe2\x80\xaf",
+                                    "\xe2\x81\x9f",
+                                    "\xe3\x80\x80",
+                                    "\xef\xbb\xbf"};
     for (const char* sp : kSpaces)
         if (cp == sp) return true;
     // U+2000..U+200A
-    return cp.size() == 3 && uint8_t(cp[0]) == 0xe2 && uint8_t(cp[1]) == 0x80 && uint8_t(cp[2]) >= 0x80 && uint8_t(cp[2]) <= 0x8a;
+    return cp.size() == 3 && uint8_t(cp[0]) == 0xe2 && uint8_t(cp[1]) == 0x80 && uint8_t(cp[2]) >= 0x80 &&
+           uint8_t(cp[2]) <= 0x8a;
 }
 
 }  // namespace

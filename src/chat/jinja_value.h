@@ -36,10 +36,26 @@ struct Value {
     std::shared_ptr<NativeFn> fn;
 
     static Value none() { return with(Kind::NONE); }
-    static Value boolean(bool v) { Value x = with(Kind::BOOL); x.b = v; return x; }
-    static Value integer(int64_t v) { Value x = with(Kind::INT); x.i = v; return x; }
-    static Value number(double v) { Value x = with(Kind::FLOAT); x.f = v; return x; }
-    static Value string(std::string v) { Value x = with(Kind::STRING); x.s = std::move(v); return x; }
+    static Value boolean(bool v) {
+        Value x = with(Kind::BOOL);
+        x.b = v;
+        return x;
+    }
+    static Value integer(int64_t v) {
+        Value x = with(Kind::INT);
+        x.i = v;
+        return x;
+    }
+    static Value number(double v) {
+        Value x = with(Kind::FLOAT);
+        x.f = v;
+        return x;
+    }
+    static Value string(std::string v) {
+        Value x = with(Kind::STRING);
+        x.s = std::move(v);
+        return x;
+    }
     static Value array(std::vector<Value> v = {});
     static Value object(Kind k = Kind::OBJECT);
     static Value function(NativeFn f);
@@ -57,8 +73,12 @@ struct Value {
     std::string raw_str() const;
     const char* type_name() const;
 
- private:
-    static Value with(Kind k) { Value v; v.kind = k; return v; }
+private:
+    static Value with(Kind k) {
+        Value v;
+        v.kind = k;
+        return v;
+    }
 };
 
 struct JsonOptions {
@@ -72,7 +92,7 @@ std::string to_json(const Value& v, const JsonOptions& o, int depth = 0);
 // JavaScript's Number.prototype.toString for a double.
 std::string js_number(double d);
 
-bool loose_equal(const Value& a, const Value& b);   // ==
+bool loose_equal(const Value& a, const Value& b);  // ==
 bool strict_equal(const Value& a, const Value& b);  // `in` on arrays
 // Ordering for sort/dictsort: numbers (and booleans) by value, strings (case-insensitive unless asked); throws
 // for other or mixed types, as the reference does.

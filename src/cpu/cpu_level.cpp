@@ -26,9 +26,10 @@ struct LevelName {
     const char* name;
 };
 constexpr LevelName kNames[] = {
-    {CpuLevel::Scalar, "scalar"}, {CpuLevel::Avx2, "avx2"},       {CpuLevel::Avx512, "avx512"},
-    {CpuLevel::AvxVnni, "avxvnni"}, {CpuLevel::Avx512Vnni, "avx512vnni"}, {CpuLevel::Neon, "neon"}, {CpuLevel::Dotprod, "dotprod"},
-    {CpuLevel::I8mm, "i8mm"},
+    {CpuLevel::Scalar, "scalar"},         {CpuLevel::Avx2, "avx2"},
+    {CpuLevel::Avx512, "avx512"},         {CpuLevel::AvxVnni, "avxvnni"},
+    {CpuLevel::Avx512Vnni, "avx512vnni"}, {CpuLevel::Neon, "neon"},
+    {CpuLevel::Dotprod, "dotprod"},       {CpuLevel::I8mm, "i8mm"},
 };
 
 #if defined(__aarch64__) && defined(__APPLE__)
@@ -115,7 +116,8 @@ CpuLevel cpu_level_active() {
         const CpuLevel want = parse_cpu_level(env);
         if (!cpu_supports(want)) {
             std::string have;
-            for (CpuLevel s : cpu_levels_supported()) have += have.empty() ? cpu_level_name(s) : std::string(", ") + cpu_level_name(s);
+            for (CpuLevel s : cpu_levels_supported())
+                have += have.empty() ? cpu_level_name(s) : std::string(", ") + cpu_level_name(s);
             throw Error(strprintf("TANDEM_CPU=%s: this CPU does not support it (it supports: %s)", env, have.c_str()));
         }
         return want;

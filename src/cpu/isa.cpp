@@ -13,7 +13,10 @@ namespace {
 
 uint64_t stream_sum_ref(const uint64_t* p, size_t n) {
     uint64_t s0 = 0, s1 = 0;
-    for (size_t i = 0; i + 1 < n; i += 2) { s0 += p[i]; s1 += p[i + 1]; }
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        s0 += p[i];
+        s1 += p[i + 1];
+    }
     return s0 + s1;
 }
 
@@ -86,7 +89,9 @@ const IsaKernels* isa_for(CpuLevel l) {
 const IsaKernels& isa() {
     static const IsaKernels* active = [] {
         const IsaKernels* k = isa_for(cpu_level_active());
-        if (!k) throw Error(strprintf("TANDEM_CPU=%s: this build has no kernels for that level", cpu_level_name(cpu_level_active())));
+        if (!k)
+            throw Error(strprintf("TANDEM_CPU=%s: this build has no kernels for that level",
+                                  cpu_level_name(cpu_level_active())));
         return k;
     }();
     return *active;

@@ -29,8 +29,8 @@ struct IsaKernels {
     void (*axpy_f16)(float w, const uint16_t* x, float* y, int64_t n) = nullptr;
     void (*silu_mul)(float* gate, const float* up, int64_t n) = nullptr;
     // Only for hd % 8 == 0 and hd <= 256 (the wrapper falls back to the reference otherwise).
-    void (*attention_heads)(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows, int n_pos,
-                            int hd, float scale, float* scores, float* out) = nullptr;
+    void (*attention_heads)(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride,
+                            const int32_t* rows, int n_pos, int hd, float scale, float* scores, float* out) = nullptr;
     // y[t * ldy + r] = W.row(r) . x[t] for rows [r0, r1) of a row-major (rows, cols) F32 / F16 / BF16 matrix.
     void (*matmul_f32_rows)(const float* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
                             int64_t r1) = nullptr;
@@ -72,14 +72,28 @@ const IsaKernels* isa_for(CpuLevel l);
 // Fills the entries a level provides (defined in that level's units; declared here for the dispatcher only).
 void fill_scalar_table(IsaKernels& t);
 #if defined(__x86_64__)
-namespace isa_avx2 { void fill_table(IsaKernels& t); }
-namespace isa_avx512 { void fill_table(IsaKernels& t); }
-namespace isa_avxvnni { void fill_table(IsaKernels& t); }
-namespace isa_avx512vnni { void fill_table(IsaKernels& t); }
+namespace isa_avx2 {
+void fill_table(IsaKernels& t);
+}
+namespace isa_avx512 {
+void fill_table(IsaKernels& t);
+}
+namespace isa_avxvnni {
+void fill_table(IsaKernels& t);
+}
+namespace isa_avx512vnni {
+void fill_table(IsaKernels& t);
+}
 #elif defined(__aarch64__)
-namespace isa_neon { void fill_table(IsaKernels& t); }
-namespace isa_dotprod { void fill_table(IsaKernels& t); }
-namespace isa_i8mm { void fill_table(IsaKernels& t); }
+namespace isa_neon {
+void fill_table(IsaKernels& t);
+}
+namespace isa_dotprod {
+void fill_table(IsaKernels& t);
+}
+namespace isa_i8mm {
+void fill_table(IsaKernels& t);
+}
 #endif
 
 }  // namespace tandem

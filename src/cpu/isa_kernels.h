@@ -12,11 +12,14 @@ float dot_f32(const float* a, const float* b, int64_t n);
 float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
 void axpy_f16(float w, const uint16_t* x, float* y, int64_t n);
 void silu_mul(float* gate, const float* up, int64_t n);
-void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows, int n_pos, int hd,
-                     float scale, float* scores, float* out);
-void matmul_f32_rows(const float* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1);
-void matmul_f16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1);
-void matmul_bf16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1);
+void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows,
+                     int n_pos, int hd, float scale, float* scores, float* out);
+void matmul_f32_rows(const float* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
+                     int64_t r1);
+void matmul_f16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
+                     int64_t r1);
+void matmul_bf16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
+                      int64_t r1);
 uint64_t stream_sum(const uint64_t* p, size_t n);
 void quantize_act_rows(const float* x, int64_t n, int group, const ActRows& out, int r0, int r1);
 void matmul_q8_rows(TensorType t, const uint8_t* w, size_t row_stride, int64_t cols, const ActRows& a, float* y,

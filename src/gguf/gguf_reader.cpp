@@ -26,10 +26,10 @@ public:
     size_t remaining() const { return n_ - off_; }
 
     void need(size_t k, const char* what) const {
-        if (k > remaining())
-            fail(strprintf("file truncated: %s needs %zu bytes, %zu remain", what, k, remaining()));
+        if (k > remaining()) fail(strprintf("file truncated: %s needs %zu bytes, %zu remain", what, k, remaining()));
     }
-    template <typename T> T read(const char* what) {
+    template <typename T>
+    T read(const char* what) {
         need(sizeof(T), what);
         T v;
         std::memcpy(&v, p_ + off_, sizeof(T));
@@ -54,10 +54,18 @@ private:
 
 size_t min_encoded_size(GgufType t) {
     switch (t) {
-        case GgufType::UINT8: case GgufType::INT8: case GgufType::BOOL: return 1;
-        case GgufType::UINT16: case GgufType::INT16: return 2;
-        case GgufType::UINT32: case GgufType::INT32: case GgufType::FLOAT32: return 4;
-        case GgufType::UINT64: case GgufType::INT64: case GgufType::FLOAT64: case GgufType::STRING: return 8;
+        case GgufType::UINT8:
+        case GgufType::INT8:
+        case GgufType::BOOL: return 1;
+        case GgufType::UINT16:
+        case GgufType::INT16: return 2;
+        case GgufType::UINT32:
+        case GgufType::INT32:
+        case GgufType::FLOAT32: return 4;
+        case GgufType::UINT64:
+        case GgufType::INT64:
+        case GgufType::FLOAT64:
+        case GgufType::STRING: return 8;
         case GgufType::ARRAY: return 12;
     }
     return 1;
@@ -161,14 +169,17 @@ void GgufFile::parse_all(const uint8_t* data, size_t size) {
         t.name = c.read_string("tensor name");
         if (tensor_index_.count(t.name)) c.fail("duplicate tensor '" + t.name + "'");
         uint32_t n_dims = c.read<uint32_t>("tensor dimension count");
-        if (n_dims < 1 || n_dims > 4) c.fail(strprintf("tensor '%s': %u dimensions (1..4 allowed)", t.name.c_str(), n_dims));
+        if (n_dims < 1 || n_dims > 4)
+            c.fail(strprintf("tensor '%s': %u dimensions (1..4 allowed)", t.name.c_str(), n_dims));
         t.n_dims = int(n_dims);
         int64_t total = 1;
         for (uint32_t d = 0; d < n_dims; d++) {
             uint64_t ne = c.read<uint64_t>("tensor dimension");
-            if (ne == 0 || ne > (1ull << 40)) c.fail(strprintf("tensor '%s': dimension %u is %llu", t.name.c_str(), d, (unsigned long long)ne));
+            if (ne == 0 || ne > (1ull << 40))
+                c.fail(strprintf("tensor '%s': dimension %u is %llu", t.name.c_str(), d, (unsigned long long)ne));
             t.ne[d] = int64_t(ne);
-            if (total > (int64_t(1) << 50) / t.ne[d]) c.fail(strprintf("tensor '%s': too many elements", t.name.c_str()));
+            if (total > (int64_t(1) << 50) / t.ne[d])
+                c.fail(strprintf("tensor '%s': too many elements", t.name.c_str()));
             total *= t.ne[d];
         }
         uint32_t ty = c.read<uint32_t>("tensor type");
@@ -197,9 +208,10 @@ void GgufFile::parse_all(const uint8_t* data, size_t size) {
         const auto& tr = type_traits(t.type);
         const size_t need = tr.block_elems == 1 ? size_t(tr.block_bytes) : 2;
         if ((data_start + t.offset) % need != 0)
-            c.fail(strprintf("tensor '%s': its data (file offset %llu) is not aligned to %zu bytes for %s "
-                             "(general.alignment = %u); re-save the file with the default alignment of 32",
-                             t.name.c_str(), (unsigned long long)(data_start + t.offset), need, tr.name, alignment_));
+            c.fail(
+                strprintf("tensor '%s': its data (file offset %llu) is not aligned to %zu bytes for %s "
+                          "(general.alignment = %u); re-save the file with the default alignment of 32",
+                          t.name.c_str(), (unsigned long long)(data_start + t.offset), need, tr.name, alignment_));
     }
     // Bounds and overlap checks, in offset order.
     std::vector<const GgufTensor*> order;
@@ -214,7 +226,8 @@ void GgufFile::parse_all(const uint8_t* data, size_t size) {
                                   path_.c_str(), t->name.c_str(), (unsigned long long)(data_start + t->offset),
                                   (unsigned long long)(data_start + t->offset + t->nbytes), size));
         if (prev && t->offset < prev_end)
-            throw Error(strprintf("%s: tensors '%s' and '%s' overlap", path_.c_str(), prev->name.c_str(), t->name.c_str()));
+            throw Error(
+                strprintf("%s: tensors '%s' and '%s' overlap", path_.c_str(), prev->name.c_str(), t->name.c_str()));
         prev_end = t->offset + t->nbytes;
         prev = t;
     }
@@ -229,28 +242,36 @@ const GgufValue* GgufFile::find(const std::string& key) const {
 std::optional<int64_t> GgufFile::get_int(const std::string& key) const {
     const GgufValue* v = find(key);
     if (!v) return std::nullopt;
-    if (!v->is_integer()) throw Error(strprintf("%s: metadata '%s' should be an integer, is %s", path_.c_str(), key.c_str(), gguf_type_name(v->type)));
+    if (!v->is_integer())
+        throw Error(strprintf("%s: metadata '%s' should be an integer, is %s", path_.c_str(), key.c_str(),
+                              gguf_type_name(v->type)));
     return v->as_int();
 }
 
 std::optional<double> GgufFile::get_float(const std::string& key) const {
     const GgufValue* v = find(key);
     if (!v) return std::nullopt;
-    if (!v->is_number()) throw Error(strprintf("%s: metadata '%s' should be a number, is %s", path_.c_str(), key.c_str(), gguf_type_name(v->type)));
+    if (!v->is_number())
+        throw Error(strprintf("%s: metadata '%s' should be a number, is %s", path_.c_str(), key.c_str(),
+                              gguf_type_name(v->type)));
     return v->as_double();
 }
 
 std::optional<bool> GgufFile::get_bool(const std::string& key) const {
     const GgufValue* v = find(key);
     if (!v) return std::nullopt;
-    if (v->type != GgufType::BOOL) throw Error(strprintf("%s: metadata '%s' should be a bool, is %s", path_.c_str(), key.c_str(), gguf_type_name(v->type)));
+    if (v->type != GgufType::BOOL)
+        throw Error(strprintf("%s: metadata '%s' should be a bool, is %s", path_.c_str(), key.c_str(),
+                              gguf_type_name(v->type)));
     return v->u != 0;
 }
 
 std::optional<std::string> GgufFile::get_str(const std::string& key) const {
     const GgufValue* v = find(key);
     if (!v) return std::nullopt;
-    if (v->type != GgufType::STRING) throw Error(strprintf("%s: metadata '%s' should be a string, is %s", path_.c_str(), key.c_str(), gguf_type_name(v->type)));
+    if (v->type != GgufType::STRING)
+        throw Error(strprintf("%s: metadata '%s' should be a string, is %s", path_.c_str(), key.c_str(),
+                              gguf_type_name(v->type)));
     return v->s;
 }
 
@@ -258,7 +279,8 @@ const GgufValue* GgufFile::get_array(const std::string& key, GgufType elem) cons
     const GgufValue* v = find(key);
     if (!v) return nullptr;
     if (v->type != GgufType::ARRAY || v->elem_type != elem)
-        throw Error(strprintf("%s: metadata '%s' should be an array of %s", path_.c_str(), key.c_str(), gguf_type_name(elem)));
+        throw Error(
+            strprintf("%s: metadata '%s' should be an array of %s", path_.c_str(), key.c_str(), gguf_type_name(elem)));
     return v;
 }
 

@@ -24,9 +24,14 @@ const char* gguf_type_name(GgufType t) {
 
 bool GgufValue::is_integer() const {
     switch (type) {
-        case GgufType::UINT8: case GgufType::INT8: case GgufType::UINT16: case GgufType::INT16:
-        case GgufType::UINT32: case GgufType::INT32: case GgufType::UINT64: case GgufType::INT64:
-            return true;
+        case GgufType::UINT8:
+        case GgufType::INT8:
+        case GgufType::UINT16:
+        case GgufType::INT16:
+        case GgufType::UINT32:
+        case GgufType::INT32:
+        case GgufType::UINT64:
+        case GgufType::INT64: return true;
         default: return false;
     }
 }
@@ -47,11 +52,36 @@ double GgufValue::as_double() const {
     return is_signed(type) ? double(i) : double(u);
 }
 
-GgufValue GgufValue::of_u32(uint32_t v) { GgufValue x; x.type = GgufType::UINT32; x.u = v; return x; }
-GgufValue GgufValue::of_i32(int32_t v) { GgufValue x; x.type = GgufType::INT32; x.i = v; return x; }
-GgufValue GgufValue::of_f32(float v) { GgufValue x; x.type = GgufType::FLOAT32; x.f = v; return x; }
-GgufValue GgufValue::of_bool(bool v) { GgufValue x; x.type = GgufType::BOOL; x.u = v ? 1 : 0; return x; }
-GgufValue GgufValue::of_str(std::string v) { GgufValue x; x.type = GgufType::STRING; x.s = std::move(v); return x; }
+GgufValue GgufValue::of_u32(uint32_t v) {
+    GgufValue x;
+    x.type = GgufType::UINT32;
+    x.u = v;
+    return x;
+}
+GgufValue GgufValue::of_i32(int32_t v) {
+    GgufValue x;
+    x.type = GgufType::INT32;
+    x.i = v;
+    return x;
+}
+GgufValue GgufValue::of_f32(float v) {
+    GgufValue x;
+    x.type = GgufType::FLOAT32;
+    x.f = v;
+    return x;
+}
+GgufValue GgufValue::of_bool(bool v) {
+    GgufValue x;
+    x.type = GgufType::BOOL;
+    x.u = v ? 1 : 0;
+    return x;
+}
+GgufValue GgufValue::of_str(std::string v) {
+    GgufValue x;
+    x.type = GgufType::STRING;
+    x.s = std::move(v);
+    return x;
+}
 GgufValue GgufValue::of_array(GgufType elem, std::vector<GgufValue> v) {
     GgufValue x;
     x.type = GgufType::ARRAY;

@@ -11,7 +11,10 @@ namespace {
 void put(FILE* f, const void* p, size_t n, const std::string& path) {
     if (n && std::fwrite(p, 1, n, f) != n) throw Error(path + ": write failed: " + std::strerror(errno));
 }
-template <typename T> void put_pod(FILE* f, T v, const std::string& path) { put(f, &v, sizeof(T), path); }
+template <typename T>
+void put_pod(FILE* f, T v, const std::string& path) {
+    put(f, &v, sizeof(T), path);
+}
 void put_str(FILE* f, const std::string& s, const std::string& path) {
     put_pod<uint64_t>(f, s.size(), path);
     put(f, s.data(), s.size(), path);
@@ -48,7 +51,10 @@ void GgufWriter::set(const std::string& key, GgufValue v) {
     TD_ASSERT(f_ == nullptr);
     if (key == "general.alignment") alignment_ = uint32_t(v.as_int());
     for (auto& kv : kv_)
-        if (kv.first == key) { kv.second = std::move(v); return; }
+        if (kv.first == key) {
+            kv.second = std::move(v);
+            return;
+        }
     kv_.emplace_back(key, std::move(v));
 }
 

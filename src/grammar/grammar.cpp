@@ -55,14 +55,17 @@ public:
             skip(true);
         }
         for (const auto& [name, ln] : used_)
-            if (!defined_.count(name)) throw Error(strprintf("grammar line %d: rule '%s' is not defined", ln, name.c_str()));
+            if (!defined_.count(name))
+                throw Error(strprintf("grammar line %d: rule '%s' is not defined", ln, name.c_str()));
         auto it = defined_.find(root);
         if (it == defined_.end()) throw Error("grammar: no '" + root + "' rule");
         g_.root = rule_index(root);
     }
 
 private:
-    [[noreturn]] void fail(const std::string& what) const { throw Error(strprintf("grammar line %d: %s", line_, what.c_str())); }
+    [[noreturn]] void fail(const std::string& what) const {
+        throw Error(strprintf("grammar line %d: %s", line_, what.c_str()));
+    }
 
     // Spaces, tabs and comments; newlines too when `newlines` (inside parentheses, between rules).
     void skip(bool newlines) {
@@ -132,7 +135,13 @@ private:
             case 'x': return hex(2);
             case 'u': return hex(4);
             case 'U': return hex(8);
-            case '\\': case '"': case '[': case ']': case '-': case '\'': case '^': return uint32_t(e);
+            case '\\':
+            case '"':
+            case '[':
+            case ']':
+            case '-':
+            case '\'':
+            case '^': return uint32_t(e);
             default: fail(std::string("unknown escape '\\") + e + "'");
         }
     }
@@ -157,7 +166,8 @@ private:
             // a continuation line that starts with '|' (a common layout)
             size_t j = i_;
             int lines = 0;
-            while (j < s_.size() && (s_[j] == ' ' || s_[j] == '\t' || s_[j] == '\r' || s_[j] == '\n')) lines += s_[j++] == '\n';
+            while (j < s_.size() && (s_[j] == ' ' || s_[j] == '\t' || s_[j] == '\r' || s_[j] == '\n'))
+                lines += s_[j++] == '\n';
             if (depth == 0 && j < s_.size() && s_[j] == '|') {
                 i_ = j + 1;
                 line_ += lines;
@@ -360,7 +370,8 @@ void Matcher::expand(Stack s, std::vector<Stack>& out) const {
     // Bounds, so a request's grammar cannot exhaust memory or the stack: parse stacks deeper than 2000 rules,
     // or more than 20000 live alternatives at once (a grammar that ambiguous is refused as it is met).
     if (s.size() > 2000) throw GrammarLimit("grammar: rules nested more than 2000 deep while matching");
-    if (out.size() > 20000) throw GrammarLimit("grammar: more than 20000 parse states at once (the grammar is too ambiguous)");
+    if (out.size() > 20000)
+        throw GrammarLimit("grammar: more than 20000 parse states at once (the grammar is too ambiguous)");
     for (;;) {
         if (s.empty()) {
             out.push_back(s);
@@ -493,7 +504,8 @@ int MaskMemo::intern(std::vector<Matcher::Stack> s) {
     return id;
 }
 
-void VocabTrie::allowed(const Matcher& m, const std::vector<int32_t>& eog, std::vector<uint8_t>& out, MaskMemo* memo) const {
+void VocabTrie::allowed(const Matcher& m, const std::vector<int32_t>& eog, std::vector<uint8_t>& out,
+                        MaskMemo* memo) const {
     MaskMemo local;
     MaskMemo& mm = memo ? *memo : local;
     if (mm.states.size() > 100000) mm = MaskMemo{};  // bounded memory over a very long generation

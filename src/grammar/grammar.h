@@ -29,7 +29,7 @@ struct CharSet {
 
 struct Symbol {
     bool is_rule;  // else a character set
-    int index;     // into Grammar::rules or Grammar::sets
+    int index;  // into Grammar::rules or Grammar::sets
 };
 
 struct Rule {
@@ -67,7 +67,9 @@ public:
 
     struct Pos {
         int rule, alt, sym;
-        bool operator<(const Pos& o) const { return rule != o.rule ? rule < o.rule : alt != o.alt ? alt < o.alt : sym < o.sym; }
+        bool operator<(const Pos& o) const {
+            return rule != o.rule ? rule < o.rule : alt != o.alt ? alt < o.alt : sym < o.sym;
+        }
         bool operator==(const Pos& o) const { return rule == o.rule && alt == o.alt && sym == o.sym; }
     };
     using Stack = std::vector<Pos>;  // bottom .. top; the top points at a character set (or the stack is empty)
@@ -114,13 +116,14 @@ public:
     explicit VocabTrie(const std::vector<std::string>& pieces);
     // allowed[i] for every token; `eog` lists the end-of-generation tokens. With a memo, states and masks met
     // before are not computed again.
-    void allowed(const Matcher& m, const std::vector<int32_t>& eog, std::vector<uint8_t>& allowed, MaskMemo* memo = nullptr) const;
+    void allowed(const Matcher& m, const std::vector<int32_t>& eog, std::vector<uint8_t>& allowed,
+                 MaskMemo* memo = nullptr) const;
     int n_tokens() const { return n_tokens_; }
 
 private:
     struct Node {
         std::vector<std::pair<uint8_t, int>> next;  // byte -> node
-        std::vector<int32_t> tokens;                // tokens whose text ends here
+        std::vector<int32_t> tokens;  // tokens whose text ends here
     };
     std::vector<Node> nodes_;
     int n_tokens_ = 0;

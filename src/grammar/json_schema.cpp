@@ -78,9 +78,10 @@ private:
         for (char c : hint) name += std::isalnum(uint8_t(c)) ? char(std::tolower(uint8_t(c))) : '-';
         if (name.empty() || !std::isalpha(uint8_t(name[0]))) name = "r-" + name;
         std::string unique = name;
-        for (int k = 2; rules_.count(unique) || reserved_.count(unique) || unique == "root" || unique == "value" || unique == "object" || unique == "array" ||
-                        unique == "string" || unique == "number" || unique == "integer" || unique == "boolean" ||
-                        unique == "null" || unique == "ws" || unique == "char";
+        for (int k = 2;
+             rules_.count(unique) || reserved_.count(unique) || unique == "root" || unique == "value" ||
+             unique == "object" || unique == "array" || unique == "string" || unique == "number" ||
+             unique == "integer" || unique == "boolean" || unique == "null" || unique == "ws" || unique == "char";
              k++)
             unique = name + "-" + std::to_string(k);
         rules_[unique] = body;
@@ -100,15 +101,18 @@ private:
             return "value";
         }
         if (!s.is_object()) fail(path, "a schema must be an object or a boolean");
-        static const std::set<std::string> kNoEffect = {"title", "description", "default", "examples", "$schema", "$id",
-                                                       "$comment", "deprecated", "readOnly", "writeOnly", "$defs", "definitions",
-                                                       "strict", "name"};
-        static const std::set<std::string> kHandled = {"type", "properties", "required", "additionalProperties", "items",
-                                                      "prefixItems", "minItems", "maxItems", "minLength", "maxLength", "format",
-                                                      "enum", "const", "anyOf", "oneOf", "allOf", "$ref"};
+        static const std::set<std::string> kNoEffect = {"title", "description", "default",    "examples", "$schema",
+                                                        "$id",   "$comment",    "deprecated", "readOnly", "writeOnly",
+                                                        "$defs", "definitions", "strict",     "name"};
+        static const std::set<std::string> kHandled = {"type",      "properties",  "required", "additionalProperties",
+                                                       "items",     "prefixItems", "minItems", "maxItems",
+                                                       "minLength", "maxLength",   "format",   "enum",
+                                                       "const",     "anyOf",       "oneOf",    "allOf",
+                                                       "$ref"};
         for (auto it = s.begin(); it != s.end(); ++it)
             if (!kNoEffect.count(it.key()) && !kHandled.count(it.key()))
-                fail(path, "'" + it.key() + "' is not supported (it would change what is valid, and tandem does not enforce it)");
+                fail(path, "'" + it.key() +
+                               "' is not supported (it would change what is valid, and tandem does not enforce it)");
 
         if (auto r = s.find("$ref"); r != s.end()) return ref(r->get<std::string>(), path);
         if (auto c = s.find("const"); c != s.end()) return "(" + literal(c->dump()) + " ws)";
@@ -123,7 +127,8 @@ private:
                 if (!a->is_array() || a->empty()) fail(path, std::string("'") + k + "' must be a non-empty array");
                 std::string alts;
                 int i = 0;
-                for (const auto& sub : *a) alts += (alts.empty() ? "" : " | ") + visit(sub, path + "/" + k + "/" + std::to_string(i++));
+                for (const auto& sub : *a)
+                    alts += (alts.empty() ? "" : " | ") + visit(sub, path + "/" + k + "/" + std::to_string(i++));
                 return add_rule(path, alts);
             }
         if (auto a = s.find("allOf"); a != s.end()) {
@@ -136,13 +141,15 @@ private:
                 for (const auto& one : *t) {
                     ojson copy = s;
                     copy["type"] = one;
-                    alts += (alts.empty() ? "" : " | ") + typed(copy, one, path + "-" + (one.is_string() ? one.get<std::string>() : "t"));
+                    alts += (alts.empty() ? "" : " | ") +
+                            typed(copy, one, path + "-" + (one.is_string() ? one.get<std::string>() : "t"));
                 }
                 return add_rule(path, alts);
             }
             return typed(s, *t, path);
         }
-        if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) return typed(s, "object", path);
+        if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties"))
+            return typed(s, "object", path);
         if (s.contains("items") || s.contains("prefixItems")) return typed(s, "array", path);
         return "value";  // {}: any JSON value
     }
@@ -167,8 +174,10 @@ private:
         if (!type.is_string()) fail(path, "'type' must be a string or a list of strings");
         const std::string t = type;
         auto only = [&](std::initializer_list<const char*> allowed) {
-            static const std::set<std::string> kKinds = {"properties", "required", "additionalProperties", "items", "prefixItems",
-                                                        "minItems", "maxItems", "minLength", "maxLength", "format"};
+            static const std::set<std::string> kKinds = {"properties", "required",    "additionalProperties",
+                                                         "items",      "prefixItems", "minItems",
+                                                         "maxItems",   "minLength",   "maxLength",
+                                                         "format"};
             for (auto it = s.begin(); it != s.end(); ++it) {
                 if (!kKinds.count(it.key())) continue;
                 bool ok = false;
@@ -181,19 +190,25 @@ private:
             if (auto f = s.find("format"); f != s.end()) {
                 const std::string fmt = f->get<std::string>();
                 const char* date = "[0-9]{4} \"-\" ([0][1-9] | [1][0-2]) \"-\" ([0][1-9] | [1-2][0-9] | [3][0-1])";
-                const char* time = "([01][0-9] | [2][0-3]) \":\" [0-5][0-9] \":\" [0-5][0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] ([01][0-9] | [2][0-3]) \":\" [0-5][0-9])";
+                const char* time =
+                    "([01][0-9] | [2][0-3]) \":\" [0-5][0-9] \":\" [0-5][0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] "
+                    "([01][0-9] | [2][0-3]) \":\" [0-5][0-9])";
                 std::string body;
                 if (fmt == "date") body = date;
                 else if (fmt == "time") body = time;
                 else if (fmt == "date-time") body = std::string(date) + " \"T\" " + time;
-                else if (fmt == "uuid") body = "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12}";
+                else if (fmt == "uuid")
+                    body =
+                        "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
+                        "[0-9a-fA-F]{12}";
                 else fail(path, "string format '" + fmt + "' is not supported (date, time, date-time and uuid are)");
                 return add_rule(path, "\"\\\"\" " + body + " \"\\\"\" ws");
             }
             const int lo = s.value("minLength", 0), hi = s.value("maxLength", -1);
             if (lo < 0 || (hi >= 0 && hi < lo) || lo > 10000 || hi > 10000) fail(path, "bad minLength/maxLength");
             if (lo == 0 && hi < 0) return "string";
-            return add_rule(path, "\"\\\"\" char{" + std::to_string(lo) + "," + (hi >= 0 ? std::to_string(hi) : "") + "} \"\\\"\" ws");
+            return add_rule(path, "\"\\\"\" char{" + std::to_string(lo) + "," + (hi >= 0 ? std::to_string(hi) : "") +
+                                      "} \"\\\"\" ws");
         }
         if (t == "integer") return only({}), "(integer ws)";
         if (t == "number") return only({}), "number";
@@ -219,7 +234,8 @@ private:
                 item = it->is_boolean() && !it->get<bool>() ? "" : visit(*it, path + "/items");
             }
             const int n_prefix = int(prefix.size());
-            const int most = hi >= 0 ? (item.empty() ? std::min(hi, n_prefix) : hi) : (item.empty() ? n_prefix : -1);  // -1: no bound
+            const int most = hi >= 0 ? (item.empty() ? std::min(hi, n_prefix) : hi)
+                                     : (item.empty() ? n_prefix : -1);  // -1: no bound
             if (most >= 0 && lo > most) fail(path, "minItems is more than the items allowed");
             auto elem = [&](int i) { return i < n_prefix ? prefix[size_t(i)] : item; };
             // elements from index i on, given i before them: required up to minItems, then optional, nested
@@ -243,7 +259,8 @@ private:
             std::vector<std::pair<std::string, std::string>> req, opt;
             if (auto p = s.find("properties"); p != s.end()) {
                 for (auto it = p->begin(); it != p->end(); ++it) {
-                    const std::string kv = literal(ojson(it.key()).dump()) + " ws \":\" ws " + visit(it.value(), path + "/" + it.key());
+                    const std::string kv =
+                        literal(ojson(it.key()).dump()) + " ws \":\" ws " + visit(it.value(), path + "/" + it.key());
                     (required.count(it.key()) ? req : opt).push_back({it.key(), kv});
                 }
             }
@@ -332,7 +349,8 @@ std::string gbnf_text_without(const std::string& name, const std::string& stop) 
     return out;
 }
 
-std::string json_schemas_to_gbnf(const std::vector<std::pair<std::string, ojson>>& named, const std::string& root_body) {
+std::string json_schemas_to_gbnf(const std::vector<std::pair<std::string, ojson>>& named,
+                                 const std::string& root_body) {
     return Converter().run(named, root_body);
 }
 

@@ -17,7 +17,7 @@
 namespace tandem::grammar {
 
 struct TriggerSpec {
-    std::vector<std::string> words;     // non-empty strings
+    std::vector<std::string> words;  // non-empty strings
     std::vector<std::string> at_start;  // non-empty strings, no leading blank
     std::string think_open, think_close;  // both or neither
     bool starts_thinking = false;

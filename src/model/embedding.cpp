@@ -12,7 +12,9 @@ Pooling pooling_from_name(const std::string& name) {
     if (name == "mean") return Pooling::MEAN;
     if (name == "cls") return Pooling::CLS;
     if (name == "last") return Pooling::LAST;
-    if (name == "rank") throw Error("pooling 'rank' needs a reranking model (a classification head); tandem runs generative models only");
+    if (name == "rank")
+        throw Error(
+            "pooling 'rank' needs a reranking model (a classification head); tandem runs generative models only");
     throw Error("unknown pooling '" + name + "' (expected none, mean, cls or last)");
 }
 
@@ -36,8 +38,8 @@ Pooling default_pooling(const GgufFile& f) {
         case 2: return Pooling::CLS;
         case 3: return Pooling::LAST;
         default:
-            throw Error(strprintf("%s.pooling_type = %lld is not supported (none, mean, cls and last are)", arch.c_str(),
-                                  static_cast<long long>(*t)));
+            throw Error(strprintf("%s.pooling_type = %lld is not supported (none, mean, cls and last are)",
+                                  arch.c_str(), static_cast<long long>(*t)));
     }
 }
 

@@ -46,9 +46,8 @@ void moe_select(const HParams& hp, const float* logits, int* experts, float* wei
     std::iota(idx.begin(), idx.end(), 0);
     // Largest first, ties to the lower index. Softmax is monotonic, so the top k of the probabilities are the
     // top k of the logits either way.
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
-        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                      [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
     float mx = logits[idx[0]];
     if (hp.moe_gating == MoeGating::SOFTMAX) {
         double sum = 0;
@@ -108,7 +107,7 @@ void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, con
     s.gate.resize(size_t(total) * F);
     s.up.resize(size_t(total) * std::max(F, E));
     std::vector<int> used, off;  // selected experts and the first row of each one's block
-    std::vector<int> order;      // block row -> (t * k + j)
+    std::vector<int> order;  // block row -> (t * k + j)
     for (int e = 0; e < ne; e++) {
         if (rows_of[size_t(e)].empty()) continue;
         used.push_back(e);
@@ -138,7 +137,8 @@ void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, con
     float* d = s.up.data();  // (total, E): the up values are consumed
     jobs.clear();
     for (size_t u = 0; u < used.size(); u++)
-        jobs.push_back({view(L.exp_down[size_t(used[u])]), &s.gate[size_t(off[u]) * F], off[u + 1] - off[u], d + size_t(off[u]) * E});
+        jobs.push_back({view(L.exp_down[size_t(used[u])]), &s.gate[size_t(off[u]) * F], off[u + 1] - off[u],
+                        d + size_t(off[u]) * E});
     matmul_jobs(pool, jobs.data(), int(jobs.size()));
     for (size_t u = 0; u < used.size(); u++) {
         const float* b = L.exp_down_b.empty() ? nullptr : &L.exp_down_b[size_t(used[u]) * E];

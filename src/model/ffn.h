@@ -26,7 +26,7 @@ void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, con
 void moe_select(const HParams& hp, const float* logits, int* experts, float* weights);
 
 // Gated activations, scalar (the feed-forward's share of the work is in the matmuls):
-void gelu_tanh_mul(float* gate, const float* up, int64_t n);   // gate = gelu_tanh(gate) * up
-void swiglu_oai(float* gate, const float* up, int64_t n);      // gpt-oss: see FfnAct::SWIGLU_OAI
+void gelu_tanh_mul(float* gate, const float* up, int64_t n);  // gate = gelu_tanh(gate) * up
+void swiglu_oai(float* gate, const float* up, int64_t n);  // gpt-oss: see FfnAct::SWIGLU_OAI
 
 }  // namespace tandem

@@ -30,7 +30,6 @@
 
 namespace tandem {
 
-
 namespace {
 
 WeightView view(const Weight& w) { return WeightView{w.data, w.type, w.cols, w.rows, w.row_stride, w.packed}; }
@@ -135,7 +134,8 @@ void Session::check_tree(const int32_t* parents, int n) {
     if (!parents) return;
     if (parents[0] != -1) throw Error(strprintf("token tree: node 0 must be the root (parent -1), not %d", parents[0]));
     for (int i = 1; i < n; i++)
-        if (parents[i] < 0 || parents[i] >= i) throw Error(strprintf("token tree: node %d has parent %d (must be in [0, %d))", i, parents[i], i));
+        if (parents[i] < 0 || parents[i] >= i)
+            throw Error(strprintf("token tree: node %d has parent %d (must be in [0, %d))", i, parents[i], i));
 }
 
 void Session::decode_tree(const int32_t* tokens, const int32_t* parents, int n) {
@@ -161,9 +161,11 @@ void Session::keep_path(int base, const std::vector<int32_t>& path) {
 void Session::check_decode(const int32_t* tokens, int n) const {
     const int nv = n_vocab();
     for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= nv) throw Error(strprintf("token id %d is out of range (vocab size %d)", tokens[i], nv));
+        if (tokens[i] < 0 || tokens[i] >= nv)
+            throw Error(strprintf("token id %d is out of range (vocab size %d)", tokens[i], nv));
     if (n_past() + n > n_ctx_)
-        throw Error(strprintf("context overflow: %d tokens in the cache + %d new > context size %d", n_past(), n, n_ctx_));
+        throw Error(
+            strprintf("context overflow: %d tokens in the cache + %d new > context size %d", n_past(), n, n_ctx_));
 }
 
 void Session::decode_batch(const std::vector<DecodeRequest>& reqs) {
@@ -200,7 +202,12 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     // position is pos0 + depth, and `seen[w]` lists the cache rows the row attends to in global (w = 0) and
     // sliding-window (w = 1) layers: the cached rows first..pos0-1, then its ancestors and itself, root first.
     // Built once here, not per layer and head.
-    struct Row { Session* s; int pos; int slot; std::vector<int32_t> seen[2]; };
+    struct Row {
+        Session* s;
+        int pos;
+        int slot;
+        std::vector<int32_t> seen[2];
+    };
     std::vector<Row> rows;
     for (const auto& g : segs) {
         const size_t r0 = rows.size();
@@ -252,7 +259,8 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     for (int l = 0; l < S0.n_layers_; l++) {
         const LayerWeights& L = model.layer(l);
         const int rope_set = L.swa ? 1 : 0;
-        for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], L.attn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
+        for (int t = 0; t < n; t++)
+            rmsnorm(&S.x[size_t(t) * E], L.attn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
         {
             const WeightView ws[3] = {view(L.wq), view(L.wk), view(L.wv)};
             float* const ys[3] = {S.q.data(), S.k.data(), S.v.data()};
@@ -264,7 +272,10 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             float* v = &S.v[size_t(t) * kvd];
             if (hp.has_qkv_bias) {
                 for (int i = 0; i < qd; i++) q[i] += L.bq[size_t(i)];
-                for (int i = 0; i < kvd; i++) { k[i] += L.bk[size_t(i)]; v[i] += L.bv[size_t(i)]; }
+                for (int i = 0; i < kvd; i++) {
+                    k[i] += L.bk[size_t(i)];
+                    v[i] += L.bv[size_t(i)];
+                }
             }
             if (hp.has_qk_norm) {
                 for (int h = 0; h < nh; h++) rmsnorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, hp.rms_eps);
@@ -298,7 +309,8 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                 const int n_pos = rl ? int(seen.size()) : pos + 1 - first;
                 const uint16_t* kb = kv.k(l, rl ? 0 : first) + koff;
                 const uint16_t* vb = kv.v(l, rl ? 0 : first) + koff;
-                attention_heads(&S.q[qoff], group, kb, vb, size_t(kvd), rl, n_pos, hd, hp.q_scale, scores.data(), &S.att[qoff]);
+                attention_heads(&S.q[qoff], group, kb, vb, size_t(kvd), rl, n_pos, hd, hp.q_scale, scores.data(),
+                                &S.att[qoff]);
                 if (hp.has_attn_sinks) {
                     // A sink adds exp(sink) to the softmax denominator only: out *= S / (S + exp(sink)), with
                     // S = sum_p exp(s_p), i.e. sigmoid(logsumexp(s) - sink).
@@ -333,7 +345,8 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], ffn_norm, &S.xn[size_t(t) * E], E, hp.rms_eps);
         ffn_forward(pool, hp, L, S.xn.data(), n, S.rows_out.data(), S.ffn);
         if (hp.has_post_norms)
-            for (int t = 0; t < n; t++) rmsnorm(&S.rows_out[size_t(t) * E], L.post_ffn_norm.data(), &S.rows_out[size_t(t) * E], E, hp.rms_eps);
+            for (int t = 0; t < n; t++)
+                rmsnorm(&S.rows_out[size_t(t) * E], L.post_ffn_norm.data(), &S.rows_out[size_t(t) * E], E, hp.rms_eps);
         for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] += S.rows_out[i];
     }
 
@@ -343,7 +356,8 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     for (const auto& g : segs) {
         if (g.hidden_out)  // embeddings: the normed hidden state of every row (what the logits are computed from)
             for (int t = 0; t < g.n; t++)
-                rmsnorm(&S.x[size_t(r0 + t) * E], model.output_norm().data(), g.hidden_out + size_t(t) * E, E, hp.rms_eps);
+                rmsnorm(&S.x[size_t(r0 + t) * E], model.output_norm().data(), g.hidden_out + size_t(t) * E, E,
+                        hp.rms_eps);
         if (g.logits_out) {
             const int first = g.all_logits ? 0 : g.n - 1;
             for (int t = first; t < g.n; t++, n_out++) {

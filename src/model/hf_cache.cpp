@@ -13,11 +13,19 @@ namespace tandem {
 namespace fs = std::filesystem;
 
 std::string hf_cache_dir() {
-    struct Entry { const char* var; const char* sub; };
-    const Entry entries[] = {{"LLAMA_CACHE", ""}, {"HF_HUB_CACHE", ""}, {"HUGGINGFACE_HUB_CACHE", ""}, {"HF_HOME", "hub"},
-                             {"XDG_CACHE_HOME", "huggingface/hub"}, {"HOME", ".cache/huggingface/hub"}};
+    struct Entry {
+        const char* var;
+        const char* sub;
+    };
+    const Entry entries[] = {{"LLAMA_CACHE", ""},
+                             {"HF_HUB_CACHE", ""},
+                             {"HUGGINGFACE_HUB_CACHE", ""},
+                             {"HF_HOME", "hub"},
+                             {"XDG_CACHE_HOME", "huggingface/hub"},
+                             {"HOME", ".cache/huggingface/hub"}};
     for (const auto& e : entries)
-        if (const char* v = std::getenv(e.var); v && *v) return *e.sub ? (fs::path(v) / e.sub).string() : std::string(v);
+        if (const char* v = std::getenv(e.var); v && *v)
+            return *e.sub ? (fs::path(v) / e.sub).string() : std::string(v);
     return ".cache/huggingface/hub";
 }
 
@@ -41,7 +49,8 @@ std::string hf_cached_model(const std::string& repo_spec, const std::string& fil
     const fs::path snapshots = fs::path(cache_dir) / folder / "snapshots";
     const std::string what = file.empty() ? repo_spec : repo + "/" + file;
     auto missing = [&]() -> std::string {
-        throw Error("tandem does not download models (" + what + "): it is not in the Hugging Face cache at " + snapshots.string() +
+        throw Error("tandem does not download models (" + what + "): it is not in the Hugging Face cache at " +
+                    snapshots.string() +
                     "; download it there (e.g. with llama.cpp's -hf, or huggingface-cli download " + repo +
                     (file.empty() ? "" : " " + file) + ") or pass the local file with -m PATH");
     };
@@ -68,9 +77,11 @@ std::string hf_cached_model(const std::string& repo_spec, const std::string& fil
             continue;
         }
         std::vector<fs::path> ggufs;
-        for (auto it = fs::recursive_directory_iterator(rev, ec); it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        for (auto it = fs::recursive_directory_iterator(rev, ec); it != fs::recursive_directory_iterator();
+             it.increment(ec)) {
             if (ec) break;
-            if (it->path().extension() == ".gguf" && lower(it->path().filename().string()).find("mmproj") == std::string::npos &&
+            if (it->path().extension() == ".gguf" &&
+                lower(it->path().filename().string()).find("mmproj") == std::string::npos &&
                 fs::is_regular_file(it->path(), ec))
                 ggufs.push_back(it->path());
         }

@@ -14,6 +14,7 @@ std::string hf_cache_dir();
 // The cached GGUF for `repo` ("org/name" or "org/name:QUANT") and `file` (a path inside the repo; empty: the
 // first .gguf whose name contains QUANT, default Q4_K_M, else the first .gguf). Throws tandem::Error saying where
 // it looked and what to do when there is none.
-std::string hf_cached_model(const std::string& repo, const std::string& file, const std::string& cache_dir = hf_cache_dir());
+std::string hf_cached_model(const std::string& repo, const std::string& file,
+                            const std::string& cache_dir = hf_cache_dir());
 
 }  // namespace tandem

@@ -20,10 +20,13 @@
 namespace tandem {
 
 namespace {
-struct ArchName { Arch arch; const char* name; };
+struct ArchName {
+    Arch arch;
+    const char* name;
+};
 constexpr ArchName kArchs[] = {
-    {Arch::LLAMA, "llama"}, {Arch::QWEN2, "qwen2"}, {Arch::QWEN3, "qwen3"}, {Arch::QWEN3MOE, "qwen3moe"},
-    {Arch::GEMMA3, "gemma3"}, {Arch::PHI3, "phi3"}, {Arch::GPT_OSS, "gpt-oss"},
+    {Arch::LLAMA, "llama"},   {Arch::QWEN2, "qwen2"}, {Arch::QWEN3, "qwen3"},     {Arch::QWEN3MOE, "qwen3moe"},
+    {Arch::GEMMA3, "gemma3"}, {Arch::PHI3, "phi3"},   {Arch::GPT_OSS, "gpt-oss"},
 };
 }  // namespace
 
@@ -34,7 +37,8 @@ const char* arch_name(Arch a) {
 }
 
 std::string describe_features(const HParams& hp) {
-    std::string s = strprintf("rope theta %g, n_rot %d (%s)", hp.rope_theta, hp.n_rot, hp.rope_style == RopeStyle::NEOX ? "neox" : "norm");
+    std::string s = strprintf("rope theta %g, n_rot %d (%s)", hp.rope_theta, hp.n_rot,
+                              hp.rope_style == RopeStyle::NEOX ? "neox" : "norm");
     auto add = [&](const std::string& f) { s += ", " + f; };
     if (hp.rope_freq_scale != 1.0f) add(strprintf("rope scale 1/%g", 1.0 / hp.rope_freq_scale));
     if (hp.yarn_ext_factor != 0.0f) add(strprintf("YaRN (original ctx %d)", hp.n_ctx_orig));
@@ -68,13 +72,15 @@ struct Loader {
     int req_int(const std::string& key) const {
         auto v = f.get_int(arch + "." + key);
         if (!v) fail("missing required metadata '" + arch + "." + key + "'");
-        if (*v <= 0 || *v > (int64_t(1) << 30)) fail(strprintf("metadata '%s.%s' has invalid value %lld", arch.c_str(), key.c_str(), (long long)*v));
+        if (*v <= 0 || *v > (int64_t(1) << 30))
+            fail(strprintf("metadata '%s.%s' has invalid value %lld", arch.c_str(), key.c_str(), (long long)*v));
         return int(*v);
     }
     int opt_int(const std::string& key, int def) const {
         auto v = f.get_int(arch + "." + key);
         if (!v) return def;
-        if (*v <= 0 || *v > (int64_t(1) << 30)) fail(strprintf("metadata '%s.%s' has invalid value %lld", arch.c_str(), key.c_str(), (long long)*v));
+        if (*v <= 0 || *v > (int64_t(1) << 30))
+            fail(strprintf("metadata '%s.%s' has invalid value %lld", arch.c_str(), key.c_str(), (long long)*v));
         return int(*v);
     }
     float opt_float(const std::string& key, float def) const {
@@ -158,7 +164,10 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     HParams& hp = m->hp_;
     bool known = false;
     for (const auto& e : kArchs)
-        if (*arch == e.name) { hp.arch = e.arch; known = true; }
+        if (*arch == e.name) {
+            hp.arch = e.arch;
+            known = true;
+        }
     if (!known) {
         std::string list;
         for (const auto& e : kArchs) list += std::string(list.empty() ? "" : ", ") + e.name;
@@ -169,7 +178,8 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     Loader L{f, *arch};
     hp.n_embd = L.req_int("embedding_length");
     hp.n_layer = L.req_int("block_count");
-    hp.n_ff = A == Arch::QWEN3MOE || A == Arch::GPT_OSS ? L.opt_int("feed_forward_length", 1) : L.req_int("feed_forward_length");
+    hp.n_ff = A == Arch::QWEN3MOE || A == Arch::GPT_OSS ? L.opt_int("feed_forward_length", 1)
+                                                        : L.req_int("feed_forward_length");
     hp.n_head = L.req_int("attention.head_count");
     hp.n_head_kv = L.opt_int("attention.head_count_kv", hp.n_head);
     hp.n_ctx_train = L.opt_int("context_length", 2048);
@@ -181,8 +191,10 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     if (L.opt_int("attention.value_length", hp.head_dim) != hp.head_dim)
         L.fail("attention.value_length differs from key_length (not supported)");
     hp.n_rot = L.opt_int("rope.dimension_count", hp.head_dim);
-    if (hp.n_rot > hp.head_dim || hp.n_rot % 2) L.fail(strprintf("rope.dimension_count %d is invalid for head size %d", hp.n_rot, hp.head_dim));
-    if (hp.head_dim % 8 != 0 || hp.head_dim > 256) L.fail(strprintf("head size %d is not supported (a multiple of 8, at most 256)", hp.head_dim));
+    if (hp.n_rot > hp.head_dim || hp.n_rot % 2)
+        L.fail(strprintf("rope.dimension_count %d is invalid for head size %d", hp.n_rot, hp.head_dim));
+    if (hp.head_dim % 8 != 0 || hp.head_dim > 256)
+        L.fail(strprintf("head size %d is not supported (a multiple of 8, at most 256)", hp.head_dim));
     hp.rms_eps = L.opt_float("attention.layer_norm_rms_epsilon", 1e-5f);
     hp.rope_theta = L.opt_float("rope.freq_base", 10000.0f);
     if (!(hp.rms_eps > 0) || !(hp.rope_theta > 0)) L.fail("rms epsilon and rope.freq_base must be positive");
@@ -302,7 +314,8 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             l.k_norm = L.vec(p + "attn_k_norm.weight", hp.head_dim);
         }
         if (hp.has_attn_sinks) l.sinks = L.vec(p + "attn_sinks.weight", hp.n_head);
-        if (hp.has_post_norms || A == Arch::GPT_OSS) l.post_attn_norm = L.vec(p + "post_attention_norm.weight", hp.n_embd);
+        if (hp.has_post_norms || A == Arch::GPT_OSS)
+            l.post_attn_norm = L.vec(p + "post_attention_norm.weight", hp.n_embd);
         if (A != Arch::GPT_OSS) l.ffn_norm = L.vec(p + "ffn_norm.weight", hp.n_embd);
         if (hp.has_post_norms) l.post_ffn_norm = L.vec(p + "post_ffw_norm.weight", hp.n_embd);
         l.swa = hp.n_swa > 0 && (swa_pattern == 0 || i % swa_pattern < swa_pattern - 1);
@@ -356,7 +369,8 @@ void Model::repack_for_cpu() {
     packed_ = allocate_large(total);
     std::vector<size_t> offset(todo.size());
     for (size_t i = 1; i < todo.size(); i++)
-        offset[i] = offset[i - 1] + aligned(tandem::packed_bytes(todo[i - 1]->type, todo[i - 1]->rows, todo[i - 1]->cols));
+        offset[i] =
+            offset[i - 1] + aligned(tandem::packed_bytes(todo[i - 1]->type, todo[i - 1]->rows, todo[i - 1]->cols));
     // Matrices are taken in turn by a few threads (loading is mostly page faults on the file and on the new
     // buffer, which the kernel serves in parallel), each in slices of 256 rows whose file pages are released as
     // soon as they are copied, so the file and its copy are never resident twice for more than a slice per thread.
@@ -433,7 +447,10 @@ std::string Model::describe_type() const {
     std::string best;
     int64_t most = -1;
     for (auto& [k, v] : by_type)
-        if (v > most) { most = v; best = k; }
+        if (v > most) {
+            most = v;
+            best = k;
+        }
     return best.empty() ? "F32" : best;
 }
 

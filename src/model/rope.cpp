@@ -14,7 +14,8 @@ float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot_turns, float base) {
 
 }  // namespace
 
-RopeTable make_rope_table(const HParams& hp, float theta, float freq_scale, const std::vector<float>& factors, int n_ctx) {
+RopeTable make_rope_table(const HParams& hp, float theta, float freq_scale, const std::vector<float>& factors,
+                          int n_ctx) {
     RopeTable t;
     t.half = hp.n_rot / 2;
     t.mscale = hp.rope_attn_factor;

@@ -15,16 +15,17 @@
 namespace tandem {
 
 struct RopeTable {
-    int half = 0;                  // n_rot / 2
-    float mscale = 1.0f;           // magnitude applied to the rotated dims of q and k
-    std::vector<float> cos, sin;   // (n_ctx, half)
+    int half = 0;  // n_rot / 2
+    float mscale = 1.0f;  // magnitude applied to the rotated dims of q and k
+    std::vector<float> cos, sin;  // (n_ctx, half)
     const float* cos_at(int pos) const { return &cos[size_t(pos) * size_t(half)]; }
     const float* sin_at(int pos) const { return &sin[size_t(pos) * size_t(half)]; }
 };
 
 // theta / freq_scale: the base and linear factor of the layer kind (global or sliding-window).
 // `factors` divides the frequencies (may be empty).
-RopeTable make_rope_table(const HParams& hp, float theta, float freq_scale, const std::vector<float>& factors, int n_ctx);
+RopeTable make_rope_table(const HParams& hp, float theta, float freq_scale, const std::vector<float>& factors,
+                          int n_ctx);
 
 // Rotates one head vector in place: pairs (2i, 2i+1) for NORM, (i, i + n_rot/2) for NEOX; dims >= n_rot pass.
 void rope_head(float* h, const float* cs, const float* sn, int n_rot, RopeStyle style, float mscale);

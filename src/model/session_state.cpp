@@ -24,7 +24,8 @@ uint64_t fingerprint(const Model& m) {
         for (size_t i = 0; i < n; i++) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ull;
     };
     const HParams& hp = m.hparams();
-    const int32_t shape[] = {int32_t(hp.arch), hp.n_vocab, hp.n_embd, hp.n_layer, hp.n_head, hp.n_head_kv, hp.head_dim, hp.n_ff};
+    const int32_t shape[] = {int32_t(hp.arch), hp.n_vocab,   hp.n_embd,   hp.n_layer,
+                             hp.n_head,        hp.n_head_kv, hp.head_dim, hp.n_ff};
     mix(shape, sizeof shape);
     for (const Weight* w : {&m.tok_embd(), &m.output()}) mix(w->data, std::min<size_t>(w->nbytes(), 4096));
     return h;
@@ -32,7 +33,9 @@ uint64_t fingerprint(const Model& m) {
 
 struct File {
     std::FILE* f = nullptr;
-    ~File() { if (f) std::fclose(f); }
+    ~File() {
+        if (f) std::fclose(f);
+    }
 };
 
 }  // namespace
@@ -45,7 +48,8 @@ size_t Session::save_state(const std::string& path) const {
     if (!out.f) throw Error(strprintf("%s: cannot create the state file: %s", path.c_str(), std::strerror(errno)));
     size_t written = 0;
     auto put = [&](const void* p, size_t bytes) {
-        if (std::fwrite(p, 1, bytes, out.f) != bytes) throw Error(strprintf("%s: write failed: %s", path.c_str(), std::strerror(errno)));
+        if (std::fwrite(p, 1, bytes, out.f) != bytes)
+            throw Error(strprintf("%s: write failed: %s", path.c_str(), std::strerror(errno)));
         written += bytes;
     };
     put(kMagic, 4);
@@ -68,7 +72,8 @@ size_t Session::load_state(const std::string& path) {
     const std::string data = read_regular_file(path);
     size_t at = 0;
     auto get = [&](void* p, size_t bytes, const char* what) {
-        if (data.size() - at < bytes) throw Error(strprintf("%s: the state file is truncated (in %s at byte %zu)", path.c_str(), what, at));
+        if (data.size() - at < bytes)
+            throw Error(strprintf("%s: the state file is truncated (in %s at byte %zu)", path.c_str(), what, at));
         std::memcpy(p, data.data() + at, bytes);
         at += bytes;
     };
@@ -76,24 +81,31 @@ size_t Session::load_state(const std::string& path) {
     uint32_t version = 0, layers = 0, kv_dim = 0, n = 0;
     uint64_t fp = 0;
     get(magic, 4, "the header");
-    if (std::memcmp(magic, kMagic, 4) != 0) throw Error(path + ": not a tandem state file (it was not written by tandem's slot save)");
+    if (std::memcmp(magic, kMagic, 4) != 0)
+        throw Error(path + ": not a tandem state file (it was not written by tandem's slot save)");
     get(&version, 4, "the header");
-    if (version != kVersion) throw Error(strprintf("%s: state file version %u is not supported (this build reads %u)", path.c_str(), version, kVersion));
+    if (version != kVersion)
+        throw Error(strprintf("%s: state file version %u is not supported (this build reads %u)", path.c_str(), version,
+                              kVersion));
     get(&fp, 8, "the header");
     get(&layers, 4, "the header");
     get(&kv_dim, 4, "the header");
     get(&n, 4, "the header");
     if (fp != fingerprint(*model_)) throw Error(path + ": the state file was saved with another model");
     if (layers != uint32_t(n_layers_) || kv_dim != uint32_t(impl_->kv.kv_dim()))
-        throw Error(strprintf("%s: the state file holds %u layers of %u values, this session %d of %d", path.c_str(), layers, kv_dim,
-                              n_layers_, impl_->kv.kv_dim()));
-    if (n > uint32_t(n_ctx_)) throw Error(strprintf("%s: the state file holds %u tokens, more than the context (%d)", path.c_str(), n, n_ctx_));
+        throw Error(strprintf("%s: the state file holds %u layers of %u values, this session %d of %d", path.c_str(),
+                              layers, kv_dim, n_layers_, impl_->kv.kv_dim()));
+    if (n > uint32_t(n_ctx_))
+        throw Error(
+            strprintf("%s: the state file holds %u tokens, more than the context (%d)", path.c_str(), n, n_ctx_));
     const size_t expect = 28 + size_t(n) * 4 + size_t(layers) * 2 * size_t(n) * kv_dim * 2;
-    if (data.size() != expect) throw Error(strprintf("%s: the state file is %zu bytes, %zu expected", path.c_str(), data.size(), expect));
+    if (data.size() != expect)
+        throw Error(strprintf("%s: the state file is %zu bytes, %zu expected", path.c_str(), data.size(), expect));
     std::vector<int32_t> toks(n);
     get(toks.data(), size_t(n) * 4, "the tokens");
     for (int32_t id : toks)
-        if (id < 0 || id >= n_vocab()) throw Error(strprintf("%s: token id %d is outside the vocabulary", path.c_str(), id));
+        if (id < 0 || id >= n_vocab())
+            throw Error(strprintf("%s: token id %d is outside the vocabulary", path.c_str(), id));
     for (int l = 0; l < n_layers_; l++) {
         for (uint32_t t = 0; t < n; t++) get(impl_->kv.k_mut(l, int(t)), size_t(kv_dim) * 2, "the keys");
         for (uint32_t t = 0; t < n; t++) get(impl_->kv.v_mut(l, int(t)), size_t(kv_dim) * 2, "the values");

@@ -21,7 +21,8 @@ const std::vector<SynthShape>& synth_shapes() {
         {"qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 151936, 40960, 1000000.0f, false, false, 128, 128, 8, 768},
         {"gemma3-1b", "gemma3", 1152, 26, 4, 1, 6912, 262144, 32768, 1000000.0f, true, false, 256, 0, 0, 0, 512},
         {"phi-4-mini", "phi3", 3072, 32, 24, 8, 8192, 200064, 131072, 10000.0f, true, false},
-        {"gpt-oss-20b", "gpt-oss", 2880, 24, 64, 8, 2880, 201088, 131072, 150000.0f, false, false, 64, 32, 4, 2880, 128},
+        {"gpt-oss-20b", "gpt-oss", 2880, 24, 64, 8, 2880, 201088, 131072, 150000.0f, false, false, 64, 32, 4, 2880,
+         128},
         {"tiny-test", "llama", 256, 2, 4, 2, 512, 1000, 512, 10000.0f, false, false},
         {"tiny-test-tied", "qwen2", 256, 2, 4, 2, 512, 1008, 512, 10000.0f, true, false},
         {"tiny-test-qwen3moe", "qwen3moe", 256, 2, 4, 2, 512, 1000, 512, 1000000.0f, true, false, 64, 8, 2, 128},
@@ -59,7 +60,12 @@ struct Rng {
     static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
     uint64_t next() {
         uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-        s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3]; s[2] ^= t; s[3] = rotl(s[3], 45);
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = rotl(s[3], 45);
         return r;
     }
     float uniform() { return float((next() >> 40) + 0.5) * (1.0f / 16777216.0f); }
@@ -79,11 +85,19 @@ void generated_vocab(GgufWriter& w, int n_vocab) {
     for (int i = 0; i < n_vocab; i++) {
         std::string t;
         int type = 1;
-        if (i == 0) { t = "<unk>"; type = 2; }
-        else if (i == 1) { t = "<s>"; type = 3; }
-        else if (i == 2) { t = "</s>"; type = 3; }
-        else if (i < 259) { t = strprintf("<0x%02X>", i - 3); type = 6; }
-        else t = strprintf("\xE2\x96\x81t%d", i);
+        if (i == 0) {
+            t = "<unk>";
+            type = 2;
+        } else if (i == 1) {
+            t = "<s>";
+            type = 3;
+        } else if (i == 2) {
+            t = "</s>";
+            type = 3;
+        } else if (i < 259) {
+            t = strprintf("<0x%02X>", i - 3);
+            type = 6;
+        } else t = strprintf("\xE2\x96\x81t%d", i);
         toks.push_back(GgufValue::of_str(t));
         scores.push_back(GgufValue::of_f32(-float(i)));
         types.push_back(GgufValue::of_i32(type));
@@ -154,7 +168,11 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
 
     // Tensors as llama.cpp's converters write them. `is_norm`: filled with 1 (norms, rope factors); other
     // 1-D tensors (biases, sinks) get noise. Expert tensors are 3-D [in, out, n_expert].
-    struct T { std::string name; std::vector<int64_t> ne; bool is_norm; };
+    struct T {
+        std::string name;
+        std::vector<int64_t> ne;
+        bool is_norm;
+    };
     std::vector<T> ts;
     const int64_t q = int64_t(s.n_head) * hd, kv = int64_t(s.n_head_kv) * hd, E = s.n_embd;
     ts.push_back({"token_embd.weight", {E, n_vocab}, false});

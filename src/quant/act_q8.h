@@ -30,12 +30,12 @@ struct ActRows {
 // The owner of the activation buffers.
 struct ActQ8 {
     int n_rows = 0;
-    int64_t n = 0;             // values per row
-    int64_t nb = 0;            // blocks per row
-    std::vector<int8_t> q;     // (n_rows, n)
-    std::vector<float> d;      // (n_rows, nb)
-    std::vector<float> s;      // (n_rows, nb)
-    std::vector<int32_t> qsum; // (n_rows, nb) sum_i q[32b + i]
+    int64_t n = 0;  // values per row
+    int64_t nb = 0;  // blocks per row
+    std::vector<int8_t> q;  // (n_rows, n)
+    std::vector<float> d;  // (n_rows, nb)
+    std::vector<float> s;  // (n_rows, nb)
+    std::vector<int32_t> qsum;  // (n_rows, nb) sum_i q[32b + i]
     std::vector<int16_t> qsum16;  // (n_rows, n / 16) sums of 16 (Q6_K's sub-blocks); |sum| <= 2032
 
     const int8_t* qrow(int r) const { return q.data() + size_t(r) * size_t(n); }

@@ -22,15 +22,15 @@ void silu_mul_ref(float* gate, const float* up, int64_t n) {
     for (int64_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows, int n_pos, int hd,
-                     float scale, float* scores, float* out) {
+void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows,
+                     int n_pos, int hd, float scale, float* scores, float* out) {
     TD_ASSERT(m >= 1 && m <= 64);
     if (hd % 8 == 0 && hd <= 256) return isa().attention_heads(q, m, k, v, stride, rows, n_pos, hd, scale, scores, out);
     attention_heads_ref(q, m, k, v, stride, rows, n_pos, hd, scale, scores, out);
 }
 
-void attention_heads_ref(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows, int n_pos, int hd,
-                         float scale, float* scores, float* out) {
+void attention_heads_ref(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride,
+                         const int32_t* rows, int n_pos, int hd, float scale, float* scores, float* out) {
     for (int r = 0; r < m; r++) {
         const float* qr = q + size_t(r) * size_t(hd);
         float* o = out + size_t(r) * size_t(hd);
@@ -76,8 +76,8 @@ void axpy_f16_ref(float w, const uint16_t* x, float* y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += w * tab[x[i]];
 }
 
-void matmul_rows_ref(const WeightView& w, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
-                     int64_t r1, float* scratch) {
+void matmul_rows_ref(const WeightView& w, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1,
+                     float* scratch) {
     for (int64_t r = r0; r < r1; r++) {
         const float* row;
         if (w.type == TensorType::F32) {
@@ -102,7 +102,8 @@ ActRows quantized_activations(ThreadPool& pool, const float* x, int n_tok, int64
         quantize_act_q8_rows(x, cols, group, act, 0, n_tok);
     } else {
         ActQ8& out = act;
-        pool.parallel_for(size_t(n_tok), [&](size_t b, size_t e, int) { quantize_act_q8_rows(x, cols, group, out, int(b), int(e)); });
+        pool.parallel_for(size_t(n_tok),
+                          [&](size_t b, size_t e, int) { quantize_act_q8_rows(x, cols, group, out, int(b), int(e)); });
     }
     return act;
 }
@@ -110,7 +111,8 @@ ActRows quantized_activations(ThreadPool& pool, const float* x, int n_tok, int64
 // Packed matrices sharing an input (all of one type, rows % kPackedRows == 0, count <= 8): one quantization of
 // the activations and one pass of the pool, whose work items are chunks of 16 rows over the matrices laid end to
 // end.
-void matmul_packed_many(ThreadPool& pool, const WeightView* ws, float* const* ys, int count, const float* x, int n_tok) {
+void matmul_packed_many(ThreadPool& pool, const WeightView* ws, float* const* ys, int count, const float* x,
+                        int n_tok) {
     constexpr int64_t chunk = 16;
     TD_ASSERT(count >= 1 && count <= 8);
     int64_t first[9] = {0};  // first chunk of each matrix (no allocation: this runs for every matmul of every token)
@@ -119,9 +121,11 @@ void matmul_packed_many(ThreadPool& pool, const WeightView* ws, float* const* ys
     const auto kernel = isa().matmul_packed;
     pool.parallel_for(size_t(first[count]), [&](size_t b, size_t e, int) {
         for (int i = 0; i < count; i++) {
-            const int64_t lo = std::max<int64_t>(int64_t(b), first[i]), hi = std::min<int64_t>(int64_t(e), first[i + 1]);
+            const int64_t lo = std::max<int64_t>(int64_t(b), first[i]),
+                          hi = std::min<int64_t>(int64_t(e), first[i + 1]);
             if (lo < hi)
-                kernel(ws[i].type, ws[i].packed, ws[i].cols, act, ys[i], ws[i].rows, (lo - first[i]) * chunk, (hi - first[i]) * chunk);
+                kernel(ws[i].type, ws[i].packed, ws[i].cols, act, ys[i], ws[i].rows, (lo - first[i]) * chunk,
+                       (hi - first[i]) * chunk);
         }
     });
 }
@@ -146,7 +150,8 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
         return;
     }
     if (k.unpack_kq_row && k.dot_unpacked && matmul_kq_supported(w.type)) {
-        const ActRows act = quantized_activations(pool, x, n_tok, w.cols, 256);  // one scale per 256, as llama.cpp's Q8_K
+        const ActRows act =
+            quantized_activations(pool, x, n_tok, w.cols, 256);  // one scale per 256, as llama.cpp's Q8_K
         pool.parallel_for(size_t(n_chunks), [&](size_t b, size_t e, int) {
             thread_local UnpackedRow row;
             row.resize(w.cols);
@@ -154,7 +159,8 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
             for (int64_t r = r0; r < r1; r++) {
                 k.unpack_kq_row(w.type, w.row(r), w.cols, row.q.data(), row.lane_scale.data(), row.offset.data());
                 for (int t = 0; t < n_tok; t++)
-                    y[int64_t(t) * w.rows + r] = k.dot_unpacked(row.q.data(), row.lane_scale.data(), row.offset.data(), act, t);
+                    y[int64_t(t) * w.rows + r] =
+                        k.dot_unpacked(row.q.data(), row.lane_scale.data(), row.offset.data(), act, t);
             }
         });
         return;
@@ -166,7 +172,9 @@ void matmul(ThreadPool& pool, const WeightView& w, const float* x, int n_tok, fl
         });
         return;
     }
-    const auto half_rows = w.type == TensorType::F16 ? k.matmul_f16_rows : w.type == TensorType::BF16 ? k.matmul_bf16_rows : nullptr;
+    const auto half_rows = w.type == TensorType::F16    ? k.matmul_f16_rows
+                           : w.type == TensorType::BF16 ? k.matmul_bf16_rows
+                                                        : nullptr;
     if (half_rows) {
         pool.parallel_for(size_t(n_chunks), [&](size_t b, size_t e, int) {
             auto [r0, r1] = rows_of(b, e);
@@ -232,18 +240,21 @@ void matmul_jobs(ThreadPool& pool, const MatmulJob* jobs, int count) {
     for (int i = 0; i < count; i++) first[size_t(i) + 1] = first[size_t(i)] + jobs[i].w.rows / chunk;
     pool.parallel_for(size_t(first.back()), [&](size_t b, size_t e, int) {
         for (int i = 0; i < count; i++) {
-            const int64_t lo = std::max<int64_t>(int64_t(b), first[size_t(i)]), hi = std::min<int64_t>(int64_t(e), first[size_t(i) + 1]);
+            const int64_t lo = std::max<int64_t>(int64_t(b), first[size_t(i)]),
+                          hi = std::min<int64_t>(int64_t(e), first[size_t(i) + 1]);
             if (lo < hi)
-                kernel(jobs[i].w.type, jobs[i].w.packed, cols, views[size_t(input_of[size_t(i)])], jobs[i].y, jobs[i].w.rows,
-                       (lo - first[size_t(i)]) * chunk, (hi - first[size_t(i)]) * chunk);
+                kernel(jobs[i].w.type, jobs[i].w.packed, cols, views[size_t(input_of[size_t(i)])], jobs[i].y,
+                       jobs[i].w.rows, (lo - first[size_t(i)]) * chunk, (hi - first[size_t(i)]) * chunk);
         }
     });
 }
 
-void matmul_shared_input(ThreadPool& pool, const WeightView* ws, float* const* ys, int count, const float* x, int n_tok) {
+void matmul_shared_input(ThreadPool& pool, const WeightView* ws, float* const* ys, int count, const float* x,
+                         int n_tok) {
     bool fused = count > 0 && count <= 8 && isa().matmul_packed;
     for (int i = 0; i < count; i++)
-        fused = fused && ws[i].packed && ws[i].type == ws[0].type && ws[i].cols == ws[0].cols && ws[i].rows % kPackedRows == 0;
+        fused = fused && ws[i].packed && ws[i].type == ws[0].type && ws[i].cols == ws[0].cols &&
+                ws[i].rows % kPackedRows == 0;
     if (!fused) {
         for (int i = 0; i < count; i++) matmul(pool, ws[i], x, n_tok, ys[i]);
         return;

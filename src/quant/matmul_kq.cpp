@@ -31,10 +31,17 @@ void unpack_kq_row_ref(TensorType t, const uint8_t* row, int64_t n, int8_t* q, f
             float d, dmin;
             if (t == TensorType::Q4_K) {
                 const block_q4_K* x = reinterpret_cast<const block_q4_K*>(row) + sb;
-                d = fp16_to_f32(x->d); dmin = fp16_to_f32(x->dmin); scales = x->scales; qs = x->qs;
+                d = fp16_to_f32(x->d);
+                dmin = fp16_to_f32(x->dmin);
+                scales = x->scales;
+                qs = x->qs;
             } else {
                 const block_q5_K* x = reinterpret_cast<const block_q5_K*>(row) + sb;
-                d = fp16_to_f32(x->d); dmin = fp16_to_f32(x->dmin); scales = x->scales; qs = x->qs; qh = x->qh;
+                d = fp16_to_f32(x->d);
+                dmin = fp16_to_f32(x->dmin);
+                scales = x->scales;
+                qs = x->qs;
+                qh = x->qh;
             }
             for (int j = 0; j < 8; j++) {  // sub-block j = 32 elements = activation block 8*sb + j
                 uint8_t sc, m;
@@ -93,6 +100,5 @@ float dot_unpacked_ref(const UnpackedRow& w, const ActRows& a, int t) {
     }
     return sum;
 }
-
 
 }  // namespace tandem

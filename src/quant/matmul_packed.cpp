@@ -30,7 +30,8 @@ constexpr size_t group_block_bytes(TensorType t) { return packed::q8_block_bytes
 }  // namespace
 
 bool packable(TensorType t, int64_t rows, int64_t cols) {
-    if (t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K) return rows % R == 0 && cols % QK_K == 0;
+    if (t == TensorType::Q4_K || t == TensorType::Q5_K || t == TensorType::Q6_K)
+        return rows % R == 0 && cols % QK_K == 0;
     return (t == TensorType::Q8_0 || t == TensorType::Q4_0) && rows % R == 0 && cols % 32 == 0;
 }
 
@@ -93,7 +94,8 @@ void dequantize_packed_row(TensorType t, const uint8_t* packed, int64_t cols, in
 
 void matmul_packed_ref(TensorType t, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
                        int64_t r0, int64_t r1) {
-    if (t == TensorType::Q4_K || t == TensorType::Q5_K) return matmul_packed_ref_q45k(t, packed, cols, a, y, ldy, r0, r1);
+    if (t == TensorType::Q4_K || t == TensorType::Q5_K)
+        return matmul_packed_ref_q45k(t, packed, cols, a, y, ldy, r0, r1);
     if (t == TensorType::Q6_K) return matmul_packed_ref_q6k(packed, cols, a, y, ldy, r0, r1);
     const int64_t nb = cols / 32;
     const size_t gbb = group_block_bytes(t);
@@ -112,6 +114,5 @@ void matmul_packed_ref(TensorType t, const uint8_t* packed, int64_t cols, const 
                 y[int64_t(tk) * ldy + G * R + j] = acc;
             }
 }
-
 
 }  // namespace tandem

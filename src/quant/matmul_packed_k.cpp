@@ -58,7 +58,8 @@ void repack_rows_q45k(TensorType t, const uint8_t* src, size_t row_stride, int64
                 if (q5) {
                     const block_q5_K* x = reinterpret_cast<const block_q5_K*>(row) + s;
                     d = x->d, dmin = x->dmin, scales = x->scales, qs = x->qs;
-                    for (int i = 0; i < 32; i++) out[kOffQh + (size_t(i / 4) * R + size_t(r)) * 4 + size_t(i % 4)] = x->qh[i];
+                    for (int i = 0; i < 32; i++)
+                        out[kOffQh + (size_t(i / 4) * R + size_t(r)) * 4 + size_t(i % 4)] = x->qh[i];
                 } else {
                     const block_q4_K* x = reinterpret_cast<const block_q4_K*>(row) + s;
                     d = x->d, dmin = x->dmin, scales = x->scales, qs = x->qs;
@@ -73,7 +74,9 @@ void repack_rows_q45k(TensorType t, const uint8_t* src, size_t row_stride, int64
                 }
                 for (int p = 0; p < 4; p++)
                     for (int g = 0; g < 8; g++)
-                        for (int k = 0; k < 4; k++) out[kOffQ + ((size_t(p) * 8 + size_t(g)) * R + size_t(r)) * 4 + size_t(k)] = qs[32 * p + 4 * g + k];
+                        for (int k = 0; k < 4; k++)
+                            out[kOffQ + ((size_t(p) * 8 + size_t(g)) * R + size_t(r)) * 4 + size_t(k)] =
+                                qs[32 * p + 4 * g + k];
             }
         }
 }
@@ -121,6 +124,5 @@ void matmul_packed_ref_q45k(TensorType t, const uint8_t* packed, int64_t cols, c
         }
     }
 }
-
 
 }  // namespace tandem

@@ -20,6 +20,7 @@ void matmul_packed_ref_q45k(TensorType t, const uint8_t* packed, int64_t cols, c
 size_t packed_bytes_q6k(int64_t rows, int64_t cols);
 void repack_rows_q6k(const uint8_t* src, size_t row_stride, int64_t rows, int64_t cols, uint8_t* dst);
 void dequantize_packed_row_q6k(const uint8_t* packed, int64_t cols, int64_t r, float* out);
-void matmul_packed_ref_q6k(const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy, int64_t r0, int64_t r1);
+void matmul_packed_ref_q6k(const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy, int64_t r0,
+                           int64_t r1);
 
 }  // namespace tandem

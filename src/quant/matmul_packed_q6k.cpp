@@ -69,15 +69,18 @@ void repack_rows_q6k(const uint8_t* src, size_t row_stride, int64_t rows, int64_
             for (int r = 0; r < R; r++) {
                 const block_q6_K* x = reinterpret_cast<const block_q6_K*>(src + size_t(G * R + r) * row_stride) + s;
                 reinterpret_cast<uint16_t*>(out + kOffD)[r] = x->d;
-                for (int j = 0; j < 16; j++) out[kOffSc + (size_t(j / 2) * R + size_t(r)) * 2 + size_t(j % 2)] = uint8_t(x->scales[j]);
+                for (int j = 0; j < 16; j++)
+                    out[kOffSc + (size_t(j / 2) * R + size_t(r)) * 2 + size_t(j % 2)] = uint8_t(x->scales[j]);
                 decode_q6k(*x, q);
                 for (int g = 0; g < 4; g++)
                     for (int k = 0; k < 4; k++) {
                         for (int p = 0; p < 8; p++)
-                            out[ql_index(p, g, r, k)] = uint8_t((q[32 * p + 4 * g + k] & 0xF) | ((q[32 * p + 16 + 4 * g + k] & 0xF) << 4));
+                            out[ql_index(p, g, r, k)] =
+                                uint8_t((q[32 * p + 4 * g + k] & 0xF) | ((q[32 * p + 16 + 4 * g + k] & 0xF) << 4));
                         for (int Q = 0; Q < 4; Q++) {
                             uint8_t h = 0;
-                            for (int i = 0; i < 4; i++) h = uint8_t(h | ((q[16 * (4 * Q + i) + 4 * g + k] >> 4) << (2 * i)));
+                            for (int i = 0; i < 4; i++)
+                                h = uint8_t(h | ((q[16 * (4 * Q + i) + 4 * g + k] >> 4) << (2 * i)));
                             out[qh_index(Q, g, r, k)] = h;
                         }
                     }
@@ -98,7 +101,8 @@ void dequantize_packed_row_q6k(const uint8_t* packed, int64_t cols, int64_t r, f
     }
 }
 
-void matmul_packed_ref_q6k(const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+void matmul_packed_ref_q6k(const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy, int64_t r0,
+                           int64_t r1) {
     const int64_t nsb = cols / QK_K;
     for (int64_t r = r0; r < r1; r++) {
         const int row = int(r % R);
@@ -119,6 +123,5 @@ void matmul_packed_ref_q6k(const uint8_t* packed, int64_t cols, const ActRows& a
         }
     }
 }
-
 
 }  // namespace tandem

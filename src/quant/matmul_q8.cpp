@@ -135,5 +135,4 @@ void matmul_q8_rows_ref(const WeightView& w, const ActRows& a, float* y, int64_t
     }
 }
 
-
 }  // namespace tandem

@@ -31,9 +31,9 @@ void matmul_packed_ref(TensorType t, const uint8_t* packed, int64_t cols, const 
 // K-quants (Q4_K, Q5_K, Q6_K): a weight row unpacked to signed integers with lane scales and block offsets,
 // w_i = lane_scale[i / 4] * q[i] + offset[i / 32]; the unpacking is shared by every token of a batch.
 struct UnpackedRow {
-    std::vector<int8_t> q;           // (n)
-    std::vector<float> lane_scale;   // (n / 4)
-    std::vector<float> offset;       // (n / 32)
+    std::vector<int8_t> q;  // (n)
+    std::vector<float> lane_scale;  // (n / 4)
+    std::vector<float> offset;  // (n / 32)
     void resize(int64_t n) {
         q.resize(size_t(n));
         lane_scale.resize(size_t(n / 4));

@@ -13,5 +13,4 @@ void dequantize_row_ref(TensorType t, const void* src, float* dst, int64_t n);
 // Layouts match GGUF; the choice of scales is a plain max/min (or max-abs) fit, not llama.cpp's search.
 void quantize_row_ref(TensorType t, const float* src, void* dst, int64_t n);
 
-
 }  // namespace tandem

@@ -18,7 +18,10 @@ int nearest_int(float x) { return int(std::lrintf(x)); }
 float signed_absmax(const float* x, int n) {
     float amax = 0, maxv = 0;
     for (int i = 0; i < n; i++)
-        if (std::fabs(x[i]) > amax) { amax = std::fabs(x[i]); maxv = x[i]; }
+        if (std::fabs(x[i]) > amax) {
+            amax = std::fabs(x[i]);
+            maxv = x[i];
+        }
     return maxv;
 }
 
@@ -142,7 +145,10 @@ void q_q3_K(const float* x, block_q3_K* y, int64_t nb) {
         float max_scale = 0, amax = 0;
         for (int s = 0; s < 16; s++) {
             scale[s] = signed_absmax(x + 16 * s, 16) / -4.0f;
-            if (std::fabs(scale[s]) > amax) { amax = std::fabs(scale[s]); max_scale = scale[s]; }
+            if (std::fabs(scale[s]) > amax) {
+                amax = std::fabs(scale[s]);
+                max_scale = scale[s];
+            }
         }
         std::memset(y[i].scales, 0, 12);
         float iscale = max_scale ? -32.0f / max_scale : 0.0f;
@@ -220,8 +226,14 @@ void q_q5_K(const float* x, block_q5_K* y, int64_t nb) {
         for (int n = 0; n < QK_K; n += 64, ql += 32) {
             for (int j = 0; j < 32; j++) {
                 int l1 = L[n + j], l2 = L[n + j + 32];
-                if (l1 > 15) { l1 -= 16; y[i].qh[j] |= m1; }
-                if (l2 > 15) { l2 -= 16; y[i].qh[j] |= m2; }
+                if (l1 > 15) {
+                    l1 -= 16;
+                    y[i].qh[j] |= m1;
+                }
+                if (l2 > 15) {
+                    l2 -= 16;
+                    y[i].qh[j] |= m2;
+                }
                 ql[j] = uint8_t(l1 | (l2 << 4));
             }
             m1 = uint8_t(m1 << 2);
@@ -235,7 +247,10 @@ void q_q6_K(const float* x, block_q6_K* y, int64_t nb) {
         float scale[16], max_scale = 0, amax = 0;
         for (int s = 0; s < 16; s++) {
             scale[s] = signed_absmax(x + 16 * s, 16) / -32.0f;
-            if (std::fabs(scale[s]) > amax) { amax = std::fabs(scale[s]); max_scale = scale[s]; }
+            if (std::fabs(scale[s]) > amax) {
+                amax = std::fabs(scale[s]);
+                max_scale = scale[s];
+            }
         }
         float iscale = max_scale ? -128.0f / max_scale : 0.0f;
         y[i].d = f32_to_fp16(iscale ? 1.0f / iscale : 0.0f);
@@ -278,7 +293,10 @@ void q_mxfp4(const float* x, block_mxfp4* y, int64_t nb) {
             float be = std::fabs(float(kvalues[0]) * d - v);
             for (int k = 1; k < 16; k++) {
                 const float err = std::fabs(float(kvalues[k]) * d - v);
-                if (err < be) { be = err; bi = k; }
+                if (err < be) {
+                    be = err;
+                    bi = k;
+                }
             }
             return bi;
         };

@@ -46,11 +46,14 @@ TensorType mix_type_for(const std::string& mix_in, const std::string& name, int 
     if (mix == "MXFP4_MOE")  // as llama-quantize's MXFP4_MOE: expert matrices MXFP4, the other matrices Q8_0
         return name.find("_exps.") != std::string::npos ? TensorType::MXFP4 : TensorType::Q8_0;
     auto t = tensor_type_from_name(mix);
-    if (!t) throw Error("unknown quantization type '" + mix_in + "' (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M, Q4_K_S, Q5_K_S, MXFP4, MXFP4_MOE, F16, BF16, F32)");
+    if (!t)
+        throw Error("unknown quantization type '" + mix_in +
+                    "' (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M, Q4_K_S, Q5_K_S, "
+                    "MXFP4, MXFP4_MOE, F16, BF16, F32)");
     // As llama.cpp: the output matrix of low-bit files is kept at Q6_K.
-    if (is_output && (*t == TensorType::Q4_0 || *t == TensorType::Q4_1 || *t == TensorType::Q5_0 ||
-                      *t == TensorType::Q5_1 || *t == TensorType::Q2_K || *t == TensorType::Q3_K || *t == TensorType::Q4_K ||
-                      *t == TensorType::Q5_K))
+    if (is_output &&
+        (*t == TensorType::Q4_0 || *t == TensorType::Q4_1 || *t == TensorType::Q5_0 || *t == TensorType::Q5_1 ||
+         *t == TensorType::Q2_K || *t == TensorType::Q3_K || *t == TensorType::Q4_K || *t == TensorType::Q5_K))
         return TensorType::Q6_K;
     return *t;
 }
@@ -59,7 +62,8 @@ TensorType fallback_type(TensorType t, int64_t row_len) {
     if (row_len % type_traits(t).block_elems == 0) return t;
     TensorType next;
     switch (t) {
-        case TensorType::Q2_K: case TensorType::Q3_K: next = TensorType::Q4_0; break;
+        case TensorType::Q2_K:
+        case TensorType::Q3_K: next = TensorType::Q4_0; break;
         case TensorType::Q4_K: next = TensorType::Q5_0; break;
         case TensorType::Q5_K: next = TensorType::Q5_1; break;
         case TensorType::Q6_K: next = TensorType::Q8_0; break;
@@ -85,12 +89,16 @@ void quantize_model(const std::string& in_path, const std::string& out_path, con
     w.set(*arch + ".block_count", GgufValue::of_u32(uint32_t(keep)));
     w.set("general.quantized_by", GgufValue::of_str("tandem quantize " + p.type));
 
-    struct Job { const GgufTensor* t; TensorType out; };
+    struct Job {
+        const GgufTensor* t;
+        TensorType out;
+    };
     std::vector<Job> jobs;
     for (const auto& t : in->tensors()) {
         int il = layer_of(t.name);
         if (il >= keep) continue;
-        TensorType want = t.n_dims >= 2 && ends_with(t.name, ".weight") ? mix_type_for(p.type, t.name, n_layer) : TensorType::F32;
+        TensorType want =
+            t.n_dims >= 2 && ends_with(t.name, ".weight") ? mix_type_for(p.type, t.name, n_layer) : TensorType::F32;
         if (t.n_dims < 2) want = TensorType::F32;  // norms, biases, rope factors
         // MoE routers stay as they are (as llama-quantize does): a small matrix whose rounding moves expert choices.
         if (ends_with(t.name, "ffn_gate_inp.weight")) want = t.type;

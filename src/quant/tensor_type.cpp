@@ -9,7 +9,10 @@
 namespace tandem {
 
 namespace {
-struct Entry { TensorType type; TypeTraits traits; };
+struct Entry {
+    TensorType type;
+    TypeTraits traits;
+};
 const Entry kTypes[] = {
     {TensorType::F32, {"F32", 1, 4}},
     {TensorType::F16, {"F16", 1, 2}},

@@ -9,7 +9,10 @@ namespace tandem {
 
 namespace {
 
-struct Cand { float logit; int32_t id; };
+struct Cand {
+    float logit;
+    int32_t id;
+};
 
 bool by_logit_desc(const Cand& a, const Cand& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); }
 
@@ -20,7 +23,10 @@ std::vector<float> softmax_sorted(std::vector<Cand>& c) {
     if (c.empty()) return p;
     float mx = c[0].logit;
     double sum = 0;
-    for (size_t i = 0; i < c.size(); i++) { p[i] = std::exp(c[i].logit - mx); sum += p[i]; }
+    for (size_t i = 0; i < c.size(); i++) {
+        p[i] = std::exp(c[i].logit - mx);
+        sum += p[i];
+    }
     for (float& v : p) v = float(v / sum);
     return p;
 }
@@ -37,7 +43,10 @@ void apply_top_p(std::vector<Cand>& c, float top_p) {
     double cum = 0;
     for (size_t i = 0; i < c.size(); i++) {
         cum += p[i];
-        if (cum >= top_p) { c.resize(i + 1); return; }
+        if (cum >= top_p) {
+            c.resize(i + 1);
+            return;
+        }
     }
 }
 
@@ -65,7 +74,10 @@ void apply_typical(std::vector<Cand>& c, float typ) {
     size_t keep = idx.size();
     for (size_t i = 0; i < idx.size(); i++) {
         cum += p[idx[i]];
-        if (cum > typ) { keep = i + 1; break; }
+        if (cum > typ) {
+            keep = i + 1;
+            break;
+        }
     }
     std::vector<Cand> out;
     for (size_t i = 0; i < keep; i++) out.push_back(c[idx[i]]);
@@ -87,12 +99,20 @@ const char* sampler_kind_name(SamplerKind k) {
 
 std::vector<SamplerKind> parse_sampler_names(const std::string& s, std::vector<std::string>* ignored) {
     static const std::unordered_map<std::string, SamplerKind> names = {
-        {"top_k", SamplerKind::TOP_K}, {"top-k", SamplerKind::TOP_K},
-        {"typ_p", SamplerKind::TYPICAL_P}, {"typical_p", SamplerKind::TYPICAL_P}, {"typ-p", SamplerKind::TYPICAL_P},
-        {"typical-p", SamplerKind::TYPICAL_P}, {"typical", SamplerKind::TYPICAL_P},
-        {"top_p", SamplerKind::TOP_P}, {"top-p", SamplerKind::TOP_P}, {"nucleus", SamplerKind::TOP_P},
-        {"min_p", SamplerKind::MIN_P}, {"min-p", SamplerKind::MIN_P},
-        {"temperature", SamplerKind::TEMPERATURE}, {"temp", SamplerKind::TEMPERATURE},
+        {"top_k", SamplerKind::TOP_K},
+        {"top-k", SamplerKind::TOP_K},
+        {"typ_p", SamplerKind::TYPICAL_P},
+        {"typical_p", SamplerKind::TYPICAL_P},
+        {"typ-p", SamplerKind::TYPICAL_P},
+        {"typical-p", SamplerKind::TYPICAL_P},
+        {"typical", SamplerKind::TYPICAL_P},
+        {"top_p", SamplerKind::TOP_P},
+        {"top-p", SamplerKind::TOP_P},
+        {"nucleus", SamplerKind::TOP_P},
+        {"min_p", SamplerKind::MIN_P},
+        {"min-p", SamplerKind::MIN_P},
+        {"temperature", SamplerKind::TEMPERATURE},
+        {"temp", SamplerKind::TEMPERATURE},
     };
     static const char* known_unimplemented[] = {"dry", "xtc", "infill", "penalties", "top_n_sigma", "top-n-sigma"};
     std::vector<SamplerKind> out;
@@ -104,7 +124,10 @@ std::vector<SamplerKind> parse_sampler_names(const std::string& s, std::vector<s
         i = j + 1;
         if (name.empty()) continue;
         auto it = names.find(name);
-        if (it != names.end()) { out.push_back(it->second); continue; }
+        if (it != names.end()) {
+            out.push_back(it->second);
+            continue;
+        }
         bool known = false;
         for (const char* k : known_unimplemented) known |= name == k;
         if (!known) throw Error("unknown sampler '" + name + "' (known: top_k, typ_p, top_p, min_p, temperature)");
@@ -122,7 +145,10 @@ std::vector<SamplerKind> parse_sampler_seq(const std::string& s, std::vector<std
             case 'p': out.push_back(SamplerKind::TOP_P); break;
             case 'm': out.push_back(SamplerKind::MIN_P); break;
             case 't': out.push_back(SamplerKind::TEMPERATURE); break;
-            case 'd': case 'x': case 'e': case 's':
+            case 'd':
+            case 'x':
+            case 'e':
+            case 's':
                 if (ignored) ignored->push_back(std::string(1, c));
                 break;
             default: throw Error(strprintf("unknown sampler letter '%c' in sampling sequence (known: k y p m t)", c));
@@ -140,7 +166,8 @@ int32_t argmax(const float* logits, int n) {
 
 Sampler::Sampler(const SamplerParams& params, int n_vocab) : params_(params), n_vocab_(n_vocab), rng_(params.seed) {
     for (const auto& [id, bias] : params_.logit_bias)
-        if (id < 0 || id >= n_vocab) throw Error(strprintf("logit bias for token %d: outside the vocabulary (%d tokens)", id, n_vocab));
+        if (id < 0 || id >= n_vocab)
+            throw Error(strprintf("logit bias for token %d: outside the vocabulary (%d tokens)", id, n_vocab));
 }
 
 uint64_t derive_seed(uint64_t seed, uint64_t stream) {
@@ -162,7 +189,8 @@ size_t count_banned(const std::vector<std::pair<int32_t, float>>& bias) {
     return size_t(std::unique(ids.begin(), ids.end()) - ids.begin());
 }
 
-void Sampler::distribution(const float* logits, const std::vector<int32_t>& history, Distribution& out, const uint8_t* allowed) const {
+void Sampler::distribution(const float* logits, const std::vector<int32_t>& history, Distribution& out,
+                           const uint8_t* allowed) const {
     if (!try_distribution(logits, history, out, allowed))
         throw Error("sampling: no token is left (every token banned by the logit bias, or the logits are NaN)");
 }
@@ -186,7 +214,9 @@ bool Sampler::try_distribution(const float* logits, const std::vector<int32_t>& 
             l -= float(k) * P.frequency_penalty + P.presence_penalty;
         }
     }
-    c.erase(std::remove_if(c.begin(), c.end(), [](const Cand& x) { return std::isnan(x.logit) || x.logit == -INFINITY; }), c.end());
+    c.erase(
+        std::remove_if(c.begin(), c.end(), [](const Cand& x) { return std::isnan(x.logit) || x.logit == -INFINITY; }),
+        c.end());
     if (c.empty()) return false;
 
     out.p.assign(size_t(n_vocab_), 0.0f);

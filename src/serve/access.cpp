@@ -80,17 +80,24 @@ AccessDecision check_access(const AccessPolicy& P, const AccessRequest& r) {
     if (P.loopback_bind && !r.host.empty() && !contains(P.allowed_hosts, "*")) {
         const std::string h = host_without_port(r.host);
         if (!is_loopback_host(h) && !contains(P.allowed_hosts, h))
-            return refuse(403, "Host '" + h + "' is not allowed: this server listens on a loopback address (add the name "
-                               "with --allowed-hosts)", "permission_error");
+            return refuse(403,
+                          "Host '" + h +
+                              "' is not allowed: this server listens on a loopback address (add the name "
+                              "with --allowed-hosts)",
+                          "permission_error");
     }
     // 2. Origin
     if (!r.origin.empty()) {
         const std::string auth = origin_authority(r.origin);
-        const bool allowed = contains(P.cors_origins, "*") || contains(P.cors_origins, r.origin) || !P.api_key.empty() ||
+        const bool allowed = contains(P.cors_origins, "*") || contains(P.cors_origins, r.origin) ||
+                             !P.api_key.empty() ||
                              (!auth.empty() && (is_loopback_host(host_without_port(auth)) || auth == lower(r.host)));
         if (!allowed)
-            return refuse(403, "origin '" + r.origin + "' is not allowed (start the server with --cors-origins ORIGIN, "
-                               "or --api-key)", "permission_error");
+            return refuse(403,
+                          "origin '" + r.origin +
+                              "' is not allowed (start the server with --cors-origins ORIGIN, "
+                              "or --api-key)",
+                          "permission_error");
         d.headers.emplace_back("Access-Control-Allow-Origin", r.origin);
         d.headers.emplace_back("Access-Control-Allow-Credentials", "true");
         d.headers.emplace_back("Vary", "Origin");
@@ -109,7 +116,8 @@ AccessDecision check_access(const AccessPolicy& P, const AccessRequest& r) {
                       r.path == "/manifest.webmanifest";
     if (!P.api_key.empty() && !open) {
         const std::string prefix = "Bearer ";
-        if (r.authorization.rfind(prefix, 0) != 0 || !constant_time_equal(r.authorization.substr(prefix.size()), P.api_key))
+        if (r.authorization.rfind(prefix, 0) != 0 ||
+            !constant_time_equal(r.authorization.substr(prefix.size()), P.api_key))
             return refuse(401, "invalid or missing API key", "authentication_error");
     }
     return d;

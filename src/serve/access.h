@@ -23,16 +23,16 @@
 namespace tandem::server {
 
 struct AccessPolicy {
-    std::string api_key;                     // empty: no key
-    bool loopback_bind = true;               // the listening address is a loopback one
+    std::string api_key;  // empty: no key
+    bool loopback_bind = true;  // the listening address is a loopback one
     std::vector<std::string> allowed_hosts;  // extra Host names (no port); "*": any
-    std::vector<std::string> cors_origins;   // extra origins ("https://app.example"); "*": any
+    std::vector<std::string> cors_origins;  // extra origins ("https://app.example"); "*": any
 };
 
 struct AccessRequest {
     std::string method, path;
     std::string host, origin, authorization;  // header values, empty when absent
-    std::string request_headers;              // Access-Control-Request-Headers of a preflight
+    std::string request_headers;  // Access-Control-Request-Headers of a preflight
 };
 
 struct AccessDecision {

@@ -25,8 +25,8 @@ nlohmann::ordered_json anthropic_to_openai(const nlohmann::ordered_json& body, b
 // empty), a text block (when there is text, or nothing else at all), then a tool_use block per call.
 // finish_reason: "stop", "length" or "tool_calls"; stop_word: the stop sequence that ended it, if any.
 nlohmann::ordered_json anthropic_message(const std::string& id, const std::string& model, const ChatDelta& answer,
-                                         const std::string& finish_reason, const std::string& stop_word, int input_tokens,
-                                         int output_tokens, int cached_tokens);
+                                         const std::string& finish_reason, const std::string& stop_word,
+                                         int input_tokens, int output_tokens, int cached_tokens);
 
 // The content-block events of a streamed message (between message_start and message_delta): blocks open as
 // their kind first appears (thinking, text, each tool_use) and the open one closes when another begins, so the
@@ -35,7 +35,7 @@ class AnthropicStream {
 public:
     using Event = std::pair<std::string, nlohmann::ordered_json>;
     std::vector<Event> push(const ChatDelta& d);  // calls need their id set
-    std::vector<Event> finish();                  // closes the open block (an empty text block when there was none)
+    std::vector<Event> finish();  // closes the open block (an empty text block when there was none)
     size_t n_calls() const { return n_calls_; }
 
 private:

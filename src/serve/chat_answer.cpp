@@ -17,7 +17,11 @@ void ChatDelta::append(ChatDelta&& o) {
 
 ChatAnswerParser::ChatAnswerParser(ReasoningFormat rf, bool starts_inside, ToolFormat format, bool parse_tools,
                                    nlohmann::ordered_json tools, ThinkTags think_tags)
-    : rf_(rf), rs_(rf, starts_inside, std::move(think_tags)), format_(format), tools_(parse_tools), tool_list_(std::move(tools)) {}
+    : rf_(rf),
+      rs_(rf, starts_inside, std::move(think_tags)),
+      format_(format),
+      tools_(parse_tools),
+      tool_list_(std::move(tools)) {}
 
 ChatDelta ChatAnswerParser::push(const std::string& text) {
     ChatDelta d;
@@ -73,7 +77,8 @@ void ChatAnswerParser::call_parts(ChatDelta& d, const ParsedAnswer* final_answer
         }
     };
     if (final_answer) {
-        for (size_t i = 0; i < final_answer->calls.size(); i++) grow(i, final_answer->calls[i].name, final_answer->calls[i].arguments);
+        for (size_t i = 0; i < final_answer->calls.size(); i++)
+            grow(i, final_answer->calls[i].name, final_answer->calls[i].arguments);
     } else if (holding_ && streams_arguments(format_)) {
         if (!scanner_) scanner_ = std::make_unique<CallScanner>(format_);  // pending_ only grows while held
         const auto& prefixes = scanner_->update(pending_);
@@ -147,9 +152,10 @@ ChatDelta ChatAnswerParser::harmony(const std::string& text, bool at_end) {
                     // an answer that does not speak harmony at all is plain content
                     const size_t ws = hbuf_.find_first_not_of(" \t\r\n");
                     const std::string head = ws == std::string::npos ? std::string() : hbuf_.substr(ws);
-                    const bool maybe_header = std::any_of(kHeaderStarts.begin(), kHeaderStarts.end(), [&](const std::string& h) {
-                        return head.rfind(h, 0) == 0 || h.rfind(head, 0) == 0;  // it starts with h, or may still
-                    });
+                    const bool maybe_header =
+                        std::any_of(kHeaderStarts.begin(), kHeaderStarts.end(), [&](const std::string& h) {
+                            return head.rfind(h, 0) == 0 || h.rfind(head, 0) == 0;  // it starts with h, or may still
+                        });
                     if (!maybe_header || at_end) {
                         hseen_header_ = true;
                         hstate_ = HState::BODY;

@@ -27,8 +27,8 @@ struct CallPart {
 
 struct ChatDelta {
     std::string reasoning, content;
-    std::vector<ToolCall> calls;   // whole calls
-    std::vector<CallPart> parts;   // or, with stream_arguments, calls in pieces
+    std::vector<ToolCall> calls;  // whole calls
+    std::vector<CallPart> parts;  // or, with stream_arguments, calls in pieces
     bool empty() const { return reasoning.empty() && content.empty() && calls.empty() && parts.empty(); }
     void append(ChatDelta&& o);
 };
@@ -41,7 +41,7 @@ public:
     ChatAnswerParser(ReasoningFormat rf, bool starts_inside, ToolFormat format, bool parse_tools,
                      nlohmann::ordered_json tools = nullptr, ThinkTags think_tags = {});
     ChatDelta push(const std::string& text);  // what became certain with this piece
-    ChatDelta finish();                       // the rest, at the end of the answer
+    ChatDelta finish();  // the rest, at the end of the answer
     // Calls go out as CallParts instead of whole calls: for formats with JSON arguments after the name
     // (serve/tool_calls.h, call_prefixes) the name as soon as it is complete and then the arguments as they grow,
     // as OpenAI streams them; the others whole, as one part each. The parts of a call add up to the arguments of
@@ -59,13 +59,13 @@ private:
     bool tools_;
     nlohmann::ordered_json tool_list_;
     // tool stage
-    std::string pending_;       // content not yet sent: a possible marker prefix, or all of it once holding
-    bool holding_ = false;      // a marker was seen: the rest is parsed at the end
-    bool past_start_ = false;   // LLAMA3/GENERIC: the answer did not start with "{"
+    std::string pending_;  // content not yet sent: a possible marker prefix, or all of it once holding
+    bool holding_ = false;  // a marker was seen: the rest is parsed at the end
+    bool past_start_ = false;  // LLAMA3/GENERIC: the answer did not start with "{"
     bool stream_args_ = false;
     std::vector<std::string> sent_;  // stream_arguments: each call's arguments text sent so far
     std::unique_ptr<CallScanner> scanner_;  // stream_arguments: the held calls so far
-    size_t n_parts_calls_ = 0;       // call indices used
+    size_t n_parts_calls_ = 0;  // call indices used
     // harmony
     enum class HState { HEADER, BODY } hstate_ = HState::HEADER;
     enum class HKind { REASONING, CONTENT, CALL } hkind_ = HKind::CONTENT;

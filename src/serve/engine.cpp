@@ -65,12 +65,15 @@ Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model>
     : target_(std::move(target)), draft_(std::move(draft)), p_(p), pool_(p.n_threads) {
     tok_ = Tokenizer::from_gguf(target_->gguf());
     slots_.resize(size_t(std::max(1, p_.n_slots)));
-    const int total = p_.n_ctx > 0 ? p_.n_ctx : std::min(target_->hparams().n_ctx_train > 0 ? target_->hparams().n_ctx_train : 4096, 4096);
+    const int total = p_.n_ctx > 0
+                          ? p_.n_ctx
+                          : std::min(target_->hparams().n_ctx_train > 0 ? target_->hparams().n_ctx_train : 4096, 4096);
     const int per_slot = std::max(8, p_.kv_unified ? total : total / int(slots_.size()));
     for (auto& s : slots_) {
         s.target = std::make_unique<Session>(target_, SessionParams{per_slot, 0, p_.n_batch}, pool_);
         if (draft_) {  // the draft caches are allocated up front, like the target's
-            DraftSetup d = make_draft(SpecType::DRAFT, target_, draft_, p_.n_ctx_draft > 0 ? p_.n_ctx_draft : per_slot, p_.n_batch, 0, pool_);
+            DraftSetup d = make_draft(SpecType::DRAFT, target_, draft_, p_.n_ctx_draft > 0 ? p_.n_ctx_draft : per_slot,
+                                      p_.n_batch, 0, pool_);
             s.draft = std::move(d.session);
             s.draft_prior = d.cost_prior;
         }
@@ -114,7 +117,10 @@ bool Engine::shutting_down() const {
 std::shared_ptr<Job> Engine::submit(JobRequest req) {
     auto job = std::make_shared<Job>(std::move(req));
     if (job->req.id_slot >= int(slots_.size())) {
-        job->finish("error", strprintf("id_slot %d: the server has %zu slots (0 to %zu)", job->req.id_slot, slots_.size(), slots_.size() - 1), 400);
+        job->finish("error",
+                    strprintf("id_slot %d: the server has %zu slots (0 to %zu)", job->req.id_slot, slots_.size(),
+                              slots_.size() - 1),
+                    400);
         return job;
     }
     {
@@ -142,8 +148,11 @@ void Engine::embed(Slot& s, std::shared_ptr<Job> job) {
     job->n_prompt = int(r.prompt.size());
     if (r.prompt.empty()) return job->finish("error", "the input is empty", 400);
     if (int(r.prompt.size()) > s.target->n_ctx())
-        return job->finish("error", strprintf("the input (%zu tokens) is too large to process: the context of a slot holds %d (raise -c)",
-                                              r.prompt.size(), s.target->n_ctx()), 400);
+        return job->finish(
+            "error",
+            strprintf("the input (%zu tokens) is too large to process: the context of a slot holds %d (raise -c)",
+                      r.prompt.size(), s.target->n_ctx()),
+            400);
     s.target->truncate(0);  // the slot's cache now holds this input (a later prompt may reuse its prefix)
     const int E = target_->hparams().n_embd;
     std::vector<float> h = s.target->embed(r.prompt.data(), int(r.prompt.size()));
@@ -202,7 +211,8 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
     Session* draft = nullptr;
     if (spec.type == SpecType::DRAFT) {
         if (!s.draft) {
-            DraftSetup d = make_draft(SpecType::DRAFT, target_, draft_, p_.n_ctx_draft > 0 ? p_.n_ctx_draft : s.target->n_ctx(), p_.n_batch, 0, pool_);
+            DraftSetup d = make_draft(SpecType::DRAFT, target_, draft_,
+                                      p_.n_ctx_draft > 0 ? p_.n_ctx_draft : s.target->n_ctx(), p_.n_batch, 0, pool_);
             s.draft = std::move(d.session);
             s.draft_prior = d.cost_prior;
         }
@@ -210,7 +220,8 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
         spec.draft_cost_prior = s.draft_prior;
     } else if (spec.type == SpecType::SELF) {
         if (!s.self_draft) {  // made on first use (the same helper as generate and bench)
-            DraftSetup d = make_draft(SpecType::SELF, target_, nullptr, s.target->n_ctx(), p_.n_batch, p_.self_draft_layers, pool_);
+            DraftSetup d = make_draft(SpecType::SELF, target_, nullptr, s.target->n_ctx(), p_.n_batch,
+                                      p_.self_draft_layers, pool_);
             s.self_draft = std::move(d.session);
             s.self_prior = d.cost_prior;
         }
@@ -230,7 +241,9 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
 
 // The HTTP status of a job that failed while generating: the request's grammar outgrowing the matcher's bounds
 // is the request's problem (400); anything else is the server's (500).
-static int error_status_of(const std::exception& e) { return dynamic_cast<const grammar::GrammarLimit*>(&e) ? 400 : 500; }
+static int error_status_of(const std::exception& e) {
+    return dynamic_cast<const grammar::GrammarLimit*>(&e) ? 400 : 500;
+}
 
 void Engine::release(Slot& s, const std::string& reason, const std::string& error, int status) {
     Job& j = *s.job;
@@ -293,7 +306,11 @@ void Engine::deliver(Slot& s, std::vector<int32_t>& toks, std::vector<TokenLogpr
     std::vector<size_t> ends;
     size_t keep = toks.size();
     for (size_t i = 0; i < toks.size(); i++) {
-        if (!j.req.ignore_eos && tok_->is_eog(toks[i])) { keep = i; reason = "stop"; break; }
+        if (!j.req.ignore_eos && tok_->is_eog(toks[i])) {
+            keep = i;
+            reason = "stop";
+            break;
+        }
         text += s.text->push(toks[i]);
         ends.push_back(text.size());
         if (s.text->stopped()) {
@@ -325,12 +342,19 @@ void Engine::step_all() {
     // Phase 1: every busy slot proposes (drafting runs per slot) and says what its target must run.
     std::vector<Slot*> active;
     std::vector<std::vector<int32_t>> batches;
-    struct Prefill { Slot* s; const int32_t* tokens; int n; };
+    struct Prefill {
+        Slot* s;
+        const int32_t* tokens;
+        int n;
+    };
     std::vector<Prefill> prefilling;
     for (auto& s : slots_) {
         if (!s.job) continue;
         Job& j = *s.job;
-        if (j.is_cancelled()) { release(s, "cancelled"); continue; }
+        if (j.is_cancelled()) {
+            release(s, "cancelled");
+            continue;
+        }
         if (s.gen->prefill_pending()) {  // chunked prefill: a piece of the prompt rides along with the others' tokens
             int n = 0;
             const int32_t* chunk = s.gen->prefill_chunk(std::min(p_.prefill_chunk, p_.n_batch), &n);
@@ -338,7 +362,10 @@ void Engine::step_all() {
             continue;
         }
         const int remaining = j.req.max_tokens - s.generated;
-        if (remaining <= 0) { release(s, "length"); continue; }
+        if (remaining <= 0) {
+            release(s, "length");
+            continue;
+        }
         std::vector<int32_t> batch;
         try {
             if (!s.gen->begin_step(remaining, batch)) {  // context full
@@ -358,7 +385,8 @@ void Engine::step_all() {
     // prompt pieces of slots still in prefill included (no logits kept for those).
     std::vector<Session::DecodeRequest> reqs;
     for (size_t i = 0; i < active.size(); i++)
-        reqs.push_back({active[i]->target.get(), batches[i].data(), int(batches[i].size()), true, active[i]->gen->batch_parents()});
+        reqs.push_back({active[i]->target.get(), batches[i].data(), int(batches[i].size()), true,
+                        active[i]->gen->batch_parents()});
     for (const Prefill& pf : prefilling) reqs.push_back({pf.s->target.get(), pf.tokens, pf.n, false});
     const double t0 = now_ms();
     try {
@@ -396,7 +424,11 @@ void Engine::loop() {
     for (;;) {
         {
             std::unique_lock<std::mutex> lk(mu_);
-            auto busy = [&] { for (auto& s : slots_) if (s.job) return true; return false; };
+            auto busy = [&] {
+                for (auto& s : slots_)
+                    if (s.job) return true;
+                return false;
+            };
             cv_.wait(lk, [&] { return stop_ || !queue_.empty() || busy(); });
             if (stop_) {
                 for (auto& s : slots_)

@@ -93,11 +93,12 @@ public:
     std::string finish_reason, error, stop_word;
     int error_status = 500;
     int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0, n_cached = 0;
-    int n_tree_drafted = 0, n_tree_accepted = 0;  // token-tree alternatives (besides the chain's n_drafted / n_accepted)
+    int n_tree_drafted = 0,
+        n_tree_accepted = 0;  // token-tree alternatives (besides the chain's n_drafted / n_accepted)
     LatencySummary itl;  // gaps between this request's token deliveries (tandem/latency.h)
     std::vector<SpecStats::ByProposer> by_proposer;  // rounds / drafted / accepted per proposer
     double prompt_ms = 0, gen_ms = 0;
-    int n_slot_tokens = 0;    // slot actions: tokens saved, restored or erased
+    int n_slot_tokens = 0;  // slot actions: tokens saved, restored or erased
     size_t n_slot_bytes = 0;  // slot actions: bytes written or read
     std::vector<std::vector<float>> embedding;  // embed jobs: one vector, or one per token for Pooling::NONE
     bool truncated = false;  // the context filled up: the generation stopped there, or tokens were shifted out
@@ -113,16 +114,16 @@ private:
 
 struct EngineParams {
     int n_slots = 1;
-    int n_ctx = 0;        // all slots together, as llama-server's -c: each slot gets n_ctx / n_slots;
-                          // 0: the model's training context, at most 4096
+    int n_ctx = 0;  // all slots together, as llama-server's -c: each slot gets n_ctx / n_slots;
+        // 0: the model's training context, at most 4096
     int n_ctx_draft = 0;  // per slot; 0: the target's
     int n_threads = 2;
     int queue_max = 64;
     int self_draft_layers = 0;
-    int n_batch = 256;    // prompt tokens per forward chunk
-    int prefill_chunk = 64;   // prompt tokens a slot processes per round while others decode; 0: all at once
+    int n_batch = 256;  // prompt tokens per forward chunk
+    int prefill_chunk = 64;  // prompt tokens a slot processes per round while others decode; 0: all at once
     bool kv_unified = false;  // llama-server's --kv-unified: every slot may use the whole -c (memory: n_slots x -c)
-    SpecParams spec;      // server defaults (requests may override n_max, n_min, p_min, type)
+    SpecParams spec;  // server defaults (requests may override n_max, n_min, p_min, type)
 };
 
 struct SlotInfo {
@@ -173,7 +174,7 @@ private:
     };
     void loop();
     void admit(Slot& s, std::shared_ptr<Job> job);
-    void embed(Slot& s, std::shared_ptr<Job> job);        // runs an embedding job to the end at once
+    void embed(Slot& s, std::shared_ptr<Job> job);  // runs an embedding job to the end at once
     void slot_action(Slot& s, std::shared_ptr<Job> job);  // save, restore or erase the slot's cache
     void step_all();  // one round of every busy slot, their target passes merged into one forward pass
     void deliver(Slot& s, std::vector<int32_t>& toks, std::vector<TokenLogprob>& lp);

@@ -10,7 +10,10 @@ std::vector<int32_t> format_infill(const Tokenizer& tok, const InfillInput& in, 
     const Tokenizer::Fim& f = tok.fim();
     if (f.pre < 0 || f.suf < 0 || f.mid < 0)
         throw Error(std::string("this model cannot fill in the middle: its vocabulary has no ") +
-                    (f.pre < 0 ? "FIM prefix" : f.suf < 0 ? "FIM suffix" : "FIM middle") + " token");
+                    (f.pre < 0   ? "FIM prefix"
+                     : f.suf < 0 ? "FIM suffix"
+                                 : "FIM middle") +
+                    " token");
     auto text = [&](const std::string& s) { return tok.encode(s, false, false); };
     auto append = [](std::vector<int32_t>& a, const std::vector<int32_t>& b) { a.insert(a.end(), b.begin(), b.end()); };
 

@@ -12,8 +12,8 @@ struct InfillInput {
     struct Chunk {
         std::string filename, text;
     };
-    std::vector<Chunk> extra;            // input_extra: other files, as repository context
-    std::vector<int32_t> prompt;         // tokens appended to the prefix (the start of the middle)
+    std::vector<Chunk> extra;  // input_extra: other files, as repository context
+    std::vector<int32_t> prompt;  // tokens appended to the prefix (the start of the middle)
 };
 
 // The prompt llama-server builds, so the same code model sees the same tokens:

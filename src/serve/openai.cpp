@@ -77,16 +77,21 @@ int64_t integer(const json& body, const char* key, int64_t def, int64_t lo, int6
     auto it = body.find(key);
     if (it == body.end() || it->is_null()) return def;
     if (!it->is_number_integer() && !it->is_number_unsigned()) {
-        if (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>() && std::fabs(it->get<double>()) < 9e15) {
+        if (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>() &&
+            std::fabs(it->get<double>()) < 9e15) {
             int64_t v = int64_t(it->get<double>());
-            if (v < lo || v > hi) throw BadRequest(strprintf("'%s' must be between %lld and %lld", key, (long long)lo, (long long)hi));
+            if (v < lo || v > hi)
+                throw BadRequest(strprintf("'%s' must be between %lld and %lld", key, (long long)lo, (long long)hi));
             return v;
         }
         throw BadRequest(std::string("'") + key + "' must be an integer");
     }
-    if (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX)) throw BadRequest(std::string("'") + key + "' is too large");
+    if (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX))
+        throw BadRequest(std::string("'") + key + "' is too large");
     int64_t v = it->get<int64_t>();
-    if (v < lo || v > hi) throw BadRequest(strprintf("'%s' must be between %lld and %lld, got %lld", key, (long long)lo, (long long)hi, (long long)v));
+    if (v < lo || v > hi)
+        throw BadRequest(
+            strprintf("'%s' must be between %lld and %lld, got %lld", key, (long long)lo, (long long)hi, (long long)v));
     return v;
 }
 
@@ -103,7 +108,8 @@ std::string content_text(const json& c, size_t i) {
     if (c.is_array()) {  // [{"type": "text", "text": "..."}]
         std::string s;
         for (const auto& part : c) {
-            if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+            if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+                !part["text"].is_string())
                 throw BadRequest(strprintf("messages[%zu].content: only text parts are supported", i));
             if (!s.empty()) s += "\n";  // as llama-server joins text parts
             s += part["text"].get<std::string>();
@@ -118,7 +124,8 @@ PromptInput one_prompt(const json& p, int n_vocab) {
     PromptInput in;
     auto id_of = [&](const json& v) {
         int64_t id = v.get<int64_t>();
-        if (id < 0 || id >= n_vocab) throw BadRequest(strprintf("prompt token %lld is outside the vocabulary", (long long)id));
+        if (id < 0 || id >= n_vocab)
+            throw BadRequest(strprintf("prompt token %lld is outside the vocabulary", (long long)id));
         return int32_t(id);
     };
     if (p.is_string()) {
@@ -172,7 +179,8 @@ EmbeddingRequest parse_embedding_request(const json& body, int n_vocab) {
     r.inputs = parse_prompts(*it, n_vocab);
     r.normalize = int(integer(body, "embd_normalize", 2, -1, 64));
     if (auto f = body.find("encoding_format"); f != body.end() && !f->is_null()) {
-        if (!f->is_string() || (*f != "float" && *f != "base64")) throw BadRequest("'encoding_format' must be \"float\" or \"base64\"");
+        if (!f->is_string() || (*f != "float" && *f != "base64"))
+            throw BadRequest("'encoding_format' must be \"float\" or \"base64\"");
         r.base64 = *f == "base64";
     }
     return r;
@@ -190,7 +198,8 @@ std::string base64_floats(const std::vector<float>& v) {
     std::string out;
     out.reserve((bytes.size() + 2) / 3 * 4);
     for (size_t i = 0; i < bytes.size(); i += 3) {
-        const uint32_t n = uint32_t(uint8_t(bytes[i])) << 16 | (i + 1 < bytes.size() ? uint32_t(uint8_t(bytes[i + 1])) << 8 : 0) |
+        const uint32_t n = uint32_t(uint8_t(bytes[i])) << 16 |
+                           (i + 1 < bytes.size() ? uint32_t(uint8_t(bytes[i + 1])) << 8 : 0) |
                            (i + 2 < bytes.size() ? uint32_t(uint8_t(bytes[i + 2])) : 0);
         out += kAlphabet[(n >> 18) & 63];
         out += kAlphabet[(n >> 12) & 63];
@@ -218,17 +227,20 @@ SlotActionRequest parse_slot_action(const std::string& id_text, const std::strin
     else if (action == "restore") r.action = JobRequest::SlotAction::RESTORE;
     else if (action == "erase") return r.action = JobRequest::SlotAction::ERASE, r;
     else throw BadRequest("action must be save, restore or erase: /slots/ID?action=save");
-    if (save_dir.empty()) throw BadRequest("saving and restoring slots needs a directory: start the server with --slot-save-path DIR");
+    if (save_dir.empty())
+        throw BadRequest("saving and restoring slots needs a directory: start the server with --slot-save-path DIR");
     const json b = parse_body(body);
-    if (!b.is_object() || !b.contains("filename") || !b["filename"].is_string()) throw BadRequest("'filename' must be a string");
+    if (!b.is_object() || !b.contains("filename") || !b["filename"].is_string())
+        throw BadRequest("'filename' must be a string");
     r.filename = b["filename"].get<std::string>();
     bool ok = !r.filename.empty() && r.filename.size() <= 255 && r.filename[0] != '.';
     for (unsigned char ch : r.filename) ok = ok && ch >= 0x20 && ch != 0x7f && ch != '/' && ch != '\\' && ch != ':';
-    if (!ok) throw BadRequest("invalid filename '" + valid_utf8(r.filename) + "': a plain file name, without directories or a leading dot");
+    if (!ok)
+        throw BadRequest("invalid filename '" + valid_utf8(r.filename) +
+                         "': a plain file name, without directories or a leading dot");
     r.path = save_dir + (save_dir.back() == '/' ? "" : "/") + r.filename;
     return r;
 }
-
 
 // The JSON schema a request asks for: `json_schema` (llama-server), response_format {"type": "json_schema",
 // "json_schema": {"schema": ...}} (OpenAI), or response_format {"type": "json_object", "schema": ...}
@@ -281,11 +293,14 @@ std::shared_ptr<const grammar::TriggerSpec> parse_grammar_triggers(const json& b
         for (size_t i = 0; i < it->size(); i++) {
             const json& t = (*it)[i];
             const std::string where = strprintf("grammar_triggers[%zu]", i);
-            if (!t.is_object() || !t.contains("type") || !t["type"].is_number_integer() || !t.contains("value") || !t["value"].is_string())
+            if (!t.is_object() || !t.contains("type") || !t["type"].is_number_integer() || !t.contains("value") ||
+                !t["value"].is_string())
                 throw BadRequest(where + " must be {\"type\": 0 or 1, \"value\": string}");
             const int type = t["type"];
             if (type == 2 || type == 3)
-                throw BadRequest(where + ": pattern triggers (types 2 and 3) are not supported by this server; use word triggers (type 1)");
+                throw BadRequest(
+                    where +
+                    ": pattern triggers (types 2 and 3) are not supported by this server; use word triggers (type 1)");
             if (type != 0 && type != 1) throw BadRequest(where + ".type must be 0 (token) or 1 (word)");
             const std::string word = t["value"];
             // each trigger is matched against every token's text once: bounded, so a request cannot make it slow
@@ -305,7 +320,8 @@ void parse_tools(const json& body, ParsedRequest& r) {
         for (size_t i = 0; i < t->size(); i++) {
             const json& tool = (*t)[i];
             const std::string where = strprintf("tools[%zu]", i);
-            if (!tool.is_object() || tool.value("type", "") != "function" || !tool.contains("function") || !tool["function"].is_object())
+            if (!tool.is_object() || tool.value("type", "") != "function" || !tool.contains("function") ||
+                !tool["function"].is_object())
                 throw BadRequest(where + " must be {\"type\": \"function\", \"function\": {...}}");
             const json& fn = tool["function"];
             if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get<std::string>().empty())
@@ -322,20 +338,26 @@ void parse_tools(const json& body, ParsedRequest& r) {
             if (v == "auto") r.tool_choice = TC::AUTO;
             else if (v == "none") r.tool_choice = TC::NONE;
             else if (v == "required") r.tool_choice = TC::REQUIRED;
-            else throw BadRequest("'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+            else
+                throw BadRequest(
+                    "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": "
+                    "{\"name\": ...}}");
         } else if (c->is_object() && c->contains("function") && (*c)["function"].is_object() &&
                    (*c)["function"].contains("name") && (*c)["function"]["name"].is_string()) {
             r.tool_choice = TC::NAMED;
             r.tool_name = (*c)["function"]["name"];
         } else {
-            throw BadRequest("'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+            throw BadRequest(
+                "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": "
+                "{\"name\": ...}}");
         }
         if ((r.tool_choice == TC::REQUIRED || r.tool_choice == TC::NAMED) && (!r.tools.is_array() || r.tools.empty()))
             throw BadRequest("'tool_choice' asks for a tool call, but the request has no 'tools'");
         if (r.tool_choice == TC::NAMED) {
             bool found = false;
             for (const auto& t : r.tools) found = found || t["function"]["name"] == r.tool_name;
-            if (!found) throw BadRequest("tool_choice names the function '" + r.tool_name + "', which is not among the tools");
+            if (!found)
+                throw BadRequest("tool_choice names the function '" + r.tool_name + "', which is not among the tools");
         }
     }
     r.parallel_tool_calls = boolean(body, "parallel_tool_calls", true);
@@ -358,11 +380,13 @@ void apply_tool_choice(ParsedRequest& r, ToolFormat format) {
         return;
     }
     if (r.tool_choice != TC::REQUIRED && r.tool_choice != TC::NAMED) return;
-    if (r.grammar) throw BadRequest("a required tool call cannot be combined with 'grammar', 'json_schema' or 'response_format'");
+    if (r.grammar)
+        throw BadRequest("a required tool call cannot be combined with 'grammar', 'json_schema' or 'response_format'");
     if (format == ToolFormat::NONE)
         throw BadRequest("tool_choice asks for a tool call, but this model's chat template has no tool-call format");
     try {
-        r.grammar = grammar::parse_gbnf(tool_call_gbnf(format, r.tools, r.tool_choice == TC::NAMED ? r.tool_name : "", r.parallel_tool_calls));
+        r.grammar = grammar::parse_gbnf(
+            tool_call_gbnf(format, r.tools, r.tool_choice == TC::NAMED ? r.tool_name : "", r.parallel_tool_calls));
         grammar::Matcher check(r.grammar);
     } catch (const Error& e) {
         throw BadRequest(std::string("tools: ") + e.what());
@@ -372,10 +396,12 @@ void apply_tool_choice(ParsedRequest& r, ToolFormat format) {
 ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim) {
     if (!body.is_object()) throw BadRequest("the request body must be a JSON object");
     ParsedRequest r;
-    if (body.contains("model") && !body["model"].is_string() && !body["model"].is_null()) throw BadRequest("'model' must be a string");
+    if (body.contains("model") && !body["model"].is_string() && !body["model"].is_null())
+        throw BadRequest("'model' must be a string");
     if (chat) {
         auto it = body.find("messages");
-        if (it == body.end() || !it->is_array() || it->empty()) throw BadRequest("'messages' must be a non-empty array");
+        if (it == body.end() || !it->is_array() || it->empty())
+            throw BadRequest("'messages' must be a non-empty array");
         for (size_t i = 0; i < it->size(); i++) {
             const json& m = (*it)[i];
             if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
@@ -422,7 +448,8 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
     }
     refuse_unimplemented(body);
     // structured output: a GBNF grammar, or JSON mode
-    if (auto g = body.find("grammar"); g != body.end() && !g->is_null() && !(g->is_string() && g->get<std::string>().empty())) {
+    if (auto g = body.find("grammar");
+        g != body.end() && !g->is_null() && !(g->is_string() && g->get<std::string>().empty())) {
         if (!g->is_string()) throw BadRequest("'grammar' must be a string (GBNF)");
         try {
             r.grammar = grammar::parse_gbnf(g->get<std::string>());
@@ -437,7 +464,8 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
         } catch (const Error& e) {
             throw BadRequest(e.what());
         }
-    } else if (auto rf = body.find("response_format"); rf != body.end() && rf->is_object() && rf->value("type", "") == "json_object") {
+    } else if (auto rf = body.find("response_format");
+               rf != body.end() && rf->is_object() && rf->value("type", "") == "json_object") {
         r.grammar = grammar::parse_gbnf(grammar::json_object_gbnf());
     } else if (lim.default_grammar && r.tool_choice != ParsedRequest::ToolChoice::REQUIRED &&
                r.tool_choice != ParsedRequest::ToolChoice::NAMED) {
@@ -483,18 +511,21 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
         auto add = [&](const std::string& key, const json* id_value, const json& v) {
             if (!v.is_number() && !v.is_boolean()) throw BadRequest("logit_bias values must be numbers");
             double b = v.is_boolean() ? (v.get<bool>() ? 0.0 : -INFINITY) : v.get<double>();
-            if (std::isnan(b) || b > 100 || (b < -100 && std::isfinite(b))) throw BadRequest("logit_bias values must be between -100 and 100");
+            if (std::isnan(b) || b > 100 || (b < -100 && std::isfinite(b)))
+                throw BadRequest("logit_bias values must be between -100 and 100");
             const float bias = b <= -100 ? -INFINITY : float(b);
             std::vector<int32_t> ids;
             if (id_value && id_value->is_number_integer()) {
                 int64_t id = id_value->get<int64_t>();
-                if (id < 0 || id >= lim.n_vocab) throw BadRequest(strprintf("logit_bias: %lld is not a token id of this model", (long long)id));
+                if (id < 0 || id >= lim.n_vocab)
+                    throw BadRequest(strprintf("logit_bias: %lld is not a token id of this model", (long long)id));
                 ids.push_back(int32_t(id));
             } else {
                 char* end = nullptr;
                 long id = std::strtol(key.c_str(), &end, 10);
                 if (!key.empty() && !*end) {
-                    if (id < 0 || id >= lim.n_vocab) throw BadRequest("logit_bias: '" + key + "' is not a token id of this model");
+                    if (id < 0 || id >= lim.n_vocab)
+                        throw BadRequest("logit_bias: '" + key + "' is not a token id of this model");
                     ids.push_back(int32_t(id));
                 } else if (lim.tokenize) {
                     ids = lim.tokenize(key);
@@ -510,13 +541,16 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
             for (const auto& e : *it) {
                 if (!e.is_array() || e.size() != 2 || !(e[0].is_number_integer() || e[0].is_string()))
                     throw BadRequest("logit_bias arrays hold [token id or text, bias] pairs");
-                add(e[0].is_string() ? e[0].get<std::string>() : std::string(), e[0].is_string() ? nullptr : &e[0], e[1]);
+                add(e[0].is_string() ? e[0].get<std::string>() : std::string(), e[0].is_string() ? nullptr : &e[0],
+                    e[1]);
             }
         } else {
-            throw BadRequest("'logit_bias' must be an object mapping token ids to numbers, or an array of [id, bias] pairs");
+            throw BadRequest(
+                "'logit_bias' must be an object mapping token ids to numbers, or an array of [id, bias] pairs");
         }
         if (count_banned(sp.logit_bias) >= size_t(lim.n_vocab))
-            throw BadRequest(strprintf("logit_bias bans all %d tokens of the vocabulary: nothing could be generated", lim.n_vocab));
+            throw BadRequest(
+                strprintf("logit_bias bans all %d tokens of the vocabulary: nothing could be generated", lim.n_vocab));
     }
     if (boolean(body, "continue_final_message", false) && boolean(body, "add_generation_prompt", false))
         throw BadRequest("'continue_final_message' and 'add_generation_prompt' exclude each other");
@@ -532,7 +566,8 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
             throw BadRequest("cannot have two or more assistant messages at the end of the list");
     }
 
-    r.max_tokens_given = body.contains("max_tokens") || body.contains("max_completion_tokens") || body.contains("n_predict");
+    r.max_tokens_given =
+        body.contains("max_tokens") || body.contains("max_completion_tokens") || body.contains("n_predict");
     int64_t mt = integer(body, "max_tokens", -1, -1, INT32_MAX);
     mt = integer(body, "max_completion_tokens", mt, -1, INT32_MAX);
     mt = integer(body, "n_predict", mt, -1, INT32_MAX);
@@ -550,7 +585,10 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
         r.top_logprobs = int(integer(body, "top_logprobs", 0, 0, 20));
     } else if (body.contains("logprobs") && !body["logprobs"].is_null()) {
         if (body["logprobs"].is_boolean()) r.logprobs = body["logprobs"].get<bool>();
-        else { r.top_logprobs = int(integer(body, "logprobs", 0, 0, 20)); r.logprobs = true; }
+        else {
+            r.top_logprobs = int(integer(body, "logprobs", 0, 0, 20));
+            r.logprobs = true;
+        }
     }
     j.n_top_logprobs = r.logprobs ? r.top_logprobs : -1;
     if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
@@ -568,7 +606,10 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
     r.truncate_prompt_tokens = int(integer(body, "truncate_prompt_tokens", -1, -1, INT32_MAX));
     // llama-server's native fields (/completion; accepted everywhere)
     r.n_probs = int(integer(body, "n_probs", 0, 0, 20));
-    if (r.n_probs > 0 && !r.logprobs) { r.logprobs = true; r.top_logprobs = r.n_probs; }
+    if (r.n_probs > 0 && !r.logprobs) {
+        r.logprobs = true;
+        r.top_logprobs = r.n_probs;
+    }
     j.n_top_logprobs = r.logprobs ? std::max(r.top_logprobs, r.n_probs) : -1;
     r.return_tokens = boolean(body, "return_tokens", false);
     r.verbose = boolean(body, "verbose", false);
@@ -625,7 +666,8 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
             } catch (const Error& e) {
                 throw BadRequest(e.what());
             }
-            if (j.spec.type == SpecType::DRAFT && !lim.has_draft) throw BadRequest("speculative.type 'draft': the server has no draft model (-md)");
+            if (j.spec.type == SpecType::DRAFT && !lim.has_draft)
+                throw BadRequest("speculative.type 'draft': the server has no draft model (-md)");
         }
         try {  // the same checks as the command line's
             validate_spec_params(j.spec);

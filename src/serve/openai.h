@@ -14,7 +14,7 @@
 namespace tandem::grammar {
 struct Grammar;
 struct TriggerSpec;
-}
+}  // namespace tandem::grammar
 
 namespace tandem::server {
 
@@ -52,7 +52,7 @@ void refuse_unimplemented(const nlohmann::ordered_json& body);
 // ("content" or "input", "embd_normalize").
 struct EmbeddingRequest {
     std::vector<PromptInput> inputs;
-    int normalize = 2;    // llama.cpp's embd_normalize (see tandem/embedding.h)
+    int normalize = 2;  // llama.cpp's embd_normalize (see tandem/embedding.h)
     bool base64 = false;  // encoding_format "base64": little-endian float32 bytes
 };
 EmbeddingRequest parse_embedding_request(const nlohmann::ordered_json& body, int n_vocab);
@@ -73,7 +73,7 @@ SlotActionRequest parse_slot_action(const std::string& id_text, const std::strin
                                     const std::string& save_dir);
 
 struct ParsedRequest {
-    JobRequest job;                     // prompt filled by the caller from `messages` / `prompts`
+    JobRequest job;  // prompt filled by the caller from `messages` / `prompts`
     // chat: the messages as the template sees them (role, content as text, tool_calls with object arguments,
     // and the other fields as sent)
     nlohmann::ordered_json chat_messages = nlohmann::ordered_json::array();
@@ -82,7 +82,7 @@ struct ParsedRequest {
     // chat: the last message is the assistant's and is continued (llama-server's assistant prefill, vLLM's
     // continue_final_message): the template renders the others with the generation prompt, then its text follows
     bool prefill_assistant = false;
-    std::string reasoning_format;       // chat: the request's reasoning_format ("" = the server's)
+    std::string reasoning_format;  // chat: the request's reasoning_format ("" = the server's)
     std::shared_ptr<const grammar::Grammar> grammar;  // structured output: `grammar`, JSON mode, or the server's
     // the grammar is lazy: it applies from one of these triggers on (llama-server's grammar_lazy and
     // grammar_triggers, or tool_choice "auto" with the template's call markers); null: from the first token
@@ -91,19 +91,19 @@ struct ParsedRequest {
     // keeps the tools from the template and the answer is not parsed for calls.
     nlohmann::ordered_json tools;
     enum class ToolChoice { AUTO, NONE, REQUIRED, NAMED } tool_choice = ToolChoice::AUTO;
-    std::string tool_name;              // NAMED: the function
+    std::string tool_name;  // NAMED: the function
     bool parallel_tool_calls = true;
     bool uses_tools() const { return tools.is_array() && !tools.empty() && tool_choice != ToolChoice::NONE; }
-    std::vector<PromptInput> prompts;   // completions: one or more
-    int n_probs = 0;                    // llama-server's n_probs (native /completion)
+    std::vector<PromptInput> prompts;  // completions: one or more
+    int n_probs = 0;  // llama-server's n_probs (native /completion)
     bool return_tokens = false, timings_per_token = false;
-    bool verbose = false;               // llama-server's `verbose`: the answer carries __verbose (the rendered prompt)
+    bool verbose = false;  // llama-server's `verbose`: the answer carries __verbose (the rendered prompt)
     std::vector<std::string> response_fields;  // native: only these ("a/b" paths) in the final object
     bool stream = false, include_usage = false;
     bool logprobs = false;
     int top_logprobs = 0;
     int n = 1;
-    int truncate_prompt_tokens = -1;    // keep only the last K prompt tokens (vLLM's name); -1: refuse long prompts
+    int truncate_prompt_tokens = -1;  // keep only the last K prompt tokens (vLLM's name); -1: refuse long prompts
     bool max_tokens_given = false;
 };
 
@@ -135,6 +135,5 @@ void apply_tool_choice(ParsedRequest& r, ToolFormat format);
 
 // Validates and converts a chat (chat = true) or completions request body. Throws BadRequest.
 ParsedRequest parse_request(const nlohmann::ordered_json& body, bool chat, const ServerLimits& lim);
-
 
 }  // namespace tandem::server

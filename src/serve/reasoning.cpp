@@ -5,7 +5,6 @@
 
 namespace tandem::server {
 
-
 ReasoningFormat reasoning_format_from_name(const std::string& n) {
     if (n == "none") return ReasoningFormat::NONE;
     if (n == "auto" || n == "deepseek") return ReasoningFormat::DEEPSEEK;
@@ -14,7 +13,8 @@ ReasoningFormat reasoning_format_from_name(const std::string& n) {
 }
 
 ThinkTags think_tags_for_template(const std::string& t) {
-    if (t.find("[THINK]") != std::string::npos && t.find("[/THINK]") != std::string::npos) return {"[THINK]", "[/THINK]"};
+    if (t.find("[THINK]") != std::string::npos && t.find("[/THINK]") != std::string::npos)
+        return {"[THINK]", "[/THINK]"};
     if (t.find("<|START_THINKING|>") != std::string::npos) return {"<|START_THINKING|>", "<|END_THINKING|>"};
     if (t.find("<seed:think>") != std::string::npos) return {"<seed:think>", "</seed:think>"};
     return {};
@@ -36,7 +36,11 @@ std::string close_thinking(const std::string& prompt, const std::string& templat
 }
 
 ReasoningSplitter::ReasoningSplitter(ReasoningFormat f, bool starts_inside, ThinkTags tags)
-    : f_(f), state_(f == ReasoningFormat::NONE ? State::DONE : starts_inside ? State::INSIDE : State::BEFORE), tags_(std::move(tags)) {}
+    : f_(f),
+      state_(f == ReasoningFormat::NONE ? State::DONE
+             : starts_inside            ? State::INSIDE
+                                        : State::BEFORE),
+      tags_(std::move(tags)) {}
 
 ReasoningSplitter::Delta ReasoningSplitter::push(const std::string& text) {
     Delta d;
@@ -56,7 +60,8 @@ ReasoningSplitter::Delta ReasoningSplitter::push(const std::string& text) {
                     state_ = State::INSIDE;
                     continue;
                 }
-                if (held_.size() - ws < tags_.open.size() && tags_.open.compare(0, held_.size() - ws, held_, ws) == 0) return d;  // "<thi"
+                if (held_.size() - ws < tags_.open.size() && tags_.open.compare(0, held_.size() - ws, held_, ws) == 0)
+                    return d;  // "<thi"
                 state_ = State::DONE;
                 continue;
             }

@@ -7,8 +7,8 @@
 namespace tandem::server {
 
 enum class ReasoningFormat {
-    NONE,             // thoughts stay in content, tags included
-    DEEPSEEK,         // thoughts go to reasoning_content ("auto" is this: the tags are the same for the models here)
+    NONE,  // thoughts stay in content, tags included
+    DEEPSEEK,  // thoughts go to reasoning_content ("auto" is this: the tags are the same for the models here)
     DEEPSEEK_LEGACY,  // content keeps the <think> text too, and reasoning_content gets the thoughts
 };
 // "none", "auto", "deepseek", "deepseek-legacy"; throws Error otherwise.
@@ -39,7 +39,7 @@ public:
         std::string reasoning, content;
     };
     Delta push(const std::string& text);  // what became certain with this piece
-    Delta finish();                       // what is held back, at the end
+    Delta finish();  // what is held back, at the end
 
 private:
     enum class State { BEFORE, INSIDE, AFTER, DONE };  // AFTER: just past </think>, dropping newlines

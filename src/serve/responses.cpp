@@ -16,7 +16,8 @@ json message_content(const json& c, const std::string& where) {
     for (const auto& p : c) {
         const std::string type = p.is_object() ? p.value("type", "") : "";
         if (type == "input_text" || type == "output_text" || type == "text") {
-            if (!p.contains("text") || !p["text"].is_string()) throw BadRequest(where + ": a text part needs a string 'text'");
+            if (!p.contains("text") || !p["text"].is_string())
+                throw BadRequest(where + ": a text part needs a string 'text'");
             parts.push_back({{"type", "text"}, {"text", p["text"]}});
         } else if (type == "input_image" || type == "input_file" || type == "input_audio") {
             throw BadRequest(where + ": " + type + " is not supported: tandem runs text-only models");
@@ -44,29 +45,42 @@ std::string str_field(const json& m, const char* k, const std::string& where) {
 // The assistant message the next assistant-side item (text, call, reasoning) belongs to: the last message when
 // it is the assistant's, else a new one.
 json& assistant_turn(json& msgs) {
-    if (msgs.empty() || msgs.back().value("role", "") != "assistant") msgs.push_back({{"role", "assistant"}, {"content", ""}});
+    if (msgs.empty() || msgs.back().value("role", "") != "assistant")
+        msgs.push_back({{"role", "assistant"}, {"content", ""}});
     return msgs.back();
 }
 
-std::string suffix_of(const std::string& id) { return id.size() > 5 && id.compare(0, 5, "resp_") == 0 ? id.substr(5) : id; }
+std::string suffix_of(const std::string& id) {
+    return id.size() > 5 && id.compare(0, 5, "resp_") == 0 ? id.substr(5) : id;
+}
 
 json function_call_item(const ToolCall& c, const std::string& status, bool with_arguments) {
     const std::string x = c.id.compare(0, 5, "call_") == 0 ? c.id.substr(5) : c.id;
-    return {{"type", "function_call"}, {"id", "fc_" + x}, {"call_id", c.id}, {"name", c.name},
-            {"arguments", with_arguments ? c.arguments : std::string()}, {"status", status}};
+    return {{"type", "function_call"},
+            {"id", "fc_" + x},
+            {"call_id", c.id},
+            {"name", c.name},
+            {"arguments", with_arguments ? c.arguments : std::string()},
+            {"status", status}};
 }
 
 json reasoning_item(const std::string& id, const std::string* text) {
     json content = json::array();
     if (text) content.push_back({{"type", "reasoning_text"}, {"text", *text}});
-    return {{"type", "reasoning"}, {"id", id}, {"summary", json::array()}, {"content", content},
+    return {{"type", "reasoning"},
+            {"id", id},
+            {"summary", json::array()},
+            {"content", content},
             {"status", text ? "completed" : "in_progress"}};
 }
 
 json message_item(const std::string& id, const std::string* text) {
     json content = json::array();
     if (text) content.push_back({{"type", "output_text"}, {"text", *text}, {"annotations", json::array()}});
-    return {{"type", "message"}, {"id", id}, {"status", text ? "completed" : "in_progress"}, {"role", "assistant"},
+    return {{"type", "message"},
+            {"id", id},
+            {"status", text ? "completed" : "in_progress"},
+            {"role", "assistant"},
             {"content", content}};
 }
 
@@ -84,10 +98,13 @@ json responses_to_chat(const json& body) {
             if (type == "json_object") {
                 out["response_format"] = {{"type", "json_object"}};
             } else if (type == "json_schema") {
-                if (!f->contains("schema") || !(*f)["schema"].is_object()) throw BadRequest("text.format json_schema needs a 'schema' object");
+                if (!f->contains("schema") || !(*f)["schema"].is_object())
+                    throw BadRequest("text.format json_schema needs a 'schema' object");
                 out["response_format"] = {{"type", "json_schema"},
-                                          {"json_schema", {{"name", f->value("name", "response")}, {"schema", (*f)["schema"]},
-                                                           {"strict", f->value("strict", false)}}}};
+                                          {"json_schema",
+                                           {{"name", f->value("name", "response")},
+                                            {"schema", (*f)["schema"]},
+                                            {"strict", f->value("strict", false)}}}};
             } else if (type != "text") {
                 throw BadRequest("text.format must be {\"type\": \"text\"}, \"json_object\" or \"json_schema\"");
             }
@@ -110,25 +127,33 @@ json responses_to_chat(const json& body) {
             if (type == "function_call") {
                 json& turn = assistant_turn(msgs);
                 if (!turn.contains("tool_calls")) turn["tool_calls"] = json::array();
-                turn["tool_calls"].push_back({{"id", str_field(m, "call_id", where)}, {"type", "function"},
-                                              {"function", {{"name", str_field(m, "name", where)}, {"arguments", str_field(m, "arguments", where)}}}});
+                turn["tool_calls"].push_back(
+                    {{"id", str_field(m, "call_id", where)},
+                     {"type", "function"},
+                     {"function",
+                      {{"name", str_field(m, "name", where)}, {"arguments", str_field(m, "arguments", where)}}}});
             } else if (type == "function_call_output") {
                 if (!m.contains("output")) throw BadRequest(where + ": needs 'output'");
-                msgs.push_back({{"role", "tool"}, {"tool_call_id", str_field(m, "call_id", where)}, {"content", plain_text(m["output"], where + ".output")}});
+                msgs.push_back({{"role", "tool"},
+                                {"tool_call_id", str_field(m, "call_id", where)},
+                                {"content", plain_text(m["output"], where + ".output")}});
             } else if (type == "reasoning") {
                 std::string text;
                 for (const char* k : {"content", "summary"})
                     if (text.empty() && m.contains(k) && m[k].is_array())
                         for (const auto& p : m[k])
-                            if (p.is_object() && p.contains("text") && p["text"].is_string()) text += p["text"].get<std::string>();
+                            if (p.is_object() && p.contains("text") && p["text"].is_string())
+                                text += p["text"].get<std::string>();
                 if (!text.empty()) {
-                    if (!msgs.empty() && msgs.back().value("role", "") == "assistant") msgs.push_back({{"role", "assistant"}, {"content", ""}});
+                    if (!msgs.empty() && msgs.back().value("role", "") == "assistant")
+                        msgs.push_back({{"role", "assistant"}, {"content", ""}});
                     assistant_turn(msgs)["reasoning_content"] = text;
                 }
             } else if (type == "message") {
                 std::string role = str_field(m, "role", where);
                 if (role == "developer") role = "system";
-                if (role != "system" && role != "user" && role != "assistant") throw BadRequest(where + ": unknown role '" + role + "'");
+                if (role != "system" && role != "user" && role != "assistant")
+                    throw BadRequest(where + ": unknown role '" + role + "'");
                 json content = message_content(m.contains("content") ? m["content"] : json(""), where);
                 if (role == "assistant" && !msgs.empty() && msgs.back().value("role", "") == "assistant" &&
                     !msgs.back().contains("tool_calls") && msgs.back()["content"] == "") {
@@ -163,14 +188,13 @@ json responses_to_chat(const json& body) {
     if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
         if (c->is_object() && c->value("type", "") == "function" && c->contains("name"))
             out["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*c)["name"]}}}};
-        else
-            out["tool_choice"] = *c;
+        else out["tool_choice"] = *c;
     }
     if (auto v = body.find("max_output_tokens"); v != body.end() && !v->is_null()) out["max_tokens"] = *v;
     // the sampling fields and llama-server's extras (timings_per_token, seed, ...) mean the same here
-    for (const char* k : {"temperature", "top_p", "top_k", "min_p", "seed", "stream", "timings_per_token", "stop", "n_keep",
-                          "repeat_penalty", "presence_penalty", "frequency_penalty", "logit_bias", "speculative",
-                          "parallel_tool_calls", "chat_template_kwargs", "reasoning_format"})
+    for (const char* k : {"temperature", "top_p", "top_k", "min_p", "seed", "stream", "timings_per_token", "stop",
+                          "n_keep", "repeat_penalty", "presence_penalty", "frequency_penalty", "logit_bias",
+                          "speculative", "parallel_tool_calls", "chat_template_kwargs", "reasoning_format"})
         if (auto v = body.find(k); v != body.end() && !v->is_null()) out[k] = *v;
     return out;
 }
@@ -186,8 +210,13 @@ json response_items(const std::string& id, const ChatDelta& a) {
 
 json response_object(const std::string& id, const std::string& model, int64_t created, const std::string& status,
                      const json& items, const ResponseUsage& u) {
-    json r = {{"id", id}, {"object", "response"}, {"created_at", created}, {"status", status}, {"model", model},
-              {"output", items.is_array() ? items : json::array()}, {"error", nullptr},
+    json r = {{"id", id},
+              {"object", "response"},
+              {"created_at", created},
+              {"status", status},
+              {"model", model},
+              {"output", items.is_array() ? items : json::array()},
+              {"error", nullptr},
               {"incomplete_details", status == "incomplete" ? json{{"reason", "max_output_tokens"}} : json(nullptr)}};
     if (status == "in_progress") return r;
     std::string text;
@@ -195,8 +224,11 @@ json response_object(const std::string& id, const std::string& model, int64_t cr
         if (it["type"] == "message")
             for (const auto& p : it["content"]) text += p.value("text", "");
     r["output_text"] = text;
-    r["usage"] = {{"input_tokens", u.input}, {"output_tokens", u.output}, {"total_tokens", u.input + u.output},
-                  {"input_tokens_details", {{"cached_tokens", u.cached}}}, {"output_tokens_details", {{"reasoning_tokens", 0}}}};
+    r["usage"] = {{"input_tokens", u.input},
+                  {"output_tokens", u.output},
+                  {"total_tokens", u.input + u.output},
+                  {"input_tokens_details", {{"cached_tokens", u.cached}}},
+                  {"output_tokens_details", {{"reasoning_tokens", 0}}}};
     return r;
 }
 
@@ -214,12 +246,15 @@ void ResponseStream::close(std::vector<Event>& ev) {
     json& item = items_.back();
     const std::string item_id = item["id"];
     if (open_ == Open::REASONING) {
-        ev.push_back({"response.reasoning_text.done", {{"item_id", item_id}, {"output_index", index}, {"content_index", 0}, {"text", text_}}});
+        ev.push_back({"response.reasoning_text.done",
+                      {{"item_id", item_id}, {"output_index", index}, {"content_index", 0}, {"text", text_}}});
         item = reasoning_item(item_id, &text_);
     } else if (open_ == Open::MESSAGE) {
         json part = {{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}};
-        ev.push_back({"response.output_text.done", {{"item_id", item_id}, {"output_index", index}, {"content_index", 0}, {"text", text_}}});
-        ev.push_back({"response.content_part.done", {{"item_id", item_id}, {"output_index", index}, {"content_index", 0}, {"part", part}}});
+        ev.push_back({"response.output_text.done",
+                      {{"item_id", item_id}, {"output_index", index}, {"content_index", 0}, {"text", text_}}});
+        ev.push_back({"response.content_part.done",
+                      {{"item_id", item_id}, {"output_index", index}, {"content_index", 0}, {"part", part}}});
         item = message_item(item_id, &text_);
     }
     ev.push_back({"response.output_item.done", {{"output_index", index}, {"item", item}}});
@@ -244,12 +279,18 @@ std::vector<ResponseStream::Event> ResponseStream::push(const ChatDelta& d) {
             open_ = kind;
             ev.push_back({"response.output_item.added", {{"output_index", items_.size() - 1}, {"item", item}}});
             if (kind == Open::MESSAGE)
-                ev.push_back({"response.content_part.added", {{"item_id", item["id"]}, {"output_index", items_.size() - 1}, {"content_index", 0},
-                                                              {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}}}});
+                ev.push_back({"response.content_part.added",
+                              {{"item_id", item["id"]},
+                               {"output_index", items_.size() - 1},
+                               {"content_index", 0},
+                               {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}}}});
         }
         text_ += piece;
         ev.push_back({kind == Open::REASONING ? "response.reasoning_text.delta" : "response.output_text.delta",
-                      {{"item_id", items_.back()["id"]}, {"output_index", items_.size() - 1}, {"content_index", 0}, {"delta", piece}}});
+                      {{"item_id", items_.back()["id"]},
+                       {"output_index", items_.size() - 1},
+                       {"content_index", 0},
+                       {"delta", piece}}});
     };
     text_delta(Open::REASONING, d.reasoning);
     text_delta(Open::MESSAGE, d.content);
@@ -259,8 +300,10 @@ std::vector<ResponseStream::Event> ResponseStream::push(const ChatDelta& d) {
         items_.push_back(item);
         const size_t index = items_.size() - 1;
         ev.push_back({"response.output_item.added", {{"output_index", index}, {"item", item}}});
-        ev.push_back({"response.function_call_arguments.delta", {{"item_id", item["id"]}, {"output_index", index}, {"delta", c.arguments}}});
-        ev.push_back({"response.function_call_arguments.done", {{"item_id", item["id"]}, {"output_index", index}, {"arguments", c.arguments}}});
+        ev.push_back({"response.function_call_arguments.delta",
+                      {{"item_id", item["id"]}, {"output_index", index}, {"delta", c.arguments}}});
+        ev.push_back({"response.function_call_arguments.done",
+                      {{"item_id", item["id"]}, {"output_index", index}, {"arguments", c.arguments}}});
         items_.back() = function_call_item(c, "completed", true);
         ev.push_back({"response.output_item.done", {{"output_index", index}, {"item", items_.back()}}});
     }
@@ -274,8 +317,11 @@ std::vector<ResponseStream::Event> ResponseStream::finish(const std::string& sta
         items_.push_back(item);
         open_ = Open::MESSAGE;
         ev.push_back({"response.output_item.added", {{"output_index", 0}, {"item", item}}});
-        ev.push_back({"response.content_part.added", {{"item_id", item["id"]}, {"output_index", 0}, {"content_index", 0},
-                                                      {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}}}});
+        ev.push_back({"response.content_part.added",
+                      {{"item_id", item["id"]},
+                       {"output_index", 0},
+                       {"content_index", 0},
+                       {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}}}});
     }
     close(ev);
     ev.push_back({status == "completed" ? "response.completed" : "response.incomplete",

@@ -36,8 +36,9 @@ nlohmann::ordered_json response_items(const std::string& id, const ChatDelta& an
 
 // The Response object. status: "completed", "incomplete" (max_output_tokens reached) or "in_progress" (the first
 // events of a stream: no output, no usage). output_text joins the message texts.
-nlohmann::ordered_json response_object(const std::string& id, const std::string& model, int64_t created, const std::string& status,
-                                       const nlohmann::ordered_json& items, const ResponseUsage& usage);
+nlohmann::ordered_json response_object(const std::string& id, const std::string& model, int64_t created,
+                                       const std::string& status, const nlohmann::ordered_json& items,
+                                       const ResponseUsage& usage);
 
 // The event sequence of a streamed response. Output items open as their kind first appears (reasoning, the
 // message, each function call) and the open one closes when another begins, so items are whole and in
@@ -46,8 +47,8 @@ class ResponseStream {
 public:
     using Event = std::pair<std::string, nlohmann::ordered_json>;
     ResponseStream(std::string id, std::string model, int64_t created);
-    std::vector<Event> start() const;                 // response.created, response.in_progress
-    std::vector<Event> push(const ChatDelta& d);      // calls need their id set ("call_X")
+    std::vector<Event> start() const;  // response.created, response.in_progress
+    std::vector<Event> push(const ChatDelta& d);  // calls need their id set ("call_X")
     // Closes the open item (a message with no text when nothing was output at all), then response.completed or
     // response.incomplete with the whole Response.
     std::vector<Event> finish(const std::string& status, const ResponseUsage& usage);

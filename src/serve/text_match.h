@@ -34,7 +34,8 @@ inline size_t partial_suffix(const std::string& s, const std::vector<std::string
 }
 
 // Where the earliest of the markers starts in s (npos: none); `which` gets its index.
-inline size_t find_first_marker(const std::string& s, const std::vector<std::string>& markers, size_t* which = nullptr) {
+inline size_t find_first_marker(const std::string& s, const std::vector<std::string>& markers,
+                                size_t* which = nullptr) {
     size_t first = std::string::npos;
     for (size_t i = 0; i < markers.size(); i++) {
         const size_t at = s.find(markers[i]);

@@ -19,7 +19,8 @@ std::string compact(const json& j) { return j.dump(-1, ' ', false, json::error_h
 
 // {"name": "f", "arguments" | "parameters": {...} or a JSON string} -> a call; false when it is not one.
 bool call_from(const json& j, ToolCall& out) {
-    if (!j.is_object() || !j.contains("name") || !j["name"].is_string() || j["name"].get<std::string>().empty()) return false;
+    if (!j.is_object() || !j.contains("name") || !j["name"].is_string() || j["name"].get<std::string>().empty())
+        return false;
     out.name = j["name"];
     json args = json::object();
     for (const char* k : {"arguments", "parameters"})
@@ -34,32 +35,35 @@ bool call_from(const json& j, ToolCall& out) {
     return true;
 }
 
-
 }  // namespace
 
 // DeepSeek's markers (fullwidth bar U+FF5C, lower one-eighth block U+2581).
-const std::string kDsCallsBegin = "<｜tool▁calls▁begin｜>", kDsCallBegin = "<｜tool▁call▁begin｜>", kDsSep = "<｜tool▁sep｜>",
-                  kDsCallEnd = "<｜tool▁call▁end｜>", kDsCallsEnd = "<｜tool▁calls▁end｜>";
+const std::string kDsCallsBegin = "<｜tool▁calls▁begin｜>", kDsCallBegin = "<｜tool▁call▁begin｜>",
+                  kDsSep = "<｜tool▁sep｜>", kDsCallEnd = "<｜tool▁call▁end｜>", kDsCallsEnd = "<｜tool▁calls▁end｜>";
 
 ToolFormat tool_format_for_template(const std::string& t) {
     if (t.find("<|channel|>") != std::string::npos) return ToolFormat::HARMONY;
     if (t.find(kDsCallBegin) != std::string::npos)  // R1 writes the arguments in a ```json block
         return t.find("```json") != std::string::npos ? ToolFormat::DEEPSEEK : ToolFormat::DEEPSEEK_V31;
-    if (t.find("<tool_call>") != std::string::npos && t.find("<function=") != std::string::npos && t.find("<parameter=") != std::string::npos)
+    if (t.find("<tool_call>") != std::string::npos && t.find("<function=") != std::string::npos &&
+        t.find("<parameter=") != std::string::npos)
         return ToolFormat::XML;
     if (t.find("<tool_call>") != std::string::npos) return ToolFormat::HERMES;
-    if (t.find("[TOOL_CALLS]") != std::string::npos && t.find("[ARGS]") != std::string::npos) return ToolFormat::MISTRAL_ARGS;
+    if (t.find("[TOOL_CALLS]") != std::string::npos && t.find("[ARGS]") != std::string::npos)
+        return ToolFormat::MISTRAL_ARGS;
     if (t.find("[TOOL_CALLS]") != std::string::npos) return ToolFormat::MISTRAL;
-    if (t.find("<|python_tag|>") != std::string::npos || (t.find("<|start_header_id|>") != std::string::npos && t.find("tools") != std::string::npos))
+    if (t.find("<|python_tag|>") != std::string::npos ||
+        (t.find("<|start_header_id|>") != std::string::npos && t.find("tools") != std::string::npos))
         return ToolFormat::LLAMA3;
     if (t.find("tools") != std::string::npos) return ToolFormat::GENERIC;
     return ToolFormat::NONE;
 }
 
 const std::vector<std::string>& tool_call_markers(ToolFormat f) {
-    static const std::vector<std::string> none, hermes = {"<tool_call>"}, llama3 = {"<|python_tag|>"}, mistral = {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"},
-                                          deepseek = {kDsCallsBegin, kDsCallBegin, kDsSep, kDsCallEnd, kDsCallsEnd},
-                                          harmony = {"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|constrain|>"};
+    static const std::vector<std::string> none,
+        hermes = {"<tool_call>"}, llama3 = {"<|python_tag|>"}, mistral = {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"},
+        deepseek = {kDsCallsBegin, kDsCallBegin, kDsSep, kDsCallEnd, kDsCallsEnd},
+        harmony = {"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|constrain|>"};
     switch (f) {
         case ToolFormat::HERMES:
         case ToolFormat::XML: return hermes;
@@ -102,7 +106,8 @@ std::string xml_params(const json& params, const std::string& prefix, std::vecto
             value = prefix + "-" + std::to_string(++n);
             args.emplace_back(value, pschema);
         }
-        std::string one = gbnf_literal("<parameter=" + pname + ">\n") + " " + value + " " + gbnf_literal(kXmlValueEnd + "\n");
+        std::string one =
+            gbnf_literal("<parameter=" + pname + ">\n") + " " + value + " " + gbnf_literal(kXmlValueEnd + "\n");
         const bool req = std::find(required.begin(), required.end(), json(pname)) != required.end();
         out += " " + (req ? one : "(" + one + ")?");
     }
@@ -115,24 +120,24 @@ std::string tool_call_gbnf(ToolFormat f, const json& tools, const std::string& o
     using grammar::gbnf_literal;
     if (!tools.is_array() || tools.empty()) throw Error("a tool call needs at least one tool");
     std::vector<std::pair<std::string, json>> args;  // one rule per tool: its arguments
-    std::string calls;                               // alternatives: one call of each tool
+    std::string calls;  // alternatives: one call of each tool
     int n_tools = 0;
     for (const auto& t : tools) {
         const json& fn = t.at("function");
         const std::string name = fn.at("name");
         if (!only_name.empty() && name != only_name) continue;
-        json params = fn.contains("parameters") && !fn["parameters"].is_null() ? fn["parameters"] : json{{"type", "object"}};
+        json params =
+            fn.contains("parameters") && !fn["parameters"].is_null() ? fn["parameters"] : json{{"type", "object"}};
         const std::string rule = "tool-args-" + std::to_string(++n_tools);
         if (f != ToolFormat::XML) args.emplace_back(rule, params);
         std::string call;
         const std::string jname = json(name).dump();
         switch (f) {
             case ToolFormat::XML:
-                call = gbnf_literal("<function=" + name + ">\n") + xml_params(params, rule, args) + " " + gbnf_literal("</function>");
+                call = gbnf_literal("<function=" + name + ">\n") + xml_params(params, rule, args) + " " +
+                       gbnf_literal("</function>");
                 break;
-            case ToolFormat::MISTRAL_ARGS:
-                call = gbnf_literal("[TOOL_CALLS]" + name + "[ARGS]") + " " + rule;
-                break;
+            case ToolFormat::MISTRAL_ARGS: call = gbnf_literal("[TOOL_CALLS]" + name + "[ARGS]") + " " + rule; break;
             case ToolFormat::HERMES:
             case ToolFormat::MISTRAL:
             case ToolFormat::GENERIC:
@@ -149,7 +154,8 @@ std::string tool_call_gbnf(ToolFormat f, const json& tools, const std::string& o
                 call = gbnf_literal(kDsCallBegin + name + kDsSep) + " " + rule + " " + gbnf_literal(kDsCallEnd);
                 break;
             case ToolFormat::HARMONY:
-                call = gbnf_literal("<|channel|>commentary to=functions." + name + " <|constrain|>json<|message|>") + " " + rule;
+                call = gbnf_literal("<|channel|>commentary to=functions." + name + " <|constrain|>json<|message|>") +
+                       " " + rule;
                 break;
             case ToolFormat::NONE: throw Error("this chat template has no tool-call format to force a call in");
         }
@@ -167,15 +173,20 @@ std::string tool_call_gbnf(ToolFormat f, const json& tools, const std::string& o
         case ToolFormat::LLAMA3:  // the marker Llama 3.1-3.3 write before a call, or none
             root = "\"<|python_tag|>\"? " + (parallel ? one + " (\"; \" " + one + ")*" : one);
             break;
-        case ToolFormat::MISTRAL: root = "\"[TOOL_CALLS][\" " + one + (parallel ? " (\", \" " + one + ")*" : "") + " \"]\""; break;
+        case ToolFormat::MISTRAL:
+            root = "\"[TOOL_CALLS][\" " + one + (parallel ? " (\", \" " + one + ")*" : "") + " \"]\"";
+            break;
         case ToolFormat::MISTRAL_ARGS: root = one + (parallel ? "+" : ""); break;
         case ToolFormat::XML: {
             const std::string block = "\"<tool_call>\\n\" " + one + " \"\\n</tool_call>\"";
-            root = (parallel ? block + " (\"\\n\" " + block + ")*" : block) + "\n" + grammar::gbnf_text_without("xml-text", kXmlValueEnd);
+            root = (parallel ? block + " (\"\\n\" " + block + ")*" : block) + "\n" +
+                   grammar::gbnf_text_without("xml-text", kXmlValueEnd);
             break;
         }
         case ToolFormat::DEEPSEEK:
-        case ToolFormat::DEEPSEEK_V31: root = gbnf_literal(kDsCallsBegin) + " " + one + (parallel ? "+ " : " ") + gbnf_literal(kDsCallsEnd); break;
+        case ToolFormat::DEEPSEEK_V31:
+            root = gbnf_literal(kDsCallsBegin) + " " + one + (parallel ? "+ " : " ") + gbnf_literal(kDsCallsEnd);
+            break;
         case ToolFormat::HARMONY: root = one; break;  // one call per message: the model continues after the result
         case ToolFormat::GENERIC:
             root = "\"{\\\"tool_calls\\\": [\" " + one + (parallel ? " (\", \" " + one + ")*" : "") + " \"]}\"";
@@ -210,19 +221,19 @@ grammar::TriggerSpec tool_call_triggers(ToolFormat f) {
 }
 
 json messages_with_tool_prompt(const json& messages, const json& tools) {
-    std::string text =
-        "You can call these tools (JSON schemas of their arguments):\n" + tools.dump(2) +
-        "\n\nTo call tools, answer with only a JSON object {\"tool_calls\": [{\"name\": \"<tool name>\", \"arguments\": "
-        "{<arguments>}}]}. Otherwise answer normally.";
+    std::string text = "You can call these tools (JSON schemas of their arguments):\n" + tools.dump(2) +
+                       "\n\nTo call tools, answer with only a JSON object {\"tool_calls\": [{\"name\": \"<tool "
+                       "name>\", \"arguments\": "
+                       "{<arguments>}}]}. Otherwise answer normally.";
     json out = messages;
     if (!out.empty() && out[0].value("role", "") == "system" && out[0]["content"].is_string())
         out[0]["content"] = out[0]["content"].get<std::string>() + "\n\n" + text;
-    else
-        out.insert(out.begin(), json{{"role", "system"}, {"content", text}});
+    else out.insert(out.begin(), json{{"role", "system"}, {"content", text}});
     return out;
 }
 
-static ParsedAnswer parse_calls(ToolFormat f, const std::string& text, const json& tools);  // parse_tool_calls, before the alignment
+static ParsedAnswer parse_calls(ToolFormat f, const std::string& text,
+                                const json& tools);  // parse_tool_calls, before the alignment
 
 namespace {
 
@@ -233,7 +244,8 @@ const json* param_schema(const json& tools, const std::string& name, const std::
         const json* fn = t.contains("function") ? &t["function"] : &t;
         if (!fn->is_object() || fn->value("name", "") != name) continue;
         const json* ps = fn->contains("parameters") ? &(*fn)["parameters"] : nullptr;
-        if (!ps || !ps->is_object() || !ps->contains("properties") || !(*ps)["properties"].contains(param)) return nullptr;
+        if (!ps || !ps->is_object() || !ps->contains("properties") || !(*ps)["properties"].contains(param))
+            return nullptr;
         return &(*ps)["properties"][param];
     }
     return nullptr;
@@ -244,7 +256,8 @@ const json* param_schema(const json& tools, const std::string& name, const std::
 // no newline; so a value may hold "</function>" or "</tool_call>" (code). false when a call is malformed (then all
 // of it is text).
 bool parse_xml_calls(const std::string& text, const json& tools, ParsedAnswer& r) {
-    static const std::string open = "<tool_call>", close = "</tool_call>", fn_open = "<function=", fn_close = "</function>",
+    static const std::string open = "<tool_call>", close = "</tool_call>",
+                             fn_open = "<function=", fn_close = "</function>",
                              p_open = "<parameter=", p_close = "</parameter>";
     size_t at = text.find(open);
     if (at == std::string::npos) return false;
@@ -317,7 +330,8 @@ bool parse_mistral_args(const std::string& text, size_t a, ParsedAnswer& r) {
         if (size_t id = name.find(id_tag); id != std::string::npos) name.erase(id);
         name = trim_ws(name);
         const size_t next = text.find(tag, g);
-        const json args = parse_json(trim_ws(text.substr(g + args_tag.size(), next == std::string::npos ? std::string::npos : next - g - args_tag.size())));
+        const json args = parse_json(trim_ws(text.substr(
+            g + args_tag.size(), next == std::string::npos ? std::string::npos : next - g - args_tag.size())));
         if (name.empty() || !args.is_object()) return false;
         calls.push_back({name, compact(args), ""});
         at = next == std::string::npos ? text.size() : next;
@@ -417,8 +431,8 @@ size_t next_header(ToolFormat f, const std::string& s, size_t from, std::string&
 }  // namespace
 
 bool streams_arguments(ToolFormat f) {
-    return f == ToolFormat::HERMES || f == ToolFormat::LLAMA3 || f == ToolFormat::MISTRAL || f == ToolFormat::MISTRAL_ARGS ||
-           f == ToolFormat::GENERIC;
+    return f == ToolFormat::HERMES || f == ToolFormat::LLAMA3 || f == ToolFormat::MISTRAL ||
+           f == ToolFormat::MISTRAL_ARGS || f == ToolFormat::GENERIC;
 }
 
 const std::vector<CallPrefix>& CallScanner::update(const std::string& held) {
@@ -483,7 +497,8 @@ static ParsedAnswer parse_calls(ToolFormat f, const std::string& text, const jso
                 if (sep == std::string::npos) return r;
                 const std::string header = trim_ws(text.substr(at, sep - at));
                 size_t end = text.find(kDsCallEnd, sep);
-                std::string body = text.substr(sep + kDsSep.size(), end == std::string::npos ? std::string::npos : end - sep - kDsSep.size());
+                std::string body = text.substr(
+                    sep + kDsSep.size(), end == std::string::npos ? std::string::npos : end - sep - kDsSep.size());
                 ToolCall c;
                 if (header == "function") {  // R1: NAME, then the arguments in a ```json block
                     const size_t nl = body.find('\n');
@@ -520,7 +535,8 @@ static ParsedAnswer parse_calls(ToolFormat f, const std::string& text, const jso
                     break;
                 }
                 const size_t b = text.find(close, a + open.size());
-                const std::string body = text.substr(a + open.size(), b == std::string::npos ? std::string::npos : b - a - open.size());
+                const std::string body =
+                    text.substr(a + open.size(), b == std::string::npos ? std::string::npos : b - a - open.size());
                 ToolCall c;
                 if (!call_from(parse_json(trim_ws(body)), c)) {
                     if (b != std::string::npos || calls.empty()) return r;  // not a call after all: all of it is text
@@ -553,7 +569,8 @@ static ParsedAnswer parse_calls(ToolFormat f, const std::string& text, const jso
             size_t at = 0;
             while (at < t.size()) {
                 size_t semi = t.find("};", at);
-                const std::string piece = trim_ws(t.substr(at, semi == std::string::npos ? std::string::npos : semi + 1 - at));
+                const std::string piece =
+                    trim_ws(t.substr(at, semi == std::string::npos ? std::string::npos : semi + 1 - at));
                 if (!call_from(parse_json(piece), c)) return r;
                 calls.push_back(c);
                 if (semi == std::string::npos) break;
@@ -607,7 +624,9 @@ static ParsedAnswer parse_calls(ToolFormat f, const std::string& text, const jso
                 calls.push_back(c);
             }
             r.calls = std::move(calls);
-            r.content = j.is_object() && j.contains("content") && j["content"].is_string() ? j["content"].get<std::string>() : "";
+            r.content = j.is_object() && j.contains("content") && j["content"].is_string()
+                            ? j["content"].get<std::string>()
+                            : "";
             return r;
         }
     }

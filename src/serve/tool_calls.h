@@ -11,20 +11,20 @@
 namespace tandem::server {
 
 enum class ToolFormat {
-    NONE,     // the template has no tool-call format tandem knows
-    HERMES,   // <tool_call>{"name": ..., "arguments": {...}}</tool_call> (Qwen 2.5/3, Hermes 2/3)
-    LLAMA3,   // {"name": ..., "parameters": {...}}, optionally after <|python_tag|> (Llama 3.1-3.3)
+    NONE,  // the template has no tool-call format tandem knows
+    HERMES,  // <tool_call>{"name": ..., "arguments": {...}}</tool_call> (Qwen 2.5/3, Hermes 2/3)
+    LLAMA3,  // {"name": ..., "parameters": {...}}, optionally after <|python_tag|> (Llama 3.1-3.3)
     MISTRAL,  // [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (Mistral 7B v0.3, Nemo)
     MISTRAL_ARGS,  // [TOOL_CALLS]NAME[ARGS]{...}, once per call, [CALL_ID]ID optional before [ARGS] (Mistral Small
-                   // 3.2, Devstral, Ministral 3); the parser reads both Mistral forms
-    XML,      // <tool_call>\n<function=NAME>\n<parameter=P>\nVALUE\n</parameter>\n...</function>\n</tool_call>
-              // (Qwen3-Coder, Qwen3.5, Nemotron 3 Nano, Step 3.5): a string parameter's value is its raw text,
-              // the others are JSON
-    DEEPSEEK, // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜>
-              // ...<｜tool▁calls▁end｜> (R1); the parser also reads the V3.1 form
+    // 3.2, Devstral, Ministral 3); the parser reads both Mistral forms
+    XML,  // <tool_call>\n<function=NAME>\n<parameter=P>\nVALUE\n</parameter>\n...</function>\n</tool_call>
+    // (Qwen3-Coder, Qwen3.5, Nemotron 3 Nano, Step 3.5): a string parameter's value is its raw text,
+    // the others are JSON
+    DEEPSEEK,  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜>
+    // ...<｜tool▁calls▁end｜> (R1); the parser also reads the V3.1 form
     DEEPSEEK_V31,  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
     HARMONY,  // gpt-oss: <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>; the
-              // analysis channel is the reasoning, the final channel the answer (serve/chat_answer.h parses it)
+    // analysis channel is the reasoning, the final channel the answer (serve/chat_answer.h parses it)
     GENERIC,  // a JSON answer {"tool_calls": [{"name", "arguments"}]} or {"name", "arguments"}
 };
 
@@ -34,7 +34,7 @@ ToolFormat tool_format_for_template(const std::string& template_source);
 struct ToolCall {
     std::string name;
     std::string arguments;  // compact JSON text of the arguments object
-    std::string id;         // the API's call id (set by the server when it answers)
+    std::string id;  // the API's call id (set by the server when it answers)
 };
 
 // The texts that mark a call in this format: the answer is held back from the first one on, and those that are
@@ -46,7 +46,8 @@ const std::vector<std::string>& tool_call_markers(ToolFormat f);
 // call, or one or more when `parallel`, each naming a tool of `tools` (OpenAI tool objects) with arguments valid
 // under its parameters schema. only_name: just that tool. Throws tandem::Error (an unknown name, a schema the
 // JSON-schema converter refuses, a format that has no grammar).
-std::string tool_call_gbnf(ToolFormat f, const nlohmann::ordered_json& tools, const std::string& only_name, bool parallel);
+std::string tool_call_gbnf(ToolFormat f, const nlohmann::ordered_json& tools, const std::string& only_name,
+                           bool parallel);
 
 // tool_choice "auto": where a call begins in format f, as lazy-grammar triggers (grammar/trigger.h): the call
 // marker, or for LLAMA3 and GENERIC the call's opening `{"name"` / `{"tool_calls"` as the answer's first bytes.
@@ -57,7 +58,8 @@ grammar::TriggerSpec tool_call_triggers(ToolFormat f);
 // For chat templates that show no tools (format NONE): the conversation with the tools described in the system
 // message and the GENERIC answer format asked for, as llama.cpp's generic tool handler does. The answer is then
 // parsed (and, for a required call, constrained) as GENERIC.
-nlohmann::ordered_json messages_with_tool_prompt(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools);
+nlohmann::ordered_json messages_with_tool_prompt(const nlohmann::ordered_json& messages,
+                                                 const nlohmann::ordered_json& tools);
 
 // The calls of a held answer as far as they have come, for streaming their arguments (HERMES, LLAMA3, MISTRAL,
 // MISTRAL_ARGS, GENERIC: formats whose arguments are JSON written after the name): each call whose name is
@@ -81,10 +83,10 @@ public:
 private:
     ToolFormat f_;
     std::vector<CallPrefix> calls_;
-    size_t from_ = 0;    // where the next header is looked for
+    size_t from_ = 0;  // where the next header is looked for
     bool open_ = false;  // the last call's arguments are being read
     bool stopped_ = false;  // arguments that cannot stream (a JSON string): nothing more is reported
-    size_t pos_ = 0;     // open: the next byte of its arguments to read
+    size_t pos_ = 0;  // open: the next byte of its arguments to read
     int depth_ = 0;
     bool in_string_ = false, escaped_ = false;
 };

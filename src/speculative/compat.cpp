@@ -11,7 +11,8 @@ void check_draft_compatible(const Tokenizer& t, const Tokenizer& d) {
     if (t.pre_name() != d.pre_name())
         fail("pre-tokenizer '" + d.pre_name() + "' differs from the target's '" + t.pre_name() + "'");
     if (t.bos() != d.bos() || t.eos() != d.eos())
-        fail(strprintf("special tokens differ (target BOS %d EOS %d, draft BOS %d EOS %d)", t.bos(), t.eos(), d.bos(), d.eos()));
+        fail(strprintf("special tokens differ (target BOS %d EOS %d, draft BOS %d EOS %d)", t.bos(), t.eos(), d.bos(),
+                       d.eos()));
     if (t.add_bos() != d.add_bos()) fail("add-BOS behaviour differs");
     const int diff = t.n_vocab() - d.n_vocab();
     if (diff > 128 || diff < -128)

@@ -32,7 +32,8 @@ std::shared_ptr<const std::vector<int32_t>> ConstraintVocab::ends_of(const std::
         for (const auto& w : triggers) {
             ends = ends || s.find(w) != std::string::npos;
             // a suffix of w longer than the token's text cannot begin it
-            for (size_t j = std::max<size_t>(1, w.size() > s.size() ? w.size() - s.size() : 1); !ends && j < w.size(); j++)
+            for (size_t j = std::max<size_t>(1, w.size() > s.size() ? w.size() - s.size() : 1); !ends && j < w.size();
+                 j++)
                 ends = s.compare(0, w.size() - j, w, j) == 0;
         }
         if (ends) ids->push_back(int32_t(id));
@@ -41,8 +42,8 @@ std::shared_ptr<const std::vector<int32_t>> ConstraintVocab::ends_of(const std::
     return slot;
 }
 
-std::shared_ptr<const OutputConstraint> ConstraintVocab::constrain(std::shared_ptr<const grammar::Grammar> g,
-                                                                   std::shared_ptr<const grammar::TriggerSpec> lazy) const {
+std::shared_ptr<const OutputConstraint> ConstraintVocab::constrain(
+    std::shared_ptr<const grammar::Grammar> g, std::shared_ptr<const grammar::TriggerSpec> lazy) const {
     auto c = std::make_shared<OutputConstraint>();
     c->grammar = std::move(g);
     c->trie = trie_;
@@ -64,7 +65,8 @@ ConstraintState::ConstraintState(const OutputConstraint& c) {
 bool ConstraintState::advance(const OutputConstraint& c, int32_t x) {
     const bool eog = std::find(c.eog.begin(), c.eog.end(), x) != c.eog.end();
     // x's text; null for ids outside the vocabulary and for control tokens (no text)
-    const std::string* piece = x >= 0 && size_t(x) < c.pieces->size() && !(*c.pieces)[size_t(x)].empty() ? &(*c.pieces)[size_t(x)] : nullptr;
+    const std::string* piece =
+        x >= 0 && size_t(x) < c.pieces->size() && !(*c.pieces)[size_t(x)].empty() ? &(*c.pieces)[size_t(x)] : nullptr;
     if (scan_) {  // before the trigger: free text, unless x completes a trigger into text the grammar refuses
         if (eog || !piece) return true;
         grammar::TriggerScan next = *scan_;

@@ -21,7 +21,8 @@ public:
     // The tokens allowed next: `mask` filled (n_vocab entries; ids the constraint's vocabulary lacks are 0) and
     // returned, or null when every token is allowed (a lazy grammar before its trigger, with no trigger-completing
     // token refused).
-    const uint8_t* allowed(const OutputConstraint& c, grammar::MaskMemo& memo, std::vector<uint8_t>& mask, int n_vocab) const;
+    const uint8_t* allowed(const OutputConstraint& c, grammar::MaskMemo& memo, std::vector<uint8_t>& mask,
+                           int n_vocab) const;
     bool triggered() const { return m_.has_value(); }
 
 private:

@@ -6,9 +6,9 @@
 namespace tandem {
 
 namespace {
-constexpr double kDecay = 0.9;       // weight of the past in the acceptance counts, per round
-constexpr double kEma = 0.2;         // weight of a new timing sample
-constexpr double kPriorAcc = 1.5;    // Beta-style prior: 1.5 accepted out of 3 tries (a = 0.5)
+constexpr double kDecay = 0.9;  // weight of the past in the acceptance counts, per round
+constexpr double kEma = 0.2;  // weight of a new timing sample
+constexpr double kPriorAcc = 1.5;  // Beta-style prior: 1.5 accepted out of 3 tries (a = 0.5)
 constexpr double kPriorTries = 3.0;
 constexpr int kProbeLen = 4;
 constexpr int kMaxProbeInterval = 256;
@@ -16,7 +16,10 @@ constexpr double kProbeBudget = 0.02;  // fraction of the time probes may cost
 }  // namespace
 
 DraftLengthController::DraftLengthController(int n_max, int n_min, bool adaptive, double draft_cost_prior)
-    : n_max_(std::max(0, n_max)), n_min_(std::max(0, n_min)), adaptive_(adaptive), c_(std::max(0.0, draft_cost_prior)) {}
+    : n_max_(std::max(0, n_max)),
+      n_min_(std::max(0, n_min)),
+      adaptive_(adaptive),
+      c_(std::max(0.0, draft_cost_prior)) {}
 
 double DraftLengthController::accept_estimate() const { return (acc_ + kPriorAcc) / (tries_ + kPriorTries); }
 
@@ -57,7 +60,10 @@ int DraftLengthController::next() {
     for (int k = std::max(1, n_min_); k <= n_max_; k++) {
         if (!within_cap(k, k + 1)) break;  // the cost grows with k
         double s = speedup(k);
-        if (s > best_s * 1.01) { best_s = s; best = k; }
+        if (s > best_s * 1.01) {
+            best_s = s;
+            best = k;
+        }
     }
     if (best > 0) {
         plain_run_ = 0;
@@ -74,7 +80,8 @@ int DraftLengthController::next() {
     return 0;
 }
 
-void DraftLengthController::observe(int requested, int k, int accepted, double t_draft_ms, double t_target_ms, int n_nodes) {
+void DraftLengthController::observe(int requested, int k, int accepted, double t_draft_ms, double t_target_ms,
+                                    int n_nodes) {
     const int nodes = n_nodes < 0 ? k + 1 : n_nodes;
     if (k == 0 && nodes > 1) {  // only alternatives to the first token were verified: a failed chain attempt
         tries_ = tries_ * kDecay + 1;

@@ -73,9 +73,9 @@ private:
     int n_max_, n_min_;
     bool adaptive_;
     double acc_ = 0, tries_ = 0;  // decayed counts of accepted / attempted draft positions
-    double t1_ = 0;               // EMA of a single-token target step (ms); 0 = unknown
+    double t1_ = 0;  // EMA of a single-token target step (ms); 0 = unknown
     double c_, b_ = 0.1;
-    int plain_run_ = 0;           // consecutive plain rounds chosen by the model
+    int plain_run_ = 0;  // consecutive plain rounds chosen by the model
     int probe_interval_ = 16;
     int min_probe_interval_ = 16;  // from the measured cost of probing
     bool probing_ = false;

@@ -27,10 +27,13 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 Generator::Impl::Impl(Session& target, Session* draft, const SamplerParams& sampling, const SpecParams& spec)
     : target_(target), draft_(draft), spec_(spec), target_sampler_(sampling, target.n_vocab()) {
     const bool needs_draft = spec.type == SpecType::DRAFT || spec.type == SpecType::SELF;
-    if (needs_draft && !draft) throw Error(std::string("speculative type '") + spec_type_name(spec.type) + "' needs a draft session");
+    if (needs_draft && !draft)
+        throw Error(std::string("speculative type '") + spec_type_name(spec.type) + "' needs a draft session");
     if (!needs_draft) draft_ = nullptr;
     validate_spec_params(spec_);
-    auto uses = [&](SpecType t) { return spec_.type == t || std::find(spec_.extra.begin(), spec_.extra.end(), t) != spec_.extra.end(); };
+    auto uses = [&](SpecType t) {
+        return spec_.type == t || std::find(spec_.extra.begin(), spec_.extra.end(), t) != spec_.extra.end();
+    };
     // A draft can never be longer than what fits in the context; cap absurd values once here.
     spec_.n_max = std::min(spec_.n_max, std::max(0, target.n_ctx() - 1));
     if (spec_.type == SpecType::NONE) spec_.n_max = 0;
@@ -47,12 +50,15 @@ Generator::Impl::Impl(Session& target, Session* draft, const SamplerParams& samp
     types.insert(types.end(), spec_.extra.begin(), spec_.extra.end());
     for (SpecType t : types) {
         const bool draft_free = t == SpecType::NGRAM || t == SpecType::SUFFIX;
-        auto c = std::make_unique<DraftLengthController>(spec_.n_max, spec_.n_min, spec_.adaptive, draft_free ? 0.0 : spec_.draft_cost_prior);
+        auto c = std::make_unique<DraftLengthController>(spec_.n_max, spec_.n_min, spec_.adaptive,
+                                                         draft_free ? 0.0 : spec_.draft_cost_prior);
         c->set_round_cost_cap(spec_.max_round_cost);
         if (!shape.empty()) c->set_verify_shape(shape);
         SpecCosts known;
-        if (spec_.cost_memory && spec_.cost_memory->get(t, &known)) c->seed_costs(known.t1_ms, known.draft_cost, known.verify_slope);
-        const speculative::ModelProposerSetup setup{draft_, sampling, spec_, target.n_vocab(), target_sampler_.greedy()};
+        if (spec_.cost_memory && spec_.cost_memory->get(t, &known))
+            c->seed_costs(known.t1_ms, known.draft_cost, known.verify_slope);
+        const speculative::ModelProposerSetup setup{draft_, sampling, spec_, target.n_vocab(),
+                                                    target_sampler_.greedy()};
         props_.push_back({t, speculative::make_proposer(t, setup), std::move(c)});
         stats_.by_proposer.push_back({t});
     }
@@ -60,9 +66,7 @@ Generator::Impl::Impl(Session& target, Session* draft, const SamplerParams& samp
     stats_.accepted_at.assign(size_t(spec_.n_max), 0);
 }
 
-bool Generator::Impl::one_hot_proposals() const {
-    return props_[cur_].proposer && props_[cur_].proposer->one_hot();
-}
+bool Generator::Impl::one_hot_proposals() const { return props_[cur_].proposer && props_[cur_].proposer->one_hot(); }
 
 void Generator::Impl::save_costs() const {
     if (!spec_.cost_memory) return;
@@ -143,7 +147,8 @@ TokenLogprob logprob_of(const float* logits, int n_vocab, int32_t id, int n_top)
         std::vector<int32_t> idx(static_cast<size_t>(n_vocab));
         for (int i = 0; i < n_vocab; i++) idx[size_t(i)] = i;
         const int k = std::min(n_top, n_vocab);
-        std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+        std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                          [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
         for (int i = 0; i < k; i++) r.top.emplace_back(idx[size_t(i)], logits[idx[size_t(i)]] - lse);
     }
     return r;
@@ -236,7 +241,8 @@ private:
     ConstraintState* m_;
 };
 
-void Generator::Impl::end_step(std::vector<int32_t>& out, double t_target_ms, std::vector<TokenLogprob>* logprobs, int n_top) {
+void Generator::Impl::end_step(std::vector<int32_t>& out, double t_target_ms, std::vector<TokenLogprob>* logprobs,
+                               int n_top) {
     const speculative::RoundPlan& plan = plan_;
     const int nd = plan.n_chain(), na = int(plan.alts.size());
     const int n_nodes = plan.n_nodes();
@@ -316,7 +322,8 @@ bool Generator::step(std::vector<int32_t>& out, int max_tokens, std::vector<Toke
     return im_->step(out, max_tokens, logprobs, n_top);
 }
 bool Generator::begin_step(int max_tokens, std::vector<int32_t>& batch) { return im_->begin_step(max_tokens, batch); }
-void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vector<TokenLogprob>* logprobs, int n_top) {
+void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vector<TokenLogprob>* logprobs,
+                         int n_top) {
     im_->end_step(out, t_target_ms, logprobs, n_top);
 }
 const int32_t* Generator::batch_parents() const { return im_->parents_.empty() ? nullptr : im_->parents_.data(); }

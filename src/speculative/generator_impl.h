@@ -51,7 +51,7 @@ struct Generator::Impl {
         std::unique_ptr<DraftLengthController> control;
     };
     std::vector<Proposer> props_;  // spec_.type, then spec_.extra
-    size_t cur_ = 0;               // this round's proposer
+    size_t cur_ = 0;  // this round's proposer
     std::vector<int32_t> history_;
     SpecStats stats_;
     int n_cached_ = 0;
@@ -64,7 +64,11 @@ struct Generator::Impl {
     std::vector<int32_t> parents_;
     // The verification rule (speculative::exact_accept; tests inject wrong ones, speculative/testing.h).
     speculative::AcceptRule accept_ = speculative::exact_accept;
-    struct Pending { int requested = 0; int n_past = 0; double t_draft_ms = 0; } pending_;
+    struct Pending {
+        int requested = 0;
+        int n_past = 0;
+        double t_draft_ms = 0;
+    } pending_;
     std::shared_ptr<const OutputConstraint> constraint_;
     std::unique_ptr<ConstraintState> gm_;  // the constraint's state after history_ (when constrained)
     std::unique_ptr<grammar::MaskMemo> memo_;  // states and masks met so far in this generation

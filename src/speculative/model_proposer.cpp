@@ -53,7 +53,11 @@ SamplerParams draft_sampling(SamplerParams p, int draft_vocab) {
 class ModelProposer final : public Proposer {
 public:
     ModelProposer(SpecType type, const ModelProposerSetup& s)
-        : type_(type), d_(*s.draft), spec_(s.spec), target_vocab_(s.target_vocab), target_greedy_(s.target_greedy),
+        : type_(type),
+          d_(*s.draft),
+          spec_(s.spec),
+          target_vocab_(s.target_vocab),
+          target_greedy_(s.target_greedy),
           sampler_(draft_sampling(s.sampling, s.draft->n_vocab()), s.draft->n_vocab()) {
         sampler_.reseed(derive_seed(s.sampling.seed, 1));  // independent of the target stream of seed + 1
     }
@@ -66,8 +70,8 @@ public:
     }
 
 private:
-    void add_alternatives(ProposeRound& r, const float* lg, int32_t skip, const uint8_t* allowed, int depth, double reach,
-                          const Distribution* q);
+    void add_alternatives(ProposeRound& r, const float* lg, int32_t skip, const uint8_t* allowed, int depth,
+                          double reach, const Distribution* q);
 
     SpecType type_;
     Session& d_;
@@ -75,7 +79,7 @@ private:
     int target_vocab_;
     bool target_greedy_;
     Sampler sampler_;
-    size_t base_ = 0;                           // history index of the draft cache's position 0
+    size_t base_ = 0;  // history index of the draft cache's position 0
     static constexpr size_t kDraftWindow = 64;  // tokens of recent history a restarted draft sees
 };
 
@@ -106,13 +110,14 @@ void ModelProposer::add_alternatives(ProposeRound& r, const float* lg, int32_t s
         // streams are used). Greedy output is the same whatever the tree, so greedy runs always price nodes.
         const bool measured = spec_.adaptive || target_greedy_;
         const double threshold = spec_.tree_min_gain >= 0 ? spec_.tree_min_gain
-                                 : measured            ? control.node_threshold(k, nodes)
-                                                       : SpecParams::kFixedTreeMinGain;
+                                 : measured               ? control.node_threshold(k, nodes)
+                                                          : SpecParams::kFixedTreeMinGain;
         if (nodes >= r.max_nodes || gain < threshold || !control.within_cap(k, nodes + 1)) break;
         count++;
     }
     if (!q || q->support.size() <= 1) {  // greedy drafting: the most probable tokens themselves
-        for (int i = 0; i < count; i++) r.plan.alts.push_back({cand[size_t(i)].first, depth, false, pred_of(cand[size_t(i)].second)});
+        for (int i = 0; i < count; i++)
+            r.plan.alts.push_back({cand[size_t(i)].first, depth, false, pred_of(cand[size_t(i)].second)});
         return;
     }
     // Sampled drafting: as many draws without replacement (the count depends on the draft's state only, and a
@@ -124,7 +129,8 @@ void ModelProposer::add_alternatives(ProposeRound& r, const float* lg, int32_t s
         if (qj.support.empty()) return;
         const int32_t c = sampler_.draw(qj);
         if (c >= target_vocab_) return;  // padding id outside the target vocabulary: stop here
-        r.plan.alts.push_back({c, depth, true, pred_of(count > 0 ? cand[size_t(std::min<int>(i, int(cand.size()) - 1))].second : 0.0f)});
+        r.plan.alts.push_back(
+            {c, depth, true, pred_of(count > 0 ? cand[size_t(std::min<int>(i, int(cand.size()) - 1))].second : 0.0f)});
         drawn.push_back(c);
     }
 }

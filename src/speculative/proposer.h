@@ -33,12 +33,12 @@ struct ConstraintView {
 // One round's request to a proposer and what it fills in.
 struct ProposeRound {
     std::vector<int32_t>& history;  // prompt + emitted tokens; a proposer may append while drafting, and restores it
-    int k = 0;                      // most chain tokens (>= 1)
-    int max_nodes = 0;              // most tokens of the verification pass (tree proposers)
+    int k = 0;  // most chain tokens (>= 1)
+    int max_nodes = 0;  // most tokens of the verification pass (tree proposers)
     ConstraintView constraint;
     DraftLengthController& control;  // this proposer's: acceptance, costs, the price of a tree node
-    RoundPlan& plan;                 // out: the chain, and alternatives for tree proposers (plan is empty on entry)
-    std::vector<Distribution>& q;    // out (sampled proposers): the distribution each chain token was drawn from
+    RoundPlan& plan;  // out: the chain, and alternatives for tree proposers (plan is empty on entry)
+    std::vector<Distribution>& q;  // out (sampled proposers): the distribution each chain token was drawn from
 };
 
 class Proposer {
@@ -70,8 +70,8 @@ std::unique_ptr<Proposer> make_proposer(SpecType type, const ModelProposerSetup&
 
 // The implementations (one file each).
 std::unique_ptr<Proposer> make_model_proposer(SpecType type, const ModelProposerSetup& setup);  // model_proposer.cpp
-std::unique_ptr<Proposer> make_ngram_proposer(int ngram_n, int ngram_m);                         // ngram_proposer.cpp
-std::unique_ptr<Proposer> make_suffix_proposer(std::shared_ptr<SuffixCache> cache);              // suffix_proposer.cpp
+std::unique_ptr<Proposer> make_ngram_proposer(int ngram_n, int ngram_m);  // ngram_proposer.cpp
+std::unique_ptr<Proposer> make_suffix_proposer(std::shared_ptr<SuffixCache> cache);  // suffix_proposer.cpp
 
 }  // namespace speculative
 }  // namespace tandem

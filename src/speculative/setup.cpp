@@ -9,13 +9,16 @@ int self_draft_layers(const Model& target, int requested) {
     const int L = target.hparams().n_layer;
     const int k = requested > 0 ? requested : std::max(1, L / 2);
     if (L < 2 || k >= L)
-        throw Error(strprintf("--draft-layers %d must be below the target's %d layers (self-speculation drafts with the "
-                              "first K layers)", k, L));
+        throw Error(
+            strprintf("--draft-layers %d must be below the target's %d layers (self-speculation drafts with the "
+                      "first K layers)",
+                      k, L));
     return k;
 }
 
-DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target, const std::shared_ptr<const Model>& draft_model,
-                      int n_ctx, int n_batch, int requested_layers, ThreadPool& pool) {
+DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
+                      const std::shared_ptr<const Model>& draft_model, int n_ctx, int n_batch, int requested_layers,
+                      ThreadPool& pool) {
     DraftSetup d;
     if (type == SpecType::DRAFT) {
         if (!draft_model) throw Error("speculative type 'draft' needs a draft model (-md)");

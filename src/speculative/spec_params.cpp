@@ -31,9 +31,11 @@ SpecType spec_type_from_name(const std::string& s) {
     if (s == "self") return SpecType::SELF;
     if (s == "suffix") return SpecType::SUFFIX;
     if (s == "draft-eagle3" || s == "draft-mtp" || s == "draft-dflash" || s == "draft-dspark")
-        throw Error("speculative type '" + s + "' needs model-specific draft heads, which tandem does not implement (use "
+        throw Error("speculative type '" + s +
+                    "' needs model-specific draft heads, which tandem does not implement (use "
                     "draft-simple with -md, ngram, or self)");
-    throw Error("unknown speculative type '" + s + "' (none, draft, ngram, self, suffix; llama.cpp's draft-simple and ngram-* too)");
+    throw Error("unknown speculative type '" + s +
+                "' (none, draft, ngram, self, suffix; llama.cpp's draft-simple and ngram-* too)");
 }
 
 void set_spec_types(SpecParams& spec, const std::string& list) {
@@ -65,9 +67,12 @@ void validate_spec_params(SpecParams& spec, const SpecSetup* setup) {
     if (spec.tree_nodes < 1) throw Error("--spec-tree-nodes must be >= 1");
     for (SpecType t : spec.extra)
         if (t != SpecType::NGRAM && t != SpecType::SUFFIX)
-            throw Error(std::string("speculative type '") + spec_type_name(t) + "' cannot be an extra proposer (n-gram and suffix only)");
+            throw Error(std::string("speculative type '") + spec_type_name(t) +
+                        "' cannot be an extra proposer (n-gram and suffix only)");
     if (spec.type == SpecType::NONE) spec.extra.clear();
-    auto uses = [&](SpecType t) { return spec.type == t || std::find(spec.extra.begin(), spec.extra.end(), t) != spec.extra.end(); };
+    auto uses = [&](SpecType t) {
+        return spec.type == t || std::find(spec.extra.begin(), spec.extra.end(), t) != spec.extra.end();
+    };
     if (uses(SpecType::NGRAM) && spec.ngram_n < 1) throw Error("--spec-ngram-n must be >= 1");
     if (uses(SpecType::NGRAM) && spec.ngram_m < 1) throw Error("--spec-ngram-m must be >= 1");
     if (setup && spec.type == SpecType::DRAFT && !setup->has_draft_model)

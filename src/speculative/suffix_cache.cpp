@@ -16,7 +16,7 @@ constexpr size_t kMaxDocTokens = size_t(kIndexMask);
 struct Candidate {
     const int32_t* seq;
     size_t len;
-    size_t i;      // index of the token matching the context's last token
+    size_t i;  // index of the token matching the context's last token
     uint64_t doc;  // 0: the context itself
     int match;
 };

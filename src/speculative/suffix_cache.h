@@ -26,8 +26,8 @@ namespace tandem {
 
 struct SuffixCacheParams {
     size_t max_tokens = 1 << 20;  // documents kept, in tokens
-    int min_match = 2;            // shortest context suffix that may propose
-    float min_prob = 0.1f;        // stop when the continuation's estimated probability falls below this
+    int min_match = 2;  // shortest context suffix that may propose
+    float min_prob = 0.1f;  // stop when the continuation's estimated probability falls below this
 };
 
 class SuffixCache {
@@ -40,7 +40,9 @@ public:
     // were appended to `out`; `match_len`, if given, receives the length of the suffix matched.
     int propose(const std::vector<int32_t>& context, int max_len, std::vector<int32_t>& out, int* match_len = nullptr);
 
-    struct Stats { size_t documents = 0, tokens = 0, evicted_documents = 0, proposals = 0, proposed_tokens = 0; };
+    struct Stats {
+        size_t documents = 0, tokens = 0, evicted_documents = 0, proposals = 0, proposed_tokens = 0;
+    };
     Stats stats() const;
 
     // Optional persistence (tandem generate --spec-suffix-file): a little-endian file of documents. load()
@@ -66,7 +68,8 @@ private:
     uint64_t next_doc_ = 1;
     std::unordered_map<uint64_t, Doc> docs_;
     std::list<uint64_t> lru_;  // front: most recently used
-    std::unordered_map<uint64_t, std::vector<uint64_t>> index_;  // bigram -> positions (doc << 24 | index of the 2nd token)
+    std::unordered_map<uint64_t, std::vector<uint64_t>>
+        index_;  // bigram -> positions (doc << 24 | index of the 2nd token)
     Stats stats_;
 };
 

@@ -60,9 +60,7 @@ void RoundPlan::batch(int32_t root, std::vector<int32_t>& tokens, std::vector<in
     }
 }
 
-bool exact_accept(double a, WalkTarget& t) {
-    return a >= 1.0 || (a > 0.0 && t.uniform() < a);
-}
+bool exact_accept(double a, WalkTarget& t) { return a >= 1.0 || (a > 0.0 && t.uniform() < a); }
 
 Distribution without(const Distribution& q, const std::vector<int32_t>& drawn) {
     Distribution r;
@@ -103,7 +101,7 @@ void reject_token(Distribution& p, int32_t c) {
 int choose_child(const RoundPlan& plan, int node, int depth, const std::vector<Distribution>& q, bool one_hot,
                  Distribution& p, WalkTarget& target, const AcceptRule& accept) {
     if (node != depth) return -1;  // an alternative: a leaf (chain nodes are numbered by their depth)
-    std::vector<int32_t> drawn;    // tokens drawn from q[depth] so far (sampled alternatives come without them)
+    std::vector<int32_t> drawn;  // tokens drawn from q[depth] so far (sampled alternatives come without them)
     if (depth < plan.n_chain()) {
         const int32_t x = plan.chain[size_t(depth)];
         const float qx = one_hot ? 1.0f : q[size_t(depth)].prob(x);

@@ -19,12 +19,20 @@ struct RoundPlan {
     // q at depth - 1 without replacement (after the chain's token and the alternatives before it at that depth);
     // the others are deterministic (the draft's most probable tokens, greedy drafting). pred: the chance,
     // predicted when it was proposed, that the walk takes it once it reaches its parent (its calibration).
-    struct Alternative { int32_t token; int depth; bool sampled; float pred; };
+    struct Alternative {
+        int32_t token;
+        int depth;
+        bool sampled;
+        float pred;
+    };
 
     std::vector<int32_t> chain;
     std::vector<Alternative> alts;
 
-    void clear() { chain.clear(); alts.clear(); }
+    void clear() {
+        chain.clear();
+        alts.clear();
+    }
     int n_chain() const { return int(chain.size()); }
     int n_nodes() const { return 1 + int(chain.size()) + int(alts.size()); }
     bool is_tree() const { return !alts.empty(); }
@@ -64,9 +72,9 @@ bool exact_accept(double a, WalkTarget& t);
 
 struct WalkResult {
     std::vector<int32_t> path;  // accepted nodes, root first
-    int32_t final_token = -1;   // the token drawn at path.back() (replacement, or bonus after the last node)
-    int accepted_chain = 0;     // accepted nodes on the chain
-    int accepted_alt = 0;       // accepted alternatives
+    int32_t final_token = -1;  // the token drawn at path.back() (replacement, or bonus after the last node)
+    int accepted_chain = 0;  // accepted nodes on the chain
+    int accepted_alt = 0;  // accepted alternatives
 };
 
 // The walk (include/tandem/speculative.h): at each node of the path, its chain child against q[depth] (or, for

@@ -28,11 +28,14 @@ namespace {
 
 const char* const kGpt2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
 const char* const kLlama3 =
-    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const char* const kQwen2 =
-    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const char* const kQwen35 =
-    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const char* const kCjk = "[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+";
 
 struct PreTokenizer {
@@ -47,12 +50,27 @@ PreTokenizer pre_tokenizer_for(const std::string& pre) {
     if (pre == "qwen2" || pre == "stablelm2" || pre == "deepseek-r1-qwen" || pre == "megrez") return {{kQwen2}};
     if (pre == "deepseek-llm")
         return {{"[\\r\\n]",
-                 "\\s?[A-Za-z\\x{b5}\\x{c0}-\\x{d6}\\x{d8}-\\x{f6}\\x{f8}-\\x{1ba}\\x{1bc}-\\x{1bf}\\x{1c4}-\\x{293}\\x{295}-\\x{2af}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37b}-\\x{37d}\\x{37f}\\x{386}\\x{388}-\\x{38a}\\x{38c}\\x{38e}-\\x{3a1}\\x{3a3}-\\x{3f5}\\x{3f7}-\\x{481}\\x{48a}-\\x{52f}\\x{531}-\\x{556}\\x{10a0}-\\x{10c5}\\x{13a0}-\\x{13f5}\\x{13f8}-\\x{13fd}\\x{1c90}-\\x{1cba}\\x{1cbd}-\\x{1cbf}\\x{1d00}-\\x{1d2b}\\x{1d6b}-\\x{1d77}\\x{1d79}-\\x{1d9a}\\x{1e00}-\\x{1f15}\\x{1f18}-\\x{1f1d}\\x{1f20}-\\x{1f45}\\x{1f48}-\\x{1f4d}\\x{1f50}-\\x{1f57}\\x{1f59}\\x{1f5b}\\x{1f5d}\\x{1f5f}-\\x{1f7d}\\x{1f80}-\\x{1fb4}\\x{1fb6}-\\x{1fbc}\\x{1fbe}\\x{1fc2}-\\x{1fc4}\\x{1fc6}-\\x{1fcc}\\x{1fd0}-\\x{1fd3}\\x{1fd6}-\\x{1fdb}\\x{1fe0}-\\x{1fec}\\x{1ff2}-\\x{1ff4}\\x{1ff6}-\\x{1ffc}\\x{2102}\\x{2107}\\x{210a}-\\x{2113}\\x{2115}\\x{2119}-\\x{211d}\\x{2124}\\x{2126}\\x{2128}\\x{212a}-\\x{212d}\\x{212f}-\\x{2134}\\x{2139}\\x{213c}-\\x{213f}\\x{2145}-\\x{2149}\\x{214e}\\x{2183}\\x{2184}\\x{2c00}-\\x{2c7b}\\x{2c7e}-\\x{2ce4}\\x{2ceb}-\\x{2cee}\\x{2cf2}\\x{2cf3}\\x{a640}-\\x{a66d}\\x{a680}-\\x{a69b}\\x{a722}-\\x{a76f}\\x{a771}-\\x{a787}\\x{a78b}-\\x{a78e}\\x{ab70}-\\x{abbf}\\x{fb00}-\\x{fb06}\\x{fb13}-\\x{fb17}\\x{ff21}-\\x{ff3a}\\x{ff41}-\\x{ff5a}\\x{10400}-\\x{1044f}\\x{104b0}-\\x{104d3}\\x{104d8}-\\x{104fb}\\x{10c80}-\\x{10cb2}\\x{10cc0}-\\x{10cf2}\\x{118a0}-\\x{118df}\\x{1e900}-\\x{1e943}]+",
-                 "\\s?[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}\\x{3000}-\\x{3002}]+", "\\s+$", kCjk, "\\p{N}+"}};
+                 "\\s?[A-Za-z\\x{b5}\\x{c0}-\\x{d6}\\x{d8}-\\x{f6}\\x{f8}-\\x{1ba}\\x{1bc}-\\x{1bf}\\x{1c4}-\\x{293}"
+                 "\\x{295}-\\x{2af}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37b}-\\x{37d}\\x{37f}\\x{386}\\x{388}-\\x{38a}"
+                 "\\x{38c}\\x{38e}-\\x{3a1}\\x{3a3}-\\x{3f5}\\x{3f7}-\\x{481}\\x{48a}-\\x{52f}\\x{531}-\\x{556}\\x{"
+                 "10a0}-\\x{10c5}\\x{13a0}-\\x{13f5}\\x{13f8}-\\x{13fd}\\x{1c90}-\\x{1cba}\\x{1cbd}-\\x{1cbf}\\x{1d00}-"
+                 "\\x{1d2b}\\x{1d6b}-\\x{1d77}\\x{1d79}-\\x{1d9a}\\x{1e00}-\\x{1f15}\\x{1f18}-\\x{1f1d}\\x{1f20}-\\x{"
+                 "1f45}\\x{1f48}-\\x{1f4d}\\x{1f50}-\\x{1f57}\\x{1f59}\\x{1f5b}\\x{1f5d}\\x{1f5f}-\\x{1f7d}\\x{1f80}-"
+                 "\\x{1fb4}\\x{1fb6}-\\x{1fbc}\\x{1fbe}\\x{1fc2}-\\x{1fc4}\\x{1fc6}-\\x{1fcc}\\x{1fd0}-\\x{1fd3}\\x{"
+                 "1fd6}-\\x{1fdb}\\x{1fe0}-\\x{1fec}\\x{1ff2}-\\x{1ff4}\\x{1ff6}-\\x{1ffc}\\x{2102}\\x{2107}\\x{210a}-"
+                 "\\x{2113}\\x{2115}\\x{2119}-\\x{211d}\\x{2124}\\x{2126}\\x{2128}\\x{212a}-\\x{212d}\\x{212f}-\\x{"
+                 "2134}\\x{2139}\\x{213c}-\\x{213f}\\x{2145}-\\x{2149}\\x{214e}\\x{2183}\\x{2184}\\x{2c00}-\\x{2c7b}"
+                 "\\x{2c7e}-\\x{2ce4}\\x{2ceb}-\\x{2cee}\\x{2cf2}\\x{2cf3}\\x{a640}-\\x{a66d}\\x{a680}-\\x{a69b}\\x{"
+                 "a722}-\\x{a76f}\\x{a771}-\\x{a787}\\x{a78b}-\\x{a78e}\\x{ab70}-\\x{abbf}\\x{fb00}-\\x{fb06}\\x{fb13}-"
+                 "\\x{fb17}\\x{ff21}-\\x{ff3a}\\x{ff41}-\\x{ff5a}\\x{10400}-\\x{1044f}\\x{104b0}-\\x{104d3}\\x{104d8}-"
+                 "\\x{104fb}\\x{10c80}-\\x{10cb2}\\x{10cc0}-\\x{10cf2}\\x{118a0}-\\x{118df}\\x{1e900}-\\x{1e943}]+",
+                 "\\s?[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}\\x{3000}-\\x{3002}]+", "\\s+$",
+                 kCjk, "\\p{N}+"}};
     if (pre == "qwen35") return {{kQwen35}};
     if (pre == "deepseek-v3")  // DeepSeek V3/R1: digits in threes, CJK/kana runs, then words and punctuation
         return {{"\\p{N}{1,3}", "[\\x{4e00}-\\x{9fa5}\\x{3040}-\\x{309f}\\x{30a0}-\\x{30ff}]+",
-                 "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}};
+                 "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+                 "?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}};
     if (pre == "gemma4") return {{"[^\\n]+|[\\n]+"}};
     if (pre == "deepseek-coder") return {{"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", kCjk, "\\p{N}"}};
     if (pre == "falcon") return {{"[\\p{P}\\$\\+<=>\\^~\\|`]+", kGpt2, "[0-9][0-9][0-9]"}};
@@ -62,7 +80,8 @@ PreTokenizer pre_tokenizer_for(const std::string& pre) {
     if (pre == "gpt-2" || pre == "phi-2" || pre == "mpt" || pre == "olmo" || pre == "jais" || pre == "jina-es" ||
         pre == "jina-de" || pre == "gpt-4o" || pre == "roberta-bpe")
         return {{kGpt2}};
-    if (pre == "poro-chat" || pre == "bloom" || pre == "gpt3-finnish") return {{" ?[^(\\s|.,!?\\x{2026}\\x{3002}\\x{ff0c}\\x{3001}\\x{964}\\x{6d4}\\x{60c})]+"}};
+    if (pre == "poro-chat" || pre == "bloom" || pre == "gpt3-finnish")
+        return {{" ?[^(\\s|.,!?\\x{2026}\\x{3002}\\x{ff0c}\\x{3001}\\x{964}\\x{6d4}\\x{60c})]+"}};
     PreTokenizer def{{"[\\p{P}\\$\\+<=>\\^~\\|]+", kGpt2, "\\p{N}+", "[0-9][0-9][0-9]"}};
     def.known = pre == "default" || pre.empty();
     return def;
@@ -74,8 +93,9 @@ public:
     Regex(const std::string& pattern, const std::string& where) {
         int err = 0;
         PCRE2_SIZE off = 0;
-        code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(),
-                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY, &err, &off, nullptr);
+        code_ =
+            pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(),
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY, &err, &off, nullptr);
         if (!code_) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(err, msg, sizeof msg);
@@ -131,8 +151,14 @@ struct ByteMap {
     static std::string encode(uint32_t cp) {
         std::string s;
         if (cp < 0x80) s += char(cp);
-        else if (cp < 0x800) { s += char(0xC0 | (cp >> 6)); s += char(0x80 | (cp & 0x3F)); }
-        else { s += char(0xE0 | (cp >> 12)); s += char(0x80 | ((cp >> 6) & 0x3F)); s += char(0x80 | (cp & 0x3F)); }
+        else if (cp < 0x800) {
+            s += char(0xC0 | (cp >> 6));
+            s += char(0x80 | (cp & 0x3F));
+        } else {
+            s += char(0xE0 | (cp >> 12));
+            s += char(0x80 | ((cp >> 6) & 0x3F));
+            s += char(0x80 | (cp & 0x3F));
+        }
         return s;
     }
 };
@@ -151,12 +177,14 @@ public:
         for (size_t i = 0; i < merges->arr.size(); i++) {
             const std::string& m = merges->arr[i].s;
             size_t sp = m.find(' ', 1);
-            if (sp == std::string::npos) throw Error(strprintf("%s: merge %zu ('%s') has no space", f.path().c_str(), i, m.c_str()));
+            if (sp == std::string::npos)
+                throw Error(strprintf("%s: merge %zu ('%s') has no space", f.path().c_str(), i, m.c_str()));
             ranks_.emplace(m, int(i));  // key "left right"
         }
         pre_tok_ = pre_tokenizer_for(pre_);
         if (!pre_tok_.known)
-            std::fprintf(stderr, "warning: %s: unknown pre-tokenizer '%s'; using the default split\n", f.path().c_str(), pre_.c_str());
+            std::fprintf(stderr, "warning: %s: unknown pre-tokenizer '%s'; using the default split\n", f.path().c_str(),
+                         pre_.c_str());
         for (const auto& r : pre_tok_.regexes) regexes_.push_back(std::make_unique<Regex>(r, f.path()));
     }
 
@@ -202,8 +230,10 @@ protected:
                 return std::string(1, char(std::stoi(t.substr(3, 2), nullptr, 16)));
             std::string out;
             for (size_t i = 0; i < t.size(); i++) {
-                if (t.compare(i, 3, "\xE2\x96\x81") == 0) { out += ' '; i += 2; }
-                else out += t[i];
+                if (t.compare(i, 3, "\xE2\x96\x81") == 0) {
+                    out += ' ';
+                    i += 2;
+                } else out += t[i];
             }
             return out;
         }
@@ -214,7 +244,9 @@ protected:
             size_t len = std::min(utf8_len(static_cast<unsigned char>(t[i])), t.size() - i);
             uint32_t cp = static_cast<unsigned char>(t[i]);
             if (len == 2) cp = ((cp & 0x1F) << 6) | (static_cast<unsigned char>(t[i + 1]) & 0x3F);
-            else if (len == 3) cp = ((cp & 0x0F) << 12) | ((static_cast<unsigned char>(t[i + 1]) & 0x3F) << 6) | (static_cast<unsigned char>(t[i + 2]) & 0x3F);
+            else if (len == 3)
+                cp = ((cp & 0x0F) << 12) | ((static_cast<unsigned char>(t[i + 1]) & 0x3F) << 6) |
+                     (static_cast<unsigned char>(t[i + 2]) & 0x3F);
             else if (len == 4) cp = 0xFFFFFFFF;
             auto it = bm.from_cp.find(cp);
             if (it != bm.from_cp.end()) out += char(it->second);
@@ -225,7 +257,10 @@ protected:
     }
 
 private:
-    struct Symbol { int prev, next; size_t off, n; };
+    struct Symbol {
+        int prev, next;
+        size_t off, n;
+    };
     struct Bigram {
         int left, right, rank;
         size_t size;
@@ -245,7 +280,10 @@ private:
     void bpe_word(const std::string& w, std::vector<int32_t>& out) const {
         if (pre_tok_.ignore_merges || (raw_utf8_ && w.find_first_not_of('\n') == std::string::npos)) {
             int32_t id = find_token(w);  // gemma4: a run of newlines that is a token is taken whole
-            if (id >= 0) { out.push_back(id); return; }
+            if (id >= 0) {
+                out.push_back(id);
+                return;
+            }
         }
         std::vector<Symbol> syms;
         for (size_t off = 0; off < w.size();) {
@@ -278,7 +316,10 @@ private:
             const Symbol& s = syms[size_t(i)];
             std::string piece = w.substr(s.off, s.n);
             int32_t id = find_token(piece);
-            if (id >= 0) { out.push_back(id); continue; }
+            if (id >= 0) {
+                out.push_back(id);
+                continue;
+            }
             if (raw_utf8_) {  // fall back to the piece's byte tokens
                 for (unsigned char c : piece) {
                     int32_t bid = find_token(strprintf("<0x%02X>", c));

@@ -50,14 +50,20 @@ protected:
         std::string out;
         out.reserve(t.size());
         for (size_t i = 0; i < t.size();) {
-            if (t.compare(i, 3, kSpace) == 0) { out += ' '; i += 3; }
-            else out += t[i++];
+            if (t.compare(i, 3, kSpace) == 0) {
+                out += ' ';
+                i += 3;
+            } else out += t[i++];
         }
         return out;
     }
 
 private:
-    struct Symbol { int prev, next; const char* text; size_t n; };
+    struct Symbol {
+        int prev, next;
+        const char* text;
+        size_t n;
+    };
     struct Bigram {
         int left, right;
         float score;
@@ -84,7 +90,10 @@ private:
         void resegment(const Symbol& sym, std::vector<int32_t>& out) {
             std::string s(sym.text, sym.n);
             int32_t id = tok.find_token(s);
-            if (id >= 0) { out.push_back(id); return; }
+            if (id >= 0) {
+                out.push_back(id);
+                return;
+            }
             auto it = rev_merge.find(s);
             if (it == rev_merge.end()) {
                 for (size_t j = 0; j < sym.n; j++) {

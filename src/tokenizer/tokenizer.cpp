@@ -32,7 +32,8 @@ Tokenizer::Tokenizer(const GgufFile& f) {
     }
     attrs_.assign(n, TokenAttr::NORMAL);
     if (const GgufValue* ty = f.get_array("tokenizer.ggml.token_type", GgufType::INT32)) {
-        if (ty->arr.size() != n) throw Error(f.path() + ": tokenizer.ggml.token_type has a different length than tokens");
+        if (ty->arr.size() != n)
+            throw Error(f.path() + ": tokenizer.ggml.token_type has a different length than tokens");
         for (size_t i = 0; i < n; i++) {
             int64_t t = ty->arr[i].i;
             attrs_[i] = (t >= 1 && t <= 6) ? TokenAttr(t) : TokenAttr::NORMAL;
@@ -45,7 +46,9 @@ Tokenizer::Tokenizer(const GgufFile& f) {
         int64_t id = v ? *v : def;
         if (id == 0xFFFFFFFFll) id = -1;  // uint32 "none", as written by the converters
         if (id < -1 || id >= int64_t(n)) {
-            if (v) throw Error(strprintf("%s: %s = %lld is outside the vocabulary (%zu tokens)", f.path().c_str(), key, (long long)id, n));
+            if (v)
+                throw Error(strprintf("%s: %s = %lld is outside the vocabulary (%zu tokens)", f.path().c_str(), key,
+                                      (long long)id, n));
             return -1;
         }
         return int32_t(id);
@@ -70,16 +73,24 @@ Tokenizer::Tokenizer(const GgufFile& f) {
             if (id < 0) id = find_token(t);
         return id;
     };
-    fim_.pre = fim("tokenizer.ggml.fim_pre_token_id", {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"});
-    fim_.suf = fim("tokenizer.ggml.fim_suf_token_id", {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"});
-    fim_.mid = fim("tokenizer.ggml.fim_mid_token_id", {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"});
+    fim_.pre =
+        fim("tokenizer.ggml.fim_pre_token_id", {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>",
+                                                "<PRE>", "▁<PRE>", "<|code_prefix|>", "<|prefix|>"});
+    fim_.suf =
+        fim("tokenizer.ggml.fim_suf_token_id", {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>",
+                                                "<SUF>", "▁<SUF>", "<|code_suffix|>", "<|suffix|>"});
+    fim_.mid =
+        fim("tokenizer.ggml.fim_mid_token_id", {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>",
+                                                "<MID>", "▁<MID>", "<|code_middle|>", "<|middle|>"});
     fim_.pad = fim("tokenizer.ggml.fim_pad_token_id", {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"});
-    fim_.rep = fim("tokenizer.ggml.fim_rep_token_id", {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"});
+    fim_.rep =
+        fim("tokenizer.ggml.fim_rep_token_id", {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"});
     fim_.sep = fim("tokenizer.ggml.fim_sep_token_id", {"<|file_sep|>"});
 
     // End-of-generation set: the declared ids plus well-known end-of-turn control tokens (as llama.cpp does).
-    static const char* kEogTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                      "<|eom_id|>", "<EOT>", "<|end_of_text|>", "<｜end▁of▁sentence｜>"};
+    static const char* kEogTexts[] = {"<|eot_id|>",    "<|im_end|>",      "<|end|>",
+                                      "<end_of_turn>", "<|endoftext|>",   "<|eom_id|>",
+                                      "<EOT>",         "<|end_of_text|>", "<｜end▁of▁sentence｜>"};
     for (int32_t id : {eos_, eot_, eom_})
         if (id >= 0) eog_.push_back(id);
     for (const char* t : kEogTexts) {
@@ -113,7 +124,8 @@ Tokenizer::Tokenizer(const GgufFile& f) {
         const int32_t id = find_token(text);
         if (id >= 0) strip_[size_t(id)] = on ? uint8_t(strip_[size_t(id)] | bit) : uint8_t(strip_[size_t(id)] & ~bit);
     };
-    if (contains_any(pre_, {"jina-v2-de", "jina-v2-es", "jina-v2-code"}) || contains_any(arch, {"nomic-bert-moe", "jina-bert-v3"})) {
+    if (contains_any(pre_, {"jina-v2-de", "jina-v2-es", "jina-v2-code"}) ||
+        contains_any(arch, {"nomic-bert-moe", "jina-bert-v3"})) {
         set("<mask>", 1, true);
     } else if (contains_any(name, {"phi-3", "phi3"})) {
         for (size_t i = 0; i < n; i++) {
@@ -155,7 +167,10 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_special
         std::vector<Fragment> next;
         next.reserve(frags.size());
         for (auto& fr : frags) {
-            if (fr.is_token) { next.push_back(std::move(fr)); continue; }
+            if (fr.is_token) {
+                next.push_back(std::move(fr));
+                continue;
+            }
             size_t start = 0;
             auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
             for (;;) {
@@ -197,10 +212,8 @@ std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
     switch (attrs_[size_t(id)]) {
         case TokenAttr::CONTROL:
         case TokenAttr::UNKNOWN:
-        case TokenAttr::UNUSED:
-            return special ? tokens_[size_t(id)] : std::string();
-        default:
-            return normal_piece(id);
+        case TokenAttr::UNUSED: return special ? tokens_[size_t(id)] : std::string();
+        default: return normal_piece(id);
     }
 }
 
@@ -240,11 +253,19 @@ bool utf8_is_valid(const std::string& s) {
         unsigned char c = static_cast<unsigned char>(s[i]);
         size_t len;
         uint32_t cp;
-        if (c < 0x80) { i++; continue; }
-        else if ((c >> 5) == 6) { len = 2; cp = c & 0x1F; }
-        else if ((c >> 4) == 14) { len = 3; cp = c & 0x0F; }
-        else if ((c >> 3) == 30) { len = 4; cp = c & 0x07; }
-        else return false;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c >> 5) == 6) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if ((c >> 4) == 14) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if ((c >> 3) == 30) {
+            len = 4;
+            cp = c & 0x07;
+        } else return false;
         if (i + len > n) return false;
         for (size_t k = 1; k < len; k++) {
             unsigned char cc = static_cast<unsigned char>(s[i + k]);

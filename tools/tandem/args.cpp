@@ -98,7 +98,8 @@ std::string ArgParser::help() const {
 
 void add_spec_flags(ArgParser& ap, SpecFlags& f) {
     SpecParams& spec = f.spec;
-    ap.add({"-md", "--model-draft", "--spec-draft-model"}, "FNAME", "draft model GGUF", [&f](const std::string& v) { f.draft_model = v; });
+    ap.add({"-md", "--model-draft", "--spec-draft-model"}, "FNAME", "draft model GGUF",
+           [&f](const std::string& v) { f.draft_model = v; });
     ap.add({"--draft-max", "--draft", "--draft-n", "--spec-draft-n-max"}, "N", "most tokens drafted per round (16)",
            [&spec](const std::string& v) { spec.n_max = to_int_in("--draft-max", v, 0, 256); });
     ap.add({"--draft-min", "--draft-n-min", "--spec-draft-n-min"}, "N", "skip verification of shorter drafts (0)",
@@ -107,25 +108,35 @@ void add_spec_flags(ArgParser& ap, SpecFlags& f) {
            [&spec](const std::string& v) { spec.p_min = to_float_in("--draft-p-min", v, 0.0f, 1.0f); });
     ap.add({"--draft-adaptive"}, "on|off", "adapt the draft length to acceptance and cost (on)",
            [&spec](const std::string& v) { spec.adaptive = to_bool("--draft-adaptive", v); });
-    ap.add({"--spec-type"}, "TYPE", "none | draft | ngram | self | suffix, or a list (draft,ngram,suffix: the best one each round)",
-           [&f](const std::string& v) { set_spec_types(f.spec, v); f.type_given = true; });
+    ap.add({"--spec-type"}, "TYPE",
+           "none | draft | ngram | self | suffix, or a list (draft,ngram,suffix: the best one each round)",
+           [&f](const std::string& v) {
+               set_spec_types(f.spec, v);
+               f.type_given = true;
+           });
     ap.add({"--draft-layers"}, "K", "self-speculation: layers of the target used as draft (default: half)",
            [&f](const std::string& v) { f.draft_layers = to_int_in("--draft-layers", v, 0, 65536); });
-    ap.add({"--spec-ngram-n", "--spec-ngram-size-n", "--spec-ngram-simple-size-n"}, "N", "n-gram length matched for ngram drafting (3)",
+    ap.add({"--spec-ngram-n", "--spec-ngram-size-n", "--spec-ngram-simple-size-n"}, "N",
+           "n-gram length matched for ngram drafting (3)",
            [&spec](const std::string& v) { spec.ngram_n = to_int_in("--spec-ngram-n", v, 1, 64); });
-    ap.add({"--spec-ngram-m", "--spec-ngram-size-m", "--spec-ngram-simple-size-m"}, "M", "tokens proposed per n-gram match (16)",
+    ap.add({"--spec-ngram-m", "--spec-ngram-size-m", "--spec-ngram-simple-size-m"}, "M",
+           "tokens proposed per n-gram match (16)",
            [&spec](const std::string& v) { spec.ngram_m = to_int_in("--spec-ngram-m", v, 1, 256); });
-    ap.add({"--spec-tree"}, "auto|off", "token trees: verify the draft's alternatives where it is unsure, when they pay (auto)",
+    ap.add({"--spec-tree"}, "auto|off",
+           "token trees: verify the draft's alternatives where it is unsure, when they pay (auto)",
            [&](const std::string& v) { spec.tree = v == "auto" || to_bool("--spec-tree", v); });
     ap.add({"--spec-tree-width"}, "N", "most candidates per tree position, the chain's own included (3)",
            [&](const std::string& v) { spec.tree_width = to_int_in("--spec-tree-width", v, 1, 64); });
     ap.add({"--spec-tree-nodes"}, "N", "most tokens a tree verification pass holds (32)",
            [&](const std::string& v) { spec.tree_nodes = to_int_in("--spec-tree-nodes", v, 1, 1024); });
-    ap.add({"--spec-tree-min-gain"}, "G", "verify an alternative when its expected gain in tokens is at least G (default: measured)",
+    ap.add({"--spec-tree-min-gain"}, "G",
+           "verify an alternative when its expected gain in tokens is at least G (default: measured)",
            [&](const std::string& v) { spec.tree_min_gain = to_float_in("--spec-tree-min-gain", v, 0.0f, 1.0f); });
-    ap.add({"--spec-latency"}, "throughput|steady", "steady: no speculative round longer than about 2 plain steps (bounds the p99 of inter-token latency)",
+    ap.add({"--spec-latency"}, "throughput|steady",
+           "steady: no speculative round longer than about 2 plain steps (bounds the p99 of inter-token latency)",
            [&](const std::string& v) {
-               if (v != "throughput" && v != "steady") throw Error("--spec-latency: expected throughput or steady, not '" + v + "'");
+               if (v != "throughput" && v != "steady")
+                   throw Error("--spec-latency: expected throughput or steady, not '" + v + "'");
                spec.max_round_cost = v == "steady" ? SpecParams::kSteadyRoundCost : 0.0;
            });
 }
@@ -137,24 +148,38 @@ void resolve_spec_flags(SpecFlags& f) {
 }
 
 void add_sampling_flags(ArgParser& ap, SamplerParams& sp, std::vector<std::string>& notes) {
-    ap.add({"-s", "--seed"}, "N", "sampling seed (-1 = random)", [&sp](const std::string& v) { sp.seed = to_u64("-s", v); });
-    ap.add({"--temp", "--temperature"}, "T", "temperature (<= 0: greedy)", [&sp](const std::string& v) { sp.temp = to_float_in("--temp", v, -100.0f, 100.0f); });
-    ap.add({"--top-k"}, "N", "top-k (0 = off)", [&sp](const std::string& v) { sp.top_k = std::max(0, to_int_in("--top-k", v, -1, 1 << 24)); });
-    ap.add({"--top-p"}, "P", "top-p (1 = off)", [&sp](const std::string& v) { sp.top_p = to_float_in("--top-p", v, 0.0f, 1.0f); });
-    ap.add({"--min-p"}, "P", "min-p (0 = off)", [&sp](const std::string& v) { sp.min_p = to_float_in("--min-p", v, 0.0f, 1.0f); });
-    ap.add({"--typical", "--typical-p"}, "P", "locally typical sampling (1 = off)", [&sp](const std::string& v) { sp.typical_p = to_float_in("--typical", v, 0.0f, 1.0f); });
-    ap.add({"--repeat-penalty"}, "F", "repetition penalty (1 = off)", [&sp](const std::string& v) { sp.repeat_penalty = to_float_in("--repeat-penalty", v, 0.0f, 10.0f); });
-    ap.add({"--repeat-last-n"}, "N", "tokens the penalties look back (-1 = all)", [&sp](const std::string& v) { sp.penalty_last_n = to_int_in("--repeat-last-n", v, -1, 1 << 24); });
-    ap.add({"--presence-penalty"}, "F", "presence penalty", [&sp](const std::string& v) { sp.presence_penalty = to_float_in("--presence-penalty", v, -2.0f, 2.0f); });
-    ap.add({"--frequency-penalty"}, "F", "frequency penalty", [&sp](const std::string& v) { sp.frequency_penalty = to_float_in("--frequency-penalty", v, -2.0f, 2.0f); });
-    ap.add({"--samplers"}, "LIST", "sampler order, e.g. top_k;top_p;min_p;temperature", [&sp, &notes](const std::string& v) { sp.order = parse_sampler_names(v, &notes); });
-    ap.add({"--sampling-seq", "--sampler-seq"}, "SEQ", "sampler order as letters, e.g. kypmt", [&sp, &notes](const std::string& v) { sp.order = parse_sampler_seq(v, &notes); });
+    ap.add({"-s", "--seed"}, "N", "sampling seed (-1 = random)",
+           [&sp](const std::string& v) { sp.seed = to_u64("-s", v); });
+    ap.add({"--temp", "--temperature"}, "T", "temperature (<= 0: greedy)",
+           [&sp](const std::string& v) { sp.temp = to_float_in("--temp", v, -100.0f, 100.0f); });
+    ap.add({"--top-k"}, "N", "top-k (0 = off)",
+           [&sp](const std::string& v) { sp.top_k = std::max(0, to_int_in("--top-k", v, -1, 1 << 24)); });
+    ap.add({"--top-p"}, "P", "top-p (1 = off)",
+           [&sp](const std::string& v) { sp.top_p = to_float_in("--top-p", v, 0.0f, 1.0f); });
+    ap.add({"--min-p"}, "P", "min-p (0 = off)",
+           [&sp](const std::string& v) { sp.min_p = to_float_in("--min-p", v, 0.0f, 1.0f); });
+    ap.add({"--typical", "--typical-p"}, "P", "locally typical sampling (1 = off)",
+           [&sp](const std::string& v) { sp.typical_p = to_float_in("--typical", v, 0.0f, 1.0f); });
+    ap.add({"--repeat-penalty"}, "F", "repetition penalty (1 = off)",
+           [&sp](const std::string& v) { sp.repeat_penalty = to_float_in("--repeat-penalty", v, 0.0f, 10.0f); });
+    ap.add({"--repeat-last-n"}, "N", "tokens the penalties look back (-1 = all)",
+           [&sp](const std::string& v) { sp.penalty_last_n = to_int_in("--repeat-last-n", v, -1, 1 << 24); });
+    ap.add({"--presence-penalty"}, "F", "presence penalty",
+           [&sp](const std::string& v) { sp.presence_penalty = to_float_in("--presence-penalty", v, -2.0f, 2.0f); });
+    ap.add({"--frequency-penalty"}, "F", "frequency penalty",
+           [&sp](const std::string& v) { sp.frequency_penalty = to_float_in("--frequency-penalty", v, -2.0f, 2.0f); });
+    ap.add({"--samplers"}, "LIST", "sampler order, e.g. top_k;top_p;min_p;temperature",
+           [&sp, &notes](const std::string& v) { sp.order = parse_sampler_names(v, &notes); });
+    ap.add({"--sampling-seq", "--sampler-seq"}, "SEQ", "sampler order as letters, e.g. kypmt",
+           [&sp, &notes](const std::string& v) { sp.order = parse_sampler_seq(v, &notes); });
     ap.add({"-l", "--logit-bias"}, "ID(+/-)BIAS", "e.g. 15043+1 or 2-inf", [&sp](const std::string& v) {
         size_t p = v.find_first_of("+-", 1);
         if (p == std::string::npos) throw Error("--logit-bias: expected TOKEN_ID(+/-)BIAS, got '" + v + "'");
         int id = to_int_in("--logit-bias", v.substr(0, p), 0, INT32_MAX);
         std::string b = v.substr(p);
-        float bias = (b == "-inf") ? -INFINITY : (b == "+inf") ? INFINITY : to_float_in("--logit-bias", b, -1000.0f, 1000.0f);
+        float bias = (b == "-inf")   ? -INFINITY
+                     : (b == "+inf") ? INFINITY
+                                     : to_float_in("--logit-bias", b, -1000.0f, 1000.0f);
         sp.logit_bias.emplace_back(id, bias);
     });
 }
@@ -178,7 +203,8 @@ float to_float(const std::string& flag, const std::string& v) {
     errno = 0;
     char* end = nullptr;
     float x = std::strtof(v.c_str(), &end);
-    if (v.empty() || *end || errno || !std::isfinite(x)) throw Error("flag '" + flag + "': '" + v + "' is not a number");
+    if (v.empty() || *end || errno || !std::isfinite(x))
+        throw Error("flag '" + flag + "': '" + v + "' is not a number");
     return x;
 }
 
@@ -212,8 +238,10 @@ void add_grammar_flags(ArgParser& ap, std::string& gbnf, const std::string& what
         if (j.is_discarded()) throw Error(flag + ": not JSON");
         gbnf = grammar::json_schema_to_gbnf(j);
     };
-    ap.add({"--grammar"}, "GBNF", "constrain " + what + " to this grammar", [&gbnf](const std::string& v) { gbnf = v; });
-    ap.add({"--grammar-file"}, "FNAME", "the same, from a file", [&gbnf](const std::string& v) { gbnf = read_file_bytes(v); });
+    ap.add({"--grammar"}, "GBNF", "constrain " + what + " to this grammar",
+           [&gbnf](const std::string& v) { gbnf = v; });
+    ap.add({"--grammar-file"}, "FNAME", "the same, from a file",
+           [&gbnf](const std::string& v) { gbnf = read_file_bytes(v); });
     ap.add({"-j", "--json-schema"}, "SCHEMA", "constrain " + what + " to this JSON schema",
            [schema](const std::string& v) { schema("--json-schema", v); });
     ap.add({"-jf", "--json-schema-file"}, "FNAME", "the same, from a file",

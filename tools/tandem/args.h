@@ -11,13 +11,13 @@
 namespace tandem {
 struct SamplerParams;
 struct SpecParams;
-}
+}  // namespace tandem
 
 namespace tandem::cli {
 
 struct Option {
     std::vector<std::string> names;  // e.g. {"-md", "--model-draft"}
-    std::string value_name;          // empty: a flag without value
+    std::string value_name;  // empty: a flag without value
     std::string help;
     std::function<void(const std::string&)> apply;
     std::vector<std::string> optional_values;  // non-empty: the value is taken only if it is one of these
@@ -56,7 +56,7 @@ struct SpecFlags {
     explicit SpecFlags(SpecParams& s) : spec(s) {}
     SpecParams& spec;
     std::string draft_model;  // -md
-    int draft_layers = 0;     // --draft-layers (0: half the target's)
+    int draft_layers = 0;  // --draft-layers (0: half the target's)
     bool type_given = false;  // --spec-type was given
 };
 void add_spec_flags(ArgParser& ap, SpecFlags& f);

@@ -52,7 +52,9 @@ public:
 #endif
         const size_t n = kBytes / 8;
         uint64_t* buf = buf_;
-        pool_.parallel_for(n / 4096, [&](size_t b, size_t e, int) { for (size_t i = b * 4096; i < e * 4096; i++) buf[i] = i; });
+        pool_.parallel_for(n / 4096, [&](size_t b, size_t e, int) {
+            for (size_t i = b * 4096; i < e * 4096; i++) buf[i] = i;
+        });
     }
     ~BandwidthProbe() { std::free(buf_); }
     BandwidthProbe(const BandwidthProbe&) = delete;
@@ -65,7 +67,9 @@ public:
         for (int rep = 0; rep < 3; rep++) {
             std::vector<uint64_t> part(size_t(pool_.size()), 0);
             auto t0 = Clock::now();
-            pool_.parallel_for(n / 4096, [&](size_t b, size_t e, int ti) { part[size_t(ti)] += memory_stream_sum(buf_ + b * 4096, (e - b) * 4096); });
+            pool_.parallel_for(n / 4096, [&](size_t b, size_t e, int ti) {
+                part[size_t(ti)] += memory_stream_sum(buf_ + b * 4096, (e - b) * 4096);
+            });
             double s = secs(t0, Clock::now());
             for (auto v : part) sink_ = sink_ + v;
             best = std::max(best, double(kBytes) / s / 1e9);
@@ -108,8 +112,12 @@ struct Result {
     std::string test;
     std::vector<double> ts;  // tokens/s of each repetition
     double gbps = 0, bw_fraction = 0;
-    double rel_vb1 = 0;      // vbK: median over repetitions of (time of this pass / time of the 1-token pass)
-    double mean() const { double s = 0; for (double v : ts) s += v; return ts.empty() ? 0 : s / double(ts.size()); }
+    double rel_vb1 = 0;  // vbK: median over repetitions of (time of this pass / time of the 1-token pass)
+    double mean() const {
+        double s = 0;
+        for (double v : ts) s += v;
+        return ts.empty() ? 0 : s / double(ts.size());
+    }
     double sd() const {
         if (ts.size() < 2) return 0;
         double m = mean(), s = 0;
@@ -127,7 +135,8 @@ std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
 
 std::vector<int> parse_list(const std::string& flag, const std::string& v) {
     std::vector<int> out;
-    for (const std::string& item : split_list(v)) out.push_back(to_int_in(flag, item, 0, 1 << 20));  // token counts and batch sizes
+    for (const std::string& item : split_list(v))
+        out.push_back(to_int_in(flag, item, 0, 1 << 20));  // token counts and batch sizes
     return out;
 }
 
@@ -145,13 +154,18 @@ int bench_tokenizer(const std::string& vocab_path, const std::string& text_path,
     }
     std::string name = vocab_path.substr(vocab_path.find_last_of('/') + 1);
     if (json_out) {
-        nlohmann::ordered_json j = {{"vocab", name}, {"tokenizer", tok->model_name()}, {"pre", tok->pre_name()}, {"bytes", text.size()},
-                            {"tokens", n_tokens}, {"tokens_per_second", n_tokens / best}, {"mb_per_second", text.size() / best / 1e6}};
+        nlohmann::ordered_json j = {{"vocab", name},
+                                    {"tokenizer", tok->model_name()},
+                                    {"pre", tok->pre_name()},
+                                    {"bytes", text.size()},
+                                    {"tokens", n_tokens},
+                                    {"tokens_per_second", n_tokens / best},
+                                    {"mb_per_second", text.size() / best / 1e6}};
         std::printf("%s\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     } else {
         std::printf("| vocab | tokenizer | bytes | tokens | tokens/s | MB/s |\n|---|---|---|---|---|---|\n");
-        std::printf("| %s | %s/%s | %zu | %zu | %.0f | %.2f |\n", name.c_str(), tok->model_name().c_str(), tok->pre_name().c_str(),
-                    text.size(), n_tokens, n_tokens / best, text.size() / best / 1e6);
+        std::printf("| %s | %s/%s | %zu | %zu | %.0f | %.2f |\n", name.c_str(), tok->model_name().c_str(),
+                    tok->pre_name().c_str(), text.size(), n_tokens, n_tokens / best, text.size() / best / 1e6);
     }
     return 0;
 }
@@ -167,23 +181,32 @@ int cmd_bench(int argc, char** argv) {
     SpecFlags sf{spec};  // -md, --draft-layers and whether --spec-type was given
     const std::string& draft_path = sf.draft_model;
     const int& draft_layers = sf.draft_layers;
-    ArgParser ap("usage: tandem bench -m MODEL [-p 512] [-n 128] [--vb 1,2,4,8,16] [-r 5] [-t 2] [--json]\n"
-                 "       [-md DRAFT | --spec-type ngram|self] [--spec-n 128] [--prompt TEXT]");
+    ArgParser ap(
+        "usage: tandem bench -m MODEL [-p 512] [-n 128] [--vb 1,2,4,8,16] [-r 5] [-t 2] [--json]\n"
+        "       [-md DRAFT | --spec-type ngram|self] [--spec-n 128] [--prompt TEXT]");
     ap.add({"-m", "--model"}, "FNAME", "model", [&](const std::string& v) { model_path = v; });
-    ap.add({"-p", "--n-prompt"}, "N[,N]", "prompt-processing tests (0 = none)", [&](const std::string& v) { pp = parse_list("-p", v); });
-    ap.add({"-n", "--n-gen"}, "N[,N]", "generation tests (0 = none)", [&](const std::string& v) { tg = parse_list("-n", v); });
-    ap.add({"--vb"}, "K[,K]", "verification batch sizes after a 256-token context (empty: none)", [&](const std::string& v) { vb = v.empty() ? std::vector<int>{} : parse_list("--vb", v); });
+    ap.add({"-p", "--n-prompt"}, "N[,N]", "prompt-processing tests (0 = none)",
+           [&](const std::string& v) { pp = parse_list("-p", v); });
+    ap.add({"-n", "--n-gen"}, "N[,N]", "generation tests (0 = none)",
+           [&](const std::string& v) { tg = parse_list("-n", v); });
+    ap.add({"--vb"}, "K[,K]", "verification batch sizes after a 256-token context (empty: none)",
+           [&](const std::string& v) { vb = v.empty() ? std::vector<int>{} : parse_list("--vb", v); });
     bool vb_tree = false;
-    ap.flag({"--vb-tree"}, "also time token trees of each --vb size (vtK: a chain with 2 alternatives at each depth)", [&] { vb_tree = true; });
-    ap.add({"-r", "--repetitions"}, "N", "repetitions (5)", [&](const std::string& v) { reps = std::max(1, to_int_in("-r", v, 1, 100000)); });
-    ap.add({"-t", "--threads"}, "N", "threads (2)", [&](const std::string& v) { n_threads = to_int_in("-t", v, 1, 1024); });
+    ap.flag({"--vb-tree"}, "also time token trees of each --vb size (vtK: a chain with 2 alternatives at each depth)",
+            [&] { vb_tree = true; });
+    ap.add({"-r", "--repetitions"}, "N", "repetitions (5)",
+           [&](const std::string& v) { reps = std::max(1, to_int_in("-r", v, 1, 100000)); });
+    ap.add({"-t", "--threads"}, "N", "threads (2)",
+           [&](const std::string& v) { n_threads = to_int_in("-t", v, 1, 1024); });
     ap.flag({"--json"}, "print a JSON array instead of a table", [&] { json_out = true; });
     ap.flag({"--no-bandwidth"}, "skip the memory bandwidth measurement", [&] { skip_bw = true; });
     add_spec_flags(ap, sf);
-    ap.add({"--spec-n"}, "N", "tokens generated in the speculative test (128)", [&](const std::string& v) { n_spec = to_int_in("--spec-n", v, 1, 1 << 24); });
+    ap.add({"--spec-n"}, "N", "tokens generated in the speculative test (128)",
+           [&](const std::string& v) { n_spec = to_int_in("--spec-n", v, 1, 1 << 24); });
     ap.add({"--prompt"}, "TEXT", "prompt of the speculative test", [&](const std::string& v) { prompt = v; });
     std::string tokenize_file;
-    ap.add({"--tokenize"}, "FNAME", "only measure tokenizer throughput on this text file (-m may be vocab-only)", [&](const std::string& v) { tokenize_file = v; });
+    ap.add({"--tokenize"}, "FNAME", "only measure tokenizer throughput on this text file (-m may be vocab-only)",
+           [&](const std::string& v) { tokenize_file = v; });
     auto pos = ap.parse(argc, argv, 2);
     if (!pos.empty()) throw Error("unexpected argument '" + pos[0] + "'");
     if (model_path.empty()) throw Error("-m MODEL is required");
@@ -203,9 +226,14 @@ int cmd_bench(int argc, char** argv) {
     // repetition's rate against the probe run just before it.
     // The bytes of a pass over n tokens are Model::bytes_per_pass(n): the matrices it reads (of an MoE, the
     // experts its tokens select, expected under uniform routing).
-    auto add_bw = [&](Result& r, const std::vector<double>& passes_per_s, const std::vector<double>& probes, int n_tok) {
+    auto add_bw = [&](Result& r, const std::vector<double>& passes_per_s, const std::vector<double>& probes,
+                      int n_tok) {
         const double pbytes = model->bytes_per_pass(n_tok);
-        r.gbps = pbytes * (r.ts.empty() ? 0 : std::accumulate(passes_per_s.begin(), passes_per_s.end(), 0.0) / double(passes_per_s.size())) / 1e9;
+        r.gbps = pbytes *
+                 (r.ts.empty()
+                      ? 0
+                      : std::accumulate(passes_per_s.begin(), passes_per_s.end(), 0.0) / double(passes_per_s.size())) /
+                 1e9;
         if (probes.size() != passes_per_s.size() || probes.empty()) return;
         double f = 0;
         for (size_t i = 0; i < probes.size(); i++) f += pbytes * passes_per_s[i] / 1e9 / probes[i];
@@ -327,14 +355,21 @@ int cmd_bench(int argc, char** argv) {
     int max_ctx = 256 + 64;
     for (int n : pp) max_ctx = std::max(max_ctx, std::max(n + 1, 256));
     for (int n : tg) max_ctx = std::max(max_ctx, n + 16);
-    const double kv_mib = double(size_t(hp.n_layer) * size_t(max_ctx) * size_t(hp.n_head_kv) * size_t(hp.head_dim) * 2 * 2) / 1048576.0;
+    const double kv_mib =
+        double(size_t(hp.n_layer) * size_t(max_ctx) * size_t(hp.n_head_kv) * size_t(hp.head_dim) * 2 * 2) / 1048576.0;
     if (probe && probe->median() == 0) probe->measure();
     const double bw = probe ? probe->median() : 0;
 
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
     for (const auto& r : results)
-        out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", r.test}, {"n_threads", n_threads},
-                       {"avg_ts", r.mean()}, {"stddev_ts", r.sd()}, {"gbps", r.gbps}, {"bw_fraction", r.bw_fraction}});
+        out.push_back({{"model", name},
+                       {"type", model->describe_type()},
+                       {"test", r.test},
+                       {"n_threads", n_threads},
+                       {"avg_ts", r.mean()},
+                       {"stddev_ts", r.sd()},
+                       {"gbps", r.gbps},
+                       {"bw_fraction", r.bw_fraction}});
     for (size_t i = 0; i < results.size(); i++) {
         if (results[i].rel_vb1 > 0) out[i]["x_vb1"] = results[i].rel_vb1;
         // MoE verification batches: the experts a batch of K tokens is expected to read, and its bytes against vb1's
@@ -365,13 +400,15 @@ int cmd_bench(int argc, char** argv) {
         std::vector<double> gaps_of[2];  // inter-token gaps of the last plain [0] and speculative [1] run
         auto run_gen = [&](SpecParams sparams, SpecStats* st) {
             Session target(model, SessionParams{ctx, 0, 512}, pool);
-            std::unique_ptr<Session> draft = make_draft(sparams.type, model, dmodel, ctx, 512, draft_layers, pool).session;
+            std::unique_ptr<Session> draft =
+                make_draft(sparams.type, model, dmodel, ctx, 512, draft_layers, pool).session;
             Generator g(target, draft.get(), sp, sparams);
             g.start(ids);
             std::vector<int32_t> outt;
             DeliveryClock clock;  // inter-token latency: one delivery per round
             auto t0 = Clock::now();
-            while (int(outt.size()) < n_spec && g.step(outt, n_spec - int(outt.size()))) clock.deliver(secs(t0, Clock::now()) * 1e3);
+            while (int(outt.size()) < n_spec && g.step(outt, n_spec - int(outt.size())))
+                clock.deliver(secs(t0, Clock::now()) * 1e3);
             double dt = secs(t0, Clock::now());
             if (st) *st = g.stats();
             gaps_of[sparams.type == SpecType::NONE ? 0 : 1] = clock.gaps();
@@ -383,8 +420,13 @@ int cmd_bench(int argc, char** argv) {
         SpecStats st;
         for (int rep = 0; rep < reps; rep++) {
             std::pair<std::vector<int32_t>, double> p, q;
-            if (rep % 2 == 0) { p = run_gen(SpecParams{}, nullptr); q = run_gen(spec, &st); }
-            else { q = run_gen(spec, &st); p = run_gen(SpecParams{}, nullptr); }
+            if (rep % 2 == 0) {
+                p = run_gen(SpecParams{}, nullptr);
+                q = run_gen(spec, &st);
+            } else {
+                q = run_gen(spec, &st);
+                p = run_gen(SpecParams{}, nullptr);
+            }
             if (q.first != p.first) throw Error("internal: speculative output differs from plain greedy output");
             plain_v.push_back(p.second);
             spec_v.push_back(q.second);
@@ -407,7 +449,8 @@ int cmd_bench(int argc, char** argv) {
                 return secs(t0, Clock::now()) / 32;
             };
             double tt = step_time(model, 0);
-            double td = spec.type == SpecType::DRAFT ? step_time(dmodel, 0) : step_time(model, self_draft_layers(*model, draft_layers));
+            double td = spec.type == SpecType::DRAFT ? step_time(dmodel, 0)
+                                                     : step_time(model, self_draft_layers(*model, draft_layers));
             c = td / tt;
         }
         // Leviathan et al.: speed-up(k) = (1 - a^(k+1)) / ((1 - a) (k c + v(k))), v(k) = verification cost of
@@ -417,9 +460,14 @@ int cmd_bench(int argc, char** argv) {
             std::pair<int, double> lo = vb_time.front(), hi = vb_time.back();
             for (auto& p : vb_time) {
                 if (p.first <= n) lo = p;
-                if (p.first >= n) { hi = p; break; }
+                if (p.first >= n) {
+                    hi = p;
+                    break;
+                }
             }
-            double t = hi.first == lo.first ? lo.second : lo.second + (hi.second - lo.second) * (n - lo.first) / double(hi.first - lo.first);
+            double t = hi.first == lo.first
+                           ? lo.second
+                           : lo.second + (hi.second - lo.second) * (n - lo.first) / double(hi.first - lo.first);
             if (n > vb_time.back().first) t = vb_time.back().second * n / vb_time.back().first;
             return t / vb1;
         };
@@ -429,49 +477,84 @@ int cmd_bench(int argc, char** argv) {
             int best_k = 0;
             for (int k = 1; k <= std::max(1, spec.n_max); k++) {
                 double s = (1 - std::pow(a, k + 1)) / ((1 - a) * (k * c + v_of(k + 1)));
-                if (s > best) { best = s; best_k = k; }
+                if (s > best) {
+                    best = s;
+                    best_k = k;
+                }
             }
             proj.push_back({{"acceptance", a}, {"best_draft_len", best_k}, {"speedup", best}});
         }
-        spec_json = {{"type", spec_types_name(spec)}, {"n_predict", n_spec}, {"plain_ts", plain_ts}, {"spec_ts", spec_ts},
-                     {"speedup", speedup}, {"accept", st.accept_rate()}, {"n_drafted", st.n_drafted},
-                     {"n_accept", st.n_accept}, {"mean_accepted_length", st.mean_accepted_length()},
-                     {"n_rounds_drafted", st.n_rounds_drafted}, {"n_rounds", st.n_rounds}, {"draft_cost_ratio", c},
-                     {"tree", {{"enabled", spec.tree}, {"rounds", st.n_tree_rounds}, {"alternatives", st.n_tree_nodes},
-                               {"alternatives_accepted", st.n_tree_accept}}},
+        spec_json = {{"type", spec_types_name(spec)},
+                     {"n_predict", n_spec},
+                     {"plain_ts", plain_ts},
+                     {"spec_ts", spec_ts},
+                     {"speedup", speedup},
+                     {"accept", st.accept_rate()},
+                     {"n_drafted", st.n_drafted},
+                     {"n_accept", st.n_accept},
+                     {"mean_accepted_length", st.mean_accepted_length()},
+                     {"n_rounds_drafted", st.n_rounds_drafted},
+                     {"n_rounds", st.n_rounds},
+                     {"draft_cost_ratio", c},
+                     {"tree",
+                      {{"enabled", spec.tree},
+                       {"rounds", st.n_tree_rounds},
+                       {"alternatives", st.n_tree_nodes},
+                       {"alternatives_accepted", st.n_tree_accept}}},
                      {"projected", proj}};
         // Inter-token latency (gaps between deliveries; spec/latency.h) of the last plain and speculative runs.
         for (int i = 0; i < 2; i++) {
             const LatencySummary l = summarize_latency(gaps_of[i]);
-            spec_json[i == 0 ? "plain_itl_ms" : "spec_itl_ms"] = {{"p50", l.p50}, {"p90", l.p90}, {"p99", l.p99}, {"max", l.max}};
+            spec_json[i == 0 ? "plain_itl_ms" : "spec_itl_ms"] = {
+                {"p50", l.p50}, {"p90", l.p90}, {"p99", l.p99}, {"max", l.max}};
         }
-        out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", "spec"}, {"n_threads", n_threads}, {"spec", spec_json}});
+        out.push_back({{"model", name},
+                       {"type", model->describe_type()},
+                       {"test", "spec"},
+                       {"n_threads", n_threads},
+                       {"spec", spec_json}});
     }
 
-    out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", "memory"}, {"peak_rss_mib", peak_rss_mib}, {"generation_peak_rss_mib", gen_peak_mib},
-                   {"file_mib", file_mib}, {"kv_mib", kv_mib}, {"bandwidth_gbps", bw}});
+    out.push_back({{"model", name},
+                   {"type", model->describe_type()},
+                   {"test", "memory"},
+                   {"peak_rss_mib", peak_rss_mib},
+                   {"generation_peak_rss_mib", gen_peak_mib},
+                   {"file_mib", file_mib},
+                   {"kv_mib", kv_mib},
+                   {"bandwidth_gbps", bw}});
     const CpuInfo cpu = cpu_info();
-    out.push_back({{"model", name}, {"type", model->describe_type()}, {"test", "cpu"}, {"level", cpu.level},
-                   {"detected", cpu.detected}, {"forced", cpu.forced}, {"supported", cpu.supported},
+    out.push_back({{"model", name},
+                   {"type", model->describe_type()},
+                   {"test", "cpu"},
+                   {"level", cpu.level},
+                   {"detected", cpu.detected},
+                   {"forced", cpu.forced},
+                   {"supported", cpu.supported},
                    {"packed_kernel", cpu.packed_kernel}});
     if (json_out) {
         std::printf("%s\n", out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
         return 0;
     }
     std::printf("%s\n", cpu_info_line().c_str());
-    std::printf("peak RSS %.1f MiB overall (load, prompt processing, batches), %s during generation; model file %.1f MiB + "
-                "KV cache %.1f MiB = %.1f MiB\n",
-                peak_rss_mib, gen_peak_mib > 0 ? strprintf("%.1f MiB", gen_peak_mib).c_str() : "not measured", file_mib,
-                kv_mib, file_mib + kv_mib);
-    std::printf("memory read bandwidth: %.1f GB/s (%d threads, median of the probes; BW %% compares each repetition with "
-                "the probe run just before it); model %s, %s, %.2f GB of weights, %.2f GB read per token\n\n", bw, n_threads,
-                name.c_str(), model->describe_type().c_str(), wbytes / 1e9, model->bytes_per_pass(1) / 1e9);
+    std::printf(
+        "peak RSS %.1f MiB overall (load, prompt processing, batches), %s during generation; model file %.1f MiB + "
+        "KV cache %.1f MiB = %.1f MiB\n",
+        peak_rss_mib, gen_peak_mib > 0 ? strprintf("%.1f MiB", gen_peak_mib).c_str() : "not measured", file_mib, kv_mib,
+        file_mib + kv_mib);
+    std::printf(
+        "memory read bandwidth: %.1f GB/s (%d threads, median of the probes; BW %% compares each repetition with "
+        "the probe run just before it); model %s, %s, %.2f GB of weights, %.2f GB read per token\n\n",
+        bw, n_threads, name.c_str(), model->describe_type().c_str(), wbytes / 1e9, model->bytes_per_pass(1) / 1e9);
     const bool moe = hp.n_expert > 0;
     if (moe)
-        std::printf("| model | type | threads | test | t/s | GB/s | BW %% | x vb1 | experts/layer (expected) | bytes x vb1 (expected) |\n"
-                    "|---|---|---|---|---|---|---|---|---|---|\n");
+        std::printf(
+            "| model | type | threads | test | t/s | GB/s | BW %% | x vb1 | experts/layer (expected) | bytes x vb1 "
+            "(expected) |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n");
     else
-        std::printf("| model | type | threads | test | t/s | GB/s | BW %% | x vb1 |\n|---|---|---|---|---|---|---|---|\n");
+        std::printf(
+            "| model | type | threads | test | t/s | GB/s | BW %% | x vb1 |\n|---|---|---|---|---|---|---|---|\n");
     for (const auto& r : results) {
         std::string rel = "";
         if (r.rel_vb1 > 0) rel = strprintf("%.2f", r.rel_vb1);
@@ -486,17 +569,23 @@ int cmd_bench(int argc, char** argv) {
             }
             rel += " |" + ex.substr(0, ex.size() - 1);
         }
-        std::printf("| %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %s |\n", name.c_str(), model->describe_type().c_str(),
-                    n_threads, r.test.c_str(), r.mean(), r.sd(), r.gbps > 0 ? strprintf("%.1f", r.gbps).c_str() : "",
+        std::printf("| %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %s |\n", name.c_str(),
+                    model->describe_type().c_str(), n_threads, r.test.c_str(), r.mean(), r.sd(),
+                    r.gbps > 0 ? strprintf("%.1f", r.gbps).c_str() : "",
                     r.bw_fraction > 0 ? strprintf("%.0f%%", 100 * r.bw_fraction).c_str() : "", rel.c_str());
     }
     if (!spec_json.is_null()) {
-        std::printf("\nspeculative (%s, greedy, %d tokens): plain %.2f t/s, speculative %.2f t/s (medians), speed-up %.2fx (median of pairs); "
-                    "acceptance %.1f%% (%d/%d), mean accepted length %.2f, %d of %d rounds drafted; draft/target step cost %.3f\n",
-                    spec_types_name(spec).c_str(), n_spec, spec_json["plain_ts"].get<double>(), spec_json["spec_ts"].get<double>(),
-                    spec_json["speedup"].get<double>(), 100 * spec_json["accept"].get<double>(), spec_json["n_accept"].get<int>(),
-                    spec_json["n_drafted"].get<int>(), spec_json["mean_accepted_length"].get<double>(),
-                    spec_json["n_rounds_drafted"].get<int>(), spec_json["n_rounds"].get<int>(), spec_json["draft_cost_ratio"].get<double>());
+        std::printf(
+            "\nspeculative (%s, greedy, %d tokens): plain %.2f t/s, speculative %.2f t/s (medians), speed-up %.2fx "
+            "(median of pairs); "
+            "acceptance %.1f%% (%d/%d), mean accepted length %.2f, %d of %d rounds drafted; draft/target step cost "
+            "%.3f\n",
+            spec_types_name(spec).c_str(), n_spec, spec_json["plain_ts"].get<double>(),
+            spec_json["spec_ts"].get<double>(), spec_json["speedup"].get<double>(),
+            100 * spec_json["accept"].get<double>(), spec_json["n_accept"].get<int>(),
+            spec_json["n_drafted"].get<int>(), spec_json["mean_accepted_length"].get<double>(),
+            spec_json["n_rounds_drafted"].get<int>(), spec_json["n_rounds"].get<int>(),
+            spec_json["draft_cost_ratio"].get<double>());
         for (const char* k : {"plain_itl_ms", "spec_itl_ms"}) {
             const auto& l = spec_json[k];
             std::printf("  inter-token latency, %s: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n",
@@ -504,8 +593,8 @@ int cmd_bench(int argc, char** argv) {
                         l["p99"].get<double>(), l["max"].get<double>());
         }
         for (const auto& p : spec_json["projected"])
-            std::printf("  projected at acceptance %.1f: best draft length %d, speed-up %.2fx\n", p["acceptance"].get<double>(),
-                        p["best_draft_len"].get<int>(), p["speedup"].get<double>());
+            std::printf("  projected at acceptance %.1f: best draft length %d, speed-up %.2fx\n",
+                        p["acceptance"].get<double>(), p["best_draft_len"].get<int>(), p["speedup"].get<double>());
     }
     return 0;
 }

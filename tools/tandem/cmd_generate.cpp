@@ -29,7 +29,10 @@ namespace {
 std::string process_escapes(const std::string& s) {
     std::string out;
     for (size_t i = 0; i < s.size(); i++) {
-        if (s[i] != '\\' || i + 1 >= s.size()) { out += s[i]; continue; }
+        if (s[i] != '\\' || i + 1 >= s.size()) {
+            out += s[i];
+            continue;
+        }
         char c = s[++i];
         switch (c) {
             case 'n': out += '\n'; break;
@@ -39,7 +42,8 @@ std::string process_escapes(const std::string& s) {
             case '"': out += '"'; break;
             case '\'': out += '\''; break;
             case 'x':
-                if (i + 2 < s.size() + 0 && isxdigit(static_cast<unsigned char>(s[i + 1])) && isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+                if (i + 2 < s.size() + 0 && isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+                    isxdigit(static_cast<unsigned char>(s[i + 2]))) {
                     out += char(std::stoi(s.substr(i + 1, 2), nullptr, 16));
                     i += 2;
                 } else {
@@ -68,31 +72,47 @@ struct Options {
 void add_flags(ArgParser& ap, Options& o) {
     auto S = [](std::string v) { return v; };
     ap.add({"-m", "--model"}, "FNAME", "target model GGUF", [&](const std::string& v) { o.model = S(v); });
-    ap.add({"-p", "--prompt"}, "TEXT", "prompt", [&](const std::string& v) { o.prompt = v; o.have_prompt = true; });
+    ap.add({"-p", "--prompt"}, "TEXT", "prompt", [&](const std::string& v) {
+        o.prompt = v;
+        o.have_prompt = true;
+    });
     ap.add({"-f", "--file"}, "FNAME", "read the prompt from a file", [&](const std::string& v) { o.file = v; });
-    ap.add({"-n", "--n-predict", "--predict"}, "N", "tokens to generate (-1 = until end or context full)", [&](const std::string& v) { o.n_predict = to_int_in("-n", v, -2, INT32_MAX); });
-    ap.add({"-c", "--ctx-size"}, "N", "context size (0 = model's, at most 4096)", [&](const std::string& v) { o.n_ctx = to_int_in("-c", v, 0, 1 << 24); });
-    ap.add({"-b", "--batch-size", "-ub", "--ubatch-size"}, "N", "prompt tokens per forward chunk", [&](const std::string& v) { o.n_batch = to_int_in("-b", v, 1, 1 << 20); });
-    ap.add({"-t", "--threads"}, "N", "threads", [&](const std::string& v) { o.n_threads = to_int_in("-t", v, 1, 1024); });
+    ap.add({"-n", "--n-predict", "--predict"}, "N", "tokens to generate (-1 = until end or context full)",
+           [&](const std::string& v) { o.n_predict = to_int_in("-n", v, -2, INT32_MAX); });
+    ap.add({"-c", "--ctx-size"}, "N", "context size (0 = model's, at most 4096)",
+           [&](const std::string& v) { o.n_ctx = to_int_in("-c", v, 0, 1 << 24); });
+    ap.add({"-b", "--batch-size", "-ub", "--ubatch-size"}, "N", "prompt tokens per forward chunk",
+           [&](const std::string& v) { o.n_batch = to_int_in("-b", v, 1, 1 << 20); });
+    ap.add({"-t", "--threads"}, "N", "threads",
+           [&](const std::string& v) { o.n_threads = to_int_in("-t", v, 1, 1024); });
     add_sampling_flags(ap, o.sp, o.notes);
     add_grammar_flags(ap, o.grammar, "the output");
     ap.flag({"--ignore-eos"}, "keep generating past end-of-generation tokens", [&] { o.ignore_eos = true; });
-    ap.flag({"--context-shift"}, "when the context is full, forget the older half after --keep tokens and go on", [&] { o.spec.context_shift = true; });
+    ap.flag({"--context-shift"}, "when the context is full, forget the older half after --keep tokens and go on",
+            [&] { o.spec.context_shift = true; });
     ap.flag({"--no-context-shift"}, "stop when the context is full (default)", [&] { o.spec.context_shift = false; });
-    ap.add({"--keep"}, "N", "tokens kept at the start on a context shift (0; -1: the whole prompt)", [&](const std::string& v) { o.spec.n_keep = to_int_in("--keep", v, -1, INT32_MAX); });
+    ap.add({"--keep"}, "N", "tokens kept at the start on a context shift (0; -1: the whole prompt)",
+           [&](const std::string& v) { o.spec.n_keep = to_int_in("--keep", v, -1, INT32_MAX); });
     ap.flag({"--no-bos"}, "do not add BOS to the prompt", [&] { o.no_bos = true; });
     ap.flag({"-e", "--escape"}, "process escapes in the prompt (default)", [&] { o.escape = true; });
     ap.flag({"--no-escape"}, "do not process escapes", [&] { o.escape = false; });
     ap.flag({"--no-display-prompt"}, "do not echo the prompt", [&] { o.display_prompt = false; });
     ap.flag({"--json"}, "print one JSON object at the end instead of streaming text", [&] { o.json = true; });
     // speculative decoding
-    ap.add({"-cd", "--ctx-size-draft"}, "N", "draft context size (default: same as -c)", [&](const std::string& v) { o.n_ctx_draft = to_int_in("-cd", v, 0, 1 << 24); });
-    ap.add({"-td", "--threads-draft"}, "N", "draft threads (default: same as -t)", [&](const std::string& v) { o.n_threads_draft = to_int_in("-td", v, 1, 1024); });
-    ap.add({"--spec-suffix-file", "-lcd", "--lookup-cache-dynamic"}, "FNAME", "suffix cache file: proposals also come from it, and this generation is added to it", [&](const std::string& v) { o.suffix_dynamic = v; });
-    ap.add({"-lcs", "--lookup-cache-static"}, "FNAME", "suffix cache file read but not updated", [&](const std::string& v) { o.suffix_static = v; });
+    ap.add({"-cd", "--ctx-size-draft"}, "N", "draft context size (default: same as -c)",
+           [&](const std::string& v) { o.n_ctx_draft = to_int_in("-cd", v, 0, 1 << 24); });
+    ap.add({"-td", "--threads-draft"}, "N", "draft threads (default: same as -t)",
+           [&](const std::string& v) { o.n_threads_draft = to_int_in("-td", v, 1, 1024); });
+    ap.add({"--spec-suffix-file", "-lcd", "--lookup-cache-dynamic"}, "FNAME",
+           "suffix cache file: proposals also come from it, and this generation is added to it",
+           [&](const std::string& v) { o.suffix_dynamic = v; });
+    ap.add({"-lcs", "--lookup-cache-static"}, "FNAME", "suffix cache file read but not updated",
+           [&](const std::string& v) { o.suffix_static = v; });
     add_spec_flags(ap, o.sf);
-    ap.add({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "accepted for compatibility; ignored (no GPU backend)", [&](const std::string&) { o.notes.push_back("-ngl (no GPU backend: ignored)"); });
-    ap.add({"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, "N", "accepted for compatibility; ignored", [&](const std::string&) { o.notes.push_back("-ngld (no GPU backend: ignored)"); });
+    ap.add({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "accepted for compatibility; ignored (no GPU backend)",
+           [&](const std::string&) { o.notes.push_back("-ngl (no GPU backend: ignored)"); });
+    ap.add({"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, "N", "accepted for compatibility; ignored",
+           [&](const std::string&) { o.notes.push_back("-ngld (no GPU backend: ignored)"); });
 }
 
 nlohmann::ordered_json spec_json(const SpecParams& sp, const SpecStats& st, int n_predict) {
@@ -101,14 +121,30 @@ nlohmann::ordered_json spec_json(const SpecParams& sp, const SpecStats& st, int 
         by_pos.push_back(double(st.accepted_at[i]) / st.drafted_at[i]);
     nlohmann::ordered_json by_proposer = nlohmann::ordered_json::array();
     for (const auto& b : st.by_proposer)
-        by_proposer.push_back({{"type", spec_type_name(b.type)}, {"rounds", b.rounds}, {"n_drafted", b.drafted}, {"n_accept", b.accepted}});
-    return {{"type", spec_types_name(sp)}, {"n_draft", sp.n_max}, {"n_predict", n_predict}, {"by_proposer", by_proposer},
-            {"n_drafted", st.n_drafted}, {"n_accept", st.n_accept}, {"accept", st.accept_rate() * 100.0},
-            {"mean_accepted_length", st.mean_accepted_length()}, {"accept_by_position", by_pos},
-            {"n_rounds", st.n_rounds}, {"n_rounds_drafted", st.n_rounds_drafted}, {"n_probe_rounds", st.n_probe_rounds},
-            {"adaptive", sp.adaptive}, {"t_draft_ms", st.t_draft_ms}, {"t_target_ms", st.t_target_ms},
-            {"tree", {{"enabled", sp.tree}, {"rounds", st.n_tree_rounds}, {"alternatives", st.n_tree_nodes},
-                      {"alternatives_accepted", st.n_tree_accept}}}};
+        by_proposer.push_back({{"type", spec_type_name(b.type)},
+                               {"rounds", b.rounds},
+                               {"n_drafted", b.drafted},
+                               {"n_accept", b.accepted}});
+    return {{"type", spec_types_name(sp)},
+            {"n_draft", sp.n_max},
+            {"n_predict", n_predict},
+            {"by_proposer", by_proposer},
+            {"n_drafted", st.n_drafted},
+            {"n_accept", st.n_accept},
+            {"accept", st.accept_rate() * 100.0},
+            {"mean_accepted_length", st.mean_accepted_length()},
+            {"accept_by_position", by_pos},
+            {"n_rounds", st.n_rounds},
+            {"n_rounds_drafted", st.n_rounds_drafted},
+            {"n_probe_rounds", st.n_probe_rounds},
+            {"adaptive", sp.adaptive},
+            {"t_draft_ms", st.t_draft_ms},
+            {"t_target_ms", st.t_target_ms},
+            {"tree",
+             {{"enabled", sp.tree},
+              {"rounds", st.n_tree_rounds},
+              {"alternatives", st.n_tree_nodes},
+              {"alternatives_accepted", st.n_tree_accept}}}};
 }
 
 }  // namespace
@@ -116,7 +152,8 @@ nlohmann::ordered_json spec_json(const SpecParams& sp, const SpecStats& st, int 
 int cmd_generate(int argc, char** argv) {
     Options o;
     o.sp.seed = 0xFFFFFFFF;
-    ArgParser ap("usage: tandem generate -m MODEL (-p PROMPT | -f FILE) [-n N] [-md DRAFT | --spec-type ngram|self] [options]");
+    ArgParser ap(
+        "usage: tandem generate -m MODEL (-p PROMPT | -f FILE) [-n N] [-md DRAFT | --spec-type ngram|self] [options]");
     add_flags(ap, o);
     auto pos = ap.parse(argc, argv, 2);
     if (!pos.empty()) throw Error("unexpected argument '" + pos[0] + "'");
@@ -135,7 +172,8 @@ int cmd_generate(int argc, char** argv) {
     if (auto w = ThreadPool::oversubscription_warning(o.n_threads); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
     ThreadPool pool(o.n_threads);
     std::unique_ptr<ThreadPool> draft_pool;
-    if (o.n_threads_draft > 0 && o.n_threads_draft != o.n_threads) draft_pool = std::make_unique<ThreadPool>(o.n_threads_draft);
+    if (o.n_threads_draft > 0 && o.n_threads_draft != o.n_threads)
+        draft_pool = std::make_unique<ThreadPool>(o.n_threads_draft);
 
     auto model = Model::load(o.model);
     auto tok = Tokenizer::from_gguf(model->gguf());
@@ -147,20 +185,24 @@ int cmd_generate(int argc, char** argv) {
         draft_model = Model::load(o.sf.draft_model);
         check_draft_compatible(*tok, *Tokenizer::from_gguf(draft_model->gguf()));
     }
-    DraftSetup ds = make_draft(o.spec.type, model, draft_model, o.spec.type == SpecType::DRAFT && o.n_ctx_draft > 0 ? o.n_ctx_draft : target.n_ctx(),
-                               o.n_batch, o.sf.draft_layers, o.spec.type == SpecType::DRAFT && draft_pool ? *draft_pool : pool);
+    DraftSetup ds =
+        make_draft(o.spec.type, model, draft_model,
+                   o.spec.type == SpecType::DRAFT && o.n_ctx_draft > 0 ? o.n_ctx_draft : target.n_ctx(), o.n_batch,
+                   o.sf.draft_layers, o.spec.type == SpecType::DRAFT && draft_pool ? *draft_pool : pool);
     std::unique_ptr<Session> draft = std::move(ds.session);
     if (draft) o.spec.draft_cost_prior = ds.cost_prior;
 
     std::vector<int32_t> prompt_ids = tok->encode(prompt, !o.no_bos, false);
     if (prompt_ids.empty()) throw Error("the prompt is empty (and no BOS is added)");
     if (int(prompt_ids.size()) >= target.n_ctx())
-        throw Error(strprintf("the prompt is %zu tokens, which does not fit the context size %d (use -c)", prompt_ids.size(), target.n_ctx()));
+        throw Error(strprintf("the prompt is %zu tokens, which does not fit the context size %d (use -c)",
+                              prompt_ids.size(), target.n_ctx()));
 
     if (!o.suffix_static.empty() || !o.suffix_dynamic.empty()) {
         if (!o.sf.type_given && o.sf.draft_model.empty()) o.spec.type = SpecType::SUFFIX;
         o.spec.suffix = std::make_shared<SuffixCache>();
-        if (!o.suffix_static.empty() && !o.spec.suffix->load(o.suffix_static)) throw Error(o.suffix_static + ": no such file");
+        if (!o.suffix_static.empty() && !o.spec.suffix->load(o.suffix_static))
+            throw Error(o.suffix_static + ": no such file");
         if (!o.suffix_dynamic.empty()) o.spec.suffix->load(o.suffix_dynamic);  // created at the end if absent
     }
     Generator gen(target, draft.get(), o.sp, o.spec);
@@ -181,18 +223,33 @@ int cmd_generate(int argc, char** argv) {
     bool done = limit == 0;
     if (done) stop_reason = "length";
     DeliveryClock clock;  // inter-token latency: one delivery per round
-    auto ms_now = [] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+    auto ms_now = [] {
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    };
     while (!done) {
         chunk.clear();
-        if (!gen.step(chunk, limit - int(generated.size()))) { stop_reason = "context"; break; }
+        if (!gen.step(chunk, limit - int(generated.size()))) {
+            stop_reason = "context";
+            break;
+        }
         clock.deliver(ms_now());
         for (int32_t id : chunk) {
-            if (!o.ignore_eos && tok->is_eog(id)) { stop_reason = "eos"; done = true; break; }
+            if (!o.ignore_eos && tok->is_eog(id)) {
+                stop_reason = "eos";
+                done = true;
+                break;
+            }
             generated.push_back(id);
             std::string piece = streamer.push(id);
             text += piece;
-            if (!o.json) { std::fputs(piece.c_str(), stdout); std::fflush(stdout); }
-            if (int(generated.size()) >= limit) { done = true; break; }
+            if (!o.json) {
+                std::fputs(piece.c_str(), stdout);
+                std::fflush(stdout);
+            }
+            if (int(generated.size()) >= limit) {
+                done = true;
+                break;
+            }
         }
     }
     std::string tail = streamer.flush();
@@ -215,9 +272,16 @@ int cmd_generate(int argc, char** argv) {
         j["tokens"] = generated;
         j["text"] = text;
         j["stop_reason"] = stop_reason;
-        j["timings"] = {{"prompt_n", n_prompt}, {"prompt_ms", prompt_s * 1e3}, {"prompt_per_second", n_prompt / std::max(prompt_s, 1e-9)},
-                        {"predicted_n", n_gen}, {"predicted_ms", gen_s * 1e3}, {"predicted_per_second", n_gen / std::max(gen_s, 1e-9)},
-                        {"itl_p50_ms", itl.p50}, {"itl_p90_ms", itl.p90}, {"itl_p99_ms", itl.p99}, {"itl_max_ms", itl.max}};
+        j["timings"] = {{"prompt_n", n_prompt},
+                        {"prompt_ms", prompt_s * 1e3},
+                        {"prompt_per_second", n_prompt / std::max(prompt_s, 1e-9)},
+                        {"predicted_n", n_gen},
+                        {"predicted_ms", gen_s * 1e3},
+                        {"predicted_per_second", n_gen / std::max(gen_s, 1e-9)},
+                        {"itl_p50_ms", itl.p50},
+                        {"itl_p90_ms", itl.p90},
+                        {"itl_p99_ms", itl.p99},
+                        {"itl_max_ms", itl.max}};
         if (o.spec.type != SpecType::NONE) j["spec"] = spec_json(gen.spec(), st, n_gen);
         // generated text may end inside a UTF-8 sequence (byte tokens): invalid bytes become U+FFFD, never a crash
         std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
@@ -227,17 +291,22 @@ int cmd_generate(int argc, char** argv) {
         std::fflush(stdout);
     }
     std::fprintf(stderr, "\n%s", cpu_info_line().c_str());
-    std::fprintf(stderr, "\nencoded %4d tokens in %8.3f seconds, speed: %8.3f t/s\n", n_prompt, prompt_s, n_prompt / std::max(prompt_s, 1e-9));
-    std::fprintf(stderr, "decoded %4d tokens in %8.3f seconds, speed: %8.3f t/s\n", n_gen, gen_s, n_gen / std::max(gen_s, 1e-9));
+    std::fprintf(stderr, "\nencoded %4d tokens in %8.3f seconds, speed: %8.3f t/s\n", n_prompt, prompt_s,
+                 n_prompt / std::max(prompt_s, 1e-9));
+    std::fprintf(stderr, "decoded %4d tokens in %8.3f seconds, speed: %8.3f t/s\n", n_gen, gen_s,
+                 n_gen / std::max(gen_s, 1e-9));
     if (o.spec.type != SpecType::NONE) {
-        std::fprintf(stderr, "\nspec type = %s%s\n", spec_types_name(o.spec).c_str(), o.spec.adaptive ? " (adaptive draft length)" : "");
+        std::fprintf(stderr, "\nspec type = %s%s\n", spec_types_name(o.spec).c_str(),
+                     o.spec.adaptive ? " (adaptive draft length)" : "");
         std::fprintf(stderr, "n_draft   = %d\n", gen.spec().n_max);
         std::fprintf(stderr, "n_predict = %d\n", n_gen);
         std::fprintf(stderr, "n_drafted = %d\n", st.n_drafted);
         std::fprintf(stderr, "n_accept  = %d\n", st.n_accept);
         std::fprintf(stderr, "accept    = %.3f%%\n", st.accept_rate() * 100.0);
-        std::fprintf(stderr, "mean accepted length per verification = %.3f tokens (%d target passes, %d with a draft, %d probes)\n",
-                     st.mean_accepted_length(), st.n_rounds, st.n_rounds_drafted, st.n_probe_rounds);
+        std::fprintf(
+            stderr,
+            "mean accepted length per verification = %.3f tokens (%d target passes, %d with a draft, %d probes)\n",
+            st.mean_accepted_length(), st.n_rounds, st.n_rounds_drafted, st.n_probe_rounds);
         std::string by_pos;
         for (size_t i = 0; i < st.drafted_at.size() && st.drafted_at[i] > 0; i++)
             by_pos += strprintf("%s%zu:%.0f%%", i ? " " : "", i + 1, 100.0 * st.accepted_at[i] / st.drafted_at[i]);
@@ -247,7 +316,8 @@ int cmd_generate(int argc, char** argv) {
                          st.n_tree_nodes, st.n_tree_accept);
         if (st.by_proposer.size() > 1)
             for (const auto& b : st.by_proposer)
-                std::fprintf(stderr, "proposer %-6s: %d rounds, %d drafted, %d accepted\n", spec_type_name(b.type), b.rounds, b.drafted, b.accepted);
+                std::fprintf(stderr, "proposer %-6s: %d rounds, %d drafted, %d accepted\n", spec_type_name(b.type),
+                             b.rounds, b.drafted, b.accepted);
         std::fprintf(stderr, "time: draft %.1f ms, target %.1f ms\n", st.t_draft_ms, st.t_target_ms);
     }
     return 0;

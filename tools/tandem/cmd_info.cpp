@@ -16,7 +16,8 @@ std::string value_str(const GgufValue& v) {
     switch (v.type) {
         case GgufType::STRING: return v.s.size() > 120 ? "\"" + v.s.substr(0, 117) + "...\"" : "\"" + v.s + "\"";
         case GgufType::BOOL: return v.u ? "true" : "false";
-        case GgufType::FLOAT32: case GgufType::FLOAT64: return strprintf("%g", v.f);
+        case GgufType::FLOAT32:
+        case GgufType::FLOAT64: return strprintf("%g", v.f);
         case GgufType::ARRAY: {
             std::string s = strprintf("[%s x %zu]", gguf_type_name(v.elem_type), v.arr.size());
             if (!v.arr.empty() && v.elem_type != GgufType::ARRAY) {

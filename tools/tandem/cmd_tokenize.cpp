@@ -16,7 +16,10 @@ int cmd_tokenize(int argc, char** argv) {
     bool have_prompt = false, no_special = false, parse_special = false, ids_only = false;
     ArgParser ap("usage: tandem tokenize -m MODEL (-p TEXT | -f FILE) [--no-special] [--parse-special] [--ids]");
     ap.add({"-m", "--model"}, "FNAME", "model (or vocab-only) GGUF file", [&](const std::string& v) { model = v; });
-    ap.add({"-p", "--prompt"}, "TEXT", "text to tokenize", [&](const std::string& v) { prompt = v; have_prompt = true; });
+    ap.add({"-p", "--prompt"}, "TEXT", "text to tokenize", [&](const std::string& v) {
+        prompt = v;
+        have_prompt = true;
+    });
     ap.add({"-f", "--file"}, "FNAME", "tokenize this file's bytes exactly", [&](const std::string& v) { file = v; });
     ap.flag({"--no-special"}, "add no BOS/EOS", [&] { no_special = true; });
     ap.flag({"--parse-special"}, "turn text like <s> into control tokens", [&] { parse_special = true; });

@@ -13,13 +13,13 @@ namespace {
 
 enum class Kind {
     Notice,  // accepted; a one-line note says it has no effect here and why
-    Quiet,   // accepted without a note: tandem always behaves this way (e.g. continuous batching)
+    Quiet,  // accepted without a note: tandem always behaves this way (e.g. continuous batching)
     Refuse,  // refused: honouring it silently would mislead (a download, an adapter)
 };
 
 struct CompatFlag {
     const char* names;  // space-separated aliases
-    bool value;         // a value follows
+    bool value;  // a value follows
     Kind kind;
     const char* why;
 };
@@ -29,7 +29,8 @@ struct CompatFlag {
 constexpr CompatFlag kFlags[] = {
     // hardware placement, memory mapping, threads: no meaning on this CPU engine
     {"-ngl --gpu-layers --n-gpu-layers", true, Kind::Notice, "no GPU backend: every layer runs on the CPU"},
-    {"-ngld --gpu-layers-draft --n-gpu-layers-draft --spec-draft-ngl", true, Kind::Notice, "no GPU backend: the draft runs on the CPU"},
+    {"-ngld --gpu-layers-draft --n-gpu-layers-draft --spec-draft-ngl", true, Kind::Notice,
+     "no GPU backend: the draft runs on the CPU"},
     {"-sm --split-mode", true, Kind::Notice, "no GPU backend"},
     {"-ts --tensor-split", true, Kind::Notice, "no GPU backend"},
     {"-mg --main-gpu", true, Kind::Notice, "no GPU backend"},
@@ -40,7 +41,8 @@ constexpr CompatFlag kFlags[] = {
     {"-fitt --fit-target", true, Kind::Notice, "no GPU memory to fit"},
     {"-fitc --fit-ctx", true, Kind::Notice, "no GPU memory to fit"},
     {"-ot --override-tensor", true, Kind::Notice, "no buffer types: all tensors are in CPU memory"},
-    {"-otd --override-tensor-draft --spec-draft-override-tensor", true, Kind::Notice, "no buffer types: all tensors are in CPU memory"},
+    {"-otd --override-tensor-draft --spec-draft-override-tensor", true, Kind::Notice,
+     "no buffer types: all tensors are in CPU memory"},
     {"-cmoe --cpu-moe", false, Kind::Quiet, ""},
     {"-ncmoe --n-cpu-moe", true, Kind::Quiet, ""},
     {"-cmoed --cpu-moe-draft --spec-draft-cpu-moe", false, Kind::Quiet, ""},
@@ -60,14 +62,22 @@ constexpr CompatFlag kFlags[] = {
     {"-tb --threads-batch", true, Kind::Notice, "prompt processing uses the -t threads"},
     {"-tbd --threads-batch-draft --spec-draft-threads-batch", true, Kind::Notice, "the draft uses the -t threads"},
     {"-td --threads-draft --spec-draft-threads", true, Kind::Notice, "the draft uses the -t threads"},
-    {"-C --cpu-mask -Cr --cpu-range -Cb --cpu-mask-batch -Crb --cpu-range-batch", true, Kind::Notice, "no CPU affinity control (use taskset)"},
-    {"-Cd --cpu-mask-draft --spec-draft-cpu-mask -Crd --cpu-range-draft --spec-draft-cpu-range -Cbd --cpu-mask-batch-draft --spec-draft-cpu-mask-batch", true, Kind::Notice, "no CPU affinity control (use taskset)"},
-    {"--cpu-strict --cpu-strict-batch --cpu-strict-draft --spec-draft-cpu-strict --cpu-strict-batch-draft --spec-draft-cpu-strict-batch", true, Kind::Notice, "no CPU affinity control (use taskset)"},
-    {"--prio --prio-batch --prio-draft --spec-draft-prio --prio-batch-draft --spec-draft-prio-batch", true, Kind::Notice, "no thread priority control (use nice)"},
-    {"--poll --poll-batch --poll-draft --spec-draft-poll --poll-batch-draft --spec-draft-poll-batch", true, Kind::Notice, "threads spin briefly, then sleep"},
+    {"-C --cpu-mask -Cr --cpu-range -Cb --cpu-mask-batch -Crb --cpu-range-batch", true, Kind::Notice,
+     "no CPU affinity control (use taskset)"},
+    {"-Cd --cpu-mask-draft --spec-draft-cpu-mask -Crd --cpu-range-draft --spec-draft-cpu-range -Cbd "
+     "--cpu-mask-batch-draft --spec-draft-cpu-mask-batch",
+     true, Kind::Notice, "no CPU affinity control (use taskset)"},
+    {"--cpu-strict --cpu-strict-batch --cpu-strict-draft --spec-draft-cpu-strict --cpu-strict-batch-draft "
+     "--spec-draft-cpu-strict-batch",
+     true, Kind::Notice, "no CPU affinity control (use taskset)"},
+    {"--prio --prio-batch --prio-draft --spec-draft-prio --prio-batch-draft --spec-draft-prio-batch", true,
+     Kind::Notice, "no thread priority control (use nice)"},
+    {"--poll --poll-batch --poll-draft --spec-draft-poll --poll-batch-draft --spec-draft-poll-batch", true,
+     Kind::Notice, "threads spin briefly, then sleep"},
     {"-fa --flash-attn", false, Kind::Quiet, ""},  // value optional, see register_llama_server_flags
     {"-ctk --cache-type-k -ctv --cache-type-v", true, Kind::Notice, "the KV cache is F16"},
-    {"-ctkd --cache-type-k-draft --spec-draft-type-k -ctvd --cache-type-v-draft --spec-draft-type-v", true, Kind::Notice, "the KV cache is F16"},
+    {"-ctkd --cache-type-k-draft --spec-draft-type-k -ctvd --cache-type-v-draft --spec-draft-type-v", true,
+     Kind::Notice, "the KV cache is F16"},
     {"-dt --defrag-thold", true, Kind::Quiet, ""},
     {"--kv-unified-per-slot", true, Kind::Notice, "each slot has its own KV cache of -c tokens"},
     {"--swa-full", false, Kind::Quiet, ""},
@@ -80,14 +90,16 @@ constexpr CompatFlag kFlags[] = {
     {"-cb --cont-batching -nocb --no-cont-batching", false, Kind::Quiet, ""},
     {"--cache-prompt --no-cache-prompt", false, Kind::Quiet, ""},
     {"--cache-reuse", true, Kind::Quiet, ""},
-    {"-sps --slot-prompt-similarity", true, Kind::Notice, "a request goes to a free slot; each slot reuses its own cached prefix"},
+    {"-sps --slot-prompt-similarity", true, Kind::Notice,
+     "a request goes to a free slot; each slot reuses its own cached prefix"},
     {"--perf --no-perf", false, Kind::Quiet, ""},
     {"-bs --backend-sampling --spec-draft-backend-sampling --no-spec-draft-backend-sampling", false, Kind::Quiet, ""},
     {"--sleep-idle-seconds", true, Kind::Notice, "an idle server uses no CPU; the model stays loaded"},
     {"--threads-http", true, Kind::Notice, "HTTP reading is asynchronous; workers are sized from -np and --queue-max"},
     {"--sse-ping-interval", true, Kind::Notice, "no SSE pings are sent"},
     // sampling that tandem does not implement: accepted as defaults that have no effect, said once
-    {"--dry-multiplier --dry-base --dry-allowed-length --dry-penalty-last-n --dry-sequence-breaker", true, Kind::Notice, "the DRY sampler is not implemented"},
+    {"--dry-multiplier --dry-base --dry-allowed-length --dry-penalty-last-n --dry-sequence-breaker", true, Kind::Notice,
+     "the DRY sampler is not implemented"},
     {"--xtc-probability --xtc-threshold", true, Kind::Notice, "the XTC sampler is not implemented"},
     {"--mirostat --mirostat-lr --mirostat-ent", true, Kind::Notice, "mirostat is not implemented"},
     {"--dynatemp-range --dynatemp-exp", true, Kind::Notice, "dynamic temperature is not implemented"},
@@ -98,39 +110,65 @@ constexpr CompatFlag kFlags[] = {
     {"--log-disable", false, Kind::Quiet, ""},
     {"--log-file", true, Kind::Notice, "logs go to stderr (redirect it)"},
     {"--log-colors", true, Kind::Quiet, ""},
-    {"--log-prefix --no-log-prefix --log-timestamps --no-log-timestamps --log-jsonl --no-log-jsonl", false, Kind::Quiet, ""},
+    {"--log-prefix --no-log-prefix --log-timestamps --no-log-timestamps --log-jsonl --no-log-jsonl", false, Kind::Quiet,
+     ""},
     {"--log-prompts-dir", true, Kind::Notice, "prompts are not logged"},
     // CLI-only flags that llama-server also parses
     {"-p --prompt -f --file -bf --binary-file -r --reverse-prompt", true, Kind::Notice, "has no meaning for a server"},
     {"-e --escape --no-escape -sp --special --spm-infill", false, Kind::Quiet, ""},
-    {"-lcs --lookup-cache-static -lcd --lookup-cache-dynamic", true, Kind::Notice, "n-gram lookup caches from files are not used"},
+    {"-lcs --lookup-cache-static -lcd --lookup-cache-dynamic", true, Kind::Notice,
+     "n-gram lookup caches from files are not used"},
     {"--embd-normalize", true, Kind::Notice, "the server takes embd_normalize per request (default 2, Euclidean)"},
-    {"--reasoning-effort --reasoning-budget --reasoning-budget-message", true, Kind::Notice, "no reasoning budget: a model thinks as long as it does"},
-    {"--reasoning-preserve --no-reasoning-preserve --skip-chat-parsing --no-skip-chat-parsing --prefill-assistant --no-prefill-assistant", false, Kind::Notice, "chat output is not parsed yet"},
+    {"--reasoning-effort --reasoning-budget --reasoning-budget-message", true, Kind::Notice,
+     "no reasoning budget: a model thinks as long as it does"},
+    {"--reasoning-preserve --no-reasoning-preserve --skip-chat-parsing --no-skip-chat-parsing --prefill-assistant "
+     "--no-prefill-assistant",
+     false, Kind::Notice, "chat output is not parsed yet"},
     {"--media-path", true, Kind::Notice, "no multimodal input"},
-    {"--image-min-tokens --image-max-tokens --mtmd-batch-max-tokens --video-fps --video-timestamp-interval --video-ffmpeg-dir", true, Kind::Notice, "no multimodal input"},
+    {"--image-min-tokens --image-max-tokens --mtmd-batch-max-tokens --video-fps --video-timestamp-interval "
+     "--video-ffmpeg-dir",
+     true, Kind::Notice, "no multimodal input"},
     {"--mmproj-auto --no-mmproj --no-mmproj-auto --mmproj-offload --no-mmproj-offload", false, Kind::Quiet, ""},
-    {"--ui-config --webui-config --ui-config-file --webui-config-file", true, Kind::Notice, "the built-in page has no configuration"},
-    {"--ui-mcp-proxy --webui-mcp-proxy --no-ui-mcp-proxy --no-webui-mcp-proxy -ag --agent -no-ag --no-agent", false, Kind::Notice, "no MCP proxy"},
-    {"--spec-ngram-mod-n-min --spec-ngram-mod-n-max --spec-ngram-mod-n-match --spec-ngram-simple-min-hits --spec-ngram-map-k-size-n --spec-ngram-map-k-size-m --spec-ngram-map-k-min-hits --spec-ngram-map-k4v-size-n --spec-ngram-map-k4v-size-m --spec-ngram-map-k4v-min-hits --spec-ngram-min-hits", true, Kind::Notice, "tandem's n-gram drafting takes --spec-ngram-size-n/-m"},
+    {"--ui-config --webui-config --ui-config-file --webui-config-file", true, Kind::Notice,
+     "the built-in page has no configuration"},
+    {"--ui-mcp-proxy --webui-mcp-proxy --no-ui-mcp-proxy --no-webui-mcp-proxy -ag --agent -no-ag --no-agent", false,
+     Kind::Notice, "no MCP proxy"},
+    {"--spec-ngram-mod-n-min --spec-ngram-mod-n-max --spec-ngram-mod-n-match --spec-ngram-simple-min-hits "
+     "--spec-ngram-map-k-size-n --spec-ngram-map-k-size-m --spec-ngram-map-k-min-hits --spec-ngram-map-k4v-size-n "
+     "--spec-ngram-map-k4v-size-m --spec-ngram-map-k4v-min-hits --spec-ngram-min-hits",
+     true, Kind::Notice, "tandem's n-gram drafting takes --spec-ngram-size-n/-m"},
     {"--spec-draft-p-split --draft-p-split", true, Kind::Notice, "drafts are chains, not trees"},
     {"--spec-synth-len --spec-synth-rates", true, Kind::Notice, "synthetic drafts are not implemented"},
     // refused: ignoring them would give a different model, output or security than asked for
-    {"-hf -hfr --hf-repo -hff --hf-file -hfd -hfrd --hf-repo-draft --spec-draft-hf -hfv -hfrv --hf-repo-v -hffv --hf-file-v -hft --hf-token -mu --model-url -dr --docker-repo -mmu --mmproj-url", true, Kind::Refuse, ""},  // resolved by hf_cache
+    {"-hf -hfr --hf-repo -hff --hf-file -hfd -hfrd --hf-repo-draft --spec-draft-hf -hfv -hfrv --hf-repo-v -hffv "
+     "--hf-file-v -hft --hf-token -mu --model-url -dr --docker-repo -mmu --mmproj-url",
+     true, Kind::Refuse, ""},  // resolved by hf_cache
     {"--offline", false, Kind::Quiet, ""},
-    {"-cl --cache-list", false, Kind::Refuse, "tandem keeps no model cache of its own; llama.cpp's Hugging Face cache is read by -hf"},
-    {"--lora --lora-scaled --control-vector --control-vector-scaled --control-vector-layer-range", true, Kind::Refuse, "LoRA adapters and control vectors are not supported: merge the adapter into the GGUF (llama.cpp's llama-export-lora) and pass that file with -m"},
+    {"-cl --cache-list", false, Kind::Refuse,
+     "tandem keeps no model cache of its own; llama.cpp's Hugging Face cache is read by -hf"},
+    {"--lora --lora-scaled --control-vector --control-vector-scaled --control-vector-layer-range", true, Kind::Refuse,
+     "LoRA adapters and control vectors are not supported: merge the adapter into the GGUF (llama.cpp's "
+     "llama-export-lora) and pass that file with -m"},
     {"--lora-init-without-apply", false, Kind::Refuse, "LoRA adapters are not supported"},
-    {"--rope-scaling --rope-scale --rope-freq-base --rope-freq-scale --yarn-orig-ctx --yarn-ext-factor --yarn-attn-factor --yarn-beta-slow --yarn-beta-fast", true, Kind::Refuse, "RoPE overrides are not supported: the GGUF's values are used"},
-    {"--override-kv", true, Kind::Refuse, "metadata overrides are not supported: edit the GGUF (gguf-py's gguf_set_metadata)"},
+    {"--rope-scaling --rope-scale --rope-freq-base --rope-freq-scale --yarn-orig-ctx --yarn-ext-factor "
+     "--yarn-attn-factor --yarn-beta-slow --yarn-beta-fast",
+     true, Kind::Refuse, "RoPE overrides are not supported: the GGUF's values are used"},
+    {"--override-kv", true, Kind::Refuse,
+     "metadata overrides are not supported: edit the GGUF (gguf-py's gguf_set_metadata)"},
     {"-mm --mmproj", true, Kind::Refuse, "multimodal projectors are not supported"},
     {"--ssl-key-file --ssl-cert-file", true, Kind::Refuse, "no TLS: put a TLS-terminating reverse proxy in front"},
     {"--rerank --reranking", false, Kind::Refuse, "reranking is not implemented"},
     {"--path", true, Kind::Refuse, "static files are not served (only the built-in page)"},
-    {"--models-dir --models-preset --models-max", true, Kind::Refuse, "router mode (several models in one server) is not supported: run one tandem serve per model"},
+    {"--models-dir --models-preset --models-max", true, Kind::Refuse,
+     "router mode (several models in one server) is not supported: run one tandem serve per model"},
     {"--models-autoload --no-models-autoload", false, Kind::Refuse, "router mode is not supported"},
-    {"--tools --tools-runtime --mcp-servers-config --mcp-servers-json", true, Kind::Refuse, "built-in tools and MCP servers are not supported"},
-    {"--spec-default --fim-qwen-1.5b-default --fim-qwen-3b-default --fim-qwen-7b-default --fim-qwen-7b-spec --fim-qwen-14b-spec --fim-qwen-30b-default --gpt-oss-20b-default --gpt-oss-120b-default --vision-gemma-4b-default --vision-gemma-12b-default --embd-gemma-default", false, Kind::Refuse, "these presets download models, and tandem does not download: pass -m (and -md) with local GGUF files"},
+    {"--tools --tools-runtime --mcp-servers-config --mcp-servers-json", true, Kind::Refuse,
+     "built-in tools and MCP servers are not supported"},
+    {"--spec-default --fim-qwen-1.5b-default --fim-qwen-3b-default --fim-qwen-7b-default --fim-qwen-7b-spec "
+     "--fim-qwen-14b-spec --fim-qwen-30b-default --gpt-oss-20b-default --gpt-oss-120b-default "
+     "--vision-gemma-4b-default --vision-gemma-12b-default --embd-gemma-default",
+     false, Kind::Refuse,
+     "these presets download models, and tandem does not download: pass -m (and -md) with local GGUF files"},
     {"--completion-bash", false, Kind::Refuse, "no completion script"},
 };
 
@@ -153,7 +191,8 @@ void register_llama_server_flags(ArgParser& ap, const std::function<void(const s
             case Kind::Quiet: act = [](const std::string&, const std::string&) {}; break;
             case Kind::Notice:
                 act = [noted, why](const std::string& flag, const std::string&) {
-                    if (noted->insert(why).second) std::fprintf(stderr, "note: %s: ignored, %s\n", flag.c_str(), why.c_str());
+                    if (noted->insert(why).second)
+                        std::fprintf(stderr, "note: %s: ignored, %s\n", flag.c_str(), why.c_str());
                 };
                 break;
             case Kind::Refuse:
@@ -161,7 +200,8 @@ void register_llama_server_flags(ArgParser& ap, const std::function<void(const s
                 else act = [why](const std::string& flag, const std::string&) { throw Error(flag + ": " + why); };
                 break;
         }
-        const std::string help = f.kind == Kind::Refuse ? "(llama-server) refused" : "(llama-server) accepted, no effect here";
+        const std::string help =
+            f.kind == Kind::Refuse ? "(llama-server) refused" : "(llama-server) accepted, no effect here";
         for (const std::string& n : names) {  // one option per alias, so the note names the flag as typed
             if (n == "-fa" || n == "--flash-attn") {
                 ap.optional({n}, {"on", "off", "auto", "1", "0", "true", "false"}, help, [](const std::string&) {});

@@ -14,7 +14,9 @@ static inline float32x4_t load4_f16(const uint16_t* p) { return vcvt_f32_f16(vre
 static inline float32x4_t load4_bf16(const uint16_t* p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
 static inline float32x4_t load4_f32(const float* p) { return vld1q_f32(p); }
 static inline float scalar_f32(float v) { return v; }
-static inline float scalar_f16(uint16_t h) { return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0); }
+static inline float scalar_f16(uint16_t h) {
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
 static inline float scalar_bf16(uint16_t h) {
     const uint32_t u = uint32_t(h) << 16;
     float f;
@@ -86,7 +88,10 @@ void silu_mul(float* gate, const float* up, int64_t n) {
     for (; i + 4 <= n; i += 4) vst1q_f32(gate + i, silu_mul4(vld1q_f32(gate + i), vld1q_f32(up + i)));
     if (i == n) return;
     float g4[4] = {0, 0, 0, 0}, u4[4] = {0, 0, 0, 0};
-    for (int64_t j = i; j < n; j++) { g4[j - i] = gate[j]; u4[j - i] = up[j]; }
+    for (int64_t j = i; j < n; j++) {
+        g4[j - i] = gate[j];
+        u4[j - i] = up[j];
+    }
     vst1q_f32(g4, silu_mul4(vld1q_f32(g4), vld1q_f32(u4)));
     for (int64_t j = i; j < n; j++) gate[j] = g4[j - i];
 }
@@ -112,13 +117,14 @@ static inline float softmax_unnormalized(float* row, int n) {
 
 // m query heads sharing one key/value head, hd % 8 == 0 and hd <= 256: each cached key and value row is
 // converted from half precision once for all m heads.
-void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows, int n_pos, int hd,
-                     float scale, float* scores, float* out) {
+void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows,
+                     int n_pos, int hd, float scale, float* scores, float* out) {
     float row[256];
     for (int p = 0; p < n_pos; p++) {
         const uint16_t* kp = k + size_t(rows ? rows[p] : p) * stride;
         for (int i = 0; i < hd; i += 4) vst1q_f32(row + i, load4_f16(kp + i));
-        for (int r = 0; r < m; r++) scores[size_t(r) * size_t(n_pos) + size_t(p)] = dot_f32(q + size_t(r) * size_t(hd), row, hd) * scale;
+        for (int r = 0; r < m; r++)
+            scores[size_t(r) * size_t(n_pos) + size_t(p)] = dot_f32(q + size_t(r) * size_t(hd), row, hd) * scale;
     }
     float inv[64];
     for (int r = 0; r < m; r++) inv[r] = softmax_unnormalized(scores + size_t(r) * size_t(n_pos), n_pos);
@@ -175,13 +181,16 @@ static inline void rows4(const W* w, int64_t cols, const float* x, int n_tok, fl
         }
 }
 
-void matmul_f32_rows(const float* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+void matmul_f32_rows(const float* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
+                     int64_t r1) {
     rows4<float, load4_f32, scalar_f32>(w, cols, x, n_tok, y, ldy, r0, r1);
 }
-void matmul_f16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+void matmul_f16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
+                     int64_t r1) {
     rows4<uint16_t, load4_f16, scalar_f16>(w, cols, x, n_tok, y, ldy, r0, r1);
 }
-void matmul_bf16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+void matmul_bf16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
+                      int64_t r1) {
     rows4<uint16_t, load4_bf16, scalar_bf16>(w, cols, x, n_tok, y, ldy, r0, r1);
 }
 

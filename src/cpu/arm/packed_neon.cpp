@@ -87,10 +87,13 @@ void q8_tile_mmla(const uint8_t* base, int64_t nb, const ActRows& a, int t0, flo
             int32x4_t m01[P], m23[P];
             for (int p = 0; p < P; p++) m01[p] = m23[p] = vdupq_n_s32(0);
             auto step = [&](int8x16_t w0, int8x16_t w1, int e) {  // weights of elements e..e+3 and e+4..e+7
-                const int8x16_t b01 = vreinterpretq_s8_s32(vzip1q_s32(vreinterpretq_s32_s8(w0), vreinterpretq_s32_s8(w1)));
-                const int8x16_t b23 = vreinterpretq_s8_s32(vzip2q_s32(vreinterpretq_s32_s8(w0), vreinterpretq_s32_s8(w1)));
+                const int8x16_t b01 =
+                    vreinterpretq_s8_s32(vzip1q_s32(vreinterpretq_s32_s8(w0), vreinterpretq_s32_s8(w1)));
+                const int8x16_t b23 =
+                    vreinterpretq_s8_s32(vzip2q_s32(vreinterpretq_s32_s8(w0), vreinterpretq_s32_s8(w1)));
                 for (int p = 0; p < P; p++) {
-                    const int8x16_t av = vcombine_s8(vld1_s8(aq0[2 * p] + b * 32 + e), vld1_s8(aq0[2 * p + 1] + b * 32 + e));
+                    const int8x16_t av =
+                        vcombine_s8(vld1_s8(aq0[2 * p] + b * 32 + e), vld1_s8(aq0[2 * p + 1] + b * 32 + e));
                     m01[p] = vmmlaq_s32(m01[p], av, b01);
                     m23[p] = vmmlaq_s32(m23[p], av, b23);
                 }
@@ -98,13 +101,16 @@ void q8_tile_mmla(const uint8_t* base, int64_t nb, const ActRows& a, int t0, flo
             if constexpr (Q4) {
                 for (int g = 0; g < 4; g += 2) {
                     const uint8x16_t v0 = vld1q_u8(qb + 64 * g + 16 * q), v1 = vld1q_u8(qb + 64 * (g + 1) + 16 * q);
-                    step(vreinterpretq_s8_u8(vandq_u8(v0, vdupq_n_u8(0x0F))), vreinterpretq_s8_u8(vandq_u8(v1, vdupq_n_u8(0x0F))), 4 * g);
+                    step(vreinterpretq_s8_u8(vandq_u8(v0, vdupq_n_u8(0x0F))),
+                         vreinterpretq_s8_u8(vandq_u8(v1, vdupq_n_u8(0x0F))), 4 * g);
                     step(vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)), vreinterpretq_s8_u8(vshrq_n_u8(v1, 4)), 16 + 4 * g);
                 }
             } else {
                 for (int g = 0; g < 8; g += 2) {
-                    const int8x16_t w0 = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(qb + 64 * g + 16 * q), vdupq_n_u8(0x80)));
-                    const int8x16_t w1 = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(qb + 64 * (g + 1) + 16 * q), vdupq_n_u8(0x80)));
+                    const int8x16_t w0 =
+                        vreinterpretq_s8_u8(veorq_u8(vld1q_u8(qb + 64 * g + 16 * q), vdupq_n_u8(0x80)));
+                    const int8x16_t w1 =
+                        vreinterpretq_s8_u8(veorq_u8(vld1q_u8(qb + 64 * (g + 1) + 16 * q), vdupq_n_u8(0x80)));
                     step(w0, w1, 4 * g);
                 }
             }
@@ -140,7 +146,10 @@ void q45k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float
             for (int t = 0; t < T; t++) isum[t] = msum[t] = vdupq_n_s32(0);
             for (int p = 0; p < 4; p++) {
                 Dot4 slo[T], shi[T];
-                for (int t = 0; t < T; t++) { slo[t].zero(); shi[t].zero(); }
+                for (int t = 0; t < T; t++) {
+                    slo[t].zero();
+                    shi[t].zero();
+                }
                 for (int g = 0; g < 8; g++) {
                     const uint8x16_t v = vld1q_u8(blk + packed::kQ45OffQ + size_t(p * 8 + g) * 64 + 16 * q);
                     uint8x16_t lo = vandq_u8(v, vdupq_n_u8(0x0F)), hi = vshrq_n_u8(v, 4);
@@ -156,10 +165,13 @@ void q45k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float
                     }
                 }
                 const uint8_t* sc = blk + packed::kQ45OffSc + 4 * q;
-                const int32x4_t sc_lo = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(vld1_u8(sc + size_t(2 * p) * R)))));
-                const int32x4_t sc_hi = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(vld1_u8(sc + size_t(2 * p + 1) * R)))));
+                const int32x4_t sc_lo =
+                    vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(vld1_u8(sc + size_t(2 * p) * R)))));
+                const int32x4_t sc_hi =
+                    vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(vld1_u8(sc + size_t(2 * p + 1) * R)))));
                 // (m_2p, m_2p+1) of the 4 rows, interleaved bytes
-                const uint32x4_t mp = vreinterpretq_u32_u16(vmovl_u8(vld1_u8(blk + packed::kQ45OffM + size_t(p) * 2 * R + 8 * q)));
+                const uint32x4_t mp =
+                    vreinterpretq_u32_u16(vmovl_u8(vld1_u8(blk + packed::kQ45OffM + size_t(p) * 2 * R + 8 * q)));
                 const int32x4_t m_lo = vreinterpretq_s32_u32(vandq_u32(mp, vdupq_n_u32(0xFFFF)));
                 const int32x4_t m_hi = vreinterpretq_s32_u32(vshrq_n_u32(mp, 16));
                 for (int t = 0; t < T; t++) {
@@ -168,7 +180,8 @@ void q45k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float
                     msum[t] = vmlaq_n_s32(vmlaq_n_s32(msum[t], m_lo, A[0]), m_hi, A[1]);
                 }
             }
-            const float32x4_t dv = load_h4(blk + packed::kQ45OffD + 8 * q), mv = load_h4(blk + packed::kQ45OffDmin + 8 * q);
+            const float32x4_t dv = load_h4(blk + packed::kQ45OffD + 8 * q),
+                              mv = load_h4(blk + packed::kQ45OffDmin + 8 * q);
             for (int t = 0; t < T; t++) {
                 const float da = a.drow(t0 + t)[sb * 8];
                 acc[q][t] = vfmaq_f32(acc[q][t], vcvtq_f32_s32(isum[t]), vmulq_n_f32(dv, da));
@@ -195,10 +208,14 @@ void q6k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float*
             for (int t = 0; t < T; t++) isum[t] = osum[t] = vdupq_n_s32(0);
             for (int p = 0; p < 8; p++) {
                 // (sc_2p, sc_2p+1) of the 4 rows as int16 pairs, then each as int32
-                const int32x4_t scp = vreinterpretq_s32_s16(vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(blk + packed::kQ6OffSc + size_t(p) * 2 * R + 8 * q))));
+                const int32x4_t scp = vreinterpretq_s32_s16(vmovl_s8(
+                    vld1_s8(reinterpret_cast<const int8_t*>(blk + packed::kQ6OffSc + size_t(p) * 2 * R + 8 * q))));
                 const int32x4_t sc_a = vshrq_n_s32(vshlq_n_s32(scp, 16), 16), sc_b = vshrq_n_s32(scp, 16);
                 Dot4 sa[T], sbv[T];
-                for (int t = 0; t < T; t++) { sa[t].zero(); sbv[t].zero(); }
+                for (int t = 0; t < T; t++) {
+                    sa[t].zero();
+                    sbv[t].zero();
+                }
                 for (int g = 0; g < 4; g++) {
                     const uint8x16_t l = vld1q_u8(blk + packed::q6k_ql_index(p, g, 4 * q, 0));
                     const uint8x16_t h = vld1q_u8(blk + packed::q6k_qh_index(p / 2, g, 4 * q, 0));
@@ -206,7 +223,8 @@ void q6k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float*
                     const uint8x16_t ha = p % 2 ? h : vshlq_n_u8(h, 4);
                     const uint8x16_t hh = p % 2 ? vshrq_n_u8(h, 2) : vshlq_n_u8(h, 2);
                     const uint8x16_t m30 = vdupq_n_u8(0x30);
-                    const int8x16_t wa = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l, vdupq_n_u8(0x0F)), vandq_u8(ha, m30)));
+                    const int8x16_t wa =
+                        vreinterpretq_s8_u8(vorrq_u8(vandq_u8(l, vdupq_n_u8(0x0F)), vandq_u8(ha, m30)));
                     const int8x16_t wb = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(l, 4), vandq_u8(hh, m30)));
                     for (int t = 0; t < T; t++) {
                         const int8_t* qa = aq0[t] + sb * QK_K + p * 32 + 4 * g;
@@ -234,7 +252,7 @@ void q6k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float*
 }  // namespace
 
 void matmul_packed(TensorType type, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
-                        int64_t r0, int64_t r1) {
+                   int64_t r0, int64_t r1) {
     if (type == TensorType::Q8_0 || type == TensorType::Q4_0) {
         const int64_t nb = cols / 32;
         const bool q4 = type == TensorType::Q4_0;
@@ -257,7 +275,8 @@ void matmul_packed(TensorType type, const uint8_t* packed, int64_t cols, const A
     const int64_t nsb = cols / QK_K;
     if (type == TensorType::Q6_K) {
         packed_tiles<4>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, auto) {
-            q6k_tile<decltype(tn)::value>(packed + size_t(G) * size_t(nsb) * packed::kQ6BlockBytes, nsb, a, t, y, ldy, G * R);
+            q6k_tile<decltype(tn)::value>(packed + size_t(G) * size_t(nsb) * packed::kQ6BlockBytes, nsb, a, t, y, ldy,
+                                          G * R);
         });
         return;
     }

@@ -54,7 +54,8 @@ static inline __m256 load8_f16(const uint16_t* p) {
 // polynomial for exp(r) on |r| <= ln2/2 (relative error below 2e-7); underflows to 0 below -87.
 static inline __m256 exp_ps(__m256 x) {
     x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
     __m256 p = _mm256_set1_ps(1.9875691500e-4f);
@@ -82,10 +83,14 @@ static inline __m256 silu_mul8(__m256 g, __m256 up) {
 // the same way wherever it sits: a batch of rows gives bit-identical results to one row at a time.
 void silu_mul(float* gate, const float* up, int64_t n) {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(gate + i, silu_mul8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(gate + i, silu_mul8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
     if (i == n) return;
     float g8[8] = {0, 0, 0, 0, 0, 0, 0, 0}, u8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int64_t j = i; j < n; j++) { g8[j - i] = gate[j]; u8[j - i] = up[j]; }
+    for (int64_t j = i; j < n; j++) {
+        g8[j - i] = gate[j];
+        u8[j - i] = up[j];
+    }
     _mm256_storeu_ps(g8, silu_mul8(_mm256_loadu_ps(g8), _mm256_loadu_ps(u8)));
     for (int64_t j = i; j < n; j++) gate[j] = g8[j - i];
 }
@@ -140,14 +145,15 @@ static inline void pv_chunk(const float* p, int np, const float* tile, int hd, f
 // m query heads sharing one key/value head (grouped-query attention), hd % 8 == 0 and hd <= 256. Keys and
 // values are converted from half precision once per tile of 8 positions for all m heads; the scores of 8
 // positions come out of one reduction (hsum8) instead of eight.
-void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v,
-                                                              size_t stride, const int32_t* rows, int n_pos, int hd, float scale, float* scores,
-                                                              float* out) {
+void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows,
+                     int n_pos, int hd, float scale, float* scores, float* out) {
     const int nv = hd / 8;
     alignas(32) float tile[8 * 256];  // (8 positions, hd) as floats
     auto load_tile = [&](const uint16_t* base, int p0, int np) {
         for (int j = 0; j < np; j++)
-            for (int i = 0; i < nv; i++) _mm256_store_ps(tile + j * hd + 8 * i, load8_f16(base + size_t(rows ? rows[p0 + j] : p0 + j) * stride + 8 * i));
+            for (int i = 0; i < nv; i++)
+                _mm256_store_ps(tile + j * hd + 8 * i,
+                                load8_f16(base + size_t(rows ? rows[p0 + j] : p0 + j) * stride + 8 * i));
     };
     // Scores: (m, n_pos).
     int p0 = 0;
@@ -170,7 +176,8 @@ void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v
             const float* qr = q + size_t(r) * size_t(hd);
             for (int j = 0; j < n_pos - p0; j++) {
                 __m256 acc = _mm256_setzero_ps();
-                for (int i = 0; i < nv; i++) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 8 * i), _mm256_load_ps(tile + j * hd + 8 * i), acc);
+                for (int i = 0; i < nv; i++)
+                    acc = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 8 * i), _mm256_load_ps(tile + j * hd + 8 * i), acc);
                 scores[size_t(r) * size_t(n_pos) + size_t(p0 + j)] = hsum(acc) * scale;
             }
         }
@@ -178,7 +185,8 @@ void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v
     float inv[64];
     for (int r = 0; r < m; r++) inv[r] = softmax_unnormalized(scores + size_t(r) * size_t(n_pos), n_pos);
     // Output: (m, hd) = probabilities (m, n_pos) x values (n_pos, hd).
-    for (int r = 0; r < m; r++) for (int i = 0; i < hd; i++) out[size_t(r) * size_t(hd) + size_t(i)] = 0.0f;
+    for (int r = 0; r < m; r++)
+        for (int i = 0; i < hd; i++) out[size_t(r) * size_t(hd) + size_t(i)] = 0.0f;
     for (p0 = 0; p0 < n_pos; p0 += 8) {
         const int np = (n_pos - p0 < 8 ? n_pos - p0 : 8);
         load_tile(v, p0, np);
@@ -187,8 +195,14 @@ void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v
             float* o = out + size_t(r) * size_t(hd);
             int i0 = 0;
             for (; i0 + 8 <= nv; i0 += 8) pv_chunk<8>(pr, np, tile + 8 * i0, hd, o + 8 * i0);
-            if (nv - i0 >= 4) { pv_chunk<4>(pr, np, tile + 8 * i0, hd, o + 8 * i0); i0 += 4; }
-            if (nv - i0 >= 2) { pv_chunk<2>(pr, np, tile + 8 * i0, hd, o + 8 * i0); i0 += 2; }
+            if (nv - i0 >= 4) {
+                pv_chunk<4>(pr, np, tile + 8 * i0, hd, o + 8 * i0);
+                i0 += 4;
+            }
+            if (nv - i0 >= 2) {
+                pv_chunk<2>(pr, np, tile + 8 * i0, hd, o + 8 * i0);
+                i0 += 2;
+            }
             if (nv - i0 >= 1) pv_chunk<1>(pr, np, tile + 8 * i0, hd, o + 8 * i0);
         }
     }
@@ -198,8 +212,6 @@ void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v
         for (int i = 0; i < nv; i++) _mm256_storeu_ps(o + 8 * i, _mm256_mul_ps(_mm256_loadu_ps(o + 8 * i), s));
     }
 }
-
-
 
 static inline __m256 load_f32(const float* p) { return _mm256_loadu_ps(p); }
 static inline float scalar_f32(float v) { return v; }
@@ -257,15 +269,18 @@ static inline void rows4(const W* w, int64_t cols, const float* x, int n_tok, fl
         }
 }
 
-void matmul_f32_rows(const float* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+void matmul_f32_rows(const float* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
+                     int64_t r1) {
     rows4<float, load_f32, scalar_f32>(w, cols, x, n_tok, y, ldy, r0, r1);
 }
 
-void matmul_f16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+void matmul_f16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
+                     int64_t r1) {
     rows4<uint16_t, load8_f16, scalar_f16>(w, cols, x, n_tok, y, ldy, r0, r1);
 }
 
-void matmul_bf16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+void matmul_bf16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
+                      int64_t r1) {
     rows4<uint16_t, load8_bf16, scalar_bf16>(w, cols, x, n_tok, y, ldy, r0, r1);
 }
 

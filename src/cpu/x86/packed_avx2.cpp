@@ -100,8 +100,10 @@ void q8_tile(const uint8_t* base, int64_t nb, const ActRows& a, int t0, float* y
                 const __m256i lo1 = _mm256_and_si256(v1, m4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), m4);
                 for (int t = 0; t < T; t++) {
                     const __m256i al = bcast4(aq0[t] + b * 32 + 4 * g), ah = bcast4(aq0[t] + b * 32 + 16 + 4 * g);
-                    p[0][t] = _mm256_add_epi16(p[0][t], _mm256_add_epi16(_mm256_maddubs_epi16(lo0, al), _mm256_maddubs_epi16(hi0, ah)));
-                    p[1][t] = _mm256_add_epi16(p[1][t], _mm256_add_epi16(_mm256_maddubs_epi16(lo1, al), _mm256_maddubs_epi16(hi1, ah)));
+                    p[0][t] = _mm256_add_epi16(
+                        p[0][t], _mm256_add_epi16(_mm256_maddubs_epi16(lo0, al), _mm256_maddubs_epi16(hi0, ah)));
+                    p[1][t] = _mm256_add_epi16(
+                        p[1][t], _mm256_add_epi16(_mm256_maddubs_epi16(lo1, al), _mm256_maddubs_epi16(hi1, ah)));
                 }
             }
             // the nibbles are value + 8: remove 8 * (sum of the block's activations)
@@ -110,23 +112,28 @@ void q8_tile(const uint8_t* base, int64_t nb, const ActRows& a, int t0, float* y
                     s[h][t] = _mm256_sub_epi32(widen_pairs(p[h][t]), _mm256_set1_epi32(8 * a.sumrow(t0 + t)[b]));
         } else {
             for (int t = 0; t < T; t++) s[0][t] = s[1][t] = _mm256_setzero_si256();
-            // not unrolled: unrolled, GCC schedules all the multiplies first and spills their results
+                // not unrolled: unrolled, GCC schedules all the multiplies first and spills their results
 #pragma GCC unroll 1
             for (int g = 0; g < 8; g++) {
-                const __m256i w0 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * g)), flip);
-                const __m256i w1 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32)), flip);
+                const __m256i w0 =
+                    _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * g)), flip);
+                const __m256i w1 =
+                    _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32)), flip);
                 const __m256i aw0 = _mm256_sign_epi8(w0, w0), aw1 = _mm256_sign_epi8(w1, w1);
                 for (int t = 0; t < T; t++) {
                     const __m256i av = bcast4(aq0[t] + b * 32 + 4 * g);
-                    s[0][t] = _mm256_add_epi32(s[0][t], widen_pairs(_mm256_maddubs_epi16(aw0, _mm256_sign_epi8(av, w0))));
-                    s[1][t] = _mm256_add_epi32(s[1][t], widen_pairs(_mm256_maddubs_epi16(aw1, _mm256_sign_epi8(av, w1))));
+                    s[0][t] =
+                        _mm256_add_epi32(s[0][t], widen_pairs(_mm256_maddubs_epi16(aw0, _mm256_sign_epi8(av, w0))));
+                    s[1][t] =
+                        _mm256_add_epi32(s[1][t], widen_pairs(_mm256_maddubs_epi16(aw1, _mm256_sign_epi8(av, w1))));
                 }
             }
         }
         for (int h = 0; h < 2; h++) {
             const __m256 dw = load_d8(blk, h);
             for (int t = 0; t < T; t++)
-                acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[h][t]), _mm256_mul_ps(dw, _mm256_set1_ps(a.drow(t0 + t)[b])), acc[h][t]);
+                acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[h][t]),
+                                            _mm256_mul_ps(dw, _mm256_set1_ps(a.drow(t0 + t)[b])), acc[h][t]);
         }
     }
     for (int t = 0; t < T; t++)
@@ -150,7 +157,10 @@ void q45k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float
         if constexpr (PF) prefetch_stream(blk, gb);
         for (int h = 0; h < 2; h++) {
             __m256i isum[T], msum[T];
-            for (int t = 0; t < T; t++) { isum[t] = _mm256_setzero_si256(); msum[t] = _mm256_setzero_si256(); }
+            for (int t = 0; t < T; t++) {
+                isum[t] = _mm256_setzero_si256();
+                msum[t] = _mm256_setzero_si256();
+            }
             for (int p = 0; p < 4; p++) {
                 __m256i Slo[T], Shi[T], plo[T], phi[T];
                 for (int t = 0; t < T; t++) {
@@ -160,12 +170,16 @@ void q45k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float
                 for (int g0 = 0; g0 < 8; g0 += kWiden) {
 #pragma GCC unroll 1
                     for (int g = g0; g < g0 + kWiden; g++) {
-                        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + packed::kQ45OffQ + size_t(p * 8 + g) * 64 + 32 * h));
+                        const __m256i v = _mm256_loadu_si256(
+                            reinterpret_cast<const __m256i*>(blk + packed::kQ45OffQ + size_t(p * 8 + g) * 64 + 32 * h));
                         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                         if constexpr (Q5) {  // fifth bits of sub-blocks 2p and 2p+1, moved to bit 4
-                            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + packed::kQ45OffQh + size_t(g) * 64 + 32 * h));
-                            const __m256i bl = 2 * p <= 4 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(4 - 2 * p)) : _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p - 4));
-                            const __m256i bh = 2 * p + 1 <= 4 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(3 - 2 * p)) : _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p - 3));
+                            const __m256i qh = _mm256_loadu_si256(
+                                reinterpret_cast<const __m256i*>(blk + packed::kQ45OffQh + size_t(g) * 64 + 32 * h));
+                            const __m256i bl = 2 * p <= 4 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(4 - 2 * p))
+                                                          : _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p - 4));
+                            const __m256i bh = 2 * p + 1 <= 4 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(3 - 2 * p))
+                                                              : _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p - 3));
                             lo = _mm256_or_si256(lo, _mm256_and_si256(bl, m10));
                             hi = _mm256_or_si256(hi, _mm256_and_si256(bh, m10));
                         }
@@ -182,17 +196,21 @@ void q45k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float
                     }
                     if constexpr (!kVnni)
                         for (int t = 0; t < T; t++) {
-                        Slo[t] = _mm256_add_epi32(Slo[t], widen_pairs(plo[t]));
-                        Shi[t] = _mm256_add_epi32(Shi[t], widen_pairs(phi[t]));
-                        plo[t] = phi[t] = _mm256_setzero_si256();
-                    }
+                            Slo[t] = _mm256_add_epi32(Slo[t], widen_pairs(plo[t]));
+                            Shi[t] = _mm256_add_epi32(Shi[t], widen_pairs(phi[t]));
+                            plo[t] = phi[t] = _mm256_setzero_si256();
+                        }
                 }
-                const __m256i sc_lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + packed::kQ45OffSc + size_t(2 * p) * R + 8 * h)));
-                const __m256i sc_hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + packed::kQ45OffSc + size_t(2 * p + 1) * R + 8 * h)));
+                const __m256i sc_lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                    reinterpret_cast<const __m128i*>(blk + packed::kQ45OffSc + size_t(2 * p) * R + 8 * h)));
+                const __m256i sc_hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                    reinterpret_cast<const __m128i*>(blk + packed::kQ45OffSc + size_t(2 * p + 1) * R + 8 * h)));
                 // (m_2p, m_2p+1) of the 8 rows as int16 pairs
-                const __m256i mp = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + packed::kQ45OffM + size_t(p) * 2 * R + 16 * h)));
+                const __m256i mp = _mm256_cvtepu8_epi16(_mm_loadu_si128(
+                    reinterpret_cast<const __m128i*>(blk + packed::kQ45OffM + size_t(p) * 2 * R + 16 * h)));
                 for (int t = 0; t < T; t++) {
-                    isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_mullo_epi32(sc_lo, Slo[t]), _mm256_mullo_epi32(sc_hi, Shi[t])));
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_mullo_epi32(sc_lo, Slo[t]),
+                                                                         _mm256_mullo_epi32(sc_hi, Shi[t])));
                     const int32_t* A = a.sumrow(t0 + t) + sb * 8 + 2 * p;
                     const int32_t pair = int32_t((uint32_t(A[0]) & 0xFFFFu) | (uint32_t(A[1]) << 16));
                     msum[t] = _mm256_add_epi32(msum[t], _mm256_madd_epi16(mp, _mm256_set1_epi32(pair)));
@@ -224,23 +242,31 @@ void q6k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float*
         if constexpr (PF) prefetch_stream(blk, packed::kQ6BlockBytes);
         for (int h = 0; h < 2; h++) {
             __m256i isum[T], osum[T];
-            for (int t = 0; t < T; t++) { isum[t] = _mm256_setzero_si256(); osum[t] = _mm256_setzero_si256(); }
+            for (int t = 0; t < T; t++) {
+                isum[t] = _mm256_setzero_si256();
+                osum[t] = _mm256_setzero_si256();
+            }
             for (int p = 0; p < 8; p++) {
                 // (sc_2p, sc_2p+1) of the 8 rows as int16 pairs, and each as int32
-                const __m256i scp = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + packed::kQ6OffSc + size_t(p) * 2 * R + 16 * h)));
-                const __m256i sc_a = _mm256_srai_epi32(_mm256_slli_epi32(scp, 16), 16), sc_b = _mm256_srai_epi32(scp, 16);
+                const __m256i scp = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                    reinterpret_cast<const __m128i*>(blk + packed::kQ6OffSc + size_t(p) * 2 * R + 16 * h)));
+                const __m256i sc_a = _mm256_srai_epi32(_mm256_slli_epi32(scp, 16), 16),
+                              sc_b = _mm256_srai_epi32(scp, 16);
                 __m256i Sa[T], Sb[T];
                 for (int t = 0; t < T; t++) Sa[t] = Sb[t] = _mm256_setzero_si256();
                 for (int g = 0; g < 4; g += 2) {  // two groups of 6-bit weights per int16 accumulation
                     __m256i pa[T], pb[T];
                     for (int t = 0; t < T; t++) pa[t] = pb[t] = _mm256_setzero_si256();
                     for (int gg = g; gg < g + 2; gg++) {
-                        const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + packed::q6k_ql_index(p, gg, 8 * h, 0)));
-                        const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + packed::q6k_qh_index(p / 2, gg, 8 * h, 0)));
+                        const __m256i l = _mm256_loadu_si256(
+                            reinterpret_cast<const __m256i*>(blk + packed::q6k_ql_index(p, gg, 8 * h, 0)));
+                        const __m256i hb = _mm256_loadu_si256(
+                            reinterpret_cast<const __m256i*>(blk + packed::q6k_qh_index(p / 2, gg, 8 * h, 0)));
                         const __m256i ha = p % 2 ? hb : _mm256_slli_epi16(hb, 4);
                         const __m256i hh = p % 2 ? _mm256_srli_epi16(hb, 2) : _mm256_slli_epi16(hb, 2);
                         const __m256i wa = _mm256_or_si256(_mm256_and_si256(l, m4), _mm256_and_si256(ha, m30));
-                        const __m256i wb = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 4), m4), _mm256_and_si256(hh, m30));
+                        const __m256i wb =
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 4), m4), _mm256_and_si256(hh, m30));
                         for (int t = 0; t < T; t++) {
                             const int8_t* qa = aq0[t] + sb * QK_K + p * 32 + 4 * gg;
                             if constexpr (kVnni) {
@@ -254,12 +280,13 @@ void q6k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float*
                     }
                     if constexpr (!kVnni)
                         for (int t = 0; t < T; t++) {
-                        Sa[t] = _mm256_add_epi32(Sa[t], widen_pairs(pa[t]));
-                        Sb[t] = _mm256_add_epi32(Sb[t], widen_pairs(pb[t]));
-                    }
+                            Sa[t] = _mm256_add_epi32(Sa[t], widen_pairs(pa[t]));
+                            Sb[t] = _mm256_add_epi32(Sb[t], widen_pairs(pb[t]));
+                        }
                 }
                 for (int t = 0; t < T; t++) {
-                    isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_mullo_epi32(sc_a, Sa[t]), _mm256_mullo_epi32(sc_b, Sb[t])));
+                    isum[t] = _mm256_add_epi32(
+                        isum[t], _mm256_add_epi32(_mm256_mullo_epi32(sc_a, Sa[t]), _mm256_mullo_epi32(sc_b, Sb[t])));
                     const int16_t* A = a.sum16row(t0 + t) + sb * 16 + 2 * p;
                     const int32_t pair = int32_t(uint32_t(uint16_t(A[0])) | (uint32_t(uint16_t(A[1])) << 16));
                     osum[t] = _mm256_add_epi32(osum[t], _mm256_madd_epi16(scp, _mm256_set1_epi32(pair)));
@@ -268,7 +295,8 @@ void q6k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float*
             const __m256 dv = load_d8(blk + packed::kQ6OffD, h);
             for (int t = 0; t < T; t++) {
                 const __m256i tot = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(osum[t], 5));  // - 32 * sum sc_j A_j
-                acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(dv, _mm256_set1_ps(a.drow(t0 + t)[sb * 8])), acc[h][t]);
+                acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot),
+                                            _mm256_mul_ps(dv, _mm256_set1_ps(a.drow(t0 + t)[sb * 8])), acc[h][t]);
             }
         }
     }
@@ -280,13 +308,14 @@ void q6k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float*
 
 #if !defined(__AVX512VNNI__)  // the avx512vnni level has its 512-bit kernels (packed_vnni512.cpp)
 void matmul_packed(TensorType type, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
-                        int64_t r0, int64_t r1) {
+                   int64_t r0, int64_t r1) {
     if (type == TensorType::Q8_0 || type == TensorType::Q4_0) {
         const int64_t nb = cols / 32;
         const size_t gbb = packed::q8_block_bytes(type == TensorType::Q4_0);
         packed_tiles<4>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, auto pf) {
             const uint8_t* base = packed + size_t(G) * size_t(nb) * gbb;
-            if (type == TensorType::Q4_0) q8_tile<true, decltype(tn)::value, decltype(pf)::value>(base, nb, a, t, y, ldy, G * R);
+            if (type == TensorType::Q4_0)
+                q8_tile<true, decltype(tn)::value, decltype(pf)::value>(base, nb, a, t, y, ldy, G * R);
             else q8_tile<false, decltype(tn)::value, decltype(pf)::value>(base, nb, a, t, y, ldy, G * R);
         });
         return;
@@ -294,7 +323,8 @@ void matmul_packed(TensorType type, const uint8_t* packed, int64_t cols, const A
     const int64_t nsb = cols / QK_K;
     if (type == TensorType::Q6_K) {
         packed_tiles<4>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, auto pf) {
-            q6k_tile<decltype(tn)::value, decltype(pf)::value>(packed + size_t(G) * size_t(nsb) * packed::kQ6BlockBytes, nsb, a, t, y, ldy, G * R);
+            q6k_tile<decltype(tn)::value, decltype(pf)::value>(packed + size_t(G) * size_t(nsb) * packed::kQ6BlockBytes,
+                                                               nsb, a, t, y, ldy, G * R);
         });
         return;
     }

@@ -87,12 +87,12 @@ void group_tile(const uint8_t* base, int64_t nb, const ActRows& a, int t0, float
 }
 
 template <bool Q4>
-void packed_rows(const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy, int64_t r0,
-                            int64_t r1) {
+void packed_rows(const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy, int64_t r0, int64_t r1) {
     const int64_t nb = cols / 32;
     constexpr size_t gbb = packed::q8_block_bytes(Q4);
     packed_tiles<8>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, auto pf) {
-        group_tile<Q4, decltype(tn)::value, decltype(pf)::value>(packed + size_t(G) * size_t(nb) * gbb, nb, a, t, y, ldy, G * R);
+        group_tile<Q4, decltype(tn)::value, decltype(pf)::value>(packed + size_t(G) * size_t(nb) * gbb, nb, a, t, y,
+                                                                 ldy, G * R);
     });
 }
 
@@ -114,11 +114,17 @@ void q45k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float
         const uint8_t* blk = base + size_t(s) * kGroupBytes;
         if constexpr (PF) prefetch_stream(blk, kGroupBytes);
         __m512i isum[T], msum[T];
-        for (int t = 0; t < T; t++) { isum[t] = _mm512_setzero_si512(); msum[t] = _mm512_setzero_si512(); }
+        for (int t = 0; t < T; t++) {
+            isum[t] = _mm512_setzero_si512();
+            msum[t] = _mm512_setzero_si512();
+        }
         for (int p = 0; p < 4; p++) {
             __m512i slo[T][C], shi[T][C];
             for (int t = 0; t < T; t++)
-                for (int c = 0; c < C; c++) { slo[t][c] = _mm512_setzero_si512(); shi[t][c] = _mm512_setzero_si512(); }
+                for (int c = 0; c < C; c++) {
+                    slo[t][c] = _mm512_setzero_si512();
+                    shi[t][c] = _mm512_setzero_si512();
+                }
             for (int g = 0; g < 8; g++) {
                 const __m512i v = _mm512_loadu_si512(blk + packed::kQ45OffQ + size_t(p * 8 + g) * 64);
                 __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
@@ -129,24 +135,34 @@ void q45k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float
                 }
                 for (int t = 0; t < T; t++) {
                     const int8_t* qa = a.qrow(t0 + t) + s * QK_K + p * 64 + 4 * g;
-                    slo[t][g % C] = _mm512_dpbusd_epi32(slo[t][g % C], lo, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(qa)));
-                    shi[t][g % C] = _mm512_dpbusd_epi32(shi[t][g % C], hi, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(qa + 32)));
+                    slo[t][g % C] = _mm512_dpbusd_epi32(slo[t][g % C], lo,
+                                                        _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(qa)));
+                    shi[t][g % C] = _mm512_dpbusd_epi32(shi[t][g % C], hi,
+                                                        _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(qa + 32)));
                 }
             }
-            const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + packed::kQ45OffSc + size_t(2 * p) * R)));
-            const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + packed::kQ45OffSc + size_t(2 * p + 1) * R)));
-            const __m512i mp = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + packed::kQ45OffM + size_t(p) * 2 * R)));
+            const __m512i sc_lo = _mm512_cvtepu8_epi32(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + packed::kQ45OffSc + size_t(2 * p) * R)));
+            const __m512i sc_hi = _mm512_cvtepu8_epi32(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + packed::kQ45OffSc + size_t(2 * p + 1) * R)));
+            const __m512i mp = _mm512_cvtepu8_epi16(
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + packed::kQ45OffM + size_t(p) * 2 * R)));
             for (int t = 0; t < T; t++) {
                 __m512i sl = slo[t][0], sh = shi[t][0];
-                if constexpr (C > 1) { sl = _mm512_add_epi32(sl, slo[t][1]); sh = _mm512_add_epi32(sh, shi[t][1]); }
-                isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(sc_lo, sl), _mm512_mullo_epi32(sc_hi, sh)));
+                if constexpr (C > 1) {
+                    sl = _mm512_add_epi32(sl, slo[t][1]);
+                    sh = _mm512_add_epi32(sh, shi[t][1]);
+                }
+                isum[t] = _mm512_add_epi32(
+                    isum[t], _mm512_add_epi32(_mm512_mullo_epi32(sc_lo, sl), _mm512_mullo_epi32(sc_hi, sh)));
                 const int32_t* A = a.sumrow(t0 + t) + s * 8 + 2 * p;
                 const int32_t pair = int32_t((uint32_t(A[0]) & 0xFFFFu) | (uint32_t(A[1]) << 16));
                 msum[t] = _mm512_dpwssd_epi32(msum[t], mp, _mm512_set1_epi32(pair));
             }
         }
         const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + packed::kQ45OffD)));
-        const __m512 mv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + packed::kQ45OffDmin)));
+        const __m512 mv =
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + packed::kQ45OffDmin)));
         for (int t = 0; t < T; t++) {
             const __m512 da = _mm512_set1_ps(a.drow(t0 + t)[s * 8]);
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dv, da), acc[t]);
@@ -157,7 +173,7 @@ void q45k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float
 }
 
 void packed_q45k(TensorType type, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
-                                        int64_t r0, int64_t r1) {
+                 int64_t r0, int64_t r1) {
     const bool q5 = type == TensorType::Q5_K;
     const int64_t nsb = cols / QK_K;
     packed_tiles<4>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, auto pf) {
@@ -180,33 +196,48 @@ void q6k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float*
         const uint8_t* blk = base + size_t(s) * packed::kQ6BlockBytes;
         if constexpr (PF) prefetch_stream(blk, packed::kQ6BlockBytes);
         __m512i isum[T], osum[T];
-        for (int t = 0; t < T; t++) { isum[t] = _mm512_setzero_si512(); osum[t] = _mm512_setzero_si512(); }
+        for (int t = 0; t < T; t++) {
+            isum[t] = _mm512_setzero_si512();
+            osum[t] = _mm512_setzero_si512();
+        }
         for (int p = 0; p < 8; p++) {
             // (sc_2p, sc_2p+1) per row as int16 pairs; each as int32 for the multiply.
-            const __m512i scp = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + packed::kQ6OffSc + size_t(p) * 2 * R)));
+            const __m512i scp = _mm512_cvtepi8_epi16(
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + packed::kQ6OffSc + size_t(p) * 2 * R)));
             const __m512i sc_a = _mm512_srai_epi32(_mm512_slli_epi32(scp, 16), 16), sc_b = _mm512_srai_epi32(scp, 16);
             __m512i Sa[T][C], Sb[T][C];
             for (int t = 0; t < T; t++)
-                for (int c = 0; c < C; c++) { Sa[t][c] = _mm512_setzero_si512(); Sb[t][c] = _mm512_setzero_si512(); }
+                for (int c = 0; c < C; c++) {
+                    Sa[t][c] = _mm512_setzero_si512();
+                    Sb[t][c] = _mm512_setzero_si512();
+                }
             for (int g = 0; g < 4; g++) {
                 // Sub-blocks 2p and 2p+1 are 4Q+2(p%2) and 4Q+2(p%2)+1 of quad Q = p/2: their high bits sit at bits
                 // 0-1 and 2-3 (p even) or 4-5 and 6-7 (p odd) of each qh byte, moved to bits 4-5 (16-bit shifts;
                 // the bits crossing a byte boundary are masked off).
                 const __m512i l = _mm512_loadu_si512(blk + packed::q6k_ql_index(p, g, 0, 0));
                 const __m512i h = _mm512_loadu_si512(blk + packed::q6k_qh_index(p / 2, g, 0, 0));
-                const __m512i ha = p % 2 ? h : _mm512_slli_epi16(h, 4), hb = p % 2 ? _mm512_srli_epi16(h, 2) : _mm512_slli_epi16(h, 2);
+                const __m512i ha = p % 2 ? h : _mm512_slli_epi16(h, 4),
+                              hb = p % 2 ? _mm512_srli_epi16(h, 2) : _mm512_slli_epi16(h, 2);
                 const __m512i wa = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(ha, m30));
-                const __m512i wb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), _mm512_and_si512(hb, m30));
+                const __m512i wb =
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), _mm512_and_si512(hb, m30));
                 for (int t = 0; t < T; t++) {
                     const int8_t* qa = a.qrow(t0 + t) + s * QK_K + p * 32 + 4 * g;
-                    Sa[t][g % C] = _mm512_dpbusd_epi32(Sa[t][g % C], wa, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(qa)));
-                    Sb[t][g % C] = _mm512_dpbusd_epi32(Sb[t][g % C], wb, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(qa + 16)));
+                    Sa[t][g % C] =
+                        _mm512_dpbusd_epi32(Sa[t][g % C], wa, _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(qa)));
+                    Sb[t][g % C] = _mm512_dpbusd_epi32(Sb[t][g % C], wb,
+                                                       _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(qa + 16)));
                 }
             }
             for (int t = 0; t < T; t++) {
                 __m512i sa = Sa[t][0], sb = Sb[t][0];
-                if constexpr (C > 1) { sa = _mm512_add_epi32(sa, Sa[t][1]); sb = _mm512_add_epi32(sb, Sb[t][1]); }
-                isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(sc_a, sa), _mm512_mullo_epi32(sc_b, sb)));
+                if constexpr (C > 1) {
+                    sa = _mm512_add_epi32(sa, Sa[t][1]);
+                    sb = _mm512_add_epi32(sb, Sb[t][1]);
+                }
+                isum[t] = _mm512_add_epi32(
+                    isum[t], _mm512_add_epi32(_mm512_mullo_epi32(sc_a, sa), _mm512_mullo_epi32(sc_b, sb)));
                 const int16_t* A = a.sum16row(t0 + t) + s * 16 + 2 * p;
                 const int32_t pair = int32_t((uint32_t(uint16_t(A[0]))) | (uint32_t(uint16_t(A[1])) << 16));
                 osum[t] = _mm512_dpwssd_epi32(osum[t], scp, _mm512_set1_epi32(pair));
@@ -215,24 +246,25 @@ void q6k_tile(const uint8_t* base, int64_t nsb, const ActRows& a, int t0, float*
         const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + packed::kQ6OffD)));
         for (int t = 0; t < T; t++) {
             const __m512i tot = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(osum[t], 5));  // - 32 * sum sc_j A_j
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_mul_ps(dv, _mm512_set1_ps(a.drow(t0 + t)[s * 8])), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(tot), _mm512_mul_ps(dv, _mm512_set1_ps(a.drow(t0 + t)[s * 8])),
+                                     acc[t]);
         }
     }
     for (int t = 0; t < T; t++) _mm512_storeu_ps(y + int64_t(t0 + t) * ldy + row0, acc[t]);
 }
 
-void packed_q6k(const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy, int64_t r0,
-                                       int64_t r1) {
+void packed_q6k(const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy, int64_t r0, int64_t r1) {
     const int64_t nsb = cols / QK_K;
     packed_tiles<4>(a.n_rows, r0 / R, r1 / R, [&](auto tn, int64_t G, int t, auto pf) {
-        q6k_tile<decltype(tn)::value, decltype(pf)::value>(packed + size_t(G) * size_t(nsb) * packed::kQ6BlockBytes, nsb, a, t, y, ldy, G * R);
+        q6k_tile<decltype(tn)::value, decltype(pf)::value>(packed + size_t(G) * size_t(nsb) * packed::kQ6BlockBytes,
+                                                           nsb, a, t, y, ldy, G * R);
     });
 }
 
 }  // namespace
 
 void matmul_packed(TensorType t, const uint8_t* packed, int64_t cols, const ActRows& a, float* y, int64_t ldy,
-                           int64_t r0, int64_t r1) {
+                   int64_t r0, int64_t r1) {
     if (t == TensorType::Q4_K || t == TensorType::Q5_K) packed_q45k(t, packed, cols, a, y, ldy, r0, r1);
     else if (t == TensorType::Q6_K) packed_q6k(packed, cols, a, y, ldy, r0, r1);
     else if (t == TensorType::Q4_0) packed_rows<true>(packed, cols, a, y, ldy, r0, r1);

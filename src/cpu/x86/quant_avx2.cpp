@@ -23,7 +23,8 @@ void quantize_act_rows(const float* x, int64_t n, int group, const ActRows& out,
         const float* xr = x + int64_t(r) * n;
         for (int64_t g = 0; g < n; g += group) {
             __m256 m = _mm256_setzero_ps();
-            for (int i = 0; i < group; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(xr + g + i)));
+            for (int i = 0; i < group; i += 8)
+                m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(xr + g + i)));
             __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
             m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
             m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
@@ -68,7 +69,6 @@ inline __m256 dot_block(__m256i w, __m256i a) {
     return _mm256_cvtepi32_ps(p32);
 }
 
-
 template <bool Q4, bool Unsigned = false>
 inline __m256i load_weights(const uint8_t* blk) {
     if constexpr (Q4) {
@@ -91,7 +91,10 @@ void row_tile(const uint8_t* row, int64_t nb, const ActRows& a, int t0, float* o
     for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
     const int8_t* aq[T];
     const float* ad[T];
-    for (int t = 0; t < T; t++) { aq[t] = a.qrow(t0 + t); ad[t] = a.drow(t0 + t); }
+    for (int t = 0; t < T; t++) {
+        aq[t] = a.qrow(t0 + t);
+        ad[t] = a.drow(t0 + t);
+    }
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t* blk = row + size_t(b) * bsz;
         _mm_prefetch(reinterpret_cast<const char*>(blk) + 512, _MM_HINT_T0);
@@ -118,7 +121,10 @@ void row_tile_vnni8(const uint8_t* row, int64_t nb, const ActRows& a, int t0, fl
     constexpr size_t bsz = Q4 ? sizeof(block_q4_0) : sizeof(block_q8_0);
     constexpr float offset = Q4 ? 8.0f : 128.0f;
     __m256 acc[T], corr[T];
-    for (int t = 0; t < T; t++) { acc[t] = _mm256_setzero_ps(); corr[t] = _mm256_setzero_ps(); }
+    for (int t = 0; t < T; t++) {
+        acc[t] = _mm256_setzero_ps();
+        corr[t] = _mm256_setzero_ps();
+    }
     int64_t b = 0;
     for (; b + 8 <= nb; b += 8) {
         __m256i w[8];
@@ -129,7 +135,8 @@ void row_tile_vnni8(const uint8_t* row, int64_t nb, const ActRows& a, int t0, fl
                 __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
                 w[j] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
             } else {
-                w[j] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), _mm256_set1_epi8(char(0x80)));
+                w[j] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)),
+                                        _mm256_set1_epi8(char(0x80)));
             }
             memcpy(&dh[j], blk, 2);
         }
@@ -278,7 +285,8 @@ void unpack_kq_row(TensorType t, const uint8_t* row, int64_t n, int8_t* q, float
                 const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs + 32 * p));
                 int8_t* dst = q + (sb * 8 + 2 * p) * 32;
                 _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_and_si256(v, m4));
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32),
+                                    _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
             }
             for (int j = 0; j < 8; j++) {
                 uint8_t sc, m;
@@ -296,10 +304,18 @@ void unpack_kq_row(TensorType t, const uint8_t* row, int64_t n, int8_t* q, float
                 const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->ql + 64 * half + 32));
                 const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qh + 32 * half));
                 int8_t* dst = q + sb * QK_K + 128 * half;
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l0, m4), hi2(h, m2, 0)), c32));
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32), _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l1, m4), hi2(h, m2, 2)), c32));
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 64), _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), hi2(h, m2, 4)), c32));
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 96), _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), hi2(h, m2, 6)), c32));
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
+                                    _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l0, m4), hi2(h, m2, 0)), c32));
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32),
+                                    _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l1, m4), hi2(h, m2, 2)), c32));
+                _mm256_storeu_si256(
+                    reinterpret_cast<__m256i*>(dst + 64),
+                    _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), hi2(h, m2, 4)),
+                                    c32));
+                _mm256_storeu_si256(
+                    reinterpret_cast<__m256i*>(dst + 96),
+                    _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), hi2(h, m2, 6)),
+                                    c32));
             }
             for (int j = 0; j < 8; j++) {
                 const int64_t b = sb * 8 + j;

@@ -44,7 +44,8 @@ std::string random_id(const char* prefix) {
 }
 
 int64_t unix_time() {
-    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
 }
 
 const char* error_type(int status) {
@@ -78,7 +79,8 @@ struct Call {
     }
     void json_ok(const json& j) { send(200, "application/json", dump(j)); }
     void error(int st, const std::string& msg, Headers extra = {}) {
-        send(st, "application/json", dump(anthropic ? anthropic_error(st, msg) : error_body(msg, error_type(st), st)), std::move(extra));
+        send(st, "application/json", dump(anthropic ? anthropic_error(st, msg) : error_body(msg, error_type(st), st)),
+             std::move(extra));
     }
     bool begin_stream(const std::string& type) {
         status = 200;
@@ -98,11 +100,12 @@ struct HttpServer::Impl {
     std::unique_ptr<Tokenizer> tok;
     std::unique_ptr<ChatFormatter> chat;  // the model's Jinja template, or a built-in renderer
     ToolFormat tool_format = ToolFormat::NONE;  // the template's tool-call format
-    ThinkTags think_tags;                        // the template's thinking tags
-    std::vector<int32_t> shown_special;         // its markers that are control tokens: shown in chat answers
+    ThinkTags think_tags;  // the template's thinking tags
+    std::vector<int32_t> shown_special;  // its markers that are control tokens: shown in chat answers
     std::string model_id;
     SpecParams engine_spec_defaults;
-    json aliases = json::array(), tags = json::array();  // what /props shows: the Jinja text the template was recognised from
+    json aliases = json::array(),
+         tags = json::array();  // what /props shows: the Jinja text the template was recognised from
     int64_t start_time = unix_time();
     std::atomic<uint64_t> http_requests{0};
     using Route = void (Impl::*)(Call&);
@@ -111,15 +114,23 @@ struct HttpServer::Impl {
     // --- helpers -------------------------------------------------------------------------------------------
     json timings_of(const Job& j) {
         const int processed = j.n_prompt - j.n_cached;  // as llama-server: prompt_n + cache_n = the prompt
-        json t = {{"prompt_n", processed}, {"prompt_ms", j.prompt_ms},
-                {"prompt_per_second", j.prompt_ms > 0 ? processed / (j.prompt_ms / 1e3) : 0.0},
-                {"predicted_n", j.n_generated}, {"predicted_ms", j.gen_ms},
-                {"predicted_per_second", j.gen_ms > 0 ? j.n_generated / (j.gen_ms / 1e3) : 0.0},
-                {"draft_n", j.n_drafted}, {"draft_n_accepted", j.n_accepted}, {"cache_n", j.n_cached},
-                {"draft_tree_n", j.n_tree_drafted}, {"draft_tree_n_accepted", j.n_tree_accepted},
-                {"itl_p50_ms", j.itl.p50}, {"itl_p90_ms", j.itl.p90}, {"itl_p99_ms", j.itl.p99}, {"itl_max_ms", j.itl.max},
-                {"prompt_per_token_ms", processed > 0 ? j.prompt_ms / processed : 0.0},
-                {"predicted_per_token_ms", j.n_generated > 0 ? j.gen_ms / j.n_generated : 0.0}};
+        json t = {{"prompt_n", processed},
+                  {"prompt_ms", j.prompt_ms},
+                  {"prompt_per_second", j.prompt_ms > 0 ? processed / (j.prompt_ms / 1e3) : 0.0},
+                  {"predicted_n", j.n_generated},
+                  {"predicted_ms", j.gen_ms},
+                  {"predicted_per_second", j.gen_ms > 0 ? j.n_generated / (j.gen_ms / 1e3) : 0.0},
+                  {"draft_n", j.n_drafted},
+                  {"draft_n_accepted", j.n_accepted},
+                  {"cache_n", j.n_cached},
+                  {"draft_tree_n", j.n_tree_drafted},
+                  {"draft_tree_n_accepted", j.n_tree_accepted},
+                  {"itl_p50_ms", j.itl.p50},
+                  {"itl_p90_ms", j.itl.p90},
+                  {"itl_p99_ms", j.itl.p99},
+                  {"itl_max_ms", j.itl.max},
+                  {"prompt_per_token_ms", processed > 0 ? j.prompt_ms / processed : 0.0},
+                  {"predicted_per_token_ms", j.n_generated > 0 ? j.gen_ms / j.n_generated : 0.0}};
         // A list of proposers: flat numbers per proposer (clients, and llama.cpp's tests, expect every timings value
         // to be a number), e.g. draft_ngram_rounds, draft_ngram_n, draft_ngram_n_accepted.
         if (j.by_proposer.size() > 1)
@@ -182,8 +193,10 @@ struct HttpServer::Impl {
     // The grammar side of a request over the vocabulary side, built on the first request that needs it.
     // lazy: its triggers; a chat prompt that opened a <think> block starts the scan inside it.
     std::shared_ptr<const OutputConstraint> constraint_for(std::shared_ptr<const grammar::Grammar> g,
-                                                           const grammar::TriggerSpec* lazy = nullptr, bool opens_thinking = false) {
-        std::call_once(vocab_once, [this] { constraint_vocab = std::make_unique<ConstraintVocab>(*tok, shown_special); });
+                                                           const grammar::TriggerSpec* lazy = nullptr,
+                                                           bool opens_thinking = false) {
+        std::call_once(vocab_once,
+                       [this] { constraint_vocab = std::make_unique<ConstraintVocab>(*tok, shown_special); });
         std::shared_ptr<grammar::TriggerSpec> spec;
         if (lazy) {
             spec = std::make_shared<grammar::TriggerSpec>(*lazy);
@@ -241,8 +254,10 @@ struct HttpServer::Impl {
                 if (auto it = body.find("input_extra"); it != body.end() && !it->is_null()) {
                     if (!it->is_array()) throw BadRequest("'input_extra' must be an array of {\"filename\", \"text\"}");
                     for (const auto& c : *it) {
-                        if (!c.is_object() || (c.contains("text") && !c["text"].is_string()) || (c.contains("filename") && !c["filename"].is_string()))
-                            throw BadRequest("'input_extra' must be an array of {\"filename\": string, \"text\": string}");
+                        if (!c.is_object() || (c.contains("text") && !c["text"].is_string()) ||
+                            (c.contains("filename") && !c["filename"].is_string()))
+                            throw BadRequest(
+                                "'input_extra' must be an array of {\"filename\": string, \"text\": string}");
                         fim.extra.push_back({c.value("filename", std::string("tmp")), c.value("text", std::string())});
                     }
                 }
@@ -271,8 +286,7 @@ struct HttpServer::Impl {
             } else if (chat) {
                 const std::string text = chat_prompt(out);
                 prompts.push_back({tok->encode(text, true, true), false, prompt_opens_thinking(text, think_tags)});
-            }
-            else
+            } else
                 for (const auto& in : out.prompts) prompts.push_back({tokenize_prompt(in)});
             const int n_ctx = engine->n_ctx();
             for (auto& pr : prompts) {
@@ -284,9 +298,11 @@ struct HttpServer::Impl {
                     continue;
                 }
                 // llama-server's error shape, with the numbers a client needs to shorten the request
-                json e = error_body(strprintf("the request exceeds the available context size: the prompt is %zu tokens, "
-                                              "the context is %d (ask for truncation with 'truncate_prompt_tokens')",
-                                              pr.ids.size(), n_ctx), "exceed_context_size_error", 400);
+                json e =
+                    error_body(strprintf("the request exceeds the available context size: the prompt is %zu tokens, "
+                                         "the context is %d (ask for truncation with 'truncate_prompt_tokens')",
+                                         pr.ids.size(), n_ctx),
+                               "exceed_context_size_error", 400);
                 e["error"]["n_prompt_tokens"] = pr.ids.size();
                 e["error"]["n_ctx"] = n_ctx;
                 call.send(400, "application/json", dump(e));
@@ -336,7 +352,8 @@ struct HttpServer::Impl {
             for (int i = 0; i < pr.n; i++) {
                 JobRequest jr = pr.job;
                 jr.prompt = prompts[pi].ids;
-                if (api == Api::Chat || api == Api::Anthropic || api == Api::Responses) jr.shown_special = shown_special;
+                if (api == Api::Chat || api == Api::Anthropic || api == Api::Responses)
+                    jr.shown_special = shown_special;
                 if (pr.grammar) jr.constraint = constraint_for(pr.grammar, pr.lazy.get(), prompts[pi].opens_thinking);
                 if (!jr.spec.context_shift)  // clamped to the context, unless it shifts
                     jr.max_tokens = std::min(jr.max_tokens, engine->n_ctx() - int(jr.prompt.size()));
@@ -345,7 +362,8 @@ struct HttpServer::Impl {
                 auto job = engine->submit(std::move(jr));
                 if (!job) {
                     for (auto& j : jobs) j->cancel();
-                    if (engine->shutting_down()) call.error(503, "the server is shutting down", {{"Connection", "close"}});
+                    if (engine->shutting_down())
+                        call.error(503, "the server is shutting down", {{"Connection", "close"}});
                     else call.error(503, "the server is busy (queue full); retry later", {{"Retry-After", "1"}});
                     return;
                 }
@@ -356,10 +374,20 @@ struct HttpServer::Impl {
         // Every way out (a finished answer, a client gone, an exception) cancels the jobs: a no-op for finished ones.
         struct CancelAll {
             std::vector<std::shared_ptr<Job>>& jobs;
-            ~CancelAll() { for (auto& j : jobs) j->cancel(); }
+            ~CancelAll() {
+                for (auto& j : jobs) j->cancel();
+            }
         } cancel_all{jobs};
-        Gen g{call, api, pr, prompts, jobs, job_prompt,
-              random_id(api == Api::Chat ? "chatcmpl-" : api == Api::Anthropic ? "msg_" : api == Api::Responses ? "resp_" : "cmpl-"),
+        Gen g{call,
+              api,
+              pr,
+              prompts,
+              jobs,
+              job_prompt,
+              random_id(api == Api::Chat        ? "chatcmpl-"
+                        : api == Api::Anthropic ? "msg_"
+                        : api == Api::Responses ? "resp_"
+                                                : "cmpl-"),
               unix_time()};
         if (pr.stream) stream_response(g);
         else blocking_response(g);
@@ -384,8 +412,8 @@ struct HttpServer::Impl {
     // The parser of one chat answer: reasoning, content and (when the request has tools) tool calls.
     std::unique_ptr<ChatAnswerParser> answer_parser(const Gen& g, size_t c) const {
         const ReasoningFormat rf = reasoning_of(g.pr);
-        return std::make_unique<ChatAnswerParser>(rf, g.prompts[g.job_prompt[c]].opens_thinking,
-                                                  tool_format_of(g.pr), g.pr.uses_tools(), g.pr.tools, think_tags);
+        return std::make_unique<ChatAnswerParser>(rf, g.prompts[g.job_prompt[c]].opens_thinking, tool_format_of(g.pr),
+                                                  g.pr.uses_tools(), g.pr.tools, think_tags);
     }
     // An OpenAI tool call of a blocking answer (streams send CallParts).
     static json tool_call_json(const ToolCall& call) {
@@ -424,7 +452,9 @@ struct HttpServer::Impl {
         int completion = 0, prompt = 0;
         for (const auto& j : g.jobs) completion += j->n_generated;
         for (const auto& pr : g.prompts) prompt += int(pr.ids.size());
-        return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion},
+        return {{"prompt_tokens", prompt},
+                {"completion_tokens", completion},
+                {"total_tokens", prompt + completion},
                 {"prompt_tokens_details", {{"cached_tokens", g.jobs.empty() ? 0 : g.jobs[0]->n_cached}}}};
     }
 
@@ -432,13 +462,26 @@ struct HttpServer::Impl {
         const SamplerParams& s = r.sampling;
         json samplers = json::array();
         for (SamplerKind k : s.order) samplers.push_back(sampler_kind_name(k));
-        return {{"n_predict", r.max_tokens == INT32_MAX ? -1 : r.max_tokens}, {"seed", s.seed}, {"temperature", s.temp},
-                {"top_k", s.top_k}, {"top_p", s.top_p}, {"min_p", s.min_p}, {"typical_p", s.typical_p},
-                {"repeat_last_n", s.penalty_last_n}, {"repeat_penalty", s.repeat_penalty},
-                {"presence_penalty", s.presence_penalty}, {"frequency_penalty", s.frequency_penalty},
-                {"ignore_eos", r.ignore_eos}, {"stop", r.stop}, {"n_probs", pr.n_probs}, {"samplers", samplers},
-                {"speculative.n_max", r.spec.n_max}, {"speculative.n_min", r.spec.n_min}, {"speculative.p_min", r.spec.p_min},
-                {"stream", pr.stream}, {"logit_bias", bias_list(r)}};
+        return {{"n_predict", r.max_tokens == INT32_MAX ? -1 : r.max_tokens},
+                {"seed", s.seed},
+                {"temperature", s.temp},
+                {"top_k", s.top_k},
+                {"top_p", s.top_p},
+                {"min_p", s.min_p},
+                {"typical_p", s.typical_p},
+                {"repeat_last_n", s.penalty_last_n},
+                {"repeat_penalty", s.repeat_penalty},
+                {"presence_penalty", s.presence_penalty},
+                {"frequency_penalty", s.frequency_penalty},
+                {"ignore_eos", r.ignore_eos},
+                {"stop", r.stop},
+                {"n_probs", pr.n_probs},
+                {"samplers", samplers},
+                {"speculative.n_max", r.spec.n_max},
+                {"speculative.n_min", r.spec.n_min},
+                {"speculative.p_min", r.spec.p_min},
+                {"stream", pr.stream},
+                {"logit_bias", bias_list(r)}};
     }
 
     // llama-server's generation_settings.logit_bias: [{"token", "bias"}], -inf as null; ignore_eos shows as the
@@ -468,7 +511,8 @@ struct HttpServer::Impl {
                 std::string tt = tok->token_to_piece(id, true);
                 top.push_back({{"id", id}, {"token", tt}, {"bytes", bytes(tt)}, {"logprob", l}});
             }
-            out.push_back({{"id", e.id}, {"token", t}, {"bytes", bytes(t)}, {"logprob", e.logprob}, {"top_logprobs", top}});
+            out.push_back(
+                {{"id", e.id}, {"token", t}, {"bytes", bytes(t)}, {"logprob", e.logprob}, {"top_logprobs", top}});
         }
         return out;
     }
@@ -476,13 +520,22 @@ struct HttpServer::Impl {
     json native_final(const Gen& g, size_t c, const JobOutput& t, bool stream) {
         const Job& j = *g.jobs[c];
         const Prompt& p = g.prompts[g.job_prompt[c]];
-        json res = {{"index", c}, {"content", stream ? std::string() : t.text},
-                    {"tokens", g.pr.return_tokens && !stream ? json(t.toks) : json::array()}, {"id_slot", j.slot.load()},
-                    {"stop", true}, {"model", model_id}, {"tokens_predicted", j.n_generated}, {"tokens_evaluated", j.n_prompt},
-                    {"generation_settings", generation_settings(j.req, g.pr)}, {"prompt", tok->decode(p.ids, false, true)},
-                    {"has_new_line", t.text.find('\n') != std::string::npos}, {"truncated", p.truncated || j.truncated},
-                    {"stop_type", stop_type(j)}, {"stopping_word", j.stop_word},
-                    {"tokens_cached", j.n_prompt + j.n_generated}, {"timings", timings_of(j)}};
+        json res = {{"index", c},
+                    {"content", stream ? std::string() : t.text},
+                    {"tokens", g.pr.return_tokens && !stream ? json(t.toks) : json::array()},
+                    {"id_slot", j.slot.load()},
+                    {"stop", true},
+                    {"model", model_id},
+                    {"tokens_predicted", j.n_generated},
+                    {"tokens_evaluated", j.n_prompt},
+                    {"generation_settings", generation_settings(j.req, g.pr)},
+                    {"prompt", tok->decode(p.ids, false, true)},
+                    {"has_new_line", t.text.find('\n') != std::string::npos},
+                    {"truncated", p.truncated || j.truncated},
+                    {"stop_type", stop_type(j)},
+                    {"stopping_word", j.stop_word},
+                    {"tokens_cached", j.n_prompt + j.n_generated},
+                    {"timings", timings_of(j)}};
         if (!stream && g.pr.n_probs > 0) res["completion_probabilities"] = native_probs(t.lps);
         if (g.pr.response_fields.empty()) return res;
         json picked = json::object();  // llama-server: each "a/b" path, flattened under its own name
@@ -514,7 +567,8 @@ struct HttpServer::Impl {
             for (auto& call : d.calls) call.id = random_id("toolu_");
             std::string fr = finish_reason(j);
             if (!d.calls.empty() && fr == "stop") fr = "tool_calls";
-            return g.call.json_ok(anthropic_message(g.id, model_id, d, fr, j.stop_word, j.n_prompt, j.n_generated, j.n_cached));
+            return g.call.json_ok(
+                anthropic_message(g.id, model_id, d, fr, j.stop_word, j.n_prompt, j.n_generated, j.n_cached));
         }
         if (g.api == Api::Responses) {
             const Job& j = *g.jobs[0];
@@ -522,7 +576,8 @@ struct HttpServer::Impl {
             ChatDelta d = ap->push(texts[0].text);
             d.append(ap->finish());
             for (auto& call : d.calls) call.id = random_id("call_");
-            return g.call.json_ok(response_object(g.id, model_id, g.created, finish_reason(j) == "length" ? "incomplete" : "completed",
+            return g.call.json_ok(response_object(g.id, model_id, g.created,
+                                                  finish_reason(j) == "length" ? "incomplete" : "completed",
                                                   response_items(g.id, d), {j.n_prompt, j.n_generated, j.n_cached}));
         }
         if (g.api == Api::Native) {
@@ -555,10 +610,16 @@ struct HttpServer::Impl {
             }
             choices.push_back(choice);
         }
-        json res = {{"id", g.id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", g.created},
-                    {"model", model_id}, {"system_fingerprint", "tandem"}, {"choices", choices},
-                    {"usage", usage_of(g)}, {"timings", timings_of(*g.jobs.back())}};
-        if (p.verbose || g.pr.verbose) res["__verbose"] = {{"prompt", tok->decode(g.prompts[0].ids, false, true)}, {"content", texts[0].text}};
+        json res = {{"id", g.id},
+                    {"object", chat ? "chat.completion" : "text_completion"},
+                    {"created", g.created},
+                    {"model", model_id},
+                    {"system_fingerprint", "tandem"},
+                    {"choices", choices},
+                    {"usage", usage_of(g)},
+                    {"timings", timings_of(*g.jobs.back())}};
+        if (p.verbose || g.pr.verbose)
+            res["__verbose"] = {{"prompt", tok->decode(g.prompts[0].ids, false, true)}, {"content", texts[0].text}};
         g.call.json_ok(res);
     }
 
@@ -624,8 +685,12 @@ struct HttpServer::Impl {
             if (chat) choice["delta"] = delta_or_text;
             else choice["text"] = delta_or_text;
             if (!logprobs.is_null()) choice["logprobs"] = logprobs;
-            return json{{"id", g.id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", g.created},
-                        {"model", model_id}, {"system_fingerprint", "tandem"}, {"choices", json::array({choice})}};
+            return json{{"id", g.id},
+                        {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                        {"created", g.created},
+                        {"model", model_id},
+                        {"system_fingerprint", "tandem"},
+                        {"choices", json::array({choice})}};
         };
         for (size_t c = 0; c < g.jobs.size(); c++) {
             Job& job = *g.jobs[c];
@@ -676,8 +741,13 @@ struct HttpServer::Impl {
                     return anth_events(astream.push(d));
                 }
                 if (native) {
-                    o = {{"index", c}, {"content", piece}, {"tokens", held_toks}, {"stop", false}, {"id_slot", job.slot.load()},
-                         {"tokens_predicted", n_sent}, {"tokens_evaluated", job.req.prompt.size()}};
+                    o = {{"index", c},
+                         {"content", piece},
+                         {"tokens", held_toks},
+                         {"stop", false},
+                         {"id_slot", job.slot.load()},
+                         {"tokens_predicted", n_sent},
+                         {"tokens_evaluated", job.req.prompt.size()}};
                     if (g.pr.n_probs > 0) o["completion_probabilities"] = native_probs(held_lps);
                 } else {
                     json lp = nullptr;
@@ -724,7 +794,9 @@ struct HttpServer::Impl {
                 if (!more) break;
             }
             if (!job.error.empty()) {
-                if (resp) resp_event("error", {{"code", error_type(job.error_status)}, {"message", job.error}, {"param", nullptr}});
+                if (resp)
+                    resp_event("error",
+                               {{"code", error_type(job.error_status)}, {"message", job.error}, {"param", nullptr}});
                 else if (anth) event("error", anthropic_error(job.error_status, job.error));
                 else send(error_body(job.error, error_type(job.error_status), job.error_status));
                 sink.end_stream();
@@ -748,9 +820,11 @@ struct HttpServer::Impl {
                 anth_events(std::move(ev));
                 std::string fr = finish_reason(job);
                 if (astream.n_calls() > 0 && fr == "stop") fr = "tool_calls";
-                event("message_delta", {{"delta", {{"stop_reason", anthropic_stop_reason(fr, job.stop_word)},
-                                                   {"stop_sequence", job.stop_word.empty() ? json(nullptr) : json(job.stop_word)}}},
-                                        {"usage", {{"output_tokens", job.n_generated}}}});
+                event("message_delta",
+                      {{"delta",
+                        {{"stop_reason", anthropic_stop_reason(fr, job.stop_word)},
+                         {"stop_sequence", job.stop_word.empty() ? json(nullptr) : json(job.stop_word)}}},
+                       {"usage", {{"output_tokens", job.n_generated}}}});
                 event("message_stop", json::object());
                 return sink.end_stream();
             }
@@ -760,7 +834,8 @@ struct HttpServer::Impl {
                 continue;
             }
             json lp = nullptr;
-            if (g.pr.logprobs && !held_lps.empty()) lp = chat ? json{{"content", logprob_list(held_lps)}} : completion_logprobs(held_lps);
+            if (g.pr.logprobs && !held_lps.empty())
+                lp = chat ? json{{"content", logprob_list(held_lps)}} : completion_logprobs(held_lps);
             json tail = chat ? json::object() : json("");
             std::string finish = finish_reason(job);
             if (chat) {  // what the answer parser still held: the end of the text, the tool calls
@@ -774,8 +849,12 @@ struct HttpServer::Impl {
         }
         if (!native) {
             if (g.pr.include_usage) {
-                json u = {{"id", g.id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", g.created},
-                          {"model", model_id}, {"choices", json::array()}, {"usage", usage_of(g)},
+                json u = {{"id", g.id},
+                          {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                          {"created", g.created},
+                          {"model", model_id},
+                          {"choices", json::array()},
+                          {"usage", usage_of(g)},
                           {"timings", timings_of(*g.jobs.back())}};
                 send(u);
             }
@@ -786,18 +865,22 @@ struct HttpServer::Impl {
 
     json live_timings(const Job& j) {
         JobProgress p = j.progress();
-        return {{"prompt_n", p.n_prompt}, {"prompt_ms", p.prompt_ms},
+        return {{"prompt_n", p.n_prompt},
+                {"prompt_ms", p.prompt_ms},
                 {"prompt_per_second", p.prompt_ms > 0 ? p.n_prompt / (p.prompt_ms / 1e3) : 0.0},
-                {"predicted_n", p.n_generated}, {"predicted_ms", p.gen_ms},
+                {"predicted_n", p.n_generated},
+                {"predicted_ms", p.gen_ms},
                 {"predicted_per_second", p.gen_ms > 0 ? p.n_generated / (p.gen_ms / 1e3) : 0.0},
-                {"draft_n", p.n_drafted}, {"draft_n_accepted", p.n_accepted}};
+                {"draft_n", p.n_drafted},
+                {"draft_n_accepted", p.n_accepted}};
     }
 
     std::string metrics_text() {
         EngineMetrics m = engine->metrics();
         std::string s;
         auto metric = [&](const char* name, const char* type, const char* help, double v) {
-            s += strprintf("# HELP tandem_%s %s\n# TYPE tandem_%s %s\ntandem_%s %.17g\n", name, help, name, type, name, v);
+            s += strprintf("# HELP tandem_%s %s\n# TYPE tandem_%s %s\ntandem_%s %.17g\n", name, help, name, type, name,
+                           v);
         };
         metric("requests_total", "counter", "Generation requests accepted.", double(m.requests));
         metric("http_requests_total", "counter", "HTTP requests served.", double(http_requests.load()));
@@ -812,22 +895,29 @@ struct HttpServer::Impl {
         metric("spec_decode_num_drafts", "counter", "Verification rounds that had a draft.", double(m.spec_drafts));
         metric("spec_decode_num_draft_tokens", "counter", "Drafted tokens verified.", double(m.spec_draft_tokens));
         metric("spec_decode_num_accepted_tokens", "counter", "Drafted tokens accepted.", double(m.spec_accepted));
-        metric("spec_decode_num_tree_tokens", "counter", "Token-tree alternatives verified (besides the drafted chain tokens).", double(m.spec_tree_tokens));
-        metric("spec_decode_num_tree_accepted_tokens", "counter", "Token-tree alternatives accepted (besides the accepted chain tokens).", double(m.spec_tree_accepted));
+        metric("spec_decode_num_tree_tokens", "counter",
+               "Token-tree alternatives verified (besides the drafted chain tokens).", double(m.spec_tree_tokens));
+        metric("spec_decode_num_tree_accepted_tokens", "counter",
+               "Token-tree alternatives accepted (besides the accepted chain tokens).", double(m.spec_tree_accepted));
         // llama-server's names, for dashboards built on them
         auto llama = [&](const char* name, const char* type, const char* help, double v) {
-            s += strprintf("# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %.17g\n", name, help, name, type, name, v);
+            s += strprintf("# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %.17g\n", name, help, name, type,
+                           name, v);
         };
-        llama("prompt_tokens_total", "counter", "Number of prompt tokens processed.", double(m.tokens_prompt - m.tokens_cached));
+        llama("prompt_tokens_total", "counter", "Number of prompt tokens processed.",
+              double(m.tokens_prompt - m.tokens_cached));
         llama("prompt_seconds_total", "counter", "Prompt process time", m.seconds_prompt);
-        llama("prompt_tokens_cached_total", "counter", "Number of prompt tokens taken from the cache.", double(m.tokens_cached));
-        llama("tokens_predicted_total", "counter", "Number of generation tokens processed.", double(m.tokens_generated));
+        llama("prompt_tokens_cached_total", "counter", "Number of prompt tokens taken from the cache.",
+              double(m.tokens_cached));
+        llama("tokens_predicted_total", "counter", "Number of generation tokens processed.",
+              double(m.tokens_generated));
         llama("tokens_predicted_seconds_total", "counter", "Predict process time", m.seconds_generated);
         llama("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.",
               m.seconds_prompt > 0 ? double(m.tokens_prompt) / m.seconds_prompt : 0.0);
         llama("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.",
               m.seconds_generated > 0 ? double(m.tokens_generated) / m.seconds_generated : 0.0);
-        llama("n_decode_total", "counter", "Total number of llama_decode() calls (here: target forward passes).", double(m.n_decode));
+        llama("n_decode_total", "counter", "Total number of llama_decode() calls (here: target forward passes).",
+              double(m.n_decode));
         llama("requests_processing", "gauge", "Number of requests processing.", m.busy_slots);
         llama("requests_deferred", "gauge", "Number of requests deferred.", m.queue_depth);
         llama("kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.", m.kv_used_fraction);
@@ -835,17 +925,20 @@ struct HttpServer::Impl {
              "# TYPE tandem_spec_decode_proposer_rounds counter\n";
         for (const auto& [name, b] : m.by_proposer)
             s += strprintf("tandem_spec_decode_proposer_rounds{proposer=\"%s\"} %d\n", name.c_str(), b.rounds);
-        s += "# HELP tandem_spec_decode_proposer_accepted_tokens Chain tokens each proposer drafted that were accepted.\n"
+        s += "# HELP tandem_spec_decode_proposer_accepted_tokens Chain tokens each proposer drafted that were "
+             "accepted.\n"
              "# TYPE tandem_spec_decode_proposer_accepted_tokens counter\n";
         for (const auto& [name, b] : m.by_proposer)
-            s += strprintf("tandem_spec_decode_proposer_accepted_tokens{proposer=\"%s\"} %d\n", name.c_str(), b.accepted);
+            s += strprintf("tandem_spec_decode_proposer_accepted_tokens{proposer=\"%s\"} %d\n", name.c_str(),
+                           b.accepted);
         s += "# HELP tandem_inter_token_latency_ms Gaps between token deliveries (ms), the last 4096 of all requests.\n"
              "# TYPE tandem_inter_token_latency_ms summary\n";
         for (auto [q, v] : {std::pair{"0.5", m.itl.p50}, std::pair{"0.9", m.itl.p90}, std::pair{"0.99", m.itl.p99}})
             s += strprintf("tandem_inter_token_latency_ms{quantile=\"%s\"} %.17g\n", q, v);
         s += strprintf("tandem_inter_token_latency_ms_count %d\n", m.itl.n);
-        s += "# HELP tandem_spec_decode_num_accepted_tokens_per_pos Drafted tokens accepted, by position in the draft.\n"
-             "# TYPE tandem_spec_decode_num_accepted_tokens_per_pos counter\n";
+        s +=
+            "# HELP tandem_spec_decode_num_accepted_tokens_per_pos Drafted tokens accepted, by position in the draft.\n"
+            "# TYPE tandem_spec_decode_num_accepted_tokens_per_pos counter\n";
         for (size_t i = 0; i < m.accepted_per_pos.size(); i++)
             s += strprintf("tandem_spec_decode_num_accepted_tokens_per_pos{position=\"%zu\"} %llu\n", i,
                            (unsigned long long)m.accepted_per_pos[i]);
@@ -868,27 +961,46 @@ struct HttpServer::Impl {
         c.json_ok({{"input_tokens", prompts[0].ids.size()}});
     }
     void manifest(Call& c) {
-        c.send(200, "application/manifest+json", R"({"name":"tandem","short_name":"tandem","start_url":"/","display":"standalone"})");
+        c.send(200, "application/manifest+json",
+               R"({"name":"tandem","short_name":"tandem","start_url":"/","display":"standalone"})");
     }
     void service_worker(Call& c) {  // the llama.cpp web UI registers one; tandem's page needs none
         c.send(200, "application/javascript", "// tandem: no service worker\n");
     }
     void models(Call& c) {
         const HParams& hp = model->hparams();
-        json m = {{"id", model_id}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "tandem"},
-                  {"aliases", aliases}, {"tags", tags},
-                  {"meta", {{"vocab_type", tok->model_name()}, {"n_vocab", hp.n_vocab}, {"n_ctx_train", hp.n_ctx_train},
-                            {"n_ctx", engine->n_ctx()}, {"n_embd", hp.n_embd}, {"n_params", model->n_params()},
-                            {"size", model->weights_bytes()}}}};
+        json m = {{"id", model_id},
+                  {"object", "model"},
+                  {"created", unix_time()},
+                  {"owned_by", "tandem"},
+                  {"aliases", aliases},
+                  {"tags", tags},
+                  {"meta",
+                   {{"vocab_type", tok->model_name()},
+                    {"n_vocab", hp.n_vocab},
+                    {"n_ctx_train", hp.n_ctx_train},
+                    {"n_ctx", engine->n_ctx()},
+                    {"n_embd", hp.n_embd},
+                    {"n_params", model->n_params()},
+                    {"size", model->weights_bytes()}}}};
         // llama-server's "models" list beside OpenAI's "data"
-        json legacy = {{"name", model_id}, {"model", model_id}, {"modified_at", ""}, {"size", model->weights_bytes()},
-                       {"digest", ""}, {"type", "model"}, {"description", ""}, {"tags", json::array()},
-                       {"capabilities", json::array({"completion"})}, {"parameters", ""}, {"details", json::object()}};
+        json legacy = {{"name", model_id},
+                       {"model", model_id},
+                       {"modified_at", ""},
+                       {"size", model->weights_bytes()},
+                       {"digest", ""},
+                       {"type", "model"},
+                       {"description", ""},
+                       {"tags", json::array()},
+                       {"capabilities", json::array({"completion"})},
+                       {"parameters", ""},
+                       {"details", json::object()}};
         c.json_ok({{"object", "list"}, {"data", json::array({m})}, {"models", json::array({legacy})}});
     }
     void metrics(Call& c) {
         if (!p.metrics) return c.error(501, "this server does not expose metrics: start it with --metrics");
-        c.send(200, "text/plain; version=0.0.4", metrics_text(), {{"Process-Start-Time-Unix", std::to_string(start_time)}});
+        c.send(200, "text/plain; version=0.0.4", metrics_text(),
+               {{"Process-Start-Time-Unix", std::to_string(start_time)}});
     }
     void props_get(Call& c) {
         ServerLimits lim = limits();
@@ -900,15 +1012,27 @@ struct HttpServer::Impl {
         ParsedRequest pr;
         const std::string bos = tok->bos() >= 0 ? tok->token_to_piece(tok->bos(), true) : "";
         const std::string eos = tok->eos() >= 0 ? tok->token_to_piece(tok->eos(), true) : "";
-        c.json_ok({{"default_generation_settings", {{"params", generation_settings(r, pr)}, {"n_ctx", engine->n_ctx()}}},
-                   {"total_slots", engine->metrics().n_slots}, {"model_alias", model_id}, {"model_path", model->path()},
-                   {"modalities", {{"vision", false}, {"video", false}, {"audio", false}}},
-                   {"endpoint_slots", p.slots_endpoint}, {"endpoint_props", p.props_post}, {"endpoint_metrics", p.metrics},
-                   {"ui", p.webui}, {"chat_template", chat->source()}, {"chat_template_name", chat->is_jinja() ? std::string("jinja") : std::string(chat_template_name(chat->builtin()))},
-                   {"bos_token", bos}, {"eos_token", eos}, {"build_info", "tandem " TANDEM_VERSION}, {"is_sleeping", false}});
+        c.json_ok(
+            {{"default_generation_settings", {{"params", generation_settings(r, pr)}, {"n_ctx", engine->n_ctx()}}},
+             {"total_slots", engine->metrics().n_slots},
+             {"model_alias", model_id},
+             {"model_path", model->path()},
+             {"modalities", {{"vision", false}, {"video", false}, {"audio", false}}},
+             {"endpoint_slots", p.slots_endpoint},
+             {"endpoint_props", p.props_post},
+             {"endpoint_metrics", p.metrics},
+             {"ui", p.webui},
+             {"chat_template", chat->source()},
+             {"chat_template_name",
+              chat->is_jinja() ? std::string("jinja") : std::string(chat_template_name(chat->builtin()))},
+             {"bos_token", bos},
+             {"eos_token", eos},
+             {"build_info", "tandem " TANDEM_VERSION},
+             {"is_sleeping", false}});
     }
     void props_post(Call& c) {
-        if (!p.props_post) return c.error(501, "this server does not allow changing its properties: start it with --props");
+        if (!p.props_post)
+            return c.error(501, "this server does not allow changing its properties: start it with --props");
         try {
             json b = parse_body(c.req.body);
             if (!b.is_object()) throw BadRequest("the body must be a JSON object");
@@ -924,15 +1048,20 @@ struct HttpServer::Impl {
         if (!p.slots_endpoint) return c.error(501, "this server does not expose slots: it was started with --no-slots");
         json out = json::array();
         for (const SlotInfo& s : engine->metrics().slots)
-            out.push_back({{"id", s.id}, {"n_ctx", s.n_ctx}, {"is_processing", s.is_processing}, {"n_past", s.n_past},
-                           {"next_token", {{"n_decoded", s.n_generated}}}, {"n_prompt_tokens", s.n_prompt},
+            out.push_back({{"id", s.id},
+                           {"n_ctx", s.n_ctx},
+                           {"is_processing", s.is_processing},
+                           {"n_past", s.n_past},
+                           {"next_token", {{"n_decoded", s.n_generated}}},
+                           {"n_prompt_tokens", s.n_prompt},
                            {"speculative", engine->has_draft() || engine_spec_defaults.type != SpecType::NONE}});
         c.json_ok(out);
     }
     // As llama-server: the actions need --slot-save-path (501 without it, erase included); --no-slots only hides
     // GET /slots.
     void slot_action(Call& c, const std::string& path) {
-        if (p.slot_save_path.empty()) return c.error(501, "this server does not support slot actions: start it with --slot-save-path DIR");
+        if (p.slot_save_path.empty())
+            return c.error(501, "this server does not support slot actions: start it with --slot-save-path DIR");
         SlotActionRequest a;
         try {
             a = parse_slot_action(path.substr(7), c.req.query, c.req.body, p.slot_save_path);
@@ -946,17 +1075,25 @@ struct HttpServer::Impl {
         jr.action = a.action;
         jr.state_path = a.path;
         auto job = engine->submit(std::move(jr));
-        if (!job) return c.error(503, engine->shutting_down() ? "the server is shutting down" : "the server is busy (queue full); retry later");
+        if (!job)
+            return c.error(503, engine->shutting_down() ? "the server is shutting down"
+                                                        : "the server is busy (queue full); retry later");
         if (!wait_quietly(*job, c)) return;
         if (!job->error.empty()) return job_error(c, *job);
         const double ms = job->prompt_ms;
         switch (a.action) {
             case JobRequest::SlotAction::SAVE:
-                return c.json_ok({{"id_slot", a.id}, {"filename", a.filename}, {"n_saved", job->n_slot_tokens},
-                                  {"n_written", job->n_slot_bytes}, {"timings", {{"save_ms", ms}}}});
+                return c.json_ok({{"id_slot", a.id},
+                                  {"filename", a.filename},
+                                  {"n_saved", job->n_slot_tokens},
+                                  {"n_written", job->n_slot_bytes},
+                                  {"timings", {{"save_ms", ms}}}});
             case JobRequest::SlotAction::RESTORE:
-                return c.json_ok({{"id_slot", a.id}, {"filename", a.filename}, {"n_restored", job->n_slot_tokens},
-                                  {"n_read", job->n_slot_bytes}, {"timings", {{"restore_ms", ms}}}});
+                return c.json_ok({{"id_slot", a.id},
+                                  {"filename", a.filename},
+                                  {"n_restored", job->n_slot_tokens},
+                                  {"n_read", job->n_slot_bytes},
+                                  {"timings", {{"restore_ms", ms}}}});
             default: return c.json_ok({{"id_slot", a.id}, {"n_erased", job->n_slot_tokens}});
         }
     }
@@ -990,11 +1127,15 @@ struct HttpServer::Impl {
             }
             std::string text;
             if (tool_format == ToolFormat::NONE && pr.uses_tools())
-                text = chat->apply(messages_with_tool_prompt(messages, pr.tools), json(), pr.add_generation_prompt, pr.template_kwargs, tok->add_bos());
+                text = chat->apply(messages_with_tool_prompt(messages, pr.tools), json(), pr.add_generation_prompt,
+                                   pr.template_kwargs, tok->add_bos());
             else
-                text = chat->apply(messages, pr.uses_tools() ? pr.tools : json(), pr.add_generation_prompt, pr.template_kwargs, tok->add_bos());
-            const json& kw = pr.template_kwargs.contains("enable_thinking") ? pr.template_kwargs : p.chat_template_kwargs;
-            if (kw.contains("enable_thinking") && kw["enable_thinking"] == false) text = close_thinking(text, chat->source());
+                text = chat->apply(messages, pr.uses_tools() ? pr.tools : json(), pr.add_generation_prompt,
+                                   pr.template_kwargs, tok->add_bos());
+            const json& kw =
+                pr.template_kwargs.contains("enable_thinking") ? pr.template_kwargs : p.chat_template_kwargs;
+            if (kw.contains("enable_thinking") && kw["enable_thinking"] == false)
+                text = close_thinking(text, chat->source());
             return text + prefill;
         } catch (const Error& e) {
             throw BadRequest(e.what());
@@ -1006,15 +1147,19 @@ struct HttpServer::Impl {
         if (!p.embeddings) return c.error(501, "this server does not serve embeddings: start it with --embeddings");
         const bool oai = c.req.path.rfind("/v1/", 0) == 0 || c.req.path == p.api_prefix + "/v1/embeddings";
         if (oai && *p.pooling == Pooling::NONE)
-            return c.error(400, "pooling 'none' gives one vector per token, which /v1/embeddings cannot return: use /embeddings or another --pooling");
+            return c.error(400,
+                           "pooling 'none' gives one vector per token, which /v1/embeddings cannot return: use "
+                           "/embeddings or another --pooling");
         EmbeddingRequest er;
         std::vector<std::vector<int32_t>> inputs;
         try {
             er = parse_embedding_request(parse_body(c.req.body), tok->n_vocab());
             for (const auto& in : er.inputs) {
                 std::vector<int32_t> ids = tokenize_prompt(in, false);  // then BOS before, EOS after, as the vocab asks
-                if (tok->add_bos() && tok->bos() >= 0 && (ids.empty() || ids[0] != tok->bos())) ids.insert(ids.begin(), tok->bos());
-                if (tok->add_eos() && tok->eos() >= 0 && (ids.empty() || ids.back() != tok->eos())) ids.push_back(tok->eos());
+                if (tok->add_bos() && tok->bos() >= 0 && (ids.empty() || ids[0] != tok->bos()))
+                    ids.insert(ids.begin(), tok->bos());
+                if (tok->add_eos() && tok->eos() >= 0 && (ids.empty() || ids.back() != tok->eos()))
+                    ids.push_back(tok->eos());
                 inputs.push_back(std::move(ids));
             }
         } catch (const BadRequest& e) {
@@ -1025,7 +1170,9 @@ struct HttpServer::Impl {
         std::vector<std::shared_ptr<Job>> jobs;
         struct CancelAll {
             std::vector<std::shared_ptr<Job>>& jobs;
-            ~CancelAll() { for (auto& j : jobs) j->cancel(); }
+            ~CancelAll() {
+                for (auto& j : jobs) j->cancel();
+            }
         } cancel_all{jobs};
         for (auto& ids : inputs) {
             JobRequest jr;
@@ -1034,7 +1181,9 @@ struct HttpServer::Impl {
             jr.pooling = *p.pooling;
             jr.embd_normalize = er.normalize;
             auto job = engine->submit(std::move(jr));
-            if (!job) return c.error(503, engine->shutting_down() ? "the server is shutting down" : "the server is busy (queue full); retry later");
+            if (!job)
+                return c.error(503, engine->shutting_down() ? "the server is shutting down"
+                                                            : "the server is busy (queue full); retry later");
             jobs.push_back(job);
         }
         json data = json::array();
@@ -1044,20 +1193,27 @@ struct HttpServer::Impl {
             if (!jobs[i]->error.empty()) return job_error(c, *jobs[i]);
             n_tokens += jobs[i]->n_prompt;
             const auto& e = jobs[i]->embedding;
-            if (oai) data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", er.base64 ? json(base64_floats(e[0])) : json(e[0])}});
+            if (oai)
+                data.push_back({{"object", "embedding"},
+                                {"index", i},
+                                {"embedding", er.base64 ? json(base64_floats(e[0])) : json(e[0])}});
             else data.push_back({{"index", i}, {"embedding", e}});
         }
         if (!oai) return c.json_ok(data);
-        c.json_ok({{"object", "list"}, {"model", model_id}, {"data", data},
+        c.json_ok({{"object", "list"},
+                   {"model", model_id},
+                   {"data", data},
                    {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}}});
     }
     void not_implemented(Call& c) {
-        c.error(501, "this endpoint (" + c.req.path + ") is not implemented by tandem (see README, llama-server compatibility)");
+        c.error(501, "this endpoint (" + c.req.path +
+                         ") is not implemented by tandem (see README, llama-server compatibility)");
     }
     void tokenize(Call& c) {
         try {
             json b = parse_body(c.req.body);
-            if (!b.is_object() || !b.contains("content") || !b["content"].is_string()) throw BadRequest("'content' must be a string");
+            if (!b.is_object() || !b.contains("content") || !b["content"].is_string())
+                throw BadRequest("'content' must be a string");
             bool add_special = b.value("add_special", false);
             bool parse_special = b.value("parse_special", true);
             bool with_pieces = b.value("with_pieces", false);
@@ -1077,12 +1233,14 @@ struct HttpServer::Impl {
     void detokenize(Call& c) {
         try {
             json b = parse_body(c.req.body);
-            if (!b.is_object() || !b.contains("tokens") || !b["tokens"].is_array()) throw BadRequest("'tokens' must be an array of ids");
+            if (!b.is_object() || !b.contains("tokens") || !b["tokens"].is_array())
+                throw BadRequest("'tokens' must be an array of ids");
             std::vector<int32_t> ids;
             for (const auto& v : b["tokens"]) {
                 if (!v.is_number_integer()) throw BadRequest("'tokens' must be an array of ids");
                 int64_t id = v.get<int64_t>();
-                if (id < 0 || id >= tok->n_vocab()) throw BadRequest(strprintf("token %lld is outside the vocabulary", (long long)id));
+                if (id < 0 || id >= tok->n_vocab())
+                    throw BadRequest(strprintf("token %lld is outside the vocabulary", (long long)id));
                 ids.push_back(int32_t(id));
             }
             c.json_ok({{"content", tok->decode(ids, false)}});
@@ -1118,8 +1276,7 @@ struct HttpServer::Impl {
         add("POST", {"/v1/messages"}, &Impl::anthropic_messages);
         add("POST", {"/v1/responses", "/responses"}, &Impl::responses);
         add("POST", {"/v1/messages/count_tokens"}, &Impl::anthropic_count_tokens);
-        add("POST", {"/rerank", "/reranking", "/v1/rerank"},
-            &Impl::not_implemented);
+        add("POST", {"/rerank", "/reranking", "/v1/rerank"}, &Impl::not_implemented);
         add("GET", {"/lora-adapters"}, &Impl::not_implemented);
         add("POST", {"/lora-adapters"}, &Impl::not_implemented);
     }
@@ -1131,14 +1288,16 @@ struct HttpServer::Impl {
         if (!p.api_prefix.empty() && path.rfind(p.api_prefix, 0) == 0) path = path.substr(p.api_prefix.size());
         if (path.empty()) path = "/";
         std::string auth = req.header("authorization");
-        if (auth.empty() && req.has_header("x-api-key")) auth = "Bearer " + req.header("x-api-key");  // llama-server accepts it
+        if (auth.empty() && req.has_header("x-api-key"))
+            auth = "Bearer " + req.header("x-api-key");  // llama-server accepts it
         AccessDecision d = check_access(policy, {req.method, path, req.header("host"), req.header("origin"), auth,
                                                  req.header("access-control-request-headers")});
         Call call{req, res, d.headers};
         if (d.status == 200) call.send(200, "text/plain", "");  // preflight
         else if (d.status) call.error(d.status, d.message);
         else dispatch(call, path);
-        std::fprintf(stderr, "%s %s %d %zu bytes\n", req.method.c_str(), req.path.c_str(), call.status, req.body.size());
+        std::fprintf(stderr, "%s %s %d %zu bytes\n", req.method.c_str(), req.path.c_str(), call.status,
+                     req.body.size());
     }
 
     void dispatch(Call& call, const std::string& path) {
@@ -1148,14 +1307,16 @@ struct HttpServer::Impl {
         }
         auto it = routes.find(path);
         if (it == routes.end()) return call.error(404, "no such endpoint");
-        auto m = it->second.find(call.req.method == "HEAD" ? std::string("GET") : call.req.method);  // HEAD: GET without the body
+        auto m = it->second.find(call.req.method == "HEAD" ? std::string("GET")
+                                                           : call.req.method);  // HEAD: GET without the body
         if (m == it->second.end()) {
             std::string allow;
             for (auto& [k, v] : it->second) allow += (allow.empty() ? "" : ", ") + k;
-            return call.error(405, "method " + call.req.method + " is not allowed here (" + allow + ")", {{"Allow", allow}});
+            return call.error(405, "method " + call.req.method + " is not allowed here (" + allow + ")",
+                              {{"Allow", allow}});
         }
-        const bool needs_model = path != "/health" && path != "/v1/health" && path != "/" && path != "/index.html" && path != "/sw.js" &&
-                                 path != "/manifest.webmanifest";
+        const bool needs_model = path != "/health" && path != "/v1/health" && path != "/" && path != "/index.html" &&
+                                 path != "/sw.js" && path != "/manifest.webmanifest";
         if (needs_model && !ready.load()) return call.error(503, "the model is loading", {{"Retry-After", "1"}});
         (this->*(m->second))(call);
     }
@@ -1229,7 +1390,8 @@ void HttpServer::set_ready(std::shared_ptr<const Model> model, std::shared_ptr<E
     I.aliases = split(I.p.alias);
     I.tags = split(I.p.tags);
     std::sort(I.aliases.begin(), I.aliases.end());  // llama-server keeps them in a std::set: the id is the first
-    I.model_id = !I.aliases.empty() ? I.aliases[0].get<std::string>() : valid_utf8(path.substr(path.find_last_of('/') + 1));
+    I.model_id =
+        !I.aliases.empty() ? I.aliases[0].get<std::string>() : valid_utf8(path.substr(path.find_last_of('/') + 1));
     if (I.aliases.empty()) I.aliases.push_back(I.model_id);
     I.ready.store(true);
     std::fprintf(stderr, "ready: model %s, chat template %s\n", I.model_id.c_str(), I.chat->description().c_str());

@@ -24,8 +24,8 @@ struct ServeParams {
     std::string host = "127.0.0.1";
     int port = 8080;
     std::string api_key;
-    std::string alias;          // comma-separated: the first is the model id
-    std::string tags;           // comma-separated
+    std::string alias;  // comma-separated: the first is the model id
+    std::string tags;  // comma-separated
     std::string chat_template;  // --chat-template: a built-in's name, or a Jinja text; empty: the model's
     std::vector<std::string> allowed_hosts, cors_origins;
     size_t max_body_bytes = 1 << 20;
@@ -40,10 +40,10 @@ struct ServeParams {
     std::string chat_template_text;  // --chat-template-file: a Jinja template used instead of the model's
     std::string grammar;  // --grammar / --grammar-file: GBNF for requests that bring none
     ReasoningFormat reasoning_format = ReasoningFormat::DEEPSEEK;  // --reasoning-format (auto)
-    bool jinja = true;               // --jinja (default) / --no-jinja (recognise templates, render built-ins)
+    bool jinja = true;  // --jinja (default) / --no-jinja (recognise templates, render built-ins)
     nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();  // --chat-template-kwargs
     bool webui = true;
-    std::string api_prefix;          // every route also under this prefix
+    std::string api_prefix;  // every route also under this prefix
     bool slots_endpoint = true, props_post = false, metrics = false;
     std::string slot_save_path;
     bool embeddings = false;  // --embedding: serve /v1/embeddings and /embedding(s)
@@ -60,9 +60,9 @@ public:
     void set_ready(std::shared_ptr<const Model> model, std::shared_ptr<Engine> engine);
     // Speculative defaults that requests start from (call before set_ready).
     void set_spec_defaults(const SpecParams& sp);
-    void stop_accepting();           // shutdown, step 1: no new connections or requests
+    void stop_accepting();  // shutdown, step 1: no new connections or requests
     bool wait_idle(int timeout_ms);  // shutdown, step 2: until every request in progress has been answered
-    void stop();                     // shutdown, step 3: close everything
+    void stop();  // shutdown, step 3: close everything
     int port() const;
 
 private:

@@ -193,8 +193,12 @@ public:
         if (closed_.load()) return false;
         auto done = std::make_shared<std::promise<bool>>();
         auto fut = done->get_future();
-        net::post(stream_.get_executor(), [self = shared_from_this(), data = std::make_shared<std::string>(std::move(data)), done] {
-            if (self->closed_.load()) { done->set_value(false); return; }
+        net::post(stream_.get_executor(), [self = shared_from_this(),
+                                           data = std::make_shared<std::string>(std::move(data)), done] {
+            if (self->closed_.load()) {
+                done->set_value(false);
+                return;
+            }
             self->stream_.expires_after(std::chrono::seconds(self->I_->p.write_timeout_s));
             net::async_write(self->stream_, net::buffer(*data), [self, data, done](beast::error_code ec, size_t) {
                 if (ec) self->close();
@@ -232,9 +236,8 @@ private:
         parser_->header_limit(std::uint32_t(I_->p.max_header_bytes));
         parser_->body_limit(I_->p.max_body_bytes);
         stream_.expires_after(std::chrono::seconds(I_->p.header_timeout_s));
-        http::async_read_header(stream_, buf_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
-            self->on_header(ec);
-        });
+        http::async_read_header(stream_, buf_, *parser_,
+                                [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
     }
 
     void on_header(beast::error_code ec) {
@@ -252,16 +255,19 @@ private:
         int count = 0;
         for (auto it = h.begin(); it != h.end(); ++it) count++;
         if (count > I_->p.max_header_count)
-            return fail(431, strprintf("the request has %d headers, at most %d are accepted", count, I_->p.max_header_count));
+            return fail(
+                431, strprintf("the request has %d headers, at most %d are accepted", count, I_->p.max_header_count));
         encoding_ = lower(std::string(h[http::field::content_encoding]));
-        if (!encoding_.empty() && encoding_ != "identity" && encoding_ != "gzip" && encoding_ != "deflate" && encoding_ != "x-gzip")
+        if (!encoding_.empty() && encoding_ != "identity" && encoding_ != "gzip" && encoding_ != "deflate" &&
+            encoding_ != "x-gzip")
             return fail(415, "Content-Encoding '" + encoding_ + "' is not supported (identity, gzip, deflate)");
         if (lower(std::string(h[http::field::expect])) == "100-continue" && !parser_->is_done()) {
             auto msg = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
-            net::async_write(stream_, net::buffer(*msg), [self = shared_from_this(), msg](beast::error_code ec2, size_t) {
-                if (ec2) return self->close();
-                self->read_body();
-            });
+            net::async_write(stream_, net::buffer(*msg),
+                             [self = shared_from_this(), msg](beast::error_code ec2, size_t) {
+                                 if (ec2) return self->close();
+                                 self->read_body();
+                             });
             return;
         }
         read_body();
@@ -269,13 +275,15 @@ private:
 
     void read_body() {
         stream_.expires_after(std::chrono::seconds(I_->p.body_timeout_s));
-        http::async_read(stream_, buf_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body(ec); });
+        http::async_read(stream_, buf_, *parser_,
+                         [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body(ec); });
     }
 
     void on_body(beast::error_code ec) {
         if (ec == http::error::body_limit)
             return fail(413, strprintf("the request body is larger than %zu bytes (--max-body)", I_->p.max_body_bytes));
-        if (ec == http::error::buffer_overflow) return fail(413, "a chunk-size line or trailer of the request body is too long");
+        if (ec == http::error::buffer_overflow)
+            return fail(413, "a chunk-size line or trailer of the request body is too long");
         if (ec == beast::error::timeout) return fail(408, "the request body did not arrive in time");
         if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
             ec == net::error::operation_aborted)
@@ -289,7 +297,8 @@ private:
         size_t q = target.find('?');
         req->path = target.substr(0, q);
         if (q != std::string::npos) req->query = target.substr(q + 1);
-        for (const auto& f : msg) req->headers.emplace_back(lower(std::string(f.name_string())), std::string(f.value()));
+        for (const auto& f : msg)
+            req->headers.emplace_back(lower(std::string(f.name_string())), std::string(f.value()));
         if (int(req->headers.size()) > I_->p.max_header_count)  // chunked trailers add fields after the headers
             return fail(431, strprintf("the request has %zu header and trailer fields, at most %d are accepted",
                                        req->headers.size(), I_->p.max_header_count));
@@ -298,7 +307,8 @@ private:
         head_ = msg.method() == http::verb::head;
         keep_alive_ = msg.keep_alive();
         try {
-            if (!encoding_.empty() && encoding_ != "identity") req->body = inflate_body(msg.body(), I_->p.max_body_bytes);
+            if (!encoding_.empty() && encoding_ != "identity")
+                req->body = inflate_body(msg.body(), I_->p.max_body_bytes);
             else req->body = std::move(msg.body());
         } catch (const TransportError& e) {
             return fail(e.status, e.message);
@@ -311,8 +321,9 @@ public:
     void fail(int status, const std::string& msg) {
         if (closed_.load()) return;
         std::string body = I_->error_body(status, msg);
-        auto data = std::make_shared<std::string>(status_line(status) + "Server: tandem\r\nContent-Type: application/json\r\n" +
-                                                  strprintf("Content-Length: %zu\r\nConnection: close\r\n\r\n", body.size()) + body);
+        auto data = std::make_shared<std::string>(
+            status_line(status) + "Server: tandem\r\nContent-Type: application/json\r\n" +
+            strprintf("Content-Length: %zu\r\nConnection: close\r\n\r\n", body.size()) + body);
         stream_.expires_after(std::chrono::seconds(5));
         net::async_write(stream_, net::buffer(*data), [self = shared_from_this(), data](beast::error_code ec, size_t) {
             if (ec) return self->close();
@@ -446,7 +457,9 @@ void HttpTransport::Impl::do_accept(tcp::acceptor& a) {
         if (ec) {
             // Out of descriptors and the like: wait a little rather than spin, then accept again.
             auto t = std::make_shared<net::steady_timer>(self->astrand, std::chrono::milliseconds(50));
-            t->async_wait([self, t, &a](beast::error_code) { if (a.is_open()) self->do_accept(a); });
+            t->async_wait([self, t, &a](beast::error_code) {
+                if (a.is_open()) self->do_accept(a);
+            });
             return;
         }
         size_t open;
@@ -461,7 +474,8 @@ void HttpTransport::Impl::do_accept(tcp::acceptor& a) {
     });
 }
 
-HttpTransport::HttpTransport(const TransportParams& p, Handler handler, ErrorBodyFn error_body) : impl_(std::make_shared<Impl>()) {
+HttpTransport::HttpTransport(const TransportParams& p, Handler handler, ErrorBodyFn error_body)
+    : impl_(std::make_shared<Impl>()) {
     impl_->p = p;
     impl_->handler = std::move(handler);
     impl_->error_body = std::move(error_body);
@@ -474,7 +488,8 @@ HttpTransport::HttpTransport(const TransportParams& p, Handler handler, ErrorBod
             getrlimit(RLIMIT_NOFILE, &rl);
         }
         if (rl.rlim_cur != RLIM_INFINITY)
-            impl_->p.max_connections = int(std::min<rlim_t>(rlim_t(impl_->p.max_connections), rl.rlim_cur > 128 ? rl.rlim_cur - 64 : 64));
+            impl_->p.max_connections =
+                int(std::min<rlim_t>(rlim_t(impl_->p.max_connections), rl.rlim_cur > 128 ? rl.rlim_cur - 64 : 64));
     }
 }
 
@@ -483,7 +498,9 @@ HttpTransport::~HttpTransport() { stop(); }
 void HttpTransport::listen(const std::string& host, int port) {
     Impl& I = *impl_;
     if (port == 0 && I.bound_port != 0) port = I.bound_port;  // more addresses: the port the first one got
-    auto fail = [&](const std::string& why) { throw Error(strprintf("cannot listen on %s:%d: %s", host.c_str(), port, why.c_str())); };
+    auto fail = [&](const std::string& why) {
+        throw Error(strprintf("cannot listen on %s:%d: %s", host.c_str(), port, why.c_str()));
+    };
     beast::error_code ec;
     tcp::resolver res(I.ioc);
     auto results = res.resolve(host, std::to_string(port), tcp::resolver::passive | tcp::resolver::numeric_service, ec);
@@ -497,7 +514,8 @@ void HttpTransport::listen(const std::string& host, int port) {
     a->set_option(net::socket_base::reuse_address(true), ec);
     if (ep.protocol() == tcp::v6()) a->set_option(net::ip::v6_only(true), ec);  // "::1" beside "127.0.0.1"
     a->bind(ep, ec);
-    if (ec == net::error::address_in_use) fail("the address is already in use (is another server running on this port?)");
+    if (ec == net::error::address_in_use)
+        fail("the address is already in use (is another server running on this port?)");
     if (ec) fail(ec.message());
     a->listen(net::socket_base::max_listen_connections, ec);
     if (ec) fail(ec.message());

@@ -29,10 +29,10 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 
 struct HttpRequest {
     std::string method;  // "GET", "POST", ...
-    std::string path;    // without the query
-    std::string query;   // after '?', undecoded
-    Headers headers;     // names lower-cased, in arrival order
-    std::string body;    // de-chunked and decoded
+    std::string path;  // without the query
+    std::string query;  // after '?', undecoded
+    Headers headers;  // names lower-cased, in arrival order
+    std::string body;  // de-chunked and decoded
     std::string remote;  // peer address
     // Value of the first header with this (lower-case) name; empty when absent.
     std::string header(std::string_view lower_name) const;
@@ -45,7 +45,8 @@ struct HttpRequest {
 class Responder {
 public:
     virtual ~Responder() = default;
-    virtual bool send(int status, const std::string& content_type, const std::string& body, const Headers& extra = {}) = 0;
+    virtual bool send(int status, const std::string& content_type, const std::string& body,
+                      const Headers& extra = {}) = 0;
     virtual bool begin_stream(int status, const std::string& content_type, const Headers& extra = {}) = 0;
     virtual bool write(std::string_view data) = 0;
     virtual void end_stream() = 0;
@@ -78,11 +79,11 @@ public:
     // May be called once per address, before start(); later addresses with port 0 take the first one's port.
     void listen(const std::string& host, int port);
     int port() const;
-    void start();           // I/O threads and workers
+    void start();  // I/O threads and workers
     void stop_accepting();  // closes the listener; open connections finish their request in progress, then close
     // Waits until no request is being handled or `timeout_ms` passed; returns true when idle.
     bool wait_idle(int timeout_ms);
-    void stop();            // closes every connection, joins every thread (handlers still running are waited for)
+    void stop();  // closes every connection, joins every thread (handlers still running are waited for)
 
     struct Impl;  // opaque (http_transport.cpp)
 
