@@ -4,7 +4,10 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <random>
+#include <set>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "serve/access.h"
@@ -13,6 +16,7 @@
 #include "serve/engine.h"
 #include "speculative/suffix_cache.h"
 #include "serve/infill.h"
+#include "serve/metrics.h"
 #include "serve/openai.h"
 #include "serve/reasoning.h"
 #include "serve/responses.h"
@@ -1297,4 +1301,63 @@ TEST(OpenAI, ParsesToolsAndToolChoice) {
     ASSERT_EQ(with_prompt.size(), 2u);
     EXPECT_EQ(with_prompt[0]["role"], "system");
     EXPECT_NE(with_prompt[0]["content"].get<std::string>().find("get_weather"), std::string::npos);
+}
+
+// /metrics (serve/metrics.h) as a pure function: every sample belongs to a family announced by # HELP and # TYPE
+// (Prometheus rejects a page otherwise), the values are the engine's, llama-server's names are there too.
+TEST(Metrics, PrometheusTextCarriesTheEngineCountersInValidFamilies) {
+    server::EngineMetrics m;
+    m.requests = 7;
+    m.tokens_prompt = 120;
+    m.tokens_cached = 20;
+    m.tokens_generated = 300;
+    m.seconds_generated = 1.5;
+    m.spec_drafts = 40;
+    m.spec_draft_tokens = 160;
+    m.spec_accepted = 90;
+    m.accepted_per_pos = {40, 30, 20};
+    m.by_proposer["ngram"] = {SpecType::NGRAM, 25, 100, 50};
+    m.busy_slots = 2;
+    m.n_slots = 4;
+    m.itl.n = 3;
+    m.itl.p50 = 12.5;
+    const std::string text = server::prometheus_text(m, 11);
+    std::map<std::string, std::string> value;  // sample (name with labels) -> value
+    std::set<std::string> help, type;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        ASSERT_FALSE(line.empty()) << "blank line in the page";
+        if (line.rfind("# HELP ", 0) == 0) {
+            help.insert(line.substr(7, line.find(' ', 7) - 7));
+            continue;
+        }
+        if (line.rfind("# TYPE ", 0) == 0) {
+            const std::string name = line.substr(7, line.find(' ', 7) - 7);
+            const std::string t = line.substr(line.find(' ', 7) + 1);
+            EXPECT_TRUE(t == "counter" || t == "gauge" || t == "summary") << line;
+            type.insert(name);
+            continue;
+        }
+        const size_t sp = line.rfind(' ');
+        ASSERT_NE(sp, std::string::npos) << line;
+        const std::string sample = line.substr(0, sp);
+        const std::string family = sample.substr(0, sample.find_first_of("{"));
+        const std::string base =
+            family.size() > 6 && family.ends_with("_count") ? family.substr(0, family.size() - 6) : family;
+        EXPECT_TRUE(help.count(base) && type.count(base)) << "sample without # HELP / # TYPE: " << line;
+        char* end = nullptr;
+        std::strtod(line.c_str() + sp + 1, &end);
+        EXPECT_EQ(*end, '\0') << "not a number: " << line;
+        value[sample] = line.substr(sp + 1);
+    }
+    EXPECT_EQ(value["tandem_requests_total"], "7");
+    EXPECT_EQ(value["tandem_http_requests_total"], "11");
+    EXPECT_EQ(value["tandem_spec_decode_num_accepted_tokens"], "90");
+    EXPECT_EQ(value["tandem_slots_busy"], "2");
+    EXPECT_EQ(value["llamacpp:prompt_tokens_total"], "100") << "llama-server counts prompt tokens not from the cache";
+    EXPECT_EQ(value["llamacpp:predicted_tokens_seconds"], "200");
+    EXPECT_EQ(value["tandem_spec_decode_proposer_rounds{proposer=\"ngram\"}"], "25");
+    EXPECT_EQ(value["tandem_spec_decode_num_accepted_tokens_per_pos{position=\"1\"}"], "30");
+    EXPECT_EQ(value["tandem_inter_token_latency_ms{quantile=\"0.5\"}"], "12.5");
+    EXPECT_EQ(value["tandem_inter_token_latency_ms_count"], "3");
 }
