@@ -44,8 +44,8 @@ struct PromptInput {
 
 // `prompt` of a completions request: a string, token ids, a mix, or an array of those (up to 16 prompts).
 std::vector<PromptInput> parse_prompts(const nlohmann::ordered_json& prompt, int n_vocab);
-// 400 for fields that would change the output and are not implemented (json_schema, tools, response_format
-// with a schema): never accepted silently.
+// 400 for fields that would change the output and are not implemented (the legacy 'functions', 'lora', and a
+// response_format other than text, json_object or json_schema): never accepted silently.
 void refuse_unimplemented(const nlohmann::ordered_json& body);
 
 // An embeddings request: /v1/embeddings (OpenAI: "input", "encoding_format") or llama-server's /embedding(s)

@@ -1,5 +1,7 @@
 // HTTP front end of `tandem serve`: routes, access checks (src/serve/access.h), SSE streaming, on the
-// transport of http_transport.h. Owns nothing of the model: requests become Jobs for the Engine.
+// transport of http_transport.h. It holds the per-model front end (chat template and tool-call format, the
+// constraint vocabulary) and prepares each request (tokenization, context fitting, grammar constraints) before it
+// becomes Jobs for the Engine (src/serve/engine.h). Moving that preparation into src/serve is issue 25's next step.
 #pragma once
 #include <memory>
 #include <optional>
