@@ -14,6 +14,7 @@
 #include "serve/anthropic.h"
 #include "serve/chat_answer.h"
 #include "serve/engine.h"
+#include "serve/front_end.h"
 #include "speculative/suffix_cache.h"
 #include "serve/infill.h"
 #include "serve/metrics.h"
@@ -1360,4 +1361,59 @@ TEST(Metrics, PrometheusTextCarriesTheEngineCountersInValidFamilies) {
     EXPECT_EQ(value["tandem_spec_decode_num_accepted_tokens_per_pos{position=\"1\"}"], "30");
     EXPECT_EQ(value["tandem_inter_token_latency_ms{quantile=\"0.5\"}"], "12.5");
     EXPECT_EQ(value["tandem_inter_token_latency_ms_count"], "3");
+}
+
+// The request front end (serve/front_end.h) without a socket: BOS rules, prompts of ids, context fitting and its
+// error, truncation, chat templates, the Anthropic shape, and infill on a model that cannot fill in the middle.
+TEST(FrontEnd, PreparesPromptsAndFitsThemInTheContext) {
+    server::FrontEnd fe(*stories(), server::FrontEndOptions{});
+    const Tokenizer& tok = fe.tokenizer();
+    server::ServerLimits lim;
+    lim.n_vocab = tok.n_vocab();
+    lim.tokenize = [&](const std::string& t) { return tok.encode(t, false, true); };
+    using server::Api;
+    // text: BOS first (the vocabulary adds one); ids: as given; a mix: BOS before the leading text part only
+    auto p = fe.prepare(R"({"prompt": "Once upon a time", "max_tokens": 4})", Api::Oai, false, lim, 256);
+    ASSERT_EQ(p.prompts.size(), 1u);
+    EXPECT_EQ(p.prompts[0].ids, tok.encode("Once upon a time", true, true));
+    ASSERT_GE(tok.bos(), 0);
+    EXPECT_EQ(p.prompts[0].ids[0], tok.bos());
+    p = fe.prepare(R"({"prompt": [5, 6, 7]})", Api::Oai, false, lim, 256);
+    EXPECT_EQ(p.prompts[0].ids, (std::vector<int32_t>{5, 6, 7}));
+    p = fe.prepare(R"({"prompt": [[9, 10], "Tom"]})", Api::Oai, false, lim, 256);
+    ASSERT_EQ(p.prompts.size(), 2u) << "an array of prompts is one job each";
+    EXPECT_EQ(p.prompts[1].ids, tok.encode("Tom", true, true));
+    p = fe.prepare(R"({"prompt": [5, " Tom", 6]})", Api::Oai, false, lim, 256);  // one prompt mixing ids and text
+    std::vector<int32_t> mixed = {5};
+    for (int32_t id : tok.encode(" Tom", false, true)) mixed.push_back(id);
+    mixed.push_back(6);
+    EXPECT_EQ(p.prompts[0].ids, mixed) << "no BOS before a text part that does not lead";
+    // too long: the error carries the numbers; truncate_prompt_tokens keeps the last K
+    std::string ids = "[";
+    for (int i = 0; i < 40; i++) ids += std::to_string(5 + i) + (i + 1 < 40 ? "," : "]");
+    try {
+        fe.prepare(R"({"prompt": )" + ids + "}", Api::Oai, false, lim, 32);
+        FAIL() << "a 40-token prompt fitted a 32-token context";
+    } catch (const server::ContextExceeded& e) {
+        EXPECT_EQ(e.n_prompt, 40u);
+        EXPECT_EQ(e.n_ctx, 32);
+        EXPECT_NE(std::string(e.what()).find("truncate_prompt_tokens"), std::string::npos) << e.what();
+    }
+    p = fe.prepare(R"({"prompt": )" + ids + R"(, "truncate_prompt_tokens": 10})", Api::Oai, false, lim, 32);
+    EXPECT_TRUE(p.prompts[0].truncated);
+    ASSERT_EQ(p.prompts[0].ids.size(), 10u);
+    EXPECT_EQ(p.prompts[0].ids.front(), 35) << "the start is cut, the end kept";
+    EXPECT_THROW(fe.prepare(R"({"prompt": []})", Api::Oai, false, lim, 256), server::BadRequest);
+    EXPECT_THROW(fe.prepare(R"({"prompt": "x", "post_sampling_probs": true})", Api::Oai, false, lim, 256),
+                 server::BadRequest);
+    // chat: the template applied, then tokenized with BOS; the Anthropic shape becomes the same chat request
+    p = fe.prepare(R"({"messages": [{"role": "user", "content": "hi"}]})", Api::Chat, false, lim, 256);
+    EXPECT_EQ(p.prompts[0].ids, tok.encode(fe.chat_prompt(p.request), true, true));
+    auto a = fe.prepare(R"({"max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})", Api::Anthropic, false,
+                        lim, 256);
+    EXPECT_EQ(a.prompts[0].ids, p.prompts[0].ids);
+    // infill needs FIM tokens, which stories260K lacks: 501, not a 400 or a crash
+    EXPECT_THROW(fe.prepare(R"({"input_prefix": "a", "input_suffix": "b"})", Api::Native, true, lim, 256),
+                 server::NotImplemented);
+    EXPECT_THROW(fe.prepare(R"({"input_prefix": 5})", Api::Native, true, lim, 256), server::BadRequest);
 }

@@ -8,8 +8,7 @@ namespace tandem::server {
 std::string prometheus_text(const EngineMetrics& m, uint64_t http_requests) {
     std::string s;
     auto metric = [&](const char* name, const char* type, const char* help, double v) {
-        s += strprintf("# HELP tandem_%s %s\n# TYPE tandem_%s %s\ntandem_%s %.17g\n", name, help, name, type, name,
-                       v);
+        s += strprintf("# HELP tandem_%s %s\n# TYPE tandem_%s %s\ntandem_%s %.17g\n", name, help, name, type, name, v);
     };
     metric("requests_total", "counter", "Generation requests accepted.", double(m.requests));
     metric("http_requests_total", "counter", "HTTP requests served.", double(http_requests));
@@ -38,8 +37,7 @@ std::string prometheus_text(const EngineMetrics& m, uint64_t http_requests) {
     llama("prompt_seconds_total", "counter", "Prompt process time", m.seconds_prompt);
     llama("prompt_tokens_cached_total", "counter", "Number of prompt tokens taken from the cache.",
           double(m.tokens_cached));
-    llama("tokens_predicted_total", "counter", "Number of generation tokens processed.",
-          double(m.tokens_generated));
+    llama("tokens_predicted_total", "counter", "Number of generation tokens processed.", double(m.tokens_generated));
     llama("tokens_predicted_seconds_total", "counter", "Predict process time", m.seconds_generated);
     llama("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.",
           m.seconds_prompt > 0 ? double(m.tokens_prompt) / m.seconds_prompt : 0.0);
@@ -58,16 +56,14 @@ std::string prometheus_text(const EngineMetrics& m, uint64_t http_requests) {
          "accepted.\n"
          "# TYPE tandem_spec_decode_proposer_accepted_tokens counter\n";
     for (const auto& [name, b] : m.by_proposer)
-        s += strprintf("tandem_spec_decode_proposer_accepted_tokens{proposer=\"%s\"} %d\n", name.c_str(),
-                       b.accepted);
+        s += strprintf("tandem_spec_decode_proposer_accepted_tokens{proposer=\"%s\"} %d\n", name.c_str(), b.accepted);
     s += "# HELP tandem_inter_token_latency_ms Gaps between token deliveries (ms), the last 4096 of all requests.\n"
          "# TYPE tandem_inter_token_latency_ms summary\n";
     for (auto [q, v] : {std::pair{"0.5", m.itl.p50}, std::pair{"0.9", m.itl.p90}, std::pair{"0.99", m.itl.p99}})
         s += strprintf("tandem_inter_token_latency_ms{quantile=\"%s\"} %.17g\n", q, v);
     s += strprintf("tandem_inter_token_latency_ms_count %d\n", m.itl.n);
-    s +=
-        "# HELP tandem_spec_decode_num_accepted_tokens_per_pos Drafted tokens accepted, by position in the draft.\n"
-        "# TYPE tandem_spec_decode_num_accepted_tokens_per_pos counter\n";
+    s += "# HELP tandem_spec_decode_num_accepted_tokens_per_pos Drafted tokens accepted, by position in the draft.\n"
+         "# TYPE tandem_spec_decode_num_accepted_tokens_per_pos counter\n";
     for (size_t i = 0; i < m.accepted_per_pos.size(); i++)
         s += strprintf("tandem_spec_decode_num_accepted_tokens_per_pos{position=\"%zu\"} %llu\n", i,
                        (unsigned long long)m.accepted_per_pos[i]);

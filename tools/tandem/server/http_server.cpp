@@ -15,6 +15,7 @@
 #include "serve/access.h"
 #include "serve/anthropic.h"
 #include "serve/engine.h"
+#include "serve/front_end.h"
 #include "serve/metrics.h"
 #include "serve/infill.h"
 #include "serve/openai.h"
@@ -98,11 +99,11 @@ struct HttpServer::Impl {
     std::atomic<bool> ready{false};
     std::shared_ptr<const Model> model;
     std::shared_ptr<Engine> engine;
-    std::unique_ptr<Tokenizer> tok;
-    std::unique_ptr<ChatFormatter> chat;  // the model's Jinja template, or a built-in renderer
-    ToolFormat tool_format = ToolFormat::NONE;  // the template's tool-call format
-    ThinkTags think_tags;  // the template's thinking tags
-    std::vector<int32_t> shown_special;  // its markers that are control tokens: shown in chat answers
+    // The model's request front end (src/serve/front_end.h: tokenizer, chat template, tool-call format, request
+    // preparation), and its tokenizer and template as every route reads them.
+    std::unique_ptr<FrontEnd> fe;
+    const Tokenizer* tok = nullptr;
+    const ChatFormatter* chat = nullptr;
     std::string model_id;
     SpecParams engine_spec_defaults;
     json aliases = json::array(),
@@ -197,13 +198,13 @@ struct HttpServer::Impl {
                                                            const grammar::TriggerSpec* lazy = nullptr,
                                                            bool opens_thinking = false) {
         std::call_once(vocab_once,
-                       [this] { constraint_vocab = std::make_unique<ConstraintVocab>(*tok, shown_special); });
+                       [this] { constraint_vocab = std::make_unique<ConstraintVocab>(*tok, fe->shown_special()); });
         std::shared_ptr<grammar::TriggerSpec> spec;
         if (lazy) {
             spec = std::make_shared<grammar::TriggerSpec>(*lazy);
             if (!spec->think_close.empty()) {  // the model's own thinking tags
-                spec->think_open = think_tags.open;
-                spec->think_close = think_tags.close;
+                spec->think_open = fe->think_tags().open;
+                spec->think_close = fe->think_tags().close;
             }
             spec->starts_thinking = opens_thinking && !spec->think_close.empty();
         }
@@ -214,109 +215,27 @@ struct HttpServer::Impl {
     std::shared_ptr<const grammar::Grammar> default_grammar;
 
     // /v1/chat/completions, /v1/completions, llama-server's /completion, Anthropic's /v1/messages
-    enum class Api { Chat, Oai, Native, Anthropic, Responses };  // ..., OpenAI's /v1/responses
+    using Prompt = FrontEnd::Prompt;
 
-    // One prompt, tokenized and fitted to the context.
-    struct Prompt {
-        std::vector<int32_t> ids;
-        bool truncated = false;
-        bool opens_thinking = false;  // chat: the template opened a <think> block (the answer starts in it)
-    };
-
-    // special: the vocabulary's BOS (and EOS) around a leading text part; false: the parts alone.
-    std::vector<int32_t> tokenize_prompt(const PromptInput& in, bool special = true) {
-        std::vector<int32_t> ids;
-        for (size_t i = 0; i < in.parts.size(); i++) {
-            const auto& part = in.parts[i];
-            if (!part.text.empty() || part.ids.empty()) {
-                auto t = tok->encode(part.text, special && i == 0, true);  // BOS before a leading text part only
-                ids.insert(ids.end(), t.begin(), t.end());
-            }
-            ids.insert(ids.end(), part.ids.begin(), part.ids.end());
-        }
-        return ids;
-    }
-
-    // Parses, validates and tokenizes; on failure answers 400 and returns false.
+    // Parses, validates and tokenizes (FrontEnd::prepare); on failure answers 400 (501 for what the model cannot
+    // do) and returns false.
     bool prepare(Call& call, Api api, ParsedRequest& out, std::vector<Prompt>& prompts, bool infill = false) {
         try {
-            json body = parse_body(call.req.body);
-            InfillInput fim;
-            if (infill) {  // llama-server's /infill: input_prefix, input_suffix, input_extra, an optional prompt
-                if (!body.is_object()) throw BadRequest("the request body must be a JSON object");
-                auto str = [&](const char* k) {
-                    auto it = body.find(k);
-                    if (it == body.end() || it->is_null()) return std::string();
-                    if (!it->is_string()) throw BadRequest(std::string("'") + k + "' must be a string");
-                    return it->get<std::string>();
-                };
-                fim.prefix = str("input_prefix");
-                fim.suffix = str("input_suffix");
-                if (auto it = body.find("input_extra"); it != body.end() && !it->is_null()) {
-                    if (!it->is_array()) throw BadRequest("'input_extra' must be an array of {\"filename\", \"text\"}");
-                    for (const auto& c : *it) {
-                        if (!c.is_object() || (c.contains("text") && !c["text"].is_string()) ||
-                            (c.contains("filename") && !c["filename"].is_string()))
-                            throw BadRequest(
-                                "'input_extra' must be an array of {\"filename\": string, \"text\": string}");
-                        fim.extra.push_back({c.value("filename", std::string("tmp")), c.value("text", std::string())});
-                    }
-                }
-                if (!body.contains("prompt") || body["prompt"].is_null()) body["prompt"] = "";
-            }
-            if (api == Api::Anthropic) body = anthropic_to_openai(body, false);
-            if (api == Api::Responses) body = responses_to_chat(body);
-            const bool chat = api == Api::Chat || api == Api::Anthropic || api == Api::Responses;
-            out = parse_request(body, chat, limits());
-            if (chat && out.uses_tools()) apply_tool_choice(out, tool_format_of(out));
-            if (infill) {
-                if (out.prompts.size() != 1) throw BadRequest("/infill takes one prompt");
-                fim.prompt = tokenize_prompt(out.prompts[0], false);
-                const int n_ctx = engine->n_ctx(), n_batch = std::min(2048, n_ctx);  // llama-server's default batch
-                const int n_predict = out.job.max_tokens == INT32_MAX ? -1 : out.job.max_tokens;
-                try {
-                    prompts.push_back({format_infill(*tok, fim, n_batch, n_ctx, n_predict)});
-                } catch (const Error& e) {
-                    call.error(501, e.what());
-                    return false;
-                }
-            }
-            if (body.is_object() && body.value("post_sampling_probs", false))
-                throw BadRequest("'post_sampling_probs' is not supported by this server yet");
-            if (infill) {
-            } else if (chat) {
-                const std::string text = chat_prompt(out);
-                prompts.push_back({tok->encode(text, true, true), false, prompt_opens_thinking(text, think_tags)});
-            } else
-                for (const auto& in : out.prompts) prompts.push_back({tokenize_prompt(in)});
-            const int n_ctx = engine->n_ctx();
-            for (auto& pr : prompts) {
-                if (pr.ids.empty()) throw BadRequest("the prompt is empty");
-                if (int(pr.ids.size()) < n_ctx) continue;
-                if (out.truncate_prompt_tokens > 0 && out.truncate_prompt_tokens < n_ctx) {
-                    pr.ids.erase(pr.ids.begin(), pr.ids.end() - out.truncate_prompt_tokens);
-                    pr.truncated = true;
-                    continue;
-                }
-                // llama-server's error shape, with the numbers a client needs to shorten the request
-                json e =
-                    error_body(strprintf("the request exceeds the available context size: the prompt is %zu tokens, "
-                                         "the context is %d (ask for truncation with 'truncate_prompt_tokens')",
-                                         pr.ids.size(), n_ctx),
-                               "exceed_context_size_error", 400);
-                e["error"]["n_prompt_tokens"] = pr.ids.size();
-                e["error"]["n_ctx"] = n_ctx;
-                call.send(400, "application/json", dump(e));
-                return false;
-            }
+            FrontEnd::Prepared p = fe->prepare(call.req.body, api, infill, limits(), engine->n_ctx());
+            out = std::move(p.request);
+            prompts = std::move(p.prompts);
+            return true;
+        } catch (const ContextExceeded& e) {  // llama-server's error shape, with the numbers
+            json err = error_body(e.what(), "exceed_context_size_error", 400);
+            err["error"]["n_prompt_tokens"] = e.n_prompt;
+            err["error"]["n_ctx"] = e.n_ctx;
+            call.send(400, "application/json", dump(err));
         } catch (const BadRequest& e) {
             call.error(400, e.what());
-            return false;
-        } catch (const json::exception& e) {
-            call.error(400, e.what());
-            return false;
+        } catch (const NotImplemented& e) {
+            call.error(501, e.what());
         }
-        return true;
+        return false;
     }
 
     void chat_completions(Call& c) { generate(c, Api::Chat); }
@@ -334,7 +253,7 @@ struct HttpServer::Impl {
         try {
             json b = anthropic_to_openai(parse_body(c.req.body), true);
             ParsedRequest pr = parse_request(b, true, limits());
-            c.json_ok({{"input_tokens", tok->encode(chat_prompt(pr), true, true).size()}});
+            c.json_ok({{"input_tokens", tok->encode(fe->chat_prompt(pr), true, true).size()}});
         } catch (const BadRequest& e) {
             c.error(400, e.what());
         } catch (const json::exception& e) {
@@ -354,7 +273,7 @@ struct HttpServer::Impl {
                 JobRequest jr = pr.job;
                 jr.prompt = prompts[pi].ids;
                 if (api == Api::Chat || api == Api::Anthropic || api == Api::Responses)
-                    jr.shown_special = shown_special;
+                    jr.shown_special = fe->shown_special();
                 if (pr.grammar) jr.constraint = constraint_for(pr.grammar, pr.lazy.get(), prompts[pi].opens_thinking);
                 if (!jr.spec.context_shift)  // clamped to the context, unless it shifts
                     jr.max_tokens = std::min(jr.max_tokens, engine->n_ctx() - int(jr.prompt.size()));
@@ -413,8 +332,9 @@ struct HttpServer::Impl {
     // The parser of one chat answer: reasoning, content and (when the request has tools) tool calls.
     std::unique_ptr<ChatAnswerParser> answer_parser(const Gen& g, size_t c) const {
         const ReasoningFormat rf = reasoning_of(g.pr);
-        return std::make_unique<ChatAnswerParser>(rf, g.prompts[g.job_prompt[c]].opens_thinking, tool_format_of(g.pr),
-                                                  g.pr.uses_tools(), g.pr.tools, think_tags);
+        return std::make_unique<ChatAnswerParser>(rf, g.prompts[g.job_prompt[c]].opens_thinking,
+                                                  fe->tool_format_of(g.pr), g.pr.uses_tools(), g.pr.tools,
+                                                  fe->think_tags());
     }
     // An OpenAI tool call of a blocking answer (streams send CallParts).
     static json tool_call_json(const ToolCall& call) {
@@ -1034,44 +954,13 @@ struct HttpServer::Impl {
     void apply_template(Call& c) {
         try {
             ParsedRequest pr = parse_request(parse_body(c.req.body), true, limits());
-            c.json_ok({{"prompt", chat_prompt(pr)}});
+            c.json_ok({{"prompt", fe->chat_prompt(pr)}});
         } catch (const BadRequest& e) {
             c.error(400, e.what());
         } catch (const json::exception& e) {
             c.error(400, e.what());
         } catch (const Error& e) {
             c.error(400, e.what());
-        }
-    }
-    // The tool-call format of a chat request's answer: the template's, or GENERIC (tools described in the system
-    // message) for a template that shows no tools.
-    ToolFormat tool_format_of(const ParsedRequest& pr) const {
-        return tool_format == ToolFormat::NONE && pr.uses_tools() ? ToolFormat::GENERIC : tool_format;
-    }
-    // The chat template applied to a request (a template's raise_exception becomes a 400 naming it).
-    // With thinking off (enable_thinking false, from --reasoning off or the request), an opened block is closed.
-    std::string chat_prompt(const ParsedRequest& pr) {
-        try {
-            json messages = pr.chat_messages;
-            std::string prefill;  // the assistant's text the answer continues
-            if (pr.prefill_assistant) {
-                prefill = messages.back()["content"].get<std::string>();
-                messages.erase(messages.size() - 1);
-            }
-            std::string text;
-            if (tool_format == ToolFormat::NONE && pr.uses_tools())
-                text = chat->apply(messages_with_tool_prompt(messages, pr.tools), json(), pr.add_generation_prompt,
-                                   pr.template_kwargs, tok->add_bos());
-            else
-                text = chat->apply(messages, pr.uses_tools() ? pr.tools : json(), pr.add_generation_prompt,
-                                   pr.template_kwargs, tok->add_bos());
-            const json& kw =
-                pr.template_kwargs.contains("enable_thinking") ? pr.template_kwargs : p.chat_template_kwargs;
-            if (kw.contains("enable_thinking") && kw["enable_thinking"] == false)
-                text = close_thinking(text, chat->source());
-            return text + prefill;
-        } catch (const Error& e) {
-            throw BadRequest(e.what());
         }
     }
     // /v1/embeddings (OpenAI shape, pooled vectors only) and llama-server's /embedding(s) ([{index, embedding}],
@@ -1088,7 +977,8 @@ struct HttpServer::Impl {
         try {
             er = parse_embedding_request(parse_body(c.req.body), tok->n_vocab());
             for (const auto& in : er.inputs) {
-                std::vector<int32_t> ids = tokenize_prompt(in, false);  // then BOS before, EOS after, as the vocab asks
+                std::vector<int32_t> ids =
+                    fe->tokenize_prompt(in, false);  // then BOS before, EOS after, as the vocab asks
                 if (tok->add_bos() && tok->bos() >= 0 && (ids.empty() || ids[0] != tok->bos()))
                     ids.insert(ids.begin(), tok->bos());
                 if (tok->add_eos() && tok->eos() >= 0 && (ids.empty() || ids.back() != tok->eos()))
@@ -1285,32 +1175,11 @@ void HttpServer::set_ready(std::shared_ptr<const Model> model, std::shared_ptr<E
     Impl& I = *impl_;
     I.model = model;
     I.engine = engine;
-    I.tok = Tokenizer::from_gguf(model->gguf());
+    I.fe = std::make_unique<FrontEnd>(
+        *model, FrontEndOptions{I.p.chat_template, I.p.chat_template_text, I.p.jinja, I.p.chat_template_kwargs});
+    I.tok = &I.fe->tokenizer();
+    I.chat = &I.fe->chat();
     if (I.p.embeddings && !I.p.pooling) I.p.pooling = default_pooling(model->gguf());
-    // The chat template (src/chat/chat_formatter.h): the model's Jinja, executed, unless the flags ask otherwise.
-    ChatFormatterOptions co;
-    co.model_template = model->gguf().get_str("tokenizer.chat_template").value_or("");
-    co.template_text = I.p.chat_template_text;
-    co.jinja = I.p.jinja;
-    if (!I.p.chat_template.empty()) {
-        if (chat_template_from_name(I.p.chat_template)) co.template_name = I.p.chat_template;
-        else co.template_text = I.p.chat_template;  // llama-server: a value that is not a known name is a template
-    }
-    co.bos_token = I.tok->bos() >= 0 ? I.tok->token_to_piece(I.tok->bos(), true) : "";
-    co.eos_token = I.tok->eos() >= 0 ? I.tok->token_to_piece(I.tok->eos(), true) : "";
-    co.kwargs = I.p.chat_template_kwargs;
-    I.chat = std::make_unique<ChatFormatter>(co);
-    // Tool calls (src/serve/tool_calls.h): the template's format; its markers that are control tokens are shown in
-    // answers (and may be forced by a tool grammar), as llama.cpp's preserved tokens.
-    I.tool_format = I.chat->is_jinja() ? tool_format_for_template(I.chat->source()) : ToolFormat::NONE;
-    I.think_tags = I.chat->is_jinja() ? think_tags_for_template(I.chat->source()) : ThinkTags{};
-    std::vector<std::string> shown = tool_call_markers(I.tool_format);
-    shown.push_back(I.think_tags.open);
-    shown.push_back(I.think_tags.close);
-    for (const auto& m : shown) {
-        const auto ids = I.tok->encode(m, false, true);
-        if (ids.size() == 1 && I.tok->token_attr(ids[0]) == TokenAttr::CONTROL) I.shown_special.push_back(ids[0]);
-    }
     if (!I.p.grammar.empty()) I.default_grammar = grammar::parse_gbnf(I.p.grammar);  // --grammar / --grammar-file
     std::string path = model->path();
     // The id is shown by /v1/models and in every response: made valid UTF-8 once, here.
