@@ -18,9 +18,11 @@ ContextExceeded::ContextExceeded(size_t n, int ctx)
     : BadRequest(strprintf("the request exceeds the available context size: the prompt is %zu tokens, the context is "
                            "%d (ask for truncation with 'truncate_prompt_tokens')",
                            n, ctx)),
-      n_prompt(n), n_ctx(ctx) {}
+      n_prompt(n),
+      n_ctx(ctx) {}
 
-FrontEnd::FrontEnd(const Model& model, const FrontEndOptions& opt) : opt_(opt), tok_(Tokenizer::from_gguf(model.gguf())) {
+FrontEnd::FrontEnd(const Model& model, const FrontEndOptions& opt)
+    : opt_(opt), tok_(Tokenizer::from_gguf(model.gguf())) {
     // The chat template (src/chat/chat_formatter.h): the model's Jinja, executed, unless the flags ask otherwise.
     ChatFormatterOptions co;
     co.model_template = model.gguf().get_str("tokenizer.chat_template").value_or("");
@@ -81,8 +83,10 @@ std::string FrontEnd::chat_prompt(const ParsedRequest& pr) const {
         else
             text = chat_->apply(messages, pr.uses_tools() ? pr.tools : json(), pr.add_generation_prompt,
                                 pr.template_kwargs, tok_->add_bos());
-        const json& kw = pr.template_kwargs.contains("enable_thinking") ? pr.template_kwargs : opt_.chat_template_kwargs;
-        if (kw.contains("enable_thinking") && kw["enable_thinking"] == false) text = close_thinking(text, chat_->source());
+        const json& kw =
+            pr.template_kwargs.contains("enable_thinking") ? pr.template_kwargs : opt_.chat_template_kwargs;
+        if (kw.contains("enable_thinking") && kw["enable_thinking"] == false)
+            text = close_thinking(text, chat_->source());
         return text + prefill;
     } catch (const Error& e) {
         throw BadRequest(e.what());

@@ -29,7 +29,7 @@ enum class Api { Chat, Oai, Native, Anthropic, Responses };  // ..., OpenAI's /v
 // How the chat template is chosen (llama-server's flags): --chat-template NAME or inline text,
 // --chat-template-file, --jinja, --chat-template-kwargs.
 struct FrontEndOptions {
-    std::string chat_template;       // a built-in renderer's name, or (not a known name) a template's text
+    std::string chat_template;  // a built-in renderer's name, or (not a known name) a template's text
     std::string chat_template_text;  // --chat-template-file
     bool jinja = true;
     nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
@@ -54,7 +54,7 @@ public:
 
     struct Prompt {
         std::vector<int32_t> ids;
-        bool truncated = false;       // truncate_prompt_tokens cut its start
+        bool truncated = false;  // truncate_prompt_tokens cut its start
         bool opens_thinking = false;  // chat: the template opened a <think> block (the answer starts in it)
     };
     struct Prepared {

@@ -1,6 +1,7 @@
 // Tool calls in a model's answer: the formats the common chat templates teach, parsed into OpenAI tool_calls
-// (name + JSON arguments) and the remaining text; and the grammar that forces a call (tool_choice "required" or
-// a named function). Pure functions; the streaming side is serve/chat_answer.h.
+// (name + JSON arguments) and the remaining text (tool_calls.cpp); and what makes a model produce them: the grammar
+// that forces a call (tool_choice "required" or a named function), the triggers of a lazy one, the generic tool
+// prompt (tool_grammar.cpp). Pure functions; the streaming side is serve/chat_answer.h.
 #pragma once
 #include <nlohmann/json.hpp>
 
