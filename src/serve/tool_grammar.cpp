@@ -17,7 +17,6 @@ namespace {
 
 const std::string kXmlValueEnd = "\n</parameter>";
 
-
 // XML: the parameters of one tool, each "<parameter=P>\nVALUE\n</parameter>\n" in declared order, the required
 // ones mandatory. String values are raw text (an enum: one of its values); the others are JSON, one rule each
 // (added to `args`).

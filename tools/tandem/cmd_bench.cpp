@@ -390,11 +390,10 @@ int cmd_bench(int argc, char** argv) {
         if (spec.type == SpecType::DRAFT) {
             dmodel = Model::load(draft_path);
             check_draft_compatible(*tok, *Tokenizer::from_gguf(dmodel->gguf()));
-            spec.draft_cost_prior = double(dmodel->weights_bytes()) / wbytes;
-        } else if (spec.type == SpecType::SELF) {
-            spec.draft_cost_prior = double(self_draft_layers(*model, draft_layers)) / hp.n_layer;  // also checks K < L
         }
         const int ctx = int(ids.size()) + n_spec + 64;
+        // the draft's cost prior as generate and serve set it (make_draft; SELF: also checks K < L)
+        spec.draft_cost_prior = make_draft(spec.type, model, dmodel, 16, 16, draft_layers, pool).cost_prior;
         SamplerParams sp;
         sp.temp = 0;
         std::vector<double> gaps_of[2];  // inter-token gaps of the last plain [0] and speculative [1] run
