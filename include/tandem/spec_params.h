@@ -1,0 +1,134 @@
+// Speculative decoding's parameters and the facts around them: the speculative types and their names and lists,
+// SpecParams and its one validation (command-line flags and per-request overrides both end there), the measured
+// costs kept across generations, the verification rule's pure functions, and the draft side of a setup.
+// The Generator that uses them is in tandem/speculative.h.
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tandem/sampling.h"
+
+namespace tandem {
+
+class Model;
+class Session;
+class ThreadPool;
+class Tokenizer;
+
+enum class SpecType { NONE, DRAFT, NGRAM, SELF, SUFFIX };
+class SuffixCache;
+const char* spec_type_name(SpecType t);
+SpecType spec_type_from_name(const std::string& s);  // "none", "draft", "ngram", "self", "suffix"; throws tandem::Error
+
+// What a draft-length controller measures about costs (the plain step time, one draft step and one more verified
+// token, both relative to a plain step), kept across generations: a server's requests start from what earlier ones
+// measured instead of spending their first rounds relearning it. Acceptance is not carried (it belongs to the
+// text). Shared by the requests of a server; thread-safe.
+struct SpecCosts {
+    double t1_ms = 0, draft_cost = 0, verify_slope = 0;
+};
+class SpecCostMemory {
+public:
+    bool get(SpecType t, SpecCosts* out) const;
+    void put(SpecType t, const SpecCosts& c);
+
+private:
+    mutable std::mutex mu_;
+    std::map<SpecType, SpecCosts> costs_;
+};
+
+struct SpecParams {
+    SpecType type = SpecType::NONE;
+    // More proposers (--spec-type draft,ngram,suffix): each round the one with the highest expected speed-up,
+    // from its own measured acceptance and cost (its own DraftLengthController), proposes. Draft-free types only
+    // (NGRAM, SUFFIX); `type` holds the model proposer when there is one (it decides the draft session).
+    std::vector<SpecType> extra;
+    int n_max = 16;  // --draft-max: most tokens drafted per round
+    int n_min = 0;  // --draft-min: drafts shorter than this are not verified (plain step instead)
+    float p_min = 0.75f;  // --draft-p-min: stop drafting when the draft's top probability falls below this
+    bool adaptive = true;  // --draft-adaptive: choose the draft length from measured acceptance and costs
+    int ngram_n = 3;  // --spec-ngram-n: longest n-gram matched against the context (tries n..1)
+    int ngram_m = 16;  // --spec-ngram-m: most tokens proposed from one match
+    // Cost of one draft step relative to one target step, used until measured (adaptive mode).
+    double draft_cost_prior = 0.1;
+    // Context shift (llama.cpp's --context-shift): when the context is full, forget the older half of what follows
+    // the first n_keep tokens (Session::shift) and go on, instead of ending the generation.
+    bool context_shift = false;
+    int n_keep = 0;  // -1: the whole prompt
+    // Token trees (--spec-tree auto|off), draft models only: verify up to tree_width - 1 alternatives per depth,
+    // at most tree_nodes tokens per pass in all. An alternative is kept only when its expected gain (its draft
+    // probability times the chance that the walk reaches its parent) pays for verifying one more token at the
+    // measured throughput (DraftLengthController::node_threshold), so a tree falls back to a chain by itself.
+    bool tree = true;
+    int tree_width = 3;
+    int tree_nodes = 32;
+    // Smallest expected gain (tokens) for an alternative to be verified; < 0: the controller's measured threshold.
+    // 0 verifies every alternative the width and node caps allow (tests, benchmarks of fixed tree shapes).
+    double tree_min_gain = -1.0;
+    // The threshold used instead when the draft length is fixed (adaptive = false) and the target samples: a fixed
+    // run stays reproducible for a given seed, whatever the timings. (Greedy output does not depend on the tree.)
+    static constexpr double kFixedTreeMinGain = 0.1;
+    // Steady latency (--spec-latency steady, request speculative.latency "steady"): no round whose expected time
+    // exceeds this many plain steps (draft and tree sizes are cut to fit; DraftLengthController::set_round_cost_cap).
+    // 0: no bound (throughput first, the default). "steady" sets kSteadyRoundCost.
+    double max_round_cost = 0.0;
+    static constexpr double kSteadyRoundCost = 2.0;
+    // Costs measured by earlier generations (SpecCostMemory): each proposer's controller starts from them, and
+    // Generator::save_costs() stores what this one measured. Null: every generation measures from scratch.
+    std::shared_ptr<SpecCostMemory> cost_memory;
+    // SUFFIX: the cache of earlier sequences it proposes from (speculative/suffix_cache.h), shared by the requests of a
+    // server; null: the generator proposes from its own context only.
+    std::shared_ptr<SuffixCache> suffix;
+};
+
+// The verification rule as pure functions (the Generator applies them; tests check them on hand-made
+// distributions). With the draft token x ~ q and the target's distribution p at that position:
+//   accept x with probability accept_probability(p(x), q(x)) = min(1, p(x) / q(x));
+//   on rejection draw the replacement from residual_distribution(p, q) = normalize(max(0, p - q)).
+// Then the emitted token is distributed exactly as p (Leviathan et al. 2023, theorem 1). A one-hot q (n-gram
+// proposals) is the special case q = e_x.
+double accept_probability(float px, float qx);
+// normalize(max(0, p - q)) over p's support (q may be shorter: missing ids count as 0). Empty support when the
+// residual has no mass (only through rounding: a rejection implies p(x) < q(x) somewhere).
+Distribution residual_distribution(const Distribution& p, const Distribution& q);
+
+// The draft side of a speculative setup, built the same way by `generate`, `bench` and `serve`.
+struct DraftSetup {
+    std::unique_ptr<Session> session;  // null for NONE and NGRAM
+    double cost_prior = 0.0;  // one draft step / one target step, until measured (SpecParams)
+    int self_layers = 0;  // SELF: the target's first K layers
+};
+// Self-speculation depth: `requested` layers of the target (0: half of them, at least 1). Throws tandem::Error
+// unless 1 <= K < the target's layer count (K = all layers would draft with the target itself).
+int self_draft_layers(const Model& target, int requested);
+// DRAFT: a session on `draft_model` (cost prior: its weight bytes / the target's); SELF: a session on the target
+// limited to self_draft_layers(requested_layers) (cost prior K / L); NONE, NGRAM: no session (prior 0).
+DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
+                      const std::shared_ptr<const Model>& draft_model, int n_ctx, int n_batch, int requested_layers,
+                      ThreadPool& pool);
+
+// Sets spec.type and spec.extra from a list of names ("draft", "ngram,suffix", "draft,ngram,suffix", llama.cpp's
+// names as spec_type_from_name): the model proposer (draft or self) becomes `type`, the others `extra`. Throws
+// tandem::Error for an unknown name or two model proposers.
+void set_spec_types(SpecParams& spec, const std::string& list);
+// "draft", or "draft,ngram,suffix" for a list.
+std::string spec_types_name(const SpecParams& spec);
+
+// What a setup offers the speculative types: whether a draft model is loaded (-md).
+struct SpecSetup {
+    bool has_draft_model = false;
+};
+// The one check of SpecParams that command-line flags, a request's "speculative" object and the Generator all end
+// in: the draft and tree limits, the n-gram sizes, extra proposers draft-free only; NONE drops the extra
+// proposers. With `setup`, also that a draft type has its draft model. Throws tandem::Error naming the flag.
+void validate_spec_params(SpecParams& spec, const SpecSetup* setup = nullptr);
+
+// Checks that a draft vocabulary can stand in for the target's: same tokenizer model and pre-tokenizer, same
+// BOS/EOS ids and add-BOS behaviour, vocab sizes within 128, identical token text for every shared id from 5 up.
+// Throws tandem::Error naming the first difference.
+void check_draft_compatible(const Tokenizer& target, const Tokenizer& draft);
+
+}  // namespace tandem
