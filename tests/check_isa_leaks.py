@@ -32,6 +32,7 @@ def scan(objdump, path):
     if arch is None:
         sys.exit(f"{path}: unknown architecture in objdump output")
     func, bad, counts = None, {}, {"functions": 0, "simd_functions": 0}
+    first_insn, skip_until, prologue_at = True, 0, None
     simd_funcs = set()
     head = re.compile(r"^[0-9a-f]+ <(.*)>:$")
     for line in out.splitlines():
@@ -39,7 +40,7 @@ def scan(objdump, path):
         if m:
             func = m.group(1)
             counts["functions"] += 1
-            first_insn, skip_until = True, 0
+            first_insn, skip_until, prologue_at = True, 0, None
             continue
         if func is None or "\t" not in line:
             continue
@@ -47,15 +48,21 @@ def scan(objdump, path):
         if len(parts) < 3:
             continue
         if arch == "x86":
-            # clang's -fsanitize=function starts each function with a short jump over a type signature (data
-            # that objdump decodes as whatever it looks like): the bytes it jumps over are never executed
+            # clang's -fsanitize=function starts each function with `jmp +6` over an 8-byte prologue: the
+            # signature bytes 76 32, then a 4-byte type hash (data that objdump decodes as whatever it looks
+            # like). Only that exact prologue is skipped: a function that merely begins with a jump keeps all of
+            # its code checked.
             addr = int(parts[0].strip().rstrip(":"), 16)
+            raw = parts[1].split()
             if first_insn:
                 first_insn = False
-                raw = parts[1].split()
-                if len(raw) == 2 and raw[0] == "eb":
-                    skip_until = addr + 2 + int(raw[1], 16)
+                if raw == ["eb", "06"]:
+                    prologue_at = addr
                     continue
+            if prologue_at is not None:
+                if addr == prologue_at + 2 and raw[:2] == ["76", "32"]:
+                    skip_until = prologue_at + 8
+                prologue_at = None
             if addr < skip_until or "(bad)" in parts[2]:  # "(bad)": bytes that are no instruction at all
                 continue
             raw = parts[1].split()
