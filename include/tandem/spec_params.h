@@ -104,8 +104,11 @@ struct DraftSetup {
 // Self-speculation depth: `requested` layers of the target (0: half of them, at least 1). Throws tandem::Error
 // unless 1 <= K < the target's layer count (K = all layers would draft with the target itself).
 int self_draft_layers(const Model& target, int requested);
-// DRAFT: a session on `draft_model` (cost prior: its weight bytes / the target's); SELF: a session on the target
-// limited to self_draft_layers(requested_layers) (cost prior K / L); NONE, NGRAM: no session (prior 0).
+// One draft step relative to one target step, until measured: DRAFT: the draft's weight bytes / the target's; SELF:
+// K / L with K = self_draft_layers(requested_layers) (which also checks K); the other types: 0 (no draft model).
+double draft_cost_prior(SpecType type, const Model& target, const Model* draft_model, int requested_layers);
+// DRAFT: a session on `draft_model`; SELF: a session on the target limited to self_draft_layers(requested_layers);
+// NONE, NGRAM, SUFFIX: no session. The cost prior is draft_cost_prior's.
 DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
                       const std::shared_ptr<const Model>& draft_model, int n_ctx, int n_batch, int requested_layers,
                       ThreadPool& pool);
@@ -114,6 +117,8 @@ DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
 // names as spec_type_from_name): the model proposer (draft or self) becomes `type`, the others `extra`. Throws
 // tandem::Error for an unknown name or two model proposers.
 void set_spec_types(SpecParams& spec, const std::string& list);
+// Whether `t` is spec's type or one of its extra proposers.
+bool spec_uses(const SpecParams& spec, SpecType t);
 // "draft", or "draft,ngram,suffix" for a list.
 std::string spec_types_name(const SpecParams& spec);
 

@@ -31,13 +31,10 @@ Generator::Impl::Impl(Session& target, Session* draft, const SamplerParams& samp
         throw Error(std::string("speculative type '") + spec_type_name(spec.type) + "' needs a draft session");
     if (!needs_draft) draft_ = nullptr;
     validate_spec_params(spec_);
-    auto uses = [&](SpecType t) {
-        return spec_.type == t || std::find(spec_.extra.begin(), spec_.extra.end(), t) != spec_.extra.end();
-    };
     // A draft can never be longer than what fits in the context; cap absurd values once here.
     spec_.n_max = std::min(spec_.n_max, std::max(0, target.n_ctx() - 1));
     if (spec_.type == SpecType::NONE) spec_.n_max = 0;
-    if (uses(SpecType::SUFFIX) && !spec_.suffix) spec_.suffix = std::make_shared<SuffixCache>();
+    if (spec_uses(spec_, SpecType::SUFFIX) && !spec_.suffix) spec_.suffix = std::make_shared<SuffixCache>();
     // One draft-length controller per proposer: acceptance and costs are the proposer's own.
     std::vector<double> shape;
     const Model& tm = target.model();

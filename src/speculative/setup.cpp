@@ -16,6 +16,14 @@ int self_draft_layers(const Model& target, int requested) {
     return k;
 }
 
+double draft_cost_prior(SpecType type, const Model& target, const Model* draft_model, int requested_layers) {
+    if (type == SpecType::DRAFT && draft_model)
+        return double(draft_model->weights_bytes()) / double(target.weights_bytes());
+    if (type == SpecType::SELF)
+        return double(self_draft_layers(target, requested_layers)) / double(target.hparams().n_layer);
+    return 0.0;
+}
+
 DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
                       const std::shared_ptr<const Model>& draft_model, int n_ctx, int n_batch, int requested_layers,
                       ThreadPool& pool) {
@@ -23,12 +31,11 @@ DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
     if (type == SpecType::DRAFT) {
         if (!draft_model) throw Error("speculative type 'draft' needs a draft model (-md)");
         d.session = std::make_unique<Session>(draft_model, SessionParams{n_ctx, 0, n_batch}, pool);
-        d.cost_prior = double(draft_model->weights_bytes()) / double(target->weights_bytes());
     } else if (type == SpecType::SELF) {
         d.self_layers = self_draft_layers(*target, requested_layers);
         d.session = std::make_unique<Session>(target, SessionParams{n_ctx, d.self_layers, n_batch}, pool);
-        d.cost_prior = double(d.self_layers) / double(target->hparams().n_layer);
     }
+    d.cost_prior = draft_cost_prior(type, *target, draft_model.get(), requested_layers);
     return d;
 }
 

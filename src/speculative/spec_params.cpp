@@ -59,6 +59,10 @@ std::string spec_types_name(const SpecParams& spec) {
     return s;
 }
 
+bool spec_uses(const SpecParams& spec, SpecType t) {
+    return spec.type == t || std::find(spec.extra.begin(), spec.extra.end(), t) != spec.extra.end();
+}
+
 void validate_spec_params(SpecParams& spec, const SpecSetup* setup) {
     if (spec.n_max < 0) throw Error("--draft-max must be >= 0");
     if (spec.n_min < 0) throw Error("--draft-min must be >= 0");
@@ -70,11 +74,8 @@ void validate_spec_params(SpecParams& spec, const SpecSetup* setup) {
             throw Error(std::string("speculative type '") + spec_type_name(t) +
                         "' cannot be an extra proposer (n-gram and suffix only)");
     if (spec.type == SpecType::NONE) spec.extra.clear();
-    auto uses = [&](SpecType t) {
-        return spec.type == t || std::find(spec.extra.begin(), spec.extra.end(), t) != spec.extra.end();
-    };
-    if (uses(SpecType::NGRAM) && spec.ngram_n < 1) throw Error("--spec-ngram-n must be >= 1");
-    if (uses(SpecType::NGRAM) && spec.ngram_m < 1) throw Error("--spec-ngram-m must be >= 1");
+    if (spec_uses(spec, SpecType::NGRAM) && spec.ngram_n < 1) throw Error("--spec-ngram-n must be >= 1");
+    if (spec_uses(spec, SpecType::NGRAM) && spec.ngram_m < 1) throw Error("--spec-ngram-m must be >= 1");
     if (setup && spec.type == SpecType::DRAFT && !setup->has_draft_model)
         throw Error("speculative type 'draft' needs -md DRAFT.gguf (a draft model)");
 }

@@ -392,8 +392,8 @@ int cmd_bench(int argc, char** argv) {
             check_draft_compatible(*tok, *Tokenizer::from_gguf(dmodel->gguf()));
         }
         const int ctx = int(ids.size()) + n_spec + 64;
-        // the draft's cost prior as generate and serve set it (make_draft; SELF: also checks K < L)
-        spec.draft_cost_prior = make_draft(spec.type, model, dmodel, 16, 16, draft_layers, pool).cost_prior;
+        // the draft's cost prior as generate and serve set it (SELF: also checks K < L)
+        spec.draft_cost_prior = draft_cost_prior(spec.type, *model, dmodel.get(), draft_layers);
         SamplerParams sp;
         sp.temp = 0;
         std::vector<double> gaps_of[2];  // inter-token gaps of the last plain [0] and speculative [1] run
