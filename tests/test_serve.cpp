@@ -15,7 +15,7 @@
 #include "serve/chat_answer.h"
 #include "serve/engine.h"
 #include "serve/front_end.h"
-#include "speculative/suffix_cache.h"
+#include "tandem/suffix_cache.h"
 #include "serve/infill.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
@@ -256,9 +256,10 @@ TEST(Engine, SuffixCacheLearnsFromFinishedRequests) {
     again.spec.n_max = 8;
     auto j2 = e.submit(again);
     EXPECT_EQ(drain(*j2), first);
-    std::printf("[ suffix cache, repeated request ] %d of %d drafted tokens accepted\n", j2->n_accepted, j2->n_drafted);
-    EXPECT_GT(j2->n_drafted, 80);
-    EXPECT_EQ(j2->n_accepted, j2->n_drafted);
+    std::printf("[ suffix cache, repeated request ] %lld of %lld drafted tokens accepted\n",
+                (long long)j2->spec.n_accept, (long long)j2->spec.n_drafted);
+    EXPECT_GT(j2->spec.n_drafted, 80);
+    EXPECT_EQ(j2->spec.n_accept, j2->spec.n_drafted);
     EXPECT_EQ(ep.spec.suffix->stats().documents, 2u);
 }
 
@@ -317,7 +318,7 @@ TEST(Engine, StopStringsEndTheJobAtTheTokenThatCompletesThem) {
         EXPECT_EQ(got.text, all.text.substr(0, at));
         EXPECT_EQ(got.toks, std::vector<int32_t>(all.toks.begin(), all.toks.begin() + long(k) + 1)) << "k=" << k;
         EXPECT_EQ(stopped->n_generated, int(k + 1));
-        EXPECT_GT(stopped->n_drafted, 0);
+        EXPECT_GT(stopped->spec.n_drafted, 0);
     }
     EXPECT_GE(tried, 10);
 }
@@ -1313,11 +1314,11 @@ TEST(Metrics, PrometheusTextCarriesTheEngineCountersInValidFamilies) {
     m.tokens_cached = 20;
     m.tokens_generated = 300;
     m.seconds_generated = 1.5;
-    m.spec_drafts = 40;
-    m.spec_draft_tokens = 160;
-    m.spec_accepted = 90;
-    m.accepted_per_pos = {40, 30, 20};
-    m.by_proposer["ngram"] = {SpecType::NGRAM, 25, 100, 50};
+    m.spec.n_rounds_drafted = 40;
+    m.spec.n_drafted = 160;
+    m.spec.n_accept = 90;
+    m.spec.accepted_at = {40, 30, 20};
+    m.spec.by_proposer = {{SpecType::NGRAM, 25, 100, 50}};
     m.busy_slots = 2;
     m.n_slots = 4;
     m.itl.n = 3;

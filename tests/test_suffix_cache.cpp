@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <map>
 
-#include "speculative/suffix_cache.h"
+#include "tandem/suffix_cache.h"
 #include "speculative/testing.h"
 #include "tandem/error.h"
 #include "tandem/model.h"
@@ -161,10 +161,11 @@ TEST(SuffixCache, GreedyOutputIsTokenIdentical) {
     sp.suffix->add(doc);
     EXPECT_EQ(generate(pool, ts, prompt, 200, greedy, sp, &warm), plain);
     std::printf(
-        "[ suffix, repeated request ] %d of %d drafted tokens accepted, mean accepted length %.2f (cold: %d of %d, "
+        "[ suffix, repeated request ] %lld of %lld drafted tokens accepted, mean accepted length %.2f (cold: %lld of "
+        "%lld, "
         "%.2f)\n",
-        warm.n_accept, warm.n_drafted, warm.mean_accepted_length(), cold.n_accept, cold.n_drafted,
-        cold.mean_accepted_length());
+        (long long)warm.n_accept, (long long)warm.n_drafted, warm.mean_accepted_length(), (long long)cold.n_accept,
+        (long long)cold.n_drafted, cold.mean_accepted_length());
     EXPECT_GT(warm.mean_accepted_length(), 4.0);
     // A cache whose documents continue the same contexts differently (the plain output shifted by one token).
     SpecParams bad = sp;

@@ -43,33 +43,38 @@ namespace tandem {
 class Session;
 
 struct SpecStats {
-    int n_rounds = 0;  // verification passes of the target
-    int n_rounds_drafted = 0;  // rounds in which at least one token was drafted
-    int n_drafted = 0;  // tokens drafted and verified
-    int n_accept = 0;  // drafted tokens accepted
-    int n_generated = 0;  // tokens emitted
-    std::vector<int> drafted_at;  // [i]: rounds that drafted a token at position i
-    std::vector<int> accepted_at;  // [i]: rounds whose token at position i was accepted
+    // Counters are 64-bit: a server adds every request's statistics into one SpecStats for /metrics.
+    int64_t n_rounds = 0;  // verification passes of the target
+    int64_t n_rounds_drafted = 0;  // rounds in which at least one token was drafted
+    int64_t n_drafted = 0;  // tokens drafted and verified
+    int64_t n_accept = 0;  // drafted tokens accepted
+    int64_t n_generated = 0;  // tokens emitted
+    std::vector<int64_t> drafted_at;  // [i]: rounds that drafted a token at position i
+    std::vector<int64_t> accepted_at;  // [i]: rounds whose token at position i was accepted
     double t_draft_ms = 0;  // drafting (draft model forward + sampling, or n-gram lookup)
     double t_target_ms = 0;  // target forward passes + verification
-    int n_probe_rounds = 0;  // rounds the adaptive controller drafted only to re-measure acceptance
-    int n_context_shifts = 0;  // SpecParams::context_shift: times the context was shifted
+    int64_t n_probe_rounds = 0;  // rounds the adaptive controller drafted only to re-measure acceptance
+    int64_t n_context_shifts = 0;  // SpecParams::context_shift: times the context was shifted
     // Token trees: rounds that verified alternatives, alternatives verified, and alternatives accepted (each one a
     // token the chain alone would not have gained). n_drafted and n_accept count the chain only (llama.cpp's
     // meaning); n_generated, and so mean_accepted_length, count every token.
-    int n_tree_rounds = 0;
-    int n_tree_nodes = 0;
-    int n_tree_accept = 0;
-    // Per proposer (SpecParams::type, then extra): rounds it proposed in, chain tokens drafted and accepted.
+    int64_t n_tree_rounds = 0;
+    int64_t n_tree_nodes = 0;
+    int64_t n_tree_accept = 0;
+    // Per proposer (SpecParams::type, then extra, in the order they first proposed): rounds it proposed in, chain
+    // tokens drafted and accepted.
     struct ByProposer {
         SpecType type;
-        int rounds = 0, drafted = 0, accepted = 0;
+        int64_t rounds = 0, drafted = 0, accepted = 0;
     };
     std::vector<ByProposer> by_proposer;
 
-    double accept_rate() const { return n_drafted ? double(n_accept) / n_drafted : 0.0; }
+    double accept_rate() const { return n_drafted ? double(n_accept) / double(n_drafted) : 0.0; }
     // Mean tokens emitted per target pass (1 + accepted drafts per round).
-    double mean_accepted_length() const { return n_rounds ? double(n_generated) / n_rounds : 0.0; }
+    double mean_accepted_length() const { return n_rounds ? double(n_generated) / double(n_rounds) : 0.0; }
+    // Adds another generation's statistics: every counter and time, the positions element-wise, the proposers
+    // by type.
+    void add(const SpecStats& o);
 };
 
 namespace speculative {

@@ -1,5 +1,6 @@
-// Chat-template evaluation: scopes, statements, operators, filters, tests and built-in methods, with
-// @huggingface/jinja's semantics (see jinja.h and jinja_value.h).
+// Chat-template evaluation: scopes, statements, operators, member access and calls, with @huggingface/jinja's
+// semantics (see jinja.h and jinja_value.h); the filters, tests and methods it calls by name are in
+// jinja_filters.cpp.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -7,6 +8,7 @@
 
 #include "chat/jinja.h"
 #include "chat/jinja_ast.h"
+#include "chat/jinja_filters.h"
 #include "tandem/error.h"
 
 namespace tandem::jinja {
@@ -39,110 +41,6 @@ struct ContinueSignal {};
     throw Error(strprintf("line %d: %s", n.line, what.c_str()));
 }
 
-std::string ascii_case(std::string s, bool upper) {
-    for (auto& c : s) c = char(upper ? std::toupper(uint8_t(c)) : std::tolower(uint8_t(c)));
-    return s;
-}
-
-std::string title_case(const std::string& s) {  // JavaScript's replace(/\b\w/g, upper)
-    std::string out = s;
-    auto word = [](char c) { return std::isalnum(uint8_t(c)) || c == '_'; };
-    for (size_t i = 0; i < out.size(); i++)
-        if (word(out[i]) && (i == 0 || !word(out[i - 1]))) out[i] = char(std::toupper(uint8_t(out[i])));
-    return out;
-}
-
-std::string replace_all(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
-    if (count == 0) return s;
-    int64_t left = count < 0 ? INT64_MAX : count;
-    std::string out;
-    if (from.empty()) {  // between every code point, as JavaScript's /(?=)/gu
-        auto cps = code_points(s);
-        for (size_t i = 0; i <= cps.size(); i++) {
-            if (left > 0) {
-                out += to;
-                left--;
-            }
-            if (i < cps.size()) out += cps[i];
-        }
-        return out;
-    }
-    size_t at = 0;
-    while (left > 0) {
-        size_t k = s.find(from, at);
-        if (k == std::string::npos) break;
-        out += s.substr(at, k - at) + to;
-        at = k + from.size();
-        left--;
-    }
-    return out + s.substr(at);
-}
-
-// Python's str.split(sep=None, maxsplit=-1), as the reference implements it.
-Value split(const std::string& s, const Value& sep, int64_t maxsplit) {
-    std::vector<Value> parts;
-    if (sep.kind == K::NONE || sep.undefined()) {
-        const std::string t = js_trim(s, true, false);
-        size_t i = 0;
-        while (i < t.size()) {
-            size_t j = i;
-            while (j < t.size() && !std::isspace(uint8_t(t[j]))) j++;
-            if (maxsplit != -1 && int64_t(parts.size()) >= maxsplit) {
-                parts.push_back(Value::string(t.substr(i)));
-                break;
-            }
-            parts.push_back(Value::string(t.substr(i, j - i)));
-            while (j < t.size() && std::isspace(uint8_t(t[j]))) j++;
-            i = j;
-        }
-        return Value::array(std::move(parts));
-    }
-    if (sep.kind != K::STRING) throw Error("split: the separator must be a string or none");
-    if (sep.s.empty()) throw Error("split: empty separator");
-    std::vector<std::string> pieces;
-    size_t at = 0;
-    for (;;) {
-        size_t k = s.find(sep.s, at);
-        if (k == std::string::npos) break;
-        pieces.push_back(s.substr(at, k - at));
-        at = k + sep.s.size();
-    }
-    pieces.push_back(s.substr(at));
-    if (maxsplit != -1 && int64_t(pieces.size()) > maxsplit) {
-        std::string rest;
-        for (size_t k = size_t(maxsplit); k < pieces.size(); k++)
-            rest += (k > size_t(maxsplit) ? sep.s : "") + pieces[k];
-        pieces.resize(size_t(maxsplit));
-        pieces.push_back(rest);
-    }
-    for (auto& p : pieces) parts.push_back(Value::string(p));
-    return Value::array(std::move(parts));
-}
-
-// Splits trailing keyword arguments off a call's arguments.
-std::shared_ptr<ObjectData> take_kwargs(Args& args) {
-    if (!args.empty() && args.back().kind == K::KWARGS) {
-        auto kw = args.back().obj;
-        args.pop_back();
-        return kw;
-    }
-    return std::make_shared<ObjectData>();
-}
-
-// The inverse: keyword arguments appended as the trailing KWARGS value (nothing when there are none).
-void put_kwargs(Args& args, const std::shared_ptr<ObjectData>& kw) {
-    if (kw->items.empty()) return;
-    Value k = Value::object(K::KWARGS);
-    k.obj = kw;
-    args.push_back(k);
-}
-
-Value arg(const Args& args, size_t i, const ObjectData& kw, const char* name, Value def) {
-    if (i < args.size()) return args[i];
-    if (const Value* v = kw.find(name)) return *v;
-    return def;
-}
-
 Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
     std::vector<Value> items;
     std::vector<std::string> cps;
@@ -172,30 +70,6 @@ Value slice(const Value& obj, const Value& a, const Value& b, const Value& c) {
     return obj.kind == K::ARRAY ? Value::array(std::move(out)) : Value::string(str);
 }
 
-// Attribute path "a.b.0" on objects and arrays (map, sort), undefined when missing.
-Value attribute(const Value& item, const std::string& path) {
-    Value v = item;
-    size_t at = 0;
-    while (at <= path.size()) {
-        size_t k = path.find('.', at);
-        if (k == std::string::npos) k = path.size();
-        const std::string part = path.substr(at, k - at);
-        if (v.is_attr_container()) {
-            const Value* f = v.obj->find(part);
-            v = f ? *f : Value();
-        } else if (v.kind == K::ARRAY) {
-            char* end = nullptr;
-            const long idx = std::strtol(part.c_str(), &end, 10);
-            if (end == part.c_str() || idx < 0 || size_t(idx) >= v.arr->size()) return Value();
-            v = (*v.arr)[size_t(idx)];
-        } else {
-            return Value();
-        }
-        at = k + 1;
-    }
-    return v;
-}
-
 std::string strftime_like(const std::tm& t, const std::string& fmt) {
     static const char* kLong[] = {"January", "February", "March",     "April",   "May",      "June",
                                   "July",    "August",   "September", "October", "November", "December"};
@@ -222,41 +96,6 @@ std::string strftime_like(const std::tm& t, const std::string& fmt) {
         i++;
     }
     return out;
-}
-
-const std::map<std::string, bool (*)(const Value&)>& tests() {
-    static const std::map<std::string, bool (*)(const Value&)> t = {
-        {"boolean", [](const Value& v) { return v.kind == K::BOOL; }},
-        {"callable", [](const Value& v) { return v.kind == K::FUNCTION; }},
-        {"odd",
-         [](const Value& v) {
-             if (v.kind != K::INT) throw Error(std::string("cannot test 'odd' on ") + v.type_name());
-             return v.i % 2 != 0;
-         }},
-        {"even",
-         [](const Value& v) {
-             if (v.kind != K::INT) throw Error(std::string("cannot test 'even' on ") + v.type_name());
-             return v.i % 2 == 0;
-         }},
-        {"false", [](const Value& v) { return v.kind == K::BOOL && !v.b; }},
-        {"true", [](const Value& v) { return v.kind == K::BOOL && v.b; }},
-        {"none", [](const Value& v) { return v.kind == K::NONE; }},
-        {"string", [](const Value& v) { return v.kind == K::STRING; }},
-        {"number", [](const Value& v) { return v.is_number(); }},
-        {"integer", [](const Value& v) { return v.kind == K::INT; }},
-        {"float", [](const Value& v) { return v.kind == K::FLOAT; }},
-        {"iterable", [](const Value& v) { return v.kind == K::ARRAY || v.kind == K::STRING; }},
-        {"mapping", [](const Value& v) { return v.kind == K::OBJECT || v.kind == K::KWARGS; }},
-        {"sequence",
-         [](const Value& v) {
-             return v.kind == K::ARRAY || v.kind == K::OBJECT || v.kind == K::KWARGS || v.kind == K::STRING;
-         }},
-        {"lower", [](const Value& v) { return v.kind == K::STRING && v.s == ascii_case(v.s, false); }},
-        {"upper", [](const Value& v) { return v.kind == K::STRING && v.s == ascii_case(v.s, true); }},
-        {"defined", [](const Value& v) { return !v.undefined(); }},
-        {"undefined", [](const Value& v) { return v.undefined(); }},
-    };
-    return t;
 }
 
 class Interpreter {
@@ -324,11 +163,11 @@ public:
             case Node::T::FILTER: return apply_filter(exec(*n.x, env), *n.y, env);
             case Node::T::TEST: {
                 Value a = exec(*n.x, env);
-                auto it = tests().find(n.s);
-                if (it == tests().end()) fail(n, "unknown test '" + n.s + "'");
+                const TestFn test = find_test(n.s);
+                if (!test) fail(n, "unknown test '" + n.s + "'");
                 bool r;
                 try {
-                    r = it->second(a);
+                    r = test(a);
                 } catch (const Error& e) {
                     fail(n, e.what());
                 }
@@ -572,7 +411,7 @@ private:
         if (obj.is_attr_container()) {
             if (prop.kind != K::STRING) fail(n, std::string("an object key must be a string, not ") + prop.type_name());
             if (const Value* v = obj.obj->find(prop.s)) return *v;
-            if (obj.kind != K::NAMESPACE) return builtin(obj, prop.s);
+            if (obj.kind != K::NAMESPACE) return method(obj, prop.s);
             return Value();
         }
         if (obj.kind == K::ARRAY || obj.kind == K::STRING) {
@@ -585,114 +424,11 @@ private:
                 const int64_t sz = int64_t(cps.size()), i = prop.i < 0 ? sz + prop.i : prop.i;
                 return i >= 0 && i < sz ? Value::string(cps[size_t(i)]) : Value();
             }
-            if (prop.kind == K::STRING) return builtin(obj, prop.s);
+            if (prop.kind == K::STRING) return method(obj, prop.s);
             fail(n, std::string("an index must be an integer, not ") + prop.type_name());
         }
         if (prop.kind != K::STRING) fail(n, std::string("cannot index a ") + obj.type_name());
         return Value();  // members of undefined, none, numbers: undefined
-    }
-
-    // Methods and properties of strings, arrays and objects.
-    Value builtin(const Value& obj, const std::string& name) {
-        if (obj.kind == K::ARRAY) return name == "length" ? Value::integer(int64_t(obj.arr->size())) : Value();
-        if (obj.kind == K::STRING) {
-            const std::string s = obj.s;
-            auto fn = [](auto f) { return Value::function(f); };
-            if (name == "length") return Value::integer(int64_t(code_points(s).size()));
-            if (name == "upper") return fn([s](Args&, Env&) { return Value::string(ascii_case(s, true)); });
-            if (name == "lower") return fn([s](Args&, Env&) { return Value::string(ascii_case(s, false)); });
-            if (name == "strip") return fn([s](Args&, Env&) { return Value::string(js_trim(s, true, true)); });
-            if (name == "lstrip") return fn([s](Args&, Env&) { return Value::string(js_trim(s, true, false)); });
-            if (name == "rstrip") return fn([s](Args&, Env&) { return Value::string(js_trim(s, false, true)); });
-            if (name == "title") return fn([s](Args&, Env&) { return Value::string(title_case(s)); });
-            if (name == "capitalize")
-                return fn([s](Args&, Env&) {
-                    return Value::string(s.empty() ? s : ascii_case(s.substr(0, 1), true) + s.substr(1));
-                });
-            if (name == "startswith" || name == "endswith") {
-                const bool starts = name == "startswith";
-                return fn([s, starts](Args& a, Env&) {
-                    if (a.empty())
-                        throw Error(std::string(starts ? "startswith" : "endswith") + "() needs an argument");
-                    auto test = [&](const std::string& p) {
-                        return p.size() <= s.size() && (starts ? s.compare(0, p.size(), p) == 0
-                                                               : s.compare(s.size() - p.size(), p.size(), p) == 0);
-                    };
-                    if (a[0].kind == K::STRING) return Value::boolean(test(a[0].s));
-                    if (a[0].kind == K::ARRAY) {
-                        for (const auto& p : *a[0].arr) {
-                            if (p.kind != K::STRING) throw Error("startswith/endswith: tuple items must be strings");
-                            if (test(p.s)) return Value::boolean(true);
-                        }
-                        return Value::boolean(false);
-                    }
-                    throw Error("startswith/endswith: the argument must be a string or a tuple of strings");
-                });
-            }
-            if (name == "split")
-                return fn([s](Args& a, Env&) {
-                    auto kw = take_kwargs(a);
-                    Value sep = arg(a, 0, *kw, "sep", Value::none());
-                    Value max = arg(a, 1, *kw, "maxsplit", Value::integer(-1));
-                    if (max.kind != K::INT) throw Error("split: maxsplit must be an integer");
-                    return split(s, sep, max.i);
-                });
-            if (name == "replace")
-                return fn([s](Args& a, Env&) {
-                    auto kw = take_kwargs(a);
-                    if (a.size() < 2 || a[0].kind != K::STRING || a[1].kind != K::STRING)
-                        throw Error("replace() needs two strings");
-                    Value count = arg(a, 2, *kw, "count", Value::none());
-                    if (count.kind != K::INT && count.kind != K::NONE) throw Error("replace: count must be an integer");
-                    return Value::string(replace_all(s, a[0].s, a[1].s, count.kind == K::INT ? count.i : -1));
-                });
-            return Value();
-        }
-        if (obj.kind == K::OBJECT || obj.kind == K::KWARGS) {
-            auto data = obj.obj;
-            if (name == "get")
-                return Value::function([data](Args& a, Env&) {
-                    if (a.empty() || a[0].kind != K::STRING) throw Error("get() needs a string key");
-                    if (const Value* v = data->find(a[0].s)) return *v;
-                    return a.size() > 1 ? a[1] : Value::none();
-                });
-            if (name == "items")
-                return Value::function([data](Args&, Env&) {
-                    std::vector<Value> out;
-                    for (const auto& [k, v] : data->items) out.push_back(Value::array({Value::string(k), v}));
-                    return Value::array(std::move(out));
-                });
-            if (name == "keys")
-                return Value::function([data](Args&, Env&) {
-                    std::vector<Value> out;
-                    for (const auto& [k, v] : data->items) out.push_back(Value::string(k));
-                    return Value::array(std::move(out));
-                });
-            if (name == "values")
-                return Value::function([data](Args&, Env&) {
-                    std::vector<Value> out;
-                    for (const auto& [k, v] : data->items) out.push_back(v);
-                    return Value::array(std::move(out));
-                });
-            if (name == "dictsort")
-                return Value::function([data](Args& a, Env&) {
-                    auto kw = take_kwargs(a);
-                    const bool cs = arg(a, 0, *kw, "case_sensitive", Value::boolean(false)).truthy();
-                    const Value by = arg(a, 1, *kw, "by", Value::string("key"));
-                    const bool rev = arg(a, 2, *kw, "reverse", Value::boolean(false)).truthy();
-                    if (by.kind != K::STRING || (by.s != "key" && by.s != "value"))
-                        throw Error("dictsort: by must be 'key' or 'value'");
-                    std::vector<Value> out;
-                    for (const auto& [k, v] : data->items) out.push_back(Value::array({Value::string(k), v}));
-                    const size_t idx = by.s == "key" ? 0 : 1;
-                    std::stable_sort(out.begin(), out.end(), [&](const Value& x, const Value& y) {
-                        const int c = compare((*x.arr)[idx], (*y.arr)[idx], cs);
-                        return rev ? c > 0 : c < 0;
-                    });
-                    return Value::array(std::move(out));
-                });
-        }
-        return Value();
     }
 
     Value binary(const Node& n, Env& env) {
@@ -771,224 +507,18 @@ private:
 
     Value apply_filter(const Value& v, const Node& f, Env& env) {
         try {
-            return filter(v, f, env);
+            const bool called = f.t == Node::T::CALL;
+            const std::string name = called ? (f.x->t == Node::T::IDENT ? f.x->s : "") : f.s;
+            if (called && f.x->t != Node::T::IDENT) fail(f, "a filter must be a name");
+            Args args = called ? arguments(f.args, env) : Args{};
+            const auto kw = take_kwargs(args);
+            FilterCall c{name, called, args, kw, env};
+            return call_filter(v, c);
         } catch (const Error& e) {
             const std::string m = e.what();
             if (m.rfind("line ", 0) == 0) throw;
             fail(f, m);
         }
-    }
-
-    Value filter(const Value& v, const Node& f, Env& env) {
-        const bool called = f.t == Node::T::CALL;
-        const std::string name = called ? (f.x->t == Node::T::IDENT ? f.x->s : "") : f.s;
-        if (called && f.x->t != Node::T::IDENT) fail(f, "a filter must be a name");
-        Args args = called ? arguments(f.args, env) : Args{};
-        auto kw = take_kwargs(args);
-        if (name == "safe") return v;
-        if (v.undefined() && (name == "length" || name == "count")) return Value::integer(0);  // as Python's Jinja
-        if (name == "tojson") {
-            JsonOptions o;
-            Value ind = arg({}, 0, *kw, "indent", Value::none());
-            if (ind.kind != K::INT && ind.kind != K::NONE) throw Error("tojson: indent must be an integer");
-            o.indent = ind.kind == K::INT ? int(ind.i) : -1;
-            o.ensure_ascii = arg({}, 0, *kw, "ensure_ascii", Value::boolean(false)).truthy();
-            o.sort_keys = arg({}, 0, *kw, "sort_keys", Value::boolean(false)).truthy();
-            Value sep = arg({}, 0, *kw, "separators", Value::none());
-            if (sep.kind == K::ARRAY) {
-                if (sep.arr->size() != 2 || (*sep.arr)[0].kind != K::STRING || (*sep.arr)[1].kind != K::STRING)
-                    throw Error("tojson: separators must be two strings");
-                o.item_sep = (*sep.arr)[0].s;
-                o.key_sep = (*sep.arr)[1].s;
-            }
-            return Value::string(to_json(v, o));
-        }
-        if (name == "default" || name == "d") {
-            Value dflt = args.size() > 0 ? args[0] : Value::string("");
-            const bool boolean = arg(args, 1, *kw, "boolean", Value::boolean(false)).truthy();
-            return v.undefined() || (boolean && !v.truthy()) ? dflt : v;
-        }
-        if (name == "join" && called) {
-            std::vector<std::string> parts;
-            if (v.kind == K::STRING) parts = code_points(v.s);
-            else if (v.kind == K::ARRAY)
-                for (const auto& e : *v.arr) parts.push_back(e.raw_str());
-            else throw Error(std::string("join on a ") + v.type_name());
-            Value sep = arg(args, 0, *kw, "separator", Value::string(""));
-            if (sep.kind != K::STRING) throw Error("join: the separator must be a string");
-            std::string out;
-            for (size_t i = 0; i < parts.size(); i++) out += (i ? sep.s : "") + parts[i];
-            return Value::string(out);
-        }
-        if (name == "int" || name == "float") {
-            Value dflt = arg(args, 0, *kw, "default", name == "int" ? Value::integer(0) : Value::number(0));
-            if (v.kind == K::STRING) {
-                const std::string t = js_trim(v.s, true, false);
-                char* end = nullptr;
-                if (name == "int") {
-                    const long long x = std::strtoll(t.c_str(), &end, 10);
-                    return end == t.c_str() ? dflt : Value::integer(x);
-                }
-                const double x = std::strtod(t.c_str(), &end);
-                return end == t.c_str() ? dflt : Value::number(x);
-            }
-            if (v.kind == K::BOOL) return name == "int" ? Value::integer(v.b) : Value::number(v.b);
-            if (v.is_number())
-                return called ? v
-                              : (name == "int" ? Value::integer(int64_t(std::floor(v.num()))) : Value::number(v.num()));
-            throw Error(std::string(name) + " on a " + v.type_name());
-        }
-        if (name == "round") {  // Python's round(value, precision=0, method='common')
-            if (!v.is_number()) throw Error(std::string("round on a ") + v.type_name());
-            const Value prec = arg(args, 0, *kw, "precision", Value::integer(0));
-            const double m = std::pow(10.0, double(prec.kind == K::INT ? prec.i : 0));
-            return Value::number(std::round(v.num() * m) / m);
-        }
-        if (v.kind == K::ARRAY) {
-            const auto& a = *v.arr;
-            if (name == "list") return v;
-            if (name == "first") return a.empty() ? Value() : a.front();
-            if (name == "last") return a.empty() ? Value() : a.back();
-            if (name == "length" || name == "count") return Value::integer(int64_t(a.size()));
-            if (name == "reverse") return Value::array(std::vector<Value>(a.rbegin(), a.rend()));
-            if (name == "join") {
-                std::string out;
-                for (const auto& e : a) out += e.raw_str();
-                return Value::string(out);
-            }
-            if (name == "string") {
-                JsonOptions o;
-                o.undefined_as_null = false;
-                return Value::string(to_json(v, o));
-            }
-            if (name == "unique") {
-                std::vector<Value> out;
-                for (const auto& e : a) {
-                    bool seen = false;
-                    for (const auto& o : out) seen = seen || strict_equal(o, e);
-                    if (!seen) out.push_back(e);
-                }
-                return Value::array(std::move(out));
-            }
-            if (name == "sort") {
-                const bool rev = arg(args, 0, *kw, "reverse", Value::boolean(false)).truthy();
-                const bool cs = arg(args, 1, *kw, "case_sensitive", Value::boolean(false)).truthy();
-                const Value attr = arg(args, 2, *kw, "attribute", Value::none());
-                std::vector<Value> out = a;
-                auto key = [&](const Value& e) {
-                    if (attr.kind == K::NONE) return e;
-                    return attribute(e, attr.kind == K::INT ? std::to_string(attr.i) : attr.s);
-                };
-                std::stable_sort(out.begin(), out.end(), [&](const Value& x, const Value& y) {
-                    const int c = compare(key(x), key(y), cs);
-                    return rev ? c > 0 : c < 0;
-                });
-                return Value::array(std::move(out));
-            }
-            if (name == "selectattr" || name == "rejectattr") {
-                const bool select = name == "selectattr";
-                for (const auto& e : a)
-                    if (!e.is_attr_container()) throw Error(name + " works on a list of objects only");
-                if (args.empty() || args[0].kind != K::STRING) throw Error(name + " needs an attribute name");
-                bool (*test)(const Value&) = nullptr;
-                Value operand = args.size() > 2 ? args[2] : Value();
-                std::string tname = args.size() > 1 && args[1].kind == K::STRING ? args[1].s : "";
-                if (!tname.empty() && tname != "equalto" && tname != "eq") {
-                    auto it = tests().find(tname);
-                    if (it == tests().end()) throw Error("unknown test '" + tname + "'");
-                    test = it->second;
-                }
-                std::vector<Value> out;
-                for (const auto& e : a) {
-                    const Value* f = e.obj->find(args[0].s);  // a missing attribute never passes
-                    bool r = false;
-                    if (f) {
-                        if (tname.empty()) r = f->truthy();
-                        else if (test) r = test(*f);
-                        else r = strict_equal(*f, operand);  // equalto / eq
-                    }
-                    if (r == select) out.push_back(e);
-                }
-                return Value::array(std::move(out));
-            }
-            if (name == "map") {
-                const Value* attr = kw->find("attribute");
-                if (!attr) throw Error("map without attribute= is not supported");
-                if (attr->kind != K::STRING) throw Error("map: attribute must be a string");
-                const Value* dflt = kw->find("default");
-                std::vector<Value> out;
-                for (const auto& e : a) {
-                    if (!e.is_attr_container()) throw Error("map: the items must be objects");
-                    Value x = attribute(e, attr->s);
-                    out.push_back(x.undefined() && dflt ? *dflt : x);
-                }
-                return Value::array(std::move(out));
-            }
-            throw Error("unknown filter '" + name + "' on a list");
-        }
-        if (v.kind == K::STRING) {
-            if (name == "length" || name == "count") return Value::integer(int64_t(code_points(v.s).size()));
-            if (name == "upper") return Value::string(ascii_case(v.s, true));
-            if (name == "lower") return Value::string(ascii_case(v.s, false));
-            if (name == "title") return Value::string(title_case(v.s));
-            if (name == "capitalize")
-                return Value::string(v.s.empty() ? v.s : ascii_case(v.s.substr(0, 1), true) + v.s.substr(1));
-            if (name == "trim") return Value::string(js_trim(v.s, true, true));
-            if (name == "string" || name == "join") return v;
-            if (name == "indent") {
-                Value width = arg(args, 0, *kw, "width", Value::integer(4));
-                if (width.kind != K::INT) throw Error("indent: width must be an integer");
-                const bool first = arg(args, 1, *kw, "first", Value::boolean(false)).truthy();
-                const bool blank = arg(args, 2, *kw, "blank", Value::boolean(false)).truthy();
-                const std::string pad(size_t(std::max<int64_t>(0, width.i)), ' ');
-                std::string out;
-                size_t at = 0, line = 0;
-                for (;;) {
-                    size_t k = v.s.find('\n', at);
-                    const std::string l = v.s.substr(at, k == std::string::npos ? std::string::npos : k - at);
-                    out += ((!first && line == 0) || (!blank && l.empty()) ? l : pad + l);
-                    if (k == std::string::npos) break;
-                    out += '\n';
-                    at = k + 1;
-                    line++;
-                }
-                return Value::string(out);
-            }
-            if (name == "replace") {
-                Value fn = builtin(v, "replace");
-                put_kwargs(args, kw);
-                return (*fn.fn)(args, env);
-            }
-            throw Error("unknown filter '" + name + "' on a string");
-        }
-        if (v.is_number()) {
-            if (name == "abs")
-                return v.kind == K::INT ? Value::integer(std::llabs(v.i)) : Value::number(std::fabs(v.f));
-            if (name == "string") return Value::string(v.str());
-            throw Error("unknown filter '" + name + "' on a number");
-        }
-        if (v.kind == K::OBJECT || v.kind == K::KWARGS) {
-            if (name == "items") return (*builtin(v, "items").fn)(args, env);
-            if (name == "length" || name == "count") return Value::integer(int64_t(v.obj->items.size()));
-            Value b = builtin(v, name);
-            if (b.kind == K::FUNCTION) {
-                put_kwargs(args, kw);
-                return (*b.fn)(args, env);
-            }
-            throw Error("unknown filter '" + name + "' on an object");
-        }
-        if (v.kind == K::BOOL) {
-            if (name == "bool") return v;
-            if (name == "string") return Value::string(v.b ? "true" : "false");
-            throw Error("unknown filter '" + name + "' on a boolean");
-        }
-        // llama.cpp's leniency: filtering none gives an empty list (functionary's `tools | selectattr(...)` with
-        // tools = none)
-        if ((v.kind == K::NONE || v.undefined()) &&
-            (name == "selectattr" || name == "rejectattr" || name == "select" || name == "reject" || name == "map" ||
-             name == "unique" || name == "items"))
-            return Value::array({});
-        throw Error("cannot apply filter '" + name + "' to a " + v.type_name());
     }
 
     const RenderOptions& opt_;

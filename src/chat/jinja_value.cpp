@@ -163,6 +163,28 @@ std::string Value::str() const {
     }
 }
 
+std::shared_ptr<ObjectData> take_kwargs(Args& args) {
+    if (!args.empty() && args.back().kind == Value::Kind::KWARGS) {
+        auto kw = args.back().obj;
+        args.pop_back();
+        return kw;
+    }
+    return std::make_shared<ObjectData>();
+}
+
+void put_kwargs(Args& args, const std::shared_ptr<ObjectData>& kw) {
+    if (kw->items.empty()) return;
+    Value k = Value::object(Value::Kind::KWARGS);
+    k.obj = kw;
+    args.push_back(k);
+}
+
+Value arg(const Args& args, size_t i, const ObjectData& kw, const char* name, Value def) {
+    if (i < args.size()) return args[i];
+    if (const Value* v = kw.find(name)) return *v;
+    return def;
+}
+
 namespace {
 
 void json_string(const std::string& s, bool ascii, std::string& out) {

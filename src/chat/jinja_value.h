@@ -81,6 +81,12 @@ private:
     }
 };
 
+// A call's keyword arguments travel as its trailing KWARGS value (see Args).
+std::shared_ptr<ObjectData> take_kwargs(Args& args);  // removes and returns them (no items when there are none)
+void put_kwargs(Args& args, const std::shared_ptr<ObjectData>& kw);  // the inverse (nothing when kw has no items)
+// Positional argument i, else keyword argument `name`, else def.
+Value arg(const Args& args, size_t i, const ObjectData& kw, const char* name, Value def);
+
 struct JsonOptions {
     int indent = -1;  // < 0: none
     bool ensure_ascii = false, sort_keys = false;

@@ -5,13 +5,11 @@
 #include <memory>
 #include <string>
 
+#include "tandem/files.h"
+
 namespace tandem {
 
-// Opens `path` for reading if it is a regular file (without blocking on a FIFO); a directory, FIFO, device or
-// socket is a tandem::Error saying which. Returns the descriptor (the caller closes it).
-int open_regular_file(const std::string& path);
-// The whole content of a regular file (open_regular_file's checks). Throws tandem::Error naming the path.
-std::string read_regular_file(const std::string& path);
+// open_regular_file, read_regular_file: tandem/files.h.
 
 class MappedFile {
 public:

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/grammar.h"
 #include "tandem/error.h"
 
 namespace tandem::grammar {
@@ -43,9 +44,8 @@ struct Grammar {
     int root = 0;
 };
 
-// Parses GBNF. Throws tandem::Error naming the line and what is wrong: syntax, an undefined rule, a missing
-// `root`, left recursion.
-std::shared_ptr<const Grammar> parse_gbnf(const std::string& text, const std::string& root = "root");
+// parse_gbnf (tandem/grammar.h) throws tandem::Error naming the line and what is wrong: syntax, an undefined
+// rule, a missing `root`, left recursion.
 
 // A matcher bound met while generating (rules nested too deep, too many live alternatives): the grammar's fault,
 // so a server answers it as a bad request.

@@ -13,10 +13,12 @@
 #include <utility>
 #include <vector>
 
+#include "tandem/grammar.h"
+
 namespace tandem::grammar {
 
-// The GBNF of the JSON texts the schema accepts (with bounded whitespace). Throws tandem::Error.
-std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+// json_schema_to_gbnf (tandem/grammar.h): the GBNF of the JSON texts the schema accepts (with bounded
+// whitespace). Throws tandem::Error.
 // Several schemas in one grammar: rule `name` accepts the JSON texts of its schema, and `root ::= root_body`
 // (GBNF over those names, `ws` and literals). Tool calls use it: one rule per tool's arguments.
 std::string json_schemas_to_gbnf(const std::vector<std::pair<std::string, nlohmann::ordered_json>>& named,

@@ -1,4 +1,4 @@
-#include "model/hf_cache.h"
+#include "tandem/files.h"
 
 #include <algorithm>
 #include <cctype>

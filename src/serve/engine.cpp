@@ -1,6 +1,6 @@
 #include "serve/engine.h"
 
-#include "speculative/suffix_cache.h"
+#include "tandem/suffix_cache.h"
 
 #include <chrono>
 
@@ -81,7 +81,7 @@ Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model>
     n_ctx_ = slots_[0].target->n_ctx();
     m_.n_slots = int(slots_.size());
     for (auto& s : slots_) m_.slots.push_back({int(&s - slots_.data()), s.target->n_ctx(), 0, false, 0, 0});
-    m_.accepted_per_pos.assign(size_t(std::max(1, p_.spec.n_max)), 0);
+    m_.spec.accepted_at.assign(size_t(std::max(1, p_.spec.n_max)), 0);
     thread_ = std::thread([this] { loop(); });
 }
 
@@ -250,12 +250,8 @@ void Engine::release(Slot& s, const std::string& reason, const std::string& erro
     const SpecStats& st = s.gen ? s.gen->stats() : SpecStats{};
     j.n_prompt = int(j.req.prompt.size());
     j.n_generated = s.generated;
-    j.n_drafted = st.n_drafted;
-    j.n_accepted = st.n_accept;
-    j.n_tree_drafted = st.n_tree_nodes;
-    j.n_tree_accepted = st.n_tree_accept;
+    j.spec = st;
     j.itl = summarize_latency(s.clock.gaps());
-    j.by_proposer = st.by_proposer;
     j.n_cached = s.gen ? s.gen->n_cached() : 0;
     if (s.gen && s.gen->stats().n_context_shifts > 0) j.truncated = true;
     if (j.n_prompt + s.generated >= s.target->n_ctx()) j.truncated = true;  // stopped by the full context
@@ -268,21 +264,7 @@ void Engine::release(Slot& s, const std::string& reason, const std::string& erro
         m_.tokens_generated += uint64_t(s.generated);
         m_.seconds_prompt += j.prompt_ms / 1e3;
         m_.seconds_generated += j.gen_ms / 1e3;
-        m_.spec_drafts += uint64_t(st.n_rounds_drafted);
-        m_.spec_draft_tokens += uint64_t(st.n_drafted);
-        m_.spec_accepted += uint64_t(st.n_accept);
-        m_.spec_tree_tokens += uint64_t(st.n_tree_nodes);
-        m_.spec_tree_accepted += uint64_t(st.n_tree_accept);
-        for (const auto& b : st.by_proposer) {
-            auto& t = m_.by_proposer.try_emplace(spec_type_name(b.type), SpecStats::ByProposer{b.type}).first->second;
-            t.rounds += b.rounds;
-            t.drafted += b.drafted;
-            t.accepted += b.accepted;
-        }
-        for (size_t i = 0; i < st.accepted_at.size(); i++) {
-            if (m_.accepted_per_pos.size() <= i) m_.accepted_per_pos.resize(i + 1, 0);
-            m_.accepted_per_pos[i] += uint64_t(st.accepted_at[i]);
-        }
+        m_.spec.add(st);
     }
     // The server-wide suffix cache learns every finished sequence (prompt and output), whatever the request's
     // proposer: later requests with --spec-type suffix draft from it.
@@ -331,8 +313,8 @@ void Engine::deliver(Slot& s, std::vector<int32_t>& toks, std::vector<TokenLogpr
         }
     }
     const SpecStats& st = s.gen->stats();
-    j.set_progress({int(j.req.prompt.size()), s.generated, st.n_drafted, st.n_accept, s.t_prompt_done - s.t_start,
-                    now_ms() - s.t_prompt_done});
+    j.set_progress({int(j.req.prompt.size()), s.generated, int(st.n_drafted), int(st.n_accept),
+                    s.t_prompt_done - s.t_start, now_ms() - s.t_prompt_done});
     j.push(text, toks, lp, ends);
     if (!reason.empty()) release(s, reason);
     else if (s.generated >= j.req.max_tokens) release(s, "length");

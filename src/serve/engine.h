@@ -18,6 +18,7 @@
 #include "tandem/embedding.h"
 #include "tandem/model.h"
 #include "tandem/sampling.h"
+#include "tandem/server.h"
 #include "tandem/session.h"
 #include "tandem/speculative.h"
 #include "tandem/thread_pool.h"
@@ -60,7 +61,7 @@ struct JobOutput {
 
 // Where a running job is, for timings_per_token.
 struct JobProgress {
-    int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0;
+    int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0;  // n_drafted, n_accepted: SpecStats'
     double prompt_ms = 0, gen_ms = 0;
 };
 
@@ -92,11 +93,9 @@ public:
     // Valid after the job finished.
     std::string finish_reason, error, stop_word;
     int error_status = 500;
-    int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0, n_cached = 0;
-    int n_tree_drafted = 0,
-        n_tree_accepted = 0;  // token-tree alternatives (besides the chain's n_drafted / n_accepted)
+    int n_prompt = 0, n_generated = 0, n_cached = 0;
+    SpecStats spec;  // the generator's statistics (drafted, accepted, tree alternatives, per proposer)
     LatencySummary itl;  // gaps between this request's token deliveries (tandem/latency.h)
-    std::vector<SpecStats::ByProposer> by_proposer;  // rounds / drafted / accepted per proposer
     double prompt_ms = 0, gen_ms = 0;
     int n_slot_tokens = 0;  // slot actions: tokens saved, restored or erased
     size_t n_slot_bytes = 0;  // slot actions: bytes written or read
@@ -112,20 +111,6 @@ private:
     std::atomic<bool> cancelled{false};
 };
 
-struct EngineParams {
-    int n_slots = 1;
-    int n_ctx = 0;  // all slots together, as llama-server's -c: each slot gets n_ctx / n_slots;
-        // 0: the model's training context, at most 4096
-    int n_ctx_draft = 0;  // per slot; 0: the target's
-    int n_threads = 2;
-    int queue_max = 64;
-    int self_draft_layers = 0;
-    int n_batch = 256;  // prompt tokens per forward chunk
-    int prefill_chunk = 64;  // prompt tokens a slot processes per round while others decode; 0: all at once
-    bool kv_unified = false;  // llama-server's --kv-unified: every slot may use the whole -c (memory: n_slots x -c)
-    SpecParams spec;  // server defaults (requests may override n_max, n_min, p_min, type)
-};
-
 struct SlotInfo {
     int id = 0, n_ctx = 0, n_past = 0;
     bool is_processing = false;
@@ -136,11 +121,8 @@ struct EngineMetrics {
     uint64_t requests = 0, tokens_prompt = 0, tokens_generated = 0, tokens_cached = 0;
     uint64_t n_decode = 0;  // batched target forward passes
     double seconds_prompt = 0, seconds_generated = 0;
-    uint64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted = 0;
-    uint64_t spec_tree_tokens = 0, spec_tree_accepted = 0;  // token-tree alternatives verified / accepted
-    std::vector<uint64_t> accepted_per_pos;
+    SpecStats spec;  // every finished request's statistics added up (SpecStats::add)
     LatencySummary itl;  // the last 4096 gaps between token deliveries, all requests
-    std::map<std::string, SpecStats::ByProposer> by_proposer;  // proposer name -> rounds / drafted / accepted
     std::vector<SlotInfo> slots;
     int queue_depth = 0, busy_slots = 0, n_slots = 0;
     double kv_used_fraction = 0;

@@ -2,6 +2,7 @@
 #include "serve/front_end.h"
 
 #include "tandem/chat.h"
+#include "grammar/trigger.h"
 #include "serve/anthropic.h"
 #include "serve/infill.h"
 #include "serve/responses.h"
@@ -166,6 +167,41 @@ FrontEnd::Prepared FrontEnd::prepare(const std::string& body_text, Api api, bool
             continue;
         }
         throw ContextExceeded(p.ids.size(), n_ctx);
+    }
+    return out;
+}
+
+std::shared_ptr<const OutputConstraint> FrontEnd::constrain(std::shared_ptr<const grammar::Grammar> g,
+                                                            const grammar::TriggerSpec* lazy,
+                                                            bool opens_thinking) const {
+    std::call_once(vocab_once_,
+                   [this] { constraint_vocab_ = std::make_unique<ConstraintVocab>(*tok_, shown_special_); });
+    std::shared_ptr<grammar::TriggerSpec> spec;
+    if (lazy) {
+        spec = std::make_shared<grammar::TriggerSpec>(*lazy);
+        if (!spec->think_close.empty()) {  // the model's own thinking tags
+            spec->think_open = think_tags_.open;
+            spec->think_close = think_tags_.close;
+        }
+        spec->starts_thinking = opens_thinking && !spec->think_close.empty();
+    }
+    return constraint_vocab_->constrain(std::move(g), std::move(spec));
+}
+
+std::vector<JobRequest> FrontEnd::job_requests(const Prepared& p, Api api, int n_ctx) const {
+    const ParsedRequest& pr = p.request;
+    std::vector<JobRequest> out;
+    for (size_t pi = 0; pi < p.prompts.size(); pi++) {
+        for (int i = 0; i < pr.n; i++) {
+            JobRequest jr = pr.job;
+            jr.prompt = p.prompts[pi].ids;
+            if (api == Api::Chat || api == Api::Anthropic || api == Api::Responses) jr.shown_special = shown_special_;
+            if (pr.grammar) jr.constraint = constrain(pr.grammar, pr.lazy.get(), p.prompts[pi].opens_thinking);
+            if (!jr.spec.context_shift)  // clamped to the context, unless it shifts
+                jr.max_tokens = std::min(jr.max_tokens, n_ctx - int(jr.prompt.size()));
+            jr.sampling.seed = derive_seed(pr.job.sampling.seed, uint64_t(pi * size_t(pr.n) + size_t(i)));
+            out.push_back(std::move(jr));
+        }
     }
     return out;
 }

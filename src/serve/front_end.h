@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "serve/openai.h"
 #include "serve/reasoning.h"
 #include "serve/tool_calls.h"
+#include "tandem/output_constraint.h"
 
 namespace tandem {
 class Model;
@@ -67,6 +69,18 @@ public:
     // ContextExceeded (400) or NotImplemented (501).
     Prepared prepare(const std::string& body, Api api, bool infill, const ServerLimits& limits, int n_ctx) const;
 
+    // The jobs of a prepared request, in choice order (prompt-major, then the n choices of each prompt: OpenAI's
+    // index order): chat answers show the template's control tokens, a grammar becomes the constraint, max_tokens
+    // is clamped to what the context leaves (unless it shifts), and choice 0 of prompt 0 keeps the request's seed
+    // while the others get independent derived streams (derive_seed).
+    std::vector<JobRequest> job_requests(const Prepared& p, Api api, int n_ctx) const;
+    // The grammar side of a request over this model's vocabulary (its trie is built on the first request that
+    // needs it, once). lazy: its triggers (a thinking-aware one gets the model's own tags); a chat prompt that
+    // opened a <think> block starts the scan inside it.
+    std::shared_ptr<const OutputConstraint> constrain(std::shared_ptr<const grammar::Grammar> g,
+                                                      const grammar::TriggerSpec* lazy = nullptr,
+                                                      bool opens_thinking = false) const;
+
     // A completions prompt's token ids. special: the vocabulary's BOS (and EOS) around a leading text part; false:
     // the parts alone (infill).
     std::vector<int32_t> tokenize_prompt(const PromptInput& in, bool special = true) const;
@@ -92,6 +106,8 @@ private:
     ToolFormat tool_format_ = ToolFormat::NONE;
     ThinkTags think_tags_;
     std::vector<int32_t> shown_special_;
+    mutable std::once_flag vocab_once_;
+    mutable std::unique_ptr<ConstraintVocab> constraint_vocab_;
 };
 
 }  // namespace tandem::server

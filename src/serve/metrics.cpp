@@ -1,6 +1,8 @@
 // The /metrics text (metrics.h).
 #include "serve/metrics.h"
 
+#include <algorithm>
+
 #include "tandem/error.h"
 
 namespace tandem::server {
@@ -20,13 +22,14 @@ std::string prometheus_text(const EngineMetrics& m, uint64_t http_requests) {
     metric("slots_busy", "gauge", "Slots generating now.", m.busy_slots);
     metric("slots_total", "gauge", "Slots.", m.n_slots);
     metric("kv_cache_usage_ratio", "gauge", "Fraction of the KV cache in use.", m.kv_used_fraction);
-    metric("spec_decode_num_drafts", "counter", "Verification rounds that had a draft.", double(m.spec_drafts));
-    metric("spec_decode_num_draft_tokens", "counter", "Drafted tokens verified.", double(m.spec_draft_tokens));
-    metric("spec_decode_num_accepted_tokens", "counter", "Drafted tokens accepted.", double(m.spec_accepted));
+    metric("spec_decode_num_drafts", "counter", "Verification rounds that had a draft.",
+           double(m.spec.n_rounds_drafted));
+    metric("spec_decode_num_draft_tokens", "counter", "Drafted tokens verified.", double(m.spec.n_drafted));
+    metric("spec_decode_num_accepted_tokens", "counter", "Drafted tokens accepted.", double(m.spec.n_accept));
     metric("spec_decode_num_tree_tokens", "counter",
-           "Token-tree alternatives verified (besides the drafted chain tokens).", double(m.spec_tree_tokens));
+           "Token-tree alternatives verified (besides the drafted chain tokens).", double(m.spec.n_tree_nodes));
     metric("spec_decode_num_tree_accepted_tokens", "counter",
-           "Token-tree alternatives accepted (besides the accepted chain tokens).", double(m.spec_tree_accepted));
+           "Token-tree alternatives accepted (besides the accepted chain tokens).", double(m.spec.n_tree_accept));
     // llama-server's names, for dashboards built on them
     auto llama = [&](const char* name, const char* type, const char* help, double v) {
         s += strprintf("# HELP llamacpp:%s %s\n# TYPE llamacpp:%s %s\nllamacpp:%s %.17g\n", name, help, name, type,
@@ -48,15 +51,21 @@ std::string prometheus_text(const EngineMetrics& m, uint64_t http_requests) {
     llama("requests_processing", "gauge", "Number of requests processing.", m.busy_slots);
     llama("requests_deferred", "gauge", "Number of requests deferred.", m.queue_depth);
     llama("kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.", m.kv_used_fraction);
+    std::vector<SpecStats::ByProposer> proposers = m.spec.by_proposer;  // by name, whatever order they came in
+    std::sort(proposers.begin(), proposers.end(), [](const auto& a, const auto& b) {
+        return std::string(spec_type_name(a.type)) < std::string(spec_type_name(b.type));
+    });
     s += "# HELP tandem_spec_decode_proposer_rounds Verification rounds each proposer drafted for.\n"
          "# TYPE tandem_spec_decode_proposer_rounds counter\n";
-    for (const auto& [name, b] : m.by_proposer)
-        s += strprintf("tandem_spec_decode_proposer_rounds{proposer=\"%s\"} %d\n", name.c_str(), b.rounds);
+    for (const auto& b : proposers)
+        s += strprintf("tandem_spec_decode_proposer_rounds{proposer=\"%s\"} %lld\n", spec_type_name(b.type),
+                       (long long)b.rounds);
     s += "# HELP tandem_spec_decode_proposer_accepted_tokens Chain tokens each proposer drafted that were "
          "accepted.\n"
          "# TYPE tandem_spec_decode_proposer_accepted_tokens counter\n";
-    for (const auto& [name, b] : m.by_proposer)
-        s += strprintf("tandem_spec_decode_proposer_accepted_tokens{proposer=\"%s\"} %d\n", name.c_str(), b.accepted);
+    for (const auto& b : proposers)
+        s += strprintf("tandem_spec_decode_proposer_accepted_tokens{proposer=\"%s\"} %lld\n", spec_type_name(b.type),
+                       (long long)b.accepted);
     s += "# HELP tandem_inter_token_latency_ms Gaps between token deliveries (ms), the last 4096 of all requests.\n"
          "# TYPE tandem_inter_token_latency_ms summary\n";
     for (auto [q, v] : {std::pair{"0.5", m.itl.p50}, std::pair{"0.9", m.itl.p90}, std::pair{"0.99", m.itl.p99}})
@@ -64,9 +73,9 @@ std::string prometheus_text(const EngineMetrics& m, uint64_t http_requests) {
     s += strprintf("tandem_inter_token_latency_ms_count %d\n", m.itl.n);
     s += "# HELP tandem_spec_decode_num_accepted_tokens_per_pos Drafted tokens accepted, by position in the draft.\n"
          "# TYPE tandem_spec_decode_num_accepted_tokens_per_pos counter\n";
-    for (size_t i = 0; i < m.accepted_per_pos.size(); i++)
+    for (size_t i = 0; i < m.spec.accepted_at.size(); i++)
         s += strprintf("tandem_spec_decode_num_accepted_tokens_per_pos{position=\"%zu\"} %llu\n", i,
-                       (unsigned long long)m.accepted_per_pos[i]);
+                       (unsigned long long)m.spec.accepted_at[i]);
     return s;
 }
 

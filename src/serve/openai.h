@@ -83,7 +83,7 @@ struct ParsedRequest {
     // continue_final_message): the template renders the others with the generation prompt, then its text follows
     bool prefill_assistant = false;
     std::string reasoning_format;  // chat: the request's reasoning_format ("" = the server's)
-    std::shared_ptr<const grammar::Grammar> grammar;  // structured output: `grammar`, JSON mode, or the server's
+    std::shared_ptr<const grammar::Grammar> grammar;  // structured output: `grammar`, JSON schema/mode, or the server's
     // the grammar is lazy: it applies from one of these triggers on (llama-server's grammar_lazy and
     // grammar_triggers, or tool_choice "auto" with the template's call markers); null: from the first token
     std::shared_ptr<const grammar::TriggerSpec> lazy;
@@ -133,7 +133,8 @@ struct ServerLimits {
 // are not constrained in "auto" (the answer is still parsed for calls; "required" answers 400).
 void apply_tool_choice(ParsedRequest& r, ToolFormat format);
 
-// Validates and converts a chat (chat = true) or completions request body. Throws BadRequest.
+// Validates and converts a chat (chat = true) or completions request body, one part per concern in a fixed order
+// (serve/request_parts.h). Throws BadRequest.
 ParsedRequest parse_request(const nlohmann::ordered_json& body, bool chat, const ServerLimits& lim);
 
 }  // namespace tandem::server

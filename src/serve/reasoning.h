@@ -4,15 +4,11 @@
 #pragma once
 #include <string>
 
+#include "tandem/server.h"
+
 namespace tandem::server {
 
-enum class ReasoningFormat {
-    NONE,  // thoughts stay in content, tags included
-    DEEPSEEK,  // thoughts go to reasoning_content ("auto" is this: the tags are the same for the models here)
-    DEEPSEEK_LEGACY,  // content keeps the <think> text too, and reasoning_content gets the thoughts
-};
-// "none", "auto", "deepseek", "deepseek-legacy"; throws Error otherwise.
-ReasoningFormat reasoning_format_from_name(const std::string& name);
+// ReasoningFormat and reasoning_format_from_name: tandem/server.h.
 
 // The tags around a model's thinking, from its chat template: <think> </think> (DeepSeek-R1, Qwen3, QwQ, most),
 // [THINK] [/THINK] (Magistral, Ministral 3 Reasoning), <|START_THINKING|> <|END_THINKING|> (Command R7B),

@@ -7,7 +7,7 @@
 #include "speculative/constraint.h"
 #include "speculative/draft_control.h"
 #include "speculative/proposer.h"
-#include "speculative/suffix_cache.h"
+#include "tandem/suffix_cache.h"
 #include "speculative/verify.h"
 #include "speculative/generator_impl.h"
 #include "tandem/error.h"
@@ -330,5 +330,34 @@ int Generator::n_cached() const { return im_->n_cached_; }
 const SpecParams& Generator::spec() const { return im_->spec_; }
 void Generator::save_costs() const { im_->save_costs(); }
 void Generator::set_constraint(std::shared_ptr<const OutputConstraint> c) { im_->set_constraint(std::move(c)); }
+
+void SpecStats::add(const SpecStats& o) {
+    n_rounds += o.n_rounds;
+    n_rounds_drafted += o.n_rounds_drafted;
+    n_drafted += o.n_drafted;
+    n_accept += o.n_accept;
+    n_generated += o.n_generated;
+    auto add_at = [](std::vector<int64_t>& to, const std::vector<int64_t>& from) {
+        if (to.size() < from.size()) to.resize(from.size(), 0);
+        for (size_t i = 0; i < from.size(); i++) to[i] += from[i];
+    };
+    add_at(drafted_at, o.drafted_at);
+    add_at(accepted_at, o.accepted_at);
+    t_draft_ms += o.t_draft_ms;
+    t_target_ms += o.t_target_ms;
+    n_probe_rounds += o.n_probe_rounds;
+    n_context_shifts += o.n_context_shifts;
+    n_tree_rounds += o.n_tree_rounds;
+    n_tree_nodes += o.n_tree_nodes;
+    n_tree_accept += o.n_tree_accept;
+    for (const ByProposer& b : o.by_proposer) {
+        auto it =
+            std::find_if(by_proposer.begin(), by_proposer.end(), [&](const ByProposer& x) { return x.type == b.type; });
+        if (it == by_proposer.end()) it = by_proposer.insert(by_proposer.end(), ByProposer{b.type});
+        it->rounds += b.rounds;
+        it->drafted += b.drafted;
+        it->accepted += b.accepted;
+    }
+}
 
 }  // namespace tandem

@@ -1,4 +1,4 @@
-#include "speculative/suffix_cache.h"
+#include "tandem/suffix_cache.h"
 
 #include <algorithm>
 #include <cstdio>

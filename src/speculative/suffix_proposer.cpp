@@ -1,7 +1,7 @@
 // Suffix-cache proposals (SpecType::SUFFIX): continuations of the context's suffix in everything the cache has
 // seen (speculative/suffix_cache.h). Deterministic, draft-free.
 #include "speculative/proposer.h"
-#include "speculative/suffix_cache.h"
+#include "tandem/suffix_cache.h"
 #include "tandem/error.h"
 
 namespace tandem::speculative {

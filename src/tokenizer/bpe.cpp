@@ -3,8 +3,9 @@
 //   1. the text is split by the pre-tokenizer regexes of its family (tokenizer.ggml.pre), each regex splitting
 //      the pieces left by the previous one (matches and the gaps between them both become pieces);
 //   2. each piece's bytes are mapped to printable code points (GPT-2's bytes_to_unicode);
-//   3. adjacent symbols are merged by rank (tokenizer.ggml.merges, lowest rank first; ties: leftmost) until no
-//      ranked pair remains; symbols that are not tokens fall back to their single-byte tokens.
+//   3. adjacent symbols are merged by rank (tokenizer.ggml.merges, lowest rank first; ties: leftmost;
+//      tokenizer/merge.h) until no ranked pair remains; symbols that are not tokens fall back to their single-byte
+//      tokens.
 // gemma4 differs in three places, as llama.cpp handles it: spaces are written as U+2581 first, the pieces are
 // the runs of newlines and of other text (no byte-to-code-point map), and a symbol that is not a token falls
 // back to <0xXX> byte tokens; its tokens decode with U+2581 back to spaces.
@@ -13,11 +14,12 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include <queue>
+#include <optional>
 #include <unordered_map>
 
 #include "tandem/error.h"
 #include "tandem/gguf.h"
+#include "tokenizer/merge.h"
 #include "tokenizer/tokenizer_impl.h"
 
 namespace tandem {
@@ -257,26 +259,6 @@ protected:
     }
 
 private:
-    struct Symbol {
-        int prev, next;
-        size_t off, n;
-    };
-    struct Bigram {
-        int left, right, rank;
-        size_t size;
-        bool operator<(const Bigram& o) const { return rank > o.rank || (rank == o.rank && left > o.left); }
-    };
-
-    int rank_of(const std::string& w, const Symbol& l, const Symbol& r) const {
-        std::string key;
-        key.reserve(l.n + r.n + 1);
-        key.append(w, l.off, l.n);
-        key += ' ';
-        key.append(w, r.off, r.n);
-        auto it = ranks_.find(key);
-        return it == ranks_.end() ? -1 : it->second;
-    }
-
     void bpe_word(const std::string& w, std::vector<int32_t>& out) const {
         if (pre_tok_.ignore_merges || (raw_utf8_ && w.find_first_not_of('\n') == std::string::npos)) {
             int32_t id = find_token(w);  // gemma4: a run of newlines that is a token is taken whole
@@ -285,35 +267,18 @@ private:
                 return;
             }
         }
-        std::vector<Symbol> syms;
-        for (size_t off = 0; off < w.size();) {
-            size_t len = std::min(utf8_len(static_cast<unsigned char>(w[off])), w.size() - off);
-            int idx = int(syms.size());
-            syms.push_back({idx - 1, off + len == w.size() ? -1 : idx + 1, off, len});
-            off += len;
-        }
-        std::priority_queue<Bigram> q;
-        auto add = [&](int l, int r) {
-            if (l < 0 || r < 0) return;
-            int rank = rank_of(w, syms[size_t(l)], syms[size_t(r)]);
-            if (rank >= 0) q.push({l, r, rank, syms[size_t(l)].n + syms[size_t(r)].n});
-        };
-        for (int i = 1; i < int(syms.size()); i++) add(i - 1, i);
-        while (!q.empty()) {
-            Bigram b = q.top();
-            q.pop();
-            Symbol& l = syms[size_t(b.left)];
-            Symbol& r = syms[size_t(b.right)];
-            if (l.n == 0 || r.n == 0 || l.next != b.right || l.n + r.n != b.size) continue;  // stale
-            l.n += r.n;
-            r.n = 0;
-            l.next = r.next;
-            if (r.next >= 0) syms[size_t(r.next)].prev = b.left;
-            add(l.prev, b.left);
-            add(b.left, l.next);
-        }
+        std::vector<MergeSymbol> syms;
+        std::string key;  // "left right", reused for every pair: no allocation per pair once it has grown
+        merge_bigrams(w, syms, [&](const MergeSymbol& l, const MergeSymbol& r) -> std::optional<int> {
+            key.assign(w, l.off, l.n);
+            key += ' ';
+            key.append(w, r.off, r.n);
+            const auto it = ranks_.find(key);
+            if (it == ranks_.end()) return std::nullopt;
+            return -it->second;  // the lowest rank merges first
+        });
         for (int i = syms.empty() ? -1 : 0; i != -1; i = syms[size_t(i)].next) {
-            const Symbol& s = syms[size_t(i)];
+            const MergeSymbol& s = syms[size_t(i)];
             std::string piece = w.substr(s.off, s.n);
             int32_t id = find_token(piece);
             if (id >= 0) {

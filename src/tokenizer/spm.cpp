@@ -1,12 +1,13 @@
 // SentencePiece-style tokenizer (tokenizer.ggml.model = "llama"), as llama.cpp implements it:
 // spaces become U+2581 "▁", a space is prefixed to each text fragment that starts the text or follows a special
 // token, the text is split into UTF-8 characters, and adjacent symbols are merged greedily by the score of the
-// merged token (highest first; ties: leftmost). Symbols that are not tokens fall back to <0xXX> byte tokens.
-#include <queue>
-#include <unordered_map>
+// merged token (highest first; ties: leftmost; tokenizer/merge.h). Symbols that are not tokens fall back to <0xXX>
+// byte tokens.
+#include <optional>
 
 #include "tandem/error.h"
 #include "tandem/gguf.h"
+#include "tokenizer/merge.h"
 #include "tokenizer/tokenizer_impl.h"
 
 namespace tandem {
@@ -34,8 +35,29 @@ protected:
             if (c == ' ') esc += kSpace;
             else esc += c;
         }
-        MergeRun run{*this, esc, {}, {}, {}};
-        run.run(out);
+        std::vector<MergeSymbol> syms;
+        std::string key;  // reused for every pair: no allocation per pair once it has grown
+        merge_bigrams(esc, syms, [&](const MergeSymbol& l, const MergeSymbol& r) -> std::optional<float> {
+            key.assign(esc, l.off, l.n + r.n);
+            const int32_t id = find_token(key);
+            if (id < 0) return std::nullopt;
+            return token_score(id);
+        });
+        // A merged symbol is a token; a character that is not falls back to its bytes' tokens. (llama.cpp's
+        // resegment first looks such a symbol up among the merged pairs; those are all tokens, so it never finds it.)
+        for (int i = syms.empty() ? -1 : 0; i != -1; i = syms[size_t(i)].next) {
+            const MergeSymbol& sym = syms[size_t(i)];
+            key.assign(esc, sym.off, sym.n);
+            const int32_t id = find_token(key);
+            if (id >= 0) {
+                out.push_back(id);
+                continue;
+            }
+            for (size_t j = 0; j < sym.n; j++) {
+                const int32_t b = byte_token_[static_cast<unsigned char>(esc[sym.off + j])];
+                out.push_back(b >= 0 ? b : unk_);
+            }
+        }
     }
 
     std::string normal_piece(int32_t id) const override {
@@ -59,82 +81,6 @@ protected:
     }
 
 private:
-    struct Symbol {
-        int prev, next;
-        const char* text;
-        size_t n;
-    };
-    struct Bigram {
-        int left, right;
-        float score;
-        size_t size;
-        bool operator<(const Bigram& o) const { return score < o.score || (score == o.score && left > o.left); }
-    };
-
-    struct MergeRun {
-        const SpmTokenizer& tok;
-        const std::string& text;
-        std::vector<Symbol> syms;
-        std::priority_queue<Bigram> queue;
-        std::unordered_map<std::string, std::pair<int, int>> rev_merge;
-
-        void try_add(int left, int right) {
-            if (left < 0 || right < 0) return;
-            std::string s(syms[size_t(left)].text, syms[size_t(left)].n + syms[size_t(right)].n);
-            int32_t id = tok.find_token(s);
-            if (id < 0) return;
-            queue.push(Bigram{left, right, tok.token_score(id), s.size()});
-            rev_merge[s] = {left, right};
-        }
-
-        void resegment(const Symbol& sym, std::vector<int32_t>& out) {
-            std::string s(sym.text, sym.n);
-            int32_t id = tok.find_token(s);
-            if (id >= 0) {
-                out.push_back(id);
-                return;
-            }
-            auto it = rev_merge.find(s);
-            if (it == rev_merge.end()) {
-                for (size_t j = 0; j < sym.n; j++) {
-                    int32_t b = tok.byte_token_[static_cast<unsigned char>(sym.text[j])];
-                    out.push_back(b >= 0 ? b : tok.unk_);
-                }
-                return;
-            }
-            resegment(syms[size_t(it->second.first)], out);
-            resegment(syms[size_t(it->second.second)], out);
-        }
-
-        void run(std::vector<int32_t>& out) {
-            size_t off = 0;
-            int idx = 0;
-            while (off < text.size()) {
-                size_t len = std::min(utf8_len(static_cast<unsigned char>(text[off])), text.size() - off);
-                Symbol s{idx - 1, off + len == text.size() ? -1 : idx + 1, text.data() + off, len};
-                off += len;
-                idx++;
-                syms.push_back(s);
-            }
-            for (int i = 1; i < int(syms.size()); i++) try_add(i - 1, i);
-            while (!queue.empty()) {
-                Bigram b = queue.top();
-                queue.pop();
-                Symbol& l = syms[size_t(b.left)];
-                Symbol& r = syms[size_t(b.right)];
-                if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;
-                l.n += r.n;
-                r.n = 0;
-                l.next = r.next;
-                if (r.next >= 0) syms[size_t(r.next)].prev = b.left;
-                try_add(l.prev, b.left);
-                try_add(b.left, l.next);
-            }
-            if (syms.empty()) return;
-            for (int i = 0; i != -1; i = syms[size_t(i)].next) resegment(syms[size_t(i)], out);
-        }
-    };
-
     int32_t byte_token_[256];
 };
 

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "grammar/json_schema.h"
+#include "tandem/grammar.h"
 #include "io.h"
 #include "tandem/error.h"
 #include "tandem/sampling.h"

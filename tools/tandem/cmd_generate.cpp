@@ -4,10 +4,10 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "grammar/grammar.h"
+#include "tandem/grammar.h"
 
 #include "args.h"
-#include "speculative/suffix_cache.h"
+#include "tandem/suffix_cache.h"
 #include "commands.h"
 #include "io.h"
 #include "tandem/latency.h"
@@ -118,7 +118,7 @@ void add_flags(ArgParser& ap, Options& o) {
 nlohmann::ordered_json spec_json(const SpecParams& sp, const SpecStats& st, int n_predict) {
     nlohmann::ordered_json by_pos = nlohmann::ordered_json::array();
     for (size_t i = 0; i < st.drafted_at.size() && st.drafted_at[i] > 0; i++)
-        by_pos.push_back(double(st.accepted_at[i]) / st.drafted_at[i]);
+        by_pos.push_back(double(st.accepted_at[i]) / double(st.drafted_at[i]));
     nlohmann::ordered_json by_proposer = nlohmann::ordered_json::array();
     for (const auto& b : st.by_proposer)
         by_proposer.push_back({{"type", spec_type_name(b.type)},
@@ -300,24 +300,26 @@ int cmd_generate(int argc, char** argv) {
                      o.spec.adaptive ? " (adaptive draft length)" : "");
         std::fprintf(stderr, "n_draft   = %d\n", gen.spec().n_max);
         std::fprintf(stderr, "n_predict = %d\n", n_gen);
-        std::fprintf(stderr, "n_drafted = %d\n", st.n_drafted);
-        std::fprintf(stderr, "n_accept  = %d\n", st.n_accept);
+        std::fprintf(stderr, "n_drafted = %lld\n", (long long)st.n_drafted);
+        std::fprintf(stderr, "n_accept  = %lld\n", (long long)st.n_accept);
         std::fprintf(stderr, "accept    = %.3f%%\n", st.accept_rate() * 100.0);
-        std::fprintf(
-            stderr,
-            "mean accepted length per verification = %.3f tokens (%d target passes, %d with a draft, %d probes)\n",
-            st.mean_accepted_length(), st.n_rounds, st.n_rounds_drafted, st.n_probe_rounds);
+        std::fprintf(stderr,
+                     "mean accepted length per verification = %.3f tokens (%lld target passes, %lld with a draft, %lld "
+                     "probes)\n",
+                     st.mean_accepted_length(), (long long)st.n_rounds, (long long)st.n_rounds_drafted,
+                     (long long)st.n_probe_rounds);
         std::string by_pos;
         for (size_t i = 0; i < st.drafted_at.size() && st.drafted_at[i] > 0; i++)
-            by_pos += strprintf("%s%zu:%.0f%%", i ? " " : "", i + 1, 100.0 * st.accepted_at[i] / st.drafted_at[i]);
+            by_pos += strprintf("%s%zu:%.0f%%", i ? " " : "", i + 1,
+                                100.0 * double(st.accepted_at[i]) / double(st.drafted_at[i]));
         std::fprintf(stderr, "accept by draft position: %s\n", by_pos.empty() ? "(nothing drafted)" : by_pos.c_str());
         if (st.n_tree_rounds > 0)
-            std::fprintf(stderr, "token trees: %d rounds verified %d alternatives, %d taken\n", st.n_tree_rounds,
-                         st.n_tree_nodes, st.n_tree_accept);
+            std::fprintf(stderr, "token trees: %lld rounds verified %lld alternatives, %lld taken\n",
+                         (long long)st.n_tree_rounds, (long long)st.n_tree_nodes, (long long)st.n_tree_accept);
         if (st.by_proposer.size() > 1)
             for (const auto& b : st.by_proposer)
-                std::fprintf(stderr, "proposer %-6s: %d rounds, %d drafted, %d accepted\n", spec_type_name(b.type),
-                             b.rounds, b.drafted, b.accepted);
+                std::fprintf(stderr, "proposer %-6s: %lld rounds, %lld drafted, %lld accepted\n",
+                             spec_type_name(b.type), (long long)b.rounds, (long long)b.drafted, (long long)b.accepted);
         std::fprintf(stderr, "time: draft %.1f ms, target %.1f ms\n", st.t_draft_ms, st.t_target_ms);
     }
     return 0;

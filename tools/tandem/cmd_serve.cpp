@@ -11,20 +11,16 @@
 #include <thread>
 
 #include "args.h"
-#include "core/mmap.h"
 #include "commands.h"
 #include "tandem/cpu.h"
 #include "io.h"
 #include "llama_flags.h"
-#include "model/hf_cache.h"
-#include "serve/engine.h"
-#include "speculative/suffix_cache.h"
+#include "tandem/suffix_cache.h"
 #include "tandem/thread_pool.h"
 #include "server/http_server.h"
 #include "tandem/error.h"
-#include "tandem/gguf.h"
-#include "tandem/model.h"
-#include "tandem/tokenizer.h"
+#include "tandem/files.h"
+#include "tandem/server.h"
 
 namespace tandem::cli {
 
@@ -219,7 +215,8 @@ int cmd_serve(int argc, char** argv) {
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
-    server::HttpServer http(sp);
+    server::Service svc(sp);
+    server::HttpServer http(sp, svc);
     http.start();
     std::fprintf(stderr, "%s\n", cpu_info_line().c_str());
     for (const std::string& h : split_list(sp.host))
@@ -248,20 +245,7 @@ int cmd_serve(int argc, char** argv) {
     });
     signals.detach();
 
-    auto model = Model::load(model_path);
-    auto tok = Tokenizer::from_gguf(model->gguf());
-    std::shared_ptr<const Model> draft;
-    if (ep.spec.type == SpecType::DRAFT) {
-        draft = Model::load(draft_path);
-        check_draft_compatible(*tok, *Tokenizer::from_gguf(draft->gguf()));
-    }
-    if (ep.spec.type == SpecType::SELF || ep.self_draft_layers > 0)
-        self_draft_layers(*model, ep.self_draft_layers);  // K < L
-    ep.spec.suffix = std::make_shared<SuffixCache>(suffix_params);  // server-wide; every request feeds it
-    ep.spec.cost_memory = std::make_shared<SpecCostMemory>();  // server-wide: measured costs carry over
-    auto engine = std::make_shared<server::Engine>(model, draft, ep);
-    http.set_spec_defaults(ep.spec);
-    http.set_ready(model, engine);
+    svc.load(model_path, draft_path, ep, suffix_params);
     loaded.store(true);
 
     {
@@ -271,7 +255,7 @@ int cmd_serve(int argc, char** argv) {
     // Graceful stop: no new connections or requests; queued generations get 503 now; running ones may go on
     // for the grace period and then end with finish_reason "length"; the answers are written; exit.
     http.stop_accepting();
-    engine->shutdown(grace_s * 1000);
+    svc.shutdown(grace_s * 1000);
     if (!http.wait_idle(grace_s * 1000 + 3000))
         std::fprintf(stderr, "shutdown: requests still open after the grace period; closing them\n");
     http.stop();

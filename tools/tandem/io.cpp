@@ -1,6 +1,6 @@
 #include "io.h"
 
-#include "core/mmap.h"
+#include "tandem/files.h"
 
 namespace tandem::cli {
 

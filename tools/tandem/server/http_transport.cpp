@@ -27,18 +27,6 @@ namespace http = boost::beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-std::string HttpRequest::header(std::string_view name) const {
-    for (const auto& [k, v] : headers)
-        if (k == name) return v;
-    return {};
-}
-
-bool HttpRequest::has_header(std::string_view name) const {
-    for (const auto& [k, v] : headers)
-        if (k == name) return true;
-    return false;
-}
-
 namespace {
 
 // A request problem found by the transport: answered with `status` and the connection closed.
@@ -398,6 +386,10 @@ public:
         if (chunked_) s += "\r\n";
         ok_ = c_->write_blocking(std::move(s));
         return ok_;
+    }
+    // Server-sent events (the WHATWG EventSource format): an optional event line, one data line, a blank line.
+    bool write_event(const std::string& event, const std::string& data) override {
+        return write((event.empty() ? std::string() : "event: " + event + "\n") + "data: " + data + "\n\n");
     }
     void end_stream() override {
         if (!streaming_ || ended_) return;

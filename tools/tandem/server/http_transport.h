@@ -23,38 +23,11 @@
 #include <utility>
 #include <vector>
 
+#include "tandem/server.h"
+
 namespace tandem::server {
 
-using Headers = std::vector<std::pair<std::string, std::string>>;
-
-struct HttpRequest {
-    std::string method;  // "GET", "POST", ...
-    std::string path;  // without the query
-    std::string query;  // after '?', undecoded
-    Headers headers;  // names lower-cased, in arrival order
-    std::string body;  // de-chunked and decoded
-    std::string remote;  // peer address
-    // Value of the first header with this (lower-case) name; empty when absent.
-    std::string header(std::string_view lower_name) const;
-    bool has_header(std::string_view lower_name) const;
-};
-
-// How a handler answers. Exactly one of: send(), or begin_stream() + write()* + end_stream(). A handler that
-// returns without answering gets a 500. Every call blocks until the bytes are written (or the write timed
-// out); false means the client is gone.
-class Responder {
-public:
-    virtual ~Responder() = default;
-    virtual bool send(int status, const std::string& content_type, const std::string& body,
-                      const Headers& extra = {}) = 0;
-    virtual bool begin_stream(int status, const std::string& content_type, const Headers& extra = {}) = 0;
-    virtual bool write(std::string_view data) = 0;
-    virtual void end_stream() = 0;
-    // True once the peer closed its side (checked without reading; a handler that waits long polls it).
-    virtual bool client_gone() const = 0;
-    virtual bool answered() const = 0;
-};
-
+// HttpRequest, Responder and Headers: tandem/server.h (the service answers through them).
 using Handler = std::function<void(const HttpRequest&, Responder&)>;
 // Body of a response the transport itself makes (413, 431, ...): (status, message) -> JSON text.
 using ErrorBodyFn = std::function<std::string(int status, const std::string& message)>;

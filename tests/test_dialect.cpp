@@ -1,0 +1,275 @@
+// The answer dialects (src/serve/dialect.h) and the Service's routes (tandem/server.h), without a socket: jobs
+// filled by hand go through each API's dialect whole and streamed (the stream, put back together, must say what
+// the whole answer says, whatever the pieces' boundaries), failures take each API's error shape, and the Service
+// answers requests on a real engine through a recording responder.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "serve/dialect.h"
+#include "serve/engine.h"
+#include "serve/front_end.h"
+#include "tandem/model.h"
+#include "tandem/server.h"
+#include "tandem/suffix_cache.h"
+#include "test_util.h"
+
+using namespace tandem;
+using namespace tandem::server;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+std::shared_ptr<const Model> stories() {
+    static auto m = Model::load(test::shared_file("models/stories260K.gguf"));
+    return m;
+}
+
+// A Responder that keeps what it was told: the status, the body or the events.
+class Recorder : public Responder {
+public:
+    int status = 0;
+    std::string type, body;
+    bool streamed = false, ended = false;
+    std::vector<SseEvent> events;
+    bool send(int st, const std::string& t, const std::string& b, const Headers&) override {
+        status = st;
+        type = t;
+        body = b;
+        return true;
+    }
+    bool begin_stream(int st, const std::string& t, const Headers&) override {
+        status = st;
+        type = t;
+        streamed = true;
+        return true;
+    }
+    bool write(std::string_view) override { return true; }
+    bool write_event(const std::string& event, const std::string& data) override {
+        events.push_back({event, data});
+        return true;
+    }
+    void end_stream() override { ended = true; }
+    bool client_gone() const override { return false; }
+    bool answered() const override { return status != 0; }
+    json body_json() const { return json::parse(body); }
+};
+
+// A finished job that delivered `pieces` (a token each, with its text released at once), then ended with reason.
+std::shared_ptr<Job> finished_job(const std::vector<std::string>& pieces, const std::string& reason = "stop",
+                                  const std::string& error = "", int status = 500) {
+    auto j = std::make_shared<Job>(JobRequest{});
+    int32_t id = 10;
+    for (const auto& p : pieces) j->push(p, {id++}, {}, {p.size()});
+    j->n_prompt = 5;
+    j->n_generated = int(pieces.size());
+    j->finish(reason, error, status);
+    return j;
+}
+
+struct Fixture {
+    FrontEnd fe{*stories(), FrontEndOptions{}};
+    AnswerContext ctx{fe, "stories", ReasoningFormat::DEEPSEEK, false};
+    Generation g;
+    Fixture(Api api, std::shared_ptr<Job> job) {
+        g.api = api;
+        g.prompts.push_back({{1, 2, 3, 4, 5}, false, false});
+        g.jobs.push_back(std::move(job));
+        g.job_prompt = {0};
+        g.id = "id-1";
+        g.created = 1;
+    }
+    json whole() {
+        HttpRequest req;
+        Recorder r;
+        Call call{req, r, {}};
+        auto d = make_dialect(ctx, g);
+        answer_whole(call, g, *d);
+        EXPECT_EQ(r.status, 200) << r.body;
+        return r.body_json();
+    }
+    Recorder stream() {
+        HttpRequest req;
+        Recorder r;
+        Call call{req, r, {}};
+        auto d = make_dialect(ctx, g);
+        answer_stream(call, g, *d);
+        return r;
+    }
+};
+
+// The tag split across pieces: the chat parser must hold "<th" back, and nothing may be lost or doubled.
+const std::vector<std::string> kPieces = {"<th", "ink>pla", "n</th", "ink>Hel", "lo", " world"};
+
+}  // namespace
+
+TEST(Dialect, OpenAiChatStreamAddsUpToTheWholeAnswer) {
+    Fixture whole_f(Api::Chat, finished_job(kPieces));
+    json w = whole_f.whole();
+    EXPECT_EQ(w["object"], "chat.completion");
+    EXPECT_EQ(w["choices"][0]["message"]["content"], "Hello world");
+    EXPECT_EQ(w["choices"][0]["message"]["reasoning_content"], "plan");
+    EXPECT_EQ(w["choices"][0]["finish_reason"], "stop");
+    EXPECT_EQ(w["usage"]["prompt_tokens"], 5);
+    Fixture f(Api::Chat, finished_job(kPieces));
+    Recorder r = f.stream();
+    ASSERT_TRUE(r.streamed && r.ended);
+    ASSERT_FALSE(r.events.empty());
+    EXPECT_EQ(r.events.back().data, "[DONE]");
+    std::string content, reasoning, finish;
+    for (size_t i = 0; i + 1 < r.events.size(); i++) {
+        EXPECT_EQ(r.events[i].event, "");
+        json c = json::parse(r.events[i].data);
+        EXPECT_EQ(c["object"], "chat.completion.chunk");
+        const json& d = c["choices"][0]["delta"];
+        if (d.contains("content") && d["content"].is_string()) content += d["content"].get<std::string>();
+        if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+        if (c["choices"][0]["finish_reason"].is_string()) finish = c["choices"][0]["finish_reason"];
+    }
+    EXPECT_EQ(content, "Hello world");
+    EXPECT_EQ(reasoning, "plan");
+    EXPECT_EQ(finish, "stop");
+}
+
+TEST(Dialect, CompletionsAndNativeStreamsAddUpToTheWholeText) {
+    const std::string all = "<think>plan</think>Hello world";
+    Fixture wo(Api::Oai, finished_job(kPieces));
+    EXPECT_EQ(wo.whole()["choices"][0]["text"], all);
+    Fixture so(Api::Oai, finished_job(kPieces));
+    Recorder r = so.stream();
+    std::string text;
+    for (size_t i = 0; i + 1 < r.events.size(); i++) text += json::parse(r.events[i].data)["choices"][0]["text"];
+    EXPECT_EQ(text, all);
+    EXPECT_EQ(r.events.back().data, "[DONE]");
+
+    Fixture wn(Api::Native, finished_job(kPieces, "length"));
+    json w = wn.whole();
+    EXPECT_EQ(w["content"], all);
+    EXPECT_EQ(w["stop_type"], "limit");
+    EXPECT_EQ(w["model"], "stories");
+    Fixture sn(Api::Native, finished_job(kPieces, "length"));
+    r = sn.stream();
+    text.clear();
+    for (const auto& e : r.events) {
+        EXPECT_NE(e.data, "[DONE]") << "llama-server's native stream has no [DONE]";
+        text += json::parse(e.data)["content"];
+    }
+    EXPECT_EQ(text, all);
+    EXPECT_EQ(json::parse(r.events.back().data)["stop"], true);
+    EXPECT_EQ(json::parse(r.events.back().data)["tokens_predicted"], int(kPieces.size()));
+}
+
+TEST(Dialect, AnthropicAndResponsesStreamNamedEventsThatAddUpToTheWholeAnswer) {
+    Fixture wa(Api::Anthropic, finished_job(kPieces));
+    json w = wa.whole();
+    ASSERT_EQ(w["content"].size(), 2u);
+    EXPECT_EQ(w["content"][0]["type"], "thinking");
+    EXPECT_EQ(w["content"][0]["thinking"], "plan");
+    EXPECT_EQ(w["content"][1]["text"], "Hello world");
+    EXPECT_EQ(w["stop_reason"], "end_turn");
+    Fixture sa(Api::Anthropic, finished_job(kPieces));
+    Recorder r = sa.stream();
+    ASSERT_GE(r.events.size(), 3u);
+    EXPECT_EQ(r.events.front().event, "message_start");
+    EXPECT_EQ(r.events.back().event, "message_stop");
+    std::string text, thinking;
+    for (const auto& e : r.events) {
+        json j = json::parse(e.data);
+        EXPECT_EQ(j["type"], e.event) << "the event name and the data's type agree";
+        if (e.event == "content_block_delta" && j["delta"]["type"] == "text_delta") text += j["delta"]["text"];
+        if (e.event == "content_block_delta" && j["delta"]["type"] == "thinking_delta")
+            thinking += j["delta"]["thinking"];
+    }
+    EXPECT_EQ(text, "Hello world");
+    EXPECT_EQ(thinking, "plan");
+
+    Fixture wr(Api::Responses, finished_job(kPieces));
+    w = wr.whole();
+    EXPECT_EQ(w["status"], "completed");
+    EXPECT_EQ(w["output_text"], "Hello world");
+    Fixture sr(Api::Responses, finished_job(kPieces));
+    r = sr.stream();
+    text.clear();
+    int seq = 0;
+    for (const auto& e : r.events) {
+        json j = json::parse(e.data);
+        EXPECT_EQ(j["sequence_number"], seq++) << "numbered in order";
+        if (e.event == "response.output_text.delta") text += j["delta"];
+    }
+    EXPECT_EQ(text, "Hello world");
+    EXPECT_EQ(r.events.back().event, "response.completed");
+}
+
+// A job that fails before any output keeps its HTTP status (streamed or not); one that fails after output ends
+// the stream with the API's own error event.
+TEST(Dialect, FailuresTakeEachApisShape) {
+    for (bool stream : {false, true}) {
+        Fixture f(Api::Chat, finished_job({}, "error", "the grammar is too deep", 400));
+        HttpRequest req;
+        Recorder r;
+        Call call{req, r, {}};
+        auto d = make_dialect(f.ctx, f.g);
+        if (stream) answer_stream(call, f.g, *d);
+        else answer_whole(call, f.g, *d);
+        EXPECT_EQ(r.status, 400) << "stream " << stream;
+        EXPECT_FALSE(r.streamed);
+        EXPECT_EQ(r.body_json()["error"]["message"], "the grammar is too deep");
+    }
+    const std::map<Api, std::string> error_event = {
+        {Api::Chat, ""}, {Api::Oai, ""}, {Api::Native, ""}, {Api::Anthropic, "error"}, {Api::Responses, "error"}};
+    for (const auto& [api, name] : error_event) {
+        Fixture f(api, finished_job({"Hel", "lo"}, "error", "out of memory", 500));
+        Recorder r = f.stream();
+        ASSERT_TRUE(r.streamed);
+        EXPECT_TRUE(r.ended);
+        ASSERT_FALSE(r.events.empty());
+        EXPECT_EQ(r.events.back().event, name) << int(api);
+        EXPECT_NE(r.events.back().data.find("out of memory"), std::string::npos) << r.events.back().data;
+    }
+}
+
+// The Service on a real engine, through its routes: a chat completion, tokenize, a malformed body, an endpoint that
+// is off, and the Host check.
+TEST(Service, AnswersRoutesWithoutASocket) {
+    ServeParams sp;
+    sp.sampling.temp = 0;
+    Service svc(sp);
+    EngineParams ep;
+    ep.n_ctx = 256;
+    svc.load(test::shared_file("models/stories260K.gguf"), "", ep, SuffixCacheParams{});
+    ASSERT_TRUE(svc.ready());
+    auto call = [&](void (Service::*route)(Call&), const std::string& body, Recorder& r) {
+        HttpRequest req;
+        req.method = "POST";
+        req.body = body;
+        Call c{req, r, {}};
+        (svc.*route)(c);
+        return c.status;
+    };
+    Recorder r;
+    EXPECT_EQ(call(&Service::chat_completions,
+                   R"({"messages": [{"role": "user", "content": "Once upon a time"}], "max_tokens": 8})", r),
+              200);
+    json a = r.body_json();
+    EXPECT_EQ(a["usage"]["completion_tokens"], 8);
+    EXPECT_EQ(a["model"], "stories260K.gguf");
+    Recorder t;
+    EXPECT_EQ(call(&Service::tokenize, R"({"content": "Once"})", t), 200);
+    EXPECT_FALSE(t.body_json()["tokens"].empty());
+    Recorder bad;
+    EXPECT_EQ(call(&Service::chat_completions, R"({"messages": 5})", bad), 400);
+    EXPECT_EQ(bad.body_json()["error"]["type"], "invalid_request_error");
+    Recorder off;
+    EXPECT_EQ(call(&Service::metrics, "", off), 501);
+    HttpRequest req;
+    req.method = "GET";
+    req.headers = {{"host", "evil.example"}};
+    Recorder denied;
+    Call c{req, denied, {}};
+    EXPECT_FALSE(svc.admit(c, "/v1/models"));
+    EXPECT_EQ(denied.status, 403);
+    svc.shutdown(0);
+}
