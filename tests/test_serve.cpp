@@ -244,7 +244,7 @@ TEST(Engine, SuffixCacheLearnsFromFinishedRequests) {
     ep.spec.suffix = std::make_shared<SuffixCache>();
     Engine e(stories(), nullptr, ep);
     JobRequest plain = request(96);
-    plain.spec = ep.spec;  // the HTTP layer copies the server's defaults (with the cache) into every request
+    plain.spec = ep.spec;  // the Service copies the server's defaults (with the cache) into every request
     auto j1 = e.submit(plain);
     const auto first = drain(*j1);
     ASSERT_EQ(first.size(), 96u);

@@ -71,12 +71,7 @@ Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model>
     const int per_slot = std::max(8, p_.kv_unified ? total : total / int(slots_.size()));
     for (auto& s : slots_) {
         s.target = std::make_unique<Session>(target_, SessionParams{per_slot, 0, p_.n_batch}, pool_);
-        if (draft_) {  // the draft caches are allocated up front, like the target's
-            DraftSetup d = make_draft(SpecType::DRAFT, target_, draft_, p_.n_ctx_draft > 0 ? p_.n_ctx_draft : per_slot,
-                                      p_.n_batch, 0, pool_);
-            s.draft = std::move(d.session);
-            s.draft_prior = d.cost_prior;
-        }
+        if (draft_) slot_draft(s, SpecType::DRAFT);  // the draft caches are allocated up front, like the target's
     }
     n_ctx_ = slots_[0].target->n_ctx();
     m_.n_slots = int(slots_.size());
@@ -199,6 +194,19 @@ void Engine::slot_action(Slot& s, std::shared_ptr<Job> job) {
     job->finish("stop");
 }
 
+Engine::SlotDraft Engine::slot_draft(Slot& s, SpecType type) {
+    auto& session = type == SpecType::SELF ? s.self_draft : s.draft;
+    double& prior = type == SpecType::SELF ? s.self_prior : s.draft_prior;
+    if (!session) {  // the same setup as generate and bench (make_draft)
+        const int n_ctx = type == SpecType::SELF || p_.n_ctx_draft <= 0 ? s.target->n_ctx() : p_.n_ctx_draft;
+        DraftSetup d = make_draft(type, target_, type == SpecType::SELF ? nullptr : draft_, n_ctx, p_.n_batch,
+                                  type == SpecType::SELF ? p_.self_draft_layers : 0, pool_);
+        session = std::move(d.session);
+        prior = d.cost_prior;
+    }
+    return {session.get(), prior};
+}
+
 void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
     if (job->req.embed) return embed(s, std::move(job));
     if (job->req.action != JobRequest::SlotAction::NONE) return slot_action(s, std::move(job));
@@ -209,24 +217,10 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
     const JobRequest& r = s.job->req;
     SpecParams spec = r.spec;
     Session* draft = nullptr;
-    if (spec.type == SpecType::DRAFT) {
-        if (!s.draft) {
-            DraftSetup d = make_draft(SpecType::DRAFT, target_, draft_,
-                                      p_.n_ctx_draft > 0 ? p_.n_ctx_draft : s.target->n_ctx(), p_.n_batch, 0, pool_);
-            s.draft = std::move(d.session);
-            s.draft_prior = d.cost_prior;
-        }
-        draft = s.draft.get();
-        spec.draft_cost_prior = s.draft_prior;
-    } else if (spec.type == SpecType::SELF) {
-        if (!s.self_draft) {  // made on first use (the same helper as generate and bench)
-            DraftSetup d = make_draft(SpecType::SELF, target_, nullptr, s.target->n_ctx(), p_.n_batch,
-                                      p_.self_draft_layers, pool_);
-            s.self_draft = std::move(d.session);
-            s.self_prior = d.cost_prior;
-        }
-        draft = s.self_draft.get();
-        spec.draft_cost_prior = s.self_prior;
+    if (spec.type == SpecType::DRAFT || spec.type == SpecType::SELF) {
+        SlotDraft d = slot_draft(s, spec.type);
+        draft = d.session;
+        spec.draft_cost_prior = d.cost_prior;
     }
     s.job->slot.store(int(&s - slots_.data()));
     s.gen = std::make_unique<Generator>(*s.target, draft, r.sampling, spec);

@@ -156,6 +156,13 @@ private:
     };
     void loop();
     void admit(Slot& s, std::shared_ptr<Job> job);
+    // The slot's draft session of this type (DRAFT: the -md model; SELF: the target's first layers), made on
+    // first use, and its cost prior.
+    struct SlotDraft {
+        Session* session = nullptr;
+        double cost_prior = 0;
+    };
+    SlotDraft slot_draft(Slot& s, SpecType type);
     void embed(Slot& s, std::shared_ptr<Job> job);  // runs an embedding job to the end at once
     void slot_action(Slot& s, std::shared_ptr<Job> job);  // save, restore or erase the slot's cache
     void step_all();  // one round of every busy slot, their target passes merged into one forward pass

@@ -1,7 +1,7 @@
 // The server's per-model request front end: what one model's tokenizer, chat template and tool-call format make of
 // a request body before it becomes Jobs for the Engine. Built once when the model is loaded; immutable and shared
 // by every request thread. No HTTP here: failures are exceptions that the routes map to statuses
-// (tools/tandem/server/http_server.cpp), so every rule is unit-tested without a socket (tests/test_serve.cpp).
+// (src/serve/service.cpp), so every rule is unit-tested without a socket (tests/test_serve.cpp).
 #pragma once
 #include <cstdint>
 #include <memory>

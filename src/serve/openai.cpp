@@ -16,7 +16,7 @@ json error_body(const std::string& message, const std::string& type, int code) {
     return {{"error", {{"message", message}, {"type", type}, {"code", code}}}};
 }
 
-SamplerParams ServerLimits::server_sampling_defaults() {
+SamplerParams server_sampling_defaults() {
     SamplerParams sp;
     sp.temp = 0.8f;
     sp.top_p = 0.95f;

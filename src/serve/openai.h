@@ -1,5 +1,5 @@
 // OpenAI-compatible request parsing and response building (no HTTP, no model access): pure functions that the
-// HTTP layer calls, so they can be tested on their own.
+// Service (service.cpp) calls, so they can be tested on their own.
 #pragma once
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -114,14 +114,11 @@ struct ServerLimits {
     SpecParams spec_defaults;
     // Defaults a request starts from (llama-server: the sampling flags on the command line). seed: UINT64_MAX
     // = a fresh seed per request. n_predict: the default max_tokens (-1: until the end or the context is full).
-    SamplerParams sampling = server_sampling_defaults();
+    SamplerParams sampling = server_sampling_defaults();  // tandem/server.h
     int n_predict = -1;
     bool ignore_eos = false;
     std::function<std::vector<int32_t>(const std::string&)> tokenize;  // logit_bias keys given as text
     std::shared_ptr<const grammar::Grammar> default_grammar;  // --grammar / --grammar-file: requests without their own
-
-    // The OpenAI/llama-server defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalties.
-    static SamplerParams server_sampling_defaults();
 };
 
 // tool_choice "required" or a named function: the request's grammar becomes the call grammar of `format` (the

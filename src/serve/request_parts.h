@@ -1,5 +1,5 @@
 // The parts of parse_request (serve/openai.h), one per concern, and the field readers they share. Internal to
-// src/serve: the HTTP layer and the tests call parse_request.
+// src/serve: the Service and the tests call parse_request.
 //
 // Contract of every part: `body` is a JSON object (parse_request checks that first); the part reads only the fields
 // it names, writes only the ParsedRequest / JobRequest members it names, and throws BadRequest naming the field.

@@ -40,8 +40,6 @@ bool HttpRequest::has_header(std::string_view name) const {
     return false;
 }
 
-SamplerParams server_sampling_defaults() { return ServerLimits::server_sampling_defaults(); }
-
 std::string error_json(int status, const std::string& message) {
     return dump(error_body(message, error_type(status), status));
 }

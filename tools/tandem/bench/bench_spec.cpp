@@ -136,7 +136,7 @@ nlohmann::ordered_json bench_spec(const ModelBench& b, const SpecBench& sb, cons
                                           {"alternatives", st.n_tree_nodes},
                                           {"alternatives_accepted", st.n_tree_accept}}},
                                         {"projected", projections(curve, c, spec.n_max)}};
-    // Inter-token latency (gaps between deliveries; spec/latency.h) of the last plain and speculative runs.
+    // Inter-token latency (gaps between deliveries; tandem/latency.h) of the last plain and speculative runs.
     for (int i = 0; i < 2; i++) {
         const LatencySummary l = summarize_latency(runs.gaps_of[i]);
         spec_json[i == 0 ? "plain_itl_ms" : "spec_itl_ms"] = {
