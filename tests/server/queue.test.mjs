@@ -5,9 +5,12 @@ import assert from 'node:assert/strict';
 import { startServer, STORIES, metrics } from './helpers.mjs';
 
 test('a full queue answers 503 with Retry-After', async () => {
-  const srv = await startServer(['-m', STORIES, '-np', '1', '--queue-max', '1', '--metrics']);
+  // --context-shift: max_tokens is not clamped to stories260K's small context, so the first request really holds
+  // the slot while the others arrive (a clamped one finished in a few milliseconds, and on a loaded machine the
+  // later requests could each find a free place in turn).
+  const srv = await startServer(['-m', STORIES, '-np', '1', '--queue-max', '1', '--metrics', '--context-shift']);
   try {
-    const body = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 1500, temperature: 0, ignore_eos: true });
+    const body = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 6000, temperature: 0, ignore_eos: true });
     // The first request holds the slot before the others arrive (otherwise, on a slow build, it can still be the
     // one waiting in the queue when the rest come, and all of those find the queue full).
     const first = fetch(srv.base + '/v1/completions', { method: 'POST', body });
