@@ -262,6 +262,16 @@ TEST(Service, AnswersRoutesWithoutASocket) {
     Recorder bad;
     EXPECT_EQ(call(&Service::chat_completions, R"({"messages": 5})", bad), 400);
     EXPECT_EQ(bad.body_json()["error"]["type"], "invalid_request_error");
+    // a JSON library's exception text stays out of the answers (issue 26, defect 9)
+    for (const auto& [route, body] : std::vector<std::pair<void (Service::*)(Call&), std::string>>{
+             {&Service::tokenize, R"({"content": "x", "add_special": "yes"})"},
+             {&Service::chat_completions, R"({"messages": [{"role": "user", "content": "hi"}], "stream": "no"})"},
+             {&Service::completions, R"({"prompt": "x", "max_tokens": "5"})"},
+             {&Service::detokenize, "[1, 2"}}) {
+        Recorder e;
+        EXPECT_EQ(call(route, body, e), 400) << body;
+        EXPECT_EQ(e.body.find("json.exception"), std::string::npos) << e.body;
+    }
     Recorder off;
     EXPECT_EQ(call(&Service::metrics, "", off), 501);
     HttpRequest req;

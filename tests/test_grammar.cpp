@@ -284,6 +284,9 @@ TEST(JsonSchema, GrammarAcceptsValidDocumentsAndRefusesOthers) {
         {R"({"type": "object", "properties": {"a": {}, "b": {"type": "number"}}})",
          {"{}", R"({"a": [1, {}]})", R"({"b": 2})", R"({"a": 1, "b": 2})"},
          {R"({"b": "x"})", R"({"c": 1})"}},
+        {R"({"type": "object", "properties": {"a": {}, "b": {}, "c": {}, "d": {}}})",  // any subset, in order
+         {"{}", R"({"a": 1, "c": 3})", R"({"b": 2, "d": 4})", R"({"d": 4})", R"({"a": 1, "b": 2, "c": 3, "d": 4})"},
+         {R"({"c": 3, "a": 1})", R"({"a": 1, "a": 1})", R"({"a": 1,})", R"({, "a": 1})"}},
         {R"({"type": "object", "additionalProperties": {"type": "integer"}})",
          {"{}", R"({"x": 1, "y": 2})"},
          {R"({"x": "1"})"}},
@@ -318,6 +321,39 @@ TEST(JsonSchema, KeywordsThatWouldBeIgnoredAreRefused) {
     }
     EXPECT_NO_THROW(
         json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"title": "T", "description": "d", "type": "string"})")));
+}
+
+// Schema numbers are counts, checked as such (issue 26, defect 8: 2^32 became 0, 1e18 unbounded, 1.5 was 1), and
+// the grammar of many optional properties grows linearly (defect 3: 3,000 of them took 647 MB, 6,000 a bad_alloc).
+TEST(JsonSchema, CountsAreCheckedAndManyPropertiesStayLinear) {
+    for (const char* s : {R"({"type": "string", "minLength": 4294967296})", R"({"type": "string", "maxLength": 1e18})",
+                          R"({"type": "string", "minLength": 1.5})", R"({"type": "string", "minLength": -1})",
+                          R"({"type": "string", "minLength": "2"})", R"({"type": "array", "maxItems": 4294967297})",
+                          R"({"type": "string", "minLength": 3, "maxLength": 2})",
+                          R"({"type": "object", "properties": {"a": {}}, "required": "a"})",
+                          R"({"type": "object", "properties": [], "required": []})",
+                          R"({"type": "object", "properties": {"a": {}}, "required": [1]})"})
+        EXPECT_THROW(json_schema_to_gbnf(nlohmann::ordered_json::parse(s)), Error) << s;
+    EXPECT_NO_THROW(json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"type": "string", "minLength": 2.0})")));
+    for (int n : {3000, 6000}) {
+        nlohmann::ordered_json props = nlohmann::ordered_json::object();
+        for (int i = 0; i < n; i++) props["p" + std::to_string(i)] = {{"type", "integer"}};
+        const std::string gbnf = json_schema_to_gbnf({{"type", "object"}, {"properties", props}});
+        EXPECT_LT(gbnf.size(), size_t(n) * 200)
+            << n << " optional properties: a grammar of " << gbnf.size() << " bytes";
+        if (n == 3000) {
+            Matcher m(parse_gbnf(gbnf));
+            EXPECT_TRUE(m.accept_bytes(R"({"p1": 1, "p7": 2, "p2999": 3})") && m.can_end());
+            Matcher wrong(parse_gbnf(gbnf));
+            EXPECT_FALSE(wrong.accept_bytes(R"({"p7": 1, "p1": 2})") && wrong.can_end());
+        } else {  // past the grammar's rule bound: a clear error (a 400), not gigabytes and a bad_alloc
+            try {
+                parse_gbnf(gbnf);
+            } catch (const Error& e) {
+                EXPECT_NE(std::string(e.what()).find("too large"), std::string::npos) << e.what();
+            }
+        }
+    }
 }
 
 // A request's grammar cannot exhaust the stack or memory: deep nesting, huge repetitions and explosive

@@ -5,6 +5,8 @@
 // ~/.cache/tandem/chat-templates).
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <cstdlib>
 #include <dirent.h>
 #include <map>
@@ -342,4 +344,81 @@ TEST(Jinja, PythonLeniencyWhereTheReferenceFails) {
 TEST(Jinja, NumbersOutOfRangeAreErrors) {
     EXPECT_THROW(render("{{ 99999999999999999999999 }}"), Error);
     EXPECT_EQ(render("{{ 2.50 }} {{ 10.0 }}"), "2.5 10.0");
+}
+
+// A chat template comes from a model file: untrusted. Each of these (from an adversarial run, issue 26) crashed the
+// server (stack overflow, SIGFPE), kept a core busy without end, or took gigabytes; each must end with an Error that
+// names the bound (jinja_value.h, Limits), and the same interpreter must still render normally afterwards.
+TEST(Jinja, HostileTemplatesEndWithAnErrorNamingTheBound) {
+    auto repeat = [](const std::string& s, int n) {
+        std::string out;
+        for (int i = 0; i < n; i++) out += s;
+        return out;
+    };
+    // the step-bound cases run with a budget of 300,000 steps (RenderOptions::max_steps) to keep the test fast;
+    // the server renders with Limits::kSteps
+    auto fails_with = [&](const std::string& src, const std::string& what) {
+        const auto t0 = std::chrono::steady_clock::now();
+        struct Timer {
+            std::chrono::steady_clock::time_point t0;
+            std::string src;
+            ~Timer() {
+                std::printf("  %.2f s  %s\n",
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                            src.substr(0, 70).c_str());
+            }
+        } timer{t0, src};
+        try {
+            RenderOptions opt;
+            opt.max_steps = 300'000;
+            Template(src).render(Value::from_json(ojson::parse(R"({"messages": [{"role": "user", "content": "hi"}]})")),
+                                 opt);
+            ADD_FAILURE() << "rendered: " << src.substr(0, 80);
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+    };
+    // stack depth: long chains are refused when parsed
+    fails_with("{{ messages" + repeat(".x", 10000) + " }}", "chains more than");
+    fails_with("{{ 1" + repeat(" + 1", 20000) + " }}", "chains more than");
+    fails_with("{{ 'a'" + repeat(" | trim", 20000) + " }}", "chains more than");
+    fails_with("{{ f" + repeat("()", 20000) + " }}", "nested too deeply");
+    // a value nested 100,000 deep, built in a loop, then printed
+    fails_with(
+        "{% set ns = namespace(d=none) %}{% for i in range(100000) %}{% set ns.d = {'a': ns.d} %}{% endfor %}"
+        "{{ ns.d | tojson }}",
+        "nested more than 200 levels");
+    fails_with("{% set ns = namespace(d=[]) %}{% for i in range(1000) %}{% set ns.d = [ns.d] %}{% endfor %}",
+               "nested more than 200 levels");
+    // time: nested loops and a macro calling itself twice per level run out of steps
+    fails_with(
+        "{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(1000) %}{% endfor %}{% endfor %}"
+        "{% endfor %}",
+        "steps");
+    fails_with("{{ range(1000000) | length }}", "steps");  // what a function makes is paid for too
+    fails_with("{% macro m(n) %}{% if n > 0 %}{{ m(n - 1) }}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(45) }}",
+               "steps");
+    // memory: doubling strings and lists, huge indents, a tojson indent of 10^9
+    fails_with("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+               "would make a string of");
+    fails_with("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+               "would make a string of");
+    fails_with(
+        "{% set ns = namespace(l=range(1000)|list) %}{% for i in range(30) %}{% set ns.l = ns.l + ns.l %}"
+        "{% endfor %}{{ ns.l | join(',') }}",
+        "a list of more than");
+    fails_with("{{ 'a\nb' | indent(1500000000) }}", "indent would make a string");
+    fails_with("{{ messages | tojson(indent=1000000000) }}", "indent must be at most 1000");
+    fails_with("{% for i in range(100000) %}{{ '" + repeat("0123456789", 100) + "' }}{% endfor %}",
+               "the loop's output");
+    // arithmetic past int64 is a float (JavaScript's numbers), never a trap or a wrapped value
+    EXPECT_EQ(render("{{ (-9223372036854775807 - 1) % -1 }}"), "0");
+    EXPECT_EQ(render("{{ 9223372036854775807 + 1 }}"), "9223372036854776000.0");
+    EXPECT_EQ(render("{{ -(-9223372036854775807 - 1) }}"), "9223372036854776000.0");
+    EXPECT_EQ(render("{{ 3037000500 * 3037000500 }}"), "9223372037000250000.0");
+    EXPECT_EQ(render("{{ (-9223372036854775807 - 1) | abs }}"), "9223372036854776000.0");
+    // and ordinary templates still render
+    EXPECT_EQ(render("{% for m in messages %}{{ m.role }}: {{ m.content }}{% endfor %}",
+                     R"({"messages": [{"role": "user", "content": "hi"}]})"),
+              "user: hi");
 }

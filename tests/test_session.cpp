@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "tandem/error.h"
@@ -286,6 +289,37 @@ TEST(Session, StateFileRestoresTheCacheExactly) {
         EXPECT_EQ(b.n_past(), 0);
     }
     EXPECT_THROW(b.load_state(test::temp_dir() + "/missing.bin"), Error);
+}
+
+// Issue 26, defect 6: saving onto a FIFO blocked the server's inference thread until a reader came (every other
+// request waited, SIGTERM too). A FIFO, a symbolic link or a directory at the name is refused at once; a regular
+// file that was longer is replaced, not left with a stale tail.
+TEST(Session, StateIsSavedOnlyOntoRegularFiles) {
+    ThreadPool pool(1);
+    Session a(stories(), {}, pool);
+    a.decode(kSeq, false);
+    const std::string dir = test::temp_dir();
+    const std::string fifo = dir + "/slot.fifo", link = dir + "/slot.link", file = dir + "/slot.ok";
+    ::unlink(fifo.c_str());
+    ::unlink(link.c_str());
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    ASSERT_EQ(::symlink(file.c_str(), link.c_str()), 0);
+    for (const std::string& p : {fifo, link, dir}) {
+        try {
+            a.save_state(p);
+            ADD_FAILURE() << "saved onto " << p;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+        }
+    }
+    test::write_file(file, std::string(1 << 20, 'x'));  // longer than the state: truncated by the save
+    const size_t written = a.save_state(file);
+    EXPECT_EQ(test::read_file(file).size(), written);
+    Session b(stories(), {}, pool);
+    EXPECT_EQ(b.load_state(file), written);
+    EXPECT_EQ(b.tokens(), kSeq);
+    ::unlink(fifo.c_str());
+    ::unlink(link.c_str());
 }
 
 // Token trees (speculative verification of several candidates in one pass): every node's logits are those of

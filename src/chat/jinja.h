@@ -29,6 +29,7 @@ struct Node;
 
 struct RenderOptions {
     std::function<std::tm()> now;  // strftime_now's clock; empty: the local time
+    uint64_t max_steps = Limits::kSteps;  // the render's step budget (jinja_value.h); tests lower it
     std::tm time() const;  // the clock's time now
 };
 

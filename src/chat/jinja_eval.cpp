@@ -102,7 +102,48 @@ class Interpreter {
 public:
     explicit Interpreter(const RenderOptions& o) : opt_(o) {}
 
+    // The render's step budget (jinja_value.h, Limits): one per evaluation and loop iteration, and what a
+    // function or filter made (a list's items, a string's bytes / 64), so native work is paid for too.
+    void step(const Node& n, uint64_t cost = 1) {
+        steps_ += cost;
+        if (steps_ > opt_.max_steps)
+            fail(n, strprintf("the template ran more than %llu steps (a render is bounded)",
+                              (unsigned long long)opt_.max_steps));
+    }
+    Value charge(Value v, const Node& at) {
+        if (v.kind == K::ARRAY) step(at, v.arr->size());
+        else if (v.kind == K::STRING) step(at, v.s.size() / 64);
+        else if (v.is_attr_container() && v.obj) step(at, v.obj->items.size());
+        return v;
+    }
+
+    // Every evaluation passes here: the step budget and the nesting bound.
     Value exec(const Node& n, Env& env) {
+        step(n);
+        if (depth_ >= Limits::kEvalDepth)
+            fail(n, strprintf("evaluation nested more than %d levels deep", Limits::kEvalDepth));
+        struct Nest {
+            int& d;
+            ~Nest() { --d; }
+        } nest{++depth_};
+        return eval(n, env);
+    }
+
+    Value block(const Nodes& body, Env& env) {
+        std::string out;
+        for (const auto& st : body) {
+            Value v = exec(*st, env);
+            if (v.kind != K::NONE && !v.undefined()) {
+                std::string s = v.str();
+                check_text(out.size() + s.size(), "the output");
+                out += s;
+            }
+        }
+        return Value::string(std::move(out));
+    }
+
+private:
+    Value eval(const Node& n, Env& env) {
         switch (n.t) {
             case Node::T::PROGRAM: return block(n.body, env);
             case Node::T::COMMENT: return Value::none();
@@ -156,7 +197,9 @@ public:
                 if (a.is_number() || a.kind == K::BOOL) {
                     const double sign = n.s == "-" ? -1 : 1;
                     if (a.kind == K::FLOAT) return Value::number(sign * a.f);
-                    return Value::integer(int64_t(sign) * (a.kind == K::BOOL ? int64_t(a.b) : a.i));
+                    const int64_t v = a.kind == K::BOOL ? int64_t(a.b) : a.i;
+                    if (sign < 0 && v == INT64_MIN) return Value::number(-double(v));  // past int64: a float, as JS
+                    return Value::integer(sign < 0 ? -v : v);
                 }
                 fail(n, "unary " + n.s + " on a " + a.type_name());
             }
@@ -182,16 +225,6 @@ public:
         fail(n, "unknown construct");
     }
 
-    Value block(const Nodes& body, Env& env) {
-        std::string out;
-        for (const auto& st : body) {
-            Value v = exec(*st, env);
-            if (v.kind != K::NONE && !v.undefined()) out += v.str();
-        }
-        return Value::string(std::move(out));
-    }
-
-private:
     static std::string callee_name(const Node& c) {
         if (c.t == Node::T::IDENT) return " ('" + c.s + "' is not defined or not a function)";
         if (c.t == Node::T::MEMBER && !c.flag && c.y->t == Node::T::IDENT) return " (no method '" + c.y->s + "')";
@@ -206,7 +239,7 @@ private:
             ~Count() { --n; }
         } count{++calls_};
         try {
-            return (*f.fn)(args, env);
+            return charge((*f.fn)(args, env), at);
         } catch (const BreakSignal&) {
             throw;
         } catch (const ContinueSignal&) {
@@ -342,6 +375,7 @@ private:
         bool ran = false;
         const int64_t len = int64_t(items.size());
         for (int64_t i = 0; i < len; i++) {
+            step(n);  // an empty body still costs its iterations
             Value loop = Value::object();
             loop.obj->set("index", Value::integer(i + 1));
             loop.obj->set("index0", Value::integer(i));
@@ -355,7 +389,9 @@ private:
             scope.set("loop", loop);
             assign(scope, items[size_t(i)]);
             try {
-                out += block(n.body, scope).s;
+                const std::string piece = block(n.body, scope).s;
+                check_text(out.size() + piece.size(), "the loop's output");
+                out += piece;
             } catch (const ContinueSignal&) {
                 continue;
             } catch (const BreakSignal&) {
@@ -449,33 +485,45 @@ private:
             fail(n, "'" + op + "' on an undefined value" + undefined_hint(*n.x, *n.y, l));
         }
         if (l.kind == K::NONE || r.kind == K::NONE) fail(n, "'" + op + "' on a none value");
-        if (op == "~") return Value::string(l.raw_str() + r.raw_str());
+        if (op == "~") return Value::string(concat(l.raw_str(), r.raw_str()));
         auto numeric = [](const Value& v) { return v.is_number() || v.kind == K::BOOL; };
         if (op == "**" && numeric(l) && numeric(r)) {
             const double a = l.num(), b = r.num();
             if (a == 0 && b < 0) fail(n, "0 cannot be raised to a negative power");
             const double res = std::pow(a, b);
-            if (l.kind == K::FLOAT || r.kind == K::FLOAT || b < 0) return Value::number(res);
+            if (l.kind == K::FLOAT || r.kind == K::FLOAT || b < 0 || !(std::fabs(res) < 9.2e18))
+                return Value::number(res);  // past int64: a float (JavaScript has no other number)
             return Value::integer(int64_t(res));
         }
         if (l.is_number() && r.is_number()) {
             const bool fl = l.kind == K::FLOAT || r.kind == K::FLOAT;
             const double a = l.num(), b = r.num();
-            auto num = [&](double v) { return fl ? Value::number(v) : Value::integer(int64_t(v)); };
-            if (op == "+") return fl ? Value::number(a + b) : Value::integer(l.i + r.i);
-            if (op == "-") return fl ? Value::number(a - b) : Value::integer(l.i - r.i);
-            if (op == "*") return fl ? Value::number(a * b) : Value::integer(l.i * r.i);
+            // integers past int64 become floats (JavaScript's numbers), never a wrapped or undefined result
+            int64_t res = 0;
+            if (op == "+")
+                return fl || __builtin_add_overflow(l.i, r.i, &res) ? Value::number(a + b) : Value::integer(res);
+            if (op == "-")
+                return fl || __builtin_sub_overflow(l.i, r.i, &res) ? Value::number(a - b) : Value::integer(res);
+            if (op == "*")
+                return fl || __builtin_mul_overflow(l.i, r.i, &res) ? Value::number(a * b) : Value::integer(res);
             if (op == "/") return Value::number(a / b);
-            if (op == "//") return num(std::floor(a / b));
-            if (op == "%")
-                return fl ? Value::number(std::fmod(a, b))
-                          : (r.i == 0 ? Value::number(std::nan("")) : Value::integer(l.i % r.i));
+            if (op == "//") {
+                const double q = std::floor(a / b);
+                return fl || !(std::fabs(q) < 9.2e18) ? Value::number(q) : Value::integer(int64_t(q));
+            }
+            if (op == "%") {
+                if (fl) return Value::number(std::fmod(a, b));
+                if (r.i == 0) return Value::number(std::nan(""));
+                return Value::integer(r.i == -1 ? 0 : l.i % r.i);  // INT64_MIN % -1 would trap
+            }
             if (op == "<") return Value::boolean(a < b);
             if (op == ">") return Value::boolean(a > b);
             if (op == "<=") return Value::boolean(a <= b);
             if (op == ">=") return Value::boolean(a >= b);
         } else if (l.kind == K::ARRAY && r.kind == K::ARRAY) {
             if (op == "+") {
+                if (l.arr->size() + r.arr->size() > Limits::kItems)
+                    fail(n, strprintf("'+' would make a list of more than %zu items", Limits::kItems));
                 std::vector<Value> a = *l.arr;
                 a.insert(a.end(), r.arr->begin(), r.arr->end());
                 return Value::array(std::move(a));
@@ -487,7 +535,8 @@ private:
                 return Value::boolean(op == "in" ? found : !found);
             }
         }
-        if ((l.kind == K::STRING || r.kind == K::STRING) && op == "+") return Value::string(l.raw_str() + r.raw_str());
+        if ((l.kind == K::STRING || r.kind == K::STRING) && op == "+")
+            return Value::string(concat(l.raw_str(), r.raw_str()));
         if (l.kind == K::STRING && r.kind == K::STRING && (op == "in" || op == "not in")) {
             const bool found = r.s.find(l.s) != std::string::npos;
             return Value::boolean(op == "in" ? found : !found);
@@ -497,6 +546,11 @@ private:
             return Value::boolean(op == "in" ? found : !found);
         }
         fail(n, "unknown operator '" + op + "' between " + l.type_name() + " and " + r.type_name());
+    }
+
+    static std::string concat(const std::string& a, const std::string& b) {
+        check_text(a.size() + b.size(), "joining two strings");
+        return a + b;
     }
 
     static std::string undefined_hint(const Node& a, const Node& b, const Value& l) {
@@ -513,7 +567,7 @@ private:
             Args args = called ? arguments(f.args, env) : Args{};
             const auto kw = take_kwargs(args);
             FilterCall c{name, called, args, kw, env};
-            return call_filter(v, c);
+            return charge(call_filter(v, c), f);
         } catch (const Error& e) {
             const std::string m = e.what();
             if (m.rfind("line ", 0) == 0) throw;
@@ -524,6 +578,8 @@ private:
     const RenderOptions& opt_;
     static constexpr int kMaxCalls = 50;
     int calls_ = 0;
+    uint64_t steps_ = 0;  // evaluations so far in this render (Limits::kSteps)
+    int depth_ = 0;  // evaluations in progress (Limits::kEvalDepth)
 
 public:
     void globals(Env& env) {

@@ -3,7 +3,9 @@
 #include "chat/jinja_filters.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <string_view>
 #include <unordered_map>
@@ -37,6 +39,7 @@ std::string replace_all(const std::string& s, const std::string& from, const std
         auto cps = code_points(s);
         for (size_t i = 0; i <= cps.size(); i++) {
             if (left > 0) {
+                check_text(out.size() + to.size(), "replace");
                 out += to;
                 left--;
             }
@@ -48,6 +51,7 @@ std::string replace_all(const std::string& s, const std::string& from, const std
     while (left > 0) {
         size_t k = s.find(from, at);
         if (k == std::string::npos) break;
+        check_text(out.size() + (k - at) + to.size(), "replace");
         out += s.substr(at, k - at) + to;
         at = k + from.size();
         left--;
@@ -183,7 +187,8 @@ Value tojson(const Value& v, FilterCall& c) {
     JsonOptions o;
     Value ind = arg({}, 0, kw, "indent", Value::none());
     if (ind.kind != K::INT && ind.kind != K::NONE) throw Error("tojson: indent must be an integer");
-    o.indent = ind.kind == K::INT ? int(ind.i) : -1;
+    if (ind.kind == K::INT && ind.i > 1000) throw Error("tojson: indent must be at most 1000");
+    o.indent = ind.kind == K::INT ? int(std::max<int64_t>(ind.i, -1)) : -1;
     o.ensure_ascii = arg({}, 0, kw, "ensure_ascii", Value::boolean(false)).truthy();
     o.sort_keys = arg({}, 0, kw, "sort_keys", Value::boolean(false)).truthy();
     Value sep = arg({}, 0, kw, "separators", Value::none());
@@ -211,13 +216,20 @@ Value join(const Value& v, FilterCall& c) {
         else throw Error(std::string("join on a ") + v.type_name());
         Value sep = arg(c.args, 0, *c.kw, "separator", Value::string(""));
         if (sep.kind != K::STRING) throw Error("join: the separator must be a string");
+        size_t total = 0;
+        for (const auto& p : parts) total += p.size() + sep.s.size();
+        check_text(total, "join");
         std::string out;
         for (size_t i = 0; i < parts.size(); i++) out += (i ? sep.s : "") + parts[i];
         return Value::string(out);
     }
     if (v.kind == K::ARRAY) {
         std::string out;
-        for (const auto& e : *v.arr) out += e.raw_str();
+        for (const auto& e : *v.arr) {
+            const std::string s = e.raw_str();
+            check_text(out.size() + s.size(), "join");
+            out += s;
+        }
         return Value::string(out);
     }
     if (v.kind == K::STRING) return v;
@@ -390,7 +402,10 @@ Value indent(const Value& v, FilterCall& c) {
     if (width.kind != K::INT) throw Error("indent: width must be an integer");
     const bool first = arg(c.args, 1, *c.kw, "first", Value::boolean(false)).truthy();
     const bool blank = arg(c.args, 2, *c.kw, "blank", Value::boolean(false)).truthy();
-    const std::string pad(size_t(std::max<int64_t>(0, width.i)), ' ');
+    const int64_t lines = int64_t(std::count(v.s.begin(), v.s.end(), '\n')) + 1;
+    const int64_t w = std::max<int64_t>(0, width.i);
+    check_text(w > int64_t(Limits::kTextBytes) ? SIZE_MAX : v.s.size() + size_t(w) * size_t(lines), "indent");
+    const std::string pad(size_t(w), ' ');
     std::string out;
     size_t at = 0, line = 0;
     for (;;) {
@@ -416,6 +431,7 @@ Value replace(const Value& v, FilterCall& c) {  // str.replace
 
 Value abs(const Value& v, FilterCall& c) {
     if (!v.is_number()) return unsupported(v, c);
+    if (v.kind == K::INT && v.i == INT64_MIN) return Value::number(-double(v.i));  // past int64: a float, as JS
     return v.kind == K::INT ? Value::integer(std::llabs(v.i)) : Value::number(std::fabs(v.f));
 }
 

@@ -7,6 +7,7 @@
 
 #include "chat/jinja_ast.h"
 #include "chat/jinja_lex.h"
+#include "chat/jinja_value.h"
 #include "tandem/error.h"
 
 namespace tandem::jinja {
@@ -91,6 +92,12 @@ private:
     };
     static constexpr int kMaxDepth = 100;
     int depth_ = 0;
+    // Chains (a + b + ..., a.b.c..., x | f | g ...) are parsed in loops, not by recursion; each is bounded so the
+    // tree stays shallow enough to evaluate and free recursively (jinja_value.h, Limits::kEvalDepth).
+    void chain_step(int& n) const {
+        if (++n > Limits::kEvalDepth)
+            fail(line(), strprintf("an expression chains more than %d operations", Limits::kEvalDepth));
+    }
 
     NodeP statement() {
         Depth guard(*this);
@@ -240,7 +247,9 @@ private:
     }
     NodeP logical_or() {
         auto l = logical_and();
+        int n = 0;
         while (ident("or")) {
+            chain_step(n);
             i_++;
             l = binary("or", l, logical_and());
         }
@@ -248,7 +257,9 @@ private:
     }
     NodeP logical_and() {
         auto l = logical_not();
+        int n = 0;
         while (ident("and")) {
+            chain_step(n);
             i_++;
             l = binary("and", l, logical_not());
         }
@@ -267,7 +278,7 @@ private:
     }
     NodeP comparison() {
         auto l = additive();
-        for (;;) {
+        for (int n = 0;; chain_step(n)) {
             std::string op;
             if (ident("not") && ident("in", 1)) {
                 op = "not in";
@@ -286,7 +297,7 @@ private:
     }
     NodeP additive() {
         auto l = multiplicative();
-        while (is(Tok::ADD)) {
+        for (int n = 0; is(Tok::ADD); chain_step(n)) {
             const std::string op = t_[i_++].v;
             l = binary(op, l, multiplicative());
         }
@@ -294,7 +305,7 @@ private:
     }
     NodeP multiplicative() {
         auto l = power();
-        while (is(Tok::MUL)) {
+        for (int n = 0; is(Tok::MUL); chain_step(n)) {
             const std::string op = t_[i_++].v;
             l = binary(op, l, power());
         }
@@ -302,7 +313,7 @@ private:
     }
     NodeP power() {
         auto l = test();
-        while (is(Tok::POW)) {
+        for (int n = 0; is(Tok::POW); chain_step(n)) {
             i_++;
             l = binary("**", l, test());
         }
@@ -310,7 +321,7 @@ private:
     }
     NodeP test() {
         auto operand = filter();
-        while (ident("is")) {
+        for (int chain = 0; ident("is"); chain_step(chain)) {
             i_++;
             auto n = node(Node::T::TEST);
             if (ident("not")) {
@@ -327,7 +338,7 @@ private:
     }
     NodeP filter() {
         auto operand = unary();
-        while (is(Tok::PIPE)) {
+        for (int chain = 0; is(Tok::PIPE); chain_step(chain)) {
             i_++;
             auto f = primary();
             if (f->t != Node::T::IDENT) fail(f->line, "expected a filter name after '|'");
@@ -352,6 +363,7 @@ private:
         return m;
     }
     NodeP call_rest(NodeP callee) {
+        Depth guard(*this);  // f()()(): one level each
         auto n = node(Node::T::CALL);
         n->x = std::move(callee);
         n->args = arguments(false);
@@ -396,7 +408,7 @@ private:
         return args;
     }
     NodeP members(NodeP object) {
-        while (is(Tok::DOT) || is(Tok::LBRACKET)) {
+        for (int chain = 0; is(Tok::DOT) || is(Tok::LBRACKET); chain_step(chain)) {
             const bool computed = is(Tok::LBRACKET);
             i_++;
             auto n = node(Node::T::MEMBER);

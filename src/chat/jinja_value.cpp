@@ -15,17 +15,40 @@ const Value* ObjectData::find(const std::string& k) const {
     return nullptr;
 }
 
+void check_text(size_t bytes, const char* what) {
+    if (bytes > Limits::kTextBytes)
+        throw Error(strprintf("%s would make a string of %zu bytes (a template's strings are limited to %zu)", what,
+                              bytes, Limits::kTextBytes));
+}
+
+static int nested_depth(int inner) {
+    if (inner + 1 > Limits::kNesting)
+        throw Error(strprintf("lists and objects nested more than %d levels deep", Limits::kNesting));
+    return inner + 1;
+}
+
 void ObjectData::set(const std::string& k, Value v) {
+    depth = std::max(depth, nested_depth(v.nesting()));
     for (auto& [key, old] : items)
         if (key == k) {
             old = std::move(v);
             return;
         }
+    append_unique(k, std::move(v));
+}
+
+void ObjectData::append_unique(const std::string& k, Value v) {
+    depth = std::max(depth, nested_depth(v.nesting()));
+    if (items.size() >= Limits::kItems) throw Error(strprintf("an object of more than %zu items", Limits::kItems));
     items.emplace_back(k, std::move(v));
 }
 
 Value Value::array(std::vector<Value> v) {
+    if (v.size() > Limits::kItems) throw Error(strprintf("a list of more than %zu items", Limits::kItems));
     Value x = with(Kind::ARRAY);
+    int inner = 0;
+    for (const Value& e : v) inner = std::max(inner, e.nesting());
+    x.depth = nested_depth(inner);
     x.arr = std::make_shared<std::vector<Value>>(std::move(v));
     return x;
 }
@@ -63,7 +86,7 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
         }
         case nlohmann::ordered_json::value_t::object: {
             Value o = object();
-            for (auto it = j.begin(); it != j.end(); ++it) o.obj->set(it.key(), from_json(it.value()));
+            for (auto it = j.begin(); it != j.end(); ++it) o.obj->append_unique(it.key(), from_json(it.value()));
             return o;
         }
         default: return Value();
@@ -234,6 +257,8 @@ void json_string(const std::string& s, bool ascii, std::string& out) {
 }  // namespace
 
 std::string to_json(const Value& v, const JsonOptions& o, int depth) {
+    if (depth > Limits::kNesting)  // a namespace that holds itself
+        throw Error(strprintf("tojson: nested more than %d levels deep", Limits::kNesting));
     const std::string item_sep = !o.item_sep.empty() || !o.key_sep.empty() ? o.item_sep : (o.indent > 0 ? "," : ", ");
     const std::string key_sep = !o.item_sep.empty() || !o.key_sep.empty() ? o.key_sep : ": ";
     switch (v.kind) {
@@ -256,8 +281,15 @@ std::string to_json(const Value& v, const JsonOptions& o, int depth) {
             for (int d = 0; d < depth; d++) base += ind;
             child = base + ind;
             std::vector<std::string> core;
+            // the text's size before it is built (a large indent over many items would pass any bound)
+            auto check = [&] {
+                size_t total = base.size() + 2;
+                for (const auto& c : core) total += c.size() + child.size() + item_sep.size();
+                check_text(total, "tojson");
+            };
             if (v.kind == Value::Kind::ARRAY) {
                 for (const auto& e : *v.arr) core.push_back(to_json(e, o, depth + 1));
+                check();
                 std::string out = "[";
                 if (o.indent > 0 && !core.empty()) {
                     out += child;
@@ -278,6 +310,7 @@ std::string to_json(const Value& v, const JsonOptions& o, int depth) {
                 std::string one = key + key_sep + to_json(e, o, depth + 1);
                 core.push_back(o.indent > 0 ? child + one : one);
             }
+            check();
             std::string out = "{";
             for (size_t i = 0; i < core.size(); i++) out += (i ? item_sep : "") + core[i];
             if (o.indent > 0 && !core.empty()) out += base;

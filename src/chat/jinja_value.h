@@ -18,10 +18,27 @@ class Env;
 using Args = std::vector<Value>;  // positional arguments; keyword arguments travel as a trailing KWARGS value
 using NativeFn = std::function<Value(Args&, Env&)>;
 
+// The bounds of one render. A template comes from a model file, so it is untrusted input: whatever it does, a
+// render ends within these (a tandem::Error names the bound), never with a crash, an endless loop or unbounded
+// memory. Real chat templates stay far below each (a 2,000-message conversation takes ~10^5 steps).
+struct Limits {
+    static constexpr size_t kTextBytes = size_t(32) << 20;  // any string a template builds, its output included
+    static constexpr size_t kItems = size_t(1) << 21;  // items of any list or object
+    static constexpr int kNesting = 200;  // lists and objects inside each other
+    // evaluations, loop iterations and items made in one render (about a second of CPU for the costliest steps)
+    static constexpr uint64_t kSteps = 5'000'000;
+    static constexpr int kEvalDepth = 600;  // evaluation nested this deep (long operator chains, recursion)
+};
+// Throws tandem::Error when a string of `bytes` would pass Limits::kTextBytes; `what` names the operation.
+void check_text(size_t bytes, const char* what);
+
 struct ObjectData {
     std::vector<std::pair<std::string, Value>> items;  // insertion order
+    int depth = 1;  // 1 + the deepest value's nesting (bounded by Limits::kNesting)
     const Value* find(const std::string& k) const;
+    // Replaces or appends. Throws tandem::Error beyond Limits::kItems or Limits::kNesting.
     void set(const std::string& k, Value v);
+    void append_unique(const std::string& k, Value v);  // a key known to be new (JSON objects): no search
 };
 
 struct Value {
@@ -34,6 +51,7 @@ struct Value {
     std::shared_ptr<std::vector<Value>> arr;
     std::shared_ptr<ObjectData> obj;  // OBJECT, NAMESPACE, KWARGS
     std::shared_ptr<NativeFn> fn;
+    int depth = 0;  // ARRAY: 1 + the deepest item's nesting (objects keep theirs in ObjectData::depth)
 
     static Value none() { return with(Kind::NONE); }
     static Value boolean(bool v) {
@@ -56,11 +74,17 @@ struct Value {
         x.s = std::move(v);
         return x;
     }
+    // Throws tandem::Error beyond Limits::kItems or Limits::kNesting.
     static Value array(std::vector<Value> v = {});
     static Value object(Kind k = Kind::OBJECT);
     static Value function(NativeFn f);
     static Value from_json(const nlohmann::ordered_json& j);
 
+    // How deep lists and objects nest in it: 0 for a scalar, 1 for a list of scalars, ...
+    int nesting() const {
+        if (kind == Kind::ARRAY) return depth;
+        return is_attr_container() && obj ? obj->depth : 0;
+    }
     bool is(Kind k) const { return kind == k; }
     bool undefined() const { return kind == Kind::UNDEFINED; }
     bool is_number() const { return kind == Kind::INT || kind == Kind::FLOAT; }

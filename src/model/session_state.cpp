@@ -1,6 +1,10 @@
 // Session state files. Layout (little-endian):
 //   "TDKV" | u32 version = 1 | u64 model fingerprint | u32 n_layers | u32 kv_dim | u32 n_tokens
 //   | i32 tokens[n_tokens] | per layer: K rows [n_tokens][kv_dim] f16, then V rows [n_tokens][kv_dim] f16
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -44,8 +48,26 @@ size_t Session::save_state(const std::string& path) const {
     const uint32_t n = uint32_t(n_past()), kv_dim = uint32_t(impl_->kv.kv_dim()), layers = uint32_t(n_layers_);
     const uint64_t fp = fingerprint(*model_);
     File out;
-    out.f = std::fopen(path.c_str(), "wb");
-    if (!out.f) throw Error(strprintf("%s: cannot create the state file: %s", path.c_str(), std::strerror(errno)));
+    // Without blocking, and only onto a regular file: a FIFO at that name would block this thread (the server's
+    // inference thread) until a reader came, a device or a symbolic link is not where a state file goes.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        const int err = errno;
+        if (err == ENXIO || err == ELOOP)
+            throw Error(path + ": cannot save the state there: it is a FIFO or a symbolic link, not a regular file");
+        throw Error(strprintf("%s: cannot create the state file: %s", path.c_str(), std::strerror(err)));
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw Error(path + ": cannot save the state there: it is not a regular file");
+    }
+    if (::ftruncate(fd, 0) != 0 || ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 ||
+        !(out.f = ::fdopen(fd, "wb"))) {
+        const int err = errno;
+        ::close(fd);
+        throw Error(strprintf("%s: cannot write the state file: %s", path.c_str(), std::strerror(err)));
+    }
     size_t written = 0;
     auto put = [&](const void* p, size_t bytes) {
         if (std::fwrite(p, 1, bytes, out.f) != bytes)

@@ -155,7 +155,7 @@ FrontEnd::Prepared FrontEnd::prepare(const std::string& body_text, Api api, bool
             for (const auto& in : pr.prompts) out.prompts.push_back({tokenize_prompt(in)});
         }
     } catch (const json::exception& e) {
-        throw BadRequest(e.what());
+        throw BadRequest(json_error_text(e));
     }
     for (auto& p : out.prompts) {
         if (p.ids.empty()) throw BadRequest("the prompt is empty");

@@ -57,8 +57,15 @@ json parse_body(const std::string& body) {
     try {
         return json::parse(body);
     } catch (const json::exception& e) {
-        throw BadRequest(std::string("invalid JSON: ") + e.what());
+        throw BadRequest("invalid JSON: " + json_error_text(e));
     }
+}
+
+std::string json_error_text(const std::exception& e) {
+    std::string m = e.what();
+    if (m.rfind("[json.exception.", 0) == 0)
+        if (const size_t end = m.find("] "); end != std::string::npos) m.erase(0, end + 2);
+    return m;
 }
 
 namespace request {

@@ -25,6 +25,10 @@ struct BadRequest : std::runtime_error {
 
 nlohmann::ordered_json error_body(const std::string& message, const std::string& type, int code);
 
+// The message of a JSON library exception without its "[json.exception.type_error.302] " prefix: what a client
+// reads in a 400 ("type must be string, but is number").
+std::string json_error_text(const std::exception& e);
+
 // `s` with every invalid UTF-8 sequence replaced by U+FFFD.
 std::string valid_utf8(const std::string& s);
 

@@ -75,7 +75,7 @@ void answer_400s(Call& c, F&& f) {
     } catch (const BadRequest& e) {
         c.error(400, e.what());
     } catch (const json::exception& e) {
-        c.error(400, e.what());
+        c.error(400, json_error_text(e));
     }
 }
 
