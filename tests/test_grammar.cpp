@@ -6,6 +6,7 @@
 
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
+#include "grammar/numeric_range.h"
 #include "grammar/trigger.h"
 #include "speculative/constraint.h"
 #include "tandem/error.h"
@@ -312,7 +313,7 @@ TEST(JsonSchema, GrammarAcceptsValidDocumentsAndRefusesOthers) {
 }
 
 TEST(JsonSchema, KeywordsThatWouldBeIgnoredAreRefused) {
-    for (const char* s : {R"({"type": "string", "pattern": "^a+$"})", R"({"type": "integer", "minimum": 0})",
+    for (const char* s : {R"({"type": "string", "pattern": "^a+$"})", R"({"type": "integer", "multipleOf": 3})",
                           R"({"not": {"type": "string"}})", R"({"type": "array", "uniqueItems": true})",
                           R"({"type": "string", "format": "email"})", R"({"$ref": "https://example.com/s.json"})",
                           R"({"$ref": "#/$defs/missing"})", R"({"type": "object", "required": ["a"]})",
@@ -321,6 +322,82 @@ TEST(JsonSchema, KeywordsThatWouldBeIgnoredAreRefused) {
     }
     EXPECT_NO_THROW(
         json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"title": "T", "description": "d", "type": "string"})")));
+}
+
+// Numeric bounds (grammar/numeric_range.h) against arithmetic: every integer text in a window, and decimal texts
+// around each bound, are accepted exactly when their value lies within the bounds, for inclusive and exclusive
+// ends, negative, zero-crossing and int64-edge ranges.
+TEST(JsonSchema, NumericBoundsAcceptExactlyTheValuesWithin) {
+    auto accepts_g = [](const std::shared_ptr<const Grammar>& g, const std::string& text) {
+        Matcher m(g);
+        return m.accept_bytes(text) && m.can_end();
+    };
+    auto accepts = [&](const std::string& gbnf, const std::string& text) { return accepts_g(parse_gbnf(gbnf), text); };
+    const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 9}, {1, 100},   {-50, 50}, {-250, -13},  {7, 7},
+                                                             {0, 0}, {95, 1234}, {-1, 0},   {-1000, 999}, {10, 19}};
+    for (auto [lo, hi] : ranges) {
+        const std::string text = "root ::= " + integer_range_gbnf(lo, hi) + "\n";
+        const auto g = parse_gbnf(text);
+        for (int64_t v = -1300; v <= 1300; v++)
+            ASSERT_EQ(accepts_g(g, std::to_string(v)), v >= lo && v <= hi) << lo << ".." << hi << " " << v << "\n"
+                                                                           << text;
+        EXPECT_FALSE(accepts_g(g, "01")) << "no leading zeros";
+        EXPECT_FALSE(accepts_g(g, "-0")) << "no negative zero";
+    }
+    const std::string edge = "root ::= " + integer_range_gbnf(INT64_MIN, INT64_MAX) + "\n";
+    for (const char* t : {"9223372036854775807", "-9223372036854775808", "0", "-1"}) EXPECT_TRUE(accepts(edge, t)) << t;
+    for (const char* t : {"9223372036854775808", "-9223372036854775809"}) EXPECT_FALSE(accepts(edge, t)) << t;
+    // decimals: value within (lo, hi) with each end inclusive or exclusive, or open
+    const std::vector<std::string> texts = {"-3.5",  "-3",   "-3.0", "-2.99", "-2",   "-1.5", "-1",
+                                            "-0.5",  "-0.0", "0",    "0.0",   "0.25", "1",    "1.0",
+                                            "1.001", "2",    "2.5",  "3",     "3.00", "3.5",  "10"};
+    for (int64_t a : {-3, -1, 0, 1}) {
+        for (int64_t b : {-1, 0, 1, 3}) {
+            for (int ends = 0; ends < 16; ends++) {
+                std::optional<Bound> lo, hi;
+                if (ends & 1) lo = Bound{a, bool(ends & 2)};
+                if (ends & 4) hi = Bound{b, bool(ends & 8)};
+                const std::string body = number_range_gbnf(lo, hi);
+                const auto g = body.empty() ? nullptr : parse_gbnf("root ::= " + body + "\n");
+                for (const std::string& t : texts) {
+                    const double v = std::stod(t);
+                    const bool in = (!lo || (lo->exclusive ? v > double(a) : v >= double(a))) &&
+                                    (!hi || (hi->exclusive ? v < double(b) : v <= double(b)));
+                    const bool got = g && accepts_g(g, t);
+                    // "-0.0" is zero: within the bounds exactly when 0 is; tandem never writes it for a negative
+                    if (t == "-0.0") continue;
+                    ASSERT_EQ(got, in) << (lo ? (lo->exclusive ? "(" : "[") + std::to_string(a) : "(-inf") << ", "
+                                       << (hi ? std::to_string(b) + (hi->exclusive ? ")" : "]") : "inf)") << " " << t
+                                       << "\n"
+                                       << body;
+                }
+            }
+        }
+    }
+    // through the schema converter: OpenAI's and zod's shapes, draft 4's boolean exclusives, untyped bounds
+    struct Case {
+        const char* schema;
+        std::vector<const char*> valid, invalid;
+    };
+    const Case cases[] = {
+        {R"({"type": "integer", "minimum": 0, "maximum": 9})", {"0", "5", "9"}, {"-1", "10", "5.5", "05"}},
+        {R"({"type": "integer", "exclusiveMinimum": 0})", {"1", "123456"}, {"0", "-3"}},
+        {R"({"type": "integer", "minimum": 1.5, "maximum": 4.5})", {"2", "4"}, {"1", "5"}},
+        {R"({"type": "integer", "minimum": 3, "exclusiveMinimum": true})", {"4"}, {"3"}},
+        {R"({"type": "number", "exclusiveMinimum": 0})", {"0.001", "3", "12.5"}, {"0", "-0.5", "0.0"}},
+        {R"({"type": "number", "minimum": -1, "maximum": 1})", {"-1", "-0.5", "0", "1", "1.0"}, {"1.5", "-1.01", "2"}},
+        {R"({"minimum": 10})", {"10", "11.5"}, {"9.99", "\"x\""}},
+        {R"({"maxLength": 2})", {R"("ab")"}, {R"("abc")", "1"}},
+    };
+    for (const auto& c : cases) {
+        std::string gbnf;
+        ASSERT_NO_THROW(gbnf = json_schema_to_gbnf(nlohmann::ordered_json::parse(c.schema))) << c.schema;
+        for (const char* doc : c.valid) EXPECT_TRUE(accepts(gbnf, doc)) << c.schema << " refused " << doc;
+        for (const char* doc : c.invalid) EXPECT_FALSE(accepts(gbnf, doc)) << c.schema << " accepted " << doc;
+    }
+    for (const char* s : {R"({"type": "integer", "minimum": 5, "maximum": 4})", R"({"type": "number", "maximum": 2.5})",
+                          R"({"type": "integer", "minimum": "3"})", R"({"type": "integer", "maximum": 1e30})"})
+        EXPECT_THROW(json_schema_to_gbnf(nlohmann::ordered_json::parse(s)), Error) << s;
 }
 
 // Schema numbers are counts, checked as such (issue 26, defect 8: 2^32 became 0, 1e18 unbounded, 1.5 was 1), and

@@ -1,10 +1,13 @@
 #include "grammar/json_schema.h"
 
+#include <cmath>
 #include <cstring>
+#include <optional>
 #include <functional>
 #include <map>
 #include <set>
 
+#include "grammar/numeric_range.h"
 #include "tandem/error.h"
 
 namespace tandem::grammar {
@@ -123,11 +126,27 @@ private:
         static const std::set<std::string> kNoEffect = {"title", "description", "default",    "examples", "$schema",
                                                         "$id",   "$comment",    "deprecated", "readOnly", "writeOnly",
                                                         "$defs", "definitions", "strict",     "name"};
-        static const std::set<std::string> kHandled = {"type",      "properties",  "required", "additionalProperties",
-                                                       "items",     "prefixItems", "minItems", "maxItems",
-                                                       "minLength", "maxLength",   "format",   "enum",
-                                                       "const",     "anyOf",       "oneOf",    "allOf",
-                                                       "$ref"};
+        static const std::set<std::string> kHandled = {"type",
+                                                       "properties",
+                                                       "required",
+                                                       "additionalProperties",
+                                                       "items",
+                                                       "prefixItems",
+                                                       "minItems",
+                                                       "maxItems",
+                                                       "minLength",
+                                                       "maxLength",
+                                                       "format",
+                                                       "enum",
+                                                       "const",
+                                                       "anyOf",
+                                                       "oneOf",
+                                                       "allOf",
+                                                       "$ref",
+                                                       "minimum",
+                                                       "maximum",
+                                                       "exclusiveMinimum",
+                                                       "exclusiveMaximum"};
         for (auto it = s.begin(); it != s.end(); ++it)
             if (!kNoEffect.count(it.key()) && !kHandled.count(it.key()))
                 fail(path, "'" + it.key() +
@@ -170,6 +189,11 @@ private:
         if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties"))
             return typed(s, "object", path);
         if (s.contains("items") || s.contains("prefixItems")) return typed(s, "array", path);
+        // a keyword of one kind without a type: that kind (so the keyword is enforced, never ignored)
+        for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+            if (s.contains(k)) return typed(s, "number", path);
+        for (const char* k : {"minLength", "maxLength", "format"})
+            if (s.contains(k)) return typed(s, "string", path);
         return "value";  // {}: any JSON value
     }
 
@@ -189,14 +213,66 @@ private:
         return rule;
     }
 
+    // integer / number with minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 6+: numbers; draft 4:
+    // booleans beside minimum / maximum). Integers: the bounds round inward (minimum 1.5 is 2); numbers: bounds
+    // must be integers (grammar/numeric_range.h says why), and a bounded number has no exponent.
+    std::string numeric(const ojson& s, bool integer, const std::string& path) {
+        std::optional<double> lo, hi;
+        bool lo_ex = false, hi_ex = false;
+        auto num = [&](const char* key) -> std::optional<double> {
+            auto it = s.find(key);
+            if (it == s.end() || it->is_boolean()) return std::nullopt;
+            if (!it->is_number()) fail(path, std::string("'") + key + "' must be a number");
+            const double v = it->get<double>();
+            if (!std::isfinite(v)) fail(path, std::string("'") + key + "' must be finite");
+            return v;
+        };
+        auto flag = [&](const char* key) { return s.contains(key) && s[key].is_boolean() && s[key].get<bool>(); };
+        lo = num("minimum"), hi = num("maximum");
+        lo_ex = flag("exclusiveMinimum"), hi_ex = flag("exclusiveMaximum");  // draft 4
+        if (auto x = num("exclusiveMinimum"); x && (!lo || *x >= *lo)) lo = x, lo_ex = true;
+        if (auto x = num("exclusiveMaximum"); x && (!hi || *x <= *hi)) hi = x, hi_ex = true;
+        if (!lo && !hi) return integer ? "(integer ws)" : "number";
+        const double kLimit = 9.2e18;  // int64 texts; beyond it the side is open
+        if ((lo && std::fabs(*lo) >= kLimit) || (hi && std::fabs(*hi) >= kLimit))
+            fail(path, "a bound beyond +-9.2e18 is not supported");
+        if (integer) {
+            int64_t a = INT64_MIN, b = INT64_MAX;
+            if (lo) a = int64_t(lo_ex ? std::floor(*lo) + 1 : std::ceil(*lo));
+            if (hi) b = int64_t(hi_ex ? std::ceil(*hi) - 1 : std::floor(*hi));
+            if (a > b) fail(path, "no integer lies within minimum/maximum");
+            return add_rule(path, "(" + integer_range_gbnf(a, b) + ") ws");
+        }
+        for (auto v : {lo, hi})
+            if (v && *v != std::floor(*v))
+                fail(path, "the bounds of a number must be integers here (" + ojson(*v).dump() +
+                               " is not): use type integer, or integer bounds");
+        std::optional<Bound> a, b;
+        if (lo) a = Bound{int64_t(*lo), lo_ex};
+        if (hi) b = Bound{int64_t(*hi), hi_ex};
+        const std::string body = number_range_gbnf(a, b);
+        if (body.empty()) fail(path, "no number lies within minimum/maximum");
+        return add_rule(path, "(" + body + ") ws");
+    }
+
     std::string typed(const ojson& s, const ojson& type, const std::string& path) {
         if (!type.is_string()) fail(path, "'type' must be a string or a list of strings");
         const std::string t = type;
         auto only = [&](std::initializer_list<const char*> allowed) {
-            static const std::set<std::string> kKinds = {"properties", "required",    "additionalProperties",
-                                                         "items",      "prefixItems", "minItems",
-                                                         "maxItems",   "minLength",   "maxLength",
-                                                         "format"};
+            static const std::set<std::string> kKinds = {"properties",
+                                                         "required",
+                                                         "additionalProperties",
+                                                         "items",
+                                                         "prefixItems",
+                                                         "minItems",
+                                                         "maxItems",
+                                                         "minLength",
+                                                         "maxLength",
+                                                         "format",
+                                                         "minimum",
+                                                         "maximum",
+                                                         "exclusiveMinimum",
+                                                         "exclusiveMaximum"};
             for (auto it = s.begin(); it != s.end(); ++it) {
                 if (!kKinds.count(it.key())) continue;
                 bool ok = false;
@@ -229,8 +305,10 @@ private:
             return add_rule(path, "\"\\\"\" char{" + std::to_string(lo) + "," + (hi >= 0 ? std::to_string(hi) : "") +
                                       "} \"\\\"\" ws");
         }
-        if (t == "integer") return only({}), "(integer ws)";
-        if (t == "number") return only({}), "number";
+        if (t == "integer" || t == "number") {
+            only({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"});
+            return numeric(s, t == "integer", path);
+        }
         if (t == "boolean") return only({}), "boolean";
         if (t == "null") return only({}), "null";
         if (t == "array") {

@@ -3,10 +3,13 @@
 // Supported: type (one or a list), object (properties in declared order with the required ones first,
 // required, additionalProperties false/absent = only the declared properties, true or a schema = more pairs),
 // array (items, prefixItems, minItems, maxItems), string (minLength, maxLength, format date, time, date-time,
-// uuid), integer, number, boolean, null, enum, const, anyOf, oneOf, allOf of one schema, $ref to #/$defs/...
-// or #/definitions/... (recursion allowed). Annotations (title, description, default, examples, $schema, $id,
+// uuid), integer and number with minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4's booleans too;
+// exact digit-range grammars, grammar/numeric_range.h: integer bounds round inward, a bounded number has integer
+// bounds and no exponent), boolean, null, enum, const, anyOf, oneOf, allOf of one schema, $ref to #/$defs/... or
+// #/definitions/... (recursion allowed). A bound or length keyword without a type implies its type. Counts are
+// non-negative integers (never truncated). Annotations (title, description, default, examples, $schema, $id,
 // $comment) have no effect. Any other keyword would change what is valid and is refused (tandem::Error naming
-// it), never ignored: pattern, minimum/maximum, multipleOf, not, if/then/else, patternProperties, uniqueItems...
+// it), never ignored: pattern, multipleOf, not, if/then/else, patternProperties, uniqueItems...
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
