@@ -295,6 +295,22 @@ TEST(JsonSchema, GrammarAcceptsValidDocumentsAndRefusesOthers) {
          {R"("2026-11-30T15:04:05Z")", R"("2026-01-02T03:04:05.123+01:00")"},
          {R"("2026-13-01T00:00:00Z")", R"("yesterday")"}},
         {R"({"type": "string", "format": "uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"}, {R"("123e4567")"}},
+        {R"({"type": "string", "format": "email"})",
+         {R"("ann.lee+x@mail.example.com")", R"("a@b.co")"},
+         {R"("ann@")", R"("@x.com")", R"("a b@x.com")", R"("a@x")", R"("a..b@x.com")"}},
+        {R"({"type": "string", "format": "hostname"})",
+         {R"("localhost")", R"("a-b.example.org")"},
+         {R"("-a.com")", R"("a-.com")", R"("a..b")", R"("a_b.com")"}},
+        {R"({"type": "string", "format": "ipv4"})",
+         {R"("0.0.0.0")", R"("192.168.1.255")", R"("255.255.255.255")"},
+         {R"("256.1.1.1")", R"("1.2.3")", R"("01.2.3.4")", R"("1.2.3.4.5")"}},
+        {R"({"type": "string", "format": "ipv6"})",
+         {R"("2001:db8:0:0:0:0:2:1")", R"("2001:db8::2:1")", R"("::")", R"("::1")", R"("fe80::")",
+          R"("1:2:3:4:5:6:7::")"},
+         {R"("2001:db8::2::1")", R"("1:2:3:4:5:6:7:8:9")", R"("12345::")", R"(":1")", R"("1:2:3:4:5:6:7:8::")"}},
+        {R"({"type": "string", "format": "duration"})",
+         {R"("P3Y6M4DT12H30M5S")", R"("PT0.5S")", R"("P1W")", R"("PT2H")"},
+         {R"("P")", R"("PT")", R"("P1H")", R"("3Y")", R"("P1DT")"}},
     };
     for (const auto& c : cases) {
         std::string gbnf;
@@ -315,7 +331,7 @@ TEST(JsonSchema, GrammarAcceptsValidDocumentsAndRefusesOthers) {
 TEST(JsonSchema, KeywordsThatWouldBeIgnoredAreRefused) {
     for (const char* s : {R"({"type": "string", "pattern": "^a+$"})", R"({"type": "integer", "multipleOf": 3})",
                           R"({"not": {"type": "string"}})", R"({"type": "array", "uniqueItems": true})",
-                          R"({"type": "string", "format": "email"})", R"({"$ref": "https://example.com/s.json"})",
+                          R"({"type": "string", "format": "idn-email"})", R"({"$ref": "https://example.com/s.json"})",
                           R"({"$ref": "#/$defs/missing"})", R"({"type": "object", "required": ["a"]})",
                           R"({"type": "integer", "items": {}})"}) {
         EXPECT_THROW(json_schema_to_gbnf(nlohmann::ordered_json::parse(s)), Error) << s;

@@ -213,6 +213,62 @@ private:
         return rule;
     }
 
+    // OpenAI's other string formats, as grammars of their common forms (within JSON strings, so no quotes or
+    // backslashes): email is a dot-atom local part @ a domain of two or more labels (no quoted local parts, no IP literals); hostname is
+    // RFC 1123 labels of 1-63 letters, digits and inner hyphens; ipv4 four decimal octets 0-255 without leading
+    // zeros; ipv6 the eight-group form and every "::" compression (RFC 4291 section 2.2 forms 1 and 2; no
+    // embedded IPv4); duration ISO 8601's PnYnMnWnDTnHnMnS with at least one part (seconds may have a fraction).
+    static std::string string_format(const std::string& fmt) {
+        const std::string label = "[a-zA-Z0-9] ([a-zA-Z0-9-]{0,61} [a-zA-Z0-9])?";
+        const std::string host = label + " (\".\" " + label + ")*";
+        if (fmt == "hostname") return host;
+        if (fmt == "email") {
+            const std::string atom = "[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]+";
+            return atom + " (\".\" " + atom + ")* \"@\" " + label + " (\".\" " + label + ")+";
+        }
+        if (fmt == "ipv4") {
+            const std::string octet = "(" + integer_range_gbnf(0, 255) + ")";
+            return octet + " \".\" " + octet + " \".\" " + octet + " \".\" " + octet;
+        }
+        if (fmt == "ipv6") {
+            const std::string h = "[0-9a-fA-F]{1,4}";
+            auto groups = [&](int n) {  // exactly n groups, colon-separated
+                std::string g = h;
+                if (n > 1) g += " (\":\" " + h + "){" + std::to_string(n - 1) + "}";
+                return g;
+            };
+            std::string alts = groups(8);
+            for (int before = 0; before <= 7; before++) {
+                std::string alt = before ? groups(before) + " \"::\"" : "\"::\"";
+                const int most_after = 7 - before;
+                if (most_after > 0)
+                    alt += " (" + h +
+                           (most_after > 1 ? " (\":\" " + h + "){0," + std::to_string(most_after - 1) + "}" : "") +
+                           ")?";
+                alts += " | " + alt;
+            }
+            return "(" + alts + ")";
+        }
+        if (fmt == "duration") {
+            const std::string n = "[0-9]+";
+            // at least one of the ordered optional parts: the first present one, then the rest optional
+            auto at_least_one = [](const std::vector<std::string>& parts) {
+                std::string alts;
+                for (size_t i = 0; i < parts.size(); i++) {
+                    std::string alt = parts[i];
+                    for (size_t j = i + 1; j < parts.size(); j++) alt += " (" + parts[j] + ")?";
+                    alts += (i ? " | " : "") + ("(" + alt + ")");
+                }
+                return "(" + alts + ")";
+            };
+            const std::string date = at_least_one({n + " \"Y\"", n + " \"M\"", n + " \"W\"", n + " \"D\""});
+            const std::string time =
+                "\"T\" " + at_least_one({n + " \"H\"", n + " \"M\"", n + " (\".\" [0-9]+)? \"S\""});
+            return "\"P\" (" + date + " (" + time + ")? | " + time + ")";
+        }
+        return "";
+    }
+
     // integer / number with minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 6+: numbers; draft 4:
     // booleans beside minimum / maximum). Integers: the bounds round inward (minimum 1.5 is 2); numbers: bounds
     // must be integers (grammar/numeric_range.h says why), and a bounded number has no exponent.
@@ -283,6 +339,9 @@ private:
         if (t == "string") {
             only({"minLength", "maxLength", "format"});
             if (auto f = s.find("format"); f != s.end()) {
+                if (!f->is_string()) fail(path, "'format' must be a string");
+                if (s.contains("minLength") || s.contains("maxLength"))
+                    fail(path, "'format' together with minLength/maxLength is not supported");
                 const std::string fmt = f->get<std::string>();
                 const char* date = "[0-9]{4} \"-\" ([0][1-9] | [1][0-2]) \"-\" ([0][1-9] | [1-2][0-9] | [3][0-1])";
                 const char* time =
@@ -296,7 +355,11 @@ private:
                     body =
                         "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
                         "[0-9a-fA-F]{12}";
-                else fail(path, "string format '" + fmt + "' is not supported (date, time, date-time and uuid are)");
+                else if (const std::string more = string_format(fmt); !more.empty()) body = more;
+                else
+                    fail(path, "string format '" + fmt +
+                                   "' is not supported (date, time, date-time, duration, email, hostname, ipv4, ipv6 "
+                                   "and uuid are)");
                 return add_rule(path, "\"\\\"\" " + body + " \"\\\"\" ws");
             }
             const int lo = int(count(s, "minLength", 0, 10000, path)), hi = int(count(s, "maxLength", -1, 10000, path));

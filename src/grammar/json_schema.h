@@ -2,8 +2,8 @@
 //
 // Supported: type (one or a list), object (properties in declared order with the required ones first,
 // required, additionalProperties false/absent = only the declared properties, true or a schema = more pairs),
-// array (items, prefixItems, minItems, maxItems), string (minLength, maxLength, format date, time, date-time,
-// uuid), integer and number with minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4's booleans too;
+// array (items, prefixItems, minItems, maxItems), string (minLength, maxLength, or a format: date, time,
+// date-time, duration, email, hostname, ipv4, ipv6, uuid), integer and number with minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4's booleans too;
 // exact digit-range grammars, grammar/numeric_range.h: integer bounds round inward, a bounded number has integer
 // bounds and no exponent), boolean, null, enum, const, anyOf, oneOf, allOf of one schema, $ref to #/$defs/... or
 // #/definitions/... (recursion allowed). A bound or length keyword without a type implies its type. Counts are
