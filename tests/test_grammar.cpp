@@ -295,6 +295,17 @@ TEST(JsonSchema, GrammarAcceptsValidDocumentsAndRefusesOthers) {
          {R"("2026-11-30T15:04:05Z")", R"("2026-01-02T03:04:05.123+01:00")"},
          {R"("2026-13-01T00:00:00Z")", R"("yesterday")"}},
         {R"({"type": "string", "format": "uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"}, {R"("123e4567")"}},
+        // allOf: objects merge (a zod .and() / a Pydantic subclass shape); one constraining part is that part
+        {R"({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                      {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"],
+                       "additionalProperties": false}]})",
+         {R"({"a": 1, "b": "x"})"},
+         {R"({"a": 1})", R"({"b": "x"})", R"({"a": 1, "b": "x", "c": 2})", R"({"a": "1", "b": "x"})"}},
+        {R"({"$defs": {"Base": {"type": "object", "properties": {"id": {"type": "integer", "minimum": 1}}, "required": ["id"]}},
+             "allOf": [{"$ref": "#/$defs/Base"}], "properties": {"name": {"type": "string"}}, "required": ["name"]})",
+         {R"({"id": 3, "name": "n"})"},
+         {R"({"id": 0, "name": "n"})", R"({"name": "n"})"}},
+        {R"({"allOf": [{"description": "just a note"}, {"type": "integer", "maximum": 3}]})", {"3", "-7"}, {"4"}},
         {R"({"type": "string", "format": "email"})",
          {R"("ann.lee+x@mail.example.com")", R"("a@b.co")"},
          {R"("ann@")", R"("@x.com")", R"("a b@x.com")", R"("a@x")", R"("a..b@x.com")"}},
@@ -329,11 +340,14 @@ TEST(JsonSchema, GrammarAcceptsValidDocumentsAndRefusesOthers) {
 }
 
 TEST(JsonSchema, KeywordsThatWouldBeIgnoredAreRefused) {
-    for (const char* s : {R"({"type": "string", "pattern": "^a+$"})", R"({"type": "integer", "multipleOf": 3})",
-                          R"({"not": {"type": "string"}})", R"({"type": "array", "uniqueItems": true})",
-                          R"({"type": "string", "format": "idn-email"})", R"({"$ref": "https://example.com/s.json"})",
-                          R"({"$ref": "#/$defs/missing"})", R"({"type": "object", "required": ["a"]})",
-                          R"({"type": "integer", "items": {}})"}) {
+    for (const char* s :
+         {R"({"type": "string", "pattern": "^a+$"})", R"({"type": "integer", "multipleOf": 3})",
+          R"({"not": {"type": "string"}})", R"({"type": "array", "uniqueItems": true})",
+          R"({"type": "string", "format": "idn-email"})", R"({"allOf": [{"type": "string"}, {"type": "integer"}]})",
+          R"({"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}},
+                                        {"type": "object", "properties": {"a": {"type": "integer"}}}]})",
+          R"({"$ref": "https://example.com/s.json"})", R"({"$ref": "#/$defs/missing"})",
+          R"({"type": "object", "required": ["a"]})", R"({"type": "integer", "items": {}})"}) {
         EXPECT_THROW(json_schema_to_gbnf(nlohmann::ordered_json::parse(s)), Error) << s;
     }
     EXPECT_NO_THROW(

@@ -1,5 +1,6 @@
 #include "grammar/json_schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -170,8 +171,8 @@ private:
                 return add_rule(path, alts);
             }
         if (auto a = s.find("allOf"); a != s.end()) {
-            if (!a->is_array() || a->size() != 1) fail(path, "'allOf' is supported with one schema only");
-            return visit((*a)[0], path + "/allOf/0");
+            const ojson merged = merge_all_of(s, path);
+            return visit(merged, path + "/allOf");
         }
         if (auto t = s.find("type"); t != s.end()) {
             if (t->is_array()) {
@@ -211,6 +212,96 @@ private:
         refs_[r] = rule;
         rules_[rule] = visit((*defs)[name], "#/$defs/" + name);
         return rule;
+    }
+
+    // Whether a schema only annotates (title, description, ...): it constrains nothing.
+    static bool annotation_only(const ojson& s) {
+        static const std::set<std::string> kNotes = {"title",      "description", "default",   "examples", "$comment",
+                                                     "deprecated", "readOnly",    "writeOnly", "$schema",  "$id",
+                                                     "$defs",      "definitions", "strict",    "name"};
+        if (!s.is_object()) return false;
+        for (auto it = s.begin(); it != s.end(); ++it)
+            if (!kNotes.count(it.key())) return false;
+        return true;
+    }
+
+    // allOf as one schema: the schema's own keywords and each entry (a local $ref resolved) must all hold. One
+    // constraining part is that part. Objects merge: properties joined (a property in several parts must have
+    // the same schema, or be {} in all but one, or be objects that merge in turn), required joined, and
+    // additionalProperties false when any part says false (read over the merged properties: the intersection of
+    // two closed objects with different properties would accept nothing, which no generator wants). Anything
+    // else (allOf of two strings with different bounds, of an object and an array) is refused by name.
+    ojson merge_all_of(const ojson& s, const std::string& path) {
+        const ojson& list = s["allOf"];
+        if (!list.is_array() || list.empty()) fail(path, "'allOf' must be a non-empty array of schemas");
+        std::vector<ojson> parts;  // the entries first, then the schema's own keywords: a base's properties come
+            // before the subclass's, as Pydantic orders them
+        ojson own = s;
+        own.erase("allOf");
+        for (const ojson& e : list) {
+            ojson part = e;
+            for (int hops = 0; part.is_object() && part.contains("$ref") && hops < 8; hops++) {
+                const std::string r = part["$ref"].get<std::string>();
+                std::string name;
+                for (const char* pre : {"#/$defs/", "#/definitions/"})
+                    if (r.rfind(pre, 0) == 0) name = r.substr(std::strlen(pre));
+                const ojson* defs = nullptr;
+                for (const char* k : {"$defs", "definitions"})
+                    if (root_->contains(k) && (*root_)[k].contains(name)) defs = &(*root_)[k];
+                if (name.empty() || !defs) break;  // visit() reports it
+                ojson target = (*defs)[name];
+                if (target.is_object() && target.contains("$ref") && target["$ref"] == part["$ref"]) break;
+                part = target;
+            }
+            if (part.is_boolean() && part.get<bool>()) continue;
+            if (!annotation_only(part)) parts.push_back(part);
+        }
+        if (!annotation_only(own)) parts.push_back(own);
+        if (parts.empty()) return ojson::object();
+        if (parts.size() == 1) return parts[0];
+        auto is_object = [](const ojson& p) {
+            if (!p.is_object()) return false;
+            if (p.contains("type")) return p["type"] == "object";
+            return p.contains("properties") || p.contains("required") || p.contains("additionalProperties");
+        };
+        for (const ojson& p : parts)
+            if (!is_object(p) || p.contains("allOf") || p.contains("anyOf") || p.contains("oneOf") ||
+                p.contains("$ref"))
+                fail(path, "'allOf' is supported for objects (merged) or with one constraining schema");
+        ojson merged = {{"type", "object"}, {"properties", ojson::object()}, {"required", ojson::array()}};
+        bool closed = false;
+        for (const ojson& p : parts) {
+            for (auto it = p.begin(); it != p.end(); ++it)
+                if (it.key() != "type" && it.key() != "properties" && it.key() != "required" &&
+                    it.key() != "additionalProperties" && !annotation_only(ojson{{it.key(), it.value()}}))
+                    fail(path, "'allOf': '" + it.key() + "' cannot be merged");
+            if (p.contains("properties")) {
+                if (!p["properties"].is_object()) fail(path, "'properties' must be an object");
+                for (auto it = p["properties"].begin(); it != p["properties"].end(); ++it) {
+                    ojson& slot = merged["properties"][it.key()];
+                    if (slot.is_null() || slot == ojson::object() || slot == it.value()) {
+                        if (slot.is_null() || slot == ojson::object()) slot = it.value();
+                    } else if (it.value() != ojson::object()) {
+                        if (!is_object(slot) || !is_object(it.value()))
+                            fail(path, "'allOf': property '" + it.key() + "' has different schemas in its parts");
+                        slot = merge_all_of({{"allOf", {slot, it.value()}}}, path + "/" + it.key());
+                    }
+                }
+            }
+            if (p.contains("required")) {
+                if (!p["required"].is_array()) fail(path, "'required' must be an array of property names");
+                for (const ojson& k : p["required"])
+                    if (std::find(merged["required"].begin(), merged["required"].end(), k) == merged["required"].end())
+                        merged["required"].push_back(k);
+            }
+            if (p.contains("additionalProperties")) {
+                const ojson& ap = p["additionalProperties"];
+                if (ap.is_boolean() && !ap.get<bool>()) closed = true;
+                else if (!ap.is_boolean()) fail(path, "'allOf': additionalProperties with a schema cannot be merged");
+            }
+        }
+        if (closed) merged["additionalProperties"] = false;
+        return merged;
     }
 
     // OpenAI's other string formats, as grammars of their common forms (within JSON strings, so no quotes or

@@ -5,7 +5,7 @@
 // array (items, prefixItems, minItems, maxItems), string (minLength, maxLength, or a format: date, time,
 // date-time, duration, email, hostname, ipv4, ipv6, uuid), integer and number with minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4's booleans too;
 // exact digit-range grammars, grammar/numeric_range.h: integer bounds round inward, a bounded number has integer
-// bounds and no exponent), boolean, null, enum, const, anyOf, oneOf, allOf of one schema, $ref to #/$defs/... or
+// bounds and no exponent), boolean, null, enum, const, anyOf, oneOf, allOf (objects merge, one constraining part is that part), $ref to #/$defs/... or
 // #/definitions/... (recursion allowed). A bound or length keyword without a type implies its type. Counts are
 // non-negative integers (never truncated). Annotations (title, description, default, examples, $schema, $id,
 // $comment) have no effect. Any other keyword would change what is valid and is refused (tandem::Error naming
