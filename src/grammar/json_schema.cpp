@@ -29,6 +29,11 @@ null   ::= "null" ws
 ws     ::= (" " | "\n" [ \t]{0,20})?
 )";
 
+// Keywords that constrain nothing: annotations, and the definitions $ref reads.
+const std::set<std::string> kAnnotations = {"title", "description", "default",    "examples", "$schema",
+                                            "$id",   "$comment",    "deprecated", "readOnly", "writeOnly",
+                                            "$defs", "definitions", "strict",     "name"};
+
 // A GBNF literal for a JSON text.
 std::string literal(const std::string& s) {
     std::string out = "\"";
@@ -124,9 +129,6 @@ private:
             return "value";
         }
         if (!s.is_object()) fail(path, "a schema must be an object or a boolean");
-        static const std::set<std::string> kNoEffect = {"title", "description", "default",    "examples", "$schema",
-                                                        "$id",   "$comment",    "deprecated", "readOnly", "writeOnly",
-                                                        "$defs", "definitions", "strict",     "name"};
         static const std::set<std::string> kHandled = {"type",
                                                        "properties",
                                                        "required",
@@ -149,7 +151,7 @@ private:
                                                        "exclusiveMinimum",
                                                        "exclusiveMaximum"};
         for (auto it = s.begin(); it != s.end(); ++it)
-            if (!kNoEffect.count(it.key()) && !kHandled.count(it.key()))
+            if (!kAnnotations.count(it.key()) && !kHandled.count(it.key()))
                 fail(path, "'" + it.key() +
                                "' is not supported (it would change what is valid, and tandem does not enforce it)");
 
@@ -198,30 +200,35 @@ private:
         return "value";  // {}: any JSON value
     }
 
+    // The schema a local reference (#/$defs/NAME, #/definitions/NAME) names, or null; *name: NAME ("" when the
+    // reference is not a local one).
+    const ojson* local_def(const std::string& r, std::string* name) const {
+        name->clear();
+        for (const char* pre : {"#/$defs/", "#/definitions/"})
+            if (r.rfind(pre, 0) == 0) *name = r.substr(std::strlen(pre));
+        if (name->empty()) return nullptr;
+        for (const char* k : {"$defs", "definitions"})
+            if (auto d = root_->find(k); d != root_->end() && d->contains(*name)) return &(*d)[*name];
+        return nullptr;
+    }
+
     std::string ref(const std::string& r, const std::string& path) {
         std::string name;
-        for (const char* pre : {"#/$defs/", "#/definitions/"})
-            if (r.rfind(pre, 0) == 0) name = r.substr(std::strlen(pre));
+        const ojson* def = local_def(r, &name);
         if (name.empty()) fail(path, "only local references (#/$defs/NAME, #/definitions/NAME) are supported: " + r);
-        const ojson* defs = nullptr;
-        for (const char* k : {"$defs", "definitions"})
-            if (auto d = root_->find(k); d != root_->end() && d->contains(name)) defs = &*d;
-        if (!defs) fail(path, "the reference " + r + " is not defined");
+        if (!def) fail(path, "the reference " + r + " is not defined");
         if (auto it = refs_.find(r); it != refs_.end()) return it->second;
         const std::string rule = add_rule("ref-" + name, "value");  // placeholder: recursion refers to it
         refs_[r] = rule;
-        rules_[rule] = visit((*defs)[name], "#/$defs/" + name);
+        rules_[rule] = visit(*def, "#/$defs/" + name);
         return rule;
     }
 
     // Whether a schema only annotates (title, description, ...): it constrains nothing.
     static bool annotation_only(const ojson& s) {
-        static const std::set<std::string> kNotes = {"title",      "description", "default",   "examples", "$comment",
-                                                     "deprecated", "readOnly",    "writeOnly", "$schema",  "$id",
-                                                     "$defs",      "definitions", "strict",    "name"};
         if (!s.is_object()) return false;
         for (auto it = s.begin(); it != s.end(); ++it)
-            if (!kNotes.count(it.key())) return false;
+            if (!kAnnotations.count(it.key())) return false;
         return true;
     }
 
@@ -241,15 +248,11 @@ private:
         for (const ojson& e : list) {
             ojson part = e;
             for (int hops = 0; part.is_object() && part.contains("$ref") && hops < 8; hops++) {
-                const std::string r = part["$ref"].get<std::string>();
+                if (!part["$ref"].is_string()) break;  // visit() reports it
                 std::string name;
-                for (const char* pre : {"#/$defs/", "#/definitions/"})
-                    if (r.rfind(pre, 0) == 0) name = r.substr(std::strlen(pre));
-                const ojson* defs = nullptr;
-                for (const char* k : {"$defs", "definitions"})
-                    if (root_->contains(k) && (*root_)[k].contains(name)) defs = &(*root_)[k];
-                if (name.empty() || !defs) break;  // visit() reports it
-                ojson target = (*defs)[name];
+                const ojson* def = local_def(part["$ref"].get<std::string>(), &name);
+                if (!def) break;  // visit() reports it
+                ojson target = *def;
                 if (target.is_object() && target.contains("$ref") && target["$ref"] == part["$ref"]) break;
                 part = target;
             }
