@@ -2,6 +2,9 @@
 // masks the vocabulary trie computes, checked against matching every token's text one by one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
+
 #include <nlohmann/json.hpp>
 
 #include "grammar/grammar.h"
@@ -341,9 +344,13 @@ TEST(JsonSchema, GrammarAcceptsValidDocumentsAndRefusesOthers) {
 
 TEST(JsonSchema, KeywordsThatWouldBeIgnoredAreRefused) {
     for (const char* s :
-         {R"({"type": "string", "pattern": "^a+$"})", R"({"type": "integer", "multipleOf": 3})",
-          R"({"not": {"type": "string"}})", R"({"type": "array", "uniqueItems": true})",
-          R"({"type": "string", "format": "idn-email"})", R"({"allOf": [{"type": "string"}, {"type": "integer"}]})",
+         {R"({"type": "integer", "multipleOf": 1001})", R"({"type": "number", "multipleOf": 0.25})",
+          R"({"type": "integer", "multipleOf": 7, "minimum": 3, "maximum": 100000})",
+          R"({"type": "integer", "multipleOf": 0})",
+          R"({"type": "object", "properties": {"a": {}}, "propertyNames": {"maxLength": 3}})",
+          R"({"type": "object", "propertyNames": {"type": "integer"}})", R"({"not": {"type": "string"}})",
+          R"({"type": "array", "uniqueItems": true})", R"({"type": "string", "format": "idn-email"})",
+          R"({"allOf": [{"type": "string"}, {"type": "integer"}]})",
           R"({"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}},
                                         {"type": "object", "properties": {"a": {"type": "integer"}}}]})",
           R"({"$ref": "https://example.com/s.json"})", R"({"$ref": "#/$defs/missing"})",
@@ -352,6 +359,60 @@ TEST(JsonSchema, KeywordsThatWouldBeIgnoredAreRefused) {
     }
     EXPECT_NO_THROW(
         json_schema_to_gbnf(nlohmann::ordered_json::parse(R"({"title": "T", "description": "d", "type": "string"})")));
+}
+
+// multipleOf against arithmetic: every integer text in a window is accepted exactly when its value is a multiple
+// (alone, with bounds that fix the sign, with bounds listing few, and powers of ten with any bounds); numbers with
+// multipleOf 10^-k have at most k fraction digits. propertyNames constrains a map's keys.
+TEST(JsonSchema, MultipleOfAndPropertyNamesAcceptExactlyWhatTheyShould) {
+    auto accepts = [](const std::string& schema, const std::string& text) {
+        Matcher m(parse_gbnf(json_schema_to_gbnf(nlohmann::ordered_json::parse(schema))));
+        return m.accept_bytes(text) && m.can_end();
+    };
+    struct Case {
+        std::string schema;
+        int64_t m, lo, hi;
+    };
+    const Case cases[] = {
+        {R"({"type": "integer", "multipleOf": 7})", 7, INT64_MIN, INT64_MAX},
+        {R"({"type": "integer", "multipleOf": 12, "minimum": 0})", 12, 0, INT64_MAX},
+        {R"({"type": "integer", "multipleOf": 3, "exclusiveMinimum": 0})", 3, 1, INT64_MAX},
+        {R"({"type": "integer", "multipleOf": 6, "maximum": -1})", 6, INT64_MIN, -1},
+        {R"({"type": "integer", "multipleOf": 5, "minimum": -42, "maximum": 77})", 5, -42, 77},
+        {R"({"type": "number", "multipleOf": 4, "minimum": 0.5})", 4, 1, INT64_MAX},
+        {R"({"type": "integer", "multipleOf": 100})", 100, INT64_MIN, INT64_MAX},
+        {R"({"type": "integer", "multipleOf": 10, "minimum": -15, "maximum": 1234})", 10, -15, 1234},
+        {R"({"type": "integer", "multipleOf": 1000, "minimum": 1})", 1000, 1, INT64_MAX},
+    };
+    for (const auto& c : cases) {
+        const auto g = parse_gbnf(json_schema_to_gbnf(nlohmann::ordered_json::parse(c.schema)));
+        for (int64_t v = -2100; v <= 2100; v++) {
+            Matcher m(g);
+            const bool want = v % c.m == 0 && v >= c.lo && v <= c.hi;
+            ASSERT_EQ(m.accept_bytes(std::to_string(v)) && m.can_end(), want) << c.schema << " " << v;
+        }
+        Matcher lead(g);
+        EXPECT_FALSE(lead.accept_bytes("07") && lead.can_end()) << c.schema;
+    }
+    EXPECT_TRUE(accepts(R"({"type": "integer", "multipleOf": 7})", "700000000000007"));
+    EXPECT_FALSE(accepts(R"({"type": "integer", "multipleOf": 7})", "700000000000008"));
+    EXPECT_TRUE(accepts(R"({"type": "integer", "multipleOf": 0.5})", "3"));  // every integer is a multiple of 1/2
+    const std::string cents = R"({"type": "number", "multipleOf": 0.01})";
+    for (const char* ok : {"1", "-3.5", "0.25", "1200.07"}) EXPECT_TRUE(accepts(cents, ok)) << ok;
+    for (const char* bad : {"0.125", "1e2", "1.001"}) EXPECT_FALSE(accepts(cents, bad)) << bad;
+    const std::string price = R"({"type": "number", "multipleOf": 0.01, "exclusiveMinimum": 0, "maximum": 10})";
+    for (const char* ok : {"0.01", "9.99", "10", "10.00", "3"}) EXPECT_TRUE(accepts(price, ok)) << ok;
+    for (const char* bad : {"0", "0.00", "10.01", "0.001", "-1"}) EXPECT_FALSE(accepts(price, bad)) << bad;
+    const std::string map =
+        R"({"type": "object", "propertyNames": {"maxLength": 3}, "additionalProperties": {"type": "integer"}})";
+    for (const char* ok : {"{}", R"({"ab": 1})", R"({"ab": 1, "xyz": 2})"}) EXPECT_TRUE(accepts(map, ok)) << ok;
+    for (const char* bad : {R"({"abcd": 1})", R"({"ab": "1"})"}) EXPECT_FALSE(accepts(map, bad)) << bad;
+    const std::string names = R"({"type": "object", "propertyNames": {"enum": ["x", "y"]}})";
+    EXPECT_TRUE(accepts(names, R"({"x": [1], "y": null})"));
+    EXPECT_FALSE(accepts(names, R"({"z": 1})"));
+    EXPECT_TRUE(accepts(R"({"type": "object", "propertyNames": false})", "{}"));
+    EXPECT_FALSE(accepts(R"({"type": "object", "propertyNames": false})", R"({"a": 1})"));
+    EXPECT_TRUE(accepts(R"({"type": "array", "uniqueItems": false})", "[1, 1]"));
 }
 
 // Numeric bounds (grammar/numeric_range.h) against arithmetic: every integer text in a window, and decimal texts
@@ -485,4 +546,115 @@ TEST(Grammar, HostileGrammarsAreErrors) {
     nlohmann::ordered_json deep = {{"type", "string"}};
     for (int i = 0; i < 100; i++) deep = {{"type", "array"}, {"items", deep}};
     EXPECT_THROW(json_schema_to_gbnf(deep), Error);
+}
+
+namespace {
+// The vocabulary of stories260K as the constraint sees it, for the grammar-bound tests.
+struct SmallVocab {
+    std::unique_ptr<Tokenizer> tok;
+    std::vector<std::string> pieces;
+    SmallVocab() {
+        auto f = GgufFile::open(test::shared_file("models/stories260K.gguf"));
+        tok = Tokenizer::from_gguf(*f);
+        pieces.resize(size_t(tok->n_vocab()));
+        for (int32_t id = 0; id < tok->n_vocab(); id++)
+            if (tok->token_attr(id) != TokenAttr::CONTROL) pieces[size_t(id)] = tok->token_to_piece(id, false);
+    }
+};
+std::string what_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const GrammarLimit& e) {
+        return e.what();
+    }
+    return "(no GrammarLimit)";
+}
+}  // namespace
+
+// Issue 26, defects 1 and 4: small grammars that made the matcher take the engine's time and memory end at a
+// named bound instead (the server answers 400 before the engine sees them: FrontEnd::constrain checks the first
+// mask). Before the bounds: the first took 11 s and 625 MB for 4 tokens, the chain overflowed the stack.
+TEST(Grammar, GrammarsPastTheMatchersBoundsEndAtANamedBound) {
+    SmallVocab v;
+    VocabTrie trie(v.pieces);
+    auto chain = [](int depth, int alternatives) {  // c0 ::= c1 "q" ... : deep stacks, many of them
+        std::string g = "root ::= c0\n";
+        for (int i = 0; i < depth; i++) g += strprintf("c%d ::= c%d \"q\"\n", i, i + 1);
+        g += strprintf("c%d ::= [a-z ]{30} \"N\"", depth);
+        for (int a = 1; a < alternatives; a++) g += " | [a-z ]{30} \"N\"";
+        return g + "\n";
+    };
+    const auto big = parse_gbnf(chain(500, 4000));
+    EXPECT_NE(what_of([&] { Matcher m(big); }).find("the bound is 262144"), std::string::npos);
+    const auto under = parse_gbnf(chain(500, 500));  // 250,000 positions: a state within the bound, masks past it
+    EXPECT_NE(what_of([&] {
+                  Matcher m(under);
+                  MaskMemo memo;
+                  std::vector<uint8_t> mask;
+                  trie.allowed(m, v.tok->eog_ids(), mask, &memo);
+              }).find("16777216 rule-position steps"),
+              std::string::npos);
+    // 19,000 rules that each match empty, referred to 2,500 times per alternative: linear to parse, and a bound
+    // on the positions visited for one character
+    std::string g = "root ::= big\nbig ::= ";
+    for (int a = 0; a < 40; a++) {
+        if (a) g += " | ";
+        for (int k = 0; k < 2500; k++) g += "n0 ";
+        g += "\"x\"";
+    }
+    g += "\n";
+    for (int i = 0; i < 19000; i++) g += strprintf("n%d ::= n%d\n", i, i + 1);
+    g += "n19000 ::= \"\"\n";
+    const auto nullable = parse_gbnf(g);
+    EXPECT_NE(what_of([&] { Matcher m(nullable); }).find("rule positions visited for one character"),
+              std::string::npos);
+    // a JSON schema's masks stay far below the bound
+    const auto js = parse_gbnf(json_object_gbnf());
+    Matcher m(js);
+    MaskMemo memo;
+    std::vector<uint8_t> mask;
+    for (const char* text : {"{", "\"ab", "\": [1, ", "{\"x\": \"y\"}"}) {
+        ASSERT_TRUE(m.accept_bytes(text)) << text;
+        EXPECT_NO_THROW(trie.allowed(m, v.tok->eog_ids(), mask, &memo));
+    }
+}
+
+// Issue 26, defect 7: what a grammar lets through is text (Unicode scalar values in UTF-8), and a grammar that
+// allows no token is an error, never an output outside its rules.
+TEST(Grammar, OutputIsAlwaysValidUtf8AndAGrammarThatAllowsNothingIsAnError) {
+    const auto none = parse_gbnf("root ::= [^\\x00-\\U0010FFFF]");
+    Matcher m(none);
+    EXPECT_FALSE(m.accept_bytes("\xF4\xB4\x80\x80"));  // would decode past U+10FFFF
+    EXPECT_FALSE(m.accept_bytes("\xF4\xB4"));  // cannot become a scalar value
+    const auto any = parse_gbnf("root ::= .");
+    Matcher a(any);
+    EXPECT_FALSE(a.accept_bytes("\xED\xA0\x80"));  // a surrogate half
+    EXPECT_FALSE(a.accept_bytes("\xED\xA0"));
+    EXPECT_TRUE(a.accept_bytes("\xED\x9F"));  // U+D7C0..U+D7FF are fine
+    EXPECT_TRUE(a.accept_bytes("\xBF") && a.can_end());
+    EXPECT_FALSE(a.accept(0xD800));
+    EXPECT_FALSE(Matcher(any).accept(0x110000));
+    // the vocabulary walk: a byte token of F4 B4 80 80 is never allowed
+    VocabTrie trie({"\xF4\xB4\x80\x80", "\xF4", "\x8F\xBF\xBF", "a"});
+    std::vector<uint8_t> mask;
+    trie.allowed(m, {}, mask);
+    EXPECT_EQ(mask, (std::vector<uint8_t>{0, 0, 0, 0}));
+    Matcher ok(any);
+    trie.allowed(ok, {}, mask);
+    EXPECT_EQ(mask, (std::vector<uint8_t>{0, 1, 0, 1}));  // F4 may begin U+10xxxx; a lone continuation never
+    // the constraint: no token allowed is a GrammarLimit (a 400), for the first token and later ones
+    SmallVocab v;
+    ConstraintVocab cv(*v.tok);
+    auto c = cv.constrain(none);
+    ConstraintState s(*c);
+    MaskMemo memo;
+    EXPECT_NE(what_of([&] { s.allowed(*c, memo, mask, v.tok->n_vocab()); }).find("no token can continue"),
+              std::string::npos);
+    auto later = cv.constrain(parse_gbnf("root ::= \"a\" [^\\x00-\\U0010FFFF]"));
+    ConstraintState t(*later);
+    const auto a_id = std::find(v.pieces.begin(), v.pieces.end(), "a") - v.pieces.begin();
+    ASSERT_LT(size_t(a_id), v.pieces.size());
+    ASSERT_TRUE(t.advance(*later, int32_t(a_id)));
+    EXPECT_NE(what_of([&] { t.allowed(*later, memo, mask, v.tok->n_vocab()); }).find("no token can continue"),
+              std::string::npos);
 }

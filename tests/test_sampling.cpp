@@ -119,6 +119,24 @@ TEST(Sampling, PenaltiesAndLogitBias) {
     EXPECT_THROW(Sampler(SamplerParams{.logit_bias = {{9, 1.0f}}}, 4), Error);
 }
 
+// ignore_eos bans the end-of-generation tokens (llama.cpp: "implies --logit-bias EOS-inf"), except where the
+// allowed set holds nothing else: a finished grammar ends the text (issue 26, defect 7: `root ::= ""` with
+// ignore_eos gave eight "</s>").
+TEST(Sampling, BannedEndsGiveWayOnlyToAFinishedGrammar) {
+    std::vector<float> l = {1.0f, 3.0f, 2.0f, 0.5f};  // token 1 is the end
+    SamplerParams p = plain(0.0f);
+    p.banned_ends = {1};
+    Distribution d;
+    Sampler(p, 4).distribution(l.data(), {}, d);
+    EXPECT_EQ(d.prob(1), 0.0f);
+    EXPECT_EQ(d.prob(2), 1.0f);
+    const uint8_t some[4] = {0, 1, 0, 1}, only_end[4] = {0, 1, 0, 0};
+    Sampler(p, 4).distribution(l.data(), {}, d, some);
+    EXPECT_EQ(d.prob(3), 1.0f);
+    Sampler(p, 4).distribution(l.data(), {}, d, only_end);
+    EXPECT_EQ(d.prob(1), 1.0f);
+}
+
 TEST(Sampling, FixedSeedIsReproducibleAndFrequenciesMatch) {
     auto l = logits_of({0.1, 0.2, 0.3, 0.4});
     SamplerParams sp = plain();

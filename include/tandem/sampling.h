@@ -22,6 +22,9 @@ struct SamplerParams {
     float frequency_penalty = 0.0f;
     int penalty_last_n = 64;  // tokens of history the penalties look at; -1 = all
     std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logit; -inf bans a token
+    // ignore_eos (llama.cpp: "implies --logit-bias EOS-inf"): these end-of-generation tokens are banned, except where
+    // the allowed set (a grammar's mask) holds nothing else: a finished grammar ends the text even so.
+    std::vector<int32_t> banned_ends;
     // llama.cpp's default order (its "dry" and "xtc" are not implemented here).
     std::vector<SamplerKind> order = {SamplerKind::TOP_K, SamplerKind::TYPICAL_P, SamplerKind::TOP_P,
                                       SamplerKind::MIN_P, SamplerKind::TEMPERATURE};

@@ -311,24 +311,36 @@ private:
     std::multimap<std::string, int> used_;
 };
 
-void check_left_recursion(const Grammar& g) {
+// Which rules match the empty string: a work list over the alternatives, linear in the grammar's size (a
+// fixpoint that re-scans every rule per round is quadratic on a long chain of empty rules).
+std::vector<char> nullable_rules(const Grammar& g) {
     const size_t n = g.rules.size();
     std::vector<char> nullable(n, 0);
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (size_t r = 0; r < n; r++) {
-            if (nullable[r]) continue;
-            for (const auto& alt : g.rules[r].alts) {
-                bool all = true;
-                for (const auto& s : alt) all = all && s.is_rule && nullable[size_t(s.index)];
-                if (all) {
-                    nullable[r] = 1;
-                    changed = true;
-                    break;
-                }
-            }
+    std::vector<std::pair<int, int>> alts;  // (rule, rule references not yet known nullable)
+    std::vector<std::vector<int>> uses(n);  // rule -> the alternatives that refer to it, once per reference
+    std::vector<int> ready;
+    for (size_t r = 0; r < n; r++)
+        for (const auto& alt : g.rules[r].alts) {
+            if (std::any_of(alt.begin(), alt.end(), [](const Symbol& s) { return !s.is_rule; })) continue;
+            const int id = int(alts.size());
+            alts.push_back({int(r), int(alt.size())});
+            for (const auto& s : alt) uses[size_t(s.index)].push_back(id);
+            if (alt.empty() && !nullable[r]) nullable[r] = 1, ready.push_back(int(r));
+        }
+    while (!ready.empty()) {
+        const int q = ready.back();
+        ready.pop_back();
+        for (int id : uses[size_t(q)]) {
+            auto& [r, left] = alts[size_t(id)];
+            if (--left == 0 && !nullable[size_t(r)]) nullable[size_t(r)] = 1, ready.push_back(r);
         }
     }
+    return nullable;
+}
+
+void check_left_recursion(const Grammar& g) {
+    const size_t n = g.rules.size();
+    const std::vector<char> nullable = nullable_rules(g);
     // r -> rules that can start r
     std::vector<std::vector<int>> first(n);
     for (size_t r = 0; r < n; r++)
@@ -338,17 +350,28 @@ void check_left_recursion(const Grammar& g) {
                 first[r].push_back(s.index);
                 if (!nullable[size_t(s.index)]) break;
             }
+    // a cycle in `first` is left recursion: depth-first with an explicit stack (rule chains can be long)
     std::vector<int> color(n, 0);
-    std::function<void(int)> dfs = [&](int r) {
-        color[size_t(r)] = 1;
-        for (int q : first[size_t(r)]) {
+    std::vector<std::pair<int, size_t>> path;  // (rule, next edge)
+    for (size_t root = 0; root < n; root++) {
+        if (color[root] != 0) continue;
+        color[root] = 1;
+        path.push_back({int(root), 0});
+        while (!path.empty()) {
+            auto& [r, e] = path.back();
+            if (e == first[size_t(r)].size()) {
+                color[size_t(r)] = 2;
+                path.pop_back();
+                continue;
+            }
+            const int q = first[size_t(r)][e++];
             if (color[size_t(q)] == 1) throw Error("grammar: rule '" + g.rules[size_t(q)].name + "' is left-recursive");
-            if (color[size_t(q)] == 0) dfs(q);
+            if (color[size_t(q)] == 0) {
+                color[size_t(q)] = 1;
+                path.push_back({q, 0});
+            }
         }
-        color[size_t(r)] = 2;
-    };
-    for (size_t r = 0; r < n; r++)
-        if (color[r] == 0) dfs(int(r));
+    }
 }
 
 }  // namespace
@@ -361,49 +384,78 @@ std::shared_ptr<const Grammar> parse_gbnf(const std::string& text, const std::st
 }
 
 Matcher::Matcher(std::shared_ptr<const Grammar> g) : g_(std::move(g)) {
-    for (int a = 0; a < int(g_->rules[size_t(g_->root)].alts.size()); a++) expand({{g_->root, a, 0}}, stacks_);
-    std::sort(stacks_.begin(), stacks_.end());
-    stacks_.erase(std::unique(stacks_.begin(), stacks_.end()), stacks_.end());
+    Work work;
+    std::vector<Stack> todo;
+    for (int a = int(g_->rules[size_t(g_->root)].alts.size()) - 1; a >= 0; a--) todo.push_back({{g_->root, a, 0}});
+    expand(std::move(todo), stacks_, work);
+    normalize(stacks_);
 }
 
-void Matcher::expand(Stack s, std::vector<Stack>& out) const {
-    // Bounds, so a request's grammar cannot exhaust memory or the stack: parse stacks deeper than 2000 rules,
-    // or more than 20000 live alternatives at once (a grammar that ambiguous is refused as it is met).
-    if (s.size() > 2000) throw GrammarLimit("grammar: rules nested more than 2000 deep while matching");
-    if (out.size() > 20000)
-        throw GrammarLimit("grammar: more than 20000 parse states at once (the grammar is too ambiguous)");
-    for (;;) {
-        if (s.empty()) {
-            out.push_back(s);
-            return;
+void Matcher::normalize(std::vector<Stack>& stacks) {
+    std::sort(stacks.begin(), stacks.end());
+    stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
+    size_t positions = 0;
+    for (const auto& s : stacks) positions += s.size();
+    if (positions > kMaxStatePositions)
+        throw GrammarLimit(
+            strprintf("grammar: a parse state of %zu stacks holding %zu rule positions (the bound is "
+                      "%zu: the grammar is too deep and ambiguous at once)",
+                      stacks.size(), positions, kMaxStatePositions));
+}
+
+void Matcher::expand(std::vector<Stack> todo, std::vector<Stack>& out, Work& work) const {
+    // An explicit work list, not recursion: rules that match the empty string may chain without bound of depth.
+    while (!todo.empty()) {
+        Stack s = std::move(todo.back());
+        todo.pop_back();
+        for (;;) {
+            work.used += int64_t(s.size()) + 1;
+            if (work.used > kStepWork)
+                throw GrammarLimit(
+                    strprintf("grammar: more than %lld rule positions visited for one character "
+                              "(rules chained through empty matches)",
+                              (long long)kStepWork));
+            if (s.size() > kMaxStackDepth)
+                throw GrammarLimit(
+                    strprintf("grammar: rules nested more than %zu deep while matching", kMaxStackDepth));
+            if (s.empty()) {
+                out.push_back(std::move(s));
+                break;
+            }
+            const Pos top = s.back();
+            const auto& alt = g_->rules[size_t(top.rule)].alts[size_t(top.alt)];
+            if (size_t(top.sym) == alt.size()) {  // this alternative is done: back to the rule that referred to it
+                s.pop_back();
+                continue;
+            }
+            const Symbol& sym = alt[size_t(top.sym)];
+            if (!sym.is_rule) {
+                out.push_back(std::move(s));
+                break;
+            }
+            s.back().sym++;
+            // a reference at the end of its alternative is a tail call: the caller has nothing left to match, so it
+            // is not kept (right recursion such as x* runs in constant stack depth, as in llama.cpp)
+            if (size_t(s.back().sym) == alt.size()) s.pop_back();
+            const auto& alts = g_->rules[size_t(sym.index)].alts;
+            for (int a = int(alts.size()) - 1; a >= 1; a--) {
+                Stack t = s;
+                t.push_back({sym.index, a, 0});
+                todo.push_back(std::move(t));
+            }
+            s.push_back({sym.index, 0, 0});
         }
-        const Pos top = s.back();
-        const auto& alt = g_->rules[size_t(top.rule)].alts[size_t(top.alt)];
-        if (size_t(top.sym) == alt.size()) {  // this alternative is done: back to the rule that referred to it
-            s.pop_back();
-            continue;
-        }
-        const Symbol& sym = alt[size_t(top.sym)];
-        if (!sym.is_rule) {
-            out.push_back(s);
-            return;
-        }
-        s.back().sym++;
-        // a reference at the end of its alternative is a tail call: the caller has nothing left to match, so it
-        // is not kept (right recursion such as x* runs in constant stack depth, as in llama.cpp)
-        if (size_t(s.back().sym) == alt.size()) s.pop_back();
-        const auto& alts = g_->rules[size_t(sym.index)].alts;
-        for (int a = 0; a < int(alts.size()); a++) {
-            Stack t = s;
-            t.push_back({sym.index, a, 0});
-            expand(std::move(t), out);
-        }
-        return;
+        if (out.size() > kMaxStacks)
+            throw GrammarLimit(
+                strprintf("grammar: more than %zu parse states at once (the grammar is too ambiguous)", kMaxStacks));
     }
 }
 
-std::vector<Matcher::Stack> Matcher::step(const std::vector<Stack>& from, uint32_t cp) const {
-    std::vector<Stack> out;
+std::vector<Matcher::Stack> Matcher::step(const std::vector<Stack>& from, uint32_t cp, Work* work) const {
+    Work local;
+    Work& w = work ? *work : local;
+    const int64_t before = w.used;
+    std::vector<Stack> out, todo;
     for (const Stack& s : from) {
         if (s.empty()) continue;
         const Pos& top = s.back();
@@ -411,14 +463,18 @@ std::vector<Matcher::Stack> Matcher::step(const std::vector<Stack>& from, uint32
         if (!g_->sets[size_t(sym.index)].contains(cp)) continue;
         Stack t = s;
         t.back().sym++;
-        expand(std::move(t), out);
+        todo.push_back(std::move(t));
     }
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
+    // the step's own bound counts from zero; a mask's bound (allowed) counts every step it takes
+    Work mine;
+    expand(std::move(todo), out, mine);
+    w.used = before + mine.used;
+    normalize(out);
     return out;
 }
 
 bool Matcher::accept(uint32_t cp) {
+    if (!scalar_value(cp)) return false;
     auto next = step(stacks_, cp);
     if (next.empty()) return false;
     stacks_ = std::move(next);
@@ -427,13 +483,17 @@ bool Matcher::accept(uint32_t cp) {
 
 bool Matcher::partial_viable(const std::vector<Stack>& stacks, const Partial& p) const {
     const int unknown = 6 * p.need;
-    const uint32_t lo = std::max(p.value << unknown, p.min), hi = (p.value << unknown) | ((1u << unknown) - 1);
-    if (lo > hi) return false;
+    // the code points the open sequence may still become: Unicode scalar values only (no surrogates, none past
+    // U+10FFFF), so a grammar never lets through bytes that are not UTF-8
+    const uint32_t lo = std::max(p.value << unknown, p.min);
+    const uint32_t hi = std::min((p.value << unknown) | ((1u << unknown) - 1), kMaxCodePoint);
+    const std::pair<uint32_t, uint32_t> parts[2] = {{lo, std::min(hi, 0xD7FFu)}, {std::max(lo, 0xE000u), hi}};
     for (const auto& st : stacks) {
         if (st.empty()) continue;
         const Pos& top = st.back();
         const Symbol& sym = g_->rules[size_t(top.rule)].alts[size_t(top.alt)][size_t(top.sym)];
-        if (g_->sets[size_t(sym.index)].intersects(lo, hi)) return true;
+        for (const auto& [a, b] : parts)
+            if (a <= b && g_->sets[size_t(sym.index)].intersects(a, b)) return true;
     }
     return false;
 }
@@ -457,6 +517,7 @@ bool Matcher::accept_bytes(const std::string& s) {
         if ((b & 0xc0) != 0x80) return false;
         p.value = (p.value << 6) | (b & 0x3fu);
         if (--p.need == 0) {
+            if (!scalar_value(p.value)) return false;
             cur = step(cur, p.value);
             if (cur.empty()) return false;
             p = Partial{};
@@ -499,6 +560,7 @@ int MaskMemo::intern(std::vector<Matcher::Stack> s) {
     auto it = ids.find(s);
     if (it != ids.end()) return it->second;
     const int id = int(states.size());
+    for (const auto& st : s) bytes += 2 * (sizeof(Matcher::Stack) + st.size() * sizeof(Matcher::Pos));  // key + copy
     ids.emplace(s, id);
     states.push_back(std::move(s));
     return id;
@@ -508,7 +570,7 @@ void VocabTrie::allowed(const Matcher& m, const std::vector<int32_t>& eog, std::
                         MaskMemo* memo) const {
     MaskMemo local;
     MaskMemo& mm = memo ? *memo : local;
-    if (mm.states.size() > 100000) mm = MaskMemo{};  // bounded memory over a very long generation
+    if (mm.bytes > MaskMemo::kMaxBytes) mm = MaskMemo{};  // bounded memory over a very long generation
     using Partial = Matcher::Partial;
     const int start = mm.intern(m.stacks());
     const Partial p0 = m.partial();
@@ -517,11 +579,17 @@ void VocabTrie::allowed(const Matcher& m, const std::vector<int32_t>& eog, std::
         out = it->second;
     } else {
         out.assign(size_t(n_tokens_), 0);
+        Matcher::Work work;
         auto step = [&](int state, uint32_t cp) {
             const uint64_t k = uint64_t(state) << 21 | cp;
             auto f = mm.next.find(k);
             if (f != mm.next.end()) return f->second;
-            auto next = m.step(mm.states[size_t(state)], cp);
+            auto next = m.step(mm.states[size_t(state)], cp, &work);
+            if (work.used > kMaskWork)
+                throw GrammarLimit(
+                    strprintf("grammar: finding the allowed tokens took more than %lld rule-position "
+                              "steps (the grammar is too ambiguous for this vocabulary)",
+                              (long long)kMaskWork));
             const int id = next.empty() ? -1 : mm.intern(std::move(next));
             mm.next.emplace(k, id);
             return id;
@@ -548,7 +616,7 @@ void VocabTrie::allowed(const Matcher& m, const std::vector<int32_t>& eog, std::
                 if ((b & 0xc0) != 0x80) continue;
                 q.value = (q.value << 6) | (b & 0x3fu);
                 if (--q.need == 0) {
-                    const int next = step(state, q.value);
+                    const int next = scalar_value(q.value) ? step(state, q.value) : -1;
                     if (next >= 0) walk(child, next, Partial{});
                 } else if (m.partial_viable(mm.states[size_t(state)], q)) {
                     walk(child, state, q);
@@ -557,6 +625,7 @@ void VocabTrie::allowed(const Matcher& m, const std::vector<int32_t>& eog, std::
         };
         walk(0, start, p0);
         if (mm.masks.size() >= 64) mm.masks.clear();
+        mm.bytes += out.size();
         mm.masks.emplace(key, out);
     }
     const bool end = m.can_end();

@@ -47,11 +47,19 @@ struct Grammar {
 // parse_gbnf (tandem/grammar.h) throws tandem::Error naming the line and what is wrong: syntax, an undefined
 // rule, a missing `root`, left recursion.
 
-// A matcher bound met while generating (rules nested too deep, too many live alternatives): the grammar's fault,
-// so a server answers it as a bad request.
+// A matcher bound met while generating: the grammar's fault, so a server answers it as a bad request. The bounds
+// keep one request's grammar from taking the engine's time or memory (each message names its bound):
+constexpr size_t kMaxStackDepth = 2000;  // rules nested in one parse stack
+constexpr size_t kMaxStacks = 20000;  // live alternatives (parse stacks) in one state
+constexpr size_t kMaxStatePositions = size_t(1) << 18;  // rule positions summed over a state's stacks (3 MiB)
+constexpr int64_t kStepWork = int64_t(1) << 22;  // rule positions visited by one character's step
+constexpr int64_t kMaskWork = int64_t(1) << 24;  // ... by all the steps of one mask (about 0.2 s; JSON schemas: < 0.2M)
+constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 struct GrammarLimit : Error {
     using Error::Error;
 };
+// A Unicode scalar value: what text may hold (no surrogate halves, nothing past U+10FFFF).
+inline bool scalar_value(uint32_t cp) { return cp <= kMaxCodePoint && (cp < 0xD800 || cp > 0xDFFF); }
 
 // The matcher state: copyable (speculative decoding keeps one per drafted position and rolls back by copying).
 class Matcher {
@@ -84,11 +92,18 @@ public:
     bool partial_viable(const std::vector<Stack>& stacks, const Partial& p) const;
     const std::vector<Stack>& stacks() const { return stacks_; }
     void set_stacks(std::vector<Stack> s) { stacks_ = std::move(s); }
-    // The stacks after one code point (empty when refused): the step the vocabulary walk repeats.
-    std::vector<Stack> step(const std::vector<Stack>& from, uint32_t cp) const;
+    // Work done, in rule positions visited (kStepWork, kMaskWork).
+    struct Work {
+        int64_t used = 0;
+    };
+    // The stacks after one code point (empty when refused): the step the vocabulary walk repeats. Adds its work to
+    // `work`. Throws GrammarLimit past a bound.
+    std::vector<Stack> step(const std::vector<Stack>& from, uint32_t cp, Work* work = nullptr) const;
 
 private:
-    void expand(Stack s, std::vector<Stack>& out) const;
+    // every stack of `todo` advanced to its next character set (or to the end), into `out`
+    void expand(std::vector<Stack> todo, std::vector<Stack>& out, Work& work) const;
+    static void normalize(std::vector<Stack>& stacks);  // sorted, unique, within kMaxStatePositions
     std::shared_ptr<const Grammar> g_;
     std::vector<Stack> stacks_;
     Partial partial_;
@@ -96,8 +111,10 @@ private:
 
 // What repeats within one generation, remembered: the parse states met (interned), their steps by one code
 // point, and the allowed-token mask of whole states (inside a JSON string every token starts from the same state).
-// One per generation; not thread-safe.
+// One per generation; not thread-safe. allowed() throws GrammarLimit when one mask takes more than kMaskWork.
 struct MaskMemo {
+    static constexpr size_t kMaxBytes = size_t(64) << 20;  // about: cleared past it
+    size_t bytes = 0;  // held by states and masks, about
     std::map<std::vector<Matcher::Stack>, int> ids;
     std::vector<std::vector<Matcher::Stack>> states;
     std::unordered_map<uint64_t, int> next;  // (state << 21 | code point) -> state, -1: refused

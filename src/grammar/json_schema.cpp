@@ -34,6 +34,14 @@ const std::set<std::string> kAnnotations = {"title", "description", "default",  
                                             "$id",   "$comment",    "deprecated", "readOnly", "writeOnly",
                                             "$defs", "definitions", "strict",     "name"};
 
+// Keywords that pick or combine schemas, and those that constrain one kind of value (each kind lists its own in
+// Converter::typed). A keyword in neither list nor kAnnotations is refused by name.
+const std::set<std::string> kCombinators = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"};
+const std::set<std::string> kKinds = {"properties", "required",         "propertyNames",    "additionalProperties",
+                                      "items",      "prefixItems",      "minItems",         "maxItems",
+                                      "minLength",  "maxLength",        "format",           "minimum",
+                                      "maximum",    "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
+
 // A GBNF literal for a JSON text.
 std::string literal(const std::string& s) {
     std::string out = "\"";
@@ -129,29 +137,11 @@ private:
             return "value";
         }
         if (!s.is_object()) fail(path, "a schema must be an object or a boolean");
-        static const std::set<std::string> kHandled = {"type",
-                                                       "properties",
-                                                       "required",
-                                                       "additionalProperties",
-                                                       "items",
-                                                       "prefixItems",
-                                                       "minItems",
-                                                       "maxItems",
-                                                       "minLength",
-                                                       "maxLength",
-                                                       "format",
-                                                       "enum",
-                                                       "const",
-                                                       "anyOf",
-                                                       "oneOf",
-                                                       "allOf",
-                                                       "$ref",
-                                                       "minimum",
-                                                       "maximum",
-                                                       "exclusiveMinimum",
-                                                       "exclusiveMaximum"};
+        if (s.contains("uniqueItems") && !(s["uniqueItems"].is_boolean() && !s["uniqueItems"].get<bool>()))
+            fail(path, "'uniqueItems' is not supported: a grammar cannot say that the items of an array differ");
         for (auto it = s.begin(); it != s.end(); ++it)
-            if (!kAnnotations.count(it.key()) && !kHandled.count(it.key()))
+            if (!kAnnotations.count(it.key()) && !kCombinators.count(it.key()) && !kKinds.count(it.key()) &&
+                it.key() != "uniqueItems")  // false: constrains nothing
                 fail(path, "'" + it.key() +
                                "' is not supported (it would change what is valid, and tandem does not enforce it)");
 
@@ -189,11 +179,12 @@ private:
             }
             return typed(s, *t, path);
         }
-        if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties"))
+        if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties") ||
+            s.contains("propertyNames"))
             return typed(s, "object", path);
         if (s.contains("items") || s.contains("prefixItems")) return typed(s, "array", path);
         // a keyword of one kind without a type: that kind (so the keyword is enforced, never ignored)
-        for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+        for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
             if (s.contains(k)) return typed(s, "number", path);
         for (const char* k : {"minLength", "maxLength", "format"})
             if (s.contains(k)) return typed(s, "string", path);
@@ -382,7 +373,33 @@ private:
         lo_ex = flag("exclusiveMinimum"), hi_ex = flag("exclusiveMaximum");  // draft 4
         if (auto x = num("exclusiveMinimum"); x && (!lo || *x >= *lo)) lo = x, lo_ex = true;
         if (auto x = num("exclusiveMaximum"); x && (!hi || *x <= *hi)) hi = x, hi_ex = true;
-        if (!lo && !hi) return integer ? "(integer ws)" : "number";
+        // multipleOf: an integer m (a number that is a multiple of it is an integer: written as one), or for
+        // numbers 10^-k (at most k fraction digits); for integers 1/n constrains nothing. Others are refused.
+        std::optional<double> mult = num("multipleOf");
+        if (s.contains("multipleOf") && !mult) fail(path, "'multipleOf' must be a number");
+        int max_fraction = -1;
+        if (mult) {
+            const double m = *mult;
+            if (!(m > 0)) fail(path, "'multipleOf' must be greater than 0");
+            const double inv = 1 / m, k = std::round(std::log10(inv));
+            if (m == std::floor(m) && m <= 9.2e18) {
+                integer = true;
+                if (m == 1) mult.reset();
+            } else if (integer && std::fabs(inv - std::round(inv)) < 1e-9 * inv) {
+                mult.reset();
+            } else if (!integer && k >= 1 && k <= 9 && std::fabs(m * std::pow(10.0, k) - 1) < 1e-9) {
+                max_fraction = int(k);
+                mult.reset();
+            } else {
+                fail(path, "multipleOf " + ojson(m).dump() +
+                               " is not supported (integers are, and 0.1, 0.01, ... for numbers)");
+            }
+        }
+        if (!lo && !hi && !mult) {
+            if (max_fraction >= 0)
+                return add_rule(path, "integer (\".\" [0-9]{1," + std::to_string(max_fraction) + "})? ws");
+            return integer ? "(integer ws)" : "number";
+        }
         const double kLimit = 9.2e18;  // int64 texts; beyond it the side is open
         if ((lo && std::fabs(*lo) >= kLimit) || (hi && std::fabs(*hi) >= kLimit))
             fail(path, "a bound beyond +-9.2e18 is not supported");
@@ -391,7 +408,17 @@ private:
             if (lo) a = int64_t(lo_ex ? std::floor(*lo) + 1 : std::ceil(*lo));
             if (hi) b = int64_t(hi_ex ? std::ceil(*hi) - 1 : std::floor(*hi));
             if (a > b) fail(path, "no integer lies within minimum/maximum");
-            return add_rule(path, "(" + integer_range_gbnf(a, b) + ") ws");
+            if (!mult) return add_rule(path, "(" + integer_range_gbnf(a, b) + ") ws");
+            RuleSink sink{[&](const std::string& hint, const std::string& body) { return add_rule(hint, body); },
+                          [&](const std::string& name, const std::string& body) { rules_[name] = body; }};
+            std::string body;
+            try {
+                body = multiple_gbnf(uint64_t(*mult), a, b, sink);
+            } catch (const Error& e) {
+                fail(path, e.what());
+            }
+            if (body.empty()) fail(path, "no multiple of " + ojson(*mult).dump() + " lies within minimum/maximum");
+            return add_rule(path, "(" + body + ") ws");
         }
         for (auto v : {lo, hi})
             if (v && *v != std::floor(*v))
@@ -400,7 +427,7 @@ private:
         std::optional<Bound> a, b;
         if (lo) a = Bound{int64_t(*lo), lo_ex};
         if (hi) b = Bound{int64_t(*hi), hi_ex};
-        const std::string body = number_range_gbnf(a, b);
+        const std::string body = number_range_gbnf(a, b, max_fraction);
         if (body.empty()) fail(path, "no number lies within minimum/maximum");
         return add_rule(path, "(" + body + ") ws");
     }
@@ -409,20 +436,6 @@ private:
         if (!type.is_string()) fail(path, "'type' must be a string or a list of strings");
         const std::string t = type;
         auto only = [&](std::initializer_list<const char*> allowed) {
-            static const std::set<std::string> kKinds = {"properties",
-                                                         "required",
-                                                         "additionalProperties",
-                                                         "items",
-                                                         "prefixItems",
-                                                         "minItems",
-                                                         "maxItems",
-                                                         "minLength",
-                                                         "maxLength",
-                                                         "format",
-                                                         "minimum",
-                                                         "maximum",
-                                                         "exclusiveMinimum",
-                                                         "exclusiveMaximum"};
             for (auto it = s.begin(); it != s.end(); ++it) {
                 if (!kKinds.count(it.key())) continue;
                 bool ok = false;
@@ -463,7 +476,7 @@ private:
                                       "} \"\\\"\" ws");
         }
         if (t == "integer" || t == "number") {
-            only({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"});
+            only({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"});
             return numeric(s, t == "integer", path);
         }
         if (t == "boolean") return only({}), "boolean";
@@ -505,7 +518,7 @@ private:
             return add_rule(path, "\"[\" ws " + tail(0) + " \"]\" ws");
         }
         if (t == "object") {
-            only({"properties", "required", "additionalProperties"});
+            only({"properties", "required", "additionalProperties", "propertyNames"});
             std::vector<std::pair<std::string, std::string>> props;  // key literal, value rule
             std::set<std::string> required;
             if (auto r = s.find("required"); r != s.end()) {
@@ -529,10 +542,29 @@ private:
                 for (const auto& [name, kv] : req) found = found || name == k;
                 if (!found) fail(path, "required property '" + k + "' is not in 'properties'");
             }
+            // propertyNames: the keys of the properties beyond the declared ones (a map such as zod's record),
+            // a string schema; beside declared properties it is refused (their names are not checked against it).
+            // With propertyNames, an absent additionalProperties allows more pairs of any value.
+            std::string key = "string";
+            auto a = s.find("additionalProperties");
+            if (auto n = s.find("propertyNames"); n != s.end()) {
+                if (s.contains("properties") && !s["properties"].empty())
+                    fail(path, "'propertyNames' beside declared 'properties' is not supported (only for maps)");
+                if (n->is_boolean() && !n->get<bool>()) a = s.end(), key.clear();  // no key is allowed: {}
+                else if (!n->is_boolean()) {
+                    ojson names = *n;
+                    if (!names.contains("type")) names["type"] = "string";
+                    if (names["type"] != "string") fail(path, "'propertyNames' must be a schema of strings");
+                    key = visit(names, path + "/propertyNames");
+                }
+            }
             std::string extra;
-            if (auto a = s.find("additionalProperties"); a != s.end() && !(a->is_boolean() && !a->get<bool>())) {
-                const std::string v = a->is_boolean() ? "value" : visit(*a, path + "/additionalProperties");
-                extra = add_rule(path + "-extra", "string \":\" ws " + v);
+            const bool more =
+                a != s.end() ? !(a->is_boolean() && !a->get<bool>()) : s.contains("propertyNames") && !key.empty();
+            if (more) {
+                const std::string v =
+                    a == s.end() || a->is_boolean() ? "value" : visit(*a, path + "/additionalProperties");
+                extra = add_rule(path + "-extra", key + " \":\" ws " + v);
             }
             std::string body = "\"{\" ws ";
             if (!req.empty()) {

@@ -1,15 +1,18 @@
 // JSON Schema -> GBNF (src/grammar/grammar.h), for structured outputs (response_format json_schema, json_schema).
 //
 // Supported: type (one or a list), object (properties in declared order with the required ones first,
-// required, additionalProperties false/absent = only the declared properties, true or a schema = more pairs),
-// array (items, prefixItems, minItems, maxItems), string (minLength, maxLength, or a format: date, time,
-// date-time, duration, email, hostname, ipv4, ipv6, uuid), integer and number with minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4's booleans too;
-// exact digit-range grammars, grammar/numeric_range.h: integer bounds round inward, a bounded number has integer
-// bounds and no exponent), boolean, null, enum, const, anyOf, oneOf, allOf (objects merge, one constraining part is that part), $ref to #/$defs/... or
-// #/definitions/... (recursion allowed). A bound or length keyword without a type implies its type. Counts are
-// non-negative integers (never truncated). Annotations (title, description, default, examples, $schema, $id,
-// $comment) have no effect. Any other keyword would change what is valid and is refused (tandem::Error naming
-// it), never ignored: pattern, multipleOf, not, if/then/else, patternProperties, uniqueItems...
+// required, additionalProperties false/absent = only the declared properties, true or a schema = more pairs;
+// propertyNames for maps, whose keys it constrains), array (items, prefixItems, minItems, maxItems; uniqueItems
+// false), string (minLength, maxLength, or a format: date, time, date-time, duration, email, hostname, ipv4,
+// ipv6, uuid), integer and number with minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4's booleans
+// too; exact digit-range grammars, grammar/numeric_range.h: integer bounds round inward, a bounded number has
+// integer bounds and no exponent) and multipleOf (integers: powers of ten, up to 1000, or few multiples within
+// the bounds; numbers: 0.1, 0.01, ... as at most that many fraction digits), boolean, null, enum, const, anyOf,
+// oneOf, allOf (objects merge, one constraining part is that part), $ref to #/$defs/... or #/definitions/...
+// (recursion allowed). A bound or length keyword without a type implies its type. Counts are non-negative
+// integers (never truncated). Annotations (title, description, default, examples, $schema, $id, $comment) have
+// no effect. Any other keyword would change what is valid and is refused (tandem::Error naming it), never
+// ignored: not, if/then/else, patternProperties, uniqueItems true, contains...
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>

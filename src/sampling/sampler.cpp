@@ -200,6 +200,16 @@ bool Sampler::try_distribution(const float* logits, const std::vector<int32_t>& 
     std::vector<Cand> c(static_cast<size_t>(n_vocab_));
     for (int i = 0; i < n_vocab_; i++) c[size_t(i)] = {allowed && !allowed[i] ? -INFINITY : logits[i], i};
     for (const auto& [id, bias] : params_.logit_bias) c[size_t(id)].logit += bias;
+    if (!params_.banned_ends.empty()) {
+        auto is_end = [&](int i) {
+            return std::find(params_.banned_ends.begin(), params_.banned_ends.end(), i) != params_.banned_ends.end();
+        };
+        bool other = !allowed;
+        for (int i = 0; !other && i < n_vocab_; i++) other = allowed[i] && !is_end(i);
+        if (other)
+            for (int32_t id : params_.banned_ends)
+                if (id >= 0 && id < n_vocab_) c[size_t(id)].logit = -INFINITY;
+    }
 
     const SamplerParams& P = params_;
     if (P.repeat_penalty != 1.0f || P.presence_penalty != 0.0f || P.frequency_penalty != 0.0f) {

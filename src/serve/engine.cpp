@@ -223,7 +223,9 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
         spec.draft_cost_prior = d.cost_prior;
     }
     s.job->slot.store(int(&s - slots_.data()));
-    s.gen = std::make_unique<Generator>(*s.target, draft, r.sampling, spec);
+    SamplerParams sampling = r.sampling;
+    if (r.ignore_eos) sampling.banned_ends = tok_->eog_ids();
+    s.gen = std::make_unique<Generator>(*s.target, draft, sampling, spec);
     s.gen->set_constraint(r.constraint);
     s.text = std::make_unique<TextPipeline>(*tok_, r.stop, r.shown_special);
     // keeps the cached common prefix of the previous request in this slot; the rest of the prompt is processed
@@ -282,7 +284,7 @@ void Engine::deliver(Slot& s, std::vector<int32_t>& toks, std::vector<TokenLogpr
     std::vector<size_t> ends;
     size_t keep = toks.size();
     for (size_t i = 0; i < toks.size(); i++) {
-        if (!j.req.ignore_eos && tok_->is_eog(toks[i])) {
+        if (tok_->is_eog(toks[i])) {  // under ignore_eos only a finished grammar lets one through (banned_ends)
             keep = i;
             reason = "stop";
             break;

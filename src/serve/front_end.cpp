@@ -2,10 +2,12 @@
 #include "serve/front_end.h"
 
 #include "tandem/chat.h"
+#include "grammar/grammar.h"
 #include "grammar/trigger.h"
 #include "serve/anthropic.h"
 #include "serve/infill.h"
 #include "serve/responses.h"
+#include "speculative/constraint.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
 #include "tandem/model.h"
@@ -185,7 +187,19 @@ std::shared_ptr<const OutputConstraint> FrontEnd::constrain(std::shared_ptr<cons
         }
         spec->starts_thinking = opens_thinking && !spec->think_close.empty();
     }
-    return constraint_vocab_->constrain(std::move(g), std::move(spec));
+    auto c = constraint_vocab_->constrain(std::move(g), std::move(spec));
+    // The first mask, here on the request's thread: a grammar past the matcher's bounds (grammar/grammar.h), or
+    // one that allows no token at all, is a 400 before it reaches the engine. (A lazy grammar starts from its
+    // trigger's text, which may be a token the mask does not hold: only its bounds are checked.)
+    try {
+        ConstraintState start(*c, true);
+        grammar::MaskMemo memo;
+        std::vector<uint8_t> mask;
+        start.allowed(*c, memo, mask, tok_->n_vocab());
+    } catch (const grammar::GrammarLimit& e) {
+        throw BadRequest(e.what());
+    }
+    return c;
 }
 
 std::vector<JobRequest> FrontEnd::job_requests(const Prepared& p, Api api, int n_ctx) const {

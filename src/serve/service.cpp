@@ -150,7 +150,14 @@ struct Service::Impl {
         if (!prepare(call, api, infill, prep)) return;
         Generation g;
         g.api = api;
-        if (!submit_all(call, fe->job_requests(prep, api, engine->n_ctx()), g.jobs)) return;
+        std::vector<JobRequest> reqs;
+        try {  // the constraints are made here: a grammar past the matcher's bounds is a 400 (FrontEnd::constrain)
+            reqs = fe->job_requests(prep, api, engine->n_ctx());
+        } catch (const BadRequest& e) {
+            call.error(400, e.what());
+            return;
+        }
+        if (!submit_all(call, std::move(reqs), g.jobs)) return;
         for (size_t pi = 0; pi < prep.prompts.size(); pi++)
             for (int i = 0; i < prep.request.n; i++) g.job_prompt.push_back(pi);
         g.request = std::move(prep.request);

@@ -57,8 +57,8 @@ std::shared_ptr<const OutputConstraint> ConstraintVocab::constrain(
     return c;
 }
 
-ConstraintState::ConstraintState(const OutputConstraint& c) {
-    if (c.lazy) scan_.emplace(*c.lazy);
+ConstraintState::ConstraintState(const OutputConstraint& c, bool grammar_now) : lazy_start_(c.lazy && grammar_now) {
+    if (c.lazy && !grammar_now) scan_.emplace(*c.lazy);
     else m_.emplace(c.grammar);
 }
 
@@ -89,6 +89,10 @@ const uint8_t* ConstraintState::allowed(const OutputConstraint& c, grammar::Mask
                                         int n_vocab) const {
     if (m_) {
         c.trie->allowed(*m_, c.eog, mask, &memo);
+        if (!lazy_start_ && std::find(mask.begin(), mask.end(), uint8_t(1)) == mask.end())
+            throw grammar::GrammarLimit(
+                "grammar: no token can continue the output here (the grammar allows no "
+                "character any token's text begins with)");
         if (int(mask.size()) < n_vocab) mask.resize(size_t(n_vocab), 0);  // a draft vocabulary may be longer
         return mask.data();
     }

@@ -757,3 +757,47 @@ test('a grammar that outgrows the matcher while generating is the request\'s fau
     assert.equal(ok.status, 200);
   } finally { await done(srv); }
 });
+
+// Issue 26, defects 1, 4 and 7: each grammar used to take the engine (11 s and 625 MB for 4 tokens, a stack
+// overflow, invalid UTF-8, eight "</s>"). Now the first mask is computed on the request's thread: a 400 naming
+// the bound, while another client's completion goes on.
+test('grammars past the matcher\'s bounds are a 400 before the engine; a grammar never leaves its rules', async () => {
+  const srv = await startServer(['-m', STORIES, '-np', '2']);
+  try {
+    const chain = (depth, alts) => {
+      let g = 'root ::= c0\n';
+      for (let i = 0; i < depth; i++) g += `c${i} ::= c${i + 1} "q"\n`;
+      return g + `c${depth} ::= ` + Array(alts).fill('[a-z ]{30} "N"').join(' | ') + '\n';
+    };
+    let nullable = 'root ::= big\nbig ::= ' + Array(40).fill('n0 '.repeat(2500) + '"x"').join(' | ') + '\n';
+    for (let i = 0; i < 19000; i++) nullable += `n${i} ::= n${i + 1}\n`;
+    nullable += 'n19000 ::= ""\n';
+    const other = post(srv.base, '/completion', { prompt: 'Once upon a time', n_predict: 12, temperature: 0 });
+    const cases = [
+      [chain(500, 4000), /the bound is 262144/],
+      [chain(500, 500), /16777216 rule-position steps/],
+      [nullable, /rule positions visited for one character/],
+      ['root ::= [^\\x00-\\U0010FFFF]', /no token can continue/],
+    ];
+    for (const [grammar, re] of cases) {
+      const r = await post(srv.base, '/completion', { prompt: 'x', n_predict: 4, grammar });
+      assert.equal(r.status, 400, r.text);
+      assert.match(r.json.error.message, re);
+    }
+    const o = await other;
+    assert.equal(o.status, 200, o.text);
+    assert.equal(o.json.tokens_predicted, 12);
+    // a finished grammar ends the answer even under ignore_eos (which bans the end-of-generation tokens otherwise)
+    const empty = await post(srv.base, '/completion', { prompt: 'x', n_predict: 8, grammar: 'root ::= ""', ignore_eos: true });
+    assert.equal(empty.status, 200, empty.text);
+    assert.equal(empty.json.content, '');
+    assert.equal(empty.json.tokens_predicted, 0);
+    assert.equal(empty.json.stop_type, 'eos');
+    const word = await post(srv.base, '/completion', { prompt: 'x', n_predict: 30, temperature: 0, grammar: 'root ::= [a-z ]{1,20} "."', ignore_eos: true });
+    assert.equal(word.status, 200, word.text);
+    assert.match(word.json.content, /^[a-z ]{1,20}\.$/);
+    const free = await post(srv.base, '/completion', { prompt: 'x', n_predict: 40, temperature: 0, ignore_eos: true });
+    assert.equal(free.json.tokens_predicted, 40);
+    assert.doesNotMatch(free.json.content, /<\/s>/);
+  } finally { await done(srv); }
+});

@@ -205,6 +205,7 @@ int cmd_generate(int argc, char** argv) {
             throw Error(o.suffix_static + ": no such file");
         if (!o.suffix_dynamic.empty()) o.spec.suffix->load(o.suffix_dynamic);  // created at the end if absent
     }
+    if (o.ignore_eos) o.sp.banned_ends = tok->eog_ids();
     Generator gen(target, draft.get(), o.sp, o.spec);
     if (!o.grammar.empty()) gen.set_constraint(ConstraintVocab(*tok).constrain(grammar::parse_gbnf(o.grammar)));
     if (o.display_prompt && !o.json) {
@@ -234,7 +235,7 @@ int cmd_generate(int argc, char** argv) {
         }
         clock.deliver(ms_now());
         for (int32_t id : chunk) {
-            if (!o.ignore_eos && tok->is_eog(id)) {
+            if (tok->is_eog(id)) {  // under --ignore-eos only a finished grammar lets one through
                 stop_reason = "eos";
                 done = true;
                 break;
