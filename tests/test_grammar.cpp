@@ -139,7 +139,7 @@ std::string scan(const TriggerSpec& spec, const std::vector<std::string>& pieces
     for (size_t i = 0; i < pieces.size(); i++)
         if (auto text = t.feed(spec, pieces[i])) {
             if (at) *at = int(i);
-            return *text;
+            return text->text;
         }
     return "-";
 }
@@ -183,6 +183,48 @@ TEST(LazyGrammar, TriggersStartTheGrammarAtTheirFirstByte) {
     think_then_start.think_open = "<think>";
     think_then_start.think_close = "</think>";
     EXPECT_EQ(scan(think_then_start, {"<think>{\"name\"</think>", "\n{\"name\": "}), "{\"name\": ");
+}
+
+// Pattern triggers (types 2 and 3): checked at each piece's end; the grammar's text starts at the first non-empty
+// capture group (else the match); whole-answer patterns are anchored at both ends; a match the grammar refuses is
+// no trigger, and later matches are looked for after it; bad and backtracking patterns are errors.
+TEST(LazyGrammar, PatternTriggersFireAtTheEndOfAPiece) {
+    auto spec_of = [](std::vector<std::string> anywhere, std::vector<std::string> whole) {
+        TriggerSpec s;
+        s.patterns = std::make_shared<TriggerPatterns>(anywhere, whole);
+        return s;
+    };
+    int at = -1;
+    const TriggerSpec call = spec_of({"call:\\s*(\\{)"}, {});
+    EXPECT_EQ(scan(call, {"let me ", "call:", " ", "{\"a\"", ": 1}"}, &at), "{\"a\"");
+    EXPECT_EQ(at, 3);
+    const TriggerSpec digits = spec_of({"[0-9]+"}, {});
+    EXPECT_EQ(scan(digits, {"ab1", "23"}, &at), "1");  // at the first piece's end, as llama.cpp
+    EXPECT_EQ(at, 0);
+    const TriggerSpec whole = spec_of({}, {"[^<]*(<tool_call>)[\\s\\S]*"});
+    EXPECT_EQ(scan(whole, {"I will ", "<tool_", "call>", "\n{"}, &at), "<tool_call>");
+    EXPECT_EQ(at, 2);
+    EXPECT_EQ(scan(spec_of({}, {"<tool_call>"}), {"x", "<tool_call>"}), "-");  // whole: anchored at the start
+    EXPECT_EQ(scan(spec_of({}, {"<a>"}), {"<a>", "b"}), "<a>");  // ... and at the end: fires before "b" comes
+    // a refused match: the scan goes on after it and finds the next one
+    TriggerScan t(call);
+    ASSERT_TRUE(t.feed(call, "call: {x"));
+    t.refused();
+    EXPECT_FALSE(t.feed(call, " and"));
+    auto next = t.feed(call, " call:{\"k\"");
+    ASSERT_TRUE(next);
+    EXPECT_EQ(next->text, "{\"k\"");
+    EXPECT_TRUE(next->pattern);
+    // words still fire inside a piece, before the patterns are looked at
+    TriggerSpec both = call;
+    both.words = {"<w>"};
+    auto w = TriggerScan(both).feed(both, "call:{ <w>x");
+    ASSERT_TRUE(w);
+    EXPECT_FALSE(w->pattern);
+    EXPECT_EQ(w->text, "<w>x");
+    EXPECT_THROW(TriggerPatterns({"(unclosed"}, {}), Error);
+    const TriggerSpec slow = spec_of({"(a|aa)+$"}, {});
+    EXPECT_THROW(TriggerScan(slow).feed(slow, std::string(60, 'a') + "b"), GrammarLimit);
 }
 
 // Before the trigger every token is allowed except those that would complete a trigger into text the grammar

@@ -1177,7 +1177,8 @@ TEST(ToolCalls, RequiredCallGrammarAcceptsOnlyValidCalls) {
         const std::string lead = lead_ins[i].second;
         ASSERT_FALSE(scan.feed(spec, lead)) << "triggered inside the lead-in '" << lead << "'";
         std::optional<std::string> from;
-        for (size_t at = 0; at < text.size() && !from; at += 3) from = scan.feed(spec, text.substr(at, 3));
+        for (size_t at = 0; at < text.size() && !from; at += 3)
+            if (auto fired = scan.feed(spec, text.substr(at, 3))) from = fired->text;
         ASSERT_TRUE(from) << "no trigger in " << text;
         const std::string rest = text.substr(text.size() - std::min(text.size(), from->size()));
         EXPECT_TRUE(grammar_accepts(tool_call_gbnf(f, kWeatherTools, "", false), text)) << text;

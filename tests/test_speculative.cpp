@@ -601,6 +601,35 @@ TEST(Speculative, GreedyUnderALazyGrammarIsIdenticalWithAndWithoutSpeculation) {
     }
 }
 
+// Pattern triggers (llama-server's grammar_triggers types 2 and 3): the grammar starts at the first capture
+// group of the first match, checked at each token's end. The same greedy output with every proposer.
+TEST(Speculative, GreedyUnderAPatternTriggerIsIdenticalWithAndWithoutSpeculation) {
+    ThreadPool pool(1);
+    const auto ids = fx().tok->encode("Once upon a time", true, false);
+    const auto free_run = run(pool, ids, 80, greedy(), SpecParams{}, nullptr);
+    for (int type : {2, 3}) {
+        auto spec = std::make_shared<grammar::TriggerSpec>();
+        // the grammar from the first comma: no letter e after it
+        spec->patterns = std::make_shared<grammar::TriggerPatterns>(
+            type == 2 ? std::vector<std::string>{"(,)"} : std::vector<std::string>{},
+            type == 3 ? std::vector<std::string>{"[^,]*(,)[\\s\\S]*"} : std::vector<std::string>{});
+        auto c = constraint_vocab().constrain(grammar::parse_gbnf(R"(root ::= "," [a-df-z ,.]{3,400})"), spec);
+        auto plain = run(pool, ids, 80, greedy(), SpecParams{}, nullptr, 0, nullptr, 0, c);
+        const std::string text = text_of(*c, plain), free_text = text_of(*c, free_run);
+        const size_t at = text.find(',');
+        ASSERT_NE(at, std::string::npos) << "no comma: '" << text << "'";
+        EXPECT_EQ(text.substr(0, at + 1), free_text.substr(0, at + 1)) << "constrained before the trigger";
+        EXPECT_EQ(text.find('e', at), std::string::npos) << "the grammar did not apply after the comma: " << text;
+        EXPECT_NE(text, free_text);
+        for (SpecType t : {SpecType::DRAFT, SpecType::NGRAM}) {
+            SpecStats st;
+            auto out = run(pool, ids, 80, greedy(), fixed_length(t, 8), t == SpecType::DRAFT ? fx().q4 : nullptr, 0,
+                           &st, 0, c);
+            ASSERT_EQ(out, plain) << "type " << type << (t == SpecType::DRAFT ? " draft" : " ngram");
+        }
+    }
+}
+
 namespace {
 
 // Sampling at temperature 1.5 (no truncation) with a poor draft (1 layer), fixed draft length 4.

@@ -32,36 +32,44 @@ const json* json_schema_of(const json& body) {
     return nullptr;
 }
 
-// llama-server's lazy grammar: `grammar_triggers`, a list of {"type": 0 (a token, by its text) or 1 (a word),
-// "value": text}. Pattern triggers (types 2 and 3, regular expressions) are refused: tandem's triggers are words.
-// A trigger is matched in the answer's text, where control tokens show only if the server shows them (chat
-// answers: the template's tool-call and thinking markers).
+// llama-server's lazy grammar: `grammar_triggers`, a list of {"type": 0 (a token, by its text), 1 (a word),
+// 2 (a pattern found anywhere) or 3 (a pattern matching the whole answer), "value": text}. Patterns are PCRE2
+// regular expressions (grammar/trigger.h: when they fire). A trigger is matched in the answer's text, where
+// control tokens show only if the server shows them (chat answers: the template's tool-call and thinking
+// markers). Bounded, so a request cannot make matching slow: 32 triggers of at most 256 bytes (words are
+// matched against every token's text once; patterns run under PCRE2's match limits).
 std::shared_ptr<const grammar::TriggerSpec> parse_grammar_triggers(const json& body, bool has_grammar) {
     if (!has_grammar) throw BadRequest("'grammar_lazy' needs a 'grammar', 'json_schema' or 'response_format' to apply");
     auto spec = std::make_shared<grammar::TriggerSpec>();
+    std::vector<std::string> anywhere, whole;
     auto it = body.find("grammar_triggers");
+    size_t n = 0;
     if (it != body.end() && !it->is_null()) {
         if (!it->is_array()) throw BadRequest("'grammar_triggers' must be an array of {\"type\", \"value\"}");
+        n = it->size();
         for (size_t i = 0; i < it->size(); i++) {
             const json& t = (*it)[i];
             const std::string where = strprintf("grammar_triggers[%zu]", i);
             if (!t.is_object() || !t.contains("type") || !t["type"].is_number_integer() || !t.contains("value") ||
                 !t["value"].is_string())
-                throw BadRequest(where + " must be {\"type\": 0 or 1, \"value\": string}");
+                throw BadRequest(where + " must be {\"type\": 0, 1, 2 or 3, \"value\": string}");
             const int type = t["type"];
-            if (type == 2 || type == 3)
-                throw BadRequest(
-                    where +
-                    ": pattern triggers (types 2 and 3) are not supported by this server; use word triggers (type 1)");
-            if (type != 0 && type != 1) throw BadRequest(where + ".type must be 0 (token) or 1 (word)");
-            const std::string word = t["value"];
-            // each trigger is matched against every token's text once: bounded, so a request cannot make it slow
-            if (word.empty() || word.size() > 256) throw BadRequest(where + ".value must be 1 to 256 bytes");
-            spec->words.push_back(word);
+            if (type < 0 || type > 3)
+                throw BadRequest(where + ".type must be 0 (token), 1 (word), 2 (pattern) or 3 (whole-answer pattern)");
+            const std::string value = t["value"];
+            if (value.empty() || value.size() > 256) throw BadRequest(where + ".value must be 1 to 256 bytes");
+            (type <= 1 ? spec->words : type == 2 ? anywhere : whole).push_back(value);
         }
     }
-    if (spec->words.empty()) throw BadRequest("'grammar_lazy' needs at least one entry in 'grammar_triggers'");
-    if (spec->words.size() > 32) throw BadRequest("'grammar_triggers' may hold at most 32 triggers");
+    if (n == 0) throw BadRequest("'grammar_lazy' needs at least one entry in 'grammar_triggers'");
+    if (n > 32) throw BadRequest("'grammar_triggers' may hold at most 32 triggers");
+    if (!anywhere.empty() || !whole.empty()) {
+        try {
+            spec->patterns = std::make_shared<grammar::TriggerPatterns>(anywhere, whole);
+        } catch (const Error& e) {
+            throw BadRequest(std::string("grammar_triggers: ") + e.what());
+        }
+    }
     return spec;
 }
 

@@ -62,7 +62,7 @@ ConstraintState::ConstraintState(const OutputConstraint& c, bool grammar_now) : 
     else m_.emplace(c.grammar);
 }
 
-bool ConstraintState::advance(const OutputConstraint& c, int32_t x) {
+bool ConstraintState::advance(const OutputConstraint& c, int32_t x, bool patterns) {
     const bool eog = std::find(c.eog.begin(), c.eog.end(), x) != c.eog.end();
     // x's text; null for ids outside the vocabulary and for control tokens (no text)
     const std::string* piece =
@@ -70,13 +70,18 @@ bool ConstraintState::advance(const OutputConstraint& c, int32_t x) {
     if (scan_) {  // before the trigger: free text, unless x completes a trigger into text the grammar refuses
         if (eog || !piece) return true;
         grammar::TriggerScan next = *scan_;
-        const std::optional<std::string> text = next.feed(*c.lazy, *piece);
-        if (!text) {
+        const auto fired = next.feed(*c.lazy, *piece, patterns);
+        if (!fired) {
             *scan_ = std::move(next);
             return true;
         }
         grammar::Matcher m(c.grammar);
-        if (!m.accept_bytes(*text)) return false;
+        if (!m.accept_bytes(fired->text)) {
+            if (!fired->pattern) return false;  // a word the grammar refuses: the token is refused
+            next.refused();  // a pattern's match the grammar refuses is no trigger (grammar/trigger.h)
+            *scan_ = std::move(next);
+            return true;
+        }
         m_.emplace(std::move(m));
         scan_.reset();
         return true;
@@ -110,7 +115,7 @@ const uint8_t* ConstraintState::allowed(const OutputConstraint& c, grammar::Mask
     auto check = [&](const std::vector<int32_t>& ids) {
         for (int32_t id : ids) {
             ConstraintState s = *this;
-            if (s.advance(c, id)) continue;
+            if (s.advance(c, id, false)) continue;  // patterns never refuse a token
             if (!any) mask.assign(std::max(size_t(n_vocab), c.pieces->size()), 1);
             any = true;
             mask[size_t(id)] = 0;

@@ -18,7 +18,8 @@ public:
     explicit ConstraintState(const OutputConstraint& c, bool grammar_now = false);
     // The state after token x; false (state unchanged) when the constraint refuses x. An end-of-generation token
     // ends the text: allowed when the grammar can end, or before a lazy grammar's trigger.
-    bool advance(const OutputConstraint& c, int32_t x);
+    // `patterns` false: a lazy grammar's pattern triggers are not looked for (the mask's check of the words).
+    bool advance(const OutputConstraint& c, int32_t x, bool patterns = true);
     // The tokens allowed next: `mask` filled (n_vocab entries; ids the constraint's vocabulary lacks are 0) and
     // returned, or null when every token is allowed (a lazy grammar before its trigger, with no trigger-completing
     // token refused). Throws grammar::GrammarLimit past the matcher's bounds, or when the grammar allows no token

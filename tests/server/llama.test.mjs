@@ -545,7 +545,18 @@ test('structured output: GBNF grammar and JSON mode, the same greedy text with a
       const noTrig = await post(srv.base, '/completion', { prompt: 'x', grammar: 'root ::= "a"', grammar_lazy: true });
       assert.equal(noTrig.status, 400);
       assert.match(noTrig.json.error.message, /grammar_triggers/);
-      outs.push([r.choices[0].text, text, n.json.content, lazy.json.content]);
+      // pattern triggers (types 2 and 3): the grammar from the first capture group of the first match
+      const pat = await post(srv.base, '/completion', { prompt: 'Once upon a time', n_predict: 80, grammar: 'root ::= "," [a-df-z ,.]{3,40}',
+        grammar_lazy: true, grammar_triggers: [{ type: 2, value: '(,)' }] });
+      assert.equal(pat.status, 200, JSON.stringify(pat.json));
+      assert.match(pat.json.content, /^[^,]*,[a-df-z ,.]{3,40}$/, pat.json.content);
+      const full = await post(srv.base, '/completion', { prompt: 'Once upon a time', n_predict: 80, grammar: 'root ::= "," [a-df-z ,.]{3,40}',
+        grammar_lazy: true, grammar_triggers: [{ type: 3, value: '[^,]*(,)[\\s\\S]*' }] });
+      assert.equal(full.json.content, pat.json.content);
+      const badPat = await post(srv.base, '/completion', { prompt: 'x', grammar: 'root ::= "a"', grammar_lazy: true, grammar_triggers: [{ type: 2, value: '(a' }] });
+      assert.equal(badPat.status, 400);
+      assert.match(badPat.json.error.message, /trigger pattern '\(a'/);
+      outs.push([r.choices[0].text, text, n.json.content, lazy.json.content, pat.json.content]);
       const deep = await post(srv.base, '/completion', { prompt: 'x', grammar: 'root ::= ' + '('.repeat(300) + '"a"' + ')'.repeat(300) });
       assert.equal(deep.status, 400);
       assert.match(deep.json.error.message, /nested more than 50 deep/);
