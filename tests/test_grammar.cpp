@@ -386,7 +386,8 @@ TEST(JsonSchema, GrammarAcceptsValidDocumentsAndRefusesOthers) {
 
 TEST(JsonSchema, KeywordsThatWouldBeIgnoredAreRefused) {
     for (const char* s :
-         {R"({"type": "integer", "multipleOf": 1001})", R"({"type": "number", "multipleOf": 0.25})",
+         {R"({"type": "string", "pattern": "^(a)\\1$"})", R"({"type": "string", "pattern": "^a+$", "maxLength": 3})",
+          R"({"type": "integer", "multipleOf": 1001})", R"({"type": "number", "multipleOf": 0.25})",
           R"({"type": "integer", "multipleOf": 7, "minimum": 3, "maximum": 100000})",
           R"({"type": "integer", "multipleOf": 0})",
           R"({"type": "object", "properties": {"a": {}}, "propertyNames": {"maxLength": 3}})",
@@ -455,6 +456,18 @@ TEST(JsonSchema, MultipleOfAndPropertyNamesAcceptExactlyWhatTheyShould) {
     EXPECT_TRUE(accepts(R"({"type": "object", "propertyNames": false})", "{}"));
     EXPECT_FALSE(accepts(R"({"type": "object", "propertyNames": false})", R"({"a": 1})"));
     EXPECT_TRUE(accepts(R"({"type": "array", "uniqueItems": false})", "[1, 1]"));
+    // pattern (grammar/regex_gbnf.h has its own tests): in a schema, for values and for a map's keys
+    const std::string zip =
+        R"({"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}(-[0-9]{4})?$"}},
+                                "required": ["zip"]})";
+    for (const char* ok : {R"({"zip": "12345"})", R"({"zip": "12345-6789"})"}) EXPECT_TRUE(accepts(zip, ok)) << ok;
+    for (const char* bad : {R"({"zip": "1234"})", R"({"zip": "12345-"})", R"({"zip": 12345})"})
+        EXPECT_FALSE(accepts(zip, bad)) << bad;
+    EXPECT_TRUE(accepts(R"({"pattern": "b"})", R"("abc")"));  // search semantics; the keyword implies a string
+    EXPECT_FALSE(accepts(R"({"pattern": "b"})", R"("ac")"));
+    const std::string keys = R"({"type": "object", "propertyNames": {"pattern": "^x-"}, "additionalProperties": true})";
+    EXPECT_TRUE(accepts(keys, R"({"x-a": 1, "x-": {}})"));
+    EXPECT_FALSE(accepts(keys, R"({"y": 1})"));
 }
 
 // Numeric bounds (grammar/numeric_range.h) against arithmetic: every integer text in a window, and decimal texts

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "grammar/numeric_range.h"
+#include "grammar/regex_gbnf.h"
 #include "tandem/error.h"
 
 namespace tandem::grammar {
@@ -40,7 +41,8 @@ const std::set<std::string> kCombinators = {"type", "enum", "const", "anyOf", "o
 const std::set<std::string> kKinds = {"properties", "required",         "propertyNames",    "additionalProperties",
                                       "items",      "prefixItems",      "minItems",         "maxItems",
                                       "minLength",  "maxLength",        "format",           "minimum",
-                                      "maximum",    "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
+                                      "maximum",    "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+                                      "pattern"};
 
 // A GBNF literal for a JSON text.
 std::string literal(const std::string& s) {
@@ -186,7 +188,7 @@ private:
         // a keyword of one kind without a type: that kind (so the keyword is enforced, never ignored)
         for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
             if (s.contains(k)) return typed(s, "number", path);
-        for (const char* k : {"minLength", "maxLength", "format"})
+        for (const char* k : {"minLength", "maxLength", "format", "pattern"})
             if (s.contains(k)) return typed(s, "string", path);
         return "value";  // {}: any JSON value
     }
@@ -444,7 +446,21 @@ private:
             }
         };
         if (t == "string") {
-            only({"minLength", "maxLength", "format"});
+            only({"minLength", "maxLength", "format", "pattern"});
+            if (auto p = s.find("pattern"); p != s.end()) {  // grammar/regex_gbnf.h: what is supported
+                if (!p->is_string()) fail(path, "'pattern' must be a string");
+                if (s.contains("format") || s.contains("minLength") || s.contains("maxLength"))
+                    fail(path, "'pattern' together with format/minLength/maxLength is not supported");
+                std::string body;
+                try {
+                    body = pattern_to_gbnf(p->get<std::string>(), [&](const std::string& hint, const std::string& b) {
+                        return add_rule(path + "-" + hint, b);
+                    });
+                } catch (const Error& e) {
+                    fail(path, e.what());
+                }
+                return add_rule(path, body + " ws");
+            }
             if (auto f = s.find("format"); f != s.end()) {
                 if (!f->is_string()) fail(path, "'format' must be a string");
                 if (s.contains("minLength") || s.contains("maxLength"))

@@ -3,8 +3,8 @@
 // Supported: type (one or a list), object (properties in declared order with the required ones first,
 // required, additionalProperties false/absent = only the declared properties, true or a schema = more pairs;
 // propertyNames for maps, whose keys it constrains), array (items, prefixItems, minItems, maxItems; uniqueItems
-// false), string (minLength, maxLength, or a format: date, time, date-time, duration, email, hostname, ipv4,
-// ipv6, uuid), integer and number with minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4's booleans
+// false), string (minLength, maxLength, a pattern (grammar/regex_gbnf.h: an ECMA-262 subset, search semantics),
+// or a format: date, time, date-time, duration, email, hostname, ipv4, ipv6, uuid), integer and number with minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4's booleans
 // too; exact digit-range grammars, grammar/numeric_range.h: integer bounds round inward, a bounded number has
 // integer bounds and no exponent) and multipleOf (integers: powers of ten, up to 1000, or few multiples within
 // the bounds; numbers: 0.1, 0.01, ... as at most that many fraction digits), boolean, null, enum, const, anyOf,
