@@ -71,10 +71,11 @@ std::shared_ptr<Job> finished_job(const std::vector<std::string>& pieces, const 
 }
 
 struct Fixture {
-    FrontEnd fe{*stories(), FrontEndOptions{}};
+    FrontEnd fe;
     AnswerContext ctx{fe, "stories", ReasoningFormat::DEEPSEEK, false};
     Generation g;
-    Fixture(Api api, std::shared_ptr<Job> job) {
+    // opt: the chat template (and with it the tool-call format) instead of the model's
+    Fixture(Api api, std::shared_ptr<Job> job, const FrontEndOptions& opt = {}) : fe(*stories(), opt) {
         g.api = api;
         g.prompts.push_back({{1, 2, 3, 4, 5}, false, false});
         g.jobs.push_back(std::move(job));
@@ -201,6 +202,121 @@ TEST(Dialect, AnthropicAndResponsesStreamNamedEventsThatAddUpToTheWholeAnswer) {
     }
     EXPECT_EQ(text, "Hello world");
     EXPECT_EQ(r.events.back().event, "response.completed");
+}
+
+// tool_choice "required" with parallel calls, cut by max_tokens inside the second call: every API answers with the
+// whole first call only (valid JSON arguments, no text block or content holding the cut call's text) and says the
+// answer was cut (finish_reason "length", stop_reason "max_tokens", status "incomplete"); a stream may have sent
+// the cut call's start (OpenAI streams arguments as they come) but never finishes it as a whole call. Two formats.
+TEST(Dialect, ParallelCallsCutByTheLengthLimitAnswerTheWholeCalls) {
+    const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters":
+        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+    const std::string paris = R"({"city":"Paris"})";
+    struct Case {
+        std::string chat_template;  // its markers give the tool-call format
+        std::vector<std::string> pieces;  // the answer, cut inside the second call
+        std::string first_piece_only;  // the answer cut inside the first call
+    };
+    const std::string loop = "{% for m in messages %}{{ m.content }}{% endfor %}";
+    const std::vector<Case> cases = {
+        {loop + "{% if tools %}<tool_call>{% endif %}",
+         {"<tool_call>\n{\"name\": \"get_weather\", ", "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+          "\n<tool_call>\n{\"name\": \"get_weather\", \"argu", "ments\": {\"city\": \"Os"},
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"ci"},
+        {loop + "{% if tools %}[TOOL_CALLS]{% endif %}",
+         {"[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": ", "{\"city\": \"Paris\"}}, ",
+          "{\"name\": \"get_weather\", \"arguments\": {\"ci"},
+         "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par"},
+    };
+    for (const auto& c : cases) {
+        FrontEndOptions opt;
+        opt.chat_template = c.chat_template;
+        auto fixture = [&](Api api, const std::vector<std::string>& pieces) {
+            auto f = std::make_unique<Fixture>(api, finished_job(pieces, "length"), opt);
+            f->g.request.tools = tools;
+            f->g.request.tool_choice = ParsedRequest::ToolChoice::REQUIRED;
+            return f;
+        };
+        const std::string what = c.pieces[0];
+        // OpenAI chat, blocking
+        json w = fixture(Api::Chat, c.pieces)->whole();
+        const json& choice = w["choices"][0];
+        EXPECT_EQ(choice["finish_reason"], "length") << what;
+        EXPECT_TRUE(choice["message"]["content"].is_null()) << what << ": " << choice["message"]["content"];
+        ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << what << ": " << choice;
+        EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+        EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], paris);
+        // OpenAI chat, streamed: the first call whole, the second only begun, the end says "length"
+        Recorder r = fixture(Api::Chat, c.pieces)->stream();
+        ASSERT_TRUE(r.ended);
+        EXPECT_EQ(r.events.back().data, "[DONE]");
+        std::vector<std::string> streamed;
+        std::string content, finish;
+        int n_finish = 0;
+        for (size_t i = 0; i + 1 < r.events.size(); i++) {
+            const json ch = json::parse(r.events[i].data)["choices"][0];
+            const json& d = ch["delta"];
+            if (d.contains("content") && d["content"].is_string()) content += d["content"].get<std::string>();
+            for (const auto& tc : d.value("tool_calls", json::array())) {
+                if (tc.contains("id")) streamed.push_back("");
+                ASSERT_LT(tc["index"].get<size_t>(), streamed.size());
+                streamed[tc["index"].get<size_t>()] += tc["function"]["arguments"].get<std::string>();
+            }
+            if (ch["finish_reason"].is_string()) {
+                finish = ch["finish_reason"];
+                n_finish++;
+            }
+        }
+        EXPECT_EQ(n_finish, 1);
+        EXPECT_EQ(finish, "length") << what;
+        EXPECT_EQ(content, "") << what;
+        ASSERT_GE(streamed.size(), 1u) << what;
+        EXPECT_EQ(streamed[0], paris);
+        if (streamed.size() > 1) EXPECT_TRUE(json::parse(streamed[1], nullptr, false).is_discarded()) << streamed[1];
+        // Anthropic: one tool_use block, no text block, stop_reason max_tokens; streamed the same
+        json a = fixture(Api::Anthropic, c.pieces)->whole();
+        EXPECT_EQ(a["stop_reason"], "max_tokens");
+        ASSERT_EQ(a["content"].size(), 1u) << a["content"];
+        EXPECT_EQ(a["content"][0]["type"], "tool_use");
+        EXPECT_EQ(a["content"][0]["input"], json::parse(paris));
+        r = fixture(Api::Anthropic, c.pieces)->stream();
+        int n_tool_use = 0, n_text = 0;
+        std::string stop_reason;
+        for (const auto& e : r.events) {
+            const json j = json::parse(e.data);
+            if (e.event == "content_block_start" && j["content_block"]["type"] == "tool_use") n_tool_use++;
+            if (e.event == "content_block_delta" && j["delta"]["type"] == "text_delta") n_text++;
+            if (e.event == "message_delta") stop_reason = j["delta"]["stop_reason"];
+        }
+        EXPECT_EQ(n_tool_use, 1) << what;
+        EXPECT_EQ(n_text, 0) << what;
+        EXPECT_EQ(stop_reason, "max_tokens");
+        // Responses: one function_call item, no message item, status incomplete; streamed the same
+        json o = fixture(Api::Responses, c.pieces)->whole();
+        EXPECT_EQ(o["status"], "incomplete");
+        EXPECT_EQ(o["incomplete_details"]["reason"], "max_output_tokens");
+        ASSERT_EQ(o["output"].size(), 1u) << o["output"];
+        EXPECT_EQ(o["output"][0]["type"], "function_call");
+        EXPECT_EQ(o["output"][0]["arguments"], paris);
+        r = fixture(Api::Responses, c.pieces)->stream();
+        int n_calls = 0, n_text_deltas = 0;
+        for (const auto& e : r.events) {
+            n_calls += e.event == "response.function_call_arguments.done";
+            n_text_deltas += e.event == "response.output_text.delta";
+        }
+        EXPECT_EQ(n_calls, 1) << what;
+        EXPECT_EQ(n_text_deltas, 0) << what;
+        EXPECT_EQ(r.events.back().event, "response.incomplete");
+        // cut inside the first call: no call is claimed (the text stays content, as any text that is not a call),
+        // and the answer says it was cut
+        w = fixture(Api::Chat, {c.first_piece_only})->whole();
+        EXPECT_EQ(w["choices"][0]["finish_reason"], "length");
+        EXPECT_FALSE(w["choices"][0]["message"].contains("tool_calls")) << w;
+        EXPECT_EQ(w["choices"][0]["message"]["content"], c.first_piece_only);
+        a = fixture(Api::Anthropic, {c.first_piece_only})->whole();
+        EXPECT_EQ(a["stop_reason"], "max_tokens");
+        for (const auto& b : a["content"]) EXPECT_NE(b["type"], "tool_use") << a;
+    }
 }
 
 // A job that fails before any output keeps its HTTP status (streamed or not); one that fails after output ends

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -768,8 +769,9 @@ TEST(ToolCalls, ParsesTheFormatsOfTheCommonTemplates) {
     ASSERT_EQ(cut.calls.size(), 1u);
     auto cut2 = one(ToolFormat::HERMES,
                     "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": \"f\", \"argu");
-    ASSERT_EQ(cut2.calls.size(), 1u);  // the whole call stands, the one cut off by the length limit is text
-    EXPECT_EQ(cut2.content, "<tool_call>{\"name\": \"f\", \"argu");
+    ASSERT_EQ(cut2.calls.size(), 1u);  // the whole call stands, the one cut off by the length limit is dropped
+    EXPECT_EQ(cut2.content, "");
+    EXPECT_EQ(cut2.cut, "<tool_call>{\"name\": \"f\", \"argu");
     auto fake = one(ToolFormat::HERMES, "I would write <tool_call>not json</tool_call> here.");
     EXPECT_TRUE(fake.calls.empty());
     EXPECT_EQ(fake.content, "I would write <tool_call>not json</tool_call> here.");
@@ -827,8 +829,9 @@ TEST(ToolCalls, ParsesTheFormatsOfTheCommonTemplates) {
                          "<tool_call>\n<function=write>\n<parameter=path>\na\n</parameter>\n</function>\n</tool_call>\n"
                          "<tool_call>\n<function=write>\n<parameter=pa",
                          xtools);
-    ASSERT_EQ(xcut.calls.size(), 1u);  // the one cut off by the length limit is text
-    EXPECT_EQ(xcut.content, "<tool_call>\n<function=write>\n<parameter=pa");
+    ASSERT_EQ(xcut.calls.size(), 1u);  // the one cut off by the length limit is dropped
+    EXPECT_EQ(xcut.content, "");
+    EXPECT_EQ(xcut.cut, "<tool_call>\n<function=write>\n<parameter=pa");
     EXPECT_TRUE(parse_tool_calls(ToolFormat::XML, "<tool_call>\n<function=f>\n<parameter=a>\nx", xtools).calls.empty());
     // a value holding the format's own closing tags (code), as the grammar allows: only "\n</parameter>" ends it
     const std::string code = "x</parameter>y\n</function>\n</tool_call>\nz";
@@ -1218,6 +1221,86 @@ TEST(ToolCalls, RequiredCallGrammarAcceptsOnlyValidCalls) {
                                 "[TOOL_CALLS]ping[ARGS]{}[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}"));
 }
 
+// tool_choice "required" with parallel calls, cut by max_tokens (at every byte) after one whole call: the whole
+// calls stand and nothing of the cut one is content, as OpenAI's clients expect (tool_calls, content null,
+// finish_reason "length"); cut inside the first call, no call is claimed and the text stays content. Blocking and
+// streamed (the partial call's streamed arguments are never a whole call's), in every format with parallel calls.
+TEST(ToolCalls, ParallelCallsCutByTheLengthLimitKeepTheWholeOnes) {
+    const std::vector<std::string> args = {R"({"city": "Paris", "days": 3})", R"({"city": "Oslo"})"};
+    const std::vector<std::string> want = {R"({"city":"Paris","days":3})", R"({"city":"Oslo"})"};
+    const std::vector<std::string> xml_params = {
+        "<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n",
+        "<parameter=city>\nOslo\n</parameter>\n"};
+    const std::string ds_begin = "<｜tool▁calls▁begin｜>", ds_call = "<｜tool▁call▁begin｜>", ds_sep = "<｜tool▁sep｜>",
+                      ds_end = "<｜tool▁call▁end｜>", ds_all_end = "<｜tool▁calls▁end｜>";
+    struct Case {
+        ToolFormat f;
+        std::string head, sep, tail;
+        std::function<std::string(size_t)> call;  // the i-th call's text
+    };
+    auto named = [&](const char* key) {
+        return
+            [&, key](size_t i) { return "{\"name\": \"get_weather\", \"" + std::string(key) + "\": " + args[i] + "}"; };
+    };
+    const std::vector<Case> cases = {
+        {ToolFormat::HERMES, "", "\n", "",
+         [&](size_t i) { return "<tool_call>\n" + named("arguments")(i) + "\n</tool_call>"; }},
+        {ToolFormat::XML, "", "\n", "",
+         [&](size_t i) {
+             return "<tool_call>\n<function=get_weather>\n" + xml_params[i] + "</function>\n</tool_call>";
+         }},
+        {ToolFormat::MISTRAL, "[TOOL_CALLS][", ", ", "]", named("arguments")},
+        {ToolFormat::MISTRAL_ARGS, "", "", "", [&](size_t i) { return "[TOOL_CALLS]get_weather[ARGS]" + args[i]; }},
+        {ToolFormat::LLAMA3, "<|python_tag|>", "; ", "", named("parameters")},
+        {ToolFormat::GENERIC, "{\"tool_calls\": [", ", ", "]}", named("arguments")},
+        {ToolFormat::DEEPSEEK_V31, ds_begin, "", ds_all_end,
+         [&](size_t i) { return ds_call + "get_weather" + ds_sep + args[i] + ds_end; }},
+        {ToolFormat::DEEPSEEK, ds_begin, "", ds_all_end,
+         [&](size_t i) {
+             return ds_call + "function" + ds_sep + "get_weather\n```json\n" + args[i] + "\n```" + ds_end;
+         }},
+    };
+    for (const auto& c : cases) {
+        const std::string text = c.head + c.call(0) + c.sep + c.call(1) + c.tail;
+        ASSERT_TRUE(grammar_accepts(tool_call_gbnf(c.f, kWeatherTools, "", true), text)) << text;
+        const size_t first_end = c.head.size() + c.call(0).size();  // the first call's text is all there
+        for (size_t n = 0; n <= text.size(); n++) {
+            const std::string cut = text.substr(0, n);
+            ChatAnswerParser p(ReasoningFormat::DEEPSEEK, false, c.f, true, kWeatherTools);
+            ChatDelta d = p.push(cut);
+            d.append(p.finish());
+            ASSERT_LE(d.calls.size(), 2u) << cut;
+            for (size_t i = 0; i < d.calls.size(); i++) {  // only whole calls, each as it was written
+                EXPECT_EQ(d.calls[i].name, "get_weather") << cut;
+                EXPECT_EQ(d.calls[i].arguments, want[i]) << cut;
+            }
+            if (n >= first_end) EXPECT_GE(d.calls.size(), 1u) << "the whole first call is lost: " << cut;
+            if (n == text.size()) EXPECT_EQ(d.calls.size(), 2u) << cut;
+            if (d.calls.empty()) EXPECT_EQ(d.content, cut) << "no call: the text is content, nothing lost";
+            else EXPECT_EQ(d.content, "") << "a cut call's text is not content: " << cut;
+            // streamed: the whole calls' arguments add up to the same; the text of a call is never content
+            for (size_t piece : {size_t(1), size_t(4)}) {
+                ChatAnswerParser sp(ReasoningFormat::DEEPSEEK, false, c.f, true, kWeatherTools);
+                sp.stream_arguments(true);
+                ChatDelta s;
+                for (size_t at = 0; at < cut.size(); at += piece) s.append(sp.push(cut.substr(at, piece)));
+                s.append(sp.finish());
+                std::vector<std::string> streamed;
+                for (const auto& part : s.parts) {
+                    if (!part.name.empty()) streamed.push_back("");
+                    ASSERT_LT(part.index, streamed.size()) << cut;
+                    streamed[part.index] += part.arguments;
+                }
+                ASSERT_GE(streamed.size(), d.calls.size()) << cut;
+                ASSERT_LE(streamed.size(), 2u) << cut;
+                for (size_t i = 0; i < d.calls.size(); i++) EXPECT_EQ(streamed[i], want[i]) << cut << " / " << piece;
+                if (streamed.empty()) EXPECT_EQ(s.content, cut) << piece;
+                else EXPECT_EQ(s.content, "") << cut << " / " << piece;
+            }
+        }
+    }
+}
+
 // tools / tool_choice / parallel_tool_calls in a chat request, and the grammar a required call gets.
 TEST(OpenAI, ParsesToolsAndToolChoice) {
     ServerLimits lim;
@@ -1294,7 +1377,8 @@ TEST(OpenAI, ParsesToolsAndToolChoice) {
         const std::string& bad : std::vector<std::string>{
             std::string(R"({"grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": "a"}]})"),
             R"({"grammar": "root ::= \"x\"", "grammar_lazy": true})",
-            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 2, "value": "a.*"}]})",
+            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 2, "value": "a(*"}]})",
+            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 4, "value": "a"}]})",
             R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": ""}]})",
             R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": ")" +
                 std::string(300, 'a') + R"("}]})",

@@ -47,9 +47,14 @@ ChatDelta ChatAnswerParser::finish() {
     d.reasoning = std::move(r.reasoning);
     d.append(tools_stage(r.content));
     if (!pending_.empty()) {
-        ParsedAnswer a = holding_ ? parse_tool_calls(format_, pending_, tool_list_) : ParsedAnswer{pending_, {}};
-        // a call already streamed that the end cut off (the length limit) stays a partial call, as in OpenAI's
-        // streams: its text is not sent again as content
+        ParsedAnswer a = holding_ ? parse_tool_calls(format_, pending_, tool_list_) : ParsedAnswer{pending_, {}, {}};
+        // The end of the answer may cut a call off (max_tokens; with tool_choice "required" the grammar leaves
+        // nothing else to cut). After whole calls, the cut one is dropped (a.cut): the whole calls go out and none
+        // of its text is content, as OpenAI's clients expect (the dialect says finish_reason "length"). Cut inside
+        // the first call there is no call to give, and the blocking answer keeps the text as content, as any text
+        // that is not a call: nothing is claimed a call, nothing is lost. A call already streamed (stream_arguments)
+        // stays a partial call, as in OpenAI's streams, and is never completed: its text is not sent again as
+        // content, and no part of it follows.
         if (stream_args_ && sent_.size() > a.calls.size()) a.content.clear();
         d.content += a.content;
         if (stream_args_ && holding_) {

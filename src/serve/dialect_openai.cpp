@@ -79,6 +79,8 @@ public:
         if (chat_) {  // what the answer parser still held: the end of the text, the tool calls
             ChatDelta d = parser_->finish();
             if (!d.empty()) tail = chat_delta(d);
+            // "length" stays: a call the limit cut off went out as far as it came (its arguments unfinished, as in
+            // OpenAI's streams), and "length", not "tool_calls", is what tells the client so
             if (n_calls_ > 0 && finish == "stop") finish = "tool_calls";
         }
         json last = chunk(c, tail, finish, logprobs_of(held));

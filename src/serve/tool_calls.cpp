@@ -36,6 +36,85 @@ bool call_from(const json& j, ToolCall& out) {
     return true;
 }
 
+// The JSON string starting at s[at] == '"': its end (after the closing quote), npos when s ends inside it.
+size_t string_end(const std::string& s, size_t at) {
+    for (size_t i = at + 1; i < s.size(); i++) {
+        if (s[i] == '\\') i++;
+        else if (s[i] == '"') return i + 1;
+    }
+    return std::string::npos;
+}
+
+// The object or array read from s[from] on (its first byte at the start, depth 0), appended to `out` without
+// whitespace outside strings; returns its end, or npos when s ends inside it (out then holds the part so far, and
+// the state lets a later call resume at s.size()). Structure only: the final parse validates.
+size_t compact_value(const std::string& s, size_t from, std::string& out, int& depth, bool& in_string, bool& escaped) {
+    for (size_t i = from; i < s.size(); i++) {
+        const char c = s[i];
+        if (in_string) {
+            out += c;
+            if (escaped) escaped = false;
+            else if (c == '\\') escaped = true;
+            else if (c == '"') in_string = false;
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+        out += c;
+        if (c == '"') in_string = true;
+        else if (c == '{' || c == '[') depth++;
+        else if ((c == '}' || c == ']') && --depth == 0) return i + 1;
+    }
+    return std::string::npos;
+}
+
+// The end of the object or array that starts at s[at] (after its last byte), npos when s ends inside it.
+size_t value_end(const std::string& s, size_t at) {
+    std::string ignored;
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    return compact_value(s, at, ignored, depth, in_string, escaped);
+}
+
+// s ends before the object it starts with (after any whitespace) is whole, or before it begins: a call the end of
+// the answer cut off (the length limit), not one that is just malformed.
+bool unfinished_object(const std::string& s) {
+    const size_t at = skip_ws(s, 0);
+    return at == s.size() || (s[at] == '{' && value_end(s, at) == std::string::npos);
+}
+
+// A JSON array of calls that the end of the text may cut off (MISTRAL's [TOOL_CALLS][...], GENERIC's
+// {"tool_calls": [...]}), read a call at a time from s[at] == '['. True when it is one: `calls` gets its whole calls
+// (an element {"function": {...}} is read as its function, as GENERIC allows), `end` where the array ends (npos
+// when the text ends inside it) and `cut` the text of the last call when the end cut it off.
+bool read_call_array(const std::string& s, size_t at, std::vector<ToolCall>& calls, size_t& end, std::string& cut) {
+    size_t p = at + 1;
+    for (;;) {
+        p = skip_ws(s, p);
+        if (p < s.size() && s[p] == ']' && calls.empty()) break;  // []
+        if (p >= s.size()) {  // cut off between two calls
+            end = std::string::npos;
+            return true;
+        }
+        if (s[p] != '{') return false;
+        const size_t e = value_end(s, p);
+        if (e == std::string::npos) {  // cut off inside this call
+            end = e;
+            cut = s.substr(p);
+            return true;
+        }
+        const json j = parse_json(s.substr(p, e - p));
+        ToolCall c;
+        if (!call_from(j.is_object() && j.contains("function") ? j["function"] : j, c)) return false;
+        calls.push_back(c);
+        p = skip_ws(s, e);
+        if (p < s.size() && s[p] == ']') break;
+        if (p < s.size() && s[p] != ',') return false;
+        if (p < s.size()) p++;
+    }
+    end = p + 1;
+    return true;
+}
+
 }  // namespace
 
 ToolFormat tool_format_for_template(const std::string& t) {
@@ -144,7 +223,7 @@ bool parse_xml_calls(const std::string& text, const json& tools, ParsedAnswer& r
         }
         if (!whole) {
             if (calls.empty()) return false;
-            rest += text.substr(block);  // a last call cut off (the length limit): the whole ones stand, it is text
+            r.cut = text.substr(block);  // a last call cut off (the length limit): the whole ones stand
             break;
         }
         c.arguments = compact(args);
@@ -159,7 +238,8 @@ bool parse_xml_calls(const std::string& text, const json& tools, ParsedAnswer& r
     return true;
 }
 
-// Mistral's newer form: "[TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{...}" once per call.
+// Mistral's newer form: "[TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{...}" once per call. A last call cut off (no [ARGS]
+// yet, or unfinished arguments) after whole ones is r.cut.
 bool parse_mistral_args(const std::string& text, size_t a, ParsedAnswer& r) {
     static const std::string tag = "[TOOL_CALLS]", args_tag = "[ARGS]", id_tag = "[CALL_ID]";
     std::vector<ToolCall> calls;
@@ -167,14 +247,23 @@ bool parse_mistral_args(const std::string& text, size_t a, ParsedAnswer& r) {
     while (at < text.size()) {
         if (text.compare(at, tag.size(), tag) != 0) return false;
         const size_t g = text.find(args_tag, at);
-        if (g == std::string::npos) return false;
+        if (g == std::string::npos) {
+            if (calls.empty() || text.find(tag, at + tag.size()) != std::string::npos) return false;
+            r.cut = text.substr(at);
+            break;
+        }
         std::string name = text.substr(at + tag.size(), g - at - tag.size());
         if (size_t id = name.find(id_tag); id != std::string::npos) name.erase(id);
         name = trim_ws(name);
         const size_t next = text.find(tag, g);
-        const json args = parse_json(trim_ws(text.substr(
-            g + args_tag.size(), next == std::string::npos ? std::string::npos : next - g - args_tag.size())));
-        if (name.empty() || !args.is_object()) return false;
+        const std::string args_text = text.substr(
+            g + args_tag.size(), next == std::string::npos ? std::string::npos : next - g - args_tag.size());
+        const json args = parse_json(trim_ws(args_text));
+        if (name.empty() || !args.is_object()) {
+            if (calls.empty() || next != std::string::npos || !unfinished_object(args_text)) return false;
+            r.cut = text.substr(at);
+            break;
+        }
         calls.push_back({name, compact(args), ""});
         at = next == std::string::npos ? text.size() : next;
     }
@@ -186,37 +275,6 @@ bool parse_mistral_args(const std::string& text, size_t a, ParsedAnswer& r) {
 }  // namespace
 
 namespace {
-
-// The JSON string starting at s[at] == '"': its end (after the closing quote), npos when s ends inside it.
-size_t string_end(const std::string& s, size_t at) {
-    for (size_t i = at + 1; i < s.size(); i++) {
-        if (s[i] == '\\') i++;
-        else if (s[i] == '"') return i + 1;
-    }
-    return std::string::npos;
-}
-
-// The object or array read from s[from] on (its first byte at the start, depth 0), appended to `out` without
-// whitespace outside strings; returns its end, or npos when s ends inside it (out then holds the part so far, and
-// the state lets a later call resume at s.size()). Structure only: the final parse validates.
-size_t compact_value(const std::string& s, size_t from, std::string& out, int& depth, bool& in_string, bool& escaped) {
-    for (size_t i = from; i < s.size(); i++) {
-        const char c = s[i];
-        if (in_string) {
-            out += c;
-            if (escaped) escaped = false;
-            else if (c == '\\') escaped = true;
-            else if (c == '"') in_string = false;
-            continue;
-        }
-        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
-        out += c;
-        if (c == '"') in_string = true;
-        else if (c == '{' || c == '[') depth++;
-        else if ((c == '}' || c == ']') && --depth == 0) return i + 1;
-    }
-    return std::string::npos;
-}
 
 // The next call header from `from` on: {"name": "NAME", "arguments" | "parameters": (JSON objects), or
 // [TOOL_CALLS]NAME[ARGS] (MISTRAL_ARGS). Sets name and where the arguments begin; npos when there is none yet.
@@ -309,9 +367,23 @@ const std::vector<CallPrefix>& CallScanner::update(const std::string& held) {
 std::vector<CallPrefix> call_prefixes(ToolFormat f, const std::string& held) { return CallScanner(f).update(held); }
 
 ParsedAnswer parse_tool_calls(ToolFormat f, const std::string& text, const json& tools) {
-    ParsedAnswer r = parse_calls(f, text, tools);
+    // a tag the end cut off right after a call ("\n</tool_ca", the next "<tool_c": tags that are not special tokens
+    // can be cut inside) is read as the cut part when the text before it holds calls
+    static const std::vector<std::string> tool_call_tags = {"<tool_call>", "</tool_call>"};
+    const auto& tags = f == ToolFormat::HERMES || f == ToolFormat::XML ? tool_call_tags : tool_call_markers(f);
+    std::string body = text;
+    if (const size_t tail = partial_suffix(text, tags); tail > 0 && tail < text.size()) {
+        const size_t before = text.find_last_not_of(" \t\r\n", text.size() - tail - 1);
+        const char c = before == std::string::npos ? '\0' : text[before];
+        if (c == '}' || c == ']' || c == '>') body.resize(text.size() - tail);
+    }
+    ParsedAnswer r = parse_calls(f, body, tools);
+    if (body.size() < text.size()) {
+        if (r.calls.empty()) r = parse_calls(f, body = text, tools);
+        else r.cut += text.substr(body.size());
+    }
     // the arguments as the model wrote them (compacted), so a stream of call_prefixes adds up to them
-    const auto prefixes = call_prefixes(f, text);
+    const auto prefixes = call_prefixes(f, body);
     for (size_t i = 0; i < std::min(r.calls.size(), prefixes.size()); i++)
         if (prefixes[i].complete && prefixes[i].name == r.calls[i].name &&
             parse_json(prefixes[i].arguments) == parse_json(r.calls[i].arguments))
@@ -336,7 +408,11 @@ static ParsedAnswer parse_calls(ToolFormat f, const std::string& text, const jso
             while ((at = text.find(kDsCallBegin, at)) != std::string::npos) {
                 at += kDsCallBegin.size();
                 const size_t sep = text.find(kDsSep, at);
-                if (sep == std::string::npos) return r;
+                if (sep == std::string::npos) {
+                    if (calls.empty()) return r;
+                    r.cut = text.substr(at - kDsCallBegin.size());  // a last call cut off: the whole ones stand
+                    break;
+                }
                 const std::string header = trim_ws(text.substr(at, sep - at));
                 size_t end = text.find(kDsCallEnd, sep);
                 std::string body = text.substr(
@@ -354,10 +430,14 @@ static ParsedAnswer parse_calls(ToolFormat f, const std::string& text, const jso
                     c.name = header;
                 }
                 json args = parse_json(trim_ws(body));
-                if (c.name.empty() || !args.is_object()) return r;
+                if (c.name.empty() || !args.is_object()) {
+                    if (calls.empty() || end != std::string::npos) return r;
+                    r.cut = text.substr(at - kDsCallBegin.size());
+                    break;
+                }
                 c.arguments = compact(args);
                 calls.push_back(c);
-                if (end == std::string::npos) break;
+                if (end == std::string::npos) break;  // cut off before its end marker: still a call
                 at = end + kDsCallEnd.size();
             }
             if (calls.empty()) return r;
@@ -382,7 +462,7 @@ static ParsedAnswer parse_calls(ToolFormat f, const std::string& text, const jso
                 ToolCall c;
                 if (!call_from(parse_json(trim_ws(body)), c)) {
                     if (b != std::string::npos || calls.empty()) return r;  // not a call after all: all of it is text
-                    rest += text.substr(a);  // a last call cut off (the length limit): the whole ones stand, it is text
+                    r.cut = text.substr(a);  // a last call cut off (the length limit): the whole ones stand
                     break;
                 }
                 calls.push_back(c);
@@ -409,16 +489,23 @@ static ParsedAnswer parse_calls(ToolFormat f, const std::string& text, const jso
                 return r;
             }
             size_t at = 0;
+            bool cut_off = false;  // the end cut the calls off after a "; " or inside the last one
             while (at < t.size()) {
                 size_t semi = t.find("};", at);
                 const std::string piece =
                     trim_ws(t.substr(at, semi == std::string::npos ? std::string::npos : semi + 1 - at));
-                if (!call_from(parse_json(piece), c)) return r;
+                if (!call_from(parse_json(piece), c)) {
+                    if (calls.empty() || semi != std::string::npos || !unfinished_object(piece)) return r;
+                    r.cut = piece;
+                    cut_off = true;
+                    break;
+                }
                 calls.push_back(c);
                 if (semi == std::string::npos) break;
                 at = semi + 2;
+                cut_off = at >= t.size();
             }
-            if (calls.size() < 2) return r;
+            if (calls.size() < (cut_off ? 1u : 2u)) return r;
             r.calls = std::move(calls);
             r.content.clear();
             return r;
@@ -439,6 +526,16 @@ static ParsedAnswer parse_calls(ToolFormat f, const std::string& text, const jso
             }
             json arr = parse_json(trim_ws(text.substr(a + tag.size())));
             if (arr.is_object()) arr = json::array({arr});
+            if (arr.is_discarded() && body != std::string::npos && text[body] == '[') {
+                // the end cut the array off: its whole calls stand
+                std::vector<ToolCall> calls;
+                size_t end = 0;
+                if (!read_call_array(text, body, calls, end, r.cut) || end != std::string::npos || calls.empty())
+                    return {text, {}, ""};
+                r.calls = std::move(calls);
+                r.content = trim_ws(text.substr(0, a));
+                return r;
+            }
             if (!arr.is_array() || arr.empty()) return r;
             std::vector<ToolCall> calls;
             for (const auto& e : arr) {
@@ -451,8 +548,25 @@ static ParsedAnswer parse_calls(ToolFormat f, const std::string& text, const jso
             return r;
         }
         case ToolFormat::GENERIC: {
-            json j = parse_json(trim_ws(text));
+            const std::string t = trim_ws(text);
+            json j = parse_json(t);
             std::vector<ToolCall> calls;
+            if (j.is_discarded()) {  // {"tool_calls": [... that the end cut off: its whole calls stand
+                static const std::string key = "\"tool_calls\"";
+                size_t p = t.empty() || t[0] != '{' ? t.size() : skip_ws(t, 1);
+                if (t.compare(p, key.size(), key) != 0) return r;
+                p = skip_ws(t, p + key.size());
+                if (p >= t.size() || t[p] != ':') return r;
+                p = skip_ws(t, p + 1);
+                size_t end = 0;
+                if (p >= t.size() || t[p] != '[' || !read_call_array(t, p, calls, end, r.cut) || calls.empty())
+                    return {text, {}, ""};
+                // cut off inside the array, or after it (before the object's "}")
+                if (end != std::string::npos && skip_ws(t, end) != t.size()) return {text, {}, ""};
+                r.calls = std::move(calls);
+                r.content.clear();
+                return r;
+            }
             if (j.is_object() && j.contains("tool_calls") && j["tool_calls"].is_array()) {
                 for (const auto& e : j["tool_calls"]) {
                     ToolCall c;

@@ -95,10 +95,14 @@ private:
 struct ParsedAnswer {
     std::string content;  // the text outside the tool calls (trimmed when there are calls)
     std::vector<ToolCall> calls;
+    std::string cut;  // the text of a last call that the answer's end cut off after whole calls: neither of them
 };
 
 // Splits an answer into text and tool calls. Text that only looks like a call (invalid JSON, no name) stays
-// content: nothing is dropped. Arguments are compact JSON text: for the formats of call_prefixes, the model's own
+// content: nothing is dropped. One exception, the answer's end cutting the calls off (max_tokens on parallel calls):
+// after at least one whole call, a last call without its end (its closing tag, or its JSON unfinished; a tag cut
+// inside right after a call too) is `cut`, neither a call nor content, so the whole calls stand alone as OpenAI's
+// clients expect; cut inside the first call there is no call, and the text is content as usual. Arguments are compact JSON text: for the formats of call_prefixes, the model's own
 // text without whitespace (what a stream of call_prefixes adds up to), otherwise re-serialized.
 // HARMONY: the commentary messages addressed to functions.NAME; other channels stay in content as they are.
 // XML: `tools` (OpenAI tool objects) give each parameter's type: a string parameter keeps its raw text, the others

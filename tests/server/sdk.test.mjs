@@ -144,3 +144,49 @@ test('tokenize and detokenize', async () => {
   const d = await (await fetch(srv.base + '/detokenize', { method: 'POST', headers: h, body: JSON.stringify({ tokens: t.tokens }) })).json();
   assert.equal(d.content, 'Once upon a time');  // decode(encode(s)) == s
 });
+
+test('parallel tool calls cut by max_tokens: the whole calls, content null, finish_reason "length", streamed too', async () => {
+  // the stories template shows no tools: the GENERIC format {"tool_calls": [...]}, forced by the grammar; ignore_eos
+  // keeps the model calling until max_tokens cuts a call (about a token a byte: 40 cuts the first call, 80 and 100
+  // the second)
+  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object',
+    properties: { city: { type: 'string', enum: ['Paris', 'Oslo'] } }, required: ['city'] } } }];
+  const base = { model: 'stories', messages: [{ role: 'user', content: 'Weather?' }], tools, tool_choice: 'required',
+    temperature: 0, ignore_eos: true };
+  let n_with_calls = 0;
+  for (const max_tokens of [40, 80, 100]) {
+    const r = await client.chat.completions.create({ ...base, max_tokens });
+    const c = r.choices[0];
+    const what = `max_tokens ${max_tokens}: ${JSON.stringify(c)}`;
+    assert.equal(c.finish_reason, 'length', what);
+    assert.equal(r.usage.completion_tokens, max_tokens, what);
+    const calls = c.message.tool_calls ?? [];
+    if (calls.length > 0) {
+      n_with_calls++;
+      assert.equal(c.message.content, null, what);
+    } else {
+      assert.equal(typeof c.message.content, 'string', what);  // cut inside the first call: no call, the text
+    }
+    for (const tc of calls) {
+      assert.equal(tc.function.name, 'get_weather', what);
+      assert.ok(['Paris', 'Oslo'].includes(JSON.parse(tc.function.arguments).city), what);
+    }
+    const stream = await client.chat.completions.create({ ...base, max_tokens, stream: true });
+    const streamed = [];
+    let content = '', finish = null;
+    for await (const ch of stream) {
+      const d = ch.choices[0]?.delta ?? {};
+      if (d.content) content += d.content;
+      for (const t of d.tool_calls ?? []) {
+        if (t.id) streamed[t.index] = { name: t.function.name, arguments: '' };
+        streamed[t.index].arguments += t.function.arguments;
+      }
+      if (ch.choices[0]?.finish_reason) finish = ch.choices[0].finish_reason;
+    }
+    assert.equal(finish, 'length', what);
+    if (calls.length > 0) assert.equal(content, '', what);
+    assert.ok(streamed.length >= calls.length && streamed.length <= calls.length + 1, what);
+    calls.forEach((tc, i) => assert.equal(streamed[i].arguments, tc.function.arguments, what));
+  }
+  assert.ok(n_with_calls >= 1, 'no limit left a whole call');
+});
