@@ -808,10 +808,11 @@ TEST(Speculative, TokenTreesAreTokenIdenticalAndTakeAlternatives) {
                 EXPECT_EQ(sc.n_tree_nodes, 0);
                 EXPECT_GT(st.n_tree_nodes, 0) << what;
                 std::printf(
-                    "[ %s draft, draft-max %d, \"%s\" ] tokens per pass: chain %.2f, tree %.2f (%d alternatives taken "
-                    "of %d)\n",
-                    what, n_max, prompt, sc.mean_accepted_length(), st.mean_accepted_length(), st.n_tree_accept,
-                    st.n_tree_nodes);
+                    "[ %s draft, draft-max %d, \"%s\" ] tokens per pass: chain %.2f, tree %.2f (%lld alternatives "
+                    "taken "
+                    "of %lld)\n",
+                    what, n_max, prompt, sc.mean_accepted_length(), st.mean_accepted_length(),
+                    (long long)st.n_tree_accept, (long long)st.n_tree_nodes);
                 if (std::string(what) == "1 layer")
                     EXPECT_GT(st.n_tree_accept, 0) << "a poor draft's second guesses are never right?";
             }
