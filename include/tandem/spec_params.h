@@ -17,6 +17,11 @@ class Model;
 class Session;
 class ThreadPool;
 class Tokenizer;
+// The two vocabularies of a draft model whose tokenizer differs from the target's (draft_vocab_bridge).
+struct VocabBridge {
+    std::shared_ptr<const Tokenizer> target, draft;
+    std::string difference;  // the first difference found (draft_vocab_difference)
+};
 
 enum class SpecType { NONE, DRAFT, NGRAM, SELF, SUFFIX };
 class SuffixCache;
@@ -82,6 +87,8 @@ struct SpecParams {
     // SUFFIX: the cache of earlier sequences it proposes from (speculative/suffix_cache.h), shared by the requests of a
     // server; null: the generator proposes from its own context only.
     std::shared_ptr<SuffixCache> suffix;
+    // DRAFT with a draft model of another vocabulary (draft_vocab_bridge): both tokenizers; null: the same one.
+    std::shared_ptr<const VocabBridge> vocab_bridge;
 };
 
 // The verification rule as pure functions (the Generator applies them; tests check them on hand-made
@@ -131,9 +138,13 @@ struct SpecSetup {
 // proposers. With `setup`, also that a draft type has its draft model. Throws tandem::Error naming the flag.
 void validate_spec_params(SpecParams& spec, const SpecSetup* setup = nullptr);
 
-// Checks that a draft vocabulary can stand in for the target's: same tokenizer model and pre-tokenizer, same
+// Whether a draft vocabulary can stand in for the target's id for id: same tokenizer model and pre-tokenizer, same
 // BOS/EOS ids and add-BOS behaviour, vocab sizes within 128, identical token text for every shared id from 5 up.
-// Throws tandem::Error naming the first difference.
-void check_draft_compatible(const Tokenizer& target, const Tokenizer& draft);
+// "" when it can, else the first difference.
+std::string draft_vocab_difference(const Tokenizer& target, const Tokenizer& draft);
+// A draft model whose vocabulary differs (draft_vocab_difference): the bridge its proposer drafts through (text,
+// speculative/text_draft_proposer.cpp), or null when the vocabularies are the same. The one setup generate,
+// serve and bench call.
+std::shared_ptr<const VocabBridge> draft_vocab_bridge(const Model& target, const Model& draft);
 
 }  // namespace tandem

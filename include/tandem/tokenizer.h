@@ -25,6 +25,10 @@ public:
     // parse_special: text such as "<s>" or "<|im_end|>" becomes its control token; otherwise it is plain text.
     // User-defined (added) tokens are always matched before splitting, as llama.cpp and HF tokenizers do.
     std::vector<int32_t> encode(const std::string& text, bool add_special, bool parse_special) const;
+    // Tokens of `text` as it continues earlier text: plain text only (no special or added tokens matched), and no
+    // SentencePiece space prefix. A draft of another vocabulary re-tokenizes its words with it where they meet
+    // the text before them.
+    std::vector<int32_t> encode_continuation(const std::string& text) const;
 
     // Bytes of one token as it appears in text (control tokens: empty unless `special`).
     std::string token_to_piece(int32_t id, bool special = false) const;

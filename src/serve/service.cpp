@@ -208,7 +208,10 @@ void Service::load(const std::string& model_path, const std::string& draft_path,
     std::shared_ptr<const Model> draft;
     if (ep.spec.type == SpecType::DRAFT) {
         draft = Model::load(draft_path);
-        check_draft_compatible(*Tokenizer::from_gguf(model->gguf()), *Tokenizer::from_gguf(draft->gguf()));
+        ep.spec.vocab_bridge = draft_vocab_bridge(*model, *draft);
+        if (ep.spec.vocab_bridge)
+            std::fprintf(stderr, "draft: another vocabulary (%s): it drafts through text, re-tokenized\n",
+                         ep.spec.vocab_bridge->difference.c_str());
     }
     if (ep.spec.type == SpecType::SELF || ep.self_draft_layers > 0)
         self_draft_layers(*model, ep.self_draft_layers);  // K < L

@@ -72,6 +72,8 @@ std::unique_ptr<Proposer> make_proposer(SpecType type, const ModelProposerSetup&
 std::unique_ptr<Proposer> make_model_proposer(SpecType type, const ModelProposerSetup& setup);  // model_proposer.cpp
 std::unique_ptr<Proposer> make_ngram_proposer(int ngram_n, int ngram_m);  // ngram_proposer.cpp
 std::unique_ptr<Proposer> make_suffix_proposer(std::shared_ptr<SuffixCache> cache);  // suffix_proposer.cpp
+// DRAFT with setup.spec.vocab_bridge: a draft of another vocabulary, through text    // text_draft_proposer.cpp
+std::unique_ptr<Proposer> make_text_draft_proposer(const ModelProposerSetup& setup);
 
 }  // namespace speculative
 }  // namespace tandem

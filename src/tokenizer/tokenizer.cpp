@@ -156,6 +156,12 @@ struct Fragment {
 };
 }  // namespace
 
+std::vector<int32_t> Tokenizer::encode_continuation(const std::string& text) const {
+    std::vector<int32_t> out;
+    if (!text.empty()) encode_fragment(text, false, out);
+    return out;
+}
+
 std::vector<int32_t> Tokenizer::encode(const std::string& text, bool add_special, bool parse_special) const {
     // Split the text at special tokens, longest first (llama.cpp's tokenizer_st_partition).
     std::vector<Fragment> frags;

@@ -183,7 +183,10 @@ int cmd_generate(int argc, char** argv) {
     std::shared_ptr<const Model> draft_model;
     if (o.spec.type == SpecType::DRAFT) {
         draft_model = Model::load(o.sf.draft_model);
-        check_draft_compatible(*tok, *Tokenizer::from_gguf(draft_model->gguf()));
+        o.spec.vocab_bridge = draft_vocab_bridge(*model, *draft_model);
+        if (o.spec.vocab_bridge)
+            std::fprintf(stderr, "draft: another vocabulary (%s): it drafts through text, re-tokenized\n",
+                         o.spec.vocab_bridge->difference.c_str());
     }
     DraftSetup ds =
         make_draft(o.spec.type, model, draft_model,

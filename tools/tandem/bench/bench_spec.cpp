@@ -106,9 +106,9 @@ nlohmann::ordered_json bench_spec(const ModelBench& b, const SpecBench& sb, cons
     std::shared_ptr<const Model> dmodel;
     if (sb.spec.type == SpecType::DRAFT) {
         dmodel = Model::load(sb.draft_path);
-        check_draft_compatible(*tok, *Tokenizer::from_gguf(dmodel->gguf()));
     }
     SpecParams spec = sb.spec;
+    if (dmodel) spec.vocab_bridge = draft_vocab_bridge(*b.model, *dmodel);
     // the draft's cost prior as generate and serve set it (SELF: also checks K < L)
     spec.draft_cost_prior = draft_cost_prior(spec.type, *b.model, dmodel.get(), sb.draft_layers);
     const PairedRuns runs = run_pairs(b, sb, spec, dmodel, ids);
