@@ -33,7 +33,7 @@ ws     ::= (" " | "\n" [ \t]{0,20})?
 // Keywords that constrain nothing: annotations, and the definitions $ref reads.
 const std::set<std::string> kAnnotations = {"title", "description", "default",    "examples", "$schema",
                                             "$id",   "$comment",    "deprecated", "readOnly", "writeOnly",
-                                            "$defs", "definitions", "strict",     "name"};
+                                            "$defs", "definitions", "strict",     "name",     "discriminator"};
 
 // Keywords that pick or combine schemas, and those that constrain one kind of value (each kind lists its own in
 // Converter::typed). A keyword in neither list nor kAnnotations is refused by name.
@@ -147,21 +147,50 @@ private:
                 fail(path, "'" + it.key() +
                                "' is not supported (it would change what is valid, and tandem does not enforce it)");
 
-        if (auto r = s.find("$ref"); r != s.end()) return ref(r->get<std::string>(), path);
-        if (auto c = s.find("const"); c != s.end()) return "(" + literal(c->dump()) + " ws)";
-        if (auto e = s.find("enum"); e != s.end()) {
-            if (!e->is_array() || e->empty()) fail(path, "'enum' must be a non-empty array");
-            std::string alts;
-            for (const auto& v : *e) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
-            return "((" + alts + ") ws)";
+        // Keywords beside $ref, anyOf and oneOf apply too (JSON Schema: every keyword of a schema must hold): they
+        // join each alternative, or the reference, as an allOf (merged, or a 400 when it cannot be). Beside enum
+        // and const only a type is taken (the values of other types dropped).
+        auto besides = [&](std::initializer_list<const char*> keys) {
+            ojson rest = ojson::object();
+            for (auto it = s.begin(); it != s.end(); ++it) {
+                bool skip = kAnnotations.count(it.key()) > 0;
+                for (const char* k : keys) skip = skip || it.key() == k;
+                if (!skip) rest[it.key()] = it.value();
+            }
+            return rest;
+        };
+        if (auto r = s.find("$ref"); r != s.end()) {
+            if (!r->is_string()) fail(path, "'$ref' must be a string");
+            const ojson rest = besides({"$ref"});
+            if (rest.empty()) return ref(r->get<std::string>(), path);
+            return visit(ojson{{"allOf", ojson::array({ojson{{"$ref", *r}}, rest})}}, path);
         }
+        for (const char* k : {"const", "enum"})
+            if (auto e = s.find(k); e != s.end()) {
+                const bool one = std::string(k) == "const";
+                if (!one && (!e->is_array() || e->empty())) fail(path, "'enum' must be a non-empty array");
+                const ojson rest = besides({k, "type"});
+                if (!rest.empty())
+                    fail(path, "'" + rest.begin().key() + "' beside '" + k + "' is not supported (list the values)");
+                std::string alts;
+                for (const auto& v : one ? ojson::array({*e}) : *e)
+                    if (!s.contains("type") || of_type(v, s["type"]))
+                        alts += (alts.empty() ? "" : " | ") + literal(v.dump());
+                if (alts.empty()) fail(path, std::string("no value of '") + k + "' has the schema's type");
+                return "((" + alts + ") ws)";
+            }
         for (const char* k : {"anyOf", "oneOf"})
             if (auto a = s.find(k); a != s.end()) {
                 if (!a->is_array() || a->empty()) fail(path, std::string("'") + k + "' must be a non-empty array");
+                const ojson rest = besides({k});
+                // oneOf: exactly one may match, which a grammar can say only when no text matches two of them
+                if (std::string(k) == "oneOf") check_disjoint(*a, path);
                 std::string alts;
                 int i = 0;
-                for (const auto& sub : *a)
-                    alts += (alts.empty() ? "" : " | ") + visit(sub, path + "/" + k + "/" + std::to_string(i++));
+                for (const auto& sub : *a) {
+                    const ojson branch = rest.empty() ? sub : ojson{{"allOf", ojson::array({sub, rest})}};
+                    alts += (alts.empty() ? "" : " | ") + visit(branch, path + "/" + k + "/" + std::to_string(i++));
+                }
                 return add_rule(path, alts);
             }
         if (auto a = s.find("allOf"); a != s.end()) {
@@ -174,6 +203,11 @@ private:
                 for (const auto& one : *t) {
                     ojson copy = s;
                     copy["type"] = one;
+                    // a kind's keywords say nothing about values of other types: {"type": ["integer", "null"],
+                    // "minimum": 5} accepts null
+                    if (one.is_string())
+                        for (const auto& k : kKinds)
+                            if (copy.contains(k) && !applies(k, one.get<std::string>())) copy.erase(k);
                     alts += (alts.empty() ? "" : " | ") +
                             typed(copy, one, path + "-" + (one.is_string() ? one.get<std::string>() : "t"));
                 }
@@ -193,10 +227,108 @@ private:
         return "value";  // {}: any JSON value
     }
 
-    // The schema a local reference (#/$defs/NAME, #/definitions/NAME) names, or null; *name: NAME ("" when the
-    // reference is not a local one).
+    // Whether JSON value v has JSON Schema type t (a name or a list).
+    static bool of_type(const ojson& v, const ojson& t) {
+        if (t.is_array()) {
+            for (const auto& one : t)
+                if (of_type(v, one)) return true;
+            return false;
+        }
+        if (!t.is_string()) return false;
+        const std::string n = t;
+        if (n == "integer")
+            return v.is_number_integer() || (v.is_number_float() && v.get<double>() == std::floor(v.get<double>()));
+        return (n == "number" && v.is_number()) || (n == "string" && v.is_string()) ||
+               (n == "boolean" && v.is_boolean()) || (n == "null" && v.is_null()) || (n == "object" && v.is_object()) ||
+               (n == "array" && v.is_array());
+    }
+
+    // Whether kind keyword k constrains values of type t.
+    static bool applies(const std::string& k, const std::string& t) {
+        static const std::map<std::string, std::set<std::string>> kOf = {
+            {"string", {"minLength", "maxLength", "format", "pattern"}},
+            {"integer", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "format"}},
+            {"number", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "format"}},
+            {"array", {"items", "prefixItems", "minItems", "maxItems"}},
+            {"object", {"properties", "required", "additionalProperties", "propertyNames"}}};
+        auto it = kOf.find(t);
+        return it != kOf.end() && it->second.count(k) > 0;
+    }
+
+    // What a oneOf branch can be, for telling branches apart: its types (empty: any) and, when it lists its
+    // values (const, enum), those; for objects, the required properties whose values it lists (a tag).
+    struct Shape {
+        std::set<std::string> types;
+        std::optional<std::vector<ojson>> values;
+        std::map<std::string, std::vector<ojson>> tags;
+    };
+    Shape shape_of(const ojson& b0) const {
+        ojson b = b0;
+        for (int hops = 0; b.is_object() && b.contains("$ref") && b["$ref"].is_string() && hops < 8; hops++) {
+            std::string name;
+            const ojson* def = local_def(b["$ref"].get<std::string>(), &name);
+            if (!def) break;
+            b = *def;
+        }
+        Shape sh;
+        if (!b.is_object()) return sh;
+        auto listed = [](const ojson& x) -> std::optional<std::vector<ojson>> {
+            if (!x.is_object()) return std::nullopt;
+            if (x.contains("const")) return std::vector<ojson>{x["const"]};
+            if (x.contains("enum") && x["enum"].is_array())
+                return std::vector<ojson>(x["enum"].begin(), x["enum"].end());
+            return std::nullopt;
+        };
+        sh.values = listed(b);
+        if (auto t = b.find("type"); t != b.end()) {
+            for (const auto& one : t->is_array() ? *t : ojson::array({*t}))
+                if (one.is_string()) sh.types.insert(one == "integer" ? "number" : one.get<std::string>());
+        } else if (b.contains("properties") || b.contains("required") || b.contains("additionalProperties")) {
+            sh.types.insert("object");
+        } else if (b.contains("items") || b.contains("prefixItems")) {
+            sh.types.insert("array");
+        }
+        if (b.contains("properties") && b["properties"].is_object() && b.contains("required") &&
+            b["required"].is_array())
+            for (const auto& k : b["required"])
+                if (k.is_string() && b["properties"].contains(k.get<std::string>()))
+                    if (auto v = listed(b["properties"][k.get<std::string>()])) sh.tags[k.get<std::string>()] = *v;
+        return sh;
+    }
+    static bool disjoint_values(const std::vector<ojson>& a, const std::vector<ojson>& b) {
+        for (const auto& x : a)
+            if (std::find(b.begin(), b.end(), x) != b.end()) return false;
+        return true;
+    }
+    void check_disjoint(const ojson& branches, const std::string& path) const {
+        std::vector<Shape> shapes;
+        for (const auto& b : branches) shapes.push_back(shape_of(b));
+        for (size_t i = 0; i < shapes.size(); i++)
+            for (size_t j = i + 1; j < shapes.size(); j++) {
+                const Shape &a = shapes[i], &b = shapes[j];
+                bool apart = a.values && b.values && disjoint_values(*a.values, *b.values);
+                if (!apart && !a.types.empty() && !b.types.empty()) {
+                    apart = true;
+                    for (const auto& t : a.types) apart = apart && !b.types.count(t);
+                }
+                for (const auto& [k, va] : a.tags)
+                    if (auto it = b.tags.find(k); !apart && it != b.tags.end()) apart = disjoint_values(va, it->second);
+                if (!apart)
+                    fail(path, strprintf("'oneOf' branches %zu and %zu may both match (tandem enforces oneOf only when "
+                                         "its branches differ in type, in listed values or in a required tag "
+                                         "property): use anyOf",
+                                         i, j));
+            }
+    }
+
+    // The schema a local reference (#/$defs/NAME, #/definitions/NAME, # for the whole schema) names, or null;
+    // *name: NAME ("" when the reference is not a local one).
     const ojson* local_def(const std::string& r, std::string* name) const {
         name->clear();
+        if (r == "#") {
+            *name = "root";
+            return root_;
+        }
         for (const char* pre : {"#/$defs/", "#/definitions/"})
             if (r.rfind(pre, 0) == 0) *name = r.substr(std::strlen(pre));
         if (name->empty()) return nullptr;
@@ -231,6 +363,32 @@ private:
     // additionalProperties false when any part says false (read over the merged properties: the intersection of
     // two closed objects with different properties would accept nothing, which no generator wants). Anything
     // else (allOf of two strings with different bounds, of an object and an array) is refused by name.
+    // allOf of schemas that are not objects (strings, numbers, arrays): lower bounds take the largest, upper
+    // bounds the smallest; any other keyword must be the same wherever it appears, or the allOf is refused.
+    ojson merge_values(const std::vector<ojson>& parts, const std::string& path) const {
+        static const std::set<std::string> kLower = {"minLength", "minItems", "minimum", "exclusiveMinimum"};
+        static const std::set<std::string> kUpper = {"maxLength", "maxItems", "maximum", "exclusiveMaximum"};
+        ojson merged = ojson::object();
+        for (const ojson& p : parts) {
+            if (!p.is_object() || p.contains("allOf") || p.contains("anyOf") || p.contains("oneOf") ||
+                p.contains("$ref"))
+                fail(path, "'allOf' is supported for objects (merged) or schemas of one kind with mergeable keywords");
+            for (auto it = p.begin(); it != p.end(); ++it) {
+                const std::string& k = it.key();
+                if (kAnnotations.count(k)) continue;
+                if (!merged.contains(k)) {
+                    merged[k] = it.value();
+                } else if ((kLower.count(k) || kUpper.count(k)) && it.value().is_number() && merged[k].is_number()) {
+                    const double a = merged[k].get<double>(), b = it.value().get<double>();
+                    if (kLower.count(k) ? b > a : b < a) merged[k] = it.value();
+                } else if (merged[k] != it.value()) {
+                    fail(path, "'allOf': its parts give '" + k + "' different values, which cannot be merged");
+                }
+            }
+        }
+        return merged;
+    }
+
     ojson merge_all_of(const ojson& s, const std::string& path) {
         const ojson& list = s["allOf"];
         if (!list.is_array() || list.empty()) fail(path, "'allOf' must be a non-empty array of schemas");
@@ -255,6 +413,41 @@ private:
         if (!annotation_only(own)) parts.push_back(own);
         if (parts.empty()) return ojson::object();
         if (parts.size() == 1) return parts[0];
+        // the types every part allows; a kind keyword binds only its type, so one of no remaining type is dropped
+        std::optional<std::set<std::string>> types;
+        for (const ojson& p : parts)
+            if (p.is_object() && p.contains("type")) {
+                std::set<std::string> these;
+                for (const auto& t : p["type"].is_array() ? p["type"] : ojson::array({p["type"]}))
+                    if (t.is_string()) these.insert(t.get<std::string>());
+                if (these.count("number")) these.insert("integer");
+                if (types) {
+                    std::set<std::string> both;
+                    for (const auto& t : *types)
+                        if (these.count(t)) both.insert(t);
+                    if (types->count("number") && these.count("number")) both.insert("number");
+                    these = both;
+                }
+                types = these;
+            }
+        if (types && types->empty()) fail(path, "'allOf': its parts allow no common type");
+        if (types && types->size() == 2 && types->count("number") && types->count("integer")) types->erase("number");
+        if (types)
+            for (ojson& p : parts) {
+                if (!p.is_object()) continue;
+                for (const auto& k : kKinds) {
+                    bool any = false;
+                    for (const auto& t : *types) any = any || applies(k, t);
+                    if (p.contains(k) && !any) p.erase(k);
+                }
+                if (types->size() == 1) p["type"] = *types->begin();
+            }
+        auto object_part = [](const ojson& p) {
+            if (!p.is_object()) return false;
+            if (p.contains("type")) return p["type"] == "object";
+            return p.contains("properties") || p.contains("required") || p.contains("additionalProperties");
+        };
+        if (std::none_of(parts.begin(), parts.end(), object_part)) return merge_values(parts, path);
         auto is_object = [](const ojson& p) {
             if (!p.is_object()) return false;
             if (p.contains("type")) return p["type"] == "object";
@@ -266,6 +459,9 @@ private:
                 fail(path, "'allOf' is supported for objects (merged) or with one constraining schema");
         ojson merged = {{"type", "object"}, {"properties", ojson::object()}, {"required", ojson::array()}};
         bool closed = false;
+        // a part with additionalProperties false allows only its own properties: the merged object has the
+        // properties every such part declares (a property another part requires beyond them leaves nothing valid)
+        std::optional<std::set<std::string>> allowed;
         for (const ojson& p : parts) {
             for (auto it = p.begin(); it != p.end(); ++it)
                 if (it.key() != "type" && it.key() != "properties" && it.key() != "required" &&
@@ -292,11 +488,34 @@ private:
             }
             if (p.contains("additionalProperties")) {
                 const ojson& ap = p["additionalProperties"];
-                if (ap.is_boolean() && !ap.get<bool>()) closed = true;
-                else if (!ap.is_boolean()) fail(path, "'allOf': additionalProperties with a schema cannot be merged");
+                if (ap.is_boolean() && !ap.get<bool>()) {
+                    closed = true;
+                    std::set<std::string> own;
+                    if (p.contains("properties"))
+                        for (auto it = p["properties"].begin(); it != p["properties"].end(); ++it) own.insert(it.key());
+                    if (allowed) {
+                        std::set<std::string> both;
+                        for (const auto& k : *allowed)
+                            if (own.count(k)) both.insert(k);
+                        own = both;
+                    }
+                    allowed = own;
+                } else if (!ap.is_boolean()) {
+                    fail(path, "'allOf': additionalProperties with a schema cannot be merged");
+                }
             }
         }
-        if (closed) merged["additionalProperties"] = false;
+        if (closed) {
+            merged["additionalProperties"] = false;
+            ojson props = ojson::object();
+            for (auto it = merged["properties"].begin(); it != merged["properties"].end(); ++it)
+                if (allowed->count(it.key())) props[it.key()] = it.value();
+            for (const auto& k : merged["required"])
+                if (!allowed->count(k.get<std::string>()))
+                    fail(path, "'allOf': property '" + k.get<std::string>() +
+                                   "' is required, but a part with additionalProperties false does not allow it");
+            merged["properties"] = props;
+        }
         return merged;
     }
 
@@ -397,7 +616,20 @@ private:
                                " is not supported (integers are, and 0.1, 0.01, ... for numbers)");
             }
         }
-        if (!lo && !hi && !mult) {
+        // OpenAPI's integer formats are ranges (uint64 is capped at the int64 range); float and double say nothing
+        std::optional<std::pair<int64_t, int64_t>> range;
+        if (auto f = s.find("format"); f != s.end()) {
+            const std::string fmt = f->is_string() ? f->get<std::string>() : "";
+            if (fmt == "int32") range = {{INT32_MIN, INT32_MAX}};
+            else if (fmt == "uint32") range = {{0, int64_t(UINT32_MAX)}};
+            else if (fmt == "int64") range = {{INT64_MIN, INT64_MAX}};
+            else if (fmt == "uint64") range = {{0, INT64_MAX}};
+            else if (!((fmt == "float" || fmt == "double") && !integer))
+                fail(path, "'format' " + f->dump() + " is not supported for " + (integer ? "integers" : "numbers") +
+                               " (int32, uint32, int64, uint64; float, double for numbers)");
+            if (range && !integer) fail(path, "integer formats apply to type integer");
+        }
+        if (!lo && !hi && !mult && !range) {
             if (max_fraction >= 0)
                 return add_rule(path, "integer (\".\" [0-9]{1," + std::to_string(max_fraction) + "})? ws");
             return integer ? "(integer ws)" : "number";
@@ -409,6 +641,7 @@ private:
             int64_t a = INT64_MIN, b = INT64_MAX;
             if (lo) a = int64_t(lo_ex ? std::floor(*lo) + 1 : std::ceil(*lo));
             if (hi) b = int64_t(hi_ex ? std::ceil(*hi) - 1 : std::floor(*hi));
+            if (range) a = std::max(a, range->first), b = std::min(b, range->second);
             if (a > b) fail(path, "no integer lies within minimum/maximum");
             if (!mult) return add_rule(path, "(" + integer_range_gbnf(a, b) + ") ws");
             RuleSink sink{[&](const std::string& hint, const std::string& body) { return add_rule(hint, body); },
@@ -466,7 +699,13 @@ private:
                 if (s.contains("minLength") || s.contains("maxLength"))
                     fail(path, "'format' together with minLength/maxLength is not supported");
                 const std::string fmt = f->get<std::string>();
-                const char* date = "[0-9]{4} \"-\" ([0][1-9] | [1][0-2]) \"-\" ([0][1-9] | [1-2][0-9] | [3][0-1])";
+                // RFC 3339 full-date: the day exists in its month, 29 February only in leap years (divisible by 4,
+                // centuries by 400)
+                const char* date =
+                    "([0-9]{4} \"-\" ((\"01\" | \"03\" | \"05\" | \"07\" | \"08\" | \"10\" | \"12\") \"-\" "
+                    "([0][1-9] | [1-2][0-9] | [3][0-1]) | (\"04\" | \"06\" | \"09\" | \"11\") \"-\" ([0][1-9] | "
+                    "[1-2][0-9] | \"30\") | \"02-\" ([0][1-9] | [1][0-9] | [2][0-8])) | ([0-9]{2} (\"0\" [48] | [2468] "
+                    "[048] | [13579] [26]) | (\"0\" [048] | [2468] [048] | [13579] [26]) \"00\") \"-02-29\")";
                 const char* time =
                     "([01][0-9] | [2][0-3]) \":\" [0-5][0-9] \":\" [0-5][0-9] (\".\" [0-9]{1,6})? (\"Z\" | [+-] "
                     "([01][0-9] | [2][0-3]) \":\" [0-5][0-9])";
@@ -492,7 +731,7 @@ private:
                                       "} \"\\\"\" ws");
         }
         if (t == "integer" || t == "number") {
-            only({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"});
+            only({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "format"});
             return numeric(s, t == "integer", path);
         }
         if (t == "boolean") return only({}), "boolean";
@@ -553,9 +792,18 @@ private:
                     (required.count(it.key()) ? req : opt).push_back({it.key(), kv});
                 }
             }
+            // a required name beyond 'properties' is a pair the additional properties allow (zod's record of an
+            // enum): declared here with their schema, in name order
             for (const auto& k : required) {
                 bool found = false;
                 for (const auto& [name, kv] : req) found = found || name == k;
+                const auto ap = s.find("additionalProperties");
+                const bool extra_ok = ap != s.end() && !(ap->is_boolean() && !ap->get<bool>());
+                if (!found && extra_ok) {
+                    const std::string v = ap->is_boolean() ? "value" : visit(*ap, path + "/additionalProperties");
+                    req.push_back({k, literal(ojson(k).dump()) + " ws \":\" ws " + v});
+                    continue;
+                }
                 if (!found) fail(path, "required property '" + k + "' is not in 'properties'");
             }
             // propertyNames: the keys of the properties beyond the declared ones (a map such as zod's record),
