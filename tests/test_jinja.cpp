@@ -407,12 +407,26 @@ TEST(Jinja, HostileTemplatesEndWithAnErrorNamingTheBound) {
         "{% set ns = namespace(l=range(1000)|list) %}{% for i in range(30) %}{% set ns.l = ns.l + ns.l %}"
         "{% endfor %}{{ ns.l | join(',') }}",
         "a list of more than");
+    // a string or list grown in a loop copies quadratically: its size is charged (issue 26's fuzz run: this ran
+    // for minutes)
+    fails_with(
+        "{% set ns = namespace(s='') %}{% for i in range(1000) %}{% for j in range(1000) %}"
+        "{% set ns.s = ns.s ~ 'ab' %}{% endfor %}{% endfor %}",
+        "steps");
+    fails_with(
+        "{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% for j in range(1000) %}"
+        "{% set ns.l = ns.l + [1] %}{% endfor %}{% endfor %}",
+        "steps");
     fails_with("{{ 'a\nb' | indent(1500000000) }}", "indent would make a string");
     fails_with("{{ messages | tojson(indent=1000000000) }}", "indent must be at most 1000");
     fails_with("{% for i in range(100000) %}{{ '" + repeat("0123456789", 100) + "' }}{% endfor %}",
                "the loop's output");
     // arithmetic past int64 is a float (JavaScript's numbers), never a trap or a wrapped value
     EXPECT_EQ(render("{{ (-9223372036854775807 - 1) % -1 }}"), "0");
+    // int of what has no integer: its default, never an undefined cast (UBSan aborted here)
+    EXPECT_EQ(render("{{ 'nan' | float | int }}"), "0");
+    EXPECT_EQ(render("{{ '-inf' | float | int }}"), "0");
+    EXPECT_EQ(render("{{ '1e300' | float | int }}"), render("{{ '1e300' | float }}"));
     EXPECT_EQ(render("{{ 9223372036854775807 + 1 }}"), "9223372036854776000.0");
     EXPECT_EQ(render("{{ -(-9223372036854775807 - 1) }}"), "9223372036854776000.0");
     EXPECT_EQ(render("{{ 3037000500 * 3037000500 }}"), "9223372037000250000.0");

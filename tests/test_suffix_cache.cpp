@@ -86,6 +86,25 @@ TEST(SuffixCache, MemoryIsBoundedAndLeastRecentlyUsedGoesFirst) {
     EXPECT_EQ(c.propose(seq({21, 22}), 2, out), 2);
 }
 
+// Issue 26, defect 9: an evicted document takes its index entries with it. Before, they stayed until a lookup
+// met their bigram, so a server learning every request grew without bound (107 MB after 12,000 random prompts).
+TEST(SuffixCache, TheIndexIsBoundedByTheDocumentsKept) {
+    SuffixCacheParams p;
+    p.max_tokens = 5000;
+    SuffixCache c(p);
+    uint64_t x = 1;
+    for (int d = 0; d < 100; d++) {  // 50,000 tokens of random bigrams over a 32k vocabulary
+        std::vector<int32_t> doc;
+        for (int i = 0; i < 500; i++)
+            doc.push_back(int32_t((x = x * 6364136223846793005ULL + 1442695040888963407ULL) >> 49));
+        c.add(doc);
+    }
+    const auto st = c.stats();
+    EXPECT_LE(st.tokens, p.max_tokens);
+    EXPECT_GT(st.evicted_documents, 80u);
+    EXPECT_LE(st.index_entries, st.tokens);
+}
+
 TEST(SuffixCache, FileRoundTripAndBadFiles) {
     const std::string path = test::temp_dir() + "/suffix.bin";
     SuffixCache a;

@@ -42,6 +42,7 @@ public:
 
     struct Stats {
         size_t documents = 0, tokens = 0, evicted_documents = 0, proposals = 0, proposed_tokens = 0;
+        size_t index_entries = 0;  // bigram positions held (at most `tokens`: an evicted document takes its own)
     };
     Stats stats() const;
 

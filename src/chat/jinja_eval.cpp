@@ -485,7 +485,7 @@ private:
             fail(n, "'" + op + "' on an undefined value" + undefined_hint(*n.x, *n.y, l));
         }
         if (l.kind == K::NONE || r.kind == K::NONE) fail(n, "'" + op + "' on a none value");
-        if (op == "~") return Value::string(concat(l.raw_str(), r.raw_str()));
+        if (op == "~") return joined(concat(l.raw_str(), r.raw_str()), n);
         auto numeric = [](const Value& v) { return v.is_number() || v.kind == K::BOOL; };
         if (op == "**" && numeric(l) && numeric(r)) {
             const double a = l.num(), b = r.num();
@@ -526,6 +526,7 @@ private:
                     fail(n, strprintf("'+' would make a list of more than %zu items", Limits::kItems));
                 std::vector<Value> a = *l.arr;
                 a.insert(a.end(), r.arr->begin(), r.arr->end());
+                step(n, a.size() / 64);  // copying is work: a list grown by '+' in a loop is quadratic
                 return Value::array(std::move(a));
             }
         } else if (r.kind == K::ARRAY) {
@@ -536,7 +537,7 @@ private:
             }
         }
         if ((l.kind == K::STRING || r.kind == K::STRING) && op == "+")
-            return Value::string(concat(l.raw_str(), r.raw_str()));
+            return joined(concat(l.raw_str(), r.raw_str()), n);
         if (l.kind == K::STRING && r.kind == K::STRING && (op == "in" || op == "not in")) {
             const bool found = r.s.find(l.s) != std::string::npos;
             return Value::boolean(op == "in" ? found : !found);
@@ -546,6 +547,14 @@ private:
             return Value::boolean(op == "in" ? found : !found);
         }
         fail(n, "unknown operator '" + op + "' between " + l.type_name() + " and " + r.type_name());
+    }
+
+    // A string made by '~' or '+': its bytes / 256 are charged, so a string grown in a loop (quadratic copying)
+    // meets the step budget (issue 26's fuzz run: 4 nested loops of `ns.s ~ "ab"` ran for minutes), while a
+    // template that joins a long conversation's messages once each stays far below it.
+    Value joined(std::string s, const Node& n) {
+        step(n, s.size() / 256);
+        return Value::string(std::move(s));
     }
 
     static std::string concat(const std::string& a, const std::string& b) {

@@ -250,8 +250,15 @@ Value int_or_float(const Value& v, FilterCall& c) {
         return end == t.c_str() ? dflt : Value::number(x);
     }
     if (v.kind == K::BOOL) return to_int ? Value::integer(v.b) : Value::number(v.b);
-    if (v.is_number())
-        return c.called ? v : (to_int ? Value::integer(int64_t(std::floor(v.num()))) : Value::number(v.num()));
+    if (v.is_number()) {
+        if (c.called || !to_int) return c.called ? v : Value::number(v.num());
+        // Python's int() of nan/inf is an error; Jinja's int filter gives its default (0) for what it cannot
+        // convert. Past int64 the value stays a float, as integer arithmetic does (never an undefined cast).
+        const double x = std::floor(v.num());
+        if (!std::isfinite(x)) return dflt;
+        if (x < -9.2233720368547758e18 || x >= 9.2233720368547758e18) return Value::number(x);
+        return Value::integer(int64_t(x));
+    }
     throw Error(c.name + " on a " + v.type_name());
 }
 

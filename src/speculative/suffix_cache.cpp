@@ -57,7 +57,17 @@ void SuffixCache::evict_locked() {
         stats_.tokens -= it->second.toks.size();
         stats_.documents--;
         stats_.evicted_documents++;
-        docs_.erase(it);  // its index entries are dropped lazily, when a lookup meets them
+        // its index entries go with it (lookups only meet the current bigram, so leaving them for a lookup to drop
+        // let the index grow with every request ever learned: issue 26, defect 9)
+        const auto& toks = it->second.toks;
+        for (size_t i = 1; i < toks.size(); i++) {
+            auto k = index_.find(key(toks[i - 1], toks[i]));
+            if (k == index_.end()) continue;
+            auto& v = k->second;
+            v.erase(std::remove_if(v.begin(), v.end(), [&](uint64_t p) { return (p >> 24) == id; }), v.end());
+            if (v.empty()) index_.erase(k);
+        }
+        docs_.erase(it);
     }
 }
 
@@ -144,7 +154,9 @@ int SuffixCache::propose(const std::vector<int32_t>& ctx, int max_len, std::vect
 
 SuffixCache::Stats SuffixCache::stats() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
+    Stats s = stats_;
+    for (const auto& [k, v] : index_) s.index_entries += v.size();
+    return s;
 }
 
 namespace {
