@@ -670,16 +670,14 @@ private:
     std::string typed(const ojson& s, const ojson& type, const std::string& path) {
         if (!type.is_string()) fail(path, "'type' must be a string or a list of strings");
         const std::string t = type;
-        auto only = [&](std::initializer_list<const char*> allowed) {
-            for (auto it = s.begin(); it != s.end(); ++it) {
-                if (!kKinds.count(it.key())) continue;
-                bool ok = false;
-                for (const char* a : allowed) ok = ok || it.key() == a;
-                if (!ok) fail(path, "'" + it.key() + "' does not apply to type " + t);
-            }
-        };
+        static const std::set<std::string> kTypes = {"string", "integer", "number", "boolean",
+                                                     "null",   "array",   "object"};
+        if (!kTypes.count(t)) fail(path, "unknown type '" + t + "'");
+        // a kind keyword of another type is refused here (a type list drops them before: visit)
+        for (auto it = s.begin(); it != s.end(); ++it)
+            if (kKinds.count(it.key()) && !applies(it.key(), t))
+                fail(path, "'" + it.key() + "' does not apply to type " + t);
         if (t == "string") {
-            only({"minLength", "maxLength", "format", "pattern"});
             if (auto p = s.find("pattern"); p != s.end()) {  // grammar/regex_gbnf.h: what is supported
                 if (!p->is_string()) fail(path, "'pattern' must be a string");
                 if (s.contains("format") || s.contains("minLength") || s.contains("maxLength"))
@@ -731,13 +729,11 @@ private:
                                       "} \"\\\"\" ws");
         }
         if (t == "integer" || t == "number") {
-            only({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "format"});
             return numeric(s, t == "integer", path);
         }
-        if (t == "boolean") return only({}), "boolean";
-        if (t == "null") return only({}), "null";
+        if (t == "boolean") return "boolean";
+        if (t == "null") return "null";
         if (t == "array") {
-            only({"items", "prefixItems", "minItems", "maxItems"});
             const int lo = int(count(s, "minItems", 0, 1000, path)), hi = int(count(s, "maxItems", -1, 1000, path));
             if (hi >= 0 && hi < lo) fail(path, "maxItems is less than minItems");
             std::vector<std::string> prefix;
@@ -773,7 +769,6 @@ private:
             return add_rule(path, "\"[\" ws " + tail(0) + " \"]\" ws");
         }
         if (t == "object") {
-            only({"properties", "required", "additionalProperties", "propertyNames"});
             std::vector<std::pair<std::string, std::string>> props;  // key literal, value rule
             std::set<std::string> required;
             if (auto r = s.find("required"); r != s.end()) {
