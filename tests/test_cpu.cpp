@@ -31,7 +31,7 @@ TEST(Cpu, EverySupportedLevelHasAKernelTable) {
         ASSERT_NE(k, nullptr) << cpu_level_name(l);
         EXPECT_EQ(k->level, l);
         // the helpers every caller uses directly are never null
-        EXPECT_TRUE(k->dot_f32 && k->dot_f32_f16 && k->axpy_f16 && k->silu_mul && k->attention_heads &&
+        EXPECT_TRUE(k->dot_f32 && k->dot_f32_f16 && k->axpy_f16 && k->silu_mul && k->attn_tile &&
                     k->quantize_act_rows && k->stream_sum);
         // every SIMD level has the packed kernels (the loader repacks only when the level has them)
         if (l != CpuLevel::Scalar) {

@@ -270,57 +270,6 @@ TEST(Quant, SiluMulMatchesScalarReference) {
     }
 }
 
-TEST(Quant, AttentionKernelMatchesScalarReference) {
-    // Grouped heads (m sharing one K/V head), head sizes with and without a SIMD path, position counts below,
-    // at and around the 8-position tile.
-    for (int hd : {8, 16, 24, 32, 64, 96, 128, 12}) {
-        for (int m : {1, 3, 8}) {
-            for (int n_pos : {1, 7, 8, 9, 100}) {
-                const size_t stride = size_t(hd) * 3;
-                auto q = gaussian(size_t(m * hd), 5);
-                auto kf = gaussian(stride * size_t(n_pos), 6), vf = gaussian(stride * size_t(n_pos), 7);
-                std::vector<uint16_t> k(kf.size()), v(vf.size());
-                for (size_t i = 0; i < kf.size(); i++) {
-                    k[i] = f32_to_fp16(kf[i]);
-                    v[i] = f32_to_fp16(vf[i]);
-                }
-                std::vector<float> s1(size_t(m * n_pos)), s2(s1.size()), o1(size_t(m * hd)), o2(o1.size());
-                attention_heads_ref(q.data(), m, k.data(), v.data(), stride, nullptr, n_pos, hd, 0.3f, s2.data(),
-                                    o2.data());
-                // The same keys gathered through a row list (token-tree attention): row p lives at slot rows[p].
-                std::vector<int32_t> rows(static_cast<size_t>(n_pos));
-                for (int p = 0; p < n_pos; p++) rows[size_t(p)] = n_pos - 1 - p;  // reversed
-                std::vector<uint16_t> kg(k.size()), vg(v.size());
-                for (int p = 0; p < n_pos; p++) {
-                    std::copy_n(k.data() + size_t(p) * stride, stride, kg.data() + size_t(rows[size_t(p)]) * stride);
-                    std::copy_n(v.data() + size_t(p) * stride, stride, vg.data() + size_t(rows[size_t(p)]) * stride);
-                }
-                for (const IsaKernels* lv : all_levels()) {
-                    if (hd % 8 != 0) {  // no SIMD path: the dispatcher's reference
-                        attention_heads(q.data(), m, k.data(), v.data(), stride, nullptr, n_pos, hd, 0.3f, s1.data(),
-                                        o1.data());
-                    } else {
-                        lv->attention_heads(q.data(), m, k.data(), v.data(), stride, nullptr, n_pos, hd, 0.3f,
-                                            s1.data(), o1.data());
-                    }
-                    std::vector<float> og(o1.size());
-                    if (hd % 8 != 0)
-                        attention_heads(q.data(), m, kg.data(), vg.data(), stride, rows.data(), n_pos, hd, 0.3f,
-                                        s1.data(), og.data());
-                    else
-                        lv->attention_heads(q.data(), m, kg.data(), vg.data(), stride, rows.data(), n_pos, hd, 0.3f,
-                                            s1.data(), og.data());
-                    ASSERT_EQ(og, o1) << "gathered rows differ: " << cpu_level_name(lv->level) << " hd " << hd << " m "
-                                      << m << " n_pos " << n_pos;
-                    for (size_t i = 0; i < o1.size(); i++)
-                        ASSERT_NEAR(o1[i], o2[i], 1e-5) << cpu_level_name(lv->level) << " hd " << hd << " m " << m
-                                                        << " n_pos " << n_pos << " i " << i;
-                }
-            }
-        }
-    }
-}
-
 TEST(Quant, KQuantUnpackedDotMatchesDequantizedReference) {
     // unpack_kq_row must reproduce the dequantized weights exactly (w = lane_scale * q + offset), and the SIMD
     // dot must equal the scalar integer reference.

@@ -16,7 +16,15 @@ struct SessionParams {
     int n_ctx = 0;  // KV cache capacity in tokens; 0 = min(n_ctx_train, 4096)
     int n_layers = 0;  // run only the first n_layers blocks (self-speculation draft); 0 = all
     int n_batch = 256;  // tokens per internal forward chunk (bounds scratch memory for long prompts)
+    // KV cache element types (llama.cpp's -ctk / -ctv): F32, F16, BF16, Q8_0, Q4_0, Q4_1, IQ4_NL, Q5_0, Q5_1.
+    // A block type needs head_dim % 32 == 0; the constructor throws tandem::Error otherwise.
+    TensorType type_k = TensorType::F16;
+    TensorType type_v = TensorType::F16;
 };
+
+// The KV cache type named `name` as llama.cpp spells it ("f16", "q8_0", "iq4_nl", ...); throws tandem::Error
+// naming the supported ones for any other.
+TensorType parse_kv_cache_type(const std::string& name, const char* flag);
 
 class Session {
 public:
@@ -79,7 +87,8 @@ public:
     void truncate(int n);
     // Context shift: forget positions [n_keep, n_keep + n_discard) and move the later ones down by n_discard,
     // their keys re-rotated by -n_discard positions (RoPE rotations compose; as llama.cpp's context shift). The
-    // result attends like a cache that saw only the kept tokens, up to F16 rounding.
+    // result attends like a cache that saw only the kept tokens, up to the cache type's rounding (a quantized
+    // cache's keys are dequantized, rotated and quantized again).
     void shift(int n_keep, int n_discard);
 
     size_t kv_bytes() const;

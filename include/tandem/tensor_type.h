@@ -20,6 +20,7 @@ enum class TensorType : uint32_t {
     Q4_K = 12,
     Q5_K = 13,
     Q6_K = 14,
+    IQ4_NL = 20,  // 4-bit indices into a fixed non-linear table (a KV cache type here)
     BF16 = 30,
     MXFP4 = 39,  // OCP microscaling FP4 (gpt-oss experts): 32 E2M1 values with one E8M0 scale
 };

@@ -53,8 +53,8 @@ struct Tables {
             fill(k);
             TD_ASSERT(k.level == l);  // a unit built with the wrong level's flags
             // the helpers callers use directly: every level fills them (the scalar table with the references)
-            TD_ASSERT(k.dot_f32 && k.dot_f32_f16 && k.axpy_f16 && k.silu_mul && k.attention_heads &&
-                      k.quantize_act_rows && k.stream_sum);
+            TD_ASSERT(k.dot_f32 && k.dot_f32_f16 && k.axpy_f16 && k.silu_mul && k.attn_tile && k.quantize_act_rows &&
+                      k.stream_sum);
             table[size_t(i)] = k;
             present[size_t(i)] = true;
         }
@@ -74,7 +74,7 @@ void fill_scalar_table(IsaKernels& k) {
     k.dot_f32_f16 = dot_f32_f16_ref;
     k.axpy_f16 = axpy_f16_ref;
     k.silu_mul = silu_mul_ref;
-    k.attention_heads = attention_heads_ref;
+    k.attn_tile = attn_tile_ref;
     k.quantize_act_rows = quantize_act_rows_ref;
     k.stream_sum = stream_sum_ref;
     // matmuls: none; kernels.cpp takes the generic reference path (dequantize a row, float dot products)

@@ -20,6 +20,9 @@
 
 namespace tandem {
 
+// Cached positions per flash-attention tile (quant/kernels.h attn_tile: one bit of a 32-bit mask each).
+constexpr int kAttnTile = 32;
+
 struct IsaKernels {
     CpuLevel level = CpuLevel::Scalar;
 
@@ -28,9 +31,12 @@ struct IsaKernels {
     float (*dot_f32_f16)(const float* a, const uint16_t* b, int64_t n) = nullptr;
     void (*axpy_f16)(float w, const uint16_t* x, float* y, int64_t n) = nullptr;
     void (*silu_mul)(float* gate, const float* up, int64_t n) = nullptr;
-    // Only for hd % 8 == 0 and hd <= 256 (the wrapper falls back to the reference otherwise).
-    void (*attention_heads)(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride,
-                            const int32_t* rows, int n_pos, int hd, float scale, float* scores, float* out) = nullptr;
+    // Flash-attention tiles (contracts: quant/kernels.h). attn_tile only for hd % 8 == 0 and hd <= 256 (the
+    // wrapper falls back to the reference otherwise); kv_tile_f32 returns false for a type the level leaves to the
+    // reference conversion (it may be null at the scalar level).
+    void (*attn_tile)(const float* q, size_t q_stride, int n_rows, int group, const uint32_t* masks, const float* kt,
+                      const float* vt, int hd, float scale, float* mx, float* l, float* o) = nullptr;
+    bool (*kv_tile_f32)(TensorType t, const uint8_t* const* rows, int np, int hd, float* tile) = nullptr;
     // y[t * ldy + r] = W.row(r) . x[t] for rows [r0, r1) of a row-major (rows, cols) F32 / F16 / BF16 matrix.
     void (*matmul_f32_rows)(const float* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
                             int64_t r1) = nullptr;

@@ -12,8 +12,9 @@ float dot_f32(const float* a, const float* b, int64_t n);
 float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
 void axpy_f16(float w, const uint16_t* x, float* y, int64_t n);
 void silu_mul(float* gate, const float* up, int64_t n);
-void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows,
-                     int n_pos, int hd, float scale, float* scores, float* out);
+void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uint32_t* masks, const float* kt,
+               const float* vt, int hd, float scale, float* mx, float* l, float* o);
+bool kv_tile_f32(TensorType t, const uint8_t* const* rows, int np, int hd, float* tile);
 void matmul_f32_rows(const float* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
                      int64_t r1);
 void matmul_f16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
@@ -36,7 +37,8 @@ static inline void fill_common(IsaKernels& k) {
     k.dot_f32_f16 = dot_f32_f16;
     k.axpy_f16 = axpy_f16;
     k.silu_mul = silu_mul;
-    k.attention_heads = attention_heads;
+    k.attn_tile = attn_tile;
+    k.kv_tile_f32 = kv_tile_f32;
     k.matmul_f32_rows = matmul_f32_rows;
     k.matmul_f16_rows = matmul_f16_rows;
     k.matmul_bf16_rows = matmul_bf16_rows;

@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include "core/fp16.h"
+#include "model/attention.h"
 #include "model/ffn.h"
 #include "model/rope.h"
 #include "model/session_impl.h"
@@ -49,7 +50,12 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
     n_ctx_ = params.n_ctx > 0 ? params.n_ctx : std::min(hp.n_ctx_train, 4096);
     n_layers_ = params.n_layers > 0 ? std::min(params.n_layers, hp.n_layer) : hp.n_layer;
     n_batch_ = std::max(1, params.n_batch);
-    impl_ = std::make_unique<Impl>(n_layers_, n_ctx_, hp.n_head_kv * hp.head_dim);
+    for (TensorType t : {params.type_k, params.type_v})
+        if (!kv_cache_type_supported(t))
+            throw Error(
+                strprintf("KV cache type %s is not supported (supported: %s)", type_name(t), kv_cache_type_names()));
+    impl_ = std::make_unique<Impl>(n_layers_, n_ctx_, hp.n_head_kv * hp.head_dim, hp.head_dim, params.type_k,
+                                   params.type_v);
 
     // RoPE tables: one for global layers, one for sliding-window layers when the model has them. phi3's
     // LongRoPE factors: the long ones when this context exceeds the original one (as llama.cpp chooses).
@@ -85,12 +91,7 @@ void Session::shift(int n_keep, int n_discard) {
         const float* cs = rt.cos_at(n_discard);
         for (int i = 0; i < half; i++) sn[size_t(i)] = -rt.sin_at(n_discard)[i];
         for (int p = n_keep + n_discard; p < n_past(); p++) {
-            const uint16_t* kh = impl_->kv.k(l, p);
-            const uint16_t* vh = impl_->kv.v(l, p);
-            for (int i = 0; i < kv_dim; i++) {
-                k[size_t(i)] = fp16_to_f32(kh[i]);
-                v[size_t(i)] = fp16_to_f32(vh[i]);
-            }
+            impl_->kv.read(l, p, k.data(), v.data());
             for (int h = 0; h < hp.n_head_kv; h++)
                 rope_head(k.data() + size_t(h) * size_t(hp.head_dim), cs, sn.data(), hp.n_rot, hp.rope_style, 1.0f);
             impl_->kv.store(l, p - n_discard, k.data(), v.data());
@@ -149,10 +150,7 @@ void Session::keep_path(int base, const std::vector<int32_t>& path) {
         const int from = base + path[j], to = base + int(j);
         TD_ASSERT(path[j] > path[j - 1] && from < n_past());
         if (from == to) continue;
-        for (int l = 0; l < n_layers_; l++) {
-            std::copy_n(impl_->kv.k(l, from), impl_->kv.kv_dim(), impl_->kv.k_mut(l, to));
-            std::copy_n(impl_->kv.v(l, from), impl_->kv.kv_dim(), impl_->kv.v_mut(l, to));
-        }
+        impl_->kv.copy_row(n_layers_, from, to);
         tokens_[size_t(to)] = tokens_[size_t(from)];
     }
     tokens_.resize(size_t(base) + path.size());
@@ -198,41 +196,40 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     const HParams& hp = model.hparams();
     const int E = hp.n_embd, hd = hp.head_dim, nh = hp.n_head, nkv = hp.n_head_kv;
     const int qd = nh * hd, kvd = nkv * hd;
-    // A row's position (RoPE, attention window) and its cache row: the same for a chain. In a token tree the
-    // position is pos0 + depth, and `seen[w]` lists the cache rows the row attends to in global (w = 0) and
-    // sliding-window (w = 1) layers: the cached rows first..pos0-1, then its ancestors and itself, root first.
-    // Built once here, not per layer and head.
+    // A row's position (RoPE, attention window) and its cache slot: the same for a chain. In a token tree the
+    // position is pos0 + depth and `tail` lists the slots of its root path (root first, itself last), the
+    // ancestors it attends to beside the cached positions 0..pos0-1 (model/attention.h). Built once here.
     struct Row {
         Session* s;
         int pos;
         int slot;
-        std::vector<int32_t> seen[2];
+        int pos0;
+        std::vector<int32_t> tail;
     };
     std::vector<Row> rows;
     for (const auto& g : segs) {
         const size_t r0 = rows.size();
-        std::vector<std::vector<int32_t>> paths(g.parents ? size_t(g.n) : 0);  // tree: each node's root path (rows)
         for (int t = 0; t < g.n; t++) {
-            Row r{g.s, g.pos0 + t, g.pos0 + t, {}};
+            Row r{g.s, g.pos0 + t, g.pos0 + t, g.pos0, {}};
             if (g.parents) {
                 if (t > 0) {
-                    paths[size_t(t)] = paths[size_t(g.parents[t])];
-                    r.pos = rows[r0 + size_t(g.parents[t])].pos + 1;
+                    const Row& parent = rows[r0 + size_t(g.parents[t])];
+                    r.tail = parent.tail;
+                    r.pos = parent.pos + 1;
                 }
-                paths[size_t(t)].push_back(r.slot);
-                for (int w = 0; w < (hp.n_swa > 0 ? 2 : 1); w++) {
-                    const int first = w ? std::max(0, r.pos - hp.n_swa + 1) : 0;
-                    for (int p = first; p < g.pos0; p++) r.seen[w].push_back(p);
-                    for (size_t j = 0; j < paths[size_t(t)].size(); j++)  // path[j] sits at position pos0 + j
-                        if (g.pos0 + int(j) >= first) r.seen[w].push_back(paths[size_t(t)][j]);
-                }
+                r.tail.push_back(r.slot);
             }
             rows.push_back(std::move(r));
         }
     }
     const int n = int(rows.size());
-    int max_pos = 0;
-    for (const auto& r : rows) max_pos = std::max(max_pos, r.pos + 1);
+    // The attention rows of global layers ([0]) and sliding-window layers ([1], which see the last n_swa
+    // positions).
+    std::vector<AttnRow> attn_rows[2];
+    for (int w = 0; w < (hp.n_swa > 0 ? 2 : 1); w++)
+        for (const Row& r : rows)
+            attn_rows[w].push_back({&r.s->impl_->kv, r.pos, w ? std::max(0, r.pos - hp.n_swa + 1) : 0, r.pos0,
+                                    r.tail.empty() ? nullptr : r.tail.data()});
 
     Impl& S = *S0.impl_;
     S.x.resize(size_t(n) * E);
@@ -289,49 +286,8 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             for (int h = 0; h < nkv; h++) rope_head(k + h * hd, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
             rows[size_t(t)].s->impl_->kv.store(l, rows[size_t(t)].slot, k, v);
         }
-        // Attention, parallel over (row, key/value head) pairs: the `group` query heads of a KV head are adjacent
-        // in q and att and share one pass over the cache. A row at position p sees positions first..p of its
-        // session: first = 0, or p - n_swa + 1 in a sliding-window layer.
-        const int group = nh / nkv;
-        pool.parallel_for(size_t(n) * size_t(nkv), [&](size_t b, size_t e, int) {
-            thread_local std::vector<float> scores;
-            if (scores.size() < size_t(group) * size_t(max_pos)) scores.resize(size_t(group) * size_t(max_pos));
-            for (size_t tg = b; tg < e; tg++) {
-                const int t = int(tg / size_t(nkv)), g = int(tg % size_t(nkv));
-                const Row& row = rows[size_t(t)];
-                const KvCache& kv = row.s->impl_->kv;
-                const int pos = row.pos;
-                const int first = L.swa ? std::max(0, pos - hp.n_swa + 1) : 0;
-                const size_t koff = size_t(g) * hd;
-                const size_t qoff = size_t(t) * qd + size_t(g) * size_t(group) * hd;
-                const std::vector<int32_t>& seen = row.seen[L.swa ? 1 : 0];  // empty: a chain row
-                const int32_t* rl = seen.empty() ? nullptr : seen.data();
-                const int n_pos = rl ? int(seen.size()) : pos + 1 - first;
-                const uint16_t* kb = kv.k(l, rl ? 0 : first) + koff;
-                const uint16_t* vb = kv.v(l, rl ? 0 : first) + koff;
-                attention_heads(&S.q[qoff], group, kb, vb, size_t(kvd), rl, n_pos, hd, hp.q_scale, scores.data(),
-                                &S.att[qoff]);
-                if (hp.has_attn_sinks) {
-                    // A sink adds exp(sink) to the softmax denominator only: out *= S / (S + exp(sink)), with
-                    // S = sum_p exp(s_p), i.e. sigmoid(logsumexp(s) - sink).
-                    for (int r = 0; r < group; r++) {
-                        const float* qr = &S.q[qoff + size_t(r) * hd];
-                        float mx = -INFINITY;
-                        float* sc = scores.data();
-                        for (int p = 0; p < n_pos; p++) {
-                            sc[p] = dot_f32_f16(qr, kb + size_t(rl ? rl[p] : p) * size_t(kvd), hd) * hp.q_scale;
-                            mx = std::max(mx, sc[p]);
-                        }
-                        double sum = 0;
-                        for (int p = 0; p < n_pos; p++) sum += std::exp(double(sc[p] - mx));
-                        const double lse = double(mx) + std::log(sum);
-                        const float f = float(1.0 / (1.0 + std::exp(double(L.sinks[size_t(g * group + r)]) - lse)));
-                        float* o = &S.att[qoff + size_t(r) * hd];
-                        for (int i = 0; i < hd; i++) o[i] *= f;
-                    }
-                }
-            }
-        });
+        const AttnShape shape{l, nh, nkv, hd, hp.q_scale, hp.has_attn_sinks ? L.sinks.data() : nullptr};
+        attention(pool, shape, attn_rows[L.swa ? 1 : 0], S.q.data(), S.att.data(), S.attn_scratch);
         matmul(pool, view(L.wo), S.att.data(), n, S.rows_out.data());
         for (int t = 0; t < n; t++) {
             float* a = &S.rows_out[size_t(t) * E];

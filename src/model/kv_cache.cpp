@@ -1,15 +1,62 @@
 #include "model/kv_cache.h"
 
-#include "core/fp16.h"
+#include <cstring>
+
+#include "quant/quant.h"
+#include "tandem/error.h"
+#include "tandem/session.h"
 
 namespace tandem {
 
+namespace {
+// llama.cpp's -ctk / -ctv set (common/arg.cpp kv_cache_types), in its order.
+constexpr TensorType kKvTypes[] = {TensorType::F32,    TensorType::F16,  TensorType::BF16,
+                                   TensorType::Q8_0,   TensorType::Q4_0, TensorType::Q4_1,
+                                   TensorType::IQ4_NL, TensorType::Q5_0, TensorType::Q5_1};
+}  // namespace
+
+bool kv_cache_type_supported(TensorType t) {
+    for (TensorType k : kKvTypes)
+        if (k == t) return true;
+    return false;
+}
+
+const char* kv_cache_type_names() { return "f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1"; }
+
+TensorType parse_kv_cache_type(const std::string& name, const char* flag) {
+    const auto t = tensor_type_from_name(name);
+    if (!t || !kv_cache_type_supported(*t))
+        throw Error(strprintf("%s %s: not a KV cache type (supported: %s)", flag, name.c_str(), kv_cache_type_names()));
+    return *t;
+}
+
+KvCache::KvCache(int n_layer, int n_ctx, int kv_dim, int head_dim, TensorType tk, TensorType tv)
+    : n_ctx_(n_ctx), kv_dim_(kv_dim), head_dim_(head_dim), tk_(tk), tv_(tv) {
+    TD_ASSERT(kv_cache_type_supported(tk) && kv_cache_type_supported(tv) && head_dim > 0 && kv_dim % head_dim == 0);
+    for (TensorType t : {tk, tv})
+        if (head_dim % type_traits(t).block_elems != 0)
+            throw Error(strprintf("KV cache type %s needs a head size that is a multiple of %d (this model's is %d)",
+                                  type_name(t), type_traits(t).block_elems, head_dim));
+    rk_ = row_bytes(tk, kv_dim);
+    rv_ = row_bytes(tv, kv_dim);
+    k_.resize(size_t(n_layer) * size_t(n_ctx) * rk_);
+    v_.resize(size_t(n_layer) * size_t(n_ctx) * rv_);
+}
+
 void KvCache::store(int layer, int pos, const float* k, const float* v) {
-    uint16_t* kd = &k_[index(layer, pos)];
-    uint16_t* vd = &v_[index(layer, pos)];
-    for (int i = 0; i < kv_dim_; i++) {
-        kd[i] = f32_to_fp16(k[i]);
-        vd[i] = f32_to_fp16(v[i]);
+    quantize_row_ref(tk_, k, k_mut(layer, pos), kv_dim_);
+    quantize_row_ref(tv_, v, v_mut(layer, pos), kv_dim_);
+}
+
+void KvCache::read(int layer, int pos, float* k, float* v) const {
+    dequantize_row_ref(tk_, this->k(layer, pos), k, kv_dim_);
+    dequantize_row_ref(tv_, this->v(layer, pos), v, kv_dim_);
+}
+
+void KvCache::copy_row(int n_layer, int from, int to) {
+    for (int l = 0; l < n_layer; l++) {
+        std::memcpy(k_mut(l, to), k(l, from), rk_);
+        std::memcpy(v_mut(l, to), v(l, from), rv_);
     }
 }
 

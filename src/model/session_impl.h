@@ -12,10 +12,11 @@ namespace tandem {
 struct Session::Impl {
     KvCache kv;
     // scratch, sized for n_batch tokens
-    std::vector<float> x, xn, q, k, v, att, rows_out, logits_tmp;
+    std::vector<float> x, xn, q, k, v, att, rows_out, logits_tmp, attn_scratch;
     FfnScratch ffn;
     RopeTable rope[2];  // [0] global layers, [1] sliding-window layers (HParams::n_swa > 0)
-    Impl(int n_layer, int n_ctx, int kv_dim) : kv(n_layer, n_ctx, kv_dim) {}
+    Impl(int n_layer, int n_ctx, int kv_dim, int head_dim, TensorType tk, TensorType tv)
+        : kv(n_layer, n_ctx, kv_dim, head_dim, tk, tv) {}
 };
 
 }  // namespace tandem

@@ -1,6 +1,9 @@
 // Session state files. Layout (little-endian):
-//   "TDKV" | u32 version = 1 | u64 model fingerprint | u32 n_layers | u32 kv_dim | u32 n_tokens
-//   | i32 tokens[n_tokens] | per layer: K rows [n_tokens][kv_dim] f16, then V rows [n_tokens][kv_dim] f16
+//   "TDKV" | u32 version = 2 | u64 model fingerprint | u32 n_layers | u32 kv_dim | u32 n_tokens
+//   | u32 K type | u32 V type (GGUF type numbers)
+//   | i32 tokens[n_tokens] | per layer: K rows [n_tokens] of the K type, then V rows [n_tokens] of the V type
+// Version 1 (before KV cache types) is the same without the two type words, F16 rows. A file of other cache
+// types than the session's is converted row by row (dequantized and stored again).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +14,7 @@
 
 #include "core/mmap.h"
 #include "model/session_impl.h"
+#include "quant/quant.h"
 #include "tandem/error.h"
 
 namespace tandem {
@@ -18,7 +22,7 @@ namespace tandem {
 namespace {
 
 constexpr char kMagic[4] = {'T', 'D', 'K', 'V'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 // FNV-1a over the shapes and the first bytes of the embedding and output matrices: a file of another model
 // (even of the same shape) is refused instead of giving garbage.
@@ -80,10 +84,12 @@ size_t Session::save_state(const std::string& path) const {
     put(&layers, 4);
     put(&kv_dim, 4);
     put(&n, 4);
+    const uint32_t types[2] = {uint32_t(impl_->kv.type_k()), uint32_t(impl_->kv.type_v())};
+    put(types, 8);
     put(tokens_.data(), size_t(n) * 4);
     for (int l = 0; l < n_layers_; l++) {
-        for (uint32_t t = 0; t < n; t++) put(impl_->kv.k(l, int(t)), size_t(kv_dim) * 2);
-        for (uint32_t t = 0; t < n; t++) put(impl_->kv.v(l, int(t)), size_t(kv_dim) * 2);
+        for (uint32_t t = 0; t < n; t++) put(impl_->kv.k(l, int(t)), impl_->kv.row_bytes_k());
+        for (uint32_t t = 0; t < n; t++) put(impl_->kv.v(l, int(t)), impl_->kv.row_bytes_v());
     }
     if (std::fflush(out.f) != 0) throw Error(strprintf("%s: write failed: %s", path.c_str(), std::strerror(errno)));
     return written;
@@ -106,7 +112,7 @@ size_t Session::load_state(const std::string& path) {
     if (std::memcmp(magic, kMagic, 4) != 0)
         throw Error(path + ": not a tandem state file (it was not written by tandem's slot save)");
     get(&version, 4, "the header");
-    if (version != kVersion)
+    if (version != kVersion && version != 1)
         throw Error(strprintf("%s: state file version %u is not supported (this build reads %u)", path.c_str(), version,
                               kVersion));
     get(&fp, 8, "the header");
@@ -120,7 +126,20 @@ size_t Session::load_state(const std::string& path) {
     if (n > uint32_t(n_ctx_))
         throw Error(
             strprintf("%s: the state file holds %u tokens, more than the context (%d)", path.c_str(), n, n_ctx_));
-    const size_t expect = 28 + size_t(n) * 4 + size_t(layers) * 2 * size_t(n) * kv_dim * 2;
+    TensorType ft[2] = {TensorType::F16, TensorType::F16};
+    if (version >= 2) {
+        uint32_t raw[2];
+        get(raw, 8, "the header");
+        for (int i = 0; i < 2; i++) {
+            const auto t = tensor_type_from_u32(raw[i]);
+            if (!t || !kv_cache_type_supported(*t) || impl_->kv.head_dim() % type_traits(*t).block_elems != 0)
+                throw Error(strprintf("%s: the state file's %s cache type %u is not one this session can read",
+                                      path.c_str(), i ? "V" : "K", raw[i]));
+            ft[i] = *t;
+        }
+    }
+    const size_t rk = row_bytes(ft[0], kv_dim), rv = row_bytes(ft[1], kv_dim);
+    const size_t expect = at + size_t(n) * 4 + size_t(layers) * size_t(n) * (rk + rv);
     if (data.size() != expect)
         throw Error(strprintf("%s: the state file is %zu bytes, %zu expected", path.c_str(), data.size(), expect));
     std::vector<int32_t> toks(n);
@@ -128,9 +147,22 @@ size_t Session::load_state(const std::string& path) {
     for (int32_t id : toks)
         if (id < 0 || id >= n_vocab())
             throw Error(strprintf("%s: token id %d is outside the vocabulary", path.c_str(), id));
-    for (int l = 0; l < n_layers_; l++) {
-        for (uint32_t t = 0; t < n; t++) get(impl_->kv.k_mut(l, int(t)), size_t(kv_dim) * 2, "the keys");
-        for (uint32_t t = 0; t < n; t++) get(impl_->kv.v_mut(l, int(t)), size_t(kv_dim) * 2, "the values");
+    KvCache& kv = impl_->kv;
+    if (ft[0] == kv.type_k() && ft[1] == kv.type_v()) {
+        for (int l = 0; l < n_layers_; l++) {
+            for (uint32_t t = 0; t < n; t++) get(kv.k_mut(l, int(t)), rk, "the keys");
+            for (uint32_t t = 0; t < n; t++) get(kv.v_mut(l, int(t)), rv, "the values");
+        }
+    } else {  // saved with other cache types: each row through floats
+        std::vector<float> f(kv_dim);
+        for (int l = 0; l < n_layers_; l++)
+            for (int which = 0; which < 2; which++)
+                for (uint32_t t = 0; t < n; t++) {
+                    dequantize_row_ref(ft[which], data.data() + at, f.data(), kv_dim);
+                    at += which ? rv : rk;
+                    quantize_row_ref(which ? kv.type_v() : kv.type_k(), f.data(),
+                                     which ? kv.v_mut(l, int(t)) : kv.k_mut(l, int(t)), kv_dim);
+                }
     }
     tokens_ = std::move(toks);
     return at;

@@ -54,6 +54,16 @@ static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4 size");
 
 static_assert(sizeof(block_q8_0) == 34);
 
+// IQ4_NL: 4-bit indices (low nibbles: elements 0..15, high nibbles: 16..31) into a fixed non-linear table of
+// 16 levels, times d. x[j] = kvalues_iq4nl[nibble] * d.
+constexpr int QK4_NL = 32;
+struct block_iq4_nl {
+    uint16_t d;
+    uint8_t qs[QK4_NL / 2];
+};
+static_assert(sizeof(block_iq4_nl) == 18);
+constexpr int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 // 16 sub-blocks of 16; 4-bit scale and 4-bit min per sub-block; 2-bit quants. x = d*sc*q - dmin*m.
 struct block_q2_K {
     uint8_t scales[QK_K / 16];

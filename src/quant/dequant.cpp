@@ -67,6 +67,16 @@ void dq_q8_0(const block_q8_0* x, float* y, int64_t nb) {
     }
 }
 
+void dq_iq4_nl(const block_iq4_nl* x, float* y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += QK4_NL) {
+        float d = fp16_to_f32(x[i].d);
+        for (int j = 0; j < QK4_NL / 2; j++) {
+            y[j] = float(kvalues_iq4nl[x[i].qs[j] & 0xF]) * d;
+            y[j + QK4_NL / 2] = float(kvalues_iq4nl[x[i].qs[j] >> 4]) * d;
+        }
+    }
+}
+
 void dq_q2_K(const block_q2_K* x, float* y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++) {
         float d = fp16_to_f32(x[i].d), dmin = fp16_to_f32(x[i].dmin);
@@ -232,6 +242,7 @@ void dequantize_row_ref(TensorType t, const void* src, float* dst, int64_t n) {
         case TensorType::Q5_K: dq_q5_K(static_cast<const block_q5_K*>(src), dst, nb); return;
         case TensorType::Q6_K: dq_q6_K(static_cast<const block_q6_K*>(src), dst, nb); return;
         case TensorType::MXFP4: dq_mxfp4(static_cast<const block_mxfp4*>(src), dst, nb); return;
+        case TensorType::IQ4_NL: dq_iq4_nl(static_cast<const block_iq4_nl*>(src), dst, nb); return;
     }
     TD_ASSERT(false && "dequantize_row_ref: unhandled type");
 }

@@ -22,31 +22,53 @@ void silu_mul_ref(float* gate, const float* up, int64_t n) {
     for (int64_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows,
-                     int n_pos, int hd, float scale, float* scores, float* out) {
-    TD_ASSERT(m >= 1 && m <= 64);
-    if (hd % 8 == 0 && hd <= 256) return isa().attention_heads(q, m, k, v, stride, rows, n_pos, hd, scale, scores, out);
-    attention_heads_ref(q, m, k, v, stride, rows, n_pos, hd, scale, scores, out);
+void kv_tile_f32(TensorType t, const uint8_t* const* rows, int np, int hd, float* tile) {
+    TD_ASSERT(np >= 0 && np <= kAttnTile);
+    const auto fn = isa().kv_tile_f32;
+    if (!fn || !fn(t, rows, np, hd, tile)) kv_tile_f32_ref(t, rows, np, hd, tile);
 }
 
-void attention_heads_ref(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride,
-                         const int32_t* rows, int n_pos, int hd, float scale, float* scores, float* out) {
-    for (int r = 0; r < m; r++) {
-        const float* qr = q + size_t(r) * size_t(hd);
-        float* o = out + size_t(r) * size_t(hd);
-        float mx = -INFINITY;
-        for (int p = 0; p < n_pos; p++) {
-            scores[p] = dot_f32_f16_ref(qr, k + size_t(rows ? rows[p] : p) * stride, hd) * scale;
-            mx = std::max(mx, scores[p]);
+void kv_tile_f32_ref(TensorType t, const uint8_t* const* rows, int np, int hd, float* tile) {
+    for (int j = 0; j < np; j++) dequantize_row_ref(t, rows[j], tile + size_t(j) * size_t(hd), hd);
+    std::fill(tile + size_t(np) * size_t(hd), tile + size_t(kAttnTile) * size_t(hd), 0.0f);
+}
+
+void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uint32_t* masks, const float* kt,
+               const float* vt, int hd, float scale, float* mx, float* l, float* o) {
+    if (hd % 8 == 0 && hd <= 256)
+        return isa().attn_tile(q, q_stride, n_rows, group, masks, kt, vt, hd, scale, mx, l, o);
+    attn_tile_ref(q, q_stride, n_rows, group, masks, kt, vt, hd, scale, mx, l, o);
+}
+
+void attn_tile_ref(const float* q, size_t q_stride, int n_rows, int group, const uint32_t* masks, const float* kt,
+                   const float* vt, int hd, float scale, float* mx, float* l, float* o) {
+    float s[kAttnTile];
+    for (int r = 0; r < n_rows; r++) {
+        const uint32_t mask = masks[r];
+        if (!mask) continue;
+        for (int i = 0; i < group; i++) {
+            const int qi = r * group + i;
+            const float* qr = q + size_t(r) * q_stride + size_t(i) * size_t(hd);
+            float tmax = -INFINITY;
+            for (int j = 0; j < kAttnTile; j++) {
+                s[j] = dot_f32_ref(qr, kt + size_t(j) * size_t(hd), hd) * scale;
+                if (mask >> j & 1) tmax = std::max(tmax, s[j]);
+            }
+            const float m1 = std::max(mx[qi], tmax);
+            const float c = std::exp(mx[qi] - m1);  // 0 before any position (mx = -inf)
+            float* oq = o + size_t(qi) * size_t(hd);
+            float sum = 0;
+            for (int d = 0; d < hd; d++) oq[d] *= c;
+            for (int j = 0; j < kAttnTile; j++) {
+                if (!(mask >> j & 1)) continue;
+                const float p = std::exp(s[j] - m1);
+                sum += p;
+                const float* vj = vt + size_t(j) * size_t(hd);
+                for (int d = 0; d < hd; d++) oq[d] += p * vj[d];
+            }
+            l[qi] = l[qi] * c + sum;
+            mx[qi] = m1;
         }
-        double sum = 0;
-        for (int p = 0; p < n_pos; p++) {
-            scores[p] = std::exp(scores[p] - mx);
-            sum += scores[p];
-        }
-        const float inv = float(1.0 / sum);
-        std::fill(o, o + hd, 0.0f);
-        for (int p = 0; p < n_pos; p++) axpy_f16_ref(scores[p] * inv, v + size_t(rows ? rows[p] : p) * stride, o, hd);
     }
 }
 

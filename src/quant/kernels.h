@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cpu/isa.h"
 #include "tandem/tensor_type.h"
 
 namespace tandem {
@@ -35,17 +36,27 @@ void axpy_f16_ref(float w, const uint16_t* x, float* y, int64_t n);
 void silu_mul(float* gate, const float* up, int64_t n);
 void silu_mul_ref(float* gate, const float* up, int64_t n);
 
-// Causal attention of m query heads that share one key/value head (grouped-query attention; m = 1 for
-// plain multi-head attention) over n_pos cached positions, keys and values in half precision:
-//   out[r] = sum_p softmax_p(scale * q[r] . k_p) v_p,   q, out: (m, hd) row-major;  k_p = k + row(p) * stride, v_p
-// likewise, row(p) = p when rows is null, else rows[p] (n_pos entries: a token-tree node sees the prompt and its
-// ancestors only, whose rows are not contiguous). The arithmetic does not depend on where the rows lie, so a
-// gathered key set gives bit-identical results to the same keys stored contiguously.
-// `scores` holds at least m * n_pos floats of scratch; m <= 64.
-void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows,
-                     int n_pos, int hd, float scale, float* scores, float* out);
-void attention_heads_ref(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride,
-                         const int32_t* rows, int n_pos, int hd, float scale, float* scores, float* out);
+// Flash-style attention works on tiles of kAttnTile (cpu/isa.h) cached positions of one key/value head
+// (model/attention.h).
+// Converts np <= kAttnTile cached rows of one head (rows[j]: hd elements of type t, a whole number of blocks)
+// into the float tile (kAttnTile, hd); tile rows np.. are zeroed. Every conversion is exact (a block's scale
+// times its integer), so every level gives the same tile.
+void kv_tile_f32(TensorType t, const uint8_t* const* rows, int np, int hd, float* tile);
+void kv_tile_f32_ref(TensorType t, const uint8_t* const* rows, int np, int hd, float* tile);
+
+// The online-softmax step of attention over one tile for n_rows * group query vectors: query qi = r * group + i
+// is q + r * q_stride + i * hd (the group heads of row r that share this key/value head) and sees tile
+// position j iff bit j of masks[r]. Its running state is mx[qi] (max score so far, -inf before any), l[qi]
+// (sum of exp(score - mx)) and o[qi * hd ..] (unnormalized output): with s_j = scale * q . kt[j],
+//   m' = max(mx, max_visible s_j), c = exp(mx - m'), l = c l + sum_visible exp(s_j - m'),
+//   o = c o + sum_visible exp(s_j - m') vt[j]     (visible j in increasing order; a row with mask 0 is untouched)
+// The arithmetic of a query depends only on its own visible positions and the tile contents, never on the
+// other queries or masks: a batch, a tree and one token at a time give bit-identical results. hd % 8 == 0,
+// hd <= 256 at the SIMD levels (the wrapper takes the reference otherwise).
+void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uint32_t* masks, const float* kt,
+               const float* vt, int hd, float scale, float* mx, float* l, float* o);
+void attn_tile_ref(const float* q, size_t q_stride, int n_rows, int group, const uint32_t* masks, const float* kt,
+                   const float* vt, int hd, float scale, float* mx, float* l, float* o);
 
 // y[t * ldy + r] = dot(W.row(r), x[t * W.cols ...]) for t in [0, n_tok), r in [r0, r1).
 // Generic path (any type): dequantize each row once, apply it to all n_tok inputs (so a verification batch

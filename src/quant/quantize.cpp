@@ -304,6 +304,48 @@ void q_mxfp4(const float* x, block_mxfp4* y, int64_t nb) {
     }
 }
 
+// IQ4_NL: for a few candidate scales (the value of largest magnitude on the table's outermost level -127, and
+// near it), each element takes the nearest level, then the scale is refit by least squares for those levels;
+// the candidate of least squared error wins.
+int nearest_iq4nl(float v) {
+    int best = 0;
+    for (int k = 1; k < 16; k++)
+        if (std::fabs(v - float(kvalues_iq4nl[k])) < std::fabs(v - float(kvalues_iq4nl[best]))) best = k;
+    return best;
+}
+
+void q_iq4_nl(const float* x, block_iq4_nl* y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QK4_NL) {
+        const float maxv = signed_absmax(x, QK4_NL);
+        float best_d = 0, best_err = INFINITY;
+        uint8_t best_l[QK4_NL] = {};
+        for (int t = -6; t <= 6 && maxv != 0; t++) {
+            const float d0 = maxv / (-127.0f + float(t) * 2.0f);
+            uint8_t l[QK4_NL];
+            double sxv = 0, svv = 0;
+            for (int j = 0; j < QK4_NL; j++) {
+                l[j] = uint8_t(nearest_iq4nl(x[j] / d0));
+                sxv += double(x[j]) * kvalues_iq4nl[l[j]];
+                svv += double(kvalues_iq4nl[l[j]]) * kvalues_iq4nl[l[j]];
+            }
+            const float d = svv > 0 ? float(sxv / svv) : d0;
+            const float dh = fp16_to_f32(f32_to_fp16(d));
+            double err = 0;
+            for (int j = 0; j < QK4_NL; j++) {
+                const double e = double(x[j]) - double(dh) * kvalues_iq4nl[l[j]];
+                err += e * e;
+            }
+            if (err < best_err) {
+                best_err = float(err);
+                best_d = d;
+                std::memcpy(best_l, l, sizeof l);
+            }
+        }
+        y[i].d = f32_to_fp16(best_d);
+        for (int j = 0; j < QK4_NL / 2; j++) y[i].qs[j] = uint8_t(best_l[j] | (best_l[j + QK4_NL / 2] << 4));
+    }
+}
+
 }  // namespace
 
 void quantize_row_ref(TensorType t, const float* src, void* dst, int64_t n) {
@@ -332,6 +374,7 @@ void quantize_row_ref(TensorType t, const float* src, void* dst, int64_t n) {
         case TensorType::Q5_K: q_q5_K(src, static_cast<block_q5_K*>(dst), nb); return;
         case TensorType::Q6_K: q_q6_K(src, static_cast<block_q6_K*>(dst), nb); return;
         case TensorType::MXFP4: q_mxfp4(src, static_cast<block_mxfp4*>(dst), nb); return;
+        case TensorType::IQ4_NL: q_iq4_nl(src, static_cast<block_iq4_nl*>(dst), nb); return;
     }
     TD_ASSERT(false && "quantize_row_ref: unhandled type");
 }

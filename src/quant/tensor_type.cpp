@@ -27,6 +27,7 @@ const Entry kTypes[] = {
     {TensorType::Q4_K, {"Q4_K", QK_K, sizeof(block_q4_K)}},
     {TensorType::Q5_K, {"Q5_K", QK_K, sizeof(block_q5_K)}},
     {TensorType::Q6_K, {"Q6_K", QK_K, sizeof(block_q6_K)}},
+    {TensorType::IQ4_NL, {"IQ4_NL", QK4_NL, sizeof(block_iq4_nl)}},
     {TensorType::MXFP4, {"MXFP4", QK_MXFP4, sizeof(block_mxfp4)}},
 };
 }  // namespace

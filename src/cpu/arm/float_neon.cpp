@@ -97,52 +97,95 @@ void silu_mul(float* gate, const float* up, int64_t n) {
 }
 
 // softmax numerators in place over row[0, n) (max subtracted); returns 1 / their sum.
-static inline float softmax_unnormalized(float* row, int n) {
-    float mx = row[0];
-    for (int p = 1; p < n; p++) mx = row[p] > mx ? row[p] : mx;
-    float32x4_t vs = vdupq_n_f32(0);
-    int p = 0;
-    for (; p + 4 <= n; p += 4) {
-        const float32x4_t e = exp_ps(vsubq_f32(vld1q_f32(row + p), vdupq_n_f32(mx)));
-        vst1q_f32(row + p, e);
-        vs = vaddq_f32(vs, e);
-    }
-    float sum = vaddvq_f32(vs);
-    for (; p < n; p++) {
-        row[p] = expf(row[p] - mx);
-        sum += row[p];
-    }
-    return 1.0f / sum;
-}
-
-// m query heads sharing one key/value head, hd % 8 == 0 and hd <= 256: each cached key and value row is
-// converted from half precision once for all m heads.
-void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows,
-                     int n_pos, int hd, float scale, float* scores, float* out) {
-    float row[256];
-    for (int p = 0; p < n_pos; p++) {
-        const uint16_t* kp = k + size_t(rows ? rows[p] : p) * stride;
-        for (int i = 0; i < hd; i += 4) vst1q_f32(row + i, load4_f16(kp + i));
-        for (int r = 0; r < m; r++)
-            scores[size_t(r) * size_t(n_pos) + size_t(p)] = dot_f32(q + size_t(r) * size_t(hd), row, hd) * scale;
-    }
-    float inv[64];
-    for (int r = 0; r < m; r++) inv[r] = softmax_unnormalized(scores + size_t(r) * size_t(n_pos), n_pos);
-    for (int r = 0; r < m; r++)
-        for (int i = 0; i < hd; i++) out[size_t(r) * size_t(hd) + size_t(i)] = 0.0f;
-    for (int p = 0; p < n_pos; p++) {
-        const uint16_t* vp = v + size_t(rows ? rows[p] : p) * stride;
-        for (int i = 0; i < hd; i += 4) vst1q_f32(row + i, load4_f16(vp + i));
-        for (int r = 0; r < m; r++) {
-            float* o = out + size_t(r) * size_t(hd);
-            const float w = scores[size_t(r) * size_t(n_pos) + size_t(p)];
-            for (int i = 0; i < hd; i += 4) vst1q_f32(o + i, vfmaq_n_f32(vld1q_f32(o + i), vld1q_f32(row + i), w));
+// The tile step (contract: quant/kernels.h attn_tile): every position's score is computed whatever the mask.
+void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uint32_t* masks, const float* kt,
+               const float* vt, int hd, float scale, float* mx, float* l, float* o) {
+    float s[kAttnTile];
+    for (int r = 0; r < n_rows; r++) {
+        const uint32_t mask = masks[r];
+        if (!mask) continue;
+        for (int g = 0; g < group; g++) {
+            const int qi = r * group + g;
+            const float* qr = q + size_t(r) * q_stride + size_t(g) * size_t(hd);
+            for (int j = 0; j < kAttnTile; j++) s[j] = dot_f32(qr, kt + size_t(j) * size_t(hd), hd) * scale;
+            float tmax = -INFINITY;
+            for (uint32_t m = mask; m; m &= m - 1) {
+                const int j = __builtin_ctz(m);
+                tmax = s[j] > tmax ? s[j] : tmax;
+            }
+            const float m1 = mx[qi] > tmax ? mx[qi] : tmax;
+            const float c = expf(mx[qi] - m1);  // 0 before any position (mx = -inf)
+            for (int j = 0; j < kAttnTile; j += 4)
+                vst1q_f32(s + j, exp_ps(vsubq_f32(vld1q_f32(s + j), vdupq_n_f32(m1))));
+            float sum = 0;
+            for (uint32_t m = mask; m; m &= m - 1) sum += s[__builtin_ctz(m)];
+            l[qi] = l[qi] * c + sum;
+            mx[qi] = m1;
+            float* oq = o + size_t(qi) * size_t(hd);
+            for (int i = 0; i < hd; i += 16) {
+                float32x4_t a0 = vmulq_n_f32(vld1q_f32(oq + i), c), a1 = vmulq_n_f32(vld1q_f32(oq + i + 4), c);
+                float32x4_t a2 = vmulq_n_f32(vld1q_f32(oq + i + 8), c), a3 = vmulq_n_f32(vld1q_f32(oq + i + 12), c);
+                const bool four = i + 16 <= hd;
+                for (uint32_t m = mask; m; m &= m - 1) {
+                    const int j = __builtin_ctz(m);
+                    const float* vj = vt + size_t(j) * size_t(hd) + i;
+                    a0 = vfmaq_n_f32(a0, vld1q_f32(vj), s[j]);
+                    a1 = vfmaq_n_f32(a1, vld1q_f32(vj + 4), s[j]);
+                    if (four) {
+                        a2 = vfmaq_n_f32(a2, vld1q_f32(vj + 8), s[j]);
+                        a3 = vfmaq_n_f32(a3, vld1q_f32(vj + 12), s[j]);
+                    }
+                }
+                vst1q_f32(oq + i, a0);
+                vst1q_f32(oq + i + 4, a1);
+                if (four) {
+                    vst1q_f32(oq + i + 8, a2);
+                    vst1q_f32(oq + i + 12, a3);
+                }
+            }
         }
     }
-    for (int r = 0; r < m; r++) {
-        float* o = out + size_t(r) * size_t(hd);
-        for (int i = 0; i < hd; i += 4) vst1q_f32(o + i, vmulq_n_f32(vld1q_f32(o + i), inv[r]));
+}
+
+// Cache rows to a float tile (contract: quant/kernels.h kv_tile_f32): f32, f16, bf16, q8_0 here, the other
+// block types by the reference. x = float(q) * d, one rounding, as the reference.
+bool kv_tile_f32(TensorType t, const uint8_t* const* rows, int np, int hd, float* tile) {
+    if (hd % 32 != 0) return false;
+    switch (t) {
+        case TensorType::F32:
+            for (int j = 0; j < np; j++) __builtin_memcpy(tile + j * hd, rows[j], size_t(hd) * 4);
+            break;
+        case TensorType::F16:
+            for (int j = 0; j < np; j++)
+                for (int i = 0; i < hd; i += 4)
+                    vst1q_f32(tile + j * hd + i, load4_f16(reinterpret_cast<const uint16_t*>(rows[j]) + i));
+            break;
+        case TensorType::BF16:
+            for (int j = 0; j < np; j++)
+                for (int i = 0; i < hd; i += 4)
+                    vst1q_f32(tile + j * hd + i, load4_bf16(reinterpret_cast<const uint16_t*>(rows[j]) + i));
+            break;
+        case TensorType::Q8_0:
+            for (int j = 0; j < np; j++) {
+                const uint8_t* b = rows[j];
+                for (int k = 0; k < hd / 32; k++, b += 34) {
+                    uint16_t dh;
+                    __builtin_memcpy(&dh, b, 2);
+                    const float d = scalar_f16(dh);
+                    for (int i = 0; i < 32; i += 8) {
+                        const int16x8_t w = vmovl_s8(vld1_s8(reinterpret_cast<const int8_t*>(b + 2 + i)));
+                        float* out = tile + j * hd + 32 * k + i;
+                        vst1q_f32(out, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(w))), d));
+                        vst1q_f32(out + 4, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(w))), d));
+                    }
+                }
+            }
+            break;
+        default: return false;
     }
+    for (int j = np; j < kAttnTile; j++)
+        for (int i = 0; i < hd; i++) tile[j * hd + i] = 0.0f;
+    return true;
 }
 
 // F32 / F16 / BF16 weights: four rows per pass share each load of the activations.

@@ -103,114 +103,144 @@ static inline __m256 hsum8(const __m256* v) {
     return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
 }
 
-// softmax in place over row[0, n) (max subtracted); returns 1 / sum of the exponentials.
-static inline float softmax_unnormalized(float* row, int n) {
-    __m256 vmx8 = _mm256_set1_ps(-INFINITY);
-    int p = 0;
-    for (; p + 8 <= n; p += 8) vmx8 = _mm256_max_ps(vmx8, _mm256_loadu_ps(row + p));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmx8), _mm256_extractf128_ps(vmx8, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    float mx = _mm_cvtss_f32(m4);
-    for (; p < n; p++) mx = (row[p] > mx ? row[p] : mx);
-    const __m256 vmx = _mm256_set1_ps(mx);
-    __m256 vsum = _mm256_setzero_ps();
-    p = 0;
-    for (; p + 8 <= n; p += 8) {
-        const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(row + p), vmx));
-        _mm256_storeu_ps(row + p, e);
-        vsum = _mm256_add_ps(vsum, e);
-    }
-    float sum = hsum(vsum);
-    for (; p < n; p++) {
-        row[p] = expf(row[p] - mx);
-        sum += row[p];
-    }
-    return 1.0f / sum;
-}
-
-// o[0 .. 8*CH) += sum_j p[j] * tile[j][0 .. 8*CH) over np <= 8 positions; CH accumulator registers (a
-// compile-time count, so they stay in registers).
+// o[0 .. 8*CH) = c * o + sum over the set bits j of mask of p[j] * tile[j][0 .. 8*CH), in increasing j; CH
+// accumulator registers (a compile-time count, so they stay in registers).
 template <int CH>
-static inline void pv_chunk(const float* p, int np, const float* tile, int hd, float* o) {
+static inline void pv_chunk(const float* p, uint32_t mask, float c, const float* tile, int hd, float* o) {
     __m256 acc[CH];
-    for (int i = 0; i < CH; i++) acc[i] = _mm256_loadu_ps(o + 8 * i);
-    for (int j = 0; j < np; j++) {
+    const __m256 cv = _mm256_set1_ps(c);
+    for (int i = 0; i < CH; i++) acc[i] = _mm256_mul_ps(cv, _mm256_loadu_ps(o + 8 * i));
+    for (uint32_t m = mask; m; m &= m - 1) {
+        const int j = __builtin_ctz(m);
         const __m256 w = _mm256_set1_ps(p[j]);
         for (int i = 0; i < CH; i++) acc[i] = _mm256_fmadd_ps(w, _mm256_load_ps(tile + j * hd + 8 * i), acc[i]);
     }
     for (int i = 0; i < CH; i++) _mm256_storeu_ps(o + 8 * i, acc[i]);
 }
 
-// m query heads sharing one key/value head (grouped-query attention), hd % 8 == 0 and hd <= 256. Keys and
-// values are converted from half precision once per tile of 8 positions for all m heads; the scores of 8
-// positions come out of one reduction (hsum8) instead of eight.
-void attention_heads(const float* q, int m, const uint16_t* k, const uint16_t* v, size_t stride, const int32_t* rows,
-                     int n_pos, int hd, float scale, float* scores, float* out) {
+// The tile step (contract: quant/kernels.h attn_tile). Scores of 8 positions come out of one reduction (hsum8);
+// every position's score is computed whatever the mask, so a query's arithmetic never depends on it.
+void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uint32_t* masks, const float* kt,
+               const float* vt, int hd, float scale, float* mx, float* l, float* o) {
     const int nv = hd / 8;
-    alignas(32) float tile[8 * 256];  // (8 positions, hd) as floats
-    auto load_tile = [&](const uint16_t* base, int p0, int np) {
-        for (int j = 0; j < np; j++)
-            for (int i = 0; i < nv; i++)
-                _mm256_store_ps(tile + j * hd + 8 * i,
-                                load8_f16(base + size_t(rows ? rows[p0 + j] : p0 + j) * stride + 8 * i));
-    };
-    // Scores: (m, n_pos).
-    int p0 = 0;
-    for (; p0 + 8 <= n_pos; p0 += 8) {
-        load_tile(k, p0, 8);
-        for (int r = 0; r < m; r++) {
-            const float* qr = q + size_t(r) * size_t(hd);
-            __m256 acc[8];
-            for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
-            for (int i = 0; i < nv; i++) {
-                const __m256 qv = _mm256_loadu_ps(qr + 8 * i);
-                for (int j = 0; j < 8; j++) acc[j] = _mm256_fmadd_ps(qv, _mm256_load_ps(tile + j * hd + 8 * i), acc[j]);
+    const __m256 vscale = _mm256_set1_ps(scale);
+    alignas(32) float s[kAttnTile];
+    for (int r = 0; r < n_rows; r++) {
+        const uint32_t mask = masks[r];
+        if (!mask) continue;
+        for (int g = 0; g < group; g++) {
+            const int qi = r * group + g;
+            const float* qr = q + size_t(r) * q_stride + size_t(g) * size_t(hd);
+            for (int j0 = 0; j0 < kAttnTile; j0 += 8) {
+                __m256 acc[8];
+                for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+                for (int i = 0; i < nv; i++) {
+                    const __m256 qv = _mm256_loadu_ps(qr + 8 * i);
+                    for (int j = 0; j < 8; j++)
+                        acc[j] = _mm256_fmadd_ps(qv, _mm256_load_ps(kt + (j0 + j) * hd + 8 * i), acc[j]);
+                }
+                _mm256_store_ps(s + j0, _mm256_mul_ps(hsum8(acc), vscale));
             }
-            _mm256_storeu_ps(scores + size_t(r) * size_t(n_pos) + p0, _mm256_mul_ps(hsum8(acc), _mm256_set1_ps(scale)));
-        }
-    }
-    if (p0 < n_pos) {
-        load_tile(k, p0, n_pos - p0);
-        for (int r = 0; r < m; r++) {
-            const float* qr = q + size_t(r) * size_t(hd);
-            for (int j = 0; j < n_pos - p0; j++) {
-                __m256 acc = _mm256_setzero_ps();
-                for (int i = 0; i < nv; i++)
-                    acc = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 8 * i), _mm256_load_ps(tile + j * hd + 8 * i), acc);
-                scores[size_t(r) * size_t(n_pos) + size_t(p0 + j)] = hsum(acc) * scale;
+            float tmax = -INFINITY;
+            for (uint32_t m = mask; m; m &= m - 1) {
+                const int j = __builtin_ctz(m);
+                tmax = s[j] > tmax ? s[j] : tmax;
             }
-        }
-    }
-    float inv[64];
-    for (int r = 0; r < m; r++) inv[r] = softmax_unnormalized(scores + size_t(r) * size_t(n_pos), n_pos);
-    // Output: (m, hd) = probabilities (m, n_pos) x values (n_pos, hd).
-    for (int r = 0; r < m; r++)
-        for (int i = 0; i < hd; i++) out[size_t(r) * size_t(hd) + size_t(i)] = 0.0f;
-    for (p0 = 0; p0 < n_pos; p0 += 8) {
-        const int np = (n_pos - p0 < 8 ? n_pos - p0 : 8);
-        load_tile(v, p0, np);
-        for (int r = 0; r < m; r++) {
-            const float* pr = scores + size_t(r) * size_t(n_pos) + p0;
-            float* o = out + size_t(r) * size_t(hd);
+            const float m1 = mx[qi] > tmax ? mx[qi] : tmax;
+            const float c = expf(mx[qi] - m1);  // 0 before any position (mx = -inf)
+            const __m256 vm1 = _mm256_set1_ps(m1);
+            for (int j0 = 0; j0 < kAttnTile; j0 += 8)
+                _mm256_store_ps(s + j0, exp_ps(_mm256_sub_ps(_mm256_load_ps(s + j0), vm1)));
+            float sum = 0;
+            for (uint32_t m = mask; m; m &= m - 1) sum += s[__builtin_ctz(m)];
+            l[qi] = l[qi] * c + sum;
+            mx[qi] = m1;
+            float* oq = o + size_t(qi) * size_t(hd);
             int i0 = 0;
-            for (; i0 + 8 <= nv; i0 += 8) pv_chunk<8>(pr, np, tile + 8 * i0, hd, o + 8 * i0);
+            for (; i0 + 8 <= nv; i0 += 8) pv_chunk<8>(s, mask, c, vt + 8 * i0, hd, oq + 8 * i0);
             if (nv - i0 >= 4) {
-                pv_chunk<4>(pr, np, tile + 8 * i0, hd, o + 8 * i0);
+                pv_chunk<4>(s, mask, c, vt + 8 * i0, hd, oq + 8 * i0);
                 i0 += 4;
             }
             if (nv - i0 >= 2) {
-                pv_chunk<2>(pr, np, tile + 8 * i0, hd, o + 8 * i0);
+                pv_chunk<2>(s, mask, c, vt + 8 * i0, hd, oq + 8 * i0);
                 i0 += 2;
             }
-            if (nv - i0 >= 1) pv_chunk<1>(pr, np, tile + 8 * i0, hd, o + 8 * i0);
+            if (nv - i0 >= 1) pv_chunk<1>(s, mask, c, vt + 8 * i0, hd, oq + 8 * i0);
         }
     }
-    for (int r = 0; r < m; r++) {
-        const __m256 s = _mm256_set1_ps(inv[r]);
-        float* o = out + size_t(r) * size_t(hd);
-        for (int i = 0; i < nv; i++) _mm256_storeu_ps(o + 8 * i, _mm256_mul_ps(_mm256_loadu_ps(o + 8 * i), s));
+}
+
+// Cache rows to a float tile (contract: quant/kernels.h kv_tile_f32) for the types decode at depth streams most:
+// f32, f16, bf16, q8_0, q4_0. The block types: x = float(q) * d, one rounding, as the reference.
+static inline __m256 load8_bf16_tile(const uint16_t* p) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+bool kv_tile_f32(TensorType t, const uint8_t* const* rows, int np, int hd, float* tile) {
+    const int nv = hd / 8;
+    if (hd % 32 != 0) return false;
+    switch (t) {
+        case TensorType::F32:
+            for (int j = 0; j < np; j++)
+                for (int i = 0; i < nv; i++)
+                    _mm256_store_ps(tile + j * hd + 8 * i,
+                                    _mm256_loadu_ps(reinterpret_cast<const float*>(rows[j]) + 8 * i));
+            break;
+        case TensorType::F16:
+            for (int j = 0; j < np; j++)
+                for (int i = 0; i < nv; i++)
+                    _mm256_store_ps(tile + j * hd + 8 * i,
+                                    load8_f16(reinterpret_cast<const uint16_t*>(rows[j]) + 8 * i));
+            break;
+        case TensorType::BF16:
+            for (int j = 0; j < np; j++)
+                for (int i = 0; i < nv; i++)
+                    _mm256_store_ps(tile + j * hd + 8 * i,
+                                    load8_bf16_tile(reinterpret_cast<const uint16_t*>(rows[j]) + 8 * i));
+            break;
+        case TensorType::Q8_0:
+            for (int j = 0; j < np; j++) {
+                const uint8_t* b = rows[j];
+                for (int k = 0; k < hd / 32; k++, b += 34) {
+                    uint16_t dh;
+                    __builtin_memcpy(&dh, b, 2);
+                    const __m256 d = _mm256_set1_ps(_cvtsh_ss(dh));
+                    for (int i = 0; i < 4; i++) {
+                        const __m256i q =
+                            _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * i)));
+                        _mm256_store_ps(tile + j * hd + 32 * k + 8 * i, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+                    }
+                }
+            }
+            break;
+        case TensorType::Q4_0:
+            for (int j = 0; j < np; j++) {
+                const uint8_t* b = rows[j];
+                for (int k = 0; k < hd / 32; k++, b += 18) {
+                    uint16_t dh;
+                    __builtin_memcpy(&dh, b, 2);
+                    const __m256 d = _mm256_set1_ps(_cvtsh_ss(dh));
+                    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
+                    const __m128i lo = _mm_sub_epi8(_mm_and_si128(raw, _mm_set1_epi8(0x0F)), _mm_set1_epi8(8));
+                    const __m128i hi =
+                        _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)), _mm_set1_epi8(8));
+                    float* out = tile + j * hd + 32 * k;
+                    _mm256_store_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), d));
+                    _mm256_store_ps(out + 8,
+                                    _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), d));
+                    _mm256_store_ps(out + 16, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), d));
+                    _mm256_store_ps(out + 24,
+                                    _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), d));
+                }
+            }
+            break;
+        default: return false;
     }
+    for (int j = np; j < kAttnTile; j++)
+        for (int i = 0; i < nv; i++) _mm256_store_ps(tile + j * hd + 8 * i, _mm256_setzero_ps());
+    return true;
 }
 
 static inline __m256 load_f32(const float* p) { return _mm256_loadu_ps(p); }

@@ -1,0 +1,200 @@
+// Flash-style attention (model/attention.h): the tile kernel of every level against the scalar reference, the
+// cache-to-float conversion of every KV type, the tiled driver against a double-precision two-pass reference for
+// every cache type (chains across chunk boundaries, sliding windows, sinks, trees), and the exactness contract:
+// one token at a time, a batch, a tree and any thread count give bit-identical results.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "cpu/isa.h"
+#include "model/attention.h"
+#include "model/kv_cache.h"
+#include "quant/kernels.h"
+#include "tandem/thread_pool.h"
+
+using namespace tandem;
+
+namespace {
+
+std::vector<const IsaKernels*> all_levels() {
+    std::vector<const IsaKernels*> v;
+    for (CpuLevel l : cpu_levels_supported())
+        if (const IsaKernels* k = isa_for(l)) v.push_back(k);
+    return v;
+}
+
+std::vector<float> gaussian(size_t n, uint32_t seed, float sd = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, sd);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(rng);
+    return v;
+}
+
+const TensorType kKvTypes[] = {TensorType::F32,  TensorType::F16,    TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0,
+                               TensorType::Q4_1, TensorType::IQ4_NL, TensorType::Q5_0, TensorType::Q5_1};
+
+// A one-layer cache of n_ctx random rows (keys and values of sd 1).
+KvCache random_cache(int n_ctx, int nkv, int hd, TensorType t, uint32_t seed) {
+    KvCache kv(1, n_ctx, nkv * hd, hd, t, t);
+    const auto k = gaussian(size_t(n_ctx) * size_t(nkv * hd), seed), v = gaussian(k.size(), seed + 1);
+    for (int p = 0; p < n_ctx; p++)
+        kv.store(0, p, k.data() + size_t(p) * size_t(nkv * hd), v.data() + size_t(p) * size_t(nkv * hd));
+    return kv;
+}
+
+std::vector<AttnRow> chain(const KvCache& kv, int pos0, int n, int window) {
+    std::vector<AttnRow> rows;
+    for (int t = 0; t < n; t++) {
+        const int pos = pos0 + t;
+        rows.push_back({&kv, pos, window > 0 ? std::max(0, pos - window + 1) : 0, pos0, nullptr});
+    }
+    return rows;
+}
+
+}  // namespace
+
+TEST(Attention, TileKernelMatchesReferenceAtEveryLevel) {
+    std::mt19937 rng(3);
+    for (int hd : {8, 16, 24, 32, 64, 128, 256, 12}) {
+        for (int group : {1, 3, 8}) {
+            for (int n_rows : {1, 3}) {
+                const int m = n_rows * group;
+                const size_t q_stride = size_t(group * hd) + 8;  // rows apart, as in the pass's q matrix
+                const auto q = gaussian(q_stride * size_t(n_rows), 5);
+                for (const IsaKernels* lv : all_levels()) {
+                    std::vector<float> mx1(static_cast<size_t>(m), -INFINITY), l1(static_cast<size_t>(m)),
+                        o1(static_cast<size_t>(m * hd));
+                    std::vector<float> mx2 = mx1, l2 = l1, o2 = o1;
+                    for (int tile = 0; tile < 3; tile++) {
+                        alignas(64) static float kt[kAttnTile * 256], vt[kAttnTile * 256];
+                        const auto kf = gaussian(size_t(kAttnTile * hd), 10 + tile, 2.0f);
+                        const auto vf = gaussian(size_t(kAttnTile * hd), 20 + tile);
+                        std::copy(kf.begin(), kf.end(), kt);
+                        std::copy(vf.begin(), vf.end(), vt);
+                        std::vector<uint32_t> masks(static_cast<size_t>(n_rows));
+                        for (auto& mk : masks) mk = tile == 1 ? 0xFFFFFFFFu : uint32_t(rng());
+                        if (n_rows > 1) masks[1] = 0;  // a row that sees nothing of this tile stays as it was
+                        if (hd % 8 == 0 && hd <= 256)
+                            lv->attn_tile(q.data(), q_stride, n_rows, group, masks.data(), kt, vt, hd, 0.125f,
+                                          mx1.data(), l1.data(), o1.data());
+                        else
+                            attn_tile(q.data(), q_stride, n_rows, group, masks.data(), kt, vt, hd, 0.125f, mx1.data(),
+                                      l1.data(), o1.data());
+                        attn_tile_ref(q.data(), q_stride, n_rows, group, masks.data(), kt, vt, hd, 0.125f, mx2.data(),
+                                      l2.data(), o2.data());
+                    }
+                    for (int i = 0; i < m; i++) {
+                        ASSERT_EQ(mx1[size_t(i)] == -INFINITY, mx2[size_t(i)] == -INFINITY);
+                        if (mx2[size_t(i)] == -INFINITY) continue;
+                        ASSERT_NEAR(mx1[size_t(i)], mx2[size_t(i)], 1e-5 * (1 + std::fabs(mx2[size_t(i)])));
+                        ASSERT_NEAR(l1[size_t(i)], l2[size_t(i)], 1e-5 * l2[size_t(i)]) << cpu_level_name(lv->level);
+                        for (int d = 0; d < hd; d++)
+                            ASSERT_NEAR(o1[size_t(i * hd + d)], o2[size_t(i * hd + d)],
+                                        2e-5 * (l2[size_t(i)] + std::fabs(o2[size_t(i * hd + d)])))
+                                << cpu_level_name(lv->level) << " hd " << hd << " group " << group << " q " << i;
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST(Attention, CacheTilesConvertExactlyAtEveryLevel) {
+    for (TensorType t : kKvTypes) {
+        for (int hd : {32, 64, 128}) {
+            KvCache kv = random_cache(40, 2, hd, t, 7);
+            for (int np : {1, 17, kAttnTile}) {
+                const uint8_t* rows[kAttnTile];
+                for (int j = 0; j < np; j++) rows[j] = kv.k(0, 3 + j) + kv.head_bytes_k();  // head 1
+                alignas(64) static float a[kAttnTile * 128], b[kAttnTile * 128];
+                std::fill(a, a + kAttnTile * hd, 7.0f);
+                kv_tile_f32_ref(t, rows, np, hd, b);
+                for (int j = np; j < kAttnTile; j++)
+                    for (int d = 0; d < hd; d++) ASSERT_EQ(b[j * hd + d], 0.0f);
+                for (const IsaKernels* lv : all_levels()) {
+                    if (!lv->kv_tile_f32 || !lv->kv_tile_f32(t, rows, np, hd, a)) continue;  // the reference's
+                    for (int i = 0; i < kAttnTile * hd; i++)
+                        ASSERT_EQ(a[i], b[i]) << type_name(t) << " " << cpu_level_name(lv->level) << " hd " << hd << " at "
+                                              << i;
+                }
+            }
+        }
+    }
+}
+
+TEST(Attention, TiledEqualsExactReferenceForEveryCacheType) {
+    // Rows past two chunk boundaries, a sliding window that starts inside a tile, sinks, grouped and plain
+    // multi-head attention, a head size without a SIMD path (12, f32/f16/bf16 only: block types need 32).
+    ThreadPool pool(2);
+    struct Shape {
+        int nh, nkv, hd;
+    };
+    for (const Shape s : {Shape{8, 2, 64}, Shape{2, 2, 32}, Shape{4, 1, 12}}) {
+        for (TensorType t : kKvTypes) {
+            if (s.hd % type_traits(t).block_elems != 0) continue;
+            const int n_ctx = 2 * kAttnChunk + 300;
+            KvCache kv = random_cache(n_ctx, s.nkv, s.hd, t, 11);
+            const auto sinks = gaussian(size_t(s.nh), 13);
+            for (int window : {0, 700}) {
+                for (bool with_sinks : {false, true}) {
+                    const auto rows = chain(kv, n_ctx - 9, 9, window);
+                    const auto q = gaussian(rows.size() * size_t(s.nh * s.hd), 17, 0.5f);
+                    const AttnShape sh{0, s.nh, s.nkv, s.hd, 1.0f / std::sqrt(float(s.hd)),
+                                       with_sinks ? sinks.data() : nullptr};
+                    std::vector<float> out(q.size()), ref(q.size()), scratch;
+                    attention(pool, sh, rows, q.data(), out.data(), scratch);
+                    attention_ref(sh, rows, q.data(), ref.data());
+                    for (size_t i = 0; i < out.size(); i++)
+                        ASSERT_NEAR(out[i], ref[i], 2e-5 * (1 + std::fabs(ref[i])))
+                            << type_name(t) << " heads " << s.nh << "/" << s.nkv << " hd " << s.hd << " window "
+                            << window << " sinks " << with_sinks << " at " << i;
+                }
+            }
+        }
+    }
+}
+
+TEST(Attention, OneTokenBatchTreeAndThreadCountAreBitIdentical) {
+    ThreadPool one(1), two(2);
+    const int nh = 8, nkv = 2, hd = 64, n_ctx = kAttnChunk + 200;
+    for (TensorType t : {TensorType::F16, TensorType::Q8_0, TensorType::Q4_1}) {
+        KvCache kv = random_cache(n_ctx, nkv, hd, t, 21);
+        const AttnShape sh{0, nh, nkv, hd, 0.125f, nullptr};
+        const int pos0 = kAttnChunk - 5, n = 9;  // the batch straddles a chunk and several tiles
+        const auto rows = chain(kv, pos0, n, 0);
+        const auto q = gaussian(size_t(n * nh * hd), 23);
+        std::vector<float> batch(q.size()), batch1(q.size()), scratch;
+        attention(two, sh, rows, q.data(), batch.data(), scratch);
+        attention(one, sh, rows, q.data(), batch1.data(), scratch);
+        ASSERT_EQ(batch, batch1) << "thread count changed the result (" << type_name(t) << ")";
+        for (int r = 0; r < n; r++) {  // the same token decoded alone: its segment starts at its own position
+            const std::vector<AttnRow> alone{{&kv, pos0 + r, 0, pos0 + r, nullptr}};
+            std::vector<float> o(static_cast<size_t>(nh * hd));
+            attention(two, sh, alone, q.data() + size_t(r * nh * hd), o.data(), scratch);
+            for (int i = 0; i < nh * hd; i++)
+                ASSERT_EQ(o[size_t(i)], batch[size_t(r * nh * hd + i)]) << type_name(t) << " row " << r << " at " << i;
+        }
+        // A token tree at pos0: 0 root; 1, 2 children of 0; 3 child of 2; 4 child of 3. Node 4's path sits in slots
+        // pos0, pos0+2, pos0+3, pos0+4; the same rows moved to pos0..pos0+3 (as keep_path does) and decoded as a
+        // chain must give node 4's result bit for bit.
+        const int32_t tail4[] = {pos0, pos0 + 2, pos0 + 3, pos0 + 4};
+        const int32_t tail1[] = {pos0, pos0 + 1};
+        const std::vector<AttnRow> tree{{&kv, pos0 + 1, 0, pos0, tail1}, {&kv, pos0 + 3, 0, pos0, tail4}};
+        std::vector<float> qt(static_cast<size_t>(2 * nh * hd));
+        std::copy_n(q.data() + size_t(nh * hd), nh * hd, qt.data());  // both nodes take the query of row 1
+        std::copy_n(q.data() + size_t(nh * hd), nh * hd, qt.data() + size_t(nh * hd));
+        std::vector<float> tout(qt.size());
+        attention(two, sh, tree, qt.data(), tout.data(), scratch);
+        KvCache moved = random_cache(n_ctx, nkv, hd, t, 21);
+        for (int j = 1; j < 4; j++) moved.copy_row(1, tail4[j], pos0 + j);
+        const std::vector<AttnRow> as_chain{{&moved, pos0 + 3, 0, pos0 + 3, nullptr}};
+        std::vector<float> cout(static_cast<size_t>(nh * hd));
+        attention(one, sh, as_chain, qt.data() + size_t(nh * hd), cout.data(), scratch);
+        for (int i = 0; i < nh * hd; i++)
+            ASSERT_EQ(cout[size_t(i)], tout[size_t(nh * hd + i)]) << type_name(t) << " tree node at " << i;
+        // and node 1 (slots pos0, pos0+1 contiguous) equals the chain row at pos0 + 1 of the batch
+        for (int i = 0; i < nh * hd; i++) ASSERT_EQ(tout[size_t(i)], batch[size_t(nh * hd + i)]) << "tree node 1";
+    }
+}
