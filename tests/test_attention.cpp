@@ -32,8 +32,9 @@ std::vector<float> gaussian(size_t n, uint32_t seed, float sd = 1.0f) {
     return v;
 }
 
-const TensorType kKvTypes[] = {TensorType::F32,  TensorType::F16,    TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0,
-                               TensorType::Q4_1, TensorType::IQ4_NL, TensorType::Q5_0, TensorType::Q5_1};
+const TensorType kKvTypes[] = {TensorType::F32,    TensorType::F16,  TensorType::BF16,
+                               TensorType::Q8_0,   TensorType::Q4_0, TensorType::Q4_1,
+                               TensorType::IQ4_NL, TensorType::Q5_0, TensorType::Q5_1};
 
 // A one-layer cache of n_ctx random rows (keys and values of sd 1).
 KvCache random_cache(int n_ctx, int nkv, int hd, TensorType t, uint32_t seed) {
@@ -116,8 +117,8 @@ TEST(Attention, CacheTilesConvertExactlyAtEveryLevel) {
                 for (const IsaKernels* lv : all_levels()) {
                     if (!lv->kv_tile_f32 || !lv->kv_tile_f32(t, rows, np, hd, a)) continue;  // the reference's
                     for (int i = 0; i < kAttnTile * hd; i++)
-                        ASSERT_EQ(a[i], b[i]) << type_name(t) << " " << cpu_level_name(lv->level) << " hd " << hd << " at "
-                                              << i;
+                        ASSERT_EQ(a[i], b[i])
+                            << type_name(t) << " " << cpu_level_name(lv->level) << " hd " << hd << " at " << i;
                 }
             }
         }
@@ -141,8 +142,8 @@ TEST(Attention, TiledEqualsExactReferenceForEveryCacheType) {
                 for (bool with_sinks : {false, true}) {
                     const auto rows = chain(kv, n_ctx - 9, 9, window);
                     const auto q = gaussian(rows.size() * size_t(s.nh * s.hd), 17, 0.5f);
-                    const AttnShape sh{0, s.nh, s.nkv, s.hd, 1.0f / std::sqrt(float(s.hd)),
-                                       with_sinks ? sinks.data() : nullptr};
+                    const AttnShape sh{
+                        0, s.nh, s.nkv, s.hd, 1.0f / std::sqrt(float(s.hd)), with_sinks ? sinks.data() : nullptr};
                     std::vector<float> out(q.size()), ref(q.size()), scratch;
                     attention(pool, sh, rows, q.data(), out.data(), scratch);
                     attention_ref(sh, rows, q.data(), ref.data());

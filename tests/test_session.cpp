@@ -390,3 +390,97 @@ TEST(Session, TokenTreeNodesSeeOnlyTheirAncestors) {
     EXPECT_THROW(s.decode_tree(tree.data(), forward_parent.data(), 3), Error);
     EXPECT_EQ(s.n_past(), int(prompt.size()));
 }
+
+// KV cache types (issue 31): every type runs, stays near the F16 cache (a long sequence: the deviation of the
+// last logits, relative to their range, printed), and a block type with a head size it does not divide is refused
+// as llama.cpp refuses it.
+TEST(Session, QuantizedCachesStayCloseToF16) {
+    ThreadPool pool(2);
+    auto m = Model::load(test::shared_file("models/synth-llama-spm-q8_0.gguf"));
+    std::vector<int32_t> seq = {1};
+    for (int i = 0; i < 1100; i++) seq.push_back(int32_t(300 + (i * 7919) % 20000));  // past one 1024-chunk
+    auto last_logits = [&](TensorType t) {
+        Session s(m, SessionParams{1200, 0, 256, t, t}, pool);
+        s.decode(seq, false);
+        return std::vector<float>(s.last_logits(), s.last_logits() + s.n_vocab());
+    };
+    const auto ref = last_logits(TensorType::F16);
+    float range = 0;
+    for (float x : ref) range = std::max(range, std::fabs(x));
+    // Random weights amplify any change (8-bit activations re-round): f32 against f16 moves the logits by ~1.4% of
+    // their range here, which is the floor; a wrong dequantization or a dropped block moves them by tens of %.
+    struct Bound {
+        TensorType t;
+        float rel;  // largest |logit - f16 logit| / largest |f16 logit|
+    };
+    for (const Bound b :
+         {Bound{TensorType::F32, 0.03f}, Bound{TensorType::BF16, 0.03f}, Bound{TensorType::Q8_0, 0.03f},
+          Bound{TensorType::Q5_1, 0.03f}, Bound{TensorType::Q5_0, 0.03f}, Bound{TensorType::Q4_1, 0.05f},
+          Bound{TensorType::Q4_0, 0.05f}, Bound{TensorType::IQ4_NL, 0.05f}}) {
+        const auto got = last_logits(b.t);
+        float worst = 0;
+        for (size_t v = 0; v < got.size(); v++) worst = std::max(worst, std::fabs(got[v] - ref[v]));
+        std::printf("[ %s cache ] largest logit deviation from f16 after %zu tokens: %.4f (logits up to %.2f)\n",
+                    type_name(b.t), seq.size(), worst, range);
+        EXPECT_LT(worst, b.rel * range) << type_name(b.t);
+    }
+    try {
+        Session s(stories(), SessionParams{64, 0, 256, TensorType::Q8_0, TensorType::F16}, pool);
+        FAIL() << "a q8_0 cache was accepted for head size 8";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("multiple of 32"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(Session(stories(), SessionParams{64, 0, 256, TensorType::Q4_K, TensorType::F16}, pool), Error);
+    EXPECT_THROW(parse_kv_cache_type("q4_k", "-ctk"), Error);
+    EXPECT_EQ(parse_kv_cache_type("iq4_nl", "-ctk"), TensorType::IQ4_NL);
+}
+
+// State files carry their cache types: restored into the same types they continue bit for bit; restored into
+// other types they are converted row by row. A context shift works on a quantized cache.
+TEST(Session, QuantizedCachesSaveRestoreAndShift) {
+    ThreadPool pool(1);
+    auto m = Model::load(test::shared_file("models/synth-llama-spm-q8_0.gguf"));
+    const std::string path = test::temp_dir() + "/slot-q8.bin";
+    std::vector<int32_t> seq = {1};
+    for (int i = 0; i < 80; i++) seq.push_back(int32_t(500 + (i * 613) % 9000));
+    const int32_t next = 4242;
+    Session a(m, SessionParams{256, 0, 256, TensorType::Q8_0, TensorType::Q4_0}, pool);
+    a.decode(seq, false);
+    const size_t written = a.save_state(path);
+    Session b(m, SessionParams{256, 0, 256, TensorType::Q8_0, TensorType::Q4_0}, pool);
+    EXPECT_EQ(b.load_state(path), written);
+    a.decode(&next, 1, false);
+    b.decode(&next, 1, false);
+    for (int v = 0; v < a.n_vocab(); v++) ASSERT_EQ(a.last_logits()[v], b.last_logits()[v]) << v;
+    Session c(m, SessionParams{256, 0, 256, TensorType::F16, TensorType::F16}, pool);  // converted
+    c.load_state(path);
+    EXPECT_EQ(c.tokens(), seq);
+    c.decode(&next, 1, false);
+    float worst = 0, range = 0;
+    for (int v = 0; v < a.n_vocab(); v++) {
+        worst = std::max(worst, std::fabs(a.last_logits()[v] - c.last_logits()[v]));
+        range = std::max(range, std::fabs(a.last_logits()[v]));
+    }
+    EXPECT_LT(worst, 0.03f * range) << "the converted cache holds other values";
+
+    // A shifted cache is not a fresh one on random weights (later layers' keys carry what the discarded tokens
+    // contributed), so the q8_0 cache's shift is compared with the f32 cache's shift of the same tokens.
+    Session d(m, SessionParams{256, 0, 256, TensorType::Q8_0, TensorType::Q8_0}, pool),
+        e(m, SessionParams{256, 0, 256, TensorType::F32, TensorType::F32}, pool);
+    for (Session* x : {&d, &e}) {
+        x->decode(seq, false);
+        x->shift(4, 30);
+        std::vector<int32_t> kept(seq.begin(), seq.begin() + 4);
+        kept.insert(kept.end(), seq.begin() + 34, seq.end());
+        ASSERT_EQ(x->tokens(), kept);
+        x->decode(&next, 1, false);
+    }
+    worst = range = 0;
+    for (int v = 0; v < d.n_vocab(); v++) {
+        worst = std::max(worst, std::fabs(d.last_logits()[v] - e.last_logits()[v]));
+        range = std::max(range, std::fabs(e.last_logits()[v]));
+    }
+    std::printf("[ q8_0 cache ] context shift: largest logit deviation from the f32 cache's %.4f (logits up to %.2f)\n",
+                worst, range);
+    EXPECT_LT(worst, 0.03f * range);
+}

@@ -82,6 +82,9 @@ struct EngineParams {
     int n_batch = 256;  // prompt tokens per forward chunk
     int prefill_chunk = 64;  // prompt tokens a slot processes per round while others decode; 0: all at once
     bool kv_unified = false;  // llama-server's --kv-unified: every slot may use the whole -c (memory: n_slots x -c)
+    // KV cache element types (-ctk, -ctv; -ctkd, -ctvd for the draft and self-draft sessions)
+    TensorType type_k = TensorType::F16, type_v = TensorType::F16;
+    TensorType type_k_draft = TensorType::F16, type_v_draft = TensorType::F16;
     SpecParams spec;  // server defaults (requests may override n_max, n_min, p_min, type)
 };
 

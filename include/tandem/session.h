@@ -25,6 +25,9 @@ struct SessionParams {
 // The KV cache type named `name` as llama.cpp spells it ("f16", "q8_0", "iq4_nl", ...); throws tandem::Error
 // naming the supported ones for any other.
 TensorType parse_kv_cache_type(const std::string& name, const char* flag);
+// Whether `t` can be a KV cache element type, and the names of those that can (for help and messages).
+bool kv_cache_type_supported(TensorType t);
+const char* kv_cache_type_names();
 
 class Session {
 public:
@@ -92,6 +95,12 @@ public:
     void shift(int n_keep, int n_discard);
 
     size_t kv_bytes() const;
+    TensorType kv_type_k() const;
+    TensorType kv_type_v() const;
+    int n_layers() const { return n_layers_; }
+    // Seconds this session's passes spent in attention so far (a pass over several sessions counts it for the
+    // first); benchmarks take the difference around what they time.
+    double attention_seconds() const;  // layers this session runs (a self-draft: the first K)
 
     // State files (llama-server's slot save/restore): the cached tokens and their K/V rows, with a fingerprint of
     // the model and the layer count. save_state returns the bytes written. load_state replaces this session's

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tandem/sampling.h"
+#include "tandem/session.h"
 
 namespace tandem {
 
@@ -115,9 +116,10 @@ int self_draft_layers(const Model& target, int requested);
 // K / L with K = self_draft_layers(requested_layers) (which also checks K); the other types: 0 (no draft model).
 double draft_cost_prior(SpecType type, const Model& target, const Model* draft_model, int requested_layers);
 // DRAFT: a session on `draft_model`; SELF: a session on the target limited to self_draft_layers(requested_layers);
-// NONE, NGRAM, SUFFIX: no session. The cost prior is draft_cost_prior's.
+// NONE, NGRAM, SUFFIX: no session. The session takes `params` (context, batch, cache types; its n_layers is
+// set here). The cost prior is draft_cost_prior's.
 DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
-                      const std::shared_ptr<const Model>& draft_model, int n_ctx, int n_batch, int requested_layers,
+                      const std::shared_ptr<const Model>& draft_model, SessionParams params, int requested_layers,
                       ThreadPool& pool);
 
 // Sets spec.type and spec.extra from a list of names ("draft", "ngram,suffix", "draft,ngram,suffix", llama.cpp's

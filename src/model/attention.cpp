@@ -163,8 +163,7 @@ std::vector<Block> make_blocks(const std::vector<AttnRow>& rows, int group) {
 
 void attention(ThreadPool& pool, const AttnShape& sh, const std::vector<AttnRow>& rows, const float* q, float* out,
                std::vector<float>& scratch) {
-    TD_ASSERT(sh.n_head % sh.n_head_kv == 0 && sh.n_head / sh.n_head_kv <= 64 &&
-              sh.head_dim <= kMaxHeadDim);
+    TD_ASSERT(sh.n_head % sh.n_head_kv == 0 && sh.n_head / sh.n_head_kv <= 64 && sh.head_dim <= kMaxHeadDim);
     if (rows.empty()) return;
     const int nkv = sh.n_head_kv, hd = sh.head_dim;
     const Runner run(sh, rows, q);

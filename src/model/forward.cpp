@@ -15,6 +15,7 @@
 //   x += f
 // then logits = rmsnorm(x) * output_norm  Wout^T           (n_out, n_vocab)  [softcap: c tanh(logits / c)]
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "core/fp16.h"
@@ -68,6 +69,9 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
 Session::~Session() = default;
 
 size_t Session::kv_bytes() const { return impl_->kv.bytes(); }
+double Session::attention_seconds() const { return impl_->attn_s; }
+TensorType Session::kv_type_k() const { return impl_->kv.type_k(); }
+TensorType Session::kv_type_v() const { return impl_->kv.type_v(); }
 
 const float* Session::logits(int i) const {
     TD_ASSERT(i >= 0 && i < n_logits_);
@@ -287,7 +291,9 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             rows[size_t(t)].s->impl_->kv.store(l, rows[size_t(t)].slot, k, v);
         }
         const AttnShape shape{l, nh, nkv, hd, hp.q_scale, hp.has_attn_sinks ? L.sinks.data() : nullptr};
+        const auto t_attn = std::chrono::steady_clock::now();
         attention(pool, shape, attn_rows[L.swa ? 1 : 0], S.q.data(), S.att.data(), S.attn_scratch);
+        S.attn_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_attn).count();
         matmul(pool, view(L.wo), S.att.data(), n, S.rows_out.data());
         for (int t = 0; t < n; t++) {
             float* a = &S.rows_out[size_t(t) * E];

@@ -10,13 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "tandem/session.h"  // kv_cache_type_supported
 #include "tandem/tensor_type.h"
 
 namespace tandem {
-
-// Whether `t` can be a KV cache element type at all, and the names of those that can (for messages).
-bool kv_cache_type_supported(TensorType t);
-const char* kv_cache_type_names();
 
 class KvCache {
 public:

@@ -70,10 +70,22 @@ Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model>
                           : std::min(target_->hparams().n_ctx_train > 0 ? target_->hparams().n_ctx_train : 4096, 4096);
     const int per_slot = std::max(8, p_.kv_unified ? total : total / int(slots_.size()));
     for (auto& s : slots_) {
-        s.target = std::make_unique<Session>(target_, SessionParams{per_slot, 0, p_.n_batch}, pool_);
+        s.target =
+            std::make_unique<Session>(target_, SessionParams{per_slot, 0, p_.n_batch, p_.type_k, p_.type_v}, pool_);
         if (draft_) slot_draft(s, SpecType::DRAFT);  // the draft caches are allocated up front, like the target's
     }
     n_ctx_ = slots_[0].target->n_ctx();
+    {
+        const Session& t = *slots_[0].target;
+        size_t bytes = 0;
+        for (const auto& s : slots_) bytes += s.target->kv_bytes() + (s.draft ? s.draft->kv_bytes() : 0);
+        kv_summary_ = strprintf("KV cache: %zu slot(s) x %d positions, K %s + V %s", slots_.size(), t.n_ctx(),
+                                type_name(t.kv_type_k()), type_name(t.kv_type_v()));
+        if (const Session* d = slots_[0].draft.get())
+            kv_summary_ += strprintf("; draft %d positions, K %s + V %s", d->n_ctx(), type_name(d->kv_type_k()),
+                                     type_name(d->kv_type_v()));
+        kv_summary_ += strprintf(" = %.1f MiB", double(bytes) / (1024.0 * 1024.0));
+    }
     m_.n_slots = int(slots_.size());
     for (auto& s : slots_) m_.slots.push_back({int(&s - slots_.data()), s.target->n_ctx(), 0, false, 0, 0});
     m_.spec.accepted_at.assign(size_t(std::max(1, p_.spec.n_max)), 0);
@@ -199,7 +211,8 @@ Engine::SlotDraft Engine::slot_draft(Slot& s, SpecType type) {
     double& prior = type == SpecType::SELF ? s.self_prior : s.draft_prior;
     if (!session) {  // the same setup as generate and bench (make_draft)
         const int n_ctx = type == SpecType::SELF || p_.n_ctx_draft <= 0 ? s.target->n_ctx() : p_.n_ctx_draft;
-        DraftSetup d = make_draft(type, target_, type == SpecType::SELF ? nullptr : draft_, n_ctx, p_.n_batch,
+        DraftSetup d = make_draft(type, target_, type == SpecType::SELF ? nullptr : draft_,
+                                  SessionParams{n_ctx, 0, p_.n_batch, p_.type_k_draft, p_.type_v_draft},
                                   type == SpecType::SELF ? p_.self_draft_layers : 0, pool_);
         session = std::move(d.session);
         prior = d.cost_prior;

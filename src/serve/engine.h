@@ -142,6 +142,8 @@ public:
     EngineMetrics metrics() const;
     int n_ctx() const { return n_ctx_; }
     bool has_draft() const { return draft_ != nullptr; }
+    // What the KV caches take, for the start-up log: slots, positions, types, MiB (target and draft).
+    const std::string& kv_summary() const { return kv_summary_; }
 
 private:
     struct Slot {
@@ -172,6 +174,7 @@ private:
     std::shared_ptr<const Model> target_, draft_;
     EngineParams p_;
     int n_ctx_ = 0;
+    std::string kv_summary_;
     std::unique_ptr<Tokenizer> tok_;
     ThreadPool pool_;
     std::vector<Slot> slots_;

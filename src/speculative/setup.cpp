@@ -25,15 +25,17 @@ double draft_cost_prior(SpecType type, const Model& target, const Model* draft_m
 }
 
 DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
-                      const std::shared_ptr<const Model>& draft_model, int n_ctx, int n_batch, int requested_layers,
+                      const std::shared_ptr<const Model>& draft_model, SessionParams params, int requested_layers,
                       ThreadPool& pool) {
     DraftSetup d;
     if (type == SpecType::DRAFT) {
         if (!draft_model) throw Error("speculative type 'draft' needs a draft model (-md)");
-        d.session = std::make_unique<Session>(draft_model, SessionParams{n_ctx, 0, n_batch}, pool);
+        params.n_layers = 0;
+        d.session = std::make_unique<Session>(draft_model, params, pool);
     } else if (type == SpecType::SELF) {
         d.self_layers = self_draft_layers(*target, requested_layers);
-        d.session = std::make_unique<Session>(target, SessionParams{n_ctx, d.self_layers, n_batch}, pool);
+        params.n_layers = d.self_layers;
+        d.session = std::make_unique<Session>(target, params, pool);
     }
     d.cost_prior = draft_cost_prior(type, *target, draft_model.get(), requested_layers);
     return d;

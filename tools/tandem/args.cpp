@@ -96,6 +96,23 @@ std::string ArgParser::help() const {
     return out;
 }
 
+void add_cache_flags(ArgParser& ap, CacheFlags& f) {
+    const std::string names = std::string("KV cache type: ") + kv_cache_type_names() + " (f16)";
+    ap.add({"-ctk", "--cache-type-k"}, "TYPE", names + " for keys",
+           [&f](const std::string& v) { f.type_k = parse_kv_cache_type(v, "-ctk"); });
+    ap.add({"-ctv", "--cache-type-v"}, "TYPE", names + " for values",
+           [&f](const std::string& v) { f.type_v = parse_kv_cache_type(v, "-ctv"); });
+    ap.add({"-ctkd", "--cache-type-k-draft", "--spec-draft-type-k"}, "TYPE", "the draft's key cache type (f16)",
+           [&f](const std::string& v) { f.type_k_draft = parse_kv_cache_type(v, "-ctkd"); });
+    ap.add({"-ctvd", "--cache-type-v-draft", "--spec-draft-type-v"}, "TYPE", "the draft's value cache type (f16)",
+           [&f](const std::string& v) { f.type_v_draft = parse_kv_cache_type(v, "-ctvd"); });
+}
+
+std::string kv_cache_line(const char* what, const Session& s) {
+    return strprintf("%s KV cache: %d positions x %d layers, K %s + V %s = %.1f MiB", what, s.n_ctx(), s.n_layers(),
+                     type_name(s.kv_type_k()), type_name(s.kv_type_v()), double(s.kv_bytes()) / (1024.0 * 1024.0));
+}
+
 void add_spec_flags(ArgParser& ap, SpecFlags& f) {
     SpecParams& spec = f.spec;
     ap.add({"-md", "--model-draft", "--spec-draft-model"}, "FNAME", "draft model GGUF",

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "tandem/session.h"
 #include "tandem/strings.h"
+#include "tandem/tensor_type.h"
 
 namespace tandem {
 struct SamplerParams;
@@ -60,6 +62,18 @@ struct SpecFlags {
     bool type_given = false;  // --spec-type was given
 };
 void add_spec_flags(ArgParser& ap, SpecFlags& f);
+
+// KV cache types (generate, serve, bench): -ctk/--cache-type-k, -ctv/--cache-type-v for the target and
+// -ctkd/-ctvd (llama.cpp's spellings) for the draft; f16 each unless given (as llama.cpp). An unknown or
+// unsupported name is an Error naming the supported ones.
+struct CacheFlags {
+    TensorType type_k = TensorType::F16, type_v = TensorType::F16;
+    TensorType type_k_draft = TensorType::F16, type_v_draft = TensorType::F16;
+};
+void add_cache_flags(ArgParser& ap, CacheFlags& f);
+// One line for stderr: the cache's types and size ("KV cache: 4096 positions x 22 layers, K q8_0 + V q8_0 =
+// 24.8 MiB"), printed at start by every command.
+std::string kv_cache_line(const char* what, const Session& s);
 // After parsing: without --spec-type, -md means "draft" (else none); then validate_spec_params.
 void resolve_spec_flags(SpecFlags& f);
 

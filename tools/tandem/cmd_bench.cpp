@@ -29,17 +29,19 @@ std::vector<int> parse_list(const std::string& flag, const std::string& v) {
 
 struct BenchFlags {
     std::string model_path, prompt = "Once upon a time", tokenize_file;
-    std::vector<int> pp = {512}, tg = {128}, vb = {1, 2, 4, 8, 16};
+    std::vector<int> pp = {512}, tg = {128}, vb = {1, 2, 4, 8, 16}, depths = {0};
     int reps = 5, n_threads = 2, n_spec = 128;
     bool json_out = false, skip_bw = false, vb_tree = false;
     SpecParams spec;
     SpecFlags sf{spec};  // -md, --draft-layers and whether --spec-type was given
+    CacheFlags cache;  // -ctk, -ctv (the draft's: -ctkd, -ctvd)
 };
 
 // Parses argv into f (throws Error); the speculative flags are resolved by the caller (after --tokenize).
 void parse_bench_flags(int argc, char** argv, BenchFlags& f) {
     ArgParser ap(
-        "usage: tandem bench -m MODEL [-p 512] [-n 128] [--vb 1,2,4,8,16] [-r 5] [-t 2] [--json]\n"
+        "usage: tandem bench -m MODEL [-p 512] [-n 128] [--vb 1,2,4,8,16] [-d 0,4096] [-ctk T -ctv T] [-r 5] [-t 2]\n"
+        "       [--json]\n"
         "       [-md DRAFT | --spec-type ngram|self] [--spec-n 128] [--prompt TEXT]");
     ap.add({"-m", "--model"}, "FNAME", "model", [&](const std::string& v) { f.model_path = v; });
     ap.add({"-p", "--n-prompt"}, "N[,N]", "prompt-processing tests (0 = none)",
@@ -48,6 +50,9 @@ void parse_bench_flags(int argc, char** argv, BenchFlags& f) {
            [&](const std::string& v) { f.tg = parse_list("-n", v); });
     ap.add({"--vb"}, "K[,K]", "verification batch sizes after a 256-token context (empty: none)",
            [&](const std::string& v) { f.vb = v.empty() ? std::vector<int>{} : parse_list("--vb", v); });
+    ap.add({"-d", "--n-depth"}, "D[,D]", "run every test after D positions already in the cache (0)",
+           [&](const std::string& v) { f.depths = parse_list("-d", v); });
+    add_cache_flags(ap, f.cache);
     ap.flag({"--vb-tree"}, "also time token trees of each --vb size (vtK: a chain with 2 alternatives at each depth)",
             [&] { f.vb_tree = true; });
     ap.add({"-r", "--repetitions"}, "N", "repetitions (5)",
@@ -67,13 +72,13 @@ void parse_bench_flags(int argc, char** argv, BenchFlags& f) {
     if (f.model_path.empty()) throw Error("-m MODEL is required");
 }
 
-// The KV cache of the largest context the model tests used (f16 K and V), in MiB.
-double largest_kv_mib(const HParams& hp, const BenchFlags& f) {
-    int max_ctx = 256 + 64;
-    for (int n : f.pp) max_ctx = std::max(max_ctx, std::max(n + 1, 256));
-    for (int n : f.tg) max_ctx = std::max(max_ctx, n + 16);
-    return double(size_t(hp.n_layer) * size_t(max_ctx) * size_t(hp.n_head_kv) * size_t(hp.head_dim) * 2 * 2) /
-           1048576.0;
+// Positions the tests need after the depth: the largest prompt, generation or verification context.
+int room_after_depth(const BenchFlags& f, int depth) {
+    int room = 64;
+    for (int n : f.pp) room = std::max(room, n + 1);
+    for (int n : f.tg) room = std::max(room, n + 16);
+    for (int n : f.vb) room = std::max(room, std::max(0, 256 - depth) + n + 1);
+    return room;
 }
 
 }  // namespace
@@ -90,26 +95,45 @@ int cmd_bench(int argc, char** argv) {
     auto model = Model::load(f.model_path);
     std::unique_ptr<BandwidthProbe> probe;
     if (!f.skip_bw) probe = std::make_unique<BandwidthProbe>(pool);
-    const ModelBench b{model, pool, probe.get(), f.reps};
-    BenchReport rep{
-        f.model_path.substr(f.model_path.find_last_of('/') + 1), f.n_threads, bench_prompt(b, f.pp), {}, {}};
-    // Peak RSS of the generation tests alone (the target's "during generation"); the overall peak comes below.
-    const double overall_before_tg = peak_rss_mib_now();
-    const bool tg_peak_ok = reset_peak_rss();
-    for (Result& r : bench_generation(b, f.tg)) rep.rows.push_back(r);
+    BenchReport rep{f.model_path.substr(f.model_path.find_last_of('/') + 1), f.n_threads, {}, {}, {}};
+    rep.type_k = type_name(f.cache.type_k);
+    rep.type_v = type_name(f.cache.type_v);
+    double overall_peak = 0, tg_peak = 0;
+    bool tg_peak_ok = true;
+    VerifyCurve curve;  // the first depth's (the speculative test's projection)
+    for (size_t di = 0; di < f.depths.size(); di++) {
+        const int depth = f.depths[di];
+        Session s(model, SessionParams{depth + room_after_depth(f, depth), 0, 512, f.cache.type_k, f.cache.type_v},
+                  pool);
+        if (depth > 0) {
+            const auto t0 = Clock::now();
+            s.decode(random_tokens(depth, model->hparams().n_vocab, 7), false);
+            std::fprintf(stderr, "depth %d: cache filled in %.1f s (%s)\n", depth, secs(t0, Clock::now()),
+                         kv_cache_line("bench", s).c_str());
+        }
+        rep.memory.kv_mib = std::max(rep.memory.kv_mib, double(s.kv_bytes()) / 1048576.0);
+        const ModelBench b{model, pool, probe.get(), f.reps, &s, depth};
+        for (Result& r : bench_prompt(b, f.pp)) rep.rows.push_back(r);
+        // Peak RSS of the generation tests alone (the target's "during generation"); the overall peak comes below.
+        overall_peak = std::max(overall_peak, peak_rss_mib_now());
+        tg_peak_ok = tg_peak_ok && reset_peak_rss();
+        for (Result& r : bench_generation(b, f.tg)) rep.rows.push_back(r);
+        tg_peak = std::max(tg_peak, peak_rss_mib_now());
+        const VerifyCurve c = bench_verify(b, f.vb, f.vb_tree, rep.rows);
+        if (di == 0) curve = c;
+        overall_peak = std::max(overall_peak, peak_rss_mib_now());
+    }
     const double probe_mib = probe ? double(BandwidthProbe::kBytes) / 1048576.0 : 0.0;
-    rep.memory.generation_peak_rss_mib = tg_peak_ok ? peak_rss_mib_now() - probe_mib : 0.0;
-    const VerifyCurve curve = bench_verify(b, f.vb, f.vb_tree, rep.rows);
-
-    // Peak RSS so far (model tests only, less the probe's buffer) against the file size and the largest KV cache.
-    rep.memory.peak_rss_mib = std::max(overall_before_tg, peak_rss_mib_now()) - probe_mib;
+    rep.memory.generation_peak_rss_mib = tg_peak_ok ? tg_peak - probe_mib : 0.0;
+    // Peak RSS (model tests only, less the probe's buffer) against the file size and the largest KV cache.
+    rep.memory.peak_rss_mib = overall_peak - probe_mib;
     rep.memory.file_mib = double(model->gguf().file_size()) / 1048576.0;
-    rep.memory.kv_mib = largest_kv_mib(model->hparams(), f);
     if (probe && probe->median() == 0) probe->measure();
     rep.memory.bandwidth_gbps = probe ? probe->median() : 0;
 
     if (f.spec.type != SpecType::NONE)
-        rep.spec = bench_spec(b, SpecBench{f.spec, f.sf.draft_model, f.sf.draft_layers, f.prompt, f.n_spec}, curve);
+        rep.spec = bench_spec(ModelBench{model, pool, probe.get(), f.reps, nullptr, 0},
+                              SpecBench{f.spec, f.sf.draft_model, f.sf.draft_layers, f.prompt, f.n_spec}, curve);
     if (f.json_out) {
         const auto out = report_json(*model, rep);
         std::printf("%s\n", out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());

@@ -63,6 +63,7 @@ struct Options {
     SamplerParams sp;
     SpecParams spec;
     SpecFlags sf{spec};  // -md, --draft-layers and whether --spec-type was given
+    CacheFlags cache;  // -ctk, -ctv, -ctkd, -ctvd
     std::string suffix_static, suffix_dynamic;  // suffix cache files: read; read and updated
     bool ignore_eos = false, no_bos = false, escape = true, display_prompt = true, json = false;
     std::string grammar;  // GBNF (--grammar, --json-schema, ...): the output is constrained to it
@@ -109,6 +110,7 @@ void add_flags(ArgParser& ap, Options& o) {
     ap.add({"-lcs", "--lookup-cache-static"}, "FNAME", "suffix cache file read but not updated",
            [&](const std::string& v) { o.suffix_static = v; });
     add_spec_flags(ap, o.sf);
+    add_cache_flags(ap, o.cache);
     ap.add({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "accepted for compatibility; ignored (no GPU backend)",
            [&](const std::string&) { o.notes.push_back("-ngl (no GPU backend: ignored)"); });
     ap.add({"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, "N", "accepted for compatibility; ignored",
@@ -177,8 +179,9 @@ int cmd_generate(int argc, char** argv) {
 
     auto model = Model::load(o.model);
     auto tok = Tokenizer::from_gguf(model->gguf());
-    SessionParams tp{o.n_ctx, 0, o.n_batch};
+    SessionParams tp{o.n_ctx, 0, o.n_batch, o.cache.type_k, o.cache.type_v};
     Session target(model, tp, pool);
+    std::fprintf(stderr, "%s\n", kv_cache_line("target", target).c_str());
 
     std::shared_ptr<const Model> draft_model;
     if (o.spec.type == SpecType::DRAFT) {
@@ -190,9 +193,11 @@ int cmd_generate(int argc, char** argv) {
     }
     DraftSetup ds =
         make_draft(o.spec.type, model, draft_model,
-                   o.spec.type == SpecType::DRAFT && o.n_ctx_draft > 0 ? o.n_ctx_draft : target.n_ctx(), o.n_batch,
+                   SessionParams{o.spec.type == SpecType::DRAFT && o.n_ctx_draft > 0 ? o.n_ctx_draft : target.n_ctx(),
+                                 0, o.n_batch, o.cache.type_k_draft, o.cache.type_v_draft},
                    o.sf.draft_layers, o.spec.type == SpecType::DRAFT && draft_pool ? *draft_pool : pool);
     std::unique_ptr<Session> draft = std::move(ds.session);
+    if (draft) std::fprintf(stderr, "%s\n", kv_cache_line("draft", *draft).c_str());
     if (draft) o.spec.draft_cost_prior = ds.cost_prior;
 
     std::vector<int32_t> prompt_ids = tok->encode(prompt, !o.no_bos, false);

@@ -101,6 +101,8 @@ int cmd_serve(int argc, char** argv) {
     ap.add({"--shutdown-grace"}, "S", "seconds running generations may continue after SIGTERM (5)",
            [&](const std::string& v) { grace_s = to_int_in("--shutdown-grace", v, 0, 3600); });
     add_spec_flags(ap, sf);
+    CacheFlags cache;
+    add_cache_flags(ap, cache);
     ap.add({"--spec-suffix-max-tokens"}, "N", "tokens of finished requests the suffix cache keeps (1048576)",
            [&](const std::string& v) {
                suffix_params.max_tokens = size_t(to_int_in("--spec-suffix-max-tokens", v, 0, INT32_MAX));
@@ -193,6 +195,10 @@ int cmd_serve(int argc, char** argv) {
     if (model_path.empty()) throw Error("-m MODEL is required");
     resolve_spec_flags(sf);
     ep.self_draft_layers = sf.draft_layers;
+    ep.type_k = cache.type_k;
+    ep.type_v = cache.type_v;
+    ep.type_k_draft = cache.type_k_draft;
+    ep.type_v_draft = cache.type_v_draft;
     sp.http_threads = std::max(16, 2 * (ep.n_slots + ep.queue_max) + 8);
     if (auto w = ThreadPool::oversubscription_warning(ep.n_threads); !w.empty())
         std::fprintf(stderr, "%s\n", w.c_str());

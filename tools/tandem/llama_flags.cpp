@@ -75,9 +75,6 @@ constexpr CompatFlag kFlags[] = {
     {"--poll --poll-batch --poll-draft --spec-draft-poll --poll-batch-draft --spec-draft-poll-batch", true,
      Kind::Notice, "threads spin briefly, then sleep"},
     {"-fa --flash-attn", false, Kind::Quiet, ""},  // value optional, see register_llama_server_flags
-    {"-ctk --cache-type-k -ctv --cache-type-v", true, Kind::Notice, "the KV cache is F16"},
-    {"-ctkd --cache-type-k-draft --spec-draft-type-k -ctvd --cache-type-v-draft --spec-draft-type-v", true,
-     Kind::Notice, "the KV cache is F16"},
     {"-dt --defrag-thold", true, Kind::Quiet, ""},
     {"--kv-unified-per-slot", true, Kind::Notice, "each slot has its own KV cache of -c tokens"},
     {"--swa-full", false, Kind::Quiet, ""},

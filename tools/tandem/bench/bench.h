@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tandem/model.h"
+#include "tandem/session.h"
 #include "tandem/speculative.h"
 #include "tandem/thread_pool.h"
 
@@ -55,24 +56,36 @@ struct Result {
     std::vector<double> ts;  // tokens/s of each repetition
     double gbps = 0, bw_fraction = 0;
     double rel_vb1 = 0;  // vbK: median over repetitions of (time of this pass / time of the 1-token pass)
+    int depth = 0;  // positions already in the cache (-d)
+    double attn_share = 0;  // fraction of the time spent in attention (mean over repetitions)
     double mean() const;
     double sd() const;  // sample standard deviation; 0 for fewer than 2 repetitions
 };
 
-// What the model tests share: the model, the pool, the bandwidth probe (null: --no-bandwidth) and -r.
+// What the model tests share: the model, the pool, the bandwidth probe (null: --no-bandwidth), -r, and the
+// session they run in: its cache holds `depth` positions of random tokens (llama-bench's -d), filled once; every
+// test truncates back to them before each repetition. Its n_ctx has room for every test after the depth.
 struct ModelBench {
     std::shared_ptr<const Model> model;
     ThreadPool& pool;
     BandwidthProbe* probe;
     int reps;
+    Session* session;
+    int depth;
 };
+
+// " @ d4096" after a test's name at depth 4096 (llama-bench's spelling); empty at depth 0.
+std::string depth_suffix(int depth);
+// KV cache bytes a pass reads at `depth` positions (every layer's K and V rows up to there).
+double kv_bytes_at(const Session& s, int depth);
 
 // Weight bytes streamed per second, and its fraction of the bandwidth: the mean over repetitions of each
 // repetition's rate against the probe run just before it. The bytes of a pass over n tokens are
 // Model::bytes_per_pass(n): the matrices it reads (of an MoE, the experts its tokens select, expected under uniform
 // routing). Sets r.gbps and, when there is one probe per repetition, r.bw_fraction.
+// `kv_bytes` is the KV cache a pass reads (kv_bytes_at), added to the weights' bytes.
 void add_bandwidth(const Model& model, Result& r, const std::vector<double>& passes_per_s,
-                   const std::vector<double>& probes, int n_tok);
+                   const std::vector<double>& probes, int n_tok, double kv_bytes = 0);
 
 // Tokenizer throughput: encode the whole file `reps` times; prints tokens/s and MB/s of the best run.
 int bench_tokenizer(const std::string& vocab_path, const std::string& text_path, int reps, bool json_out);
@@ -82,7 +95,7 @@ std::vector<Result> bench_prompt(const ModelBench& b, const std::vector<int>& pp
 // tgN: N single-token steps, each repetition after a bandwidth probe. One row per N > 0.
 std::vector<Result> bench_generation(const ModelBench& b, const std::vector<int>& tg);
 
-// The verification curve: the seconds of one pass over K tokens after a 256-token context.
+// The verification curve: the seconds of one pass over K tokens after the depth (at least 256 positions).
 struct VerifyCurve {
     std::vector<std::pair<int, double>> time;  // (K, median seconds per pass), the --vb sizes in order
     double vb1 = 0;  // seconds of the 1-token pass
@@ -115,6 +128,7 @@ struct BenchReport {
     std::string name;  // the model's file name
     int n_threads = 0;
     std::vector<Result> rows;
+    std::string type_k = "F16", type_v = "F16";  // the KV cache types of every test
     nlohmann::ordered_json spec;  // bench_spec's object; null without a speculative test
     MemoryUse memory;
 };

@@ -94,9 +94,13 @@ double Result::sd() const {
     return std::sqrt(s / double(ts.size() - 1));
 }
 
+std::string depth_suffix(int depth) { return depth > 0 ? " @ d" + std::to_string(depth) : ""; }
+
+double kv_bytes_at(const Session& s, int depth) { return double(s.kv_bytes()) * double(depth) / double(s.n_ctx()); }
+
 void add_bandwidth(const Model& model, Result& r, const std::vector<double>& passes_per_s,
-                   const std::vector<double>& probes, int n_tok) {
-    const double pbytes = model.bytes_per_pass(n_tok);
+                   const std::vector<double>& probes, int n_tok, double kv_bytes) {
+    const double pbytes = model.bytes_per_pass(n_tok) + kv_bytes;
     r.gbps =
         pbytes *
         (r.ts.empty() ? 0

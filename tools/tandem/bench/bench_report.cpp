@@ -57,6 +57,10 @@ nlohmann::ordered_json report_json(const Model& model, const BenchReport& rep) {
         nlohmann::ordered_json row = {
             {"model", rep.name},  {"type", type},        {"test", r.test}, {"n_threads", rep.n_threads},
             {"avg_ts", r.mean()}, {"stddev_ts", r.sd()}, {"gbps", r.gbps}, {"bw_fraction", r.bw_fraction}};
+        row["n_depth"] = r.depth;
+        row["type_k"] = rep.type_k;
+        row["type_v"] = rep.type_v;
+        if (r.attn_share > 0) row["attn_share"] = r.attn_share;
         if (r.rel_vb1 > 0) row["x_vb1"] = r.rel_vb1;
         // MoE verification batches: the experts a batch of K tokens is expected to read, and its bytes against vb1's
         if (const int k = vb_size(r); model.hparams().n_expert > 0 && k >= 0) {
@@ -100,9 +104,10 @@ void print_report(const Model& model, const BenchReport& rep) {
         m.file_mib, m.kv_mib, m.file_mib + m.kv_mib);
     std::printf(
         "memory read bandwidth: %.1f GB/s (%d threads, median of the probes; BW %% compares each repetition with "
-        "the probe run just before it); model %s, %s, %.2f GB of weights, %.2f GB read per token\n\n",
+        "the probe run just before it); model %s, %s, %.2f GB of weights, %.2f GB read per token; KV cache K %s, "
+        "V %s\n\n",
         m.bandwidth_gbps, rep.n_threads, rep.name.c_str(), model.describe_type().c_str(),
-        double(model.weights_bytes()) / 1e9, model.bytes_per_pass(1) / 1e9);
+        double(model.weights_bytes()) / 1e9, model.bytes_per_pass(1) / 1e9, rep.type_k.c_str(), rep.type_v.c_str());
     const bool moe = model.hparams().n_expert > 0;
     if (moe)
         std::printf(

@@ -37,29 +37,31 @@ struct PassTimes {
 // the median of the per-repetition ratios.
 PassTimes time_passes(const ModelBench& b, const std::vector<int>& ks, bool tree) {
     const int n_vocab = b.model->hparams().n_vocab;
-    Session s(b.model, SessionParams{256 + 64, 0, 512}, b.pool);
-    s.decode(random_tokens(256, n_vocab, 3), false);
+    Session& s = *b.session;
+    s.truncate(b.depth);
+    if (b.depth < 256) s.decode(random_tokens(256 - b.depth, n_vocab, 3), false);
+    const int base = s.n_past();
     PassTimes t{std::vector<std::vector<double>>(ks.size()), std::vector<std::vector<double>>(ks.size()), {}};
     for (int rep = 0; rep <= b.reps; rep++) {
         const double bw_now = rep > 0 && b.probe ? b.probe->measure() : 0;
         if (rep > 0 && b.probe) {
             t.probes.push_back(bw_now);
             s.decode(random_tokens(1, n_vocab, 4), true);  // untimed: the probe has evicted the caches
-            s.truncate(256);
+            s.truncate(base);
         }
         for (size_t j = 0; j < ks.size(); j++) {
             auto toks = random_tokens(ks[j], n_vocab, uint32_t(4 + ks[j]));
             auto t0 = Clock::now();
             s.decode(toks, true);
             double dt = secs(t0, Clock::now());
-            s.truncate(256);
+            s.truncate(base);
             if (rep > 0) t.chain[j].push_back(dt);
             if (!tree || ks[j] < 2) continue;
             const auto parents = tree_parents(ks[j]);
             t0 = Clock::now();
             s.decode_tree(toks.data(), parents.data(), ks[j]);
             dt = secs(t0, Clock::now());
-            s.truncate(256);
+            s.truncate(base);
             if (rep > 0) t.tree[j].push_back(dt);
         }
     }
@@ -79,7 +81,8 @@ VerifyCurve bench_verify(const ModelBench& b, const std::vector<int>& vb, bool t
     const size_t j1 = size_t(std::find(ks.begin(), ks.end(), 1) - ks.begin());
     // One row (vbK or vtK) from the per-repetition pass times of size index j.
     auto add_row = [&](const std::string& name, size_t j, const std::vector<double>& t) {
-        Result r{name, {}};
+        Result r{name + depth_suffix(b.depth), {}};
+        r.depth = b.depth;
         std::vector<double> passes, ratios;
         for (size_t i = 0; i < t.size(); i++) {
             r.ts.push_back(ks[j] / t[i]);
@@ -87,7 +90,7 @@ VerifyCurve bench_verify(const ModelBench& b, const std::vector<int>& vb, bool t
             ratios.push_back(t[i] / times.chain[j1][i]);
         }
         r.rel_vb1 = median_of(ratios);
-        add_bandwidth(*b.model, r, passes, times.probes, ks[j]);
+        add_bandwidth(*b.model, r, passes, times.probes, ks[j], kv_bytes_at(*b.session, std::max(b.depth, 256)));
         rows.push_back(r);
     };
     for (size_t j = 0; j < ks.size(); j++) {
