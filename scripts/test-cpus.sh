@@ -40,19 +40,19 @@ fail=0
 # run without binfmt_misc, which CI machines may lack.
 # Emulated CPUs (~50x slower than native): the kernels, dispatch, reference agreement of every weight type and of
 # the MoE and MXFP4/sink models, and the batched / tree / repacked passes.
-EMU='Cpu.*:Quant.*:Reference.*:AllSynth/*:AllModern/*qwen3moe*:AllModern/*gptoss*'
+EMU='Cpu.*:Quant.*:Attention.*:Reference.*:AllSynth/*:AllModern/*qwen3moe*:AllModern/*gptoss*'
 EMU+=':Session.BatchedLogitsEqualOneTokenAtATime:Session.DecodeBatchOfSeveralSessionsEqualsSeparateDecodes'
 EMU+=':Session.RepackedWeightsGiveTheSameLogits:Session.TokenTreeNodesSeeOnlyTheirAncestors'
 # Forced levels on this CPU (native speed): every architecture's reference and every Session test, and the greedy
 # identity of speculation in its quick form (it is where a level's batched and single-row kernels would disagree
 # on a near tie).
-NATIVE='Cpu.*:Quant.*:Reference.*:AllSynth/*:AllModern/*:Session.*:Speculative.GreedyOutputIsTokenIdenticalToPlainDecoding'
+NATIVE='Cpu.*:Quant.*:Attention.*:Reference.*:AllSynth/*:AllModern/*:Session.*:Speculative.GreedyOutputIsTokenIdenticalToPlainDecoding'
 # --full: the old matrix, the speculative suites everywhere (MoE speculation, per-architecture batching and the
 # tree / proposer-list distribution tests only at native speed).
-FULL_NATIVE='Quant.*:Cpu.*:Reference.*:AllSynth/*:AllModern/*:Speculative.*:Session.*-Speculative.IncompatiblePairsAreRefused'
-FULL_EMU='Quant.*:Cpu.*:Reference.*:AllSynth/*:AllModern/*qwen3moe*:AllModern/*gptoss*:Speculative.*:Session.*-Speculative.IncompatiblePairsAreRefused:Speculative.Moe*:Session.EveryArchitecture*:Speculative.TokenTreeSampling*:Speculative.ProposerList*'
+FULL_NATIVE='Quant.*:Cpu.*:Attention.*:Reference.*:AllSynth/*:AllModern/*:Speculative.*:Session.*-Speculative.IncompatiblePairsAreRefused'
+FULL_EMU='Quant.*:Cpu.*:Attention.*:Reference.*:AllSynth/*:AllModern/*qwen3moe*:AllModern/*gptoss*:Speculative.*:Session.*-Speculative.IncompatiblePairsAreRefused:Speculative.Moe*:Session.EveryArchitecture*:Speculative.TokenTreeSampling*:Speculative.ProposerList*'
 # Extra forced level on an emulated CPU: the kernels (every level the CPU has) and the reference agreement.
-KERNELS='Quant.*:Cpu.*:AllSynth/*'
+KERNELS='Quant.*:Cpu.*:Attention.TileKernel*:Attention.CacheTiles*:AllSynth/*'
 if [ "$FULL" = 1 ]; then EMU=$FULL_EMU NATIVE=$FULL_NATIVE; fi
 export TANDEM_TEST_QUICK=1  # the speculative identity tests' reduced matrices (they print so)
 # One model per weight type: F32, Q8_0, Q4_0, Q4_K_M (with Q6_K), Q5_K_M, F16, BF16, MXFP4 (with F16).

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "tandem/error.h"
 #include "tandem/model.h"
@@ -398,9 +399,9 @@ TEST(Session, QuantizedCachesStayCloseToF16) {
     ThreadPool pool(2);
     auto m = Model::load(test::shared_file("models/synth-llama-spm-q8_0.gguf"));
     std::vector<int32_t> seq = {1};
-    for (int i = 0; i < 1100; i++) seq.push_back(int32_t(300 + (i * 7919) % 20000));  // past one 1024-chunk
+    for (int i = 0; i < 1040; i++) seq.push_back(int32_t(300 + (i * 7919) % 20000));  // past one 1024-chunk
     auto last_logits = [&](TensorType t) {
-        Session s(m, SessionParams{1200, 0, 256, t, t}, pool);
+        Session s(m, SessionParams{1100, 0, 512, t, t}, pool);
         s.decode(seq, false);
         return std::vector<float>(s.last_logits(), s.last_logits() + s.n_vocab());
     };
@@ -413,10 +414,12 @@ TEST(Session, QuantizedCachesStayCloseToF16) {
         TensorType t;
         float rel;  // largest |logit - f16 logit| / largest |f16 logit|
     };
+    const bool quick = std::getenv("TANDEM_TEST_QUICK") && *std::getenv("TANDEM_TEST_QUICK") == '1';
     for (const Bound b :
          {Bound{TensorType::F32, 0.03f}, Bound{TensorType::BF16, 0.03f}, Bound{TensorType::Q8_0, 0.03f},
           Bound{TensorType::Q5_1, 0.03f}, Bound{TensorType::Q5_0, 0.03f}, Bound{TensorType::Q4_1, 0.05f},
           Bound{TensorType::Q4_0, 0.05f}, Bound{TensorType::IQ4_NL, 0.05f}}) {
+        if (quick && b.t != TensorType::Q8_0 && b.t != TensorType::Q4_0) continue;  // under the sanitizers
         const auto got = last_logits(b.t);
         float worst = 0;
         for (size_t v = 0; v < got.size(); v++) worst = std::max(worst, std::fabs(got[v] - ref[v]));
@@ -483,4 +486,25 @@ TEST(Session, QuantizedCachesSaveRestoreAndShift) {
     std::printf("[ q8_0 cache ] context shift: largest logit deviation from the f32 cache's %.4f (logits up to %.2f)\n",
                 worst, range);
     EXPECT_LT(worst, 0.03f * range);
+}
+
+// Without -c (issue 31): the training context, or what fits in the memory budget, in multiples of 256.
+TEST(Session, DefaultContextIsTheTrainingContextBoundedByMemory) {
+    auto m = Model::load(test::shared_file("models/synth-llama-spm-q8_0.gguf"));  // 2048 positions, 4 layers
+    const size_t pp = kv_bytes_per_position(*m, TensorType::F16, TensorType::F16);
+    EXPECT_EQ(pp, size_t(4 * 2 * 64 * 2));
+    EXPECT_EQ(kv_bytes_per_position(*m, TensorType::Q8_0, TensorType::Q8_0), size_t(4 * 2 * 2 * 34));
+    ContextChoice c = choose_context(*m, TensorType::F16, TensorType::F16, 0, 1, 0);
+    EXPECT_EQ(c.n_ctx, 2048);
+    EXPECT_FALSE(c.bounded);
+    c = choose_context(*m, TensorType::F16, TensorType::F16, pp * 2048, 1, 0);
+    EXPECT_EQ(c.n_ctx, 2048);
+    c = choose_context(*m, TensorType::F16, TensorType::F16, pp * 1000, 1, 0);
+    EXPECT_TRUE(c.bounded);
+    EXPECT_EQ(c.n_ctx, 768);
+    EXPECT_NE(c.note.find("use -c"), std::string::npos) << c.note;
+    c = choose_context(*m, TensorType::F16, TensorType::F16, pp * 1000, 2, pp);  // two caches and a draft's
+    EXPECT_EQ(c.n_ctx, 256);
+    c = choose_context(*m, TensorType::F16, TensorType::F16, 10, 1, 0);  // nothing fits: the floor
+    EXPECT_EQ(c.n_ctx, 256);
 }

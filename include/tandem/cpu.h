@@ -23,4 +23,8 @@ std::string cpu_info_line();
 // bandwidth probe of `tandem bench`.
 uint64_t memory_stream_sum(const uint64_t* p, size_t n);
 
+// The compute probe of `tandem bench`: `iters` rounds of the active level's widest int8 multiply-accumulate
+// sequence (int8 = true) or float FMA; returns the multiply-accumulates done (*sink depends on all of them).
+uint64_t compute_probe(bool int8, int64_t iters, uint64_t* sink);
+
 }  // namespace tandem

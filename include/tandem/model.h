@@ -155,6 +155,10 @@ public:
     // token), and of a mixture of experts the experts the batch selects, counted at their expected number under
     // uniform routing, expected_experts(n_tok) per layer. Dense models: about weights_bytes() for any n_tok.
     double bytes_per_pass(int n_tok) const;
+    // Multiply-accumulates of the weight matrices per token (the output matrix when `output`: a prompt computes
+    // logits for its last token only; the embedding lookup never; MoE: the n_expert_used experts a token takes).
+    // Attention's own arithmetic is not counted.
+    double macs_per_token(bool output = true) const;
     double expected_experts(int n_tok) const;  // n_expert * (1 - (1 - k / n_expert)^n_tok); 0 for dense models
     std::string describe_type() const;  // the most common matrix type, e.g. "Q8_0"
 

@@ -74,7 +74,8 @@ SamplerParams server_sampling_defaults();
 struct EngineParams {
     int n_slots = 1;
     int n_ctx = 0;  // all slots together, as llama-server's -c: each slot gets n_ctx / n_slots;
-        // 0: the model's training context, at most 4096
+        // 0: the model's training context, bounded by memory_budget (choose_context)
+    size_t memory_budget = 0;  // bytes the KV caches may take when n_ctx is 0; 0: unbounded
     int n_ctx_draft = 0;  // per slot; 0: the target's
     int n_threads = 2;
     int queue_max = 64;

@@ -25,6 +25,22 @@ struct SessionParams {
 // The KV cache type named `name` as llama.cpp spells it ("f16", "q8_0", "iq4_nl", ...); throws tandem::Error
 // naming the supported ones for any other.
 TensorType parse_kv_cache_type(const std::string& name, const char* flag);
+// The context a command gives a model when -c is not given (issue 31): the model's training context, unless the
+// KV caches would not fit in `budget_bytes` (n_seq caches of the model with types tk/tv, plus extra_per_position
+// bytes per position, a draft's cache); then the most that fits, in multiples of 256 (at least 256). `note`
+// says which and why, for the start-up log. budget_bytes 0: unknown, the training context.
+struct ContextChoice {
+    int n_ctx = 0;
+    bool bounded = false;
+    std::string note;
+};
+ContextChoice choose_context(const Model& m, TensorType tk, TensorType tv, size_t budget_bytes, int n_seq,
+                             size_t extra_per_position);
+// KV cache bytes per position of a model's cache with these types (every layer's K and V row).
+size_t kv_bytes_per_position(const Model& m, TensorType tk, TensorType tv);
+// Memory the process may still take: three quarters of MemAvailable (/proc/meminfo); 0 where unknown.
+size_t memory_budget_bytes();
+
 // Whether `t` can be a KV cache element type, and the names of those that can (for help and messages).
 bool kv_cache_type_supported(TensorType t);
 const char* kv_cache_type_names();

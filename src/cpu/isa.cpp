@@ -11,6 +11,31 @@ namespace tandem {
 
 namespace {
 
+// The scalar compute probe: plain integer and float multiply-adds over 8 independent accumulators.
+uint64_t probe_mac_i8_ref(int64_t iters, uint64_t* sink) {
+    int32_t acc[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    volatile int8_t va = 3, vb = -2;
+    const int8_t a = va, b = vb;
+    for (int64_t i = 0; i < iters; i++)
+        for (int j = 0; j < 8; j++) acc[j] += int32_t(a) * int32_t(b);
+    int64_t s = 0;
+    for (int32_t x : acc) s += x;
+    *sink = uint64_t(s);
+    return uint64_t(iters) * 8;
+}
+
+uint64_t probe_mac_f32_ref(int64_t iters, uint64_t* sink) {
+    float acc[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    volatile float va = 0.999f, vb = 1e-3f;
+    const float a = va, b = vb;
+    for (int64_t i = 0; i < iters; i++)
+        for (int j = 0; j < 8; j++) acc[j] = acc[j] * a + b;
+    float s = 0;
+    for (float x : acc) s += x;
+    *sink = uint64_t(s);
+    return uint64_t(iters) * 8;
+}
+
 uint64_t stream_sum_ref(const uint64_t* p, size_t n) {
     uint64_t s0 = 0, s1 = 0;
     for (size_t i = 0; i + 1 < n; i += 2) {
@@ -53,8 +78,8 @@ struct Tables {
             fill(k);
             TD_ASSERT(k.level == l);  // a unit built with the wrong level's flags
             // the helpers callers use directly: every level fills them (the scalar table with the references)
-            TD_ASSERT(k.dot_f32 && k.dot_f32_f16 && k.axpy_f16 && k.silu_mul && k.attn_tile && k.quantize_act_rows &&
-                      k.stream_sum);
+            TD_ASSERT(k.dot_f32 && k.dot_f32_f16 && k.axpy_f16 && k.silu_mul && k.attn_tile && k.probe_mac_i8 &&
+                      k.probe_mac_f32 && k.quantize_act_rows && k.stream_sum);
             table[size_t(i)] = k;
             present[size_t(i)] = true;
         }
@@ -77,6 +102,8 @@ void fill_scalar_table(IsaKernels& k) {
     k.attn_tile = attn_tile_ref;
     k.quantize_act_rows = quantize_act_rows_ref;
     k.stream_sum = stream_sum_ref;
+    k.probe_mac_i8 = probe_mac_i8_ref;
+    k.probe_mac_f32 = probe_mac_f32_ref;
     // matmuls: none; kernels.cpp takes the generic reference path (dequantize a row, float dot products)
 }
 
@@ -121,5 +148,9 @@ std::string cpu_info_line() {
 }
 
 uint64_t memory_stream_sum(const uint64_t* p, size_t n) { return isa().stream_sum(p, n); }
+
+uint64_t compute_probe(bool int8, int64_t iters, uint64_t* sink) {
+    return int8 ? isa().probe_mac_i8(iters, sink) : isa().probe_mac_f32(iters, sink);
+}
 
 }  // namespace tandem

@@ -67,6 +67,13 @@ struct IsaKernels {
 
     // --- memory bandwidth probe (tandem bench): sum of n 64-bit words, p 64-byte aligned, n % 32 == 0 ---
     uint64_t (*stream_sum)(const uint64_t* p, size_t n) = nullptr;
+
+    // --- compute probe (tandem bench): `iters` rounds of the level's widest int8 multiply-accumulate sequence
+    // (x86: vpdpbusd with VNNI, else vpmaddubsw + vpmaddwd + vpaddd; AArch64: smmla, sdot, or smull + sadalp) and
+    // of its float FMA, on independent register accumulators. Each returns the multiply-accumulates it did and
+    // stores a value depending on all of them in *sink (so nothing is optimized away).
+    uint64_t (*probe_mac_i8)(int64_t iters, uint64_t* sink) = nullptr;
+    uint64_t (*probe_mac_f32)(int64_t iters, uint64_t* sink) = nullptr;
 };
 
 // The table of the active level (cpu_level_active()).

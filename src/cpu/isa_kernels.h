@@ -22,6 +22,8 @@ void matmul_f16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok,
 void matmul_bf16_rows(const uint16_t* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
                       int64_t r1);
 uint64_t stream_sum(const uint64_t* p, size_t n);
+uint64_t probe_mac_i8(int64_t iters, uint64_t* sink);
+uint64_t probe_mac_f32(int64_t iters, uint64_t* sink);
 void quantize_act_rows(const float* x, int64_t n, int group, const ActRows& out, int r0, int r1);
 void matmul_q8_rows(TensorType t, const uint8_t* w, size_t row_stride, int64_t cols, const ActRows& a, float* y,
                     int64_t ldy, int64_t r0, int64_t r1);
@@ -43,6 +45,8 @@ static inline void fill_common(IsaKernels& k) {
     k.matmul_f16_rows = matmul_f16_rows;
     k.matmul_bf16_rows = matmul_bf16_rows;
     k.stream_sum = stream_sum;
+    k.probe_mac_i8 = probe_mac_i8;
+    k.probe_mac_f32 = probe_mac_f32;
     k.quantize_act_rows = quantize_act_rows;
     k.matmul_q8_rows = matmul_q8_rows;
     k.dot_unpacked = dot_unpacked;

@@ -1,5 +1,7 @@
 #include "model/kv_cache.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "quant/quant.h"
@@ -28,6 +30,38 @@ TensorType parse_kv_cache_type(const std::string& name, const char* flag) {
     if (!t || !kv_cache_type_supported(*t))
         throw Error(strprintf("%s %s: not a KV cache type (supported: %s)", flag, name.c_str(), kv_cache_type_names()));
     return *t;
+}
+
+size_t kv_bytes_per_position(const Model& m, TensorType tk, TensorType tv) {
+    const HParams& hp = m.hparams();
+    const int64_t kvd = int64_t(hp.n_head_kv) * hp.head_dim;
+    return size_t(hp.n_layer) * (row_bytes(tk, kvd) + row_bytes(tv, kvd));
+}
+
+ContextChoice choose_context(const Model& m, TensorType tk, TensorType tv, size_t budget_bytes, int n_seq,
+                             size_t extra_per_position) {
+    const int train = m.hparams().n_ctx_train > 0 ? m.hparams().n_ctx_train : 4096;
+    const size_t per_pos = kv_bytes_per_position(m, tk, tv) * size_t(std::max(1, n_seq)) + extra_per_position;
+    ContextChoice c{train, false, strprintf("context %d: the model's training context", train)};
+    if (budget_bytes == 0 || size_t(train) * per_pos <= budget_bytes) return c;
+    const size_t fits = budget_bytes / per_pos / 256 * 256;
+    c.n_ctx = int(std::max<size_t>(256, fits));
+    c.bounded = true;
+    c.note = strprintf(
+        "context %d of the model's %d: its KV caches would take %.1f GiB, the memory budget is %.1f GiB (use -c)",
+        c.n_ctx, train, double(size_t(train) * per_pos) / 1073741824.0, double(budget_bytes) / 1073741824.0);
+    return c;
+}
+
+size_t memory_budget_bytes() {
+    std::FILE* f = std::fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kib = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "MemAvailable: %zu kB", &kib) == 1) break;
+    std::fclose(f);
+    return kib / 4 * 3 * 1024;
 }
 
 KvCache::KvCache(int n_layer, int n_ctx, int kv_dim, int head_dim, TensorType tk, TensorType tv)

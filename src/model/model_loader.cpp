@@ -440,6 +440,22 @@ double Model::bytes_per_pass(int n_tok) const {
     return dense + experts;
 }
 
+double Model::macs_per_token(bool output) const {
+    double dense = 0, experts = 0;
+    for (const auto& t : file_->tensors()) {
+        if (t.n_dims < 2) continue;
+        if (t.name == "token_embd.weight") {
+            if (hp_.tied_output && output) dense += double(t.n_elements());
+            continue;
+        }
+        if (t.name == "output.weight" && !output) continue;
+        if (t.name.find("_exps.") != std::string::npos) experts += double(t.n_elements());
+        else dense += double(t.n_elements());
+    }
+    if (hp_.n_expert > 0) experts *= double(hp_.n_expert_used) / hp_.n_expert;
+    return dense + experts;
+}
+
 std::string Model::describe_type() const {
     std::map<std::string, int64_t> by_type;
     for (const auto& t : file_->tensors())

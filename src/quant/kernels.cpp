@@ -30,7 +30,7 @@ void kv_tile_f32(TensorType t, const uint8_t* const* rows, int np, int hd, float
 
 void kv_tile_f32_ref(TensorType t, const uint8_t* const* rows, int np, int hd, float* tile) {
     for (int j = 0; j < np; j++) dequantize_row_ref(t, rows[j], tile + size_t(j) * size_t(hd), hd);
-    std::fill(tile + size_t(np) * size_t(hd), tile + size_t(kAttnTile) * size_t(hd), 0.0f);
+    std::fill(tile + size_t(np) * size_t(hd), tile + size_t((np + 7) / 8 * 8) * size_t(hd), 0.0f);
 }
 
 void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uint32_t* masks, const float* kt,
@@ -51,8 +51,9 @@ void attn_tile_ref(const float* q, size_t q_stride, int n_rows, int group, const
             const float* qr = q + size_t(r) * q_stride + size_t(i) * size_t(hd);
             float tmax = -INFINITY;
             for (int j = 0; j < kAttnTile; j++) {
+                if (!(mask >> j & 1)) continue;
                 s[j] = dot_f32_ref(qr, kt + size_t(j) * size_t(hd), hd) * scale;
-                if (mask >> j & 1) tmax = std::max(tmax, s[j]);
+                tmax = std::max(tmax, s[j]);
             }
             const float m1 = std::max(mx[qi], tmax);
             const float c = std::exp(mx[qi] - m1);  // 0 before any position (mx = -inf)

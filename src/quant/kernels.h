@@ -39,7 +39,8 @@ void silu_mul_ref(float* gate, const float* up, int64_t n);
 // Flash-style attention works on tiles of kAttnTile (cpu/isa.h) cached positions of one key/value head
 // (model/attention.h).
 // Converts np <= kAttnTile cached rows of one head (rows[j]: hd elements of type t, a whole number of blocks)
-// into the float tile (kAttnTile, hd); tile rows np.. are zeroed. Every conversion is exact (a block's scale
+// into the float tile (kAttnTile, hd); tile rows np.. up to the next multiple of 8 are zeroed (the rest are
+// not read: attn_tile reads only the groups of 8 positions that hold a visible one). Every conversion is exact (a block's scale
 // times its integer), so every level gives the same tile.
 void kv_tile_f32(TensorType t, const uint8_t* const* rows, int np, int hd, float* tile);
 void kv_tile_f32_ref(TensorType t, const uint8_t* const* rows, int np, int hd, float* tile);
@@ -50,6 +51,7 @@ void kv_tile_f32_ref(TensorType t, const uint8_t* const* rows, int np, int hd, f
 // (sum of exp(score - mx)) and o[qi * hd ..] (unnormalized output): with s_j = scale * q . kt[j],
 //   m' = max(mx, max_visible s_j), c = exp(mx - m'), l = c l + sum_visible exp(s_j - m'),
 //   o = c o + sum_visible exp(s_j - m') vt[j]     (visible j in increasing order; a row with mask 0 is untouched)
+// Only groups of 8 positions that hold a visible one are read (scores of the others are never computed).
 // The arithmetic of a query depends only on its own visible positions and the tile contents, never on the
 // other queries or masks: a batch, a tree and one token at a time give bit-identical results. hd % 8 == 0,
 // hd <= 256 at the SIMD levels (the wrapper takes the reference otherwise).

@@ -65,9 +65,16 @@ Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model>
     : target_(std::move(target)), draft_(std::move(draft)), p_(p), pool_(p.n_threads) {
     tok_ = Tokenizer::from_gguf(target_->gguf());
     slots_.resize(size_t(std::max(1, p_.n_slots)));
-    const int total = p_.n_ctx > 0
-                          ? p_.n_ctx
-                          : std::min(target_->hparams().n_ctx_train > 0 ? target_->hparams().n_ctx_train : 4096, 4096);
+    int total = p_.n_ctx;
+    if (total <= 0) {  // the model's training context, bounded by memory (every slot's target and draft caches)
+        const int n_seq = p_.kv_unified ? int(slots_.size()) : 1;
+        const size_t draft_pp =
+            draft_ ? kv_bytes_per_position(*draft_, p_.type_k_draft, p_.type_v_draft) * size_t(n_seq) : 0;
+        const ContextChoice c = choose_context(*target_, p_.type_k, p_.type_v, p_.memory_budget, n_seq, draft_pp);
+        total = c.n_ctx;
+        context_note_ =
+            c.note + (p_.kv_unified || slots_.size() == 1 ? "" : strprintf(", shared by %zu slots", slots_.size()));
+    }
     const int per_slot = std::max(8, p_.kv_unified ? total : total / int(slots_.size()));
     for (auto& s : slots_) {
         s.target =

@@ -144,6 +144,7 @@ public:
     bool has_draft() const { return draft_ != nullptr; }
     // What the KV caches take, for the start-up log: slots, positions, types, MiB (target and draft).
     const std::string& kv_summary() const { return kv_summary_; }
+    const std::string& context_note() const { return context_note_; }  // empty when -c was given
 
 private:
     struct Slot {
@@ -174,7 +175,7 @@ private:
     std::shared_ptr<const Model> target_, draft_;
     EngineParams p_;
     int n_ctx_ = 0;
-    std::string kv_summary_;
+    std::string kv_summary_, context_note_;
     std::unique_ptr<Tokenizer> tok_;
     ThreadPool pool_;
     std::vector<Slot> slots_;

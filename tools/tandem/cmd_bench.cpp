@@ -130,6 +130,10 @@ int cmd_bench(int argc, char** argv) {
     rep.memory.file_mib = double(model->gguf().file_size()) / 1048576.0;
     if (probe && probe->median() == 0) probe->measure();
     rep.memory.bandwidth_gbps = probe ? probe->median() : 0;
+    rep.memory.roof = measure_compute_roof(pool);
+    for (Result& r : rep.rows)
+        if (r.test.rfind("pp", 0) == 0 || r.test.rfind("vb", 0) == 0 || r.test.rfind("vt", 0) == 0)
+            add_roof(*model, rep.memory.roof, r);
 
     if (f.spec.type != SpecType::NONE)
         rep.spec = bench_spec(ModelBench{model, pool, probe.get(), f.reps, nullptr, 0},

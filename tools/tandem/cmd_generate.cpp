@@ -80,7 +80,7 @@ void add_flags(ArgParser& ap, Options& o) {
     ap.add({"-f", "--file"}, "FNAME", "read the prompt from a file", [&](const std::string& v) { o.file = v; });
     ap.add({"-n", "--n-predict", "--predict"}, "N", "tokens to generate (-1 = until end or context full)",
            [&](const std::string& v) { o.n_predict = to_int_in("-n", v, -2, INT32_MAX); });
-    ap.add({"-c", "--ctx-size"}, "N", "context size (0 = model's, at most 4096)",
+    ap.add({"-c", "--ctx-size"}, "N", "context size (0 = the model's training context, bounded by memory)",
            [&](const std::string& v) { o.n_ctx = to_int_in("-c", v, 0, 1 << 24); });
     ap.add({"-b", "--batch-size", "-ub", "--ubatch-size"}, "N", "prompt tokens per forward chunk",
            [&](const std::string& v) { o.n_batch = to_int_in("-b", v, 1, 1 << 20); });
@@ -180,12 +180,20 @@ int cmd_generate(int argc, char** argv) {
     auto model = Model::load(o.model);
     auto tok = Tokenizer::from_gguf(model->gguf());
     SessionParams tp{o.n_ctx, 0, o.n_batch, o.cache.type_k, o.cache.type_v};
+    std::shared_ptr<const Model> draft_model;
+    if (o.spec.type == SpecType::DRAFT) draft_model = Model::load(o.sf.draft_model);
+    if (tp.n_ctx <= 0) {  // the model's training context, bounded by memory (with the draft's cache)
+        const size_t draft_pp = draft_model && o.n_ctx_draft <= 0
+                                    ? kv_bytes_per_position(*draft_model, o.cache.type_k_draft, o.cache.type_v_draft)
+                                    : 0;
+        const ContextChoice c = choose_context(*model, tp.type_k, tp.type_v, memory_budget_bytes(), 1, draft_pp);
+        tp.n_ctx = c.n_ctx;
+        std::fprintf(stderr, "%s\n", c.note.c_str());
+    }
     Session target(model, tp, pool);
     std::fprintf(stderr, "%s\n", kv_cache_line("target", target).c_str());
 
-    std::shared_ptr<const Model> draft_model;
     if (o.spec.type == SpecType::DRAFT) {
-        draft_model = Model::load(o.sf.draft_model);
         o.spec.vocab_bridge = draft_vocab_bridge(*model, *draft_model);
         if (o.spec.vocab_bridge)
             std::fprintf(stderr, "draft: another vocabulary (%s): it drafts through text, re-tokenized\n",

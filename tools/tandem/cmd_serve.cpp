@@ -52,7 +52,8 @@ int cmd_serve(int argc, char** argv) {
         "       [--api-key KEY | --api-key-file FILE] [--alias NAME] [--chat-template NAME] [-t N] [--queue-max N]\n"
         "       [--allowed-hosts H,H] [--cors-origins O,O] [--timeout S] [--shutdown-grace S]");
     ap.add({"-m", "--model"}, "FNAME", "target model", [&](const std::string& v) { model_path = v; });
-    ap.add({"-c", "--ctx-size"}, "N", "context per slot (default: model's, at most 4096)",
+    ap.add({"-c", "--ctx-size"}, "N",
+           "context of all slots together (default: the model's training context, bounded by memory)",
            [&](const std::string& v) { ep.n_ctx = to_int_in("-c", v, 0, 1 << 24); });
     ap.add({"-cd", "--ctx-size-draft"}, "N", "draft context per slot",
            [&](const std::string& v) { ep.n_ctx_draft = to_int_in("-cd", v, 0, 1 << 24); });
@@ -195,6 +196,7 @@ int cmd_serve(int argc, char** argv) {
     if (model_path.empty()) throw Error("-m MODEL is required");
     resolve_spec_flags(sf);
     ep.self_draft_layers = sf.draft_layers;
+    ep.memory_budget = memory_budget_bytes();
     ep.type_k = cache.type_k;
     ep.type_v = cache.type_v;
     ep.type_k_draft = cache.type_k_draft;

@@ -100,14 +100,15 @@ void silu_mul(float* gate, const float* up, int64_t n) {
 // The tile step (contract: quant/kernels.h attn_tile): every position's score is computed whatever the mask.
 void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uint32_t* masks, const float* kt,
                const float* vt, int hd, float scale, float* mx, float* l, float* o) {
-    float s[kAttnTile];
+    float s[kAttnTile] = {};
     for (int r = 0; r < n_rows; r++) {
         const uint32_t mask = masks[r];
         if (!mask) continue;
         for (int g = 0; g < group; g++) {
             const int qi = r * group + g;
             const float* qr = q + size_t(r) * q_stride + size_t(g) * size_t(hd);
-            for (int j = 0; j < kAttnTile; j++) s[j] = dot_f32(qr, kt + size_t(j) * size_t(hd), hd) * scale;
+            const int j_lo = __builtin_ctz(mask), j_hi = 31 - __builtin_clz(mask);  // visible span
+            for (int j = j_lo; j <= j_hi; j++) s[j] = dot_f32(qr, kt + size_t(j) * size_t(hd), hd) * scale;
             float tmax = -INFINITY;
             for (uint32_t m = mask; m; m &= m - 1) {
                 const int j = __builtin_ctz(m);
@@ -115,7 +116,7 @@ void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uin
             }
             const float m1 = mx[qi] > tmax ? mx[qi] : tmax;
             const float c = expf(mx[qi] - m1);  // 0 before any position (mx = -inf)
-            for (int j = 0; j < kAttnTile; j += 4)
+            for (int j = j_lo / 4 * 4; j <= j_hi; j += 4)
                 vst1q_f32(s + j, exp_ps(vsubq_f32(vld1q_f32(s + j), vdupq_n_f32(m1))));
             float sum = 0;
             for (uint32_t m = mask; m; m &= m - 1) sum += s[__builtin_ctz(m)];
@@ -183,7 +184,7 @@ bool kv_tile_f32(TensorType t, const uint8_t* const* rows, int np, int hd, float
             break;
         default: return false;
     }
-    for (int j = np; j < kAttnTile; j++)
+    for (int j = np; j < (np + 7) / 8 * 8; j++)
         for (int i = 0; i < hd; i++) tile[j * hd + i] = 0.0f;
     return true;
 }
@@ -247,6 +248,49 @@ uint64_t stream_sum(const uint64_t* p, size_t n) {
         a3 = vaddq_u64(a3, vld1q_u64(p + i + 6));
     }
     return vaddvq_u64(vaddq_u64(vaddq_u64(a0, a1), vaddq_u64(a2, a3)));
+}
+
+// The compute probe (contract: cpu/isa.h). Eight independent accumulators hide the instructions' latency.
+uint64_t probe_mac_i8(int64_t iters, uint64_t* sink) {
+    int32x4_t acc[8];
+    const int8x16_t a = vdupq_n_s8(3), b = vdupq_n_s8(-2);
+    for (int j = 0; j < 8; j++) acc[j] = vdupq_n_s32(j);
+    for (int64_t i = 0; i < iters; i++) {
+        for (int j = 0; j < 8; j++) {
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+            acc[j] = vmmlaq_s32(acc[j], a, b);  // (2x8) x (8x2): 32 multiply-accumulates
+#elif defined(__ARM_FEATURE_DOTPROD)
+            acc[j] = vdotq_s32(acc[j], a, b);  // 16
+#else
+            acc[j] = vpadalq_s16(acc[j], vmull_s8(vget_low_s8(a), vget_low_s8(b)));  // 8
+#endif
+        }
+        __asm__ volatile("" : "+w"(acc[0]), "+w"(acc[1]), "+w"(acc[2]), "+w"(acc[3]));
+    }
+    int32x4_t s = acc[0];
+    for (int j = 1; j < 8; j++) s = vaddq_s32(s, acc[j]);
+    *sink = uint64_t(vaddvq_s32(s));
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+    return uint64_t(iters) * 8 * 32;
+#elif defined(__ARM_FEATURE_DOTPROD)
+    return uint64_t(iters) * 8 * 16;
+#else
+    return uint64_t(iters) * 8 * 8;
+#endif
+}
+
+uint64_t probe_mac_f32(int64_t iters, uint64_t* sink) {
+    float32x4_t acc[10];
+    const float32x4_t a = vdupq_n_f32(0.999f), b = vdupq_n_f32(1e-3f);
+    for (int j = 0; j < 10; j++) acc[j] = vdupq_n_f32(float(j));
+    for (int64_t i = 0; i < iters; i++) {
+        for (int j = 0; j < 10; j++) acc[j] = vfmaq_f32(b, acc[j], a);
+        __asm__ volatile("" : "+w"(acc[0]), "+w"(acc[1]), "+w"(acc[2]), "+w"(acc[3]));
+    }
+    float32x4_t s = acc[0];
+    for (int j = 1; j < 10; j++) s = vaddq_f32(s, acc[j]);
+    *sink = uint64_t(vaddvq_f32(s));
+    return uint64_t(iters) * 10 * 4;
 }
 
 }  // namespace tandem::TD_ISA

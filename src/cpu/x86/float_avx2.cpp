@@ -131,7 +131,9 @@ void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uin
         for (int g = 0; g < group; g++) {
             const int qi = r * group + g;
             const float* qr = q + size_t(r) * q_stride + size_t(g) * size_t(hd);
-            for (int j0 = 0; j0 < kAttnTile; j0 += 8) {
+            // only the groups of 8 positions that hold a visible one (each group's scores are the same either way)
+            const int g0 = __builtin_ctz(mask) / 8 * 8, g1 = (31 - __builtin_clz(mask)) / 8 * 8 + 8;
+            for (int j0 = g0; j0 < g1; j0 += 8) {
                 __m256 acc[8];
                 for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
                 for (int i = 0; i < nv; i++) {
@@ -149,7 +151,7 @@ void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uin
             const float m1 = mx[qi] > tmax ? mx[qi] : tmax;
             const float c = expf(mx[qi] - m1);  // 0 before any position (mx = -inf)
             const __m256 vm1 = _mm256_set1_ps(m1);
-            for (int j0 = 0; j0 < kAttnTile; j0 += 8)
+            for (int j0 = g0; j0 < g1; j0 += 8)
                 _mm256_store_ps(s + j0, exp_ps(_mm256_sub_ps(_mm256_load_ps(s + j0), vm1)));
             float sum = 0;
             for (uint32_t m = mask; m; m &= m - 1) sum += s[__builtin_ctz(m)];
@@ -238,7 +240,7 @@ bool kv_tile_f32(TensorType t, const uint8_t* const* rows, int np, int hd, float
             break;
         default: return false;
     }
-    for (int j = np; j < kAttnTile; j++)
+    for (int j = np; j < (np + 7) / 8 * 8; j++)
         for (int i = 0; i < nv; i++) _mm256_store_ps(tile + j * hd + 8 * i, _mm256_setzero_ps());
     return true;
 }
@@ -350,6 +352,77 @@ uint64_t stream_sum(const uint64_t* p, size_t n) {
     uint64_t t[4];
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(t), a0);
     return t[0] + t[1] + t[2] + t[3];
+#endif
+}
+
+// The compute probe (contract: cpu/isa.h). Eight independent accumulators hide the instructions' latency.
+uint64_t probe_mac_i8(int64_t iters, uint64_t* sink) {
+#if defined(__AVX512F__)
+    __m512i acc[16];  // 32 registers: 16 chains cover two ports' latency
+    const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+    for (int j = 0; j < 16; j++) acc[j] = _mm512_set1_epi32(j);
+    for (int64_t i = 0; i < iters; i++) {
+        for (int j = 0; j < 16; j++) {
+#if defined(__AVX512VNNI__)
+            acc[j] = _mm512_dpbusd_epi32(acc[j], a, b);
+#else
+            acc[j] = _mm512_add_epi32(acc[j], _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), _mm512_set1_epi16(1)));
+#endif
+        }
+        __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]));
+    }
+    __m512i s = acc[0];
+    for (int j = 1; j < 16; j++) s = _mm512_add_epi32(s, acc[j]);
+    *sink = uint64_t(_mm512_reduce_add_epi32(s));
+    return uint64_t(iters) * 16 * 64;
+#else
+    __m256i acc[8];
+    const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2);
+    for (int j = 0; j < 8; j++) acc[j] = _mm256_set1_epi32(j);
+    for (int64_t i = 0; i < iters; i++) {
+        for (int j = 0; j < 8; j++) {
+#if defined(__AVXVNNI__)
+            acc[j] = _mm256_dpbusd_avx_epi32(acc[j], a, b);
+#else
+            acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)));
+#endif
+        }
+        __asm__ volatile("" : "+x"(acc[0]), "+x"(acc[1]), "+x"(acc[2]), "+x"(acc[3]));
+    }
+    __m256i s = acc[0];
+    for (int j = 1; j < 8; j++) s = _mm256_add_epi32(s, acc[j]);
+    alignas(32) int32_t l[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(l), s);
+    *sink = uint64_t(l[0] + l[7]);
+    return uint64_t(iters) * 8 * 32;
+#endif
+}
+
+uint64_t probe_mac_f32(int64_t iters, uint64_t* sink) {
+#if defined(__AVX512F__)
+    __m512 acc[16];
+    const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
+    for (int j = 0; j < 16; j++) acc[j] = _mm512_set1_ps(float(j));
+    for (int64_t i = 0; i < iters; i++) {
+        for (int j = 0; j < 16; j++) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
+        __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]));
+    }
+    __m512 s = acc[0];
+    for (int j = 1; j < 16; j++) s = _mm512_add_ps(s, acc[j]);
+    *sink = uint64_t(_mm512_reduce_add_ps(s));
+    return uint64_t(iters) * 16 * 16;
+#else
+    __m256 acc[10];
+    const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f);
+    for (int j = 0; j < 10; j++) acc[j] = _mm256_set1_ps(float(j));
+    for (int64_t i = 0; i < iters; i++) {
+        for (int j = 0; j < 10; j++) acc[j] = _mm256_fmadd_ps(acc[j], a, b);
+        __asm__ volatile("" : "+x"(acc[0]), "+x"(acc[1]), "+x"(acc[2]), "+x"(acc[3]));
+    }
+    __m256 s = acc[0];
+    for (int j = 1; j < 10; j++) s = _mm256_add_ps(s, acc[j]);
+    *sink = uint64_t(hsum(s));
+    return uint64_t(iters) * 10 * 8;
 #endif
 }
 

@@ -58,9 +58,21 @@ struct Result {
     double rel_vb1 = 0;  // vbK: median over repetitions of (time of this pass / time of the 1-token pass)
     int depth = 0;  // positions already in the cache (-d)
     double attn_share = 0;  // fraction of the time spent in attention (mean over repetitions)
+    double roof_fraction = 0;  // pp/vb rows: the weights' multiply-accumulates per second against the compute roof
     double mean() const;
     double sd() const;  // sample standard deviation; 0 for fewer than 2 repetitions
 };
+
+// The compute roof (GMAC/s): every pool thread runs the active level's widest int8 multiply-accumulate
+// sequence (or float FMA) on registers only for ~50 ms; best of 3. Matmuls of quantized weights run on int8
+// (activations quantized to 8 bits), F32/F16/BF16 weights on float FMA: roof_gmacs picks the one for the model.
+struct ComputeRoof {
+    double int8_gmacs = 0, f32_gmacs = 0;
+    double for_model(const Model& m) const;
+};
+ComputeRoof measure_compute_roof(ThreadPool& pool);
+// Sets r.roof_fraction of a pp/vb row: weight MACs per second (macs_per_token x tokens/s) against the roof.
+void add_roof(const Model& model, const ComputeRoof& roof, Result& r);
 
 // What the model tests share: the model, the pool, the bandwidth probe (null: --no-bandwidth), -r, and the
 // session they run in: its cache holds `depth` positions of random tokens (llama-bench's -d), filled once; every
@@ -121,6 +133,7 @@ nlohmann::ordered_json bench_spec(const ModelBench& b, const SpecBench& sb, cons
 // cache the tests used, and the median of the bandwidth probes.
 struct MemoryUse {
     double peak_rss_mib = 0, generation_peak_rss_mib = 0, file_mib = 0, kv_mib = 0, bandwidth_gbps = 0;
+    ComputeRoof roof;
 };
 
 // Everything the report shows.

@@ -60,6 +60,46 @@ double BandwidthProbe::measure() {
     return best;
 }
 
+ComputeRoof measure_compute_roof(ThreadPool& pool) {
+    ComputeRoof roof;
+    for (bool int8 : {true, false}) {
+        int64_t iters = 1 << 14;
+        uint64_t sink = 0;
+        for (;;) {  // calibrate on one thread: ~50 ms per run
+            auto t0 = Clock::now();
+            compute_probe(int8, iters, &sink);
+            if (secs(t0, Clock::now()) > 0.05 || iters > (int64_t(1) << 40)) break;
+            iters *= 2;
+        }
+        double best = 0;
+        for (int rep = 0; rep < 3; rep++) {
+            std::vector<uint64_t> macs(size_t(pool.size()), 0), sinks(size_t(pool.size()), 0);
+            auto t0 = Clock::now();
+            pool.parallel_for(size_t(pool.size()), [&](size_t b, size_t e, int ti) {
+                for (size_t i = b; i < e; i++) macs[size_t(ti)] += compute_probe(int8, iters, &sinks[size_t(ti)]);
+            });
+            const double s = secs(t0, Clock::now());
+            double total = 0;
+            for (uint64_t m : macs) total += double(m);
+            best = std::max(best, total / s / 1e9);
+        }
+        (int8 ? roof.int8_gmacs : roof.f32_gmacs) = best;
+    }
+    return roof;
+}
+
+double ComputeRoof::for_model(const Model& m) const {
+    const std::string t = m.describe_type();
+    return t == "F32" || t == "F16" || t == "BF16" ? f32_gmacs : int8_gmacs;
+}
+
+void add_roof(const Model& model, const ComputeRoof& roof, Result& r) {
+    const double g = roof.for_model(model);
+    if (g <= 0 || r.ts.empty()) return;
+    const bool prompt = r.test.rfind("pp", 0) == 0;  // logits of the last token only
+    r.roof_fraction = model.macs_per_token(!prompt) * r.mean() / 1e9 / g;
+}
+
 bool reset_peak_rss() {
     FILE* f = std::fopen("/proc/self/clear_refs", "w");
     if (!f) return false;

@@ -61,6 +61,7 @@ nlohmann::ordered_json report_json(const Model& model, const BenchReport& rep) {
         row["type_k"] = rep.type_k;
         row["type_v"] = rep.type_v;
         if (r.attn_share > 0) row["attn_share"] = r.attn_share;
+        if (r.roof_fraction > 0) row["roof_fraction"] = r.roof_fraction;
         if (r.rel_vb1 > 0) row["x_vb1"] = r.rel_vb1;
         // MoE verification batches: the experts a batch of K tokens is expected to read, and its bytes against vb1's
         if (const int k = vb_size(r); model.hparams().n_expert > 0 && k >= 0) {
@@ -80,7 +81,9 @@ nlohmann::ordered_json report_json(const Model& model, const BenchReport& rep) {
                    {"generation_peak_rss_mib", m.generation_peak_rss_mib},
                    {"file_mib", m.file_mib},
                    {"kv_mib", m.kv_mib},
-                   {"bandwidth_gbps", m.bandwidth_gbps}});
+                   {"bandwidth_gbps", m.bandwidth_gbps},
+                   {"int8_gmacs", m.roof.int8_gmacs},
+                   {"f32_gmacs", m.roof.f32_gmacs}});
     const CpuInfo cpu = cpu_info();
     out.push_back({{"model", rep.name},
                    {"type", type},
@@ -108,23 +111,31 @@ void print_report(const Model& model, const BenchReport& rep) {
         "V %s\n\n",
         m.bandwidth_gbps, rep.n_threads, rep.name.c_str(), model.describe_type().c_str(),
         double(model.weights_bytes()) / 1e9, model.bytes_per_pass(1) / 1e9, rep.type_k.c_str(), rep.type_v.c_str());
+    if (m.roof.int8_gmacs > 0)
+        std::printf(
+            "compute roof: int8 %.1f GMAC/s, f32 %.1f GMAC/s (%d threads, the level's widest multiply-accumulate); "
+            "roof %% = the weights' MACs per second (%.2f G per token) against the %s roof\n\n",
+            m.roof.int8_gmacs, m.roof.f32_gmacs, rep.n_threads, model.macs_per_token() / 1e9,
+            m.roof.for_model(model) == m.roof.int8_gmacs ? "int8" : "f32");
     const bool moe = model.hparams().n_expert > 0;
     if (moe)
         std::printf(
-            "| model | type | threads | test | t/s | GB/s | BW %% | x vb1 | experts/layer (expected) | bytes x vb1 "
-            "(expected) |\n"
-            "|---|---|---|---|---|---|---|---|---|---|\n");
+            "| model | type | threads | test | t/s | GB/s | BW %% | roof %% | x vb1 | experts/layer (expected) | bytes "
+            "x vb1 (expected) |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|\n");
     else
         std::printf(
-            "| model | type | threads | test | t/s | GB/s | BW %% | x vb1 |\n|---|---|---|---|---|---|---|---|\n");
+            "| model | type | threads | test | t/s | GB/s | BW %% | roof %% | x vb1 |\n"
+            "|---|---|---|---|---|---|---|---|---|\n");
     for (const auto& r : rep.rows) {
         std::string rel = "";
         if (r.rel_vb1 > 0) rel = strprintf("%.2f", r.rel_vb1);
         if (moe) rel += moe_columns(model, r);
-        std::printf("| %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %s |\n", rep.name.c_str(),
+        std::printf("| %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %s | %s |\n", rep.name.c_str(),
                     model.describe_type().c_str(), rep.n_threads, r.test.c_str(), r.mean(), r.sd(),
                     r.gbps > 0 ? strprintf("%.1f", r.gbps).c_str() : "",
-                    r.bw_fraction > 0 ? strprintf("%.0f%%", 100 * r.bw_fraction).c_str() : "", rel.c_str());
+                    r.bw_fraction > 0 ? strprintf("%.0f%%", 100 * r.bw_fraction).c_str() : "",
+                    r.roof_fraction > 0 ? strprintf("%.0f%%", 100 * r.roof_fraction).c_str() : "", rel.c_str());
     }
     if (!rep.spec.is_null()) print_spec(rep.spec);
 }
