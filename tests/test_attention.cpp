@@ -13,25 +13,14 @@
 #include "model/kv_cache.h"
 #include "quant/kernels.h"
 #include "tandem/thread_pool.h"
+#include "test_util.h"
 
 using namespace tandem;
 
 namespace {
 
-std::vector<const IsaKernels*> all_levels() {
-    std::vector<const IsaKernels*> v;
-    for (CpuLevel l : cpu_levels_supported())
-        if (const IsaKernels* k = isa_for(l)) v.push_back(k);
-    return v;
-}
-
-std::vector<float> gaussian(size_t n, uint32_t seed, float sd = 1.0f) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d(0.0f, sd);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(rng);
-    return v;
-}
+using test::all_levels;
+using test::gaussian;
 
 const TensorType kKvTypes[] = {TensorType::F32,    TensorType::F16,  TensorType::BF16,
                                TensorType::Q8_0,   TensorType::Q4_0, TensorType::Q4_1,

@@ -10,27 +10,14 @@
 #include "quant/matmul_q8.h"
 #include "quant/quant.h"
 #include "tandem/thread_pool.h"
+#include "test_util.h"
 
 using namespace tandem;
 
 namespace {
 
-// The kernel tables of every level this CPU supports (scalar included): each test runs them all, so every level's
-// kernels are checked natively on a machine that has it (and under emulation by scripts/test-cpus.sh).
-std::vector<const IsaKernels*> all_levels() {
-    std::vector<const IsaKernels*> v;
-    for (CpuLevel l : cpu_levels_supported())
-        if (const IsaKernels* k = isa_for(l)) v.push_back(k);
-    return v;
-}
-
-std::vector<float> gaussian(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    std::vector<float> v(n);
-    for (auto& x : v) x = d(rng);
-    return v;
-}
+using test::all_levels;
+using test::gaussian;
 
 // Relative RMS error of quantize -> dequantize for each type (Gaussian data, 4096 values). The bounds are the
 // precision each format can reach with a plain max/min fit, with some room.

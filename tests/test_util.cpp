@@ -3,6 +3,10 @@
 #include <cmath>
 #include "test_util.h"
 
+#include <random>
+
+#include "cpu/isa.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -100,6 +104,21 @@ double chi_square_p(const std::map<int, int>& a, const std::map<int, int>& b, in
     *df_out = df;
     double z = (std::cbrt(chi / df) - (1 - 2.0 / (9 * df))) / std::sqrt(2.0 / (9 * df));
     return 0.5 * std::erfc(z / std::sqrt(2.0));
+}
+
+std::vector<const IsaKernels*> all_levels() {
+    std::vector<const IsaKernels*> v;
+    for (CpuLevel l : cpu_levels_supported())
+        if (const IsaKernels* k = isa_for(l)) v.push_back(k);
+    return v;
+}
+
+std::vector<float> gaussian(size_t n, uint32_t seed, float sd) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, sd);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(rng);
+    return v;
 }
 
 }  // namespace tandem::test

@@ -1,11 +1,23 @@
 // Helpers shared by the tests: where the shared data lives, temporary files, reference JSON.
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <cctype>
 #include <string>
 #include <vector>
 
+namespace tandem {
+struct IsaKernels;
+}
+
 namespace tandem::test {
+
+// The kernel tables of every level this CPU supports (scalar included): kernel tests run them all, so every
+// level's kernels are checked natively on a machine that has it (and under emulation by scripts/test-cpus.sh).
+std::vector<const IsaKernels*> all_levels();
+// n samples of Normal(0, sd), the same for the same seed.
+std::vector<float> gaussian(size_t n, uint32_t seed, float sd = 1.0f);
 
 // $TANDEM_SHARED_DIR, or ../shared beside the project root.
 std::string shared_dir();
