@@ -118,7 +118,8 @@ TEST(Attention, CacheTilesConvertExactlyAtEveryLevel) {
 TEST(Attention, TiledEqualsExactReferenceForEveryCacheType) {
     // Rows past two chunk boundaries, a sliding window that starts inside a tile, sinks, grouped and plain
     // multi-head attention, a head size without a SIMD path (12, f32/f16/bf16 only: block types need 32).
-    // Under CPU emulation (scripts/test-cpus.sh, TANDEM_TEST_QUICK=1): one shape, three types.
+    // Under CPU emulation (scripts/test-cpus.sh, TANDEM_TEST_QUICK=1): one shape, two types, past one chunk
+    // boundary, a window with sinks and none without.
     const bool quick = std::getenv("TANDEM_TEST_QUICK") && *std::getenv("TANDEM_TEST_QUICK") == '1';
     ThreadPool pool(2);
     struct Shape {
@@ -129,12 +130,13 @@ TEST(Attention, TiledEqualsExactReferenceForEveryCacheType) {
     for (const Shape s : shapes) {
         for (TensorType t : kKvTypes) {
             if (s.hd % type_traits(t).block_elems != 0) continue;
-            if (quick && t != TensorType::F16 && t != TensorType::Q8_0 && t != TensorType::Q4_0) continue;
-            const int n_ctx = 2 * kAttnChunk + 300;
+            if (quick && t != TensorType::F16 && t != TensorType::Q8_0) continue;
+            const int n_ctx = quick ? kAttnChunk + 100 : 2 * kAttnChunk + 300;
             KvCache kv = random_cache(n_ctx, s.nkv, s.hd, t, 11);
             const auto sinks = gaussian(size_t(s.nh), 13);
             for (int window : {0, 700}) {
                 for (bool with_sinks : {false, true}) {
+                    if (quick && with_sinks != (window > 0)) continue;
                     const auto rows = chain(kv, n_ctx - 9, 9, window);
                     const auto q = gaussian(rows.size() * size_t(s.nh * s.hd), 17, 0.5f);
                     const AttnShape sh{
@@ -155,7 +157,9 @@ TEST(Attention, TiledEqualsExactReferenceForEveryCacheType) {
 TEST(Attention, OneTokenBatchTreeAndThreadCountAreBitIdentical) {
     ThreadPool one(1), two(2);
     const int nh = 8, nkv = 2, hd = 64, n_ctx = kAttnChunk + 200;
-    for (TensorType t : {TensorType::F16, TensorType::Q8_0, TensorType::Q4_1}) {
+    const bool quick = std::getenv("TANDEM_TEST_QUICK") && *std::getenv("TANDEM_TEST_QUICK") == '1';
+    for (TensorType t : {TensorType::Q8_0, TensorType::F16, TensorType::Q4_1}) {
+        if (quick && t != TensorType::Q8_0) continue;  // under CPU emulation
         KvCache kv = random_cache(n_ctx, nkv, hd, t, 21);
         const AttnShape sh{0, nh, nkv, hd, 0.125f, nullptr};
         const int pos0 = kAttnChunk - 5, n = 9;  // the batch straddles a chunk and several tiles
