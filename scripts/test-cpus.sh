@@ -88,6 +88,10 @@ same() {  # same A B: the generated tokens of two runs are identical
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+# The tests' random-weight models (test::synth_file) are written once, by the first native run, and read by every
+# later run: generating them under emulation took most of the emulated Haswell's time (glibc's FMA paths of
+# logf/sinf/cosf run in qemu's software floating point).
+export TANDEM_TEST_SYNTH_CACHE="$out/synth"
 tested=()
 
 # --- x86-64 ---

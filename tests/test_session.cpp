@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -134,11 +135,7 @@ TEST(Session, RepackedWeightsGiveTheSameLogits) {
     for (const char* shape : {"tiny-test", "tiny-test-tied", "tiny-test-qwen3moe", "tiny-test-gemma3", "tiny-test-phi3",
                               "tiny-test-gptoss"}) {
         for (const char* type : {"Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M"}) {
-            const std::string path = test::temp_dir() + "/" + shape + "-" + type + ".gguf";
-            SynthParams p;
-            p.shape = shape;
-            p.type = type;
-            synth_model(path, p);
+            const std::string path = test::synth_file(shape, type);
             auto packed = Model::load(path), plain = Model::load(path, LoadOptions{false});
             EXPECT_EQ(plain->packed_bytes(), 0u);
             if (packed->packed_bytes() == 0)
@@ -177,12 +174,7 @@ TEST(Session, EveryArchitectureBatchesLikeOneTokenAtATime) {
             if (std::string(type) == "MXFP4_MOE" && std::string(shape).find("moe") == std::string::npos &&
                 std::string(shape).find("gptoss") == std::string::npos)
                 continue;  // no experts: the same as Q8_0
-            const std::string path = test::temp_dir() + "/batch-" + shape + "-" + type + ".gguf";
-            SynthParams p;
-            p.shape = shape;
-            p.type = type;
-            synth_model(path, p);
-            auto m = Model::load(path);
+            auto m = Model::load(test::synth_file(shape, type));
             Session a(m, {}, pool), b(m, {}, pool);
             a.decode(toks, true);
             double worst = 0, scale = 0;
@@ -340,12 +332,7 @@ TEST(Session, TokenTreeNodesSeeOnlyTheirAncestors) {
     };
     std::vector<std::pair<std::string, std::shared_ptr<const Model>>> models = {{"stories260K", stories()}};
     for (const char* shape : {"tiny-test-gemma3", "tiny-test-gptoss", "tiny-test-qwen3moe"}) {
-        const std::string path = test::temp_dir() + "/tree-" + shape + ".gguf";
-        SynthParams p;
-        p.shape = shape;
-        p.type = "Q8_0";
-        synth_model(path, p);
-        models.emplace_back(shape, Model::load(path));
+        models.emplace_back(shape, Model::load(test::synth_file(shape, "Q8_0")));
     }
     for (const auto& [name, m] : models) {
         // gemma3 and gpt-oss have windows of 8: the deeper nodes see a window that starts inside the prompt.
@@ -494,17 +481,125 @@ TEST(Session, DefaultContextIsTheTrainingContextBoundedByMemory) {
     const size_t pp = kv_bytes_per_position(*m, TensorType::F16, TensorType::F16);
     EXPECT_EQ(pp, size_t(4 * 2 * 64 * 2));
     EXPECT_EQ(kv_bytes_per_position(*m, TensorType::Q8_0, TensorType::Q8_0), size_t(4 * 2 * 2 * 34));
-    ContextChoice c = choose_context(*m, TensorType::F16, TensorType::F16, 0, 1, 0);
+    ContextChoice c = choose_context(*m, SessionParams{}, 0, 1, 0);
     EXPECT_EQ(c.n_ctx, 2048);
     EXPECT_FALSE(c.bounded);
-    c = choose_context(*m, TensorType::F16, TensorType::F16, pp * 2048, 1, 0);
+    c = choose_context(*m, SessionParams{}, pp * 2048, 1, 0);
     EXPECT_EQ(c.n_ctx, 2048);
-    c = choose_context(*m, TensorType::F16, TensorType::F16, pp * 1000, 1, 0);
+    c = choose_context(*m, SessionParams{}, pp * 1000, 1, 0);
     EXPECT_TRUE(c.bounded);
     EXPECT_EQ(c.n_ctx, 768);
     EXPECT_NE(c.note.find("use -c"), std::string::npos) << c.note;
-    c = choose_context(*m, TensorType::F16, TensorType::F16, pp * 1000, 2, pp);  // two caches and a draft's
+    c = choose_context(*m, SessionParams{}, pp * 1000, 2, pp);  // two caches and a draft's
     EXPECT_EQ(c.n_ctx, 256);
-    c = choose_context(*m, TensorType::F16, TensorType::F16, 10, 1, 0);  // nothing fits: the floor
+    c = choose_context(*m, SessionParams{}, 10, 1, 0);  // nothing fits: the floor
     EXPECT_EQ(c.n_ctx, 256);
+}
+
+// Window-only caches (issue 31, item 3): a sliding-window layer keeps a ring of n_swa + max(n_batch, kSwaSlack)
+// rows. Every window of every pass is still in its ring, so the logits equal those of a full cache (--swa-full)
+// bit for bit, through chains, rollbacks, token trees, a context shift and state files in both directions.
+TEST(Session, WindowOnlyCacheEqualsFullCacheBitForBit) {
+    ThreadPool pool(2);
+    std::vector<int32_t> prompt = {1};
+    for (int i = 0; i < 700; i++) prompt.push_back(int32_t(3 + (i * 37) % 990));
+    const std::vector<int32_t> tree = {17, 40, 41, 42, 50, 51}, parents = {-1, 0, 0, 1, 3, 2};
+    for (const char* shape : {"tiny-test-gemma3", "tiny-test-gptoss"}) {
+        auto m = Model::load(test::synth_file(shape, "Q8_0"));
+        const int n_swa = m->hparams().n_swa;
+        SessionParams ring{1600, 0, 64}, full = ring;
+        full.swa_full = true;
+        Session a(m, ring, pool), b(m, full, pool);
+        ASSERT_EQ(a.swa_positions(), n_swa + kSwaSlack) << shape;
+        EXPECT_EQ(b.swa_positions(), 1600);
+        EXPECT_EQ(a.kv_bytes(), kv_cache_bytes(*m, ring, 1600));
+        EXPECT_EQ(b.kv_bytes(), kv_cache_bytes(*m, full, 1600));
+        EXPECT_LT(a.kv_bytes(), b.kv_bytes());
+        std::printf("[ window-only ] %s: window %d, ring %d rows: %zu bytes against %zu with --swa-full\n", shape,
+                    n_swa, a.swa_positions(), a.kv_bytes(), b.kv_bytes());
+        int checked = 0;
+        auto same = [&](const Session& x, const Session& y, const std::string& what) {
+            ASSERT_EQ(x.n_logits(), y.n_logits()) << what;
+            ASSERT_EQ(x.tokens(), y.tokens()) << what;
+            for (int i = 0; i < x.n_logits(); i++)
+                ASSERT_EQ(std::memcmp(x.logits(i), y.logits(i), sizeof(float) * size_t(x.n_vocab())), 0)
+                    << shape << ": " << what << ", row " << i;
+            checked++;
+        };
+        for (Session* s : {&a, &b}) s->decode(prompt, false);
+        same(a, b, "prompt");
+        for (int round = 0; round < 30; round++) {  // verification-like passes, rolled back by 1..4 tokens
+            std::vector<int32_t> pass;
+            for (int i = 0; i < 5; i++) pass.push_back(int32_t(5 + (round * 131 + i * 17) % 990));
+            if (round % 3 == 2) {
+                const int base = a.n_past();
+                for (Session* s : {&a, &b}) s->decode_tree(tree.data(), parents.data(), int(tree.size()));
+                same(a, b, "tree " + std::to_string(round));
+                for (Session* s : {&a, &b}) s->keep_path(base, {0, 1, 3});
+                continue;
+            }
+            for (Session* s : {&a, &b}) s->decode(pass, true);
+            same(a, b, "pass " + std::to_string(round));
+            for (Session* s : {&a, &b}) s->truncate(s->n_past() - 1 - round % 4);
+        }
+        const int32_t next = 77;
+        for (Session* s : {&a, &b}) {
+            s->shift(4, 300);
+            s->decode(&next, 1, false);
+        }
+        same(a, b, "after a context shift");
+        // State files: the ring's rows into a full cache and a ring, the full cache's into a ring.
+        const std::string pa = test::temp_dir() + "/ring-" + shape + ".bin", pb = pa + ".full";
+        a.save_state(pa);
+        b.save_state(pb);
+        Session c(m, full, pool), d(m, ring, pool), e(m, ring, pool);
+        c.load_state(pa);
+        d.load_state(pa);
+        e.load_state(pb);
+        for (Session* s : {&a, &b, &c, &d, &e}) s->decode(&next, 1, false);
+        same(a, c, "ring state into a full cache");
+        same(a, d, "ring state into a ring");
+        same(b, e, "full state into a ring");
+        EXPECT_EQ(checked, 35);
+    }
+}
+
+// A rollback past the ring's slack, or a pass larger than it, cannot be served: a clear error and an unchanged
+// cache, and reuse_prefix falls back to the whole prompt.
+TEST(Session, WindowOnlyCacheRefusesWhatItNoLongerHolds) {
+    ThreadPool pool(2);
+    auto m = Model::load(test::synth_file("tiny-test-gemma3", "Q8_0"));
+    const int n_swa = m->hparams().n_swa, cap = n_swa + kSwaSlack;
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 700; i++) prompt.push_back(int32_t(3 + (i * 37) % 990));
+    Session a(m, SessionParams{1600, 0, 64}, pool);
+    a.decode(prompt, false);
+    const int first = 700 - cap;  // the oldest position the rings hold
+    EXPECT_TRUE(a.can_truncate(first + n_swa - 1));
+    EXPECT_FALSE(a.can_truncate(first + n_swa - 2));
+    EXPECT_TRUE(a.can_truncate(0));
+    try {
+        a.truncate(100);
+        ADD_FAILURE() << "a rollback past the ring was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--swa-full"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(a.n_past(), 700);
+    EXPECT_EQ(a.reuse_prefix(650), 650);
+    EXPECT_EQ(a.reuse_prefix(100), 0);
+    // After the fallback the prompt is read again: the logits are a fresh session's.
+    a.decode(prompt, false);
+    Session f(m, SessionParams{1600, 0, 64}, pool);
+    f.decode(prompt, false);
+    EXPECT_EQ(std::memcmp(a.last_logits(), f.last_logits(), sizeof(float) * size_t(a.n_vocab())), 0);
+    std::vector<int32_t> chain(size_t(cap - n_swa + 2), 5), parents;
+    for (int i = 0; i < int(chain.size()); i++) parents.push_back(i - 1);
+    a.truncate(0);
+    a.decode(prompt.data(), 10, false);
+    EXPECT_THROW(a.decode_tree(chain.data(), parents.data(), int(chain.size())), Error);
+    EXPECT_EQ(a.n_past(), 10);
+    chain.pop_back();
+    parents.pop_back();
+    a.decode_tree(chain.data(), parents.data(), int(chain.size()));  // the largest pass it takes
+    EXPECT_EQ(a.n_past(), 10 + cap - n_swa + 1);
 }

@@ -1002,6 +1002,48 @@ TEST(Speculative, DraftsOfAnotherVocabularyDraftThroughTextAndStayExact) {
 // Issue 31: greedy speculation stays token-identical with quantized KV caches and at depth (a prompt past the
 // first 1024-position attention chunk), for chains and token trees: one token at a time and a verification pass
 // see the same bits (model/attention.h).
+// Window-only caches (issue 31, item 3): a sliding-window target (gemma3's shape, window 8) decoding past its
+// ring (n_swa + kSwaSlack rows), speculating with a self-draft (also window-only) and with n-grams, chains and
+// trees, gives the tokens of plain decoding with every position kept (--swa-full).
+TEST(Speculative, GreedyIsTokenIdenticalThroughWindowOnlyCaches) {
+    ThreadPool pool(2);
+    auto target = Model::load(test::synth_file("tiny-test-gemma3", "Q8_0"));
+    std::vector<int32_t> prompt = {1};
+    for (int i = 0; i < 560; i++) prompt.push_back(int32_t(3 + (i * 7919) % 990));
+    const bool quick = std::getenv("TANDEM_TEST_QUICK") && *std::getenv("TANDEM_TEST_QUICK") == '1';
+    const int n = quick ? 24 : 64;
+    auto gen = [&](SpecParams spec, bool swa_full) {
+        SessionParams tp{1400, 0, 64}, dp{1400, 2, 64};
+        tp.swa_full = dp.swa_full = swa_full;
+        Session ts(target, tp, pool);
+        std::unique_ptr<Session> ds;
+        if (spec.type == SpecType::SELF) ds = std::make_unique<Session>(target, dp, pool);
+        Generator g(ts, ds.get(), greedy(), spec);
+        g.start(prompt);
+        std::vector<int32_t> out;
+        while (int(out.size()) < n)
+            if (!g.step(out, n - int(out.size()))) break;
+        EXPECT_LT(ts.swa_positions(), swa_full ? 1401 : int(prompt.size()));
+        return std::make_pair(out, g.stats());
+    };
+    const auto plain = gen(SpecParams{}, true).first;
+    ASSERT_EQ(int(plain.size()), n);
+    EXPECT_EQ(gen(SpecParams{}, false).first, plain) << "plain decoding, window-only";
+    SpecParams chain = fixed_length(SpecType::SELF, 6);
+    chain.tree = false;
+    SpecParams tree = fixed_length(SpecType::SELF, 6);
+    tree.tree_min_gain = 0.0;
+    SpecParams ngram = fixed_length(SpecType::NGRAM, 6);
+    const auto [c_out, c_stats] = gen(chain, false);
+    const auto [t_out, t_stats] = gen(tree, false);
+    EXPECT_EQ(c_out, plain) << "self-draft chain";
+    EXPECT_EQ(t_out, plain) << "self-draft tree";
+    EXPECT_EQ(gen(ngram, false).first, plain) << "n-gram";
+    EXPECT_GT(c_stats.n_drafted, 0);
+    std::printf("[ window-only caches, depth %zu ] tokens per pass: chain %.2f, tree %.2f\n", prompt.size(),
+                c_stats.mean_accepted_length(), t_stats.mean_accepted_length());
+}
+
 TEST(Speculative, GreedyIsTokenIdenticalWithQuantizedCachesAtDepth) {
     ThreadPool pool(2);
     auto target = Model::load(test::shared_file("models/synth-llama-spm-q8_0.gguf"));

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "cpu/isa.h"
+#include "tandem/synth.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -42,6 +43,22 @@ std::string temp_dir() {
         return std::string(d);
     }();
     return dir;
+}
+
+std::string synth_file(const std::string& shape, const std::string& type) {
+    const char* env = std::getenv("TANDEM_TEST_SYNTH_CACHE");
+    const std::string dir = env && *env ? std::string(env) : temp_dir();
+    if (env && *env) ::mkdir(dir.c_str(), 0755);  // may exist already
+    const std::string path = dir + "/" + shape + "-" + type + ".gguf";
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) return path;
+    const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+    SynthParams p;
+    p.shape = shape;
+    p.type = type;
+    synth_model(tmp, p);
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot rename " + tmp + " to " + path);
+    return path;
 }
 
 std::string tandem_bin() { return TANDEM_BIN; }

@@ -25,6 +25,11 @@ std::string shared_dir();
 std::string shared_file(const std::string& rel);
 // A fresh temporary directory for this test process.
 std::string temp_dir();
+// A random-weight model of `shape` (SynthParams: seed 1, generated vocabulary) quantized as `type`, written once
+// and reused: in this process's temp_dir(), or, when $TANDEM_TEST_SYNTH_CACHE names a directory, there, so that
+// several runs of the suite share the files (scripts/test-cpus.sh: written by the native runs, read by the emulated
+// CPUs, where generating them took most of the time). Files are written under a temporary name and renamed.
+std::string synth_file(const std::string& shape, const std::string& type);
 // Path of the built `tandem` program.
 std::string tandem_bin();
 // Runs a shell command, returns its exit status and captures stdout (+ stderr when merge_stderr).

@@ -86,6 +86,7 @@ struct EngineParams {
     // KV cache element types (-ctk, -ctv; -ctkd, -ctvd for the draft and self-draft sessions)
     TensorType type_k = TensorType::F16, type_v = TensorType::F16;
     TensorType type_k_draft = TensorType::F16, type_v_draft = TensorType::F16;
+    bool swa_full = false;  // --swa-full: sliding-window layers keep every position (SessionParams::swa_full)
     SpecParams spec;  // server defaults (requests may override n_max, n_min, p_min, type)
 };
 

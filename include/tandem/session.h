@@ -20,23 +20,38 @@ struct SessionParams {
     // A block type needs head_dim % 32 == 0; the constructor throws tandem::Error otherwise.
     TensorType type_k = TensorType::F16;
     TensorType type_v = TensorType::F16;
+    // Sliding-window layers (HParams::n_swa) keep every position, as llama.cpp's --swa-full. false (the default,
+    // as llama.cpp's): each keeps a ring of swa_cache_positions() rows, the window plus room for one pass and the
+    // rollback of a rejected draft or token tree; a rollback or prompt-prefix reuse further back than that
+    // re-reads the prompt (Session::can_truncate).
+    bool swa_full = false;
 };
+
+// Slack of a window-only cache beyond the window: the largest pass (and rollback) it takes, at least n_batch.
+constexpr int kSwaSlack = 512;
+// Rows a sliding-window layer keeps in a session of this context: n_ctx with swa_full or when a ring would not be
+// smaller, else n_swa + max(n_batch, kSwaSlack). 0 for a model without sliding-window layers.
+int swa_cache_positions(const HParams& hp, int n_ctx, const SessionParams& p);
+// Bytes of the KV cache (every layer's K and V rows) of a session of `model` with these params and context.
+size_t kv_cache_bytes(const Model& m, const SessionParams& p, int n_ctx);
 
 // The KV cache type named `name` as llama.cpp spells it ("f16", "q8_0", "iq4_nl", ...); throws tandem::Error
 // naming the supported ones for any other.
 TensorType parse_kv_cache_type(const std::string& name, const char* flag);
 // The context a command gives a model when -c is not given (issue 31): the model's training context, unless the
-// KV caches would not fit in `budget_bytes` (n_seq caches of the model with types tk/tv, plus extra_per_position
-// bytes per position, a draft's cache); then the most that fits, in multiples of 256 (at least 256). `note`
-// says which and why, for the start-up log. budget_bytes 0: unknown, the training context.
+// KV caches would not fit in `budget_bytes` (n_seq caches of the model with the types, batch and window choice
+// of `p` (kv_cache_bytes), plus extra_per_position bytes per position, a draft's cache); then the most that fits,
+// in multiples of 256 (at least 256). `note` says which and why, for the start-up log. budget_bytes 0: unknown,
+// the training context.
 struct ContextChoice {
     int n_ctx = 0;
     bool bounded = false;
     std::string note;
 };
-ContextChoice choose_context(const Model& m, TensorType tk, TensorType tv, size_t budget_bytes, int n_seq,
+ContextChoice choose_context(const Model& m, const SessionParams& p, size_t budget_bytes, int n_seq,
                              size_t extra_per_position);
-// KV cache bytes per position of a model's cache with these types (every layer's K and V row).
+// KV cache bytes per position of a model's cache with these types (every layer's K and V row, window-only
+// caches not counted as such: an upper bound).
 size_t kv_bytes_per_position(const Model& m, TensorType tk, TensorType tv);
 // Memory the process may still take: three quarters of MemAvailable (/proc/meminfo); 0 where unknown.
 size_t memory_budget_bytes();
@@ -102,8 +117,17 @@ public:
     const float* logits(int i) const;
     const float* last_logits() const { return logits(n_logits_ - 1); }
 
-    // Forget every position >= n (n <= n_past()). Rejected draft tokens are rolled back with this.
+    // Forget every position >= n (n <= n_past()). Rejected draft tokens are rolled back with this. Throws
+    // tandem::Error, changing nothing, when !can_truncate(n).
     void truncate(int n);
+    // Whether the cache can go on from n tokens: always with full caches; with window-only ones (SessionParams::
+    // swa_full false), when the rows the next token's sliding window sees are still in their rings (a rollback of
+    // up to swa_cache_positions() - n_swa + 1 tokens past the furthest position written), or n is 0 or n_past().
+    bool can_truncate(int n) const;
+    // A prompt's cached prefix: truncate(keep) when can_truncate(keep), else truncate(0). Returns what was kept.
+    int reuse_prefix(int keep);
+    // Rows each sliding-window layer keeps (n_ctx() when every position); 0 without such layers.
+    int swa_positions() const { return swa_cap_; }
     // Context shift: forget positions [n_keep, n_keep + n_discard) and move the later ones down by n_discard,
     // their keys re-rotated by -n_discard positions (RoPE rotations compose; as llama.cpp's context shift). The
     // result attends like a cache that saw only the kept tokens, up to the cache type's rounding (a quantized
@@ -111,6 +135,9 @@ public:
     void shift(int n_keep, int n_discard);
 
     size_t kv_bytes() const;
+    // Bytes of K and V rows a token at position `pos` reads: every layer's rows up to it, a sliding-window layer's
+    // the last n_swa of them.
+    size_t kv_bytes_seen(int pos) const;
     TensorType kv_type_k() const;
     TensorType kv_type_v() const;
     int n_layers() const { return n_layers_; }
@@ -137,7 +164,9 @@ private:
         const int32_t* parents = nullptr;  // token tree (decode_tree); null: a chain
     };
     static void forward_segments(const std::vector<Segment>& segs);
-    void check_decode(const int32_t* tokens, int n) const;
+    // Throws for an id out of range, a context overflow, or a forward pass of `pass` rows (at most n) larger than
+    // the window-only caches take.
+    void check_decode(const int32_t* tokens, int n, int pass) const;
     static void check_tree(const int32_t* parents, int n);
 
     std::shared_ptr<const Model> model_;
@@ -145,6 +174,12 @@ private:
     int n_ctx_ = 0;
     int n_layers_ = 0;
     int n_batch_ = 256;
+    // Sliding-window layers (window-only caches): their row count (0: none), the lowest position they still hold
+    // (every position in [swa_from_, n_past()) is in its ring), and the positions a context shift or a state file
+    // lost (below swa_lost_: windows reaching there see less, as in llama.cpp; never above swa_from_).
+    int swa_cap_ = 0;
+    int swa_from_ = 0;
+    int swa_lost_ = 0;
     std::vector<int32_t> tokens_;
     struct Impl;
     std::unique_ptr<Impl> impl_;

@@ -55,8 +55,12 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
         if (!kv_cache_type_supported(t))
             throw Error(
                 strprintf("KV cache type %s is not supported (supported: %s)", type_name(t), kv_cache_type_names()));
+    // Sliding-window layers hold a ring of swa_cap_ rows unless that is the whole context (model/kv_cache.h).
+    swa_cap_ = swa_cache_positions(hp, n_ctx_, params);
+    std::vector<int> capacity;
+    for (int l = 0; l < n_layers_; l++) capacity.push_back(model_->layer(l).swa ? swa_cap_ : n_ctx_);
     impl_ = std::make_unique<Impl>(n_layers_, n_ctx_, hp.n_head_kv * hp.head_dim, hp.head_dim, params.type_k,
-                                   params.type_v);
+                                   params.type_v, capacity);
 
     // RoPE tables: one for global layers, one for sliding-window layers when the model has them. phi3's
     // LongRoPE factors: the long ones when this context exceeds the original one (as llama.cpp chooses).
@@ -69,6 +73,12 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
 Session::~Session() = default;
 
 size_t Session::kv_bytes() const { return impl_->kv.bytes(); }
+size_t Session::kv_bytes_seen(int pos) const {
+    const HParams& hp = model_->hparams();
+    size_t rows = 0;
+    for (int l = 0; l < n_layers_; l++) rows += size_t(model_->layer(l).swa ? std::min(pos + 1, hp.n_swa) : pos + 1);
+    return rows * (impl_->kv.row_bytes_k() + impl_->kv.row_bytes_v());
+}
 double Session::attention_seconds() const { return impl_->attn_s; }
 TensorType Session::kv_type_k() const { return impl_->kv.type_k(); }
 TensorType Session::kv_type_v() const { return impl_->kv.type_v(); }
@@ -78,35 +88,77 @@ const float* Session::logits(int i) const {
     return logits_.data() + size_t(i) * size_t(n_vocab());
 }
 
+// The window of a token at position n starts at n - n_swa + 1: a truncation to n may go on only if the rings still
+// hold every position from there (or from swa_lost_, below which a shift or state file already took positions).
+bool Session::can_truncate(int n) const {
+    if (n == 0 || n == n_past() || swa_cap_ == 0) return true;
+    const int window_start = std::max(0, n - model_->hparams().n_swa + 1);
+    return n >= swa_lost_ && swa_from_ <= std::max(swa_lost_, window_start);
+}
+
 void Session::truncate(int n) {
     TD_ASSERT(n >= 0 && n <= n_past());
+    if (!can_truncate(n))
+        throw Error(
+            strprintf("cannot roll the cache back to %d tokens: its sliding-window layers keep %d positions "
+                      "and no longer hold position %d (--swa-full keeps every position)",
+                      n, swa_cap_, std::max(0, n - model_->hparams().n_swa + 1)));
     tokens_.resize(size_t(n));
+    if (n == 0) swa_from_ = swa_lost_ = 0;
+}
+
+int Session::reuse_prefix(int keep) {
+    TD_ASSERT(keep >= 0 && keep <= n_past());
+    truncate(can_truncate(keep) ? keep : 0);
+    return n_past();
 }
 
 void Session::shift(int n_keep, int n_discard) {
     TD_ASSERT(n_keep >= 0 && n_discard > 0 && n_keep + n_discard <= n_past() && n_discard < n_ctx_);
     const Model& model = *model_;
     const HParams& hp = model.hparams();
-    const int half = hp.n_rot / 2, kv_dim = hp.n_head_kv * hp.head_dim;
+    const int half = hp.n_rot / 2, kv_dim = hp.n_head_kv * hp.head_dim, n_after = n_past() - n_discard;
+    // Rings: the new positions [swa_new, n_after) whose old positions are all still held (old = new below n_keep,
+    // new + n_discard from n_keep); what lies below is lost to the sliding-window layers.
+    const int swa_new = swa_from_ <= n_keep ? swa_from_ : std::max(n_keep, std::min(n_after, swa_from_ - n_discard));
     std::vector<float> sn(static_cast<size_t>(half)), k(static_cast<size_t>(kv_dim)), v(static_cast<size_t>(kv_dim));
+    std::vector<float> ring_k, ring_v;  // a ring layer's moved rows, read before any is written (slots wrap)
     for (int l = 0; l < n_layers_; l++) {
         // Rotation by -n_discard: cos is even, sin odd (the table's own, so a layer keeps its base and scale).
         const RopeTable& rt = impl_->rope[model.layer(l).swa ? 1 : 0];
         const float* cs = rt.cos_at(n_discard);
         for (int i = 0; i < half; i++) sn[size_t(i)] = -rt.sin_at(n_discard)[i];
-        for (int p = n_keep + n_discard; p < n_past(); p++) {
-            impl_->kv.read(l, p, k.data(), v.data());
+        auto rotate = [&](float* kr) {
             for (int h = 0; h < hp.n_head_kv; h++)
-                rope_head(k.data() + size_t(h) * size_t(hp.head_dim), cs, sn.data(), hp.n_rot, hp.rope_style, 1.0f);
-            impl_->kv.store(l, p - n_discard, k.data(), v.data());
+                rope_head(kr + size_t(h) * size_t(hp.head_dim), cs, sn.data(), hp.n_rot, hp.rope_style, 1.0f);
+        };
+        if (impl_->kv.capacity(l) == n_ctx_) {  // rows are positions: moved down in order, each read before written
+            for (int p = n_keep + n_discard; p < n_past(); p++) {
+                impl_->kv.read(l, p, k.data(), v.data());
+                rotate(k.data());
+                impl_->kv.store(l, p - n_discard, k.data(), v.data());
+            }
+            continue;
         }
+        const int first = std::max(n_keep, swa_new), n_moved = n_after - first;
+        ring_k.resize(size_t(std::max(0, n_moved)) * size_t(kv_dim));
+        ring_v.resize(ring_k.size());
+        for (int q = first; q < n_after; q++) {
+            float* kr = &ring_k[size_t(q - first) * size_t(kv_dim)];
+            impl_->kv.read(l, q + n_discard, kr, &ring_v[size_t(q - first) * size_t(kv_dim)]);
+            rotate(kr);
+        }
+        for (int q = first; q < n_after; q++)
+            impl_->kv.store(l, q, &ring_k[size_t(q - first) * size_t(kv_dim)],
+                            &ring_v[size_t(q - first) * size_t(kv_dim)]);
     }
+    if (swa_cap_ > 0) swa_from_ = swa_lost_ = std::max(swa_lost_, swa_new);
     tokens_.erase(tokens_.begin() + n_keep, tokens_.begin() + n_keep + n_discard);
 }
 
 void Session::decode(const int32_t* tokens, int n, bool all_logits) {
     TD_ASSERT(n >= 1);
-    check_decode(tokens, n);
+    check_decode(tokens, n, std::min(n, n_batch_));
     const int nv = n_vocab();
     n_logits_ = all_logits ? n : 1;
     logits_.resize(size_t(n_logits_) * size_t(nv));
@@ -122,7 +174,7 @@ void Session::decode(const int32_t* tokens, int n, bool all_logits) {
 
 std::vector<float> Session::embed(const int32_t* tokens, int n) {
     TD_ASSERT(n >= 1);
-    check_decode(tokens, n);
+    check_decode(tokens, n, std::min(n, n_batch_));
     const int E = model_->hparams().n_embd;
     std::vector<float> out(size_t(n) * size_t(E));
     n_logits_ = 0;
@@ -160,7 +212,7 @@ void Session::keep_path(int base, const std::vector<int32_t>& path) {
     tokens_.resize(size_t(base) + path.size());
 }
 
-void Session::check_decode(const int32_t* tokens, int n) const {
+void Session::check_decode(const int32_t* tokens, int n, int pass) const {
     const int nv = n_vocab();
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= nv)
@@ -168,6 +220,12 @@ void Session::check_decode(const int32_t* tokens, int n) const {
     if (n_past() + n > n_ctx_)
         throw Error(
             strprintf("context overflow: %d tokens in the cache + %d new > context size %d", n_past(), n, n_ctx_));
+    // A pass writes its rows before any attends: the first one's window must survive the ring's wrap.
+    if (swa_cap_ > 0 && swa_cap_ < n_ctx_ && pass > swa_cap_ - model_->hparams().n_swa + 1)
+        throw Error(
+            strprintf("a pass of %d tokens is more than the sliding-window cache of %d positions takes (at "
+                      "most %d; --swa-full keeps every position)",
+                      pass, swa_cap_, swa_cap_ - model_->hparams().n_swa + 1));
 }
 
 void Session::decode_batch(const std::vector<DecodeRequest>& reqs) {
@@ -178,7 +236,7 @@ void Session::decode_batch(const std::vector<DecodeRequest>& reqs) {
         TD_ASSERT(&r.session->model() == &reqs[0].session->model());
         TD_ASSERT(r.session->n_layers_ == reqs[0].session->n_layers_ && &r.session->pool_ == &reqs[0].session->pool_);
         TD_ASSERT(!r.parents || r.all_logits);
-        r.session->check_decode(r.tokens, r.n);
+        r.session->check_decode(r.tokens, r.n, r.n);
         check_tree(r.parents, r.n);
     }
     for (const auto& r : reqs) {
@@ -227,13 +285,19 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         }
     }
     const int n = int(rows.size());
+    // Window-only caches: the rows this pass writes overwrite the ring's oldest (check_decode bounds the pass so
+    // that every window of it survives).
+    for (const auto& g : segs)
+        if (g.s->swa_cap_ > 0) g.s->swa_from_ = std::max(g.s->swa_from_, g.pos0 + g.n - g.s->swa_cap_);
     // The attention rows of global layers ([0]) and sliding-window layers ([1], which see the last n_swa
-    // positions).
+    // positions, and none that a context shift took from their ring).
     std::vector<AttnRow> attn_rows[2];
     for (int w = 0; w < (hp.n_swa > 0 ? 2 : 1); w++)
-        for (const Row& r : rows)
-            attn_rows[w].push_back({&r.s->impl_->kv, r.pos, w ? std::max(0, r.pos - hp.n_swa + 1) : 0, r.pos0,
-                                    r.tail.empty() ? nullptr : r.tail.data()});
+        for (const Row& r : rows) {
+            const int lo = w ? std::max({0, r.pos - hp.n_swa + 1, r.s->swa_lost_}) : 0;
+            TD_ASSERT(!w || lo >= r.s->swa_from_);
+            attn_rows[w].push_back({&r.s->impl_->kv, r.pos, lo, r.pos0, r.tail.empty() ? nullptr : r.tail.data()});
+        }
 
     Impl& S = *S0.impl_;
     S.x.resize(size_t(n) * E);

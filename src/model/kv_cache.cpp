@@ -38,18 +38,44 @@ size_t kv_bytes_per_position(const Model& m, TensorType tk, TensorType tv) {
     return size_t(hp.n_layer) * (row_bytes(tk, kvd) + row_bytes(tv, kvd));
 }
 
-ContextChoice choose_context(const Model& m, TensorType tk, TensorType tv, size_t budget_bytes, int n_seq,
+int swa_cache_positions(const HParams& hp, int n_ctx, const SessionParams& p) {
+    if (hp.n_swa <= 0) return 0;
+    if (p.swa_full) return n_ctx;
+    const int64_t ring = int64_t(hp.n_swa) + std::max(p.n_batch, kSwaSlack);
+    return int(std::min<int64_t>(n_ctx, ring));
+}
+
+size_t kv_cache_bytes(const Model& m, const SessionParams& p, int n_ctx) {
+    const HParams& hp = m.hparams();
+    const int64_t kvd = int64_t(hp.n_head_kv) * hp.head_dim;
+    const size_t row = row_bytes(p.type_k, kvd) + row_bytes(p.type_v, kvd);
+    const int n_layer = p.n_layers > 0 ? std::min(p.n_layers, hp.n_layer) : hp.n_layer;
+    const int swa = swa_cache_positions(hp, n_ctx, p);
+    size_t rows = 0;
+    for (int l = 0; l < n_layer; l++) rows += size_t(m.layer(l).swa ? swa : n_ctx);
+    return rows * row;
+}
+
+ContextChoice choose_context(const Model& m, const SessionParams& p, size_t budget_bytes, int n_seq,
                              size_t extra_per_position) {
     const int train = m.hparams().n_ctx_train > 0 ? m.hparams().n_ctx_train : 4096;
-    const size_t per_pos = kv_bytes_per_position(m, tk, tv) * size_t(std::max(1, n_seq)) + extra_per_position;
+    auto bytes = [&](int n) {
+        return kv_cache_bytes(m, p, n) * size_t(std::max(1, n_seq)) + size_t(n) * extra_per_position;
+    };
     ContextChoice c{train, false, strprintf("context %d: the model's training context", train)};
-    if (budget_bytes == 0 || size_t(train) * per_pos <= budget_bytes) return c;
-    const size_t fits = budget_bytes / per_pos / 256 * 256;
-    c.n_ctx = int(std::max<size_t>(256, fits));
+    if (budget_bytes == 0 || bytes(train) <= budget_bytes) return c;
+    int lo = 1,
+        hi = std::max(1, train / 256);  // the most 256-position steps that fit (the bytes grow with the context)
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (bytes(mid * 256) <= budget_bytes) lo = mid;
+        else hi = mid - 1;
+    }
+    c.n_ctx = lo * 256;
     c.bounded = true;
     c.note = strprintf(
         "context %d of the model's %d: its KV caches would take %.1f GiB, the memory budget is %.1f GiB (use -c)",
-        c.n_ctx, train, double(size_t(train) * per_pos) / 1073741824.0, double(budget_bytes) / 1073741824.0);
+        c.n_ctx, train, double(bytes(train)) / 1073741824.0, double(budget_bytes) / 1073741824.0);
     return c;
 }
 
@@ -64,17 +90,27 @@ size_t memory_budget_bytes() {
     return kib / 4 * 3 * 1024;
 }
 
-KvCache::KvCache(int n_layer, int n_ctx, int kv_dim, int head_dim, TensorType tk, TensorType tv)
+KvCache::KvCache(int n_layer, int n_ctx, int kv_dim, int head_dim, TensorType tk, TensorType tv,
+                 const std::vector<int>& capacity)
     : n_ctx_(n_ctx), kv_dim_(kv_dim), head_dim_(head_dim), tk_(tk), tv_(tv) {
     TD_ASSERT(kv_cache_type_supported(tk) && kv_cache_type_supported(tv) && head_dim > 0 && kv_dim % head_dim == 0);
+    TD_ASSERT(capacity.empty() || int(capacity.size()) == n_layer);
+    size_t rows = 0;
+    for (int l = 0; l < n_layer; l++) {
+        const int c = capacity.empty() ? n_ctx : capacity[size_t(l)];
+        TD_ASSERT(c >= 1 && c <= n_ctx);
+        cap_.push_back(c);
+        first_.push_back(rows);
+        rows += size_t(c);
+    }
     for (TensorType t : {tk, tv})
         if (head_dim % type_traits(t).block_elems != 0)
             throw Error(strprintf("KV cache type %s needs a head size that is a multiple of %d (this model's is %d)",
                                   type_name(t), type_traits(t).block_elems, head_dim));
     rk_ = row_bytes(tk, kv_dim);
     rv_ = row_bytes(tv, kv_dim);
-    k_.resize(size_t(n_layer) * size_t(n_ctx) * rk_);
-    v_.resize(size_t(n_layer) * size_t(n_ctx) * rv_);
+    k_.resize(rows * rk_);
+    v_.resize(rows * rv_);
 }
 
 void KvCache::store(int layer, int pos, const float* k, const float* v) {

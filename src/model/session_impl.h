@@ -16,8 +16,9 @@ struct Session::Impl {
     FfnScratch ffn;
     double attn_s = 0;  // seconds spent in attention, all passes (Session::attention_seconds)
     RopeTable rope[2];  // [0] global layers, [1] sliding-window layers (HParams::n_swa > 0)
-    Impl(int n_layer, int n_ctx, int kv_dim, int head_dim, TensorType tk, TensorType tv)
-        : kv(n_layer, n_ctx, kv_dim, head_dim, tk, tv) {}
+    Impl(int n_layer, int n_ctx, int kv_dim, int head_dim, TensorType tk, TensorType tv,
+         const std::vector<int>& capacity)
+        : kv(n_layer, n_ctx, kv_dim, head_dim, tk, tv, capacity) {}
 };
 
 }  // namespace tandem

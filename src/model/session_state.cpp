@@ -1,13 +1,16 @@
 // Session state files. Layout (little-endian):
-//   "TDKV" | u32 version = 2 | u64 model fingerprint | u32 n_layers | u32 kv_dim | u32 n_tokens
-//   | u32 K type | u32 V type (GGUF type numbers)
-//   | i32 tokens[n_tokens] | per layer: K rows [n_tokens] of the K type, then V rows [n_tokens] of the V type
-// Version 1 (before KV cache types) is the same without the two type words, F16 rows. A file of other cache
-// types than the session's is converted row by row (dequantized and stored again).
+//   "TDKV" | u32 version = 3 | u64 model fingerprint | u32 n_layers | u32 kv_dim | u32 n_tokens
+//   | u32 K type | u32 V type (GGUF type numbers) | i32 tokens[n_tokens]
+//   | per layer: u32 first | K rows [first, n_tokens) of the K type, then V rows [first, n_tokens) of the V type
+// `first` is 0 but for a sliding-window layer whose window-only cache no longer held the earlier rows. Version 2
+// is the same without the `first` words (every row), version 1 also without the two type words (F16 rows). A file
+// of other cache types than the session's is converted row by row (dequantized and stored again); a window-only
+// layer keeps the rows its ring holds.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -22,7 +25,7 @@ namespace tandem {
 namespace {
 
 constexpr char kMagic[4] = {'T', 'D', 'K', 'V'};
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 
 // FNV-1a over the shapes and the first bytes of the embedding and output matrices: a file of another model
 // (even of the same shape) is refused instead of giving garbage.
@@ -88,8 +91,10 @@ size_t Session::save_state(const std::string& path) const {
     put(types, 8);
     put(tokens_.data(), size_t(n) * 4);
     for (int l = 0; l < n_layers_; l++) {
-        for (uint32_t t = 0; t < n; t++) put(impl_->kv.k(l, int(t)), impl_->kv.row_bytes_k());
-        for (uint32_t t = 0; t < n; t++) put(impl_->kv.v(l, int(t)), impl_->kv.row_bytes_v());
+        const uint32_t first = model_->layer(l).swa ? uint32_t(std::min(swa_from_, int(n))) : 0;
+        put(&first, 4);
+        for (uint32_t t = first; t < n; t++) put(impl_->kv.k(l, int(t)), impl_->kv.row_bytes_k());
+        for (uint32_t t = first; t < n; t++) put(impl_->kv.v(l, int(t)), impl_->kv.row_bytes_v());
     }
     if (std::fflush(out.f) != 0) throw Error(strprintf("%s: write failed: %s", path.c_str(), std::strerror(errno)));
     return written;
@@ -97,6 +102,7 @@ size_t Session::save_state(const std::string& path) const {
 
 size_t Session::load_state(const std::string& path) {
     tokens_.clear();  // whatever happens below, the cache holds nothing half-read
+    swa_from_ = swa_lost_ = 0;
     const std::string data = read_regular_file(path);
     size_t at = 0;
     auto get = [&](void* p, size_t bytes, const char* what) {
@@ -112,7 +118,7 @@ size_t Session::load_state(const std::string& path) {
     if (std::memcmp(magic, kMagic, 4) != 0)
         throw Error(path + ": not a tandem state file (it was not written by tandem's slot save)");
     get(&version, 4, "the header");
-    if (version != kVersion && version != 1)
+    if (version < 1 || version > kVersion)
         throw Error(strprintf("%s: state file version %u is not supported (this build reads %u)", path.c_str(), version,
                               kVersion));
     get(&fp, 8, "the header");
@@ -139,31 +145,61 @@ size_t Session::load_state(const std::string& path) {
         }
     }
     const size_t rk = row_bytes(ft[0], kv_dim), rv = row_bytes(ft[1], kv_dim);
-    const size_t expect = at + size_t(n) * 4 + size_t(layers) * size_t(n) * (rk + rv);
-    if (data.size() != expect)
-        throw Error(strprintf("%s: the state file is %zu bytes, %zu expected", path.c_str(), data.size(), expect));
     std::vector<int32_t> toks(n);
     get(toks.data(), size_t(n) * 4, "the tokens");
     for (int32_t id : toks)
         if (id < 0 || id >= n_vocab())
             throw Error(strprintf("%s: token id %d is outside the vocabulary", path.c_str(), id));
-    KvCache& kv = impl_->kv;
-    if (ft[0] == kv.type_k() && ft[1] == kv.type_v()) {
-        for (int l = 0; l < n_layers_; l++) {
-            for (uint32_t t = 0; t < n; t++) get(kv.k_mut(l, int(t)), rk, "the keys");
-            for (uint32_t t = 0; t < n; t++) get(kv.v_mut(l, int(t)), rv, "the values");
+    // Where each layer's rows start, and the size the file must have.
+    std::vector<uint32_t> first(layers, 0);
+    size_t expect = at;
+    for (uint32_t l = 0; l < layers; l++) {
+        if (version >= 3) {
+            if (data.size() - expect < 4)
+                throw Error(
+                    strprintf("%s: the state file is truncated (in layer %u at byte %zu)", path.c_str(), l, expect));
+            std::memcpy(&first[l], data.data() + expect, 4);
+            expect += 4;
+            if (first[l] > n || (first[l] > 0 && !model_->layer(int(l)).swa))
+                throw Error(
+                    strprintf("%s: layer %u starts at row %u of %u (only sliding-window layers may start "
+                              "after 0)",
+                              path.c_str(), l, first[l], n));
         }
-    } else {  // saved with other cache types: each row through floats
-        std::vector<float> f(kv_dim);
-        for (int l = 0; l < n_layers_; l++)
-            for (int which = 0; which < 2; which++)
-                for (uint32_t t = 0; t < n; t++) {
-                    dequantize_row_ref(ft[which], data.data() + at, f.data(), kv_dim);
-                    at += which ? rv : rk;
-                    quantize_row_ref(which ? kv.type_v() : kv.type_k(), f.data(),
-                                     which ? kv.v_mut(l, int(t)) : kv.k_mut(l, int(t)), kv_dim);
-                }
+        const size_t rows = n - first[l];
+        if ((data.size() - expect) / (rk + rv) < rows)
+            throw Error(
+                strprintf("%s: the state file is truncated (in layer %u at byte %zu)", path.c_str(), l, expect));
+        expect += rows * (rk + rv);
     }
+    if (data.size() != expect)
+        throw Error(strprintf("%s: the state file is %zu bytes, %zu expected", path.c_str(), data.size(), expect));
+    KvCache& kv = impl_->kv;
+    // The sliding-window layers hold positions from `from` on: what the file has and the ring keeps.
+    int from = 0;
+    for (int l = 0; l < n_layers_; l++)
+        if (model_->layer(l).swa) from = std::max({from, int(first[size_t(l)]), int(n) - kv.capacity(l)});
+    const bool same = ft[0] == kv.type_k() && ft[1] == kv.type_v();
+    std::vector<float> f(kv_dim);
+    for (int l = 0; l < n_layers_; l++) {
+        if (version >= 3) at += 4;
+        const uint32_t keep = model_->layer(l).swa ? uint32_t(from) : 0;
+        for (int which = 0; which < 2; which++) {
+            const size_t rb = which ? rv : rk;
+            for (uint32_t t = first[size_t(l)]; t < n; t++, at += rb) {
+                if (t < keep) continue;  // before what the ring holds
+                uint8_t* dst = which ? kv.v_mut(l, int(t)) : kv.k_mut(l, int(t));
+                if (same) {
+                    std::memcpy(dst, data.data() + at, rb);
+                    continue;
+                }
+                dequantize_row_ref(ft[which], data.data() + at, f.data(), kv_dim);  // another type: through floats
+                quantize_row_ref(which ? kv.type_v() : kv.type_k(), f.data(), dst, kv_dim);
+            }
+        }
+    }
+    swa_from_ = swa_cap_ > 0 ? from : 0;
+    swa_lost_ = 0;
     tokens_ = std::move(toks);
     return at;
 }

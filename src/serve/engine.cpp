@@ -70,15 +70,14 @@ Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model>
         const int n_seq = p_.kv_unified ? int(slots_.size()) : 1;
         const size_t draft_pp =
             draft_ ? kv_bytes_per_position(*draft_, p_.type_k_draft, p_.type_v_draft) * size_t(n_seq) : 0;
-        const ContextChoice c = choose_context(*target_, p_.type_k, p_.type_v, p_.memory_budget, n_seq, draft_pp);
+        const ContextChoice c = choose_context(*target_, target_params(0), p_.memory_budget, n_seq, draft_pp);
         total = c.n_ctx;
         context_note_ =
             c.note + (p_.kv_unified || slots_.size() == 1 ? "" : strprintf(", shared by %zu slots", slots_.size()));
     }
     const int per_slot = std::max(8, p_.kv_unified ? total : total / int(slots_.size()));
     for (auto& s : slots_) {
-        s.target =
-            std::make_unique<Session>(target_, SessionParams{per_slot, 0, p_.n_batch, p_.type_k, p_.type_v}, pool_);
+        s.target = std::make_unique<Session>(target_, target_params(per_slot), pool_);
         if (draft_) slot_draft(s, SpecType::DRAFT);  // the draft caches are allocated up front, like the target's
     }
     n_ctx_ = slots_[0].target->n_ctx();
@@ -219,7 +218,7 @@ Engine::SlotDraft Engine::slot_draft(Slot& s, SpecType type) {
     if (!session) {  // the same setup as generate and bench (make_draft)
         const int n_ctx = type == SpecType::SELF || p_.n_ctx_draft <= 0 ? s.target->n_ctx() : p_.n_ctx_draft;
         DraftSetup d = make_draft(type, target_, type == SpecType::SELF ? nullptr : draft_,
-                                  SessionParams{n_ctx, 0, p_.n_batch, p_.type_k_draft, p_.type_v_draft},
+                                  SessionParams{n_ctx, 0, p_.n_batch, p_.type_k_draft, p_.type_v_draft, p_.swa_full},
                                   type == SpecType::SELF ? p_.self_draft_layers : 0, pool_);
         session = std::move(d.session);
         prior = d.cost_prior;

@@ -166,6 +166,9 @@ private:
         double cost_prior = 0;
     };
     SlotDraft slot_draft(Slot& s, SpecType type);
+    SessionParams target_params(int n_ctx) const {  // a slot's target session
+        return SessionParams{n_ctx, 0, p_.n_batch, p_.type_k, p_.type_v, p_.swa_full};
+    }
     void embed(Slot& s, std::shared_ptr<Job> job);  // runs an embedding job to the end at once
     void slot_action(Slot& s, std::shared_ptr<Job> job);  // save, restore or erase the slot's cache
     void step_all();  // one round of every busy slot, their target passes merged into one forward pass

@@ -92,7 +92,7 @@ void Generator::Impl::start_deferred(const std::vector<int32_t>& prompt) {
     const auto& cached = target_.tokens();
     size_t keep = 0;
     while (keep < cached.size() && keep + 1 < prompt.size() && cached[keep] == prompt[keep]) keep++;
-    target_.truncate(int(keep));
+    keep = size_t(target_.reuse_prefix(int(keep)));  // 0 where a window-only cache no longer holds the prefix's end
     n_cached_ = int(keep);
     prefill_pos_ = keep;
     prefill_end_ = prompt.size() - 1;  // the last prompt token is fed by the first step

@@ -161,7 +161,7 @@ void ModelProposer::propose(ProposeRound& r) {
         keep = 0;
     }
     if (base_ + keep == n) keep--;  // need logits for the last token: feed it again
-    d.truncate(int(keep));
+    keep = size_t(d.reuse_prefix(int(keep)));
     const int room = d.n_ctx() - int(n - base_);
     if (room < 1) return;
     k = std::min(k, room);

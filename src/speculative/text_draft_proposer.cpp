@@ -104,7 +104,7 @@ private:
         size_t keep = 0;
         while (keep < cached.size() && keep < dtok_.size() && cached[keep] == dtok_[keep]) keep++;
         if (keep == dtok_.size()) keep--;  // logits for the last token: feed it again
-        d_.truncate(int(keep));
+        keep = size_t(d_.reuse_prefix(int(keep)));
         d_.decode(dtok_.data() + keep, int(dtok_.size() - keep), false);
         return true;
     }

@@ -106,11 +106,17 @@ void add_cache_flags(ArgParser& ap, CacheFlags& f) {
            [&f](const std::string& v) { f.type_k_draft = parse_kv_cache_type(v, "-ctkd"); });
     ap.add({"-ctvd", "--cache-type-v-draft", "--spec-draft-type-v"}, "TYPE", "the draft's value cache type (f16)",
            [&f](const std::string& v) { f.type_v_draft = parse_kv_cache_type(v, "-ctvd"); });
+    ap.flag({"--swa-full"}, "sliding-window layers keep every position (default: the window and one batch)",
+            [&f] { f.swa_full = true; });
 }
 
 std::string kv_cache_line(const char* what, const Session& s) {
-    return strprintf("%s KV cache: %d positions x %d layers, K %s + V %s = %.1f MiB", what, s.n_ctx(), s.n_layers(),
-                     type_name(s.kv_type_k()), type_name(s.kv_type_v()), double(s.kv_bytes()) / (1024.0 * 1024.0));
+    std::string swa;
+    if (s.swa_positions() > 0 && s.swa_positions() < s.n_ctx())
+        swa = strprintf(" (sliding-window layers: %d positions)", s.swa_positions());
+    return strprintf("%s KV cache: %d positions x %d layers%s, K %s + V %s = %.1f MiB", what, s.n_ctx(), s.n_layers(),
+                     swa.c_str(), type_name(s.kv_type_k()), type_name(s.kv_type_v()),
+                     double(s.kv_bytes()) / (1024.0 * 1024.0));
 }
 
 void add_spec_flags(ArgParser& ap, SpecFlags& f) {

@@ -69,6 +69,7 @@ void add_spec_flags(ArgParser& ap, SpecFlags& f);
 struct CacheFlags {
     TensorType type_k = TensorType::F16, type_v = TensorType::F16;
     TensorType type_k_draft = TensorType::F16, type_v_draft = TensorType::F16;
+    bool swa_full = false;  // --swa-full: sliding-window layers keep every position (SessionParams::swa_full)
 };
 void add_cache_flags(ArgParser& ap, CacheFlags& f);
 // One line for stderr: the cache's types and size ("KV cache: 4096 positions x 22 layers, K q8_0 + V q8_0 =

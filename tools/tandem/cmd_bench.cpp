@@ -103,11 +103,13 @@ int cmd_bench(int argc, char** argv) {
     VerifyCurve curve;  // the first depth's (the speculative test's projection)
     for (size_t di = 0; di < f.depths.size(); di++) {
         const int depth = f.depths[di];
-        Session s(model, SessionParams{depth + room_after_depth(f, depth), 0, 512, f.cache.type_k, f.cache.type_v},
-                  pool);
+        Session s(
+            model,
+            SessionParams{depth + room_after_depth(f, depth), 0, 512, f.cache.type_k, f.cache.type_v, f.cache.swa_full},
+            pool);
         if (depth > 0) {
             const auto t0 = Clock::now();
-            s.decode(random_tokens(depth, model->hparams().n_vocab, 7), false);
+            fill_depth(s, depth);
             std::fprintf(stderr, "depth %d: cache filled in %.1f s (%s)\n", depth, secs(t0, Clock::now()),
                          kv_cache_line("bench", s).c_str());
         }

@@ -179,14 +179,14 @@ int cmd_generate(int argc, char** argv) {
 
     auto model = Model::load(o.model);
     auto tok = Tokenizer::from_gguf(model->gguf());
-    SessionParams tp{o.n_ctx, 0, o.n_batch, o.cache.type_k, o.cache.type_v};
+    SessionParams tp{o.n_ctx, 0, o.n_batch, o.cache.type_k, o.cache.type_v, o.cache.swa_full};
     std::shared_ptr<const Model> draft_model;
     if (o.spec.type == SpecType::DRAFT) draft_model = Model::load(o.sf.draft_model);
     if (tp.n_ctx <= 0) {  // the model's training context, bounded by memory (with the draft's cache)
         const size_t draft_pp = draft_model && o.n_ctx_draft <= 0
                                     ? kv_bytes_per_position(*draft_model, o.cache.type_k_draft, o.cache.type_v_draft)
                                     : 0;
-        const ContextChoice c = choose_context(*model, tp.type_k, tp.type_v, memory_budget_bytes(), 1, draft_pp);
+        const ContextChoice c = choose_context(*model, tp, memory_budget_bytes(), 1, draft_pp);
         tp.n_ctx = c.n_ctx;
         std::fprintf(stderr, "%s\n", c.note.c_str());
     }
@@ -202,7 +202,7 @@ int cmd_generate(int argc, char** argv) {
     DraftSetup ds =
         make_draft(o.spec.type, model, draft_model,
                    SessionParams{o.spec.type == SpecType::DRAFT && o.n_ctx_draft > 0 ? o.n_ctx_draft : target.n_ctx(),
-                                 0, o.n_batch, o.cache.type_k_draft, o.cache.type_v_draft},
+                                 0, o.n_batch, o.cache.type_k_draft, o.cache.type_v_draft, o.cache.swa_full},
                    o.sf.draft_layers, o.spec.type == SpecType::DRAFT && draft_pool ? *draft_pool : pool);
     std::unique_ptr<Session> draft = std::move(ds.session);
     if (draft) std::fprintf(stderr, "%s\n", kv_cache_line("draft", *draft).c_str());

@@ -77,7 +77,6 @@ constexpr CompatFlag kFlags[] = {
     {"-fa --flash-attn", false, Kind::Quiet, ""},  // value optional, see register_llama_server_flags
     {"-dt --defrag-thold", true, Kind::Quiet, ""},
     {"--kv-unified-per-slot", true, Kind::Notice, "each slot has its own KV cache of -c tokens"},
-    {"--swa-full", false, Kind::Quiet, ""},
     {"-ctxcp --ctx-checkpoints --swa-checkpoints", true, Kind::Quiet, ""},
     {"-cms --checkpoint-min-step", true, Kind::Quiet, ""},
     {"-cram --cache-ram", true, Kind::Notice, "no host-memory prompt cache beyond each slot's own prefix cache"},

@@ -76,7 +76,7 @@ void add_roof(const Model& model, const ComputeRoof& roof, Result& r);
 
 // What the model tests share: the model, the pool, the bandwidth probe (null: --no-bandwidth), -r, and the
 // session they run in: its cache holds `depth` positions of random tokens (llama-bench's -d), filled once; every
-// test truncates back to them before each repetition. Its n_ctx has room for every test after the depth.
+// test goes back to them before each repetition (back_to_depth). Its n_ctx has room for every test after the depth.
 struct ModelBench {
     std::shared_ptr<const Model> model;
     ThreadPool& pool;
@@ -86,9 +86,13 @@ struct ModelBench {
     int depth;
 };
 
+// The session back at b.depth positions: truncated, or, where a window-only cache no longer holds them (a test
+// longer than its slack), emptied and filled again, untimed. fill_depth: the depth's tokens.
+void fill_depth(Session& s, int depth);
+void back_to_depth(const ModelBench& b);
 // " @ d4096" after a test's name at depth 4096 (llama-bench's spelling); empty at depth 0.
 std::string depth_suffix(int depth);
-// KV cache bytes a pass reads at `depth` positions (every layer's K and V rows up to there).
+// KV cache bytes a token at position `depth` reads (Session::kv_bytes_seen).
 double kv_bytes_at(const Session& s, int depth);
 
 // Weight bytes streamed per second, and its fraction of the bandwidth: the mean over repetitions of each

@@ -136,7 +136,17 @@ double Result::sd() const {
 
 std::string depth_suffix(int depth) { return depth > 0 ? " @ d" + std::to_string(depth) : ""; }
 
-double kv_bytes_at(const Session& s, int depth) { return double(s.kv_bytes()) * double(depth) / double(s.n_ctx()); }
+double kv_bytes_at(const Session& s, int depth) { return double(s.kv_bytes_seen(depth)); }
+
+void fill_depth(Session& s, int depth) {
+    s.truncate(0);
+    if (depth > 0) s.decode(random_tokens(depth, s.n_vocab(), 7), false);
+}
+
+void back_to_depth(const ModelBench& b) {
+    if (b.session->can_truncate(b.depth)) b.session->truncate(b.depth);
+    else fill_depth(*b.session, b.depth);
+}
 
 void add_bandwidth(const Model& model, Result& r, const std::vector<double>& passes_per_s,
                    const std::vector<double>& probes, int n_tok, double kv_bytes) {

@@ -17,7 +17,7 @@ std::vector<Result> bench_prompt(const ModelBench& b, const std::vector<int>& pp
         auto toks = random_tokens(n, b.model->hparams().n_vocab, 1);
         double share = 0;
         for (int rep = 0; rep <= b.reps; rep++) {
-            s.truncate(b.depth);
+            back_to_depth(b);
             const double a0 = s.attention_seconds();
             auto t0 = Clock::now();
             s.decode(toks, false);
@@ -43,7 +43,7 @@ std::vector<Result> bench_generation(const ModelBench& b, const std::vector<int>
         std::vector<double> probes;
         double share = 0;
         for (int rep = 0; rep <= b.reps; rep++) {
-            s.truncate(b.depth);
+            back_to_depth(b);
             const double bw_now = rep > 0 && b.probe ? b.probe->measure() : 0;
             const double a0 = s.attention_seconds();
             auto t0 = Clock::now();

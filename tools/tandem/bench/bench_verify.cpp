@@ -38,7 +38,7 @@ struct PassTimes {
 PassTimes time_passes(const ModelBench& b, const std::vector<int>& ks, bool tree) {
     const int n_vocab = b.model->hparams().n_vocab;
     Session& s = *b.session;
-    s.truncate(b.depth);
+    back_to_depth(b);
     if (b.depth < 256) s.decode(random_tokens(256 - b.depth, n_vocab, 3), false);
     const int base = s.n_past();
     PassTimes t{std::vector<std::vector<double>>(ks.size()), std::vector<std::vector<double>>(ks.size()), {}};
