@@ -13,7 +13,7 @@
 # The rules that do not depend on the CPU (speculative identity matrices, distribution tests, trees, grammars) run
 # once, natively, in the main suite (scripts/test.sh); --full runs them on every level and CPU as well.
 #
-#   bash scripts/test-cpus.sh            the per-submission matrix (CI): ~10 min on 2 cores
+#   bash scripts/test-cpus.sh            the per-submission matrix (CI): ~7 min on 2 cores, the AArch64 cross build included
 #   bash scripts/test-cpus.sh --full     also the speculative, tree and proposer-list suites on every level and
 #                                        emulated CPU (~45 min): run it after any change under src/cpu/, src/quant/
 #                                        or a forward pass
