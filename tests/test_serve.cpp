@@ -1503,3 +1503,39 @@ TEST(FrontEnd, PreparesPromptsAndFitsThemInTheContext) {
                  server::NotImplemented);
     EXPECT_THROW(fe.prepare(R"({"input_prefix": 5})", Api::Native, true, lim, 256), server::BadRequest);
 }
+
+// Window-only caches in the server (issue 31, item 3): a slot reuses its cached prefix where the rings still hold
+// the window of its end, and reads the prompt again where they do not; either way the tokens are those of a
+// fresh engine with every position kept (--swa-full).
+TEST(Engine, PromptPrefixReuseWithWindowOnlyCaches) {
+    auto m = Model::load(test::synth_file("tiny-test-gemma3", "Q8_0"));
+    std::vector<int32_t> p = {1};
+    for (int i = 0; i < 600; i++) p.push_back(int32_t(3 + (i * 37) % 990));
+    std::vector<int32_t> q(p.begin(), p.begin() + 50);  // a prefix further back than the rings' slack
+    for (int i = 0; i < 40; i++) q.push_back(int32_t(5 + (i * 53) % 990));
+    auto run = [&](bool swa_full, const std::vector<std::vector<int32_t>>& prompts, std::vector<int>* cached) {
+        EngineParams ep;
+        ep.n_ctx = 1600;
+        ep.swa_full = swa_full;
+        Engine e(m, nullptr, ep);
+        std::vector<std::vector<int32_t>> outs;
+        for (const auto& prompt : prompts) {
+            JobRequest r = request(8);
+            r.prompt = prompt;
+            auto j = e.submit(r);
+            outs.push_back(drain(*j));
+            EXPECT_EQ(j->finish_reason, "length") << j->error;
+            if (cached) cached->push_back(j->n_cached);
+        }
+        return outs;
+    };
+    std::vector<int> cached;
+    const auto ring = run(false, {p, q, p, p}, &cached);
+    EXPECT_EQ(ring[1], run(true, {q}, nullptr)[0]) << "a prefix the rings no longer hold";
+    EXPECT_EQ(ring[0], run(true, {p}, nullptr)[0]);
+    EXPECT_EQ(ring[2], ring[0]);
+    EXPECT_EQ(ring[3], ring[0]) << "a prefix the rings hold";
+    ASSERT_EQ(cached.size(), 4u);
+    EXPECT_EQ(cached[1], 0) << "the rings no longer hold the window of position 50";
+    EXPECT_EQ(cached[3], int(p.size()) - 1) << "the whole prompt but its last token is reused";
+}
