@@ -49,7 +49,6 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
     : model_(std::move(model)), pool_(pool) {
     const HParams& hp = model_->hparams();
     n_ctx_ = params.n_ctx > 0 ? params.n_ctx : std::min(hp.n_ctx_train, 4096);
-    n_layers_ = params.n_layers > 0 ? std::min(params.n_layers, hp.n_layer) : hp.n_layer;
     n_batch_ = std::max(1, params.n_batch);
     for (TensorType t : {params.type_k, params.type_v})
         if (!kv_cache_type_supported(t))
@@ -57,10 +56,10 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
                 strprintf("KV cache type %s is not supported (supported: %s)", type_name(t), kv_cache_type_names()));
     // Sliding-window layers hold a ring of swa_cap_ rows unless that is the whole context (model/kv_cache.h).
     swa_cap_ = swa_cache_positions(hp, n_ctx_, params);
-    std::vector<int> capacity;
-    for (int l = 0; l < n_layers_; l++) capacity.push_back(model_->layer(l).swa ? swa_cap_ : n_ctx_);
+    const std::vector<int> rows = kv_layer_rows(*model_, params, n_ctx_);
+    n_layers_ = int(rows.size());
     impl_ = std::make_unique<Impl>(n_layers_, n_ctx_, hp.n_head_kv * hp.head_dim, hp.head_dim, params.type_k,
-                                   params.type_v, capacity);
+                                   params.type_v, rows);
 
     // RoPE tables: one for global layers, one for sliding-window layers when the model has them. phi3's
     // LongRoPE factors: the long ones when this context exceeds the original one (as llama.cpp chooses).

@@ -45,15 +45,21 @@ int swa_cache_positions(const HParams& hp, int n_ctx, const SessionParams& p) {
     return int(std::min<int64_t>(n_ctx, ring));
 }
 
+std::vector<int> kv_layer_rows(const Model& m, const SessionParams& p, int n_ctx) {
+    const HParams& hp = m.hparams();
+    const int n_layer = p.n_layers > 0 ? std::min(p.n_layers, hp.n_layer) : hp.n_layer;
+    const int swa = swa_cache_positions(hp, n_ctx, p);
+    std::vector<int> rows;
+    for (int l = 0; l < n_layer; l++) rows.push_back(m.layer(l).swa ? swa : n_ctx);
+    return rows;
+}
+
 size_t kv_cache_bytes(const Model& m, const SessionParams& p, int n_ctx) {
     const HParams& hp = m.hparams();
     const int64_t kvd = int64_t(hp.n_head_kv) * hp.head_dim;
-    const size_t row = row_bytes(p.type_k, kvd) + row_bytes(p.type_v, kvd);
-    const int n_layer = p.n_layers > 0 ? std::min(p.n_layers, hp.n_layer) : hp.n_layer;
-    const int swa = swa_cache_positions(hp, n_ctx, p);
     size_t rows = 0;
-    for (int l = 0; l < n_layer; l++) rows += size_t(m.layer(l).swa ? swa : n_ctx);
-    return rows * row;
+    for (int r : kv_layer_rows(m, p, n_ctx)) rows += size_t(r);
+    return rows * (row_bytes(p.type_k, kvd) + row_bytes(p.type_v, kvd));
 }
 
 ContextChoice choose_context(const Model& m, const SessionParams& p, size_t budget_bytes, int n_seq,

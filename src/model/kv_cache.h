@@ -19,6 +19,10 @@
 
 namespace tandem {
 
+// The rows each layer of a session keeps (its layer count: SessionParams::n_layers, else the model's): n_ctx, or
+// swa_cache_positions() for a sliding-window layer. What Session gives KvCache and kv_cache_bytes counts.
+std::vector<int> kv_layer_rows(const Model& m, const SessionParams& p, int n_ctx);
+
 class KvCache {
 public:
     // Requires kv_cache_type_supported(tk / tv) and kv_dim % head_dim == 0; throws tandem::Error when a block

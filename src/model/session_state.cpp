@@ -150,8 +150,9 @@ size_t Session::load_state(const std::string& path) {
     for (int32_t id : toks)
         if (id < 0 || id >= n_vocab())
             throw Error(strprintf("%s: token id %d is outside the vocabulary", path.c_str(), id));
-    // Where each layer's rows start, and the size the file must have.
+    // Each layer's first row and where its rows start in the file, and the size the file must have.
     std::vector<uint32_t> first(layers, 0);
+    std::vector<size_t> start(layers);
     size_t expect = at;
     for (uint32_t l = 0; l < layers; l++) {
         if (version >= 3) {
@@ -166,6 +167,7 @@ size_t Session::load_state(const std::string& path) {
                               "after 0)",
                               path.c_str(), l, first[l], n));
         }
+        start[l] = expect;
         const size_t rows = n - first[l];
         if ((data.size() - expect) / (rk + rv) < rows)
             throw Error(
@@ -182,18 +184,18 @@ size_t Session::load_state(const std::string& path) {
     const bool same = ft[0] == kv.type_k() && ft[1] == kv.type_v();
     std::vector<float> f(kv_dim);
     for (int l = 0; l < n_layers_; l++) {
-        if (version >= 3) at += 4;
         const uint32_t keep = model_->layer(l).swa ? uint32_t(from) : 0;
+        size_t at_row = start[size_t(l)];
         for (int which = 0; which < 2; which++) {
             const size_t rb = which ? rv : rk;
-            for (uint32_t t = first[size_t(l)]; t < n; t++, at += rb) {
+            for (uint32_t t = first[size_t(l)]; t < n; t++, at_row += rb) {
                 if (t < keep) continue;  // before what the ring holds
                 uint8_t* dst = which ? kv.v_mut(l, int(t)) : kv.k_mut(l, int(t));
                 if (same) {
-                    std::memcpy(dst, data.data() + at, rb);
+                    std::memcpy(dst, data.data() + at_row, rb);
                     continue;
                 }
-                dequantize_row_ref(ft[which], data.data() + at, f.data(), kv_dim);  // another type: through floats
+                dequantize_row_ref(ft[which], data.data() + at_row, f.data(), kv_dim);  // another type: through floats
                 quantize_row_ref(which ? kv.type_v() : kv.type_k(), f.data(), dst, kv_dim);
             }
         }
@@ -201,7 +203,7 @@ size_t Session::load_state(const std::string& path) {
     swa_from_ = swa_cap_ > 0 ? from : 0;
     swa_lost_ = 0;
     tokens_ = std::move(toks);
-    return at;
+    return expect;
 }
 
 }  // namespace tandem
