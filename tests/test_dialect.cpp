@@ -399,3 +399,58 @@ TEST(Service, AnswersRoutesWithoutASocket) {
     EXPECT_EQ(denied.status, 403);
     svc.shutdown(0);
 }
+
+// token_origins (asked for): every token once, in order, with the text it released and its origin, in the stream
+// (spread over the chunks, held back with the chat parser's held text) and in the whole answer; the texts add up
+// to the answer's text. Not asked for: no such field.
+TEST(Dialect, TokenOriginsFollowEveryToken) {
+    auto job = [] {
+        auto j = std::make_shared<Job>(JobRequest{});
+        // "<th" is held back by the chat parser; token 12 releases no text (an incomplete character, say)
+        const std::vector<std::pair<std::string, TokenSource>> toks = {
+            {"<th", {TokenOrigin::TARGET, SpecType::NONE, 1}}, {"ink>a</th", {TokenOrigin::DRAFT, SpecType::DRAFT, 2}},
+            {"", {TokenOrigin::TREE, SpecType::DRAFT, 2}},     {"ink>Hel", {TokenOrigin::TARGET, SpecType::DRAFT, 2}},
+            {"lo", {TokenOrigin::DRAFT, SpecType::NGRAM, 3}},  {" world", {TokenOrigin::TARGET, SpecType::NGRAM, 3}}};
+        int32_t id = 10;
+        for (const auto& [text, src] : toks) j->push(text, {id++}, {}, {text.size()}, {src});
+        j->n_prompt = 5;
+        j->n_generated = int(toks.size());
+        j->finish("stop");
+        return j;
+    };
+    const std::vector<std::string> origin = {"target", "draft", "tree", "target", "draft", "target"};
+    const std::vector<json> proposer = {nullptr, "draft", "draft", "draft", "ngram", "ngram"};
+    auto check = [&](const json& list, const std::string& what) {
+        ASSERT_EQ(list.size(), origin.size()) << what << ": " << list.dump();
+        std::string text;
+        for (size_t i = 0; i < list.size(); i++) {
+            EXPECT_EQ(list[i]["id"], 10 + int(i)) << what;
+            EXPECT_EQ(list[i]["origin"], origin[i]) << what << " token " << i;
+            EXPECT_EQ(list[i]["proposer"], proposer[i]) << what << " token " << i;
+            EXPECT_EQ(list[i]["round"], i == 0 ? 1 : i < 4 ? 2 : 3) << what;
+            text += list[i]["text"].get<std::string>();
+        }
+        EXPECT_EQ(text, "<think>a</think>Hello world") << what;
+    };
+    for (Api api : {Api::Chat, Api::Native}) {
+        const std::string what = api == Api::Chat ? "chat" : "native";
+        Fixture wf(api, job());
+        wf.g.request.token_origins = true;
+        json w = wf.whole();
+        check(api == Api::Chat ? w["choices"][0]["token_origins"] : w["token_origins"], what + " whole");
+        Fixture sf(api, job());
+        sf.g.request.token_origins = true;
+        Recorder r = sf.stream();
+        json all = json::array();
+        for (const auto& e : r.events) {
+            if (e.data == "[DONE]") continue;
+            json o = json::parse(e.data);
+            if (o.contains("token_origins"))
+                for (const auto& t : o["token_origins"]) all.push_back(t);
+        }
+        check(all, what + " stream");
+        Fixture plain(api, job());
+        EXPECT_EQ(plain.whole().dump().find("token_origins"), std::string::npos) << what;
+        for (const auto& e : plain.stream().events) EXPECT_EQ(e.data.find("token_origins"), std::string::npos) << what;
+    }
+}

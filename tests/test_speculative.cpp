@@ -820,6 +820,64 @@ TEST(Speculative, TokenTreesAreTokenIdenticalAndTakeAlternatives) {
     }
 }
 
+// Every emitted token has an origin (Generator::round_sources, the server's token_origins): per round, the
+// accepted chain tokens (DRAFT), the accepted alternatives (TREE) and one token of the target last, all numbered
+// with the round and its proposer; added up they are the statistics' counts, per proposer too.
+TEST(Speculative, RoundSourcesAccountForEveryToken) {
+    ThreadPool pool(2);
+    const auto ids = fx().tok->encode(kPrompts[1], true, false);
+    // greedy and sampled token trees; a proposer list (draft model, n-gram)
+    for (auto [sampled, list] : {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
+        SpecParams spec = fixed_length(SpecType::DRAFT, 4);
+        spec.tree_min_gain = 0.0;
+        spec.tree_width = 3;
+        spec.tree_nodes = 24;
+        if (list) spec.extra = {SpecType::NGRAM};
+        SamplerParams sp = greedy();
+        if (sampled) {
+            sp.temp = 1.2f;
+            sp.seed = 7;
+        }
+        Session ts(fx().target, SessionParams{0, 0, 256}, pool);
+        Session ds(fx().l1, SessionParams{0, 0, 256}, pool);
+        Generator g(ts, &ds, sp, spec);
+        g.start(ids);
+        std::vector<int32_t> out;
+        int64_t n_draft = 0, n_tree = 0, n_target = 0;
+        std::map<SpecType, int64_t> acc_by, rounds_by;
+        while (out.size() < 160) {
+            const size_t before = out.size();
+            ASSERT_TRUE(g.step(out, 160 - int(out.size())));
+            const auto& src = g.round_sources();
+            ASSERT_EQ(src.size(), out.size() - before);
+            ASSERT_EQ(src.back().origin, TokenOrigin::TARGET);
+            for (size_t i = 0; i < src.size(); i++) {
+                EXPECT_EQ(src[i].round, g.stats().n_rounds);
+                EXPECT_EQ(src[i].proposer, src[0].proposer);
+                if (i + 1 < src.size()) {
+                    ASSERT_NE(src[i].origin, TokenOrigin::TARGET) << "the target's token ends the round";
+                    EXPECT_NE(src[i].proposer, SpecType::NONE);
+                }
+                n_draft += src[i].origin == TokenOrigin::DRAFT;
+                n_tree += src[i].origin == TokenOrigin::TREE;
+                n_target += src[i].origin == TokenOrigin::TARGET;
+                if (src[i].origin == TokenOrigin::DRAFT) acc_by[src[i].proposer]++;
+            }
+            if (src[0].proposer != SpecType::NONE) rounds_by[src[0].proposer]++;
+        }
+        const SpecStats& st = g.stats();
+        EXPECT_EQ(n_draft, st.n_accept);
+        EXPECT_EQ(n_tree, st.n_tree_accept);
+        EXPECT_EQ(n_target, st.n_rounds);
+        if (!list) EXPECT_GT(n_tree, 0) << "no alternative was taken: the TREE origin is untested";
+        if (list) EXPECT_EQ(st.by_proposer.size(), 2u) << "one proposer of the list never won a round";
+        for (const auto& bp : st.by_proposer) {
+            EXPECT_EQ(acc_by[bp.type], bp.accepted) << spec_type_name(bp.type);
+            EXPECT_EQ(rounds_by[bp.type], bp.rounds) << spec_type_name(bp.type);
+        }
+    }
+}
+
 // The multi-candidate rule keeps the target's distribution: sampled continuations with trees forced on match plain
 // sampling, with the accept-all control told apart. A 1-layer draft at temperature 1.5 is often wrong, so the
 // alternatives decide many tokens.

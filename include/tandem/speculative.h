@@ -81,6 +81,18 @@ namespace speculative {
 struct GeneratorTesting;
 }  // namespace speculative
 
+// Where an emitted token came from (Generator::round_sources): a token of the draft's chain that the target
+// accepted, an accepted token-tree alternative, or the target's own token (the replacement or bonus token that
+// ends every round; every token of a round that drafted nothing).
+enum class TokenOrigin : uint8_t { TARGET, DRAFT, TREE };
+const char* token_origin_name(TokenOrigin o);  // "target", "draft", "tree"
+
+struct TokenSource {
+    TokenOrigin origin = TokenOrigin::TARGET;
+    SpecType proposer = SpecType::NONE;  // the proposer of the token's round (NONE: the round drafted nothing)
+    int64_t round = 0;  // the round's number in this generation (1 for the first; stats().n_rounds after it)
+};
+
 struct TokenLogprob {
     int32_t id = -1;
     float logprob = 0;
@@ -124,6 +136,8 @@ public:
     // The tree shape of the batch begin_step filled (Session::DecodeRequest::parents), null when it is a chain.
     const int32_t* batch_parents() const;
 
+    // The origins of the tokens the last round emitted (step or end_step), in order: one per token it appended.
+    const std::vector<TokenSource>& round_sources() const;
     const std::vector<int32_t>& history() const;  // prompt + emitted tokens
     const SpecStats& stats() const;
     // Prompt tokens start() found already in the target's cache (not computed again).

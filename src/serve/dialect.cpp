@@ -1,6 +1,8 @@
 // The dialect interface's shared parts and the drivers that feed a dialect from the jobs (dialect.h).
 #include "serve/dialect.h"
 
+#include <algorithm>
+
 #include "serve/answer_json.h"
 
 namespace tandem::server {
@@ -22,6 +24,41 @@ std::unique_ptr<ChatAnswerParser> Dialect::answer_parser(size_t c) const {
     return std::make_unique<ChatAnswerParser>(rf, g_.prompts[g_.job_prompt[c]].opens_thinking,
                                               ctx_.fe.tool_format_of(g_.request), g_.request.uses_tools(),
                                               g_.request.tools, ctx_.fe.think_tags());
+}
+
+namespace {
+
+nlohmann::ordered_json origin_json(int32_t id, const std::string& text, const TokenSource& s) {
+    return {{"id", id},
+            {"text", text},
+            {"origin", token_origin_name(s.origin)},
+            {"proposer", s.proposer == SpecType::NONE ? nlohmann::ordered_json(nullptr)
+                                                      : nlohmann::ordered_json(spec_type_name(s.proposer))},
+            {"round", s.round}};
+}
+
+}  // namespace
+
+nlohmann::ordered_json Dialect::origins_of(const Held& held) const {
+    if (!g_.request.token_origins) return nullptr;
+    auto a = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < held.toks.size(); i++)
+        a.push_back(origin_json(held.toks[i], i < held.texts.size() ? held.texts[i] : std::string(),
+                                i < held.src.size() ? held.src[i] : TokenSource{}));
+    return a;
+}
+
+nlohmann::ordered_json Dialect::origins_of(const JobOutput& out) const {
+    if (!g_.request.token_origins) return nullptr;
+    auto a = nlohmann::ordered_json::array();
+    size_t at = 0;
+    for (size_t i = 0; i < out.toks.size(); i++) {
+        const size_t end = i < out.text_end.size() ? out.text_end[i] : at;
+        a.push_back(
+            origin_json(out.toks[i], out.text.substr(at, end - at), i < out.src.size() ? out.src[i] : TokenSource{}));
+        at = end;
+    }
+    return a;
 }
 
 ChatDelta parse_whole(ChatAnswerParser& p, const std::string& text) {
@@ -97,12 +134,15 @@ void answer_stream(Call& call, Generation& g, Dialect& d) {
                     if (more) continue;
                 }
             }
-            size_t at = 0;
+            size_t at = 0, tok_at = 0;  // text sent; text released by the tokens so far
             for (size_t i = 0; i < out.toks.size(); i++) {
                 held.toks.push_back(out.toks[i]);
                 if (i < out.lps.size()) held.lps.push_back(out.lps[i]);
+                held.src.push_back(i < out.src.size() ? out.src[i] : TokenSource{});
                 held.n_received++;
                 const size_t end = i < out.text_end.size() ? out.text_end[i] : at;
+                held.texts.push_back(out.text.substr(tok_at, end > tok_at ? end - tok_at : 0));
+                tok_at = std::max(tok_at, end);
                 if (d.per_token() || (end > at && i + 1 == out.toks.size())) {
                     if (!piece(out.text.substr(at, end - at))) return;
                     at = end;

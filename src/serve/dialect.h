@@ -60,10 +60,14 @@ using SseEvents = std::vector<SseEvent>;
 struct Held {
     std::vector<int32_t> toks;
     std::vector<TokenLogprob> lps;
+    std::vector<TokenSource> src;  // per token: its origin
+    std::vector<std::string> texts;  // per token: the text it released (empty while its text is held back)
     int n_received = 0;  // the choice's tokens received so far, sent or held (clear() keeps it)
     void clear() {
         toks.clear();
         lps.clear();
+        src.clear();
+        texts.clear();
     }
 };
 
@@ -89,6 +93,10 @@ public:
 protected:
     // The parser of choice c's chat answer: reasoning, content and (with tools) tool calls.
     std::unique_ptr<ChatAnswerParser> answer_parser(size_t c) const;
+    // The request's token_origins (null unless it asked): per token, its id, the text it released, its origin
+    // ("draft", "tree", "target"), its round's proposer (null for a round that drafted nothing) and its round.
+    nlohmann::ordered_json origins_of(const Held& held) const;
+    nlohmann::ordered_json origins_of(const JobOutput& out) const;
     const AnswerContext& ctx_;
     const Generation& g_;
 };

@@ -33,6 +33,7 @@ public:
                   {"tokens_evaluated", job.req.prompt.size()}};
         if (g_.request.n_probs > 0) o["completion_probabilities"] = native_probs(ctx_.fe.tokenizer(), held.lps);
         if (g_.request.timings_per_token) o["timings"] = live_timings_json(job.progress());
+        if (g_.request.token_origins) o["token_origins"] = origins_of(held);
         held.clear();
         ev.push_back({"", dump(o)});
     }
@@ -70,6 +71,7 @@ private:
                     {"tokens_cached", j.n_prompt + j.n_generated},
                     {"timings", timings_json(j)}};
         if (!stream && pr.n_probs > 0) res["completion_probabilities"] = native_probs(tok, t.lps);
+        if (!stream && pr.token_origins) res["token_origins"] = origins_of(t);
         if (pr.response_fields.empty()) return res;
         json picked = json::object();  // llama-server: each "a/b" path, flattened under its own name
         for (const auto& f : pr.response_fields) {

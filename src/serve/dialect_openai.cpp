@@ -36,6 +36,7 @@ public:
                 choice["text"] = t.text;
                 choice["logprobs"] = pr.logprobs ? completion_logprobs(tok, t.lps) : json(nullptr);
             }
+            if (pr.token_origins) choice["token_origins"] = origins_of(t);
             choices.push_back(choice);
         }
         json res = {{"id", g_.id},
@@ -68,6 +69,7 @@ public:
         }
         json o = chunk(c, chat_ ? delta : json(text), nullptr, logprobs_of(held));
         if (g_.request.timings_per_token) o["timings"] = live_timings_json(g_.jobs[c]->progress());
+        if (g_.request.token_origins) o["token_origins"] = origins_of(held);
         held.clear();
         ev.push_back({"", dump(o)});
     }
@@ -84,6 +86,7 @@ public:
             if (n_calls_ > 0 && finish == "stop") finish = "tool_calls";
         }
         json last = chunk(c, tail, finish, logprobs_of(held));
+        if (g_.request.token_origins) last["token_origins"] = origins_of(held);
         last["timings"] = timings_json(job);
         ev.push_back({"", dump(last)});
         return false;

@@ -24,6 +24,7 @@ bool Job::wait(JobOutput& out, int timeout_ms) {
     out.text += pending_.text;
     out.toks.insert(out.toks.end(), pending_.toks.begin(), pending_.toks.end());
     out.lps.insert(out.lps.end(), pending_.lps.begin(), pending_.lps.end());
+    out.src.insert(out.src.end(), pending_.src.begin(), pending_.src.end());
     pending_ = {};
     return !done_;
 }
@@ -39,13 +40,15 @@ void Job::set_progress(const JobProgress& p) {
 }
 
 void Job::push(const std::string& text, const std::vector<int32_t>& toks, const std::vector<TokenLogprob>& lp,
-               const std::vector<size_t>& text_end) {
+               const std::vector<size_t>& text_end, const std::vector<TokenSource>& src) {
     {
         std::lock_guard<std::mutex> lk(mu_);
         for (size_t e : text_end) pending_.text_end.push_back(pending_.text.size() + e);
         pending_.text += text;
         pending_.toks.insert(pending_.toks.end(), toks.begin(), toks.end());
         pending_.lps.insert(pending_.lps.end(), lp.begin(), lp.end());
+        pending_.src.insert(pending_.src.end(), src.begin(), src.end());
+        pending_.src.resize(pending_.toks.size());  // tokens of unknown origin count as the target's
     }
     cv_.notify_all();
 }
@@ -330,7 +333,9 @@ void Engine::deliver(Slot& s, std::vector<int32_t>& toks, std::vector<TokenLogpr
     const SpecStats& st = s.gen->stats();
     j.set_progress({int(j.req.prompt.size()), s.generated, int(st.n_drafted), int(st.n_accept),
                     s.t_prompt_done - s.t_start, now_ms() - s.t_prompt_done});
-    j.push(text, toks, lp, ends);
+    std::vector<TokenSource> src = s.gen->round_sources();
+    src.resize(keep);
+    j.push(text, toks, lp, ends, src);
     if (!reason.empty()) release(s, reason);
     else if (s.generated >= j.req.max_tokens) release(s, "length");
 }

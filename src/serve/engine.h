@@ -57,6 +57,7 @@ struct JobOutput {
     std::vector<int32_t> toks;
     std::vector<TokenLogprob> lps;
     std::vector<size_t> text_end;  // per token: the length of `text` once that token's text was released
+    std::vector<TokenSource> src;  // per token: where it came from (Generator::round_sources)
 };
 
 // Where a running job is, for timings_per_token.
@@ -79,8 +80,9 @@ public:
 
     // Inference side.
     // text_end: per token, the length of `text` after it (empty for text that no token released: the tail).
+    // src: per token, its origin (may be empty: tokens of unknown origin).
     void push(const std::string& text, const std::vector<int32_t>& toks, const std::vector<TokenLogprob>& lp,
-              const std::vector<size_t>& text_end);
+              const std::vector<size_t>& text_end, const std::vector<TokenSource>& src = {});
     // reason: "stop" (an end-of-generation token or a stop string: then stop_word says which), "length" (max_tokens, the context, or cut by shutdown), "cancelled",
     // "error" (then `error` says why and `error_status` is the HTTP status to answer with).
     void finish(const std::string& reason, const std::string& error = "", int error_status = 500);

@@ -101,6 +101,7 @@ struct ParsedRequest {
     std::vector<PromptInput> prompts;  // completions: one or more
     int n_probs = 0;  // llama-server's n_probs (native /completion)
     bool return_tokens = false, timings_per_token = false;
+    bool token_origins = false;  // tandem: each token's origin in the answer (Dialect::origins_of)
     bool verbose = false;  // llama-server's `verbose`: the answer carries __verbose (the rendered prompt)
     std::vector<std::string> response_fields;  // native: only these ("a/b" paths) in the final object
     bool stream = false, include_usage = false;

@@ -264,6 +264,11 @@ void Generator::Impl::end_step(std::vector<int32_t>& out, double t_target_ms, st
 
     for (size_t i = 1; i < path.size(); i++) out.push_back(plan.token(path[i]));
     out.push_back(final_token);
+    const SpecType proposer = nd + na > 0 ? props_[cur_].type : SpecType::NONE;
+    round_src_.clear();
+    for (size_t i = 1; i < path.size(); i++)
+        round_src_.push_back({path[i] <= nd ? TokenOrigin::DRAFT : TokenOrigin::TREE, proposer, stats_.n_rounds + 1});
+    round_src_.push_back({TokenOrigin::TARGET, proposer, stats_.n_rounds + 1});
     history_.push_back(final_token);
     if (m) {
         m->advance(*constraint_, final_token);
@@ -326,6 +331,16 @@ void Generator::end_step(std::vector<int32_t>& out, double t_target_ms, std::vec
 const int32_t* Generator::batch_parents() const { return im_->parents_.empty() ? nullptr : im_->parents_.data(); }
 const std::vector<int32_t>& Generator::history() const { return im_->history_; }
 const SpecStats& Generator::stats() const { return im_->stats_; }
+const std::vector<TokenSource>& Generator::round_sources() const { return im_->round_src_; }
+
+const char* token_origin_name(TokenOrigin o) {
+    switch (o) {
+        case TokenOrigin::DRAFT: return "draft";
+        case TokenOrigin::TREE: return "tree";
+        case TokenOrigin::TARGET: break;
+    }
+    return "target";
+}
 int Generator::n_cached() const { return im_->n_cached_; }
 const SpecParams& Generator::spec() const { return im_->spec_; }
 void Generator::save_costs() const { im_->save_costs(); }

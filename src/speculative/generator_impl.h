@@ -54,6 +54,7 @@ struct Generator::Impl {
     size_t cur_ = 0;  // this round's proposer
     std::vector<int32_t> history_;
     SpecStats stats_;
+    std::vector<TokenSource> round_src_;  // the last round's tokens' origins
     int n_cached_ = 0;
     size_t prefill_pos_ = 0, prefill_end_ = 0;  // history_[pos, end) still to run through the target
     size_t prompt_size_ = 0;
