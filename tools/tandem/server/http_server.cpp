@@ -28,7 +28,7 @@ struct HttpServer::Impl {
         for (const char* path : paths) routes[path][method] = {[this, r](Call& c) { (svc.*r)(c); }, true};
     }
     void add_page(const char* method, std::initializer_list<const char*> paths, Route r) {
-        for (const char* path : paths) routes[path][method] = {std::move(r), false};
+        for (const char* path : paths) routes[path][method] = {r, false};
     }
 
     void add_routes() {
@@ -36,10 +36,18 @@ struct HttpServer::Impl {
             if (!svc.ready()) return c.error(503, "Loading model", {{"Retry-After", "1"}});
             c.send(200, "application/json", R"({"status":"ok"})");
         });
-        add_page("GET", {"/", "/index.html"}, [this](Call& c) {
-            if (!p.webui) return c.error(404, "the chat page is off (--no-webui)");
-            c.send(200, "text/html; charset=utf-8", kWebUi);
-        });
+        auto page = [this](const std::string& path) {
+            return [this, path](Call& c) {
+                if (!p.webui) return c.error(404, "the chat page is off (--no-webui)");
+                const WebAsset* a = find_web_asset(path);
+                c.send(200, a->type, a->body,
+                       {{"Content-Security-Policy", kWebUiCsp},
+                        {"X-Content-Type-Options", "nosniff"},
+                        {"Cache-Control", "no-cache"}});
+            };
+        };
+        add_page("GET", {"/", "/index.html"}, page("/webui/index.html"));
+        for (size_t i = 0; i < kWebAssetCount; i++) add_page("GET", {kWebAssets[i].path}, page(kWebAssets[i].path));
         add_page("GET", {"/sw.js"}, [](Call& c) {  // the llama.cpp web UI registers one; tandem's page needs none
             c.send(200, "application/javascript", "// tandem: no service worker\n");
         });
