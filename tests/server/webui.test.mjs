@@ -145,9 +145,12 @@ test('the chat page: a whole session with speculation made visible', async () =>
     await page.unroute('**/v1/chat/completions');
 
     // streaming, then Esc stops it: the server's slot is free again
-    await openSettings(page, { 'set-max_tokens': '100000' });
+    // (with a list of proposers: each round's winner is named on its tokens)
+    await openSettings(page, { 'set-max_tokens': '100000', 'set-type': 'draft,ngram' });
     await page.fill('#input', 'The little dog was sad because');
+    const sent = page.waitForRequest('**/v1/chat/completions');
     await page.press('#input', 'Enter');
+    assert.deepEqual((await sent).postDataJSON().speculative, { type: 'draft,ngram', n_max: 4, p_min: 0, adaptive: false });
     await page.waitForFunction(() => {
       const m = document.querySelectorAll('.msg.assistant');
       const last = m[m.length - 1];
@@ -164,6 +167,11 @@ test('the chat page: a whole session with speculation made visible', async () =>
       if (busy) await new Promise((r) => setTimeout(r, 100));
     }
     assert.equal(busy, false, 'the stopped request is still generating on the server');
+    await page.check('#show-origins');
+    const titles = await page.$$eval('.msg.assistant:last-of-type .tok', (s) => s.map((e) => e.title));
+    assert.ok(titles.length > 10 && titles.every((t) => /^round \d+ · (draft|tree|target)( \((draft|ngram)\))?$/.test(t)), titles.slice(0, 5).join('; '));
+    assert.ok(titles.some((t) => /\((draft|ngram)\)$/.test(t)), 'no round names its proposer');
+    await page.uncheck('#show-origins');
 
     // Shift+Enter is a new line, not a send
     await page.fill('#input', 'a');
@@ -299,6 +307,19 @@ test('the chat page on a server with an API key: 401 in place, then the key kept
     await page.press('#input', 'Enter');
     await answered(page);
     assert.equal(await page.$$eval('.msg.assistant .error', (e) => e.length), 0);
+
+    // an attached text file goes with the message, after its text
+    const notes = path.join(tmpDir(), 'notes.txt');
+    fs.writeFileSync(notes, 'hello notes');
+    await page.setInputFiles('#attach-file', notes);
+    await page.waitForSelector('#attachments .chip');
+    await page.fill('#input', 'Summarize');
+    const sent = page.waitForRequest('**/v1/chat/completions');
+    await page.press('#input', 'Enter');
+    assert.deepEqual((await sent).postDataJSON().messages.at(-1), { role: 'user', content: 'Summarize\n\n--- notes.txt ---\nhello notes' });
+    await answered(page);
+    assert.equal(await page.textContent('.msg.user:nth-last-of-type(2) .chip'), '📄 notes.txt');
+    assert.equal(await page.$$eval('#attachments .chip', (c) => c.length), 0, 'the attachment is sent once');
     await srv.stop();
     await page.fill('#input', 'Anyone there?');
     await page.press('#input', 'Enter');
