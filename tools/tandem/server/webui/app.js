@@ -75,8 +75,16 @@ function renderSidebar() {
   }
 }
 
+// Leaving a conversation while it streams: the answer so far is kept, marked stopped, in that conversation.
+function abandonLive() {
+  if (!live) return;
+  live.controller.abort();
+  live.msg.stopped = true;
+  finishLive();
+}
+
 function openConversation(id) {
-  if (live) stop();
+  abandonLive();
   conv = id ? store.get(id) : null;
   if (conv) localStorage.setItem(CURRENT_STORAGE, conv.id); else localStorage.removeItem(CURRENT_STORAGE);
   $('title').textContent = conv ? conv.title : 'tandem';
@@ -87,7 +95,7 @@ function openConversation(id) {
 }
 
 function newConversation() {
-  if (live) stop();
+  abandonLive();
   conv = null;
   localStorage.removeItem(CURRENT_STORAGE);
   openConversation(null);
@@ -109,6 +117,7 @@ function renameConversation(id) {
 function deleteConversation(id) {
   const c = store.get(id);
   if (!c || !confirm(`Delete "${c.title}"?`)) return;
+  if (conv && conv.id === id) abandonLive();  // before the removal: finishing saves the conversation
   store.remove(id);
   if (conv && conv.id === id) openConversation(null); else renderSidebar();
 }
