@@ -171,3 +171,42 @@ INSTANTIATE_TEST_SUITE_P(AllModern, ModernReference,
                                  if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                              return n;
                          });
+
+// tests/data/reference-arch: llama.cpp (2026-09) on tandem's own tiny-ref-* models (`tandem synth`, seed 1,
+// Q8_0; noisy norm weights, so a norm on the wrong tensor shows), recorded by scripts/llama-reference/make.sh.
+// What each checks: smollm3 — no RoPE in layer 3 (every 4th layer); granite — embeddings x 12, attention scale
+// 1/128 instead of 1/sqrt(64), residual adds x 0.22, logits / 2; olmo2 — no pre-norms, post-norms on the attention
+// and FFN outputs, QK-norm over the whole q (256) and k (128) vectors, NEOX RoPE. Measured (tandem @ 2026-12-02):
+// largest deviations 0.048 (smollm3), 0.008 (granite), 0.050 (olmo2) at every SIMD level (scalar: 0.046, 0.008,
+// 0.041), every argmax with a margin over 0.1 agreeing. Planted bugs: RoPE in the NoPE layer 0.134 (and the layer
+// check below), the residual scale left out 3.3, QK-norm per head 0.57 with 14 argmax misses.
+class ArchReference : public ::testing::TestWithParam<ModernCase> {};
+
+TEST_P(ArchReference, TeacherForcedLogitsMatch) {
+    const ModernCase c = GetParam();
+    ThreadPool pool(2);
+    const std::string shape = c.name.substr(0, c.name.rfind('-'));  // tiny-ref-smollm3-q8_0 -> tiny-ref-smollm3
+    auto model = Model::load(test::synth_file(shape, "Q8_0"));
+    if (model->hparams().arch == Arch::SMOLLM3)  // its NoPE layers: every 4th, counted from 1
+        for (int l = 0; l < model->hparams().n_layer; l++) EXPECT_EQ(model->layer(l).rope, (l + 1) % 4 != 0) << l;
+    json ref = json::parse(
+        test::read_file(std::string(TANDEM_SOURCE_DIR) + "/tests/data/reference-arch/" + c.name + ".greedy.json"));
+    ASSERT_FALSE(ref.empty());
+    const Agreement a = teacher_force(model, ref, c.name, c.margin, pool);
+    std::printf("[ %s ] largest top-5 logit deviation from llama.cpp: %.4f; argmax agrees at %d of %d steps\n",
+                c.name.c_str(), a.max_dev, a.checked - a.misses, a.checked);
+    EXPECT_LE(a.misses, c.argmax_misses);
+    EXPECT_LT(a.max_dev, c.tol);
+    EXPECT_GE(a.checked, 48) << "too few steps with a clear margin: the argmax check says little";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllArch, ArchReference,
+                         ::testing::Values(ModernCase{"tiny-ref-smollm3-q8_0", 0.1, 0.1, 0},
+                                           ModernCase{"tiny-ref-granite-q8_0", 0.1, 0.1, 0},
+                                           ModernCase{"tiny-ref-olmo2-q8_0", 0.1, 0.1, 0}),
+                         [](const auto& info) {
+                             std::string n = info.param.name;
+                             for (char& ch : n)
+                                 if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                             return n;
+                         });

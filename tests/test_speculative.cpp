@@ -732,6 +732,28 @@ TEST(Speculative, MoeTargetsWithDenseDraftsAreTokenIdentical) {
     }
 }
 
+// smollm3, granite and olmo2 targets (their Q4_0 copies as drafts, the same vocabulary): greedy output with a
+// chain and with every tree alternative verified is the plain output token for token.
+TEST(Speculative, SmolGraniteOlmoTargetsAreTokenIdenticalWithChainsAndTrees) {
+    ThreadPool pool(2);
+    const std::vector<int32_t> prompt = {1, 300, 301, 302, 517, 640, 12, 99};
+    for (const char* shape : {"tiny-ref-smollm3", "tiny-ref-granite", "tiny-ref-olmo2"}) {
+        auto target = Model::load(test::synth_file(shape, "Q8_0"));
+        auto draft = Model::load(test::synth_file(shape, "Q4_0"));
+        const auto plain = run_with(pool, target, nullptr, prompt, 48, greedy(), SpecParams{});
+        for (bool tree : {false, true}) {
+            SpecParams spec = fixed_length(SpecType::DRAFT, 4);
+            spec.tree = tree;
+            if (tree) spec.tree_min_gain = 0.0;
+            SpecStats st;
+            EXPECT_EQ(run_with(pool, target, draft, prompt, 48, greedy(), spec, 0, &st), plain)
+                << shape << (tree ? " (tree)" : " (chain)");
+            EXPECT_GT(st.n_accept, 0) << shape << ": the draft never agreed, so little was verified";
+            if (tree) EXPECT_GT(st.n_tree_nodes, 0) << shape;
+        }
+    }
+}
+
 // The rejection rule with an MoE target: sampled continuations are distributed as without speculation, and
 // the accept-all negative control is told apart.
 TEST(Speculative, MoeTargetSampledDistributionIsThePlainOne) {

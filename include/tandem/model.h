@@ -14,7 +14,7 @@ namespace tandem {
 
 class GgufFile;
 
-enum class Arch { LLAMA, QWEN2, QWEN3, QWEN3MOE, GEMMA3, PHI3, GPT_OSS };
+enum class Arch { LLAMA, QWEN2, QWEN3, QWEN3MOE, GEMMA3, PHI3, GPT_OSS, SMOLLM3, GRANITE, OLMO2 };
 const char* arch_name(Arch a);
 struct HParams;
 // The architecture features a model uses, for `tandem info`: "rope theta 1e+06, n_rot 128, NEOX, QK-norm, ...".
@@ -57,11 +57,15 @@ struct HParams {
 
     // Attention details
     bool has_qk_norm = false;  // RMSNorm over each q/k head (per-dimension weight shared by the heads), before RoPE
-    bool has_post_norms = false;  // RMSNorm on the attention and FFN outputs before each residual add (gemma3)
+    bool qk_norm_whole = false;  // olmo2: the QK-norm is over the whole q (n_head*hd) and k (n_head_kv*hd) instead
+    bool has_pre_norms = true;  // RMSNorm before attention and FFN (attn_norm, ffn_norm); olmo2 has none
+    bool has_post_norms = false;  // RMSNorm on the attention and FFN outputs before each residual add (gemma3, olmo2)
     bool has_attn_sinks = false;  // one extra logit per head in the softmax denominator (gpt-oss)
     float q_scale = 0;  // q is multiplied by this before q.k (set at load: 1/sqrt(head_dim) unless the arch says)
     float embd_scale = 1.0f;  // token embeddings are multiplied by this (gemma3: sqrt(n_embd))
     float logit_softcap = 0;  // logits = c * tanh(logits / c) when > 0
+    float residual_scale = 1.0f;  // granite: the attention and FFN outputs are multiplied by this before each add
+    float logit_scale = 1.0f;  // granite: logits are divided by this
 
     // Sliding-window attention: layers with LayerWeights::swa see only the last n_swa positions (key j is hidden
     // from query i when i - j >= n_swa), and use their own RoPE base/scale.
@@ -107,12 +111,13 @@ struct LayerWeights {
     Weight wo;  // (n_embd, n_head * head_dim)
     std::vector<float> bq, bk, bv;  // qwen2 only: (n_head*head_dim), (n_head_kv*head_dim) x2
     std::vector<float> bo;  // gpt-oss: (n_embd)
-    std::vector<float> q_norm, k_norm;  // QK-norm: (head_dim) each
+    std::vector<float> q_norm, k_norm;  // QK-norm: (head_dim) each; olmo2: (n_head*hd), (n_head_kv*hd)
     std::vector<float> sinks;  // attention sinks: (n_head)
-    std::vector<float> post_attn_norm;  // gemma3: before the residual add; gpt-oss: the FFN's pre-norm  (n_embd)
-    std::vector<float> ffn_norm;  // (n_embd); empty for gpt-oss (post_attn_norm is its pre-FFN norm)
-    std::vector<float> post_ffn_norm;  // gemma3: (n_embd)
+    std::vector<float> post_attn_norm;  // gemma3, olmo2: before the residual add; gpt-oss: the FFN's pre-norm (n_embd)
+    std::vector<float> ffn_norm;  // (n_embd); empty for gpt-oss (post_attn_norm is its pre-FFN norm) and olmo2
+    std::vector<float> post_ffn_norm;  // gemma3, olmo2: (n_embd)
     bool swa = false;  // a sliding-window layer (HParams::n_swa)
+    bool rope = true;  // false: q and k are not rotated (smollm3's NoPE layers, every 4th)
     // Dense FFN. Fused gate|up tensors (phi3) are bound as two views of the one tensor; so is a fused q|k|v.
     Weight w_gate;  // (n_ff, n_embd)
     Weight w_up;  // (n_ff, n_embd)

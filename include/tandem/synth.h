@@ -10,7 +10,8 @@ namespace tandem {
 struct SynthShape {
     std::string name;
     std::string
-        arch;  // any architecture the loader knows (model.h): llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss
+        arch;  // any architecture the loader knows (model.h): llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss,
+        // smollm3, granite, olmo2
     int n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
     float rope_theta;
     bool tied_output;
@@ -18,10 +19,15 @@ struct SynthShape {
     int head_dim = 0;  // 0: n_embd / n_head
     int n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // mixture of experts (qwen3moe, gpt-oss)
     int n_swa = 0;  // sliding window (gemma3, gpt-oss)
+    // Weights ~ N(0, weight_std); norm weights ~ N(1, norm_std) (0: exactly 1). The reference shapes use noisy
+    // norms, so a norm weight applied to the wrong tensor shows, and larger weights, so logits have real margins.
+    float weight_std = 0.02f;
+    float norm_std = 0.0f;
 };
 
 // Known shapes: tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, llama-2-7b, llama-3.1-8b, qwen3-0.6b, qwen3-8b,
-// qwen3-30b-a3b, gemma3-1b, phi-4-mini, gpt-oss-20b, and tiny-test* (for tests).
+// qwen3-30b-a3b, gemma3-1b, phi-4-mini, gpt-oss-20b, smollm3-3b, granite-3.3-2b, olmo2-1b, and tiny-test* (for
+// tests; tiny-ref-* are the shapes of the llama.cpp references in tests/data/reference-arch).
 const std::vector<SynthShape>& synth_shapes();
 const SynthShape& synth_shape(const std::string& name);  // throws tandem::Error listing the known names
 

@@ -2,18 +2,18 @@
 //
 // x = embd(tokens) * embd_scale                              x, xn: (n, n_embd)
 // Per layer, for n tokens at positions pos0..pos0+n-1:
-//   xn = rmsnorm(x) * attn_norm
+//   xn = rmsnorm(x) * attn_norm                               [olmo2: no pre-norms, xn = x]
 //   q = xn Wq^T (+bq), k = xn Wk^T (+bk), v = xn Wv^T (+bv)  q: (n, n_head*hd), k, v: (n, n_head_kv*hd)
-//   [QK-norm: each head of q, k = rmsnorm(head) * q_norm / k_norm]
-//   rope(q, k) (the layer's table: global or sliding-window); append k, v to the cache
+//   [QK-norm: each head of q, k = rmsnorm(head) * q_norm / k_norm; olmo2: the whole q and k vectors]
+//   rope(q, k) (the layer's table: global or sliding-window; smollm3's NoPE layers: none); append k, v to the cache
 //   att = causal softmax(q_scale q k^T [+ sink]) v           att: (n, n_head*hd), grouped-query heads share k/v;
 //                                                            a sliding-window layer sees the last n_swa positions
-//   a = att Wo^T (+bo)                                        [gemma3: a = rmsnorm(a) * post_attn_norm]
-//   x += a
-//   xn = rmsnorm(x) * ffn_norm (gpt-oss: post_attn_norm)
-//   f = FFN(xn) (model/ffn.h: gated dense or mixture of experts)   [gemma3: f = rmsnorm(f) * post_ffn_norm]
-//   x += f
-// then logits = rmsnorm(x) * output_norm  Wout^T           (n_out, n_vocab)  [softcap: c tanh(logits / c)]
+//   a = att Wo^T (+bo)                                        [gemma3, olmo2: a = rmsnorm(a) * post_attn_norm]
+//   x += residual_scale a                                     [residual_scale: granite's, else 1]
+//   xn = rmsnorm(x) * ffn_norm (gpt-oss: post_attn_norm; olmo2: xn = x)
+//   f = FFN(xn) (model/ffn.h: gated dense or mixture of experts)   [gemma3, olmo2: f = rmsnorm(f) * post_ffn_norm]
+//   x += residual_scale f
+// then logits = rmsnorm(x) * output_norm  Wout^T / logit_scale  (n_out, n_vocab)  [softcap: c tanh(logits / c)]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -41,6 +41,14 @@ void rmsnorm(const float* x, const float* w, float* out, int n, float eps) {
     for (int i = 0; i < n; i++) ss += double(x[i]) * double(x[i]);
     float scale = 1.0f / std::sqrt(float(ss / n) + eps);
     for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
+}
+
+// x += scale * y (scale 1: a plain residual add; granite's residual_scale otherwise)
+void add_residual(float* x, const float* y, size_t n, float scale) {
+    if (scale == 1.0f)
+        for (size_t i = 0; i < n; i++) x[i] += y[i];
+    else
+        for (size_t i = 0; i < n; i++) x[i] += scale * y[i];
 }
 
 }  // namespace
@@ -128,6 +136,7 @@ void Session::shift(int n_keep, int n_discard) {
         const float* cs = rt.cos_at(n_discard);
         for (int i = 0; i < half; i++) sn[size_t(i)] = -rt.sin_at(n_discard)[i];
         auto rotate = [&](float* kr) {
+            if (!model.layer(l).rope) return;  // a NoPE layer's keys carry no position
             for (int h = 0; h < hp.n_head_kv; h++)
                 rope_head(kr + size_t(h) * size_t(hp.head_dim), cs, sn.data(), hp.n_rot, hp.rope_style, 1.0f);
         };
@@ -323,8 +332,10 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     for (int l = 0; l < S0.n_layers_; l++) {
         const LayerWeights& L = model.layer(l);
         const int rope_set = L.swa ? 1 : 0;
-        for (int t = 0; t < n; t++)
-            rmsnorm(&S.x[size_t(t) * E], L.attn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
+        if (hp.has_pre_norms)
+            for (int t = 0; t < n; t++)
+                rmsnorm(&S.x[size_t(t) * E], L.attn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
+        else std::copy_n(S.x.data(), size_t(n) * E, S.xn.data());
         {
             const WeightView ws[3] = {view(L.wq), view(L.wk), view(L.wv)};
             float* const ys[3] = {S.q.data(), S.k.data(), S.v.data()};
@@ -341,16 +352,21 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                     v[i] += L.bv[size_t(i)];
                 }
             }
-            if (hp.has_qk_norm) {
+            if (hp.qk_norm_whole) {
+                rmsnorm(q, L.q_norm.data(), q, qd, hp.rms_eps);
+                rmsnorm(k, L.k_norm.data(), k, kvd, hp.rms_eps);
+            } else if (hp.has_qk_norm) {
                 for (int h = 0; h < nh; h++) rmsnorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, hp.rms_eps);
                 for (int h = 0; h < nkv; h++) rmsnorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, hp.rms_eps);
             }
-            const RopeTable& rt = rows[size_t(t)].s->impl_->rope[rope_set];
-            const int pos = rows[size_t(t)].pos;
-            const float* cs = rt.cos_at(pos);
-            const float* sn = rt.sin_at(pos);
-            for (int h = 0; h < nh; h++) rope_head(q + h * hd, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
-            for (int h = 0; h < nkv; h++) rope_head(k + h * hd, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
+            if (L.rope) {
+                const RopeTable& rt = rows[size_t(t)].s->impl_->rope[rope_set];
+                const int pos = rows[size_t(t)].pos;
+                const float* cs = rt.cos_at(pos);
+                const float* sn = rt.sin_at(pos);
+                for (int h = 0; h < nh; h++) rope_head(q + h * hd, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
+                for (int h = 0; h < nkv; h++) rope_head(k + h * hd, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
+            }
             rows[size_t(t)].s->impl_->kv.store(l, rows[size_t(t)].slot, k, v);
         }
         const AttnShape shape{l, nh, nkv, hd, hp.q_scale, hp.has_attn_sinks ? L.sinks.data() : nullptr};
@@ -364,15 +380,19 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                 for (int i = 0; i < E; i++) a[i] += L.bo[size_t(i)];
             if (hp.has_post_norms) rmsnorm(a, L.post_attn_norm.data(), a, E, hp.rms_eps);
         }
-        for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] += S.rows_out[i];
+        add_residual(S.x.data(), S.rows_out.data(), size_t(n) * E, hp.residual_scale);
 
-        const float* ffn_norm = L.ffn_norm.empty() ? L.post_attn_norm.data() : L.ffn_norm.data();
-        for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], ffn_norm, &S.xn[size_t(t) * E], E, hp.rms_eps);
+        if (hp.has_pre_norms) {
+            const float* ffn_norm = L.ffn_norm.empty() ? L.post_attn_norm.data() : L.ffn_norm.data();
+            for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], ffn_norm, &S.xn[size_t(t) * E], E, hp.rms_eps);
+        } else {
+            std::copy_n(S.x.data(), size_t(n) * E, S.xn.data());
+        }
         ffn_forward(pool, hp, L, S.xn.data(), n, S.rows_out.data(), S.ffn);
         if (hp.has_post_norms)
             for (int t = 0; t < n; t++)
                 rmsnorm(&S.rows_out[size_t(t) * E], L.post_ffn_norm.data(), &S.rows_out[size_t(t) * E], E, hp.rms_eps);
-        for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] += S.rows_out[i];
+        add_residual(S.x.data(), S.rows_out.data(), size_t(n) * E, hp.residual_scale);
     }
 
     // Logits of the rows asked for, all in one matmul, then handed to their segments.
@@ -393,7 +413,9 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         r0 += g.n;
     }
     if (n_out == 0) return;
-    auto softcap = [&](float* lg) {
+    auto softcap = [&](float* lg) {  // and granite's logit scale
+        if (hp.logit_scale != 1.0f)
+            for (int i = 0; i < hp.n_vocab; i++) lg[i] /= hp.logit_scale;
         if (hp.logit_softcap > 0)
             for (int i = 0; i < hp.n_vocab; i++) lg[i] = hp.logit_softcap * std::tanh(lg[i] / hp.logit_softcap);
     };

@@ -25,8 +25,9 @@ struct ArchName {
     const char* name;
 };
 constexpr ArchName kArchs[] = {
-    {Arch::LLAMA, "llama"},   {Arch::QWEN2, "qwen2"}, {Arch::QWEN3, "qwen3"},     {Arch::QWEN3MOE, "qwen3moe"},
-    {Arch::GEMMA3, "gemma3"}, {Arch::PHI3, "phi3"},   {Arch::GPT_OSS, "gpt-oss"},
+    {Arch::LLAMA, "llama"},     {Arch::QWEN2, "qwen2"}, {Arch::QWEN3, "qwen3"},     {Arch::QWEN3MOE, "qwen3moe"},
+    {Arch::GEMMA3, "gemma3"},   {Arch::PHI3, "phi3"},   {Arch::GPT_OSS, "gpt-oss"}, {Arch::SMOLLM3, "smollm3"},
+    {Arch::GRANITE, "granite"}, {Arch::OLMO2, "olmo2"},
 };
 }  // namespace
 
@@ -47,8 +48,11 @@ std::string describe_features(const HParams& hp) {
     if (hp.has_rope_long_short) add(strprintf("LongRoPE factors (original ctx %d)", hp.n_ctx_orig));
     if (hp.tied_output) add("tied output");
     if (hp.has_qkv_bias) add("qkv bias");
-    if (hp.has_qk_norm) add("QK-norm");
+    if (hp.has_qk_norm) add(hp.qk_norm_whole ? "QK-norm (whole q and k)" : "QK-norm");
+    if (!hp.has_pre_norms) add("no pre-norms");
     if (hp.has_post_norms) add("post-norms");
+    if (hp.residual_scale != 1.0f) add(strprintf("residual x %g", hp.residual_scale));
+    if (hp.logit_scale != 1.0f) add(strprintf("logits / %g", hp.logit_scale));
     if (hp.has_attn_sinks) add("attention sinks");
     if (hp.n_swa > 0) add(strprintf("sliding window %d (base %g)", hp.n_swa, hp.rope_theta_swa));
     if (hp.embd_scale != 1.0f) add(strprintf("embeddings x %g", hp.embd_scale));
@@ -224,10 +228,26 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         hp.yarn_beta_fast = L.opt_float("rope.scaling.yarn_beta_fast", 32.0f);
         hp.yarn_beta_slow = L.opt_float("rope.scaling.yarn_beta_slow", 1.0f);
     }
-    hp.rope_style = A == Arch::LLAMA ? RopeStyle::NORM : RopeStyle::NEOX;
-    hp.has_qk_norm = A == Arch::QWEN3 || A == Arch::QWEN3MOE || A == Arch::GEMMA3;
-    hp.has_post_norms = A == Arch::GEMMA3;
+    hp.rope_style = A == Arch::LLAMA || A == Arch::SMOLLM3 || A == Arch::GRANITE ? RopeStyle::NORM : RopeStyle::NEOX;
+    hp.has_qk_norm = A == Arch::QWEN3 || A == Arch::QWEN3MOE || A == Arch::GEMMA3 || A == Arch::OLMO2;
+    hp.has_post_norms = A == Arch::GEMMA3 || A == Arch::OLMO2;
     hp.q_scale = 1.0f / std::sqrt(float(hp.head_dim));
+    if (A == Arch::OLMO2) {  // OLMo 2: post-norms only, QK-norm over the whole q and k
+        hp.has_pre_norms = false;
+        hp.qk_norm_whole = true;
+        if (f.get_int(*arch + ".attention.sliding_window"))
+            L.fail("olmo2 with a sliding window (OLMo 3) is not supported yet");
+    }
+    if (A == Arch::GRANITE) {  // Granite 3.x: four multipliers on an otherwise llama-shaped model
+        hp.logit_scale = L.opt_float("logit_scale", 1.0f);
+        const float res = L.opt_float("residual_scale", 0.0f), emb = L.opt_float("embedding_scale", 0.0f);
+        const float att = L.opt_float("attention.scale", 0.0f);
+        if (!(hp.logit_scale > 0) || res < 0 || emb < 0 || att < 0)
+            L.fail("granite's logit_scale must be positive and its residual, embedding and attention scales >= 0");
+        if (res > 0) hp.residual_scale = res;  // 0 (or absent): no scaling, as llama.cpp
+        if (emb > 0) hp.embd_scale = emb;
+        if (att > 0) hp.q_scale = att;
+    }
     if (A == Arch::GEMMA3) {
         hp.embd_scale = std::sqrt(float(hp.n_embd));
         hp.ffn_act = FfnAct::GELU_TANH;
@@ -286,12 +306,17 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     }
 
     const int64_t q_dim = int64_t(hp.n_head) * hp.head_dim, kv_dim = int64_t(hp.n_head_kv) * hp.head_dim;
+    // Granite uses rope.scaling.finetuned as a switch for RoPE (absent: on), as llama.cpp reads it.
+    bool rope_on = true;
+    if (A == Arch::GRANITE)
+        if (const GgufValue* v = f.find(*arch + ".rope.scaling.finetuned"); v && v->type == GgufType::BOOL)
+            rope_on = v->u != 0;
     hp.has_qkv_bias = f.tensor("blk.0.attn_q.bias") != nullptr;
     m->layers_.resize(size_t(hp.n_layer));
     for (int i = 0; i < hp.n_layer; i++) {
         std::string p = "blk." + std::to_string(i) + ".";
         LayerWeights& l = m->layers_[size_t(i)];
-        l.attn_norm = L.vec(p + "attn_norm.weight", hp.n_embd);
+        if (hp.has_pre_norms) l.attn_norm = L.vec(p + "attn_norm.weight", hp.n_embd);
         if (L.has(p + "attn_qkv.weight")) {  // fused q|k|v rows (phi3)
             Weight qkv = L.matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, hp.n_embd);
             l.wq = Loader::rows_of(qkv, 0, q_dim);
@@ -308,17 +333,21 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             l.bk = L.vec(p + "attn_k.bias", kv_dim);
             l.bv = L.vec(p + "attn_v.bias", kv_dim);
         }
-        if (hp.has_out_bias) l.bo = L.vec(p + "attn_output.bias", hp.n_embd);
+        if (hp.has_out_bias || (A == Arch::GRANITE && L.has(p + "attn_output.bias")))
+            l.bo = L.vec(p + "attn_output.bias", hp.n_embd);
         if (hp.has_qk_norm) {
-            l.q_norm = L.vec(p + "attn_q_norm.weight", hp.head_dim);
-            l.k_norm = L.vec(p + "attn_k_norm.weight", hp.head_dim);
+            l.q_norm = L.vec(p + "attn_q_norm.weight", hp.qk_norm_whole ? q_dim : hp.head_dim);
+            l.k_norm = L.vec(p + "attn_k_norm.weight", hp.qk_norm_whole ? kv_dim : hp.head_dim);
         }
         if (hp.has_attn_sinks) l.sinks = L.vec(p + "attn_sinks.weight", hp.n_head);
         if (hp.has_post_norms || A == Arch::GPT_OSS)
             l.post_attn_norm = L.vec(p + "post_attention_norm.weight", hp.n_embd);
-        if (A != Arch::GPT_OSS) l.ffn_norm = L.vec(p + "ffn_norm.weight", hp.n_embd);
+        if (A != Arch::GPT_OSS && hp.has_pre_norms) l.ffn_norm = L.vec(p + "ffn_norm.weight", hp.n_embd);
         if (hp.has_post_norms) l.post_ffn_norm = L.vec(p + "post_ffw_norm.weight", hp.n_embd);
         l.swa = hp.n_swa > 0 && (swa_pattern == 0 || i % swa_pattern < swa_pattern - 1);
+        l.rope = !(A == Arch::SMOLLM3 && (i + 1) % 4 == 0) && rope_on;  // SmolLM3: no RoPE in every 4th layer
+        for (const char* b : {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
+            if (L.has(p + b)) L.fail("tensor '" + p + b + "': FFN biases are not supported");
         if (hp.n_expert > 0) {
             const int64_t ne = hp.n_expert, fe = hp.n_ff_exp;
             l.router = L.matrix(p + "ffn_gate_inp.weight", ne, hp.n_embd);

@@ -23,12 +23,21 @@ const std::vector<SynthShape>& synth_shapes() {
         {"phi-4-mini", "phi3", 3072, 32, 24, 8, 8192, 200064, 131072, 10000.0f, true, false},
         {"gpt-oss-20b", "gpt-oss", 2880, 24, 64, 8, 2880, 201088, 131072, 150000.0f, false, false, 64, 32, 4, 2880,
          128},
+        {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, true, false},
+        {"granite-3.3-2b", "granite", 2048, 40, 32, 8, 8192, 49159, 131072, 10000000.0f, true, false},
+        {"olmo2-1b", "olmo2", 2048, 16, 16, 16, 8192, 100352, 4096, 500000.0f, false, false},
         {"tiny-test", "llama", 256, 2, 4, 2, 512, 1000, 512, 10000.0f, false, false},
         {"tiny-test-tied", "qwen2", 256, 2, 4, 2, 512, 1008, 512, 10000.0f, true, false},
         {"tiny-test-qwen3moe", "qwen3moe", 256, 2, 4, 2, 512, 1000, 512, 1000000.0f, true, false, 64, 8, 2, 128},
         {"tiny-test-gemma3", "gemma3", 256, 7, 4, 2, 512, 1000, 512, 1000000.0f, true, false, 64, 0, 0, 0, 8},
         {"tiny-test-phi3", "phi3", 256, 2, 4, 2, 512, 1000, 512, 10000.0f, true, false},
         {"tiny-test-gptoss", "gpt-oss", 256, 2, 4, 2, 256, 1000, 512, 150000.0f, false, false, 64, 8, 2, 128, 8},
+        // the llama.cpp references' shapes (tests/data/reference-arch): 4 layers, so smollm3's layer 3 has no RoPE
+        {"tiny-ref-smollm3", "smollm3", 256, 4, 4, 2, 512, 1000, 512, 10000.0f, true, false, 0, 0, 0, 0, 0, 0.05f,
+         0.1f},
+        {"tiny-ref-granite", "granite", 256, 4, 4, 2, 512, 1000, 512, 10000.0f, true, false, 0, 0, 0, 0, 0, 0.05f,
+         0.1f},
+        {"tiny-ref-olmo2", "olmo2", 256, 4, 4, 2, 512, 1000, 512, 500000.0f, false, false, 0, 0, 0, 0, 0, 0.05f, 0.1f},
     };
     return shapes;
 }
@@ -132,7 +141,8 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     }
     const int hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
     const bool moe = s.n_expert > 0, gemma = a == "gemma3", phi = a == "phi3", oss = a == "gpt-oss";
-    const bool qk_norm = a == "qwen3" || a == "qwen3moe" || gemma;
+    const bool olmo2 = a == "olmo2";
+    const bool qk_norm = a == "qwen3" || a == "qwen3moe" || gemma;  // per head (olmo2's: whole q and k, below)
     const int n_rot = phi ? hd * 3 / 4 : hd;  // phi-4-mini rotates 3/4 of each head
     w.set(a + ".context_length", GgufValue::of_u32(uint32_t(s.n_ctx)));
     w.set(a + ".embedding_length", GgufValue::of_u32(uint32_t(s.n_embd)));
@@ -160,6 +170,12 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         w.set(a + ".rope.scaling.original_context_length", GgufValue::of_u32(4096));
         w.set(a + ".rope.scaling.attn_factor", GgufValue::of_f32(1.19024f));
     }
+    if (a == "granite") {  // Granite 3.x's multipliers (embedding 12, residual 0.22, attention 1/128), logits / 2
+        w.set(a + ".logit_scale", GgufValue::of_f32(2.0f));
+        w.set(a + ".residual_scale", GgufValue::of_f32(0.22f));
+        w.set(a + ".embedding_scale", GgufValue::of_f32(12.0f));
+        w.set(a + ".attention.scale", GgufValue::of_f32(0.0078125f));
+    }
     if (oss) {
         w.set(a + ".rope.scaling.type", GgufValue::of_str("yarn"));
         w.set(a + ".rope.scaling.factor", GgufValue::of_f32(32.0f));
@@ -183,7 +199,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     }
     for (int l = 0; l < s.n_layer; l++) {
         std::string b = "blk." + std::to_string(l) + ".";
-        ts.push_back({b + "attn_norm.weight", {E}, true});
+        if (!olmo2) ts.push_back({b + "attn_norm.weight", {E}, true});
         if (phi) {
             ts.push_back({b + "attn_qkv.weight", {E, q + 2 * kv}, false});
         } else {
@@ -200,15 +216,19 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
             ts.push_back({b + "attn_q_norm.weight", {hd}, true});
             ts.push_back({b + "attn_k_norm.weight", {hd}, true});
         }
+        if (olmo2) {
+            ts.push_back({b + "attn_q_norm.weight", {q}, true});
+            ts.push_back({b + "attn_k_norm.weight", {kv}, true});
+        }
         ts.push_back({b + "attn_output.weight", {q, E}, false});
         if (oss) {
             ts.push_back({b + "attn_output.bias", {E}, false});
             ts.push_back({b + "attn_sinks.weight", {s.n_head}, false});
             ts.push_back({b + "post_attention_norm.weight", {E}, true});
-        } else {
+        } else if (!olmo2) {
             ts.push_back({b + "ffn_norm.weight", {E}, true});
         }
-        if (gemma) {
+        if (gemma || olmo2) {
             ts.push_back({b + "post_attention_norm.weight", {E}, true});
             ts.push_back({b + "post_ffw_norm.weight", {E}, true});
         }
@@ -264,8 +284,14 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         qrow.resize(row_bytes(types[i], n));
         if (p.on_progress) p.on_progress(strprintf("%s %s", t.name.c_str(), type_name(types[i])));
         for (int64_t r = 0; r < rows; r++) {
-            if (t.is_norm) std::fill(row.begin(), row.end(), 1.0f);
-            else rng.gaussian(row.data(), n, 0.02f);
+            if (t.is_norm && s.norm_std > 0) {
+                rng.gaussian(row.data(), n, s.norm_std);
+                for (float& v : row) v += 1.0f;
+            } else if (t.is_norm) {
+                std::fill(row.begin(), row.end(), 1.0f);
+            } else {
+                rng.gaussian(row.data(), n, s.weight_std);
+            }
             quantize_row_ref(types[i], row.data(), qrow.data(), n);
             w.write_tensor_data(qrow.data(), qrow.size());
         }

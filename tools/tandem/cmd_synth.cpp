@@ -10,10 +10,10 @@ namespace tandem::cli {
 int cmd_synth(int argc, char** argv) {
     SynthParams p;
     p.shape = "";
-    ArgParser ap(
-        "usage: tandem synth OUT.gguf --shape NAME [--type TYPE] [--seed S] [--vocab VOCAB.gguf]\n"
-        "shapes: tinyllama-1.1b llama-3.2-1b qwen2.5-0.5b llama-2-7b llama-3.1-8b tiny-test\n"
-        "Random weights of a real model's shape, streamed to disk (for speed measurements).");
+    std::string shapes;
+    for (const auto& s : synth_shapes()) shapes += " " + s.name;
+    ArgParser ap("usage: tandem synth OUT.gguf --shape NAME [--type TYPE] [--seed S] [--vocab VOCAB.gguf]\nshapes:" +
+                 shapes + "\nRandom weights of a real model's shape, streamed to disk (for speed measurements).");
     ap.add({"--shape"}, "NAME", "model shape", [&](const std::string& v) { p.shape = v; });
     ap.add({"--type"}, "TYPE", "tensor type for every matrix, or a llama.cpp mix such as Q4_K_M (Q8_0)",
            [&](const std::string& v) { p.type = v; });

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Regenerates tests/data/reference-arch/: llama.cpp's teacher-forcing references on the tiny-ref-* models that
+# `tandem synth` writes (seed 1, Q8_0). llama.cpp is built outside the repository, from the source in the npm
+# package node-llama-cpp@3.22.1 (llama.cpp 2026-09, commit de3ff815), or from $LLAMA_CPP_SRC. Its CPU backend is
+# built for AVX2 (not -march=native: on a CPU with AMX, ggml's AMX Q8_0 kernel crashed in this container), so the
+# references do not depend on the machine that made them.
+#
+#   bash scripts/llama-reference/make.sh            (needs build/bin/tandem; ~15 min on 2 cores for libllama)
+#
+# Env: WORK (scratch dir, default /tmp/tandem-llama-reference), LLAMA_CPP_SRC, TANDEM_BIN.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=${WORK:-/tmp/tandem-llama-reference}
+TANDEM_BIN=${TANDEM_BIN:-$REPO/build/bin/tandem}
+OUT=$REPO/tests/data/reference-arch
+mkdir -p "$WORK" "$OUT"
+SRC=${LLAMA_CPP_SRC:-}
+if [ -z "$SRC" ]; then
+  SRC=$WORK/llama.cpp
+  if [ ! -d "$SRC" ]; then
+    (cd "$WORK" && npm pack node-llama-cpp@3.22.1 >/dev/null && tar xzf node-llama-cpp-3.22.1.tgz &&
+      git clone -q package/llama/gitRelease.bundle llama.cpp)
+  fi
+fi
+if [ ! -f "$WORK/build/src/libllama.a" ]; then
+  cmake -S "$SRC" -B "$WORK/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+    -DGGML_OPENMP=OFF >/dev/null
+  cmake --build "$WORK/build" --target llama -j"$(nproc)"
+fi
+g++ -O2 -std=c++17 -I"$SRC/include" -I"$SRC/ggml/include" "$REPO/scripts/llama-reference/reference_logits.cpp" \
+  "$WORK/build/src/libllama.a" $(find "$WORK/build/ggml/src" -name 'libggml*.a' | sort -r) -lpthread -ldl \
+  -o "$WORK/reference_logits"
+PROMPTS=("Once upon a time" "The capital of France is" "def fibonacci(n):")
+for arch in smollm3 granite olmo2; do
+  model=$WORK/tiny-ref-$arch-q8_0.gguf
+  "$TANDEM_BIN" synth "$model" --shape tiny-ref-$arch --type Q8_0 --seed 1
+  "$WORK/reference_logits" "$model" 32 "${PROMPTS[@]}" > "$OUT/tiny-ref-$arch-q8_0.greedy.json"
+  echo "wrote $OUT/tiny-ref-$arch-q8_0.greedy.json"
+done
