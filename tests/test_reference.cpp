@@ -142,6 +142,14 @@ struct ModernCase {
 
 void PrintTo(const ModernCase& c, std::ostream* os) { *os << c.name; }
 
+// A test name from the case's file name ("synth-qwen3-gpt2bpe-q8_0" -> "synth_qwen3_gpt2bpe_q8_0").
+std::string case_name(const ::testing::TestParamInfo<ModernCase>& info) {
+    std::string n = info.param.name;
+    for (char& ch : n)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    return n;
+}
+
 class ModernReference : public ::testing::TestWithParam<ModernCase> {};
 
 TEST_P(ModernReference, TeacherForcedLogitsMatch) {
@@ -165,12 +173,7 @@ INSTANTIATE_TEST_SUITE_P(AllModern, ModernReference,
                                            ModernCase{"synth-gemma3-spm-q8_0", 0.4, 0.25, 0},
                                            ModernCase{"synth-phi3-phi3spm-q8_0", 0.4, 0.25, 0},
                                            ModernCase{"synth-gptoss-spm-f16-mxfp4", 1.5, 0.1, 3}),
-                         [](const auto& info) {
-                             std::string n = info.param.name;
-                             for (char& ch : n)
-                                 if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                             return n;
-                         });
+                         case_name);
 
 // tests/data/reference-arch: llama.cpp (2026-09) on tandem's own tiny-ref-* models (`tandem synth`, seed 1,
 // Q8_0; noisy norm weights, so a norm on the wrong tensor shows), recorded by scripts/llama-reference/make.sh.
@@ -204,9 +207,4 @@ INSTANTIATE_TEST_SUITE_P(AllArch, ArchReference,
                          ::testing::Values(ModernCase{"tiny-ref-smollm3-q8_0", 0.1, 0.1, 0},
                                            ModernCase{"tiny-ref-granite-q8_0", 0.1, 0.1, 0},
                                            ModernCase{"tiny-ref-olmo2-q8_0", 0.1, 0.1, 0}),
-                         [](const auto& info) {
-                             std::string n = info.param.name;
-                             for (char& ch : n)
-                                 if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                             return n;
-                         });
+                         case_name);
