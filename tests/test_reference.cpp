@@ -179,10 +179,13 @@ INSTANTIATE_TEST_SUITE_P(AllModern, ModernReference,
 // Q8_0; noisy norm weights, so a norm on the wrong tensor shows), recorded by scripts/llama-reference/make.sh.
 // What each checks: smollm3 — no RoPE in layer 3 (every 4th layer); granite — embeddings x 12, attention scale
 // 1/128 instead of 1/sqrt(64), residual adds x 0.22, logits / 2; olmo2 — no pre-norms, post-norms on the attention
-// and FFN outputs, QK-norm over the whole q (256) and k (128) vectors, NEOX RoPE. Measured (tandem @ 2026-12-02):
-// largest deviations 0.048 (smollm3), 0.008 (granite), 0.050 (olmo2) at every SIMD level (scalar: 0.046, 0.008,
-// 0.041), every argmax with a margin over 0.1 agreeing. Planted bugs: RoPE in the NoPE layer 0.134 (and the layer
-// check below), the residual scale left out 3.3, QK-norm per head 0.57 with 14 argmax misses.
+// and FFN outputs, QK-norm over the whole q (256) and k (128) vectors, NEOX RoPE; mistral3 — YaRN x4 over an
+// original context of 16 and the attention temperature beyond it (q x 1 + 0.5 ln(floor(pos / 16) + 1)), which the
+// prompts (about 30 tokens) and 32 steps cross three times. Measured (tandem @ 2026-12-02):
+// largest deviations 0.048 (smollm3), 0.008 (granite), 0.050 (olmo2), 0.051 (mistral3) at every SIMD level
+// (scalar: 0.046, 0.008, 0.041, 0.060), every argmax with a margin over 0.1 agreeing. Planted bugs: RoPE in the
+// NoPE layer 0.134 (and the layer check below), the residual scale left out 3.3, QK-norm per head 0.57 with 14
+// argmax misses, no attention temperature 1.13, its boundary one position early 0.13, NEOX RoPE for mistral3 1.69.
 class ArchReference : public ::testing::TestWithParam<ModernCase> {};
 
 TEST_P(ArchReference, TeacherForcedLogitsMatch) {
@@ -206,5 +209,6 @@ TEST_P(ArchReference, TeacherForcedLogitsMatch) {
 INSTANTIATE_TEST_SUITE_P(AllArch, ArchReference,
                          ::testing::Values(ModernCase{"tiny-ref-smollm3-q8_0", 0.1, 0.1, 0},
                                            ModernCase{"tiny-ref-granite-q8_0", 0.1, 0.1, 0},
-                                           ModernCase{"tiny-ref-olmo2-q8_0", 0.1, 0.1, 0}),
+                                           ModernCase{"tiny-ref-olmo2-q8_0", 0.1, 0.1, 0},
+                                           ModernCase{"tiny-ref-mistral3-q8_0", 0.1, 0.1, 0}),
                          case_name);

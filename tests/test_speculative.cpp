@@ -732,12 +732,12 @@ TEST(Speculative, MoeTargetsWithDenseDraftsAreTokenIdentical) {
     }
 }
 
-// smollm3, granite and olmo2 targets (their Q4_0 copies as drafts, the same vocabulary): greedy output with a
+// smollm3, granite, olmo2 and mistral3 targets (their Q4_0 copies as drafts, the same vocabulary): greedy output with a
 // chain and with every tree alternative verified is the plain output token for token.
-TEST(Speculative, SmolGraniteOlmoTargetsAreTokenIdenticalWithChainsAndTrees) {
+TEST(Speculative, SmallArchitectureTargetsAreTokenIdenticalWithChainsAndTrees) {
     ThreadPool pool(2);
     const std::vector<int32_t> prompt = {1, 300, 301, 302, 517, 640, 12, 99};
-    for (const char* shape : {"tiny-ref-smollm3", "tiny-ref-granite", "tiny-ref-olmo2"}) {
+    for (const char* shape : {"tiny-ref-smollm3", "tiny-ref-granite", "tiny-ref-olmo2", "tiny-ref-mistral3"}) {
         auto target = Model::load(test::synth_file(shape, "Q8_0"));
         auto draft = Model::load(test::synth_file(shape, "Q4_0"));
         const auto plain = run_with(pool, target, nullptr, prompt, 48, greedy(), SpecParams{});

@@ -14,7 +14,7 @@ namespace tandem {
 
 class GgufFile;
 
-enum class Arch { LLAMA, QWEN2, QWEN3, QWEN3MOE, GEMMA3, PHI3, GPT_OSS, SMOLLM3, GRANITE, OLMO2 };
+enum class Arch { LLAMA, QWEN2, QWEN3, QWEN3MOE, GEMMA3, PHI3, GPT_OSS, SMOLLM3, GRANITE, OLMO2, MISTRAL3 };
 const char* arch_name(Arch a);
 struct HParams;
 // The architecture features a model uses, for `tandem info`: "rope theta 1e+06, n_rot 128, NEOX, QK-norm, ...".
@@ -66,6 +66,9 @@ struct HParams {
     float logit_softcap = 0;  // logits = c * tanh(logits / c) when > 0
     float residual_scale = 1.0f;  // granite: the attention and FFN outputs are multiplied by this before each add
     float logit_scale = 1.0f;  // granite: logits are divided by this
+    // mistral3 (Llama 4's attention temperature): q at position p is multiplied by
+    // 1 + attn_temp_scale * ln(floor(p / n_ctx_orig) + 1) when != 0 (1 within the original context)
+    float attn_temp_scale = 0;
 
     // Sliding-window attention: layers with LayerWeights::swa see only the last n_swa positions (key j is hidden
     // from query i when i - j >= n_swa), and use their own RoPE base/scale.

@@ -6,6 +6,7 @@
 //   q = xn Wq^T (+bq), k = xn Wk^T (+bk), v = xn Wv^T (+bv)  q: (n, n_head*hd), k, v: (n, n_head_kv*hd)
 //   [QK-norm: each head of q, k = rmsnorm(head) * q_norm / k_norm; olmo2: the whole q and k vectors]
 //   rope(q, k) (the layer's table: global or sliding-window; smollm3's NoPE layers: none); append k, v to the cache
+//   [mistral3: q *= 1 + attn_temp_scale ln(floor(pos / n_ctx_orig) + 1)]
 //   att = causal softmax(q_scale q k^T [+ sink]) v           att: (n, n_head*hd), grouped-query heads share k/v;
 //                                                            a sliding-window layer sees the last n_swa positions
 //   a = att Wo^T (+bo)                                        [gemma3, olmo2: a = rmsnorm(a) * post_attn_norm]
@@ -366,6 +367,12 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                 const float* sn = rt.sin_at(pos);
                 for (int h = 0; h < nh; h++) rope_head(q + h * hd, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
                 for (int h = 0; h < nkv; h++) rope_head(k + h * hd, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
+            }
+            if (hp.attn_temp_scale != 0.0f) {  // mistral3: sharper attention beyond each original context length
+                const int pos = rows[size_t(t)].pos, span = hp.n_ctx_orig > 0 ? hp.n_ctx_orig : hp.n_ctx_train;
+                const float f = 1.0f + hp.attn_temp_scale * std::log(float(pos / span) + 1.0f);
+                if (f != 1.0f)
+                    for (int i = 0; i < qd; i++) q[i] *= f;
             }
             rows[size_t(t)].s->impl_->kv.store(l, rows[size_t(t)].slot, k, v);
         }

@@ -25,9 +25,9 @@ struct ArchName {
     const char* name;
 };
 constexpr ArchName kArchs[] = {
-    {Arch::LLAMA, "llama"},     {Arch::QWEN2, "qwen2"}, {Arch::QWEN3, "qwen3"},     {Arch::QWEN3MOE, "qwen3moe"},
-    {Arch::GEMMA3, "gemma3"},   {Arch::PHI3, "phi3"},   {Arch::GPT_OSS, "gpt-oss"}, {Arch::SMOLLM3, "smollm3"},
-    {Arch::GRANITE, "granite"}, {Arch::OLMO2, "olmo2"},
+    {Arch::LLAMA, "llama"},     {Arch::QWEN2, "qwen2"}, {Arch::QWEN3, "qwen3"},       {Arch::QWEN3MOE, "qwen3moe"},
+    {Arch::GEMMA3, "gemma3"},   {Arch::PHI3, "phi3"},   {Arch::GPT_OSS, "gpt-oss"},   {Arch::SMOLLM3, "smollm3"},
+    {Arch::GRANITE, "granite"}, {Arch::OLMO2, "olmo2"}, {Arch::MISTRAL3, "mistral3"},
 };
 }  // namespace
 
@@ -53,6 +53,8 @@ std::string describe_features(const HParams& hp) {
     if (hp.has_post_norms) add("post-norms");
     if (hp.residual_scale != 1.0f) add(strprintf("residual x %g", hp.residual_scale));
     if (hp.logit_scale != 1.0f) add(strprintf("logits / %g", hp.logit_scale));
+    if (hp.attn_temp_scale != 0.0f)
+        add(strprintf("attention temperature %g beyond each %d positions", hp.attn_temp_scale, hp.n_ctx_orig));
     if (hp.has_attn_sinks) add("attention sinks");
     if (hp.n_swa > 0) add(strprintf("sliding window %d (base %g)", hp.n_swa, hp.rope_theta_swa));
     if (hp.embd_scale != 1.0f) add(strprintf("embeddings x %g", hp.embd_scale));
@@ -228,7 +230,9 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         hp.yarn_beta_fast = L.opt_float("rope.scaling.yarn_beta_fast", 32.0f);
         hp.yarn_beta_slow = L.opt_float("rope.scaling.yarn_beta_slow", 1.0f);
     }
-    hp.rope_style = A == Arch::LLAMA || A == Arch::SMOLLM3 || A == Arch::GRANITE ? RopeStyle::NORM : RopeStyle::NEOX;
+    hp.rope_style = A == Arch::LLAMA || A == Arch::SMOLLM3 || A == Arch::GRANITE || A == Arch::MISTRAL3
+                        ? RopeStyle::NORM
+                        : RopeStyle::NEOX;
     hp.has_qk_norm = A == Arch::QWEN3 || A == Arch::QWEN3MOE || A == Arch::GEMMA3 || A == Arch::OLMO2;
     hp.has_post_norms = A == Arch::GEMMA3 || A == Arch::OLMO2;
     hp.q_scale = 1.0f / std::sqrt(float(hp.head_dim));
@@ -237,6 +241,12 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         hp.qk_norm_whole = true;
         if (f.get_int(*arch + ".attention.sliding_window"))
             L.fail("olmo2 with a sliding window (OLMo 3) is not supported yet");
+    }
+    if (A == Arch::MISTRAL3) {  // Mistral 3: llama-shaped, YaRN, and Llama 4's attention temperature
+        hp.attn_temp_scale = L.opt_float("attention.temperature_scale", 0.0f);
+        if (!std::isfinite(hp.attn_temp_scale) || hp.attn_temp_scale < 0)
+            L.fail("attention.temperature_scale must be a non-negative number");
+        if (f.find(*arch + ".expert_count")) L.fail("mistral3 with experts (Mistral Large 3) is not supported yet");
     }
     if (A == Arch::GRANITE) {  // Granite 3.x: four multipliers on an otherwise llama-shaped model
         hp.logit_scale = L.opt_float("logit_scale", 1.0f);
@@ -333,7 +343,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             l.bk = L.vec(p + "attn_k.bias", kv_dim);
             l.bv = L.vec(p + "attn_v.bias", kv_dim);
         }
-        if (hp.has_out_bias || (A == Arch::GRANITE && L.has(p + "attn_output.bias")))
+        if (hp.has_out_bias || ((A == Arch::GRANITE || A == Arch::MISTRAL3) && L.has(p + "attn_output.bias")))
             l.bo = L.vec(p + "attn_output.bias", hp.n_embd);
         if (hp.has_qk_norm) {
             l.q_norm = L.vec(p + "attn_q_norm.weight", hp.qk_norm_whole ? q_dim : hp.head_dim);

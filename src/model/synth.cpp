@@ -38,6 +38,8 @@ const std::vector<SynthShape>& synth_shapes() {
         {"tiny-ref-granite", "granite", 256, 4, 4, 2, 512, 1000, 512, 10000.0f, true, false, 0, 0, 0, 0, 0, 0.05f,
          0.1f},
         {"tiny-ref-olmo2", "olmo2", 256, 4, 4, 2, 512, 1000, 512, 500000.0f, false, false, 0, 0, 0, 0, 0, 0.05f, 0.1f},
+        {"tiny-ref-mistral3", "mistral3", 256, 4, 4, 2, 512, 1000, 512, 1000000.0f, false, false, 0, 0, 0, 0, 0, 0.05f,
+         0.1f},
     };
     return shapes;
 }
@@ -175,6 +177,13 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         w.set(a + ".residual_scale", GgufValue::of_f32(0.22f));
         w.set(a + ".embedding_scale", GgufValue::of_f32(12.0f));
         w.set(a + ".attention.scale", GgufValue::of_f32(0.0078125f));
+    }
+    if (a == "mistral3") {  // YaRN x4 over an original context of 16 and the attention temperature beyond it
+        // (Mistral's files: 16384 and 0.1; small here so that a short test crosses it, and 0.5 so that it shows)
+        w.set(a + ".rope.scaling.type", GgufValue::of_str("yarn"));
+        w.set(a + ".rope.scaling.factor", GgufValue::of_f32(4.0f));
+        w.set(a + ".rope.scaling.original_context_length", GgufValue::of_u32(16));
+        w.set(a + ".attention.temperature_scale", GgufValue::of_f32(0.5f));
     }
     if (oss) {
         w.set(a + ".rope.scaling.type", GgufValue::of_str("yarn"));
