@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates tests/data/reference-arch/: llama.cpp's teacher-forcing references on the tiny-ref-* models that
-# `tandem synth` writes (seed 1, Q8_0). llama.cpp is built outside the repository, from the source in the npm
+# `tandem synth` writes (seed 1, Q8_0), and tests/data/reference-depth/: the steps after a 4096- and a 16384-token
+# prompt on tiny-ref-smollm3 with F16 and Q8_0 KV caches. llama.cpp is built outside the repository, from the source in the npm
 # package node-llama-cpp@3.22.1 (llama.cpp 2026-09, commit de3ff815), or from $LLAMA_CPP_SRC. Its CPU backend is
 # built for AVX2 (not -march=native: on a CPU with AMX, ggml's AMX Q8_0 kernel crashed in this container), so the
 # references do not depend on the machine that made them.
@@ -38,4 +39,12 @@ for arch in smollm3 granite olmo2 mistral3; do
   "$TANDEM_BIN" synth "$model" --shape tiny-ref-$arch --type Q8_0 --seed 1
   "$WORK/reference_logits" "$model" 32 "${PROMPTS[@]}" > "$OUT/tiny-ref-$arch-q8_0.greedy.json"
   echo "wrote $OUT/tiny-ref-$arch-q8_0.greedy.json"
+done
+DEPTH=$REPO/tests/data/reference-depth
+mkdir -p "$DEPTH"
+for d in 4096 16384; do
+  for c in f16 q8_0; do
+    "$WORK/reference_logits" "$WORK/tiny-ref-smollm3-q8_0.gguf" --depth $d --cache $c 8 > "$DEPTH/tiny-ref-smollm3-q8_0.d$d.$c.json"
+    echo "wrote $DEPTH/tiny-ref-smollm3-q8_0.d$d.$c.json"
+  done
 done

@@ -5,6 +5,10 @@
 // Built against llama.cpp's library by make.sh (outside the repository's build); not part of tandem.
 //
 //   reference_logits MODEL.gguf STEPS "prompt" ["prompt" ...] > OUT.json
+//   reference_logits MODEL.gguf --depth D --cache f16|q8_0 STEPS > OUT.json
+// The second form: one prompt of D tokens, BOS then 3 + (i * 7919) % (n_vocab - 3) for i = 1 .. D - 1, fed in
+// pieces of n_batch, then STEPS greedy steps; n_ctx D + STEPS rounded up to 256. q8_0 caches K and V as Q8_0,
+// which llama.cpp allows only with flash attention (on there; off for f16, as in the other references).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -28,9 +32,71 @@ std::string json_string(const std::string& s) {
     return o + "\"";
 }
 
+// STEPS greedy steps after `feed` (fed first, in pieces of n_batch): the JSON array of {id, top5}.
+bool greedy_steps(llama_context* ctx, int n_vocab, std::vector<llama_token> feed, int steps, int n_batch) {
+    std::printf("[");
+    for (int s = 0; s < steps; s++) {
+        for (size_t at = 0; at < feed.size(); at += size_t(n_batch)) {
+            const int n = int(std::min(feed.size() - at, size_t(n_batch)));
+            if (const int rc = llama_decode(ctx, llama_batch_get_one(feed.data() + at, n)); rc != 0) {
+                std::fprintf(stderr, "llama_decode failed (%d) at step %d\n", rc, s);
+                return false;
+            }
+        }
+        const float* lg = llama_get_logits_ith(ctx, -1);
+        std::vector<int> order(static_cast<size_t>(n_vocab));
+        for (int i = 0; i < n_vocab; i++) order[size_t(i)] = i;
+        std::partial_sort(order.begin(), order.begin() + 5, order.end(),
+                          [&](int x, int y) { return lg[x] > lg[y] || (lg[x] == lg[y] && x < y); });
+        std::printf("%s{\"id\": %d, \"top5\": [", s ? ", " : "", order[0]);
+        for (int k = 0; k < 5; k++) std::printf("%s[%d, %.6f]", k ? ", " : "", order[size_t(k)], lg[order[size_t(k)]]);
+        std::printf("]}");
+        feed.assign(1, order[0]);
+    }
+    std::printf("]");
+    return true;
+}
+
+int depth_mode(llama_model* model, int depth, const std::string& cache, int steps) {
+    const llama_vocab* vocab = llama_model_get_vocab(model);
+    const int n_vocab = llama_vocab_n_tokens(vocab);
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = uint32_t((depth + steps + 255) / 256 * 256);
+    cp.n_batch = 2048;
+    cp.n_ubatch = 512;
+    cp.n_threads = cp.n_threads_batch = 1;
+    const bool q8 = cache == "q8_0";
+    cp.flash_attn_type = q8 ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.type_k = cp.type_v = q8 ? GGML_TYPE_Q8_0 : GGML_TYPE_F16;
+    llama_context* ctx = llama_init_from_model(model, cp);
+    if (!ctx) {
+        std::fprintf(stderr, "cannot make a context\n");
+        return 1;
+    }
+    std::vector<llama_token> ids = {llama_vocab_bos(vocab)};
+    for (int i = 1; i < depth; i++) ids.push_back(3 + int((int64_t(i) * 7919) % (n_vocab - 3)));
+    std::printf("{\"depth\": %d, \"cache\": \"%s\", \"flash_attn\": %s, \"n_ctx\": %u, ", depth, cache.c_str(),
+                q8 ? "true" : "false", cp.n_ctx);
+    std::printf("\"ids\": \"BOS, then 3 + (i * 7919) %% (n_vocab - 3) for i = 1 .. depth - 1\", \"steps\": ");
+    if (!greedy_steps(ctx, n_vocab, ids, steps, int(cp.n_batch))) return 1;
+    std::printf("}\n");
+    llama_free(ctx);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc == 7 && std::string(argv[2]) == "--depth" && std::string(argv[4]) == "--cache") {
+        llama_backend_init();
+        if (!std::getenv("REFERENCE_LOG")) llama_log_set([](ggml_log_level, const char*, void*) {}, nullptr);
+        llama_model* model = llama_model_load_from_file(argv[1], llama_model_default_params());
+        if (!model) return 1;
+        const int rc = depth_mode(model, std::atoi(argv[3]), argv[5], std::atoi(argv[6]));
+        llama_model_free(model);
+        llama_backend_free();
+        return rc;
+    }
     if (argc < 4) {
         std::fprintf(stderr, "usage: %s MODEL.gguf STEPS PROMPT...\n", argv[0]);
         return 2;
@@ -73,24 +139,9 @@ int main(int argc, char** argv) {
         ids.resize(size_t(n));
         std::printf("%s{\"prompt\": %s, \"prompt_ids\": [", a > 3 ? ", " : "", json_string(prompt).c_str());
         for (int i = 0; i < n; i++) std::printf("%s%d", i ? ", " : "", ids[size_t(i)]);
-        std::printf("], \"steps\": [");
-        std::vector<llama_token> feed = ids;
-        for (int s = 0; s < steps; s++) {
-            if (const int rc = llama_decode(ctx, llama_batch_get_one(feed.data(), int(feed.size()))); rc != 0) {
-                std::fprintf(stderr, "llama_decode failed (%d) at step %d\n", rc, s);
-                return 1;
-            }
-            const float* lg = llama_get_logits_ith(ctx, -1);
-            std::vector<int> order(static_cast<size_t>(n_vocab));
-            for (int i = 0; i < n_vocab; i++) order[size_t(i)] = i;
-            std::partial_sort(order.begin(), order.begin() + 5, order.end(),
-                              [&](int x, int y) { return lg[x] > lg[y] || (lg[x] == lg[y] && x < y); });
-            std::printf("%s{\"id\": %d, \"top5\": [", s ? ", " : "", order[0]);
-            for (int k = 0; k < 5; k++) std::printf("%s[%d, %.6f]", k ? ", " : "", order[size_t(k)], lg[order[size_t(k)]]);
-            std::printf("]}");
-            feed.assign(1, order[0]);
-        }
-        std::printf("]}");
+        std::printf("], \"steps\": ");
+        if (!greedy_steps(ctx, n_vocab, ids, steps, int(cp.n_batch))) return 1;
+        std::printf("}");
         llama_free(ctx);
     }
     std::printf("]\n");
