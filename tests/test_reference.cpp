@@ -17,6 +17,18 @@
 using namespace tandem;
 using nlohmann::json;
 
+// Built with AddressSanitizer (GCC defines __SANITIZE_ADDRESS__, clang answers __has_feature)?
+#if defined(__SANITIZE_ADDRESS__)
+#define TANDEM_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TANDEM_TEST_ASAN 1
+#endif
+#endif
+#ifndef TANDEM_TEST_ASAN
+#define TANDEM_TEST_ASAN 0
+#endif
+
 namespace {
 
 // Tolerances (absolute, on logits). The reference README asks for "about 1e-3" on stories260K and "about 0.05"
@@ -232,7 +244,7 @@ class DepthReference : public ::testing::TestWithParam<DepthCase> {};
 
 TEST_P(DepthReference, StepsAfterALongPromptMatch) {
     const DepthCase c = GetParam();
-#if defined(__SANITIZE_ADDRESS__)
+#if TANDEM_TEST_ASAN
     // 16k prompt positions take a minute under ASan; the 4096 cases run there, these in the release suite
     if (c.depth > 4096) GTEST_SKIP() << "16384 positions under ASan: run by the release suite (scripts/test.sh)";
 #endif
