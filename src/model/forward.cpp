@@ -333,14 +333,15 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     for (int l = 0; l < S0.n_layers_; l++) {
         const LayerWeights& L = model.layer(l);
         const int rope_set = L.swa ? 1 : 0;
+        // the attention's and the FFN's input: the normed rows, or the rows themselves (olmo2: no pre-norms)
+        const float* in = hp.has_pre_norms ? S.xn.data() : S.x.data();
         if (hp.has_pre_norms)
             for (int t = 0; t < n; t++)
                 rmsnorm(&S.x[size_t(t) * E], L.attn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
-        else std::copy_n(S.x.data(), size_t(n) * E, S.xn.data());
         {
             const WeightView ws[3] = {view(L.wq), view(L.wk), view(L.wv)};
             float* const ys[3] = {S.q.data(), S.k.data(), S.v.data()};
-            matmul_shared_input(pool, ws, ys, 3, S.xn.data(), n);
+            matmul_shared_input(pool, ws, ys, 3, in, n);
         }
         for (int t = 0; t < n; t++) {
             float* q = &S.q[size_t(t) * qd];
@@ -392,10 +393,8 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         if (hp.has_pre_norms) {
             const float* ffn_norm = L.ffn_norm.empty() ? L.post_attn_norm.data() : L.ffn_norm.data();
             for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], ffn_norm, &S.xn[size_t(t) * E], E, hp.rms_eps);
-        } else {
-            std::copy_n(S.x.data(), size_t(n) * E, S.xn.data());
         }
-        ffn_forward(pool, hp, L, S.xn.data(), n, S.rows_out.data(), S.ffn);
+        ffn_forward(pool, hp, L, in, n, S.rows_out.data(), S.ffn);
         if (hp.has_post_norms)
             for (int t = 0; t < n; t++)
                 rmsnorm(&S.rows_out[size_t(t) * E], L.post_ffn_norm.data(), &S.rows_out[size_t(t) * E], E, hp.rms_eps);
@@ -420,7 +419,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         r0 += g.n;
     }
     if (n_out == 0) return;
-    auto softcap = [&](float* lg) {  // and granite's logit scale
+    auto finish_logits = [&](float* lg) {  // granite's logit scale, then the softcap
         if (hp.logit_scale != 1.0f)
             for (int i = 0; i < hp.n_vocab; i++) lg[i] /= hp.logit_scale;
         if (hp.logit_softcap > 0)
@@ -428,14 +427,14 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     };
     if (segs.size() == 1) {
         matmul(pool, view(model.output()), S.xn.data(), n_out, outs[0]);  // rows are contiguous already
-        for (int i = 0; i < n_out; i++) softcap(outs[0] + size_t(i) * size_t(hp.n_vocab));
+        for (int i = 0; i < n_out; i++) finish_logits(outs[0] + size_t(i) * size_t(hp.n_vocab));
         return;
     }
     S.logits_tmp.resize(size_t(n_out) * size_t(hp.n_vocab));
     matmul(pool, view(model.output()), S.xn.data(), n_out, S.logits_tmp.data());
     for (int i = 0; i < n_out; i++) {
         std::copy_n(S.logits_tmp.data() + size_t(i) * hp.n_vocab, hp.n_vocab, outs[size_t(i)]);
-        softcap(outs[size_t(i)]);
+        finish_logits(outs[size_t(i)]);
     }
 }
 
