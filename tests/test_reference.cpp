@@ -51,6 +51,10 @@ json load_reference(const std::string& model) {
 struct Agreement {
     double max_dev = 0;  // largest |logit - reference| over the top-5 entries of every step
     int checked = 0, misses = 0;
+    std::vector<double> devs;  // that deviation per step
+    int over(double tol) const {
+        return int(std::count_if(devs.begin(), devs.end(), [&](double d) { return d > tol; }));
+    }
 };
 
 Agreement teacher_force(const std::shared_ptr<const Model>& model, const json& ref, const std::string& name,
@@ -69,8 +73,10 @@ Agreement teacher_force(const std::shared_ptr<const Model>& model, const json& r
         for (size_t i = 0; i < steps.size(); i++) {
             const float* lg = s.logits(int(n_prompt - 1 + i));
             const auto& top5 = steps[i]["top5"];
-            for (const auto& e : top5)
-                a.max_dev = std::max(a.max_dev, std::fabs(double(lg[e[0].get<int>()]) - e[1].get<double>()));
+            double sd = 0;
+            for (const auto& e : top5) sd = std::max(sd, std::fabs(double(lg[e[0].get<int>()]) - e[1].get<double>()));
+            a.max_dev = std::max(a.max_dev, sd);
+            a.devs.push_back(sd);
             const double m = top5[0][1].get<double>() - top5[1][1].get<double>();
             if (m <= margin) continue;
             a.checked++;
@@ -151,6 +157,10 @@ struct ModernCase {
     double tol;  // largest |logit deviation| over all top-5 entries
     double margin;  // the argmax is checked where the reference's top-1/top-2 margin exceeds this
     int argmax_misses;  // allowed disagreements among those
+    // MoE with a router near-tie: steps allowed over `tol` (another expert chosen at that position in one engine),
+    // each still under `tol_flip`
+    int over_tol = 0;
+    double tol_flip = 0;
 };
 
 void PrintTo(const ModernCase& c, std::ostream* os) { *os << c.name; }
@@ -199,6 +209,13 @@ INSTANTIATE_TEST_SUITE_P(AllModern, ModernReference,
 // (scalar: 0.046, 0.008, 0.041, 0.060), every argmax with a margin over 0.1 agreeing. Planted bugs: RoPE in the
 // NoPE layer 0.134 (and the layer check below), the residual scale left out 3.3, QK-norm per head 0.57 with 14
 // argmax misses, no attention temperature 1.13, its boundary one position early 0.13, NEOX RoPE for mistral3 1.69.
+// glm4moe — GLM-4.5's MoE: sigmoid routing, the top 2 of 8 chosen by score + a selection bias (std 0.25, as large
+// as the scores' spread, so it decides) that the weights leave out, renormalised, x 2.5, a shared expert, layer 0
+// dense, partial RoPE (32 of 64), Q/K/V biases, QK-norm, and an MTP block the forward pass must skip. A near-tie in
+// the router moves a few steps by up to ~1 (another expert at that position in one engine): measured 0.03 typical,
+// over 0.1 at 3 of 96 steps (scalar: 2), largest 0.40 (scalar 0.91); allowed 6 such steps, each under 1.2. Planted:
+// the shared expert skipped 2.06 (96 of 96 steps over), the selection bias ignored 2.20 (96), the weights taken
+// from the biased score 0.79 (87), the x 2.5 scale left out 1.41 (96).
 class ArchReference : public ::testing::TestWithParam<ModernCase> {};
 
 TEST_P(ArchReference, TeacherForcedLogitsMatch) {
@@ -212,10 +229,13 @@ TEST_P(ArchReference, TeacherForcedLogitsMatch) {
         test::read_file(std::string(TANDEM_SOURCE_DIR) + "/tests/data/reference-arch/" + c.name + ".greedy.json"));
     ASSERT_FALSE(ref.empty());
     const Agreement a = teacher_force(model, ref, c.name, c.margin, pool);
-    std::printf("[ %s ] largest top-5 logit deviation from llama.cpp: %.4f; argmax agrees at %d of %d steps\n",
-                c.name.c_str(), a.max_dev, a.checked - a.misses, a.checked);
+    std::printf(
+        "[ %s ] largest top-5 logit deviation from llama.cpp: %.4f, over %.2g at %d of %zu steps; argmax "
+        "agrees at %d of %d steps\n",
+        c.name.c_str(), a.max_dev, c.tol, a.over(c.tol), a.devs.size(), a.checked - a.misses, a.checked);
     EXPECT_LE(a.misses, c.argmax_misses);
-    EXPECT_LT(a.max_dev, c.tol);
+    EXPECT_LE(a.over(c.tol), c.over_tol);
+    EXPECT_LT(a.max_dev, c.over_tol > 0 ? c.tol_flip : c.tol);
     EXPECT_GE(a.checked, 48) << "too few steps with a clear margin: the argmax check says little";
 }
 
@@ -223,7 +243,8 @@ INSTANTIATE_TEST_SUITE_P(AllArch, ArchReference,
                          ::testing::Values(ModernCase{"tiny-ref-smollm3-q8_0", 0.1, 0.1, 0},
                                            ModernCase{"tiny-ref-granite-q8_0", 0.1, 0.1, 0},
                                            ModernCase{"tiny-ref-olmo2-q8_0", 0.1, 0.1, 0},
-                                           ModernCase{"tiny-ref-mistral3-q8_0", 0.1, 0.1, 0}),
+                                           ModernCase{"tiny-ref-mistral3-q8_0", 0.1, 0.1, 0},
+                                           ModernCase{"tiny-ref-glm4moe-q8_0", 0.1, 0.1, 2, 6, 1.2}),
                          case_name);
 
 // tests/data/reference-depth: llama.cpp's 8 greedy steps after a 4096- and a 16384-token prompt (BOS, then

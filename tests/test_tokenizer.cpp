@@ -110,6 +110,29 @@ TEST(Tokenizer, Phi3SpecialTokensStripTheSpaceAfterThem) {
     for (const auto& [text, ids] : cases) EXPECT_EQ(show(tok->encode(text, false, true)), show(ids)) << text;
 }
 
+// GLM-4 / GLM-4.5 ("glm4", "chatglm-bpe"): llama.cpp drops <bos> whatever the file declares, and splits as
+// llama3 does but merges every piece (no llama3-style whole-token shortcut). The llama-bpe vocabulary renamed.
+TEST(Tokenizer, Glm4HasNoBos) {
+    auto f = GgufFile::open(test::shared_file("tokenizer-tests/ggml-vocab-llama-bpe.gguf"));
+    auto with_pre = [&](const char* pre) {  // the vocabulary with this pre-tokenizer, declaring add_bos_token
+        const std::string path = test::temp_dir() + "/ggml-vocab-bos-" + pre + ".gguf";
+        GgufWriter w;
+        for (const auto& [k, v] : f->metadata()) w.set(k, v);
+        w.set("tokenizer.ggml.pre", GgufValue::of_str(pre));
+        w.set("tokenizer.ggml.add_bos_token", GgufValue::of_bool(true));
+        w.begin(path);
+        w.finish();
+        return Tokenizer::from_gguf(*GgufFile::open(path));
+    };
+    auto llama = with_pre("llama-bpe"), glm = with_pre("glm4");
+    const std::string text = "Hello world, it's 2026!";
+    auto with_bos = llama->encode(text, true, false);
+    ASSERT_FALSE(with_bos.empty());
+    EXPECT_EQ(with_bos[0], llama->bos());
+    EXPECT_EQ(glm->bos(), -1);
+    EXPECT_EQ(show(glm->encode(text, true, false)), show(llama->encode(text, false, false)));
+}
+
 // A pre-tokenizer without a vocab file of its own: DeepSeek V3/R1's ("deepseek-v3") on the deepseek-llm vocabulary
 // with only tokenizer.ggml.pre renamed. The expected ids come from llama.cpp's llama-tokenize on the same renamed
 // file (scripts/make-pretokenizer-vectors.py); the default split gets most of them wrong.

@@ -14,7 +14,7 @@ namespace tandem {
 
 class GgufFile;
 
-enum class Arch { LLAMA, QWEN2, QWEN3, QWEN3MOE, GEMMA3, PHI3, GPT_OSS, SMOLLM3, GRANITE, OLMO2, MISTRAL3 };
+enum class Arch { LLAMA, QWEN2, QWEN3, QWEN3MOE, GEMMA3, PHI3, GPT_OSS, SMOLLM3, GRANITE, OLMO2, MISTRAL3, GLM4MOE };
 const char* arch_name(Arch a);
 struct HParams;
 // The architecture features a model uses, for `tandem info`: "rope theta 1e+06, n_rot 128, NEOX, QK-norm, ...".
@@ -34,6 +34,7 @@ enum class FfnAct {
 enum class MoeGating {
     SOFTMAX,  // softmax over all experts, then the top k (qwen3moe)
     SOFTMAX_WEIGHT,  // the top k raw router logits, then softmax over those k (gpt-oss)
+    SIGMOID,  // weights sigmoid(logit); the top k by sigmoid(logit) + the layer's selection bias (glm4moe, DeepSeek V3)
 };
 
 struct HParams {
@@ -41,7 +42,8 @@ struct HParams {
     int n_vocab = 0;
     int n_ctx_train = 0;
     int n_embd = 0;
-    int n_layer = 0;
+    int n_layer = 0;  // decoder blocks of the forward pass (the file's block_count less its MTP blocks)
+    int n_layer_nextn = 0;  // multi-token-prediction blocks after them (nextn_predict_layers; not run yet)
     int n_head = 0;
     int n_head_kv = 0;
     int head_dim = 0;  // per-head size of q/k/v
@@ -85,7 +87,9 @@ struct HParams {
 
     // Feed-forward
     FfnAct ffn_act = FfnAct::SILU;
-    int n_expert = 0;  // > 0: every layer's FFN is a mixture of experts
+    int n_expert = 0;  // > 0: the FFN is a mixture of experts (in every layer but the first n_layer_dense_lead)
+    int n_layer_dense_lead = 0;  // glm4moe, DeepSeek: the first layers have a dense FFN of n_ff
+    int n_expert_shared = 0;  // shared experts beside the routed ones: one dense FFN of n_ff_exp * this (glm4moe)
     int n_expert_used = 0;  // experts per token (top k)
     int n_ff_exp = 0;  // hidden size of one expert
     MoeGating moe_gating = MoeGating::SOFTMAX;
@@ -131,6 +135,9 @@ struct LayerWeights {
     std::vector<Weight> exp_gate, exp_up,
         exp_down;  // n_expert each: (n_ff_exp, n_embd), (n_ff_exp, n_embd), (n_embd, n_ff_exp)
     std::vector<float> exp_gate_b, exp_up_b, exp_down_b;  // (n_expert, n_ff_exp) x2, (n_expert, n_embd); or empty
+    std::vector<float> exp_probs_b;  // SIGMOID gating: added to the scores for the choice only (n_expert) or empty
+    Weight shexp_gate, shexp_up, shexp_down;  // the shared expert(s), run for every row, added to the routed sum
+    bool moe() const { return !exp_gate.empty(); }  // false: the dense w_gate/w_up/w_down
 };
 
 struct LoadOptions {

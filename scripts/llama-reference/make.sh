@@ -34,7 +34,7 @@ g++ -O2 -std=c++17 -I"$SRC/include" -I"$SRC/ggml/include" "$REPO/scripts/llama-r
   "$WORK/build/src/libllama.a" $(find "$WORK/build/ggml/src" -name 'libggml*.a' | sort -r) -lpthread -ldl \
   -o "$WORK/reference_logits"
 PROMPTS=("Once upon a time" "The capital of France is" "def fibonacci(n):")
-for arch in smollm3 granite olmo2 mistral3; do
+for arch in smollm3 granite olmo2 mistral3 glm4moe; do
   model=$WORK/tiny-ref-$arch-q8_0.gguf
   "$TANDEM_BIN" synth "$model" --shape tiny-ref-$arch --type Q8_0 --seed 1
   "$WORK/reference_logits" "$model" 32 "${PROMPTS[@]}" > "$OUT/tiny-ref-$arch-q8_0.greedy.json"

@@ -40,20 +40,32 @@ void swiglu_oai(float* gate, const float* up, int64_t n) {
     }
 }
 
-void moe_select(const HParams& hp, const float* logits, int* experts, float* weights) {
+void moe_select(const HParams& hp, const float* logits, const float* choice_bias, int* experts, float* weights) {
     const int ne = hp.n_expert, k = hp.n_expert_used;
     std::vector<int> idx(static_cast<size_t>(ne));
     std::iota(idx.begin(), idx.end(), 0);
-    // Largest first, ties to the lower index. Softmax is monotonic, so the top k of the probabilities are the
-    // top k of the logits either way.
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                      [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
-    float mx = logits[idx[0]];
-    if (hp.moe_gating == MoeGating::SOFTMAX) {
+    // The score an expert is chosen by: the logit (softmax is monotonic, so the top k of the probabilities are the
+    // top k of the logits), or for SIGMOID gating sigmoid(logit) + the selection bias, which the weights ignore.
+    std::vector<float> score(logits, logits + ne);
+    const bool sigmoid = hp.moe_gating == MoeGating::SIGMOID;
+    if (sigmoid)
+        for (int e = 0; e < ne; e++) {
+            score[size_t(e)] = 1.0f / (1.0f + std::exp(-logits[e]));
+            if (choice_bias) score[size_t(e)] += choice_bias[e];
+        }
+    // Largest first, ties to the lower index.
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
+        return score[size_t(a)] > score[size_t(b)] || (score[size_t(a)] == score[size_t(b)] && a < b);
+    });
+    if (sigmoid) {
+        for (int j = 0; j < k; j++) weights[j] = 1.0f / (1.0f + std::exp(-logits[idx[size_t(j)]]));
+    } else if (hp.moe_gating == MoeGating::SOFTMAX) {
+        const float mx = logits[idx[0]];
         double sum = 0;
         for (int e = 0; e < ne; e++) sum += std::exp(double(logits[e]) - mx);
         for (int j = 0; j < k; j++) weights[j] = float(std::exp(double(logits[idx[size_t(j)]]) - mx) / sum);
     } else {  // SOFTMAX_WEIGHT: softmax over the selected logits only
+        const float mx = logits[idx[0]];
         double sum = 0;
         for (int j = 0; j < k; j++) sum += std::exp(double(logits[idx[size_t(j)]]) - mx);
         for (int j = 0; j < k; j++) weights[j] = float(std::exp(double(logits[idx[size_t(j)]]) - mx) / sum);
@@ -61,6 +73,7 @@ void moe_select(const HParams& hp, const float* logits, int* experts, float* wei
     if (hp.expert_weights_norm) {
         float s = 0;
         for (int j = 0; j < k; j++) s += weights[j];
+        s = std::max(s, 6.103515625e-5f);  // as llama.cpp: the sum clamped to the smallest normal f16
         for (int j = 0; j < k; j++) weights[j] /= s;
     }
     if (hp.expert_weights_scale != 0.0f)
@@ -71,7 +84,7 @@ void moe_select(const HParams& hp, const float* logits, int* experts, float* wei
 void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* out,
                  FfnScratch& s) {
     const int E = hp.n_embd;
-    if (hp.n_expert == 0) {
+    if (!L.moe()) {
         const int F = hp.n_ff;
         s.gate.resize(size_t(n) * F);
         s.up.resize(size_t(n) * F);
@@ -93,7 +106,8 @@ void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, con
         float* lg = &s.router[size_t(t) * ne];
         if (!L.router_b.empty())
             for (int e = 0; e < ne; e++) lg[e] += L.router_b[size_t(e)];
-        moe_select(hp, lg, &s.sel[size_t(t) * k], &s.sel_w[size_t(t) * k]);
+        moe_select(hp, lg, L.exp_probs_b.empty() ? nullptr : L.exp_probs_b.data(), &s.sel[size_t(t) * k],
+                   &s.sel_w[size_t(t) * k]);
     }
     std::fill(out, out + size_t(n) * E, 0.0f);
 
@@ -118,7 +132,19 @@ void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, con
         }
     }
     off.push_back(total);
+    // The shared expert (glm4moe) reads every row: its gate and up join the first pass, its down the second.
+    const bool shared = L.shexp_gate.data != nullptr;
+    const int SF = shared ? int(L.shexp_gate.rows) : 0;
+    if (shared) {
+        s.sh_gate.resize(size_t(n) * SF);
+        s.sh_up.resize(size_t(n) * SF);
+        s.sh_out.resize(size_t(n) * E);
+    }
     std::vector<MatmulJob> jobs;
+    if (shared) {
+        jobs.push_back({view(L.shexp_gate), xn, n, s.sh_gate.data()});
+        jobs.push_back({view(L.shexp_up), xn, n, s.sh_up.data()});
+    }
     for (size_t u = 0; u < used.size(); u++) {
         const int e = used[u], m = off[u + 1] - off[u];
         const float* x = &s.xs[size_t(off[u]) * E];
@@ -134,8 +160,10 @@ void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, con
                     s.up[size_t(i) * F + c] += L.exp_up_b[size_t(used[u]) * F + c];
                 }
     activate(hp.ffn_act, s.gate.data(), s.up.data(), int64_t(total) * F);
+    if (shared) activate(hp.ffn_act, s.sh_gate.data(), s.sh_up.data(), int64_t(n) * SF);
     float* d = s.up.data();  // (total, E): the up values are consumed
     jobs.clear();
+    if (shared) jobs.push_back({view(L.shexp_down), s.sh_gate.data(), n, s.sh_out.data()});
     for (size_t u = 0; u < used.size(); u++)
         jobs.push_back({view(L.exp_down[size_t(used[u])]), &s.gate[size_t(off[u]) * F], off[u + 1] - off[u],
                         d + size_t(off[u]) * E});
@@ -150,6 +178,8 @@ void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, con
             for (int c = 0; c < E; c++) o[c] += w * (di[c] + (b ? b[c] : 0.0f));
         }
     }
+    if (shared)
+        for (size_t i = 0; i < size_t(n) * E; i++) out[i] += s.sh_out[i];
 }
 
 }  // namespace tandem

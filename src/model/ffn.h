@@ -13,17 +13,21 @@ struct FfnScratch {
     std::vector<float> gate, up, out, router, xs;
     std::vector<int> sel;
     std::vector<float> sel_w;
+    std::vector<float> sh_gate, sh_up, sh_out;  // the shared expert's
 };
 
 // out (n, n_embd) = FFN(xn (n, n_embd)) for layer L, overwriting out.
 //   dense: down(act(gate xn, up xn))                                      hidden (n, n_ff)
 //   MoE:   sum over the k selected experts e of w_e * down_e(act(gate_e xn + b, up_e xn + b)) + b
+//          [+ the shared expert: down_s(act(gate_s xn, up_s xn))]
+// Dense or MoE per layer (LayerWeights::moe(): glm4moe's first layers are dense).
 // The rows routed to one expert are gathered so each selected expert's weights are streamed once per batch.
 void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* out,
                  FfnScratch& s);
 
 // Router decision for one row (exposed for tests): the k experts and their weights from the n_expert logits.
-void moe_select(const HParams& hp, const float* logits, int* experts, float* weights);
+// `choice_bias` (SIGMOID gating; may be null) shifts the scores experts are chosen by, not their weights.
+void moe_select(const HParams& hp, const float* logits, const float* choice_bias, int* experts, float* weights);
 
 // Gated activations, scalar (the feed-forward's share of the work is in the matmuls):
 void gelu_tanh_mul(float* gate, const float* up, int64_t n);  // gate = gelu_tanh(gate) * up

@@ -27,7 +27,7 @@ struct ArchName {
 constexpr ArchName kArchs[] = {
     {Arch::LLAMA, "llama"},     {Arch::QWEN2, "qwen2"}, {Arch::QWEN3, "qwen3"},       {Arch::QWEN3MOE, "qwen3moe"},
     {Arch::GEMMA3, "gemma3"},   {Arch::PHI3, "phi3"},   {Arch::GPT_OSS, "gpt-oss"},   {Arch::SMOLLM3, "smollm3"},
-    {Arch::GRANITE, "granite"}, {Arch::OLMO2, "olmo2"}, {Arch::MISTRAL3, "mistral3"},
+    {Arch::GRANITE, "granite"}, {Arch::OLMO2, "olmo2"}, {Arch::MISTRAL3, "mistral3"}, {Arch::GLM4MOE, "glm4moe"},
 };
 }  // namespace
 
@@ -60,10 +60,17 @@ std::string describe_features(const HParams& hp) {
     if (hp.embd_scale != 1.0f) add(strprintf("embeddings x %g", hp.embd_scale));
     if (hp.logit_softcap > 0) add(strprintf("logit softcap %g", hp.logit_softcap));
     add(hp.ffn_act == FfnAct::SILU ? "SwiGLU" : hp.ffn_act == FfnAct::GELU_TANH ? "GEGLU" : "clamped SwiGLU-OAI");
-    if (hp.n_expert > 0)
+    if (hp.n_expert > 0) {
         add(strprintf("MoE %d experts, %d used, expert n_ff %d, %s%s", hp.n_expert, hp.n_expert_used, hp.n_ff_exp,
-                      hp.moe_gating == MoeGating::SOFTMAX ? "softmax then top-k" : "top-k then softmax",
+                      hp.moe_gating == MoeGating::SOFTMAX          ? "softmax then top-k"
+                      : hp.moe_gating == MoeGating::SOFTMAX_WEIGHT ? "top-k then softmax"
+                                                                   : "sigmoid, top-k by biased score",
                       hp.expert_weights_norm ? ", renormalised" : ""));
+        if (hp.expert_weights_scale != 0.0f) add(strprintf("expert weights x %g", hp.expert_weights_scale));
+        if (hp.n_expert_shared > 0) add(strprintf("%d shared expert(s)", hp.n_expert_shared));
+        if (hp.n_layer_dense_lead > 0) add(strprintf("first %d layer(s) dense", hp.n_layer_dense_lead));
+    }
+    if (hp.n_layer_nextn > 0) add(strprintf("%d MTP block(s) (not used yet)", hp.n_layer_nextn));
     return s;
 }
 
@@ -184,6 +191,14 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     Loader L{f, *arch};
     hp.n_embd = L.req_int("embedding_length");
     hp.n_layer = L.req_int("block_count");
+    // Multi-token-prediction blocks (glm4moe, DeepSeek V3) are the file's last nextn_predict_layers blocks; the
+    // forward pass runs the ones before them.
+    if (auto v = f.get_int(*arch + ".nextn_predict_layers"); v && *v != 0) {
+        if (*v < 0 || *v >= hp.n_layer)
+            L.fail(strprintf("nextn_predict_layers %lld is invalid for %d blocks", (long long)*v, hp.n_layer));
+        hp.n_layer_nextn = int(*v);
+        hp.n_layer -= hp.n_layer_nextn;
+    }
     hp.n_ff = A == Arch::QWEN3MOE || A == Arch::GPT_OSS ? L.opt_int("feed_forward_length", 1)
                                                         : L.req_int("feed_forward_length");
     hp.n_head = L.req_int("attention.head_count");
@@ -233,7 +248,8 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     hp.rope_style = A == Arch::LLAMA || A == Arch::SMOLLM3 || A == Arch::GRANITE || A == Arch::MISTRAL3
                         ? RopeStyle::NORM
                         : RopeStyle::NEOX;
-    hp.has_qk_norm = A == Arch::QWEN3 || A == Arch::QWEN3MOE || A == Arch::GEMMA3 || A == Arch::OLMO2;
+    hp.has_qk_norm = A == Arch::QWEN3 || A == Arch::QWEN3MOE || A == Arch::GEMMA3 || A == Arch::OLMO2 ||
+                     (A == Arch::GLM4MOE && L.has("blk.0.attn_q_norm.weight"));  // GLM-4.5 has it, -Air not
     hp.has_post_norms = A == Arch::GEMMA3 || A == Arch::OLMO2;
     hp.q_scale = 1.0f / std::sqrt(float(hp.head_dim));
     if (A == Arch::OLMO2) {  // OLMo 2: post-norms only, QK-norm over the whole q and k
@@ -266,6 +282,10 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         hp.logit_softcap = L.opt_float("final_logit_softcapping", 0.0f);
     }
     if (A == Arch::GPT_OSS) hp.ffn_act = FfnAct::SWIGLU_OAI;
+    if (A == Arch::GLM4MOE)
+        if (const GgufValue* v = f.find(*arch + ".rope.dimension_sections"); v && v->type == GgufType::ARRAY)
+            for (const auto& e : v->arr)
+                if (e.is_integer() && e.as_int() != 0) L.fail("multimodal RoPE sections (GLM-4.5V) are not supported");
 
     // Sliding windows, as llama.cpp assigns them: gemma3 every layer but each 6th (il % 6 < 5), gpt-oss every
     // other (il % 2 == 0), or as the file's attention.sliding_window_pattern says. phi3's window is ignored, as
@@ -284,7 +304,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         }
     }
 
-    if (A == Arch::QWEN3MOE || A == Arch::GPT_OSS) {
+    if (A == Arch::QWEN3MOE || A == Arch::GPT_OSS || A == Arch::GLM4MOE) {
         hp.n_expert = L.req_int("expert_count");
         hp.n_expert_used = L.req_int("expert_used_count");
         hp.n_ff_exp = L.req_int("expert_feed_forward_length");
@@ -294,6 +314,20 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         hp.expert_weights_norm = A == Arch::QWEN3MOE;  // llama.cpp's qwen3moe graph: norm_w = true
         hp.expert_weights_scale = L.opt_float("expert_weights_scale", 0.0f);
         hp.has_expert_bias = A == Arch::GPT_OSS;
+    }
+    if (A == Arch::GLM4MOE) {  // GLM-4.5: sigmoid routing with a selection bias, a shared expert, dense first layers
+        const int64_t gating = f.get_int(*arch + ".expert_gating_func").value_or(2);  // llama.cpp's default: sigmoid
+        if (gating != 1 && gating != 2)
+            L.fail(strprintf("expert_gating_func %lld is not supported (1 softmax, 2 sigmoid)", (long long)gating));
+        hp.moe_gating = gating == 1 ? MoeGating::SOFTMAX : MoeGating::SIGMOID;
+        hp.expert_weights_norm = f.get_bool(*arch + ".expert_weights_norm").value_or(false);
+        const int64_t shared = f.get_int(*arch + ".expert_shared_count").value_or(0);
+        const int64_t lead = f.get_int(*arch + ".leading_dense_block_count").value_or(0);
+        if (shared < 0 || shared > 64 || lead < 0 || lead > hp.n_layer)
+            L.fail(strprintf("expert_shared_count %lld / leading_dense_block_count %lld are invalid", (long long)shared,
+                             (long long)lead));
+        hp.n_expert_shared = int(shared);
+        hp.n_layer_dense_lead = int(lead);
     }
     hp.has_attn_sinks = hp.has_out_bias = A == Arch::GPT_OSS;
 
@@ -350,17 +384,27 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             l.k_norm = L.vec(p + "attn_k_norm.weight", hp.qk_norm_whole ? kv_dim : hp.head_dim);
         }
         if (hp.has_attn_sinks) l.sinks = L.vec(p + "attn_sinks.weight", hp.n_head);
-        if (hp.has_post_norms || A == Arch::GPT_OSS)
+        // gpt-oss and glm4moe name their pre-FFN norm post_attention_norm
+        const bool ffn_norm_is_post_attn = A == Arch::GPT_OSS || A == Arch::GLM4MOE;
+        if (hp.has_post_norms || ffn_norm_is_post_attn)
             l.post_attn_norm = L.vec(p + "post_attention_norm.weight", hp.n_embd);
-        if (A != Arch::GPT_OSS && hp.has_pre_norms) l.ffn_norm = L.vec(p + "ffn_norm.weight", hp.n_embd);
+        if (!ffn_norm_is_post_attn && hp.has_pre_norms) l.ffn_norm = L.vec(p + "ffn_norm.weight", hp.n_embd);
         if (hp.has_post_norms) l.post_ffn_norm = L.vec(p + "post_ffw_norm.weight", hp.n_embd);
         l.swa = hp.n_swa > 0 && (swa_pattern == 0 || i % swa_pattern < swa_pattern - 1);
         l.rope = !(A == Arch::SMOLLM3 && (i + 1) % 4 == 0) && rope_on;  // SmolLM3: no RoPE in every 4th layer
         for (const char* b : {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
             if (L.has(p + b)) L.fail("tensor '" + p + b + "': FFN biases are not supported");
-        if (hp.n_expert > 0) {
+        if (hp.n_expert > 0 && i >= hp.n_layer_dense_lead) {
             const int64_t ne = hp.n_expert, fe = hp.n_ff_exp;
             l.router = L.matrix(p + "ffn_gate_inp.weight", ne, hp.n_embd);
+            if (hp.moe_gating == MoeGating::SIGMOID && L.has(p + "exp_probs_b.bias"))
+                l.exp_probs_b = L.vec(p + "exp_probs_b.bias", ne);
+            if (hp.n_expert_shared > 0) {
+                const int64_t fs = fe * hp.n_expert_shared;
+                l.shexp_gate = L.matrix(p + "ffn_gate_shexp.weight", fs, hp.n_embd);
+                l.shexp_up = L.matrix(p + "ffn_up_shexp.weight", fs, hp.n_embd);
+                l.shexp_down = L.matrix(p + "ffn_down_shexp.weight", hp.n_embd, fs);
+            }
             l.exp_gate = L.experts(p + "ffn_gate_exps.weight", fe, hp.n_embd, ne);
             l.exp_up = L.experts(p + "ffn_up_exps.weight", fe, hp.n_embd, ne);
             l.exp_down = L.experts(p + "ffn_down_exps.weight", hp.n_embd, fe, ne);
@@ -378,7 +422,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             l.w_gate = L.matrix(p + "ffn_gate.weight", hp.n_ff, hp.n_embd);
             l.w_up = L.matrix(p + "ffn_up.weight", hp.n_ff, hp.n_embd);
         }
-        if (hp.n_expert == 0) l.w_down = L.matrix(p + "ffn_down.weight", hp.n_embd, hp.n_ff);
+        if (!l.moe()) l.w_down = L.matrix(p + "ffn_down.weight", hp.n_embd, hp.n_ff);
     }
     if (opt.repack) m->repack_for_cpu();
     return m;
@@ -393,7 +437,8 @@ void Model::repack_for_cpu() {
     const long page = sysconf(_SC_PAGESIZE);
     std::vector<Weight*> todo;
     for (auto& l : layers_) {
-        for (Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+        for (Weight* w :
+             {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.shexp_gate, &l.shexp_up, &l.shexp_down})
             if (w->data && packable(w->type, w->rows, w->cols)) todo.push_back(w);
         for (auto* ex : {&l.exp_gate, &l.exp_up, &l.exp_down})
             for (Weight& w : *ex)
@@ -464,10 +509,19 @@ double Model::expected_experts(int n_tok) const {
     return e * (1.0 - std::pow(1.0 - k / e, double(std::max(1, n_tok))));
 }
 
+namespace {
+// A tensor of a block the forward pass does not run (an MTP block: blk.N. with N >= n_layer).
+bool outside_trunk(const std::string& name, int n_layer) {
+    if (name.rfind("blk.", 0) != 0) return false;
+    return std::atoi(name.c_str() + 4) >= n_layer;
+}
+}  // namespace
+
 double Model::bytes_per_pass(int n_tok) const {
     double dense = 0, experts = 0;
     const size_t row_embd = tok_embd_.row_stride;
     for (const auto& t : file_->tensors()) {
+        if (outside_trunk(t.name, hp_.n_layer)) continue;
         if (t.name == "token_embd.weight") {
             dense += hp_.tied_output ? double(t.nbytes) : double(row_embd) * n_tok;
             continue;
@@ -482,7 +536,7 @@ double Model::bytes_per_pass(int n_tok) const {
 double Model::macs_per_token(bool output) const {
     double dense = 0, experts = 0;
     for (const auto& t : file_->tensors()) {
-        if (t.n_dims < 2) continue;
+        if (t.n_dims < 2 || outside_trunk(t.name, hp_.n_layer)) continue;
         if (t.name == "token_embd.weight") {
             if (hp_.tied_output && output) dense += double(t.n_elements());
             continue;

@@ -26,6 +26,9 @@ const std::vector<SynthShape>& synth_shapes() {
         {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, true, false},
         {"granite-3.3-2b", "granite", 2048, 40, 32, 8, 8192, 49159, 131072, 10000000.0f, true, false},
         {"olmo2-1b", "olmo2", 2048, 16, 16, 16, 8192, 100352, 4096, 500000.0f, false, false},
+        // GLM-4.5-Air's layer shapes with 12 of its 46 layers (about 28B parameters: ~16 GB at Q4_0)
+        {"glm-4.5-air-12l", "glm4moe", 4096, 12, 96, 8, 10944, 151552, 131072, 1000000.0f, false, false, 128, 128, 8,
+         1408},
         {"tiny-test", "llama", 256, 2, 4, 2, 512, 1000, 512, 10000.0f, false, false},
         {"tiny-test-tied", "qwen2", 256, 2, 4, 2, 512, 1008, 512, 10000.0f, true, false},
         {"tiny-test-qwen3moe", "qwen3moe", 256, 2, 4, 2, 512, 1000, 512, 1000000.0f, true, false, 64, 8, 2, 128},
@@ -39,6 +42,8 @@ const std::vector<SynthShape>& synth_shapes() {
          0.1f},
         {"tiny-ref-olmo2", "olmo2", 256, 4, 4, 2, 512, 1000, 512, 500000.0f, false, false, 0, 0, 0, 0, 0, 0.05f, 0.1f},
         {"tiny-ref-mistral3", "mistral3", 256, 4, 4, 2, 512, 1000, 512, 1000000.0f, false, false, 0, 0, 0, 0, 0, 0.05f,
+         0.1f},
+        {"tiny-ref-glm4moe", "glm4moe", 256, 4, 4, 2, 512, 1000, 512, 1000000.0f, false, false, 64, 8, 2, 128, 0, 0.05f,
          0.1f},
     };
     return shapes;
@@ -143,12 +148,15 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     }
     const int hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
     const bool moe = s.n_expert > 0, gemma = a == "gemma3", phi = a == "phi3", oss = a == "gpt-oss";
-    const bool olmo2 = a == "olmo2";
-    const bool qk_norm = a == "qwen3" || a == "qwen3moe" || gemma;  // per head (olmo2's: whole q and k, below)
-    const int n_rot = phi ? hd * 3 / 4 : hd;  // phi-4-mini rotates 3/4 of each head
+    const bool olmo2 = a == "olmo2", glm = a == "glm4moe";
+    // per head (olmo2's: whole q and k, below); glm4moe: GLM-4.5's layout (-Air has none)
+    const bool qk_norm = a == "qwen3" || a == "qwen3moe" || gemma || glm;
+    const int n_rot = phi ? hd * 3 / 4 : glm ? hd / 2 : hd;  // phi-4-mini rotates 3/4 of each head, GLM half
+    // GLM-4.5: one multi-token-prediction block after the decoder's (a whole layer plus its nextn.* tensors)
+    const int n_nextn = glm ? 1 : 0, n_dense_lead = glm ? 1 : 0;
     w.set(a + ".context_length", GgufValue::of_u32(uint32_t(s.n_ctx)));
     w.set(a + ".embedding_length", GgufValue::of_u32(uint32_t(s.n_embd)));
-    w.set(a + ".block_count", GgufValue::of_u32(uint32_t(s.n_layer)));
+    w.set(a + ".block_count", GgufValue::of_u32(uint32_t(s.n_layer + n_nextn)));
     w.set(a + ".feed_forward_length", GgufValue::of_u32(uint32_t(s.n_ff)));
     w.set(a + ".attention.head_count", GgufValue::of_u32(uint32_t(s.n_head)));
     w.set(a + ".attention.head_count_kv", GgufValue::of_u32(uint32_t(s.n_head_kv)));
@@ -161,6 +169,14 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         w.set(a + ".expert_count", GgufValue::of_u32(uint32_t(s.n_expert)));
         w.set(a + ".expert_used_count", GgufValue::of_u32(uint32_t(s.n_expert_used)));
         w.set(a + ".expert_feed_forward_length", GgufValue::of_u32(uint32_t(s.n_ff_exp)));
+    }
+    if (glm) {  // GLM-4.5's router: sigmoid, choice bias, 1 shared expert, renormalised, x2.5; layer 0 dense
+        w.set(a + ".expert_gating_func", GgufValue::of_u32(2));
+        w.set(a + ".expert_shared_count", GgufValue::of_u32(1));
+        w.set(a + ".expert_weights_norm", GgufValue::of_bool(true));
+        w.set(a + ".expert_weights_scale", GgufValue::of_f32(2.5f));
+        w.set(a + ".leading_dense_block_count", GgufValue::of_u32(uint32_t(n_dense_lead)));
+        w.set(a + ".nextn_predict_layers", GgufValue::of_u32(uint32_t(n_nextn)));
     }
     if (s.n_swa > 0) w.set(a + ".attention.sliding_window", GgufValue::of_u32(uint32_t(s.n_swa)));
     if (gemma) {
@@ -206,8 +222,9 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         ts.push_back({"rope_factors_long.weight", {n_rot / 2}, true});
         ts.push_back({"rope_factors_short.weight", {n_rot / 2}, true});
     }
-    for (int l = 0; l < s.n_layer; l++) {
+    for (int l = 0; l < s.n_layer + n_nextn; l++) {
         std::string b = "blk." + std::to_string(l) + ".";
+        const bool moe_layer = moe && l >= n_dense_lead;
         if (!olmo2) ts.push_back({b + "attn_norm.weight", {E}, true});
         if (phi) {
             ts.push_back({b + "attn_qkv.weight", {E, q + 2 * kv}, false});
@@ -216,7 +233,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
             ts.push_back({b + "attn_k.weight", {E, kv}, false});
             ts.push_back({b + "attn_v.weight", {E, kv}, false});
         }
-        if (a == "qwen2" || oss) {
+        if (a == "qwen2" || oss || glm) {
             ts.push_back({b + "attn_q.bias", {q}, false});
             ts.push_back({b + "attn_k.bias", {kv}, false});
             ts.push_back({b + "attn_v.bias", {kv}, false});
@@ -233,6 +250,8 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         if (oss) {
             ts.push_back({b + "attn_output.bias", {E}, false});
             ts.push_back({b + "attn_sinks.weight", {s.n_head}, false});
+        }
+        if (oss || glm) {  // their pre-FFN norm
             ts.push_back({b + "post_attention_norm.weight", {E}, true});
         } else if (!olmo2) {
             ts.push_back({b + "ffn_norm.weight", {E}, true});
@@ -241,9 +260,15 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
             ts.push_back({b + "post_attention_norm.weight", {E}, true});
             ts.push_back({b + "post_ffw_norm.weight", {E}, true});
         }
-        if (moe) {
+        if (moe_layer) {
             const int64_t ne = s.n_expert, fe = s.n_ff_exp;
             ts.push_back({b + "ffn_gate_inp.weight", {E, ne}, false});
+            if (glm) {
+                ts.push_back({b + "exp_probs_b.bias", {ne}, false});
+                ts.push_back({b + "ffn_gate_shexp.weight", {E, fe}, false});
+                ts.push_back({b + "ffn_up_shexp.weight", {E, fe}, false});
+                ts.push_back({b + "ffn_down_shexp.weight", {fe, E}, false});
+            }
             ts.push_back({b + "ffn_gate_exps.weight", {E, fe, ne}, false});
             ts.push_back({b + "ffn_up_exps.weight", {E, fe, ne}, false});
             ts.push_back({b + "ffn_down_exps.weight", {fe, E, ne}, false});
@@ -260,6 +285,12 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
             ts.push_back({b + "ffn_gate.weight", {E, s.n_ff}, false});
             ts.push_back({b + "ffn_up.weight", {E, s.n_ff}, false});
             ts.push_back({b + "ffn_down.weight", {s.n_ff, E}, false});
+        }
+        if (l >= s.n_layer) {  // the MTP block's own tensors
+            ts.push_back({b + "nextn.eh_proj.weight", {2 * E, E}, false});
+            ts.push_back({b + "nextn.enorm.weight", {E}, true});
+            ts.push_back({b + "nextn.hnorm.weight", {E}, true});
+            ts.push_back({b + "nextn.shared_head_norm.weight", {E}, true});
         }
     }
     ts.push_back({"output_norm.weight", {E}, true});
@@ -299,7 +330,9 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
             } else if (t.is_norm) {
                 std::fill(row.begin(), row.end(), 1.0f);
             } else {
-                rng.gaussian(row.data(), n, s.weight_std);
+                // a router's choice bias as large as the spread of its sigmoid scores, so that it decides
+                const bool choice_bias = t.name.find("exp_probs_b") != std::string::npos;
+                rng.gaussian(row.data(), n, choice_bias ? 0.25f : s.weight_std);
             }
             quantize_row_ref(types[i], row.data(), qrow.data(), n);
             w.write_tensor_data(qrow.data(), qrow.size());

@@ -48,7 +48,7 @@ struct PreTokenizer {
 
 PreTokenizer pre_tokenizer_for(const std::string& pre) {
     if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3") return {{kLlama3}, true};
-    if (pre == "dbrx" || pre == "smaug-bpe" || pre == "chatglm-bpe") return {{kLlama3}};
+    if (pre == "dbrx" || pre == "smaug-bpe" || pre == "chatglm-bpe" || pre == "glm4") return {{kLlama3}};
     if (pre == "qwen2" || pre == "stablelm2" || pre == "deepseek-r1-qwen" || pre == "megrez") return {{kQwen2}};
     if (pre == "deepseek-llm")
         return {{"[\\r\\n]",

@@ -62,6 +62,7 @@ Tokenizer::Tokenizer(const GgufFile& f) {
     eom_ = id_key("tokenizer.ggml.eom_token_id", -1);
     add_bos_ = f.get_bool("tokenizer.ggml.add_bos_token").value_or(spm);
     if (model_ == "gemma4") add_bos_ = true;  // as llama.cpp: Gemma 4 files say false, the model needs <bos>
+    if (pre_ == "glm4" || pre_ == "chatglm-bpe") bos_ = -1;  // as llama.cpp: GLM-4 has no <bos>, whatever is declared
     add_eos_ = f.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
     add_space_prefix_ = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(spm);
 
