@@ -247,6 +247,54 @@ INSTANTIATE_TEST_SUITE_P(AllArch, ArchReference,
                                            ModernCase{"tiny-ref-glm4moe-q8_0", 0.1, 0.1, 2, 6, 1.2}),
                          case_name);
 
+// tests/data/reference-arch/tiny-ref-glm4moe-q8_0.mtp.json: llama.cpp's multi-token-prediction block (its
+// draft-mtp's pairing: the row at q takes the token at q and the target's final normed state at q - 1), on every
+// prompt row (the catch-up after a verification), then a chain of 8 where each step takes the MTP's own output state
+// (reference_logits --mtp; make.sh). tandem: an MTP draft session of the target session (SessionParams::mtp_of).
+TEST(MtpReference, LogitsMatchLlamaCpp) {
+    ThreadPool pool(2);
+    auto model = Model::load(test::synth_file("tiny-ref-glm4moe", "Q8_0"));
+    ASSERT_NE(model->mtp(), nullptr);
+    json ref = json::parse(
+        test::read_file(std::string(TANDEM_SOURCE_DIR) + "/tests/data/reference-arch/tiny-ref-glm4moe-q8_0.mtp.json"));
+    ASSERT_FALSE(ref.empty());
+    Agreement a;
+    auto compare = [&](const float* lg, const json& top5) {
+        double d = 0;
+        for (const auto& e : top5) d = std::max(d, std::fabs(double(lg[e[0].get<int>()]) - e[1].get<double>()));
+        a.devs.push_back(d);
+        a.max_dev = std::max(a.max_dev, d);
+        if (top5[0][1].get<double>() - top5[1][1].get<double>() > 0.1) {
+            a.checked++;
+            a.misses += argmax(lg, model->hparams().n_vocab) != top5[0][0].get<int>();
+        }
+    };
+    for (const auto& r : ref) {
+        const auto ids = r["prompt_ids"].get<std::vector<int32_t>>();
+        Session target(model, SessionParams{}, pool);
+        SessionParams mp;
+        mp.mtp_of = &target;
+        Session mtp(model, mp, pool);
+        target.decode(ids, false);
+        mtp.decode(ids, true);
+        ASSERT_EQ(r["rows"].size(), ids.size());
+        for (size_t i = 0; i < ids.size(); i++) compare(mtp.logits(int(i)), r["rows"][i]);
+        for (const auto& step : r["chain"]) {
+            const int32_t id = step["id"].get<int32_t>();
+            mtp.decode(&id, 1, false);
+            compare(mtp.last_logits(), step["top5"]);
+        }
+    }
+    std::printf(
+        "[ glm4moe MTP ] largest top-5 logit deviation from llama.cpp: %.4f, over 0.1 at %d of %zu rows; "
+        "argmax agrees at %d of %d\n",
+        a.max_dev, a.over(0.1), a.devs.size(), a.checked - a.misses, a.checked);
+    EXPECT_LE(a.over(0.1), 6);
+    EXPECT_LT(a.max_dev, 1.2);
+    EXPECT_LE(a.misses, 2);
+    EXPECT_GE(a.checked, 40);
+}
+
 // tests/data/reference-depth: llama.cpp's 8 greedy steps after a 4096- and a 16384-token prompt (BOS, then
 // 3 + (i * 7919) % (n_vocab - 3)) on tiny-ref-smollm3, with F16 and with Q8_0 K and V caches (llama.cpp: flash
 // attention on for Q8_0, which it requires, off for F16), recorded by scripts/llama-reference/make.sh. At depth the

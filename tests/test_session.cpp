@@ -162,6 +162,51 @@ TEST(Session, RepackedWeightsGiveTheSameLogits) {
     }
 }
 
+// Hidden states kept for an MTP draft (Session::keep_hidden): every decoded row's final normed state, equal to what
+// embed() returns for the same tokens; a tree's kept path holds its nodes' states at their new rows; truncate and
+// release_hidden drop rows.
+TEST(Session, KeptHiddenStatesFollowTheCache) {
+    ThreadPool pool(2);
+    auto m = Model::load(test::synth_file("tiny-ref-glm4moe", "Q8_0"));
+    const int E = m->hparams().n_embd;
+    const std::vector<int32_t> toks = {1, 300, 301, 302, 517, 640, 12, 99};
+    Session s(m, {}, pool), e(m, {}, pool);
+    s.keep_hidden(true);
+    s.decode(toks, false);
+    const std::vector<float> want = e.embed(toks.data(), int(toks.size()));
+    for (int p = 0; p < int(toks.size()); p++) {
+        ASSERT_NE(s.hidden_row(p), nullptr) << p;
+        EXPECT_TRUE(std::equal(s.hidden_row(p), s.hidden_row(p) + E, want.begin() + std::ptrdiff_t(p) * E)) << p;
+    }
+    EXPECT_EQ(s.hidden_row(int(toks.size())), nullptr);
+    // a tree: root 7 -> {8, 9}, 9 -> 10; keep the path root, 9, 10
+    const int base = s.n_past();
+    const std::vector<int32_t> tree = {7, 8, 9, 10}, parents = {-1, 0, 0, 2};
+    s.decode_tree(tree.data(), parents.data(), 4);
+    s.keep_path(base, {0, 2, 3});
+    const std::vector<int32_t> path = {7, 9, 10};
+    const std::vector<float> want_path = e.embed(path.data(), 3);
+    for (int j = 0; j < 3; j++) {
+        ASSERT_NE(s.hidden_row(base + j), nullptr) << j;
+        EXPECT_TRUE(
+            std::equal(s.hidden_row(base + j), s.hidden_row(base + j) + E, want_path.begin() + std::ptrdiff_t(j) * E))
+            << "tree row " << j;
+    }
+    EXPECT_EQ(s.hidden_row(base + 3), nullptr);
+    s.truncate(base + 1);
+    EXPECT_EQ(s.hidden_row(base + 1), nullptr);
+    EXPECT_NE(s.hidden_row(base), nullptr);
+    s.release_hidden(4);
+    EXPECT_EQ(s.hidden_row(3), nullptr);
+    EXPECT_NE(s.hidden_row(4), nullptr);
+    // an MTP draft session needs a model with an MTP block
+    auto plain = Model::load(test::synth_file("tiny-ref-smollm3", "Q8_0"));
+    Session t(plain, {}, pool);
+    SessionParams mp;
+    mp.mtp_of = &t;
+    EXPECT_THROW(Session(plain, mp, pool), Error);
+}
+
 // Every architecture's batch path against its one-token path: a prompt of 24 tokens in one decode (rows of one
 // batch: sliding windows that start inside the batch, MoE rows grouped by expert, sinks) gives the logits of
 // feeding it one token at a time, and several sessions in one decode_batch those of separate decodes.

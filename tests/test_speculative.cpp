@@ -68,6 +68,11 @@ std::vector<int32_t> run_with(ThreadPool& pool, std::shared_ptr<const Model> tar
         draft = std::make_unique<Session>(draft_model, SessionParams{n_ctx, 0, 256}, pool);
     if (spec.type == SpecType::SELF)
         draft = std::make_unique<Session>(target, SessionParams{n_ctx, self_layers, 256}, pool);
+    if (spec.type == SpecType::MTP) {  // the target's own MTP block, reading ts's hidden states
+        SessionParams mp{n_ctx, 0, 256};
+        mp.mtp_of = &ts;
+        draft = std::make_unique<Session>(target, mp, pool);
+    }
     Generator g(ts, draft.get(), sp, spec);
     g.set_constraint(constraint);
     g.start(prompt);
@@ -753,6 +758,73 @@ TEST(Speculative, SmallArchitectureTargetsAreTokenIdenticalWithChainsAndTrees) {
             if (tree) EXPECT_GT(st.n_tree_nodes, 0) << shape;
         }
     }
+}
+
+// MTP drafting (glm4moe's multi-token-prediction block, the target's own states as its input): greedy output with a
+// chain and with a tree is the plain output token for token; sampled at temperature 1.5 (random weights: the MTP's
+// proposals are accepted only where both distributions are spread, so accepted drafts, rejections and the rows
+// they leave in the target's and the MTP's caches all occur), the first two tokens are distributed as without
+// speculation, and the accept-all negative control is told apart.
+TEST(Speculative, MtpDraftsAreExact) {
+    ThreadPool pool(1);
+    auto target = Model::load(test::synth_file("tiny-ref-glm4moe", "Q8_0"));
+    const std::vector<int32_t> prompt = {1, 300, 301, 302, 517, 640, 12, 99};
+    const auto plain = run_with(pool, target, nullptr, prompt, 40, greedy(), SpecParams{});
+    for (bool tree : {false, true}) {
+        SpecParams spec = fixed_length(SpecType::MTP, 3);
+        spec.tree = tree;
+        if (tree) spec.tree_min_gain = 0.0;
+        SpecStats st;
+        EXPECT_EQ(run_with(pool, target, nullptr, prompt, 40, greedy(), spec, 0, &st), plain)
+            << (tree ? "tree" : "chain");
+        EXPECT_GT(st.n_drafted, 0);
+        if (tree) EXPECT_GT(st.n_tree_nodes, 0);
+    }
+    SamplerParams sp;
+    sp.temp = 1.5f;
+    sp.min_p = 0.0f;
+    sp.top_k = 0;  // the whole distributions, whose overlap makes the drafts' acceptance
+    sp.top_p = 1.0f;
+    const SpecParams spec = fixed_length(SpecType::MTP, 3);
+    const int runs = 1500;
+    Session ts(target, SessionParams{64, 0, 256}, pool);
+    SessionParams mp{64, 0, 256};
+    mp.mtp_of = &ts;
+    Session ms(target, mp, pool);
+    long long accepted = 0;
+    auto counts = [&](SpecParams s, uint64_t seed0, speculative::AcceptRule rule = nullptr) {
+        std::vector<std::map<int, int>> c(2);
+        for (int r = 0; r < runs; r++) {
+            SamplerParams p = sp;
+            p.seed = seed0 + uint64_t(r) * 7919;
+            Generator g(ts, s.type == SpecType::MTP ? &ms : nullptr, p, s);
+            if (rule) speculative::GeneratorTesting::set_accept_rule(g, rule);
+            g.start(prompt);
+            std::vector<int32_t> out;
+            while (out.size() < 4) g.step(out, 4 - int(out.size()));
+            c[0][out[0]]++;
+            c[1][out[0] * 1000 + out[1]]++;
+            if (!rule && s.type == SpecType::MTP) accepted += g.stats().n_accept;
+        }
+        return c;
+    };
+    auto plain_c = counts(SpecParams{}, 1);
+    auto spec_c = counts(spec, 500000);
+    auto bad = counts(spec, 900000, speculative::accept_all);
+    EXPECT_GT(accepted, runs / 10) << "too few MTP drafts accepted for the test to say much";
+    double min_bad = 1;
+    for (int s = 0; s < 2; s++) {
+        int df = 0, dfb = 0;
+        const double p = test::chi_square_p(plain_c[size_t(s)], spec_c[size_t(s)], &df);
+        const double pb = test::chi_square_p(plain_c[size_t(s)], bad[size_t(s)], &dfb);
+        std::printf(
+            "[ glm4moe MTP, temp 1.5, stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e "
+            "(%lld drafts accepted)\n",
+            s, p, df, pb, accepted);
+        EXPECT_GT(p, 1e-3);
+        min_bad = std::min(min_bad, pb);
+    }
+    EXPECT_LT(min_bad, 1e-3) << "the test cannot tell a broken acceptance rule apart";
 }
 
 // The rejection rule with an MoE target: sampled continuations are distributed as without speculation, and

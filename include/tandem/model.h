@@ -43,7 +43,7 @@ struct HParams {
     int n_ctx_train = 0;
     int n_embd = 0;
     int n_layer = 0;  // decoder blocks of the forward pass (the file's block_count less its MTP blocks)
-    int n_layer_nextn = 0;  // multi-token-prediction blocks after them (nextn_predict_layers; not run yet)
+    int n_layer_nextn = 0;  // multi-token-prediction blocks after them (nextn_predict_layers; Model::mtp())
     int n_head = 0;
     int n_head_kv = 0;
     int head_dim = 0;  // per-head size of q/k/v
@@ -140,6 +140,18 @@ struct LayerWeights {
     bool moe() const { return !exp_gate.empty(); }  // false: the dense w_gate/w_up/w_down
 };
 
+// A multi-token-prediction block (glm4moe's `blk.N.nextn.*`, N = n_layer): from the target's final normed hidden
+// state h at position p - 1 and the token at p, x = eh_proj [rmsnorm(embd(token)) * enorm, rmsnorm(h) * hnorm]
+// runs one decoder layer (Model::layer(n_layer), with its own KV cache), and logits = head(rmsnorm(x) * head_norm)
+// predict the token at p + 1; rmsnorm(x) * head_norm is also the h of its next step (a chain of drafts).
+struct MtpWeights {
+    Weight eh_proj;  // (n_embd, 2 n_embd): input [embedding part | hidden part]
+    std::vector<float> enorm, hnorm;  // (n_embd)
+    std::vector<float> head_norm;  // (n_embd): shared_head_norm, else output_norm
+    Weight embd;  // (n_vocab, n_embd): its own embed_tokens, else the model's token_embd
+    Weight head;  // (n_vocab, n_embd): its own shared_head_head, else the model's output
+};
+
 struct LoadOptions {
     // Copy Q8_0/Q4_0 matrices into the CPU's faster interleaved layout when it has one (see repack_for_cpu).
     // Off: every matrix is used in place from the file (the tests compare the two paths).
@@ -162,7 +174,9 @@ public:
     const std::vector<float>& output_norm() const { return output_norm_; }  // (n_embd)
     const std::vector<float>& rope_freqs() const { return rope_freqs_; }  // (n_rot/2) or empty: divide the frequencies
     const std::vector<float>& rope_freqs_long() const { return rope_long_; }  // phi3: used when n_ctx > n_ctx_orig
+    // Layers 0..n_layer-1; with an MTP block, layer(n_layer) is its decoder layer.
     const LayerWeights& layer(int i) const { return layers_[size_t(i)]; }
+    const MtpWeights* mtp() const { return mtp_.eh_proj.data ? &mtp_ : nullptr; }  // null: no MTP block
 
     int64_t n_params() const;
     size_t weights_bytes() const;
@@ -184,6 +198,7 @@ private:
     Weight tok_embd_, output_;
     std::vector<float> output_norm_, rope_freqs_, rope_long_;
     std::vector<LayerWeights> layers_;
+    MtpWeights mtp_;
     std::shared_ptr<uint8_t> packed_;  // one buffer holding the repacked matrices (see Model::repack_for_cpu)
     size_t packed_bytes_ = 0;
     void repack_for_cpu();

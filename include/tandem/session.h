@@ -11,6 +11,7 @@
 namespace tandem {
 
 class ThreadPool;
+class Session;
 
 struct SessionParams {
     int n_ctx = 0;  // KV cache capacity in tokens; 0 = min(n_ctx_train, 4096)
@@ -25,6 +26,13 @@ struct SessionParams {
     // rollback of a rejected draft or token tree; a rollback or prompt-prefix reuse further back than that
     // re-reads the prompt (Session::can_truncate).
     bool swa_full = false;
+    // An MTP draft session (Model::mtp()) of this target session of the same model: it runs the model's
+    // multi-token-prediction block instead of its layers, with a KV cache of that one layer. Its token at position
+    // q reads the target's final normed hidden state at q - 1 while q - 1 is among the target's tokens (the
+    // target keeps those rows for it from then on: Session::hidden_row), else its own output state of its
+    // previous pass's last row at q - 1 (a chain of drafts, one token per pass beyond the target), else zeros.
+    // Positions are the target's: an MTP session is never shifted or windowed apart from its target.
+    Session* mtp_of = nullptr;
 };
 
 // Slack of a window-only cache beyond the window: the largest pass (and rollback) it takes, at least n_batch.
@@ -134,6 +142,15 @@ public:
     // cache's keys are dequantized, rotated and quantized again).
     void shift(int n_keep, int n_discard);
 
+    // The final normed hidden state at position p (what the logits are computed from), kept from now on for
+    // every row decoded, until truncate / keep_path / shift / release_hidden take it: null when not kept.
+    // An MTP draft session turns this on for its target.
+    void keep_hidden(bool on);
+    const float* hidden_row(int p) const;
+    void release_hidden(int below);  // rows below position `below` are no longer needed
+    bool is_mtp() const { return mtp_of_ != nullptr; }
+    Session* mtp_target() const { return mtp_of_; }  // an MTP draft session's target (null otherwise)
+
     size_t kv_bytes() const;
     // Bytes of K and V rows a token at position `pos` reads: every layer's rows up to it, a sliding-window layer's
     // the last n_swa of them.
@@ -181,6 +198,15 @@ private:
     int swa_from_ = 0;
     int swa_lost_ = 0;
     std::vector<int32_t> tokens_;
+    // keep_hidden: rows hidden_[(p - hidden_from_) * n_embd] for positions hidden_from_ <= p < n_past()
+    bool keep_hidden_ = false;
+    int hidden_from_ = 0;
+    std::vector<float> hidden_;
+    // MTP draft session: its target, the layer it runs (n_layer) and its previous pass's last output state
+    Session* mtp_of_ = nullptr;
+    int layer0_ = 0;
+    int own_pos_ = -1;
+    std::vector<float> own_hidden_;
     struct Impl;
     std::unique_ptr<Impl> impl_;
     std::vector<float> logits_;  // (n_logits, n_vocab)

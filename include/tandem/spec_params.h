@@ -24,7 +24,7 @@ struct VocabBridge {
     std::string difference;  // the first difference found (draft_vocab_difference)
 };
 
-enum class SpecType { NONE, DRAFT, NGRAM, SELF, SUFFIX };
+enum class SpecType { NONE, DRAFT, NGRAM, SELF, SUFFIX, MTP };
 class SuffixCache;
 const char* spec_type_name(SpecType t);
 SpecType spec_type_from_name(const std::string& s);  // "none", "draft", "ngram", "self", "suffix"; throws tandem::Error
@@ -113,14 +113,16 @@ struct DraftSetup {
 // unless 1 <= K < the target's layer count (K = all layers would draft with the target itself).
 int self_draft_layers(const Model& target, int requested);
 // One draft step relative to one target step, until measured: DRAFT: the draft's weight bytes / the target's; SELF:
-// K / L with K = self_draft_layers(requested_layers) (which also checks K); the other types: 0 (no draft model).
+// K / L with K = self_draft_layers(requested_layers) (which also checks K); MTP: its block and output matrix's bytes
+// per token / the target's; the other types: 0 (no draft model).
 double draft_cost_prior(SpecType type, const Model& target, const Model* draft_model, int requested_layers);
 // DRAFT: a session on `draft_model`; SELF: a session on the target limited to self_draft_layers(requested_layers);
-// NONE, NGRAM, SUFFIX: no session. The session takes `params` (context, batch, cache types; its n_layers is
-// set here). The cost prior is draft_cost_prior's.
+// MTP: an MTP draft session of `target_session` (SessionParams::mtp_of; it must outlive the draft session; throws
+// when the model has no MTP block); NONE, NGRAM, SUFFIX: no session. The session takes `params` (context, batch,
+// cache types; its n_layers is set here). The cost prior is draft_cost_prior's.
 DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
                       const std::shared_ptr<const Model>& draft_model, SessionParams params, int requested_layers,
-                      ThreadPool& pool);
+                      ThreadPool& pool, Session* target_session = nullptr);
 
 // Sets spec.type and spec.extra from a list of names ("draft", "ngram,suffix", "draft,ngram,suffix", llama.cpp's
 // names as spec_type_from_name): the model proposer (draft or self) becomes `type`, the others `extra`. Throws

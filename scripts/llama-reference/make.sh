@@ -30,7 +30,7 @@ if [ ! -f "$WORK/build/src/libllama.a" ]; then
     -DGGML_OPENMP=OFF >/dev/null
   cmake --build "$WORK/build" --target llama -j"$(nproc)"
 fi
-g++ -O2 -std=c++17 -I"$SRC/include" -I"$SRC/ggml/include" "$REPO/scripts/llama-reference/reference_logits.cpp" \
+g++ -O2 -std=c++17 -I"$SRC/include" -I"$SRC/ggml/include" -I"$SRC/src" "$REPO/scripts/llama-reference/reference_logits.cpp" \
   "$WORK/build/src/libllama.a" $(find "$WORK/build/ggml/src" -name 'libggml*.a' | sort -r) -lpthread -ldl \
   -o "$WORK/reference_logits"
 PROMPTS=("Once upon a time" "The capital of France is" "def fibonacci(n):")
@@ -40,6 +40,9 @@ for arch in smollm3 granite olmo2 mistral3 glm4moe; do
   "$WORK/reference_logits" "$model" 32 "${PROMPTS[@]}" > "$OUT/tiny-ref-$arch-q8_0.greedy.json"
   echo "wrote $OUT/tiny-ref-$arch-q8_0.greedy.json"
 done
+# glm4moe's multi-token-prediction block, as llama.cpp's draft-mtp runs it
+"$WORK/reference_logits" "$WORK/tiny-ref-glm4moe-q8_0.gguf" --mtp 8 "${PROMPTS[@]}" > "$OUT/tiny-ref-glm4moe-q8_0.mtp.json"
+echo "wrote $OUT/tiny-ref-glm4moe-q8_0.mtp.json"
 DEPTH=$REPO/tests/data/reference-depth
 mkdir -p "$DEPTH"
 for d in 4096 16384; do

@@ -6,15 +6,23 @@
 //
 //   reference_logits MODEL.gguf STEPS "prompt" ["prompt" ...] > OUT.json
 //   reference_logits MODEL.gguf --depth D --cache f16|q8_0 STEPS > OUT.json
+//   reference_logits MODEL.gguf --mtp STEPS "prompt" ["prompt" ...] > OUT.json
 // The second form: one prompt of D tokens, BOS then 3 + (i * 7919) % (n_vocab - 3) for i = 1 .. D - 1, fed in
 // pieces of n_batch, then STEPS greedy steps; n_ctx D + STEPS rounded up to 256. q8_0 caches K and V as Q8_0,
 // which llama.cpp allows only with flash attention (on there; off for f16, as in the other references).
+// The third form (a model with a multi-token-prediction block): the prompt through the target, whose final normed
+// hidden states (llama.cpp's embeddings_nextn) feed an MTP context (LLAMA_CONTEXT_TYPE_MTP) as llama.cpp's
+// draft-mtp pairs them: row q takes the token at q and the target's state at q - 1 (zeros at 0); the top 5 MTP
+// logits of every prompt row ("rows"), then a chain as draft-mtp drafts it: the target's greedy next token at
+// the prompt's end with the target's last state, then STEPS - 1 tokens each taking the MTP's greedy token and its
+// own output state ("chain": {id fed, top5}).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "../src/llama-ext.h"  // llama.cpp's staging API: embeddings_nextn (its draft-mtp uses them)
 #include "llama.h"
 
 namespace {
@@ -84,9 +92,133 @@ int depth_mode(llama_model* model, int depth, const std::string& cache, int step
     return 0;
 }
 
+void print_top5(const float* lg, int n_vocab) {
+    std::vector<int> order(static_cast<size_t>(n_vocab));
+    for (int i = 0; i < n_vocab; i++) order[size_t(i)] = i;
+    std::partial_sort(order.begin(), order.begin() + 5, order.end(),
+                      [&](int x, int y) { return lg[x] > lg[y] || (lg[x] == lg[y] && x < y); });
+    std::printf("[");
+    for (int k = 0; k < 5; k++) std::printf("%s[%d, %.6f]", k ? ", " : "", order[size_t(k)], lg[order[size_t(k)]]);
+    std::printf("]");
+}
+
+int argmax_of(const float* lg, int n_vocab) { return int(std::max_element(lg, lg + n_vocab) - lg); }
+
+int mtp_mode(const char* path, int steps, int n_prompts, char** prompts) {
+    llama_model_params mp = llama_model_default_params();
+    mp.load_mtp = true;
+    llama_model* model = llama_model_load_from_file(path, mp);
+    if (!model) return 1;
+    const llama_vocab* vocab = llama_model_get_vocab(model);
+    const int n_vocab = llama_vocab_n_tokens(vocab), n_embd = llama_model_n_embd(model);
+    std::printf("[");
+    for (int a = 0; a < n_prompts; a++) {
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = 512;
+        cp.n_batch = cp.n_ubatch = 512;
+        cp.n_threads = cp.n_threads_batch = 1;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+        llama_context* tgt = llama_init_from_model(model, cp);
+        llama_context_params cm = cp;
+        cm.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
+        cm.ctx_other = tgt;
+        llama_context* mtp = tgt ? llama_init_from_model(model, cm) : nullptr;
+        if (!mtp) {
+            std::fprintf(stderr, "cannot make the contexts\n");
+            return 1;
+        }
+        llama_set_embeddings_nextn(tgt, true, false);
+        llama_set_embeddings_nextn(mtp, true, true);
+        const std::string prompt = prompts[a];
+        std::vector<llama_token> ids(prompt.size() + 8);
+        int n = llama_tokenize(vocab, prompt.c_str(), int(prompt.size()), ids.data(), int(ids.size()), true, false);
+        if (n < 0) {  // byte-fallback pieces: more tokens than characters
+            ids.resize(size_t(-n));
+            n = llama_tokenize(vocab, prompt.c_str(), int(prompt.size()), ids.data(), int(ids.size()), true, false);
+        }
+        if (n <= 0) return 1;
+        ids.resize(size_t(n));
+        llama_batch tb = llama_batch_init(n, 0, 1);
+        for (int i = 0; i < n; i++) {
+            tb.token[i] = ids[size_t(i)];
+            tb.pos[i] = i;
+            tb.n_seq_id[i] = 1;
+            tb.seq_id[i][0] = 0;
+            tb.logits[i] = 1;
+        }
+        tb.n_tokens = n;
+        if (llama_decode(tgt, tb) != 0) {
+            std::fprintf(stderr, "the target's decode failed\n");
+            return 1;
+        }
+        std::vector<float> h(size_t(n) * size_t(n_embd));
+        for (int i = 0; i < n; i++)
+            std::copy_n(llama_get_embeddings_nextn_ith(tgt, i), n_embd, h.begin() + std::ptrdiff_t(i) * n_embd);
+        const int next = argmax_of(llama_get_logits_ith(tgt, n - 1), n_vocab);
+        // the MTP batch: tokens and states both (llama_batch_init allocates one of them)
+        llama_batch mb = llama_batch_init(n, n_embd, 1);
+        mb.token = static_cast<llama_token*>(std::malloc(sizeof(llama_token) * size_t(n)));
+        auto run = [&](const std::vector<llama_token>& toks, int pos0, const std::vector<const float*>& hs) {
+            mb.n_tokens = int(toks.size());
+            for (int i = 0; i < mb.n_tokens; i++) {
+                mb.token[i] = toks[size_t(i)];
+                mb.pos[i] = pos0 + i;
+                mb.n_seq_id[i] = 1;
+                mb.seq_id[i][0] = 0;
+                mb.logits[i] = 1;
+                float* e = mb.embd + size_t(i) * size_t(n_embd);
+                if (hs[size_t(i)]) std::copy_n(hs[size_t(i)], n_embd, e);
+                else std::fill(e, e + n_embd, 0.0f);
+            }
+            const int rc = llama_decode(mtp, mb);
+            if (rc != 0) std::fprintf(stderr, "the MTP decode at %d failed (%d)\n", pos0, rc);
+            return rc == 0;
+        };
+        std::vector<const float*> hs(static_cast<size_t>(n));
+        for (int i = 1; i < n; i++) hs[size_t(i)] = h.data() + size_t(i - 1) * size_t(n_embd);
+        if (!run(ids, 0, hs)) return 1;
+        std::printf("%s{\"prompt\": %s, \"prompt_ids\": [", a ? ", " : "", json_string(prompt).c_str());
+        for (int i = 0; i < n; i++) std::printf("%s%d", i ? ", " : "", ids[size_t(i)]);
+        std::printf("], \"rows\": [");
+        for (int i = 0; i < n; i++) {
+            std::printf("%s", i ? ", " : "");
+            print_top5(llama_get_logits_ith(mtp, i), n_vocab);
+        }
+        std::printf("], \"chain\": [");
+        llama_token tok = next;
+        std::vector<float> own(h.end() - n_embd, h.end());  // the first chain step takes the target's last state
+        for (int s = 0; s < steps; s++) {
+            if (!run({tok}, n + s, {own.data()})) return 1;
+            const float* lg = llama_get_logits_ith(mtp, 0);
+            std::printf("%s{\"id\": %d, \"top5\": ", s ? ", " : "", tok);
+            print_top5(lg, n_vocab);
+            std::printf("}");
+            std::copy_n(llama_get_embeddings_nextn_ith(mtp, 0), n_embd, own.begin());
+            tok = argmax_of(lg, n_vocab);
+        }
+        std::printf("]}");
+        std::free(mb.token);
+        mb.token = nullptr;
+        llama_batch_free(mb);
+        llama_batch_free(tb);
+        llama_free(mtp);
+        llama_free(tgt);
+    }
+    std::printf("]\n");
+    llama_model_free(model);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc >= 5 && std::string(argv[2]) == "--mtp") {
+        llama_backend_init();
+        if (!std::getenv("REFERENCE_LOG")) llama_log_set([](ggml_log_level, const char*, void*) {}, nullptr);
+        const int rc = mtp_mode(argv[1], std::atoi(argv[3]), argc - 4, argv + 4);
+        llama_backend_free();
+        return rc;
+    }
     if (argc == 7 && std::string(argv[2]) == "--depth" && std::string(argv[4]) == "--cache") {
         llama_backend_init();
         if (!std::getenv("REFERENCE_LOG")) llama_log_set([](ggml_log_level, const char*, void*) {}, nullptr);

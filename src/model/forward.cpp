@@ -65,7 +65,19 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
                 strprintf("KV cache type %s is not supported (supported: %s)", type_name(t), kv_cache_type_names()));
     // Sliding-window layers hold a ring of swa_cap_ rows unless that is the whole context (model/kv_cache.h).
     swa_cap_ = swa_cache_positions(hp, n_ctx_, params);
-    const std::vector<int> rows = kv_layer_rows(*model_, params, n_ctx_);
+    std::vector<int> rows = kv_layer_rows(*model_, params, n_ctx_);
+    if (params.mtp_of) {  // an MTP draft session: the one MTP layer, at its target's positions
+        if (!model_->mtp())
+            throw Error(model_->path() + ": the model has no multi-token-prediction block (--spec-type mtp)");
+        if (&params.mtp_of->model() != model_.get() || params.mtp_of->is_mtp())
+            throw Error("an MTP draft session needs a target session of the same model");
+        mtp_of_ = params.mtp_of;
+        layer0_ = hp.n_layer;
+        n_ctx_ = mtp_of_->n_ctx();
+        swa_cap_ = 0;
+        rows.assign(1, n_ctx_);
+        mtp_of_->keep_hidden(true);
+    }
     n_layers_ = int(rows.size());
     impl_ = std::make_unique<Impl>(n_layers_, n_ctx_, hp.n_head_kv * hp.head_dim, hp.head_dim, params.type_k,
                                    params.type_v, rows);
@@ -78,7 +90,29 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
     if (hp.n_swa > 0) impl_->rope[1] = make_rope_table(hp, hp.rope_theta_swa, hp.rope_freq_scale_swa, factors, n_ctx_);
 }
 
-Session::~Session() = default;
+Session::~Session() {
+    if (mtp_of_) mtp_of_->keep_hidden(false);
+}
+
+void Session::keep_hidden(bool on) {
+    keep_hidden_ = on;
+    hidden_from_ = n_past();
+    hidden_.clear();
+}
+
+const float* Session::hidden_row(int p) const {
+    const size_t E = size_t(model_->hparams().n_embd);
+    if (!keep_hidden_ || p < hidden_from_ || size_t(p - hidden_from_) >= hidden_.size() / E) return nullptr;
+    return hidden_.data() + size_t(p - hidden_from_) * E;
+}
+
+void Session::release_hidden(int below) {
+    const size_t E = size_t(model_->hparams().n_embd);
+    const int to = std::min(below, hidden_from_ + int(hidden_.size() / E));
+    if (to <= hidden_from_) return;
+    hidden_.erase(hidden_.begin(), hidden_.begin() + std::ptrdiff_t(size_t(to - hidden_from_) * E));
+    hidden_from_ = to;
+}
 
 size_t Session::kv_bytes() const { return impl_->kv.bytes(); }
 size_t Session::kv_bytes_seen(int pos) const {
@@ -113,6 +147,10 @@ void Session::truncate(int n) {
                       n, swa_cap_, std::max(0, n - model_->hparams().n_swa + 1)));
     tokens_.resize(size_t(n));
     if (n == 0) swa_from_ = swa_lost_ = 0;
+    if (keep_hidden_) {
+        if (n < hidden_from_) hidden_from_ = n;
+        hidden_.resize(std::min(hidden_.size(), size_t(n - hidden_from_) * size_t(model_->hparams().n_embd)));
+    }
 }
 
 int Session::reuse_prefix(int keep) {
@@ -163,6 +201,7 @@ void Session::shift(int n_keep, int n_discard) {
     }
     if (swa_cap_ > 0) swa_from_ = swa_lost_ = std::max(swa_lost_, swa_new);
     tokens_.erase(tokens_.begin() + n_keep, tokens_.begin() + n_keep + n_discard);
+    if (keep_hidden_) keep_hidden(true);  // the kept rows' positions moved: start again from here
 }
 
 void Session::decode(const int32_t* tokens, int n, bool all_logits) {
@@ -217,8 +256,12 @@ void Session::keep_path(int base, const std::vector<int32_t>& path) {
         if (from == to) continue;
         impl_->kv.copy_row(n_layers_, from, to);
         tokens_[size_t(to)] = tokens_[size_t(from)];
+        if (const float* h = hidden_row(from); h && to >= hidden_from_) {
+            const size_t E = size_t(model_->hparams().n_embd);
+            std::copy_n(h, E, hidden_.data() + size_t(to - hidden_from_) * E);
+        }
     }
-    tokens_.resize(size_t(base) + path.size());
+    truncate(base + int(path.size()));
 }
 
 void Session::check_decode(const int32_t* tokens, int n, int pass) const {
@@ -244,6 +287,7 @@ void Session::decode_batch(const std::vector<DecodeRequest>& reqs) {
         TD_ASSERT(r.session && r.n >= 1);
         TD_ASSERT(&r.session->model() == &reqs[0].session->model());
         TD_ASSERT(r.session->n_layers_ == reqs[0].session->n_layers_ && &r.session->pool_ == &reqs[0].session->pool_);
+        TD_ASSERT(r.session->layer0_ == reqs[0].session->layer0_);
         TD_ASSERT(!r.parents || r.all_logits);
         r.session->check_decode(r.tokens, r.n, r.n);
         check_tree(r.parents, r.n);
@@ -317,8 +361,27 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     S.att.resize(size_t(n) * qd);
     S.rows_out.resize(size_t(n) * E);
 
-    const Weight& emb = model.tok_embd();
-    {
+    const MtpWeights* mtp = S0.mtp_of_ ? model.mtp() : nullptr;
+    const Weight& emb = mtp ? mtp->embd : model.tok_embd();
+    if (mtp) {
+        // x = eh_proj [rmsnorm(embd(token)) * enorm, rmsnorm(h) * hnorm], h: the state at the row's position - 1
+        S.mtp_in.resize(size_t(n) * 2 * E);
+        int r = 0;
+        for (const auto& g : segs)
+            for (int t = 0; t < g.n; t++, r++) {
+                float* er = &S.mtp_in[size_t(r) * 2 * E];
+                if (emb.packed) dequantize_packed_row(emb.type, emb.packed, E, g.tokens[t], er);
+                else dequantize_row_ref(emb.type, emb.data + size_t(g.tokens[t]) * emb.row_stride, er, E);
+                rmsnorm(er, mtp->enorm.data(), er, E, hp.rms_eps);
+                const int q = rows[size_t(r)].pos;
+                const Session& s = *g.s;
+                const float* h = q > 0 && q - 1 < s.mtp_of_->n_past() ? s.mtp_of_->hidden_row(q - 1) : nullptr;
+                if (!h && q > 0 && s.own_pos_ == q - 1) h = s.own_hidden_.data();
+                if (h) rmsnorm(h, mtp->hnorm.data(), er + E, E, hp.rms_eps);
+                else std::fill(er + E, er + 2 * E, 0.0f);
+            }
+        matmul(pool, view(mtp->eh_proj), S.mtp_in.data(), n, S.x.data());
+    } else {
         int r = 0;
         for (const auto& g : segs)
             for (int t = 0; t < g.n; t++, r++) {
@@ -330,8 +393,8 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             }
     }
 
-    for (int l = 0; l < S0.n_layers_; l++) {
-        const LayerWeights& L = model.layer(l);
+    for (int l = 0; l < S0.n_layers_; l++) {  // l: the cache's layer; the model's is layer0_ + l (MTP: n_layer)
+        const LayerWeights& L = model.layer(S0.layer0_ + l);
         const int rope_set = L.swa ? 1 : 0;
         // the attention's and the FFN's input: the normed rows, or the rows themselves (olmo2: no pre-norms)
         const float* in = hp.has_pre_norms ? S.xn.data() : S.x.data();
@@ -401,18 +464,40 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         add_residual(S.x.data(), S.rows_out.data(), size_t(n) * E, hp.residual_scale);
     }
 
+    // The final normed hidden state (MTP: its head norm), kept where asked: every row for a session that keeps
+    // them (an MTP draft's target), the last row of an MTP session's segment (its next pass's h).
+    const std::vector<float>& final_norm = mtp ? mtp->head_norm : model.output_norm();
+    {
+        int r0 = 0;
+        for (const auto& g : segs) {
+            Session& s = *g.s;
+            if (s.keep_hidden_ && g.pos0 >= s.hidden_from_) {
+                s.hidden_.resize(size_t(g.pos0 + g.n - s.hidden_from_) * E);
+                for (int t = 0; t < g.n; t++)
+                    rmsnorm(&S.x[size_t(r0 + t) * E], final_norm.data(),
+                            &s.hidden_[size_t(g.pos0 + t - s.hidden_from_) * E], E, hp.rms_eps);
+            }
+            if (mtp) {
+                s.own_hidden_.resize(size_t(E));
+                rmsnorm(&S.x[size_t(r0 + g.n - 1) * E], final_norm.data(), s.own_hidden_.data(), E, hp.rms_eps);
+                s.own_pos_ = rows[size_t(r0 + g.n - 1)].pos;
+            }
+            r0 += g.n;
+        }
+    }
+
     // Logits of the rows asked for, all in one matmul, then handed to their segments.
+    const Weight& out_w = mtp ? mtp->head : model.output();
     std::vector<float*> outs;
     int r0 = 0, n_out = 0;
     for (const auto& g : segs) {
         if (g.hidden_out)  // embeddings: the normed hidden state of every row (what the logits are computed from)
             for (int t = 0; t < g.n; t++)
-                rmsnorm(&S.x[size_t(r0 + t) * E], model.output_norm().data(), g.hidden_out + size_t(t) * E, E,
-                        hp.rms_eps);
+                rmsnorm(&S.x[size_t(r0 + t) * E], final_norm.data(), g.hidden_out + size_t(t) * E, E, hp.rms_eps);
         if (g.logits_out) {
             const int first = g.all_logits ? 0 : g.n - 1;
             for (int t = first; t < g.n; t++, n_out++) {
-                rmsnorm(&S.x[size_t(r0 + t) * E], model.output_norm().data(), &S.xn[size_t(n_out) * E], E, hp.rms_eps);
+                rmsnorm(&S.x[size_t(r0 + t) * E], final_norm.data(), &S.xn[size_t(n_out) * E], E, hp.rms_eps);
                 outs.push_back(g.logits_out + size_t(t - first) * size_t(hp.n_vocab));
             }
         }
@@ -426,12 +511,12 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             for (int i = 0; i < hp.n_vocab; i++) lg[i] = hp.logit_softcap * std::tanh(lg[i] / hp.logit_softcap);
     };
     if (segs.size() == 1) {
-        matmul(pool, view(model.output()), S.xn.data(), n_out, outs[0]);  // rows are contiguous already
+        matmul(pool, view(out_w), S.xn.data(), n_out, outs[0]);  // rows are contiguous already
         for (int i = 0; i < n_out; i++) finish_logits(outs[0] + size_t(i) * size_t(hp.n_vocab));
         return;
     }
     S.logits_tmp.resize(size_t(n_out) * size_t(hp.n_vocab));
-    matmul(pool, view(model.output()), S.xn.data(), n_out, S.logits_tmp.data());
+    matmul(pool, view(out_w), S.xn.data(), n_out, S.logits_tmp.data());
     for (int i = 0; i < n_out; i++) {
         std::copy_n(S.logits_tmp.data() + size_t(i) * hp.n_vocab, hp.n_vocab, outs[size_t(i)]);
         finish_logits(outs[size_t(i)]);

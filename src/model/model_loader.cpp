@@ -70,7 +70,8 @@ std::string describe_features(const HParams& hp) {
         if (hp.n_expert_shared > 0) add(strprintf("%d shared expert(s)", hp.n_expert_shared));
         if (hp.n_layer_dense_lead > 0) add(strprintf("first %d layer(s) dense", hp.n_layer_dense_lead));
     }
-    if (hp.n_layer_nextn > 0) add(strprintf("%d MTP block(s) (not used yet)", hp.n_layer_nextn));
+    if (hp.n_layer_nextn > 0)
+        add(strprintf("%d MTP block(s) (--spec-type mtp drafts with the first)", hp.n_layer_nextn));
     return s;
 }
 
@@ -356,8 +357,10 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         if (const GgufValue* v = f.find(*arch + ".rope.scaling.finetuned"); v && v->type == GgufType::BOOL)
             rope_on = v->u != 0;
     hp.has_qkv_bias = f.tensor("blk.0.attn_q.bias") != nullptr;
-    m->layers_.resize(size_t(hp.n_layer));
-    for (int i = 0; i < hp.n_layer; i++) {
+    // The first MTP block is bound too when the file has its tensors (llama.cpp's "trunk only" files do not).
+    const bool mtp = hp.n_layer_nextn > 0 && L.has("blk." + std::to_string(hp.n_layer) + ".nextn.eh_proj.weight");
+    m->layers_.resize(size_t(hp.n_layer + (mtp ? 1 : 0)));
+    for (int i = 0; i < int(m->layers_.size()); i++) {
         std::string p = "blk." + std::to_string(i) + ".";
         LayerWeights& l = m->layers_[size_t(i)];
         if (hp.has_pre_norms) l.attn_norm = L.vec(p + "attn_norm.weight", hp.n_embd);
@@ -424,6 +427,19 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         }
         if (!l.moe()) l.w_down = L.matrix(p + "ffn_down.weight", hp.n_embd, hp.n_ff);
     }
+    if (mtp) {
+        const std::string p = "blk." + std::to_string(hp.n_layer) + ".nextn.";
+        MtpWeights& w = m->mtp_;
+        w.eh_proj = L.matrix(p + "eh_proj.weight", hp.n_embd, 2 * int64_t(hp.n_embd));
+        w.enorm = L.vec(p + "enorm.weight", hp.n_embd);
+        w.hnorm = L.vec(p + "hnorm.weight", hp.n_embd);
+        w.head_norm =
+            L.has(p + "shared_head_norm.weight") ? L.vec(p + "shared_head_norm.weight", hp.n_embd) : m->output_norm_;
+        w.embd = L.has(p + "embed_tokens.weight") ? L.matrix(p + "embed_tokens.weight", hp.n_vocab, hp.n_embd)
+                                                  : m->tok_embd_;
+        w.head = L.has(p + "shared_head_head.weight") ? L.matrix(p + "shared_head_head.weight", hp.n_vocab, hp.n_embd)
+                                                      : m->output_;
+    }
     if (opt.repack) m->repack_for_cpu();
     return m;
 }
@@ -446,6 +462,10 @@ void Model::repack_for_cpu() {
     }
     // A tied output matrix is the embedding table: packed once, and embedding rows are then read from the copy.
     if (packable(output_.type, output_.rows, output_.cols)) todo.push_back(&output_);
+    const bool mtp_own_head = mtp_.head.data && mtp_.head.data != output_.data;
+    if (mtp_.eh_proj.data && packable(mtp_.eh_proj.type, mtp_.eh_proj.rows, mtp_.eh_proj.cols))
+        todo.push_back(&mtp_.eh_proj);
+    if (mtp_own_head && packable(mtp_.head.type, mtp_.head.rows, mtp_.head.cols)) todo.push_back(&mtp_.head);
     // One huge-page buffer for all copies, each matrix at a 64-byte boundary.
     auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };
     size_t total = 0;
@@ -487,6 +507,10 @@ void Model::repack_for_cpu() {
     for (auto& t : threads) t.join();
     packed_bytes_ = total;
     if (hp_.tied_output) tok_embd_.packed = output_.packed;
+    if (mtp_.eh_proj.data) {  // the MTP block's defaults are the model's own matrices: their packed copies too
+        if (!mtp_own_head) mtp_.head = output_;
+        if (mtp_.embd.data == tok_embd_.data) mtp_.embd = tok_embd_;
+    }
 }
 
 const std::string& Model::path() const { return file_->path(); }

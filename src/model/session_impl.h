@@ -12,7 +12,7 @@ namespace tandem {
 struct Session::Impl {
     KvCache kv;
     // scratch, sized for n_batch tokens
-    std::vector<float> x, xn, q, k, v, att, rows_out, logits_tmp, attn_scratch;
+    std::vector<float> x, xn, q, k, v, att, rows_out, logits_tmp, attn_scratch, mtp_in;
     FfnScratch ffn;
     double attn_s = 0;  // seconds spent in attention, all passes (Session::attention_seconds)
     RopeTable rope[2];  // [0] global layers, [1] sliding-window layers (HParams::n_swa > 0)

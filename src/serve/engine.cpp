@@ -202,7 +202,7 @@ void Engine::slot_action(Slot& s, std::shared_ptr<Job> job) {
                 break;
             case JobRequest::SlotAction::ERASE:
                 job->n_slot_tokens = s.target->n_past();
-                for (Session* ss : {s.target.get(), s.draft.get(), s.self_draft.get()})
+                for (Session* ss : {s.target.get(), s.draft.get(), s.self_draft.get(), s.mtp_draft.get()})
                     if (ss) ss->truncate(0);
                 break;
             case JobRequest::SlotAction::NONE: break;
@@ -216,13 +216,14 @@ void Engine::slot_action(Slot& s, std::shared_ptr<Job> job) {
 }
 
 Engine::SlotDraft Engine::slot_draft(Slot& s, SpecType type) {
-    auto& session = type == SpecType::SELF ? s.self_draft : s.draft;
-    double& prior = type == SpecType::SELF ? s.self_prior : s.draft_prior;
+    auto& session = type == SpecType::SELF ? s.self_draft : type == SpecType::MTP ? s.mtp_draft : s.draft;
+    double& prior = type == SpecType::SELF ? s.self_prior : type == SpecType::MTP ? s.mtp_prior : s.draft_prior;
     if (!session) {  // the same setup as generate and bench (make_draft)
-        const int n_ctx = type == SpecType::SELF || p_.n_ctx_draft <= 0 ? s.target->n_ctx() : p_.n_ctx_draft;
-        DraftSetup d = make_draft(type, target_, type == SpecType::SELF ? nullptr : draft_,
+        const bool own = type == SpecType::SELF || type == SpecType::MTP;  // the target model's own layers
+        const int n_ctx = own || p_.n_ctx_draft <= 0 ? s.target->n_ctx() : p_.n_ctx_draft;
+        DraftSetup d = make_draft(type, target_, own ? nullptr : draft_,
                                   SessionParams{n_ctx, 0, p_.n_batch, p_.type_k_draft, p_.type_v_draft, p_.swa_full},
-                                  type == SpecType::SELF ? p_.self_draft_layers : 0, pool_);
+                                  type == SpecType::SELF ? p_.self_draft_layers : 0, pool_, s.target.get());
         session = std::move(d.session);
         prior = d.cost_prior;
     }
@@ -239,7 +240,7 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
     const JobRequest& r = s.job->req;
     SpecParams spec = r.spec;
     Session* draft = nullptr;
-    if (spec.type == SpecType::DRAFT || spec.type == SpecType::SELF) {
+    if (spec.type == SpecType::DRAFT || spec.type == SpecType::SELF || spec.type == SpecType::MTP) {
         SlotDraft d = slot_draft(s, spec.type);
         draft = d.session;
         spec.draft_cost_prior = d.cost_prior;

@@ -144,14 +144,16 @@ public:
     EngineMetrics metrics() const;
     int n_ctx() const { return n_ctx_; }
     bool has_draft() const { return draft_ != nullptr; }
+    bool has_mtp() const { return target_->mtp() != nullptr; }  // the model has a multi-token-prediction block
     // What the KV caches take, for the start-up log: slots, positions, types, MiB (target and draft).
     const std::string& kv_summary() const { return kv_summary_; }
     const std::string& context_note() const { return context_note_; }  // empty when -c was given
 
 private:
     struct Slot {
-        std::unique_ptr<Session> target, draft, self_draft;  // drafts made on first use (make_draft)
-        double draft_prior = 0, self_prior = 0;
+        // drafts made on first use (make_draft); an MTP draft reads its target: declared after it, destroyed first
+        std::unique_ptr<Session> target, draft, self_draft, mtp_draft;
+        double draft_prior = 0, self_prior = 0, mtp_prior = 0;
         std::unique_ptr<Generator> gen;
         std::unique_ptr<TextPipeline> text;
         std::shared_ptr<Job> job;

@@ -27,6 +27,8 @@ void parse_spec_type(const json& t, const ServerLimits& lim, SpecParams& spec) {
     }
     if (spec.type == SpecType::DRAFT && !lim.has_draft)
         throw BadRequest("speculative.type 'draft': the server has no draft model (-md)");
+    if (spec.type == SpecType::MTP && !lim.has_mtp)
+        throw BadRequest("speculative.type 'mtp': the model has no multi-token-prediction block");
 }
 
 // Our nested object: {"n_max", "n_min", "p_min", "adaptive", "tree", "tree_width", "latency", "tree_nodes",

@@ -103,6 +103,7 @@ struct Service::Impl {
         lim.n_vocab = tok().n_vocab();
         lim.max_n = 8;
         lim.has_draft = engine->has_draft();
+        lim.has_mtp = engine->has_mtp();
         lim.spec_defaults = spec_defaults;
         lim.sampling = p.sampling;
         lim.n_predict = p.n_predict;
@@ -215,6 +216,8 @@ void Service::load(const std::string& model_path, const std::string& draft_path,
     }
     if (ep.spec.type == SpecType::SELF || ep.self_draft_layers > 0)
         self_draft_layers(*model, ep.self_draft_layers);  // K < L
+    if (ep.spec.type == SpecType::MTP && !model->mtp())
+        throw Error(model_path + ": --spec-type mtp needs a model with a multi-token-prediction block (nextn layers)");
     ep.spec.suffix = std::make_shared<SuffixCache>(suffix);  // server-wide; every request feeds it
     ep.spec.cost_memory = std::make_shared<SpecCostMemory>();  // server-wide: measured costs carry over
     I.spec_defaults = ep.spec;

@@ -1,4 +1,5 @@
-// Proposals from a draft session (SpecType::DRAFT: a draft model; SpecType::SELF: the target's first K layers):
+// Proposals from a draft session (SpecType::DRAFT: a draft model; SpecType::SELF: the target's first K layers;
+// SpecType::MTP: the target's multi-token-prediction block, reading the target's hidden states):
 // the draft samples its chain from its own distribution q (under a grammar, the constrained one), stops when its top
 // probability falls below --draft-p-min, and, for token trees, adds alternatives where it is unsure when their
 // expected gain pays for the verified node (EAGLE-2-style dynamic trees, priced by the DraftLengthController).
@@ -67,6 +68,7 @@ public:
     void on_context_shift() override {  // the draft re-reads a window of the (new) history at its next proposal
         d_.truncate(0);
         base_ = 0;
+        mtp_real_ = 0;
     }
 
 private:
@@ -80,6 +82,9 @@ private:
     bool target_greedy_;
     Sampler sampler_;
     size_t base_ = 0;  // history index of the draft cache's position 0
+    // MTP: the draft cache's first rows made from the target's hidden states (its drafted rows read its own: they
+    // are made again from the target's once verified). Its positions are the target's: base_ stays 0.
+    size_t mtp_real_ = 0;
     static constexpr size_t kDraftWindow = 64;  // tokens of recent history a restarted draft sees
 };
 
@@ -154,9 +159,14 @@ void ModelProposer::propose(ProposeRound& r) {
     auto for_draft = [d_vocab](int32_t x) { return x < d_vocab ? x : 0; };
     size_t keep = 0;
     while (keep < cached.size() && base_ + keep < n && cached[keep] == for_draft(history[base_ + keep])) keep++;
+    const bool mtp = type_ == SpecType::MTP;
+    if (mtp) {
+        keep = std::min(keep, mtp_real_);
+        if (n + size_t(k) > size_t(d.n_ctx())) return;  // no room for a draft (the target's context is full)
+    }
     const size_t window = std::min<size_t>(kDraftWindow, size_t(std::max(1, d.n_ctx() - k - 1)));
     const size_t lag = n - (base_ + keep);
-    if ((r.control.probing() && lag > window) || n - base_ + size_t(k) > size_t(d.n_ctx())) {
+    if (!mtp && ((r.control.probing() && lag > window) || n - base_ + size_t(k) > size_t(d.n_ctx()))) {
         base_ = n > window ? n - window : 0;
         keep = 0;
     }
@@ -169,6 +179,10 @@ void ModelProposer::propose(ProposeRound& r) {
     std::vector<int32_t> feed(history.begin() + std::ptrdiff_t(base_ + keep), history.end());
     for (int32_t& x : feed) x = for_draft(x);
     d.decode(feed.data(), int(feed.size()), false);
+    if (mtp) {  // rows 0..n-1 now come from the target's states, which it need not keep below n - 2 any more
+        mtp_real_ = n;
+        d.mtp_target()->release_hidden(int(n) - 2);
+    }
     // The drafted tokens are appended to the history while drafting (the samplers' penalties see them) and
     // removed again before returning; the Generator appends the accepted ones for good.
     const ConstraintView& cv = r.constraint;
@@ -206,7 +220,8 @@ void ModelProposer::propose(ProposeRound& r) {
 }  // namespace
 
 std::unique_ptr<Proposer> make_model_proposer(SpecType type, const ModelProposerSetup& setup) {
-    TD_ASSERT((type == SpecType::DRAFT || type == SpecType::SELF) && setup.draft);
+    TD_ASSERT((type == SpecType::DRAFT || type == SpecType::SELF || type == SpecType::MTP) && setup.draft);
+    TD_ASSERT((type == SpecType::MTP) == setup.draft->is_mtp());
     return std::make_unique<ModelProposer>(type, setup);
 }
 

@@ -21,12 +21,16 @@ double draft_cost_prior(SpecType type, const Model& target, const Model* draft_m
         return double(draft_model->weights_bytes()) / double(target.weights_bytes());
     if (type == SpecType::SELF)
         return double(self_draft_layers(target, requested_layers)) / double(target.hparams().n_layer);
+    if (type == SpecType::MTP) {  // one more layer (its expected share of a pass) and the output matrix again
+        const double pass = target.bytes_per_pass(1), out = double(target.output().nbytes());
+        return std::min(1.0, ((pass - out) / std::max(1, target.hparams().n_layer) + out) / pass);
+    }
     return 0.0;
 }
 
 DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
                       const std::shared_ptr<const Model>& draft_model, SessionParams params, int requested_layers,
-                      ThreadPool& pool) {
+                      ThreadPool& pool, Session* target_session) {
     DraftSetup d;
     if (type == SpecType::DRAFT) {
         if (!draft_model) throw Error("speculative type 'draft' needs a draft model (-md)");
@@ -35,6 +39,15 @@ DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
     } else if (type == SpecType::SELF) {
         d.self_layers = self_draft_layers(*target, requested_layers);
         params.n_layers = d.self_layers;
+        d.session = std::make_unique<Session>(target, params, pool);
+    } else if (type == SpecType::MTP) {
+        if (!target->mtp())
+            throw Error(target->path() +
+                        ": speculative type 'mtp' needs a model with a multi-token-prediction block (nextn layers), "
+                        "and this one has none");
+        if (!target_session) throw Error("speculative type 'mtp' needs the target's session");
+        params.n_layers = 0;
+        params.mtp_of = target_session;
         d.session = std::make_unique<Session>(target, params, pool);
     }
     d.cost_prior = draft_cost_prior(type, *target, draft_model.get(), requested_layers);

@@ -16,6 +16,7 @@ const char* spec_type_name(SpecType t) {
         case SpecType::NGRAM: return "ngram";
         case SpecType::SELF: return "self";
         case SpecType::SUFFIX: return "suffix";
+        case SpecType::MTP: return "mtp";
     }
     return "?";
 }
@@ -30,12 +31,13 @@ SpecType spec_type_from_name(const std::string& s) {
         return SpecType::NGRAM;
     if (s == "self") return SpecType::SELF;
     if (s == "suffix") return SpecType::SUFFIX;
-    if (s == "draft-eagle3" || s == "draft-mtp" || s == "draft-dflash" || s == "draft-dspark")
+    if (s == "mtp" || s == "draft-mtp") return SpecType::MTP;
+    if (s == "draft-eagle3" || s == "draft-dflash" || s == "draft-dspark")
         throw Error("speculative type '" + s +
                     "' needs model-specific draft heads, which tandem does not implement (use "
-                    "draft-simple with -md, ngram, or self)");
+                    "draft-simple with -md, ngram, self, or mtp)");
     throw Error("unknown speculative type '" + s +
-                "' (none, draft, ngram, self, suffix; llama.cpp's draft-simple and ngram-* too)");
+                "' (none, draft, ngram, self, suffix, mtp; llama.cpp's draft-simple, draft-mtp and ngram-* too)");
 }
 
 void set_spec_types(SpecParams& spec, const std::string& list) {
@@ -45,9 +47,9 @@ void set_spec_types(SpecParams& spec, const std::string& list) {
         const SpecType t = spec_type_from_name(name);
         if (t != SpecType::NONE && std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
     }
-    auto is_model = [](SpecType t) { return t == SpecType::DRAFT || t == SpecType::SELF; };
+    auto is_model = [](SpecType t) { return t == SpecType::DRAFT || t == SpecType::SELF || t == SpecType::MTP; };
     if (std::count_if(types.begin(), types.end(), is_model) > 1)
-        throw Error("speculative types: at most one of draft and self (one draft session), got '" + list + "'");
+        throw Error("speculative types: at most one of draft, self and mtp (one draft session), got '" + list + "'");
     std::stable_partition(types.begin(), types.end(), is_model);  // the model proposer first
     spec.type = types.empty() ? SpecType::NONE : types[0];
     spec.extra.assign(types.begin() + (types.empty() ? 0 : 1), types.end());

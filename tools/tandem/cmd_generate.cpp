@@ -192,6 +192,10 @@ int cmd_generate(int argc, char** argv) {
     }
     Session target(model, tp, pool);
     std::fprintf(stderr, "%s\n", kv_cache_line("target", target).c_str());
+    if (!o.sf.type_given && o.sf.draft_model.empty() && model->mtp()) {  // its own drafter, as llama.cpp picks it
+        o.spec.type = SpecType::MTP;
+        std::fprintf(stderr, "speculative: the model's multi-token-prediction block drafts (--spec-type none: off)\n");
+    }
 
     if (o.spec.type == SpecType::DRAFT) {
         o.spec.vocab_bridge = draft_vocab_bridge(*model, *draft_model);
@@ -203,7 +207,7 @@ int cmd_generate(int argc, char** argv) {
         make_draft(o.spec.type, model, draft_model,
                    SessionParams{o.spec.type == SpecType::DRAFT && o.n_ctx_draft > 0 ? o.n_ctx_draft : target.n_ctx(),
                                  0, o.n_batch, o.cache.type_k_draft, o.cache.type_v_draft, o.cache.swa_full},
-                   o.sf.draft_layers, o.spec.type == SpecType::DRAFT && draft_pool ? *draft_pool : pool);
+                   o.sf.draft_layers, o.spec.type == SpecType::DRAFT && draft_pool ? *draft_pool : pool, &target);
     std::unique_ptr<Session> draft = std::move(ds.session);
     if (draft) std::fprintf(stderr, "%s\n", kv_cache_line("draft", *draft).c_str());
     if (draft) o.spec.draft_cost_prior = ds.cost_prior;

@@ -32,7 +32,8 @@ PairedRuns run_pairs(const ModelBench& b, const SpecBench& sb, const SpecParams&
     auto run_gen = [&](SpecParams sparams, SpecStats* st) {
         Session target(b.model, SessionParams{ctx, 0, 512}, b.pool);
         std::unique_ptr<Session> draft =
-            make_draft(sparams.type, b.model, dmodel, SessionParams{ctx, 0, 512}, sb.draft_layers, b.pool).session;
+            make_draft(sparams.type, b.model, dmodel, SessionParams{ctx, 0, 512}, sb.draft_layers, b.pool, &target)
+                .session;
         Generator g(target, draft.get(), sp, sparams);
         g.start(ids);
         std::vector<int32_t> outt;
