@@ -65,6 +65,7 @@ PairedRuns run_pairs(const ModelBench& b, const SpecBench& sb, const SpecParams&
 // Draft step cost relative to a target step, measured on this machine now (draft and self-speculation; 0 for
 // the proposers without a model).
 double draft_cost_ratio(const ModelBench& b, const SpecBench& sb, const std::shared_ptr<const Model>& dmodel) {
+    if (sb.spec.type == SpecType::MTP) return draft_cost_prior(SpecType::MTP, *b.model, nullptr, 0);  // estimated
     if (sb.spec.type != SpecType::DRAFT && sb.spec.type != SpecType::SELF) return 0;
     auto step_time = [&](std::shared_ptr<const Model> m, int layers) {
         Session s(m, SessionParams{64, layers, 512}, b.pool);
