@@ -48,10 +48,10 @@ EMU+=':Session.RepackedWeightsGiveTheSameLogits'
 # Forced levels on this CPU (native speed): every architecture's reference and every Session test, and the greedy
 # identity of speculation in its quick form (it is where a level's batched and single-row kernels would disagree
 # on a near tie).
-NATIVE='Cpu.*:Quant.*:Attention.*:Reference.*:AllSynth/*:AllModern/*:AllArch/*:Depths/*4096*:Session.*:Speculative.GreedyOutputIsTokenIdenticalToPlainDecoding'
+NATIVE='Cpu.*:Quant.*:Attention.*:Reference.*:AllSynth/*:AllModern/*:AllArch/*:AllMtp/*:Depths/*4096*:Session.*:Speculative.GreedyOutputIsTokenIdenticalToPlainDecoding'
 # --full: the old matrix, the speculative suites everywhere (MoE speculation, per-architecture batching and the
 # tree / proposer-list distribution tests only at native speed).
-FULL_NATIVE='Quant.*:Cpu.*:Attention.*:Reference.*:AllSynth/*:AllModern/*:AllArch/*:Depths/*:Speculative.*:Session.*-Speculative.IncompatiblePairsAreRefused'
+FULL_NATIVE='Quant.*:Cpu.*:Attention.*:Reference.*:AllSynth/*:AllModern/*:AllArch/*:AllMtp/*:Depths/*:Speculative.*:Session.*-Speculative.IncompatiblePairsAreRefused'
 FULL_EMU='Quant.*:Cpu.*:Attention.*:Reference.*:AllSynth/*:AllModern/*qwen3moe*:AllModern/*gptoss*:Speculative.*:Session.*-Speculative.IncompatiblePairsAreRefused:Speculative.Moe*:Session.EveryArchitecture*:Speculative.TokenTreeSampling*:Speculative.ProposerList*'
 # The emulated Haswell leaves out the teacher-forced references of the F16/BF16 files and of gpt-oss (F16 attention,
 # MXFP4 experts): qemu converts halves in software, which made them half of the matrix (130 of 243 s). Their avx2

@@ -767,19 +767,22 @@ TEST(Speculative, SmallArchitectureTargetsAreTokenIdenticalWithChainsAndTrees) {
 // speculation, and the accept-all negative control is told apart.
 TEST(Speculative, MtpDraftsAreExact) {
     ThreadPool pool(1);
-    auto target = Model::load(test::synth_file("tiny-ref-glm4moe", "Q8_0"));
     const std::vector<int32_t> prompt = {1, 300, 301, 302, 517, 640, 12, 99};
-    const auto plain = run_with(pool, target, nullptr, prompt, 40, greedy(), SpecParams{});
-    for (bool tree : {false, true}) {
-        SpecParams spec = fixed_length(SpecType::MTP, 3);
-        spec.tree = tree;
-        if (tree) spec.tree_min_gain = 0.0;
-        SpecStats st;
-        EXPECT_EQ(run_with(pool, target, nullptr, prompt, 40, greedy(), spec, 0, &st), plain)
-            << (tree ? "tree" : "chain");
-        EXPECT_GT(st.n_drafted, 0);
-        if (tree) EXPECT_GT(st.n_tree_nodes, 0);
+    for (const char* shape : {"tiny-ref-glm4moe", "tiny-ref-deepseek2"}) {  // deepseek2: MLA in the MTP block too
+        auto m = Model::load(test::synth_file(shape, "Q8_0"));
+        const auto plain = run_with(pool, m, nullptr, prompt, 40, greedy(), SpecParams{});
+        for (bool tree : {false, true}) {
+            SpecParams spec = fixed_length(SpecType::MTP, 3);
+            spec.tree = tree;
+            if (tree) spec.tree_min_gain = 0.0;
+            SpecStats st;
+            EXPECT_EQ(run_with(pool, m, nullptr, prompt, 40, greedy(), spec, 0, &st), plain)
+                << shape << (tree ? " tree" : " chain");
+            EXPECT_GT(st.n_drafted, 0);
+            if (tree) EXPECT_GT(st.n_tree_nodes, 0);
+        }
     }
+    auto target = Model::load(test::synth_file("tiny-ref-glm4moe", "Q8_0"));
     SamplerParams sp;
     sp.temp = 1.5f;
     sp.min_p = 0.0f;

@@ -14,7 +14,21 @@ namespace tandem {
 
 class GgufFile;
 
-enum class Arch { LLAMA, QWEN2, QWEN3, QWEN3MOE, GEMMA3, PHI3, GPT_OSS, SMOLLM3, GRANITE, OLMO2, MISTRAL3, GLM4MOE };
+enum class Arch {
+    LLAMA,
+    QWEN2,
+    QWEN3,
+    QWEN3MOE,
+    GEMMA3,
+    PHI3,
+    GPT_OSS,
+    SMOLLM3,
+    GRANITE,
+    OLMO2,
+    MISTRAL3,
+    GLM4MOE,
+    DEEPSEEK2
+};
 const char* arch_name(Arch a);
 struct HParams;
 // The architecture features a model uses, for `tandem info`: "rope theta 1e+06, n_rot 128, NEOX, QK-norm, ...".
@@ -72,6 +86,16 @@ struct HParams {
     // 1 + attn_temp_scale * ln(floor(p / n_ctx_orig) + 1) when != 0 (1 within the original context)
     float attn_temp_scale = 0;
 
+    // Multi-head latent attention (deepseek2: DeepSeek V2/V3/R1, Kimi K2), with the up-projections absorbed: the
+    // cache holds one row per token, [rmsnorm(latent) * kv_a_norm (n_lora_kv) | roped k_pe (n_rot)], as K and V
+    // (head_dim = n_lora_kv + n_rot, n_head_kv = 1); each head's query is [wk_b^T q_nope (n_lora_kv) | roped q_pe],
+    // scored against the whole row; its output's latent part (the first n_lora_kv) goes through wv_b to mla_v
+    // values. q_nope/q_pe: the head's first mla_k - n_rot and last n_rot of q = wq_b rmsnorm(wq_a x) (or wq x).
+    bool mla = false;
+    int n_lora_q = 0, n_lora_kv = 0;  // n_lora_q 0: q = wq x (the lite models)
+    int mla_k = 0, mla_v = 0;  // a head's q/k size before absorption (qk_nope + qk_rope) and its value size
+    int rope_offset = 0;  // where in a q/k head the rotated dims start (MLA: n_lora_kv; else 0)
+
     // Sliding-window attention: layers with LayerWeights::swa see only the last n_swa positions (key j is hidden
     // from query i when i - j >= n_swa), and use their own RoPE base/scale.
     int n_swa = 0;
@@ -83,6 +107,7 @@ struct HParams {
     float rope_attn_factor = 1.0f;  // multiplies cos and sin (phi3 LongRoPE, YaRN's magnitude correction)
     float yarn_ext_factor = 0;  // 1 for YaRN: frequencies ramp between interpolated and extrapolated
     float yarn_beta_fast = 32.0f, yarn_beta_slow = 1.0f;
+    float yarn_log_mul = 0;  // rope.scaling.yarn_log_multiplier (deepseek2: the file's / 0.1, as llama.cpp reads it)
     bool has_rope_long_short = false;  // phi3: rope_factors_long/short, chosen by the session's context size
 
     // Feed-forward
@@ -94,6 +119,9 @@ struct HParams {
     int n_ff_exp = 0;  // hidden size of one expert
     MoeGating moe_gating = MoeGating::SOFTMAX;
     bool expert_weights_norm = false;  // renormalise the k selected weights to sum 1
+    // DeepSeek V3's group-limited routing: experts in n_expert_groups equal groups, a group scored by the sum of
+    // its two best choice scores; only the n_group_used best groups' experts may be chosen (0: no groups)
+    int n_expert_groups = 0, n_group_used = 0;
     float expert_weights_scale = 0;  // multiplies the selected weights when != 0
     bool has_expert_bias = false;  // router and expert biases (gpt-oss)
     bool has_out_bias = false;  // attention output bias (gpt-oss)
@@ -115,10 +143,17 @@ struct LayerWeights {
     Weight wq;  // (n_head * head_dim, n_embd)
     Weight wk;  // (n_head_kv * head_dim, n_embd)
     Weight wv;  // (n_head_kv * head_dim, n_embd)
-    Weight wo;  // (n_embd, n_head * head_dim)
+    Weight wo;  // (n_embd, n_head * head_dim); MLA: (n_embd, n_head * mla_v)
     std::vector<float> bq, bk, bv;  // qwen2 only: (n_head*head_dim), (n_head_kv*head_dim) x2
     std::vector<float> bo;  // gpt-oss: (n_embd)
     std::vector<float> q_norm, k_norm;  // QK-norm: (head_dim) each; olmo2: (n_head*hd), (n_head_kv*hd)
+    // MLA (HParams::mla; wq, wk, wv unused): q = wq_b rmsnorm(wq_a x) * q_a_norm, or wq x without n_lora_q
+    Weight wq_a;  // (n_lora_q, n_embd)
+    Weight wq_b;  // (n_head * mla_k, n_lora_q)
+    Weight wkv_a;  // (n_lora_kv + n_rot, n_embd): the latent and k_pe
+    std::vector<float> q_a_norm, kv_a_norm;  // (n_lora_q), (n_lora_kv)
+    std::vector<Weight> wk_b;  // n_head: (n_lora_kv, mla_k - n_rot), absorbed into the query
+    std::vector<Weight> wv_b;  // n_head: (mla_v, n_lora_kv), the head's values from its latent output
     std::vector<float> sinks;  // attention sinks: (n_head)
     std::vector<float> post_attn_norm;  // gemma3, olmo2: before the residual add; gpt-oss: the FFN's pre-norm (n_embd)
     std::vector<float> ffn_norm;  // (n_embd); empty for gpt-oss (post_attn_norm is its pre-FFN norm) and olmo2

@@ -23,6 +23,9 @@ struct SynthShape {
     // norms, so a norm weight applied to the wrong tensor shows, and larger weights, so logits have real margins.
     float weight_std = 0.02f;
     float norm_std = 0.0f;
+    // deepseek2's multi-head latent attention: q rank (0: q = wq x), latent rank, a head's rotated / not rotated
+    // query-key dims and its value dims
+    int q_lora = 0, kv_lora = 0, qk_rope = 0, qk_nope = 0, v_head = 0;
 };
 
 // Known shapes: tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, llama-2-7b, llama-3.1-8b, qwen3-0.6b, qwen3-8b,

@@ -54,7 +54,7 @@ void merge(State& acc, const State& part, int m, int hd) {
     }
 }
 
-constexpr int kMaxHeadDim = 512;
+constexpr int kMaxHeadDim = 576;  // MLA's cache row (DeepSeek V3: latent 512 + rope 64)
 
 struct alignas(64) Tiles {
     float k[kAttnTile * kMaxHeadDim];

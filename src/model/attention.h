@@ -38,7 +38,7 @@ struct AttnRow {
 
 struct AttnShape {
     int layer;
-    int n_head, n_head_kv, head_dim;  // n_head % n_head_kv == 0, n_head / n_head_kv <= 64, head_dim <= 512
+    int n_head, n_head_kv, head_dim;  // n_head % n_head_kv == 0, n_head / n_head_kv <= 64, head_dim <= 576
     float scale;  // applied to q . k
     const float* sinks;  // (n_head) attention-sink logits added to each head's softmax denominator; null: none
 };

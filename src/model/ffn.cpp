@@ -44,31 +44,57 @@ void moe_select(const HParams& hp, const float* logits, const float* choice_bias
     const int ne = hp.n_expert, k = hp.n_expert_used;
     std::vector<int> idx(static_cast<size_t>(ne));
     std::iota(idx.begin(), idx.end(), 0);
-    // The score an expert is chosen by: the logit (softmax is monotonic, so the top k of the probabilities are the
-    // top k of the logits), or for SIGMOID gating sigmoid(logit) + the selection bias, which the weights ignore.
-    std::vector<float> score(logits, logits + ne);
-    const bool sigmoid = hp.moe_gating == MoeGating::SIGMOID;
-    if (sigmoid)
-        for (int e = 0; e < ne; e++) {
-            score[size_t(e)] = 1.0f / (1.0f + std::exp(-logits[e]));
-            if (choice_bias) score[size_t(e)] += choice_bias[e];
+    // The probabilities (softmax or sigmoid of the logits; gpt-oss: the logits themselves), and the score an expert
+    // is chosen by: those plus the layer's choice bias, which the weights leave out (llama.cpp's build_moe_ffn).
+    std::vector<float> prob(logits, logits + ne);
+    if (hp.moe_gating == MoeGating::SIGMOID) {
+        for (int e = 0; e < ne; e++) prob[size_t(e)] = 1.0f / (1.0f + std::exp(-logits[e]));
+    } else if (hp.moe_gating == MoeGating::SOFTMAX) {
+        const float mx = *std::max_element(logits, logits + ne);
+        double sum = 0;
+        for (int e = 0; e < ne; e++) sum += std::exp(double(logits[e]) - mx);
+        for (int e = 0; e < ne; e++) prob[size_t(e)] = float(std::exp(double(logits[e]) - mx) / sum);
+    }
+    std::vector<float> score = prob;
+    if (choice_bias)
+        for (int e = 0; e < ne; e++) score[size_t(e)] += choice_bias[e];
+    // Group-limited routing (DeepSeek V3): a group's score is the sum of its two best scores; the experts of all but
+    // the n_group_used best groups are out of the choice (ties to the lower index, as everywhere here).
+    if (hp.n_expert_groups > 1) {
+        const int ng = hp.n_expert_groups, per = ne / ng;
+        std::vector<std::pair<float, int>> gs;
+        for (int g = 0; g < ng; g++) {
+            float b1 = -INFINITY, b2 = -INFINITY;
+            for (int e = g * per; e < (g + 1) * per; e++) {
+                const float v = score[size_t(e)];
+                if (v > b1) {
+                    b2 = b1;
+                    b1 = v;
+                } else if (v > b2) {
+                    b2 = v;
+                }
+            }
+            gs.push_back({per > 1 ? b1 + b2 : b1, g});
         }
+        std::partial_sort(gs.begin(), gs.begin() + hp.n_group_used, gs.end(), [](const auto& a, const auto& b) {
+            return a.first > b.first || (a.first == b.first && a.second < b.second);
+        });
+        std::vector<uint8_t> keep(static_cast<size_t>(ng), 0);
+        for (int j = 0; j < hp.n_group_used; j++) keep[size_t(gs[size_t(j)].second)] = 1;
+        for (int e = 0; e < ne; e++)
+            if (!keep[size_t(e / per)]) score[size_t(e)] = -INFINITY;
+    }
     // Largest first, ties to the lower index.
     std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
         return score[size_t(a)] > score[size_t(b)] || (score[size_t(a)] == score[size_t(b)] && a < b);
     });
-    if (sigmoid) {
-        for (int j = 0; j < k; j++) weights[j] = 1.0f / (1.0f + std::exp(-logits[idx[size_t(j)]]));
-    } else if (hp.moe_gating == MoeGating::SOFTMAX) {
-        const float mx = logits[idx[0]];
-        double sum = 0;
-        for (int e = 0; e < ne; e++) sum += std::exp(double(logits[e]) - mx);
-        for (int j = 0; j < k; j++) weights[j] = float(std::exp(double(logits[idx[size_t(j)]]) - mx) / sum);
-    } else {  // SOFTMAX_WEIGHT: softmax over the selected logits only
+    if (hp.moe_gating == MoeGating::SOFTMAX_WEIGHT) {  // softmax over the selected logits only
         const float mx = logits[idx[0]];
         double sum = 0;
         for (int j = 0; j < k; j++) sum += std::exp(double(logits[idx[size_t(j)]]) - mx);
         for (int j = 0; j < k; j++) weights[j] = float(std::exp(double(logits[idx[size_t(j)]]) - mx) / sum);
+    } else {
+        for (int j = 0; j < k; j++) weights[j] = prob[size_t(idx[size_t(j)])];
     }
     if (hp.expert_weights_norm) {
         float s = 0;

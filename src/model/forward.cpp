@@ -22,6 +22,8 @@
 #include "core/fp16.h"
 #include "model/attention.h"
 #include "model/ffn.h"
+#include "model/mla.h"
+#include "model/norm.h"
 #include "model/rope.h"
 #include "model/session_impl.h"
 #include "quant/kernels.h"
@@ -37,11 +39,32 @@ namespace {
 
 WeightView view(const Weight& w) { return WeightView{w.data, w.type, w.cols, w.rows, w.row_stride, w.packed}; }
 
-void rmsnorm(const float* x, const float* w, float* out, int n, float eps) {
-    double ss = 0;
-    for (int i = 0; i < n; i++) ss += double(x[i]) * double(x[i]);
-    float scale = 1.0f / std::sqrt(float(ss / n) + eps);
-    for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
+// attention() for up to 64 query heads per key/value head; more (MLA's one latent head for DeepSeek V3's 128 query
+// heads) in groups of heads whose query and output rows are gathered to and from the pass's rows.
+struct HeadsScratch {
+    std::vector<float>& attn;
+    std::vector<float>& heads_q;
+    std::vector<float>& heads_o;
+};
+void attention_heads(ThreadPool& pool, const AttnShape& sh, const std::vector<AttnRow>& rows, const float* q,
+                     float* out, HeadsScratch S) {
+    const int group = sh.n_head / sh.n_head_kv;
+    if (group <= 64) return attention(pool, sh, rows, q, out, S.attn);
+    TD_ASSERT(sh.n_head_kv == 1);
+    const size_t n = rows.size(), hd = size_t(sh.head_dim), qd = size_t(sh.n_head) * hd;
+    for (int h0 = 0; h0 < sh.n_head; h0 += 64) {
+        const int nh = std::min(64, sh.n_head - h0);
+        S.heads_q.resize(n * size_t(nh) * hd);
+        S.heads_o.resize(S.heads_q.size());
+        for (size_t r = 0; r < n; r++)
+            std::copy_n(q + r * qd + size_t(h0) * hd, size_t(nh) * hd, &S.heads_q[r * size_t(nh) * hd]);
+        AttnShape part = sh;
+        part.n_head = nh;
+        if (sh.sinks) part.sinks = sh.sinks + h0;
+        attention(pool, part, rows, S.heads_q.data(), S.heads_o.data(), S.attn);
+        for (size_t r = 0; r < n; r++)
+            std::copy_n(&S.heads_o[r * size_t(nh) * hd], size_t(nh) * hd, out + r * qd + size_t(h0) * hd);
+    }
 }
 
 // x += scale * y (scale 1: a plain residual add; granite's residual_scale otherwise)
@@ -401,7 +424,10 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         if (hp.has_pre_norms)
             for (int t = 0; t < n; t++)
                 rmsnorm(&S.x[size_t(t) * E], L.attn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
-        {
+        if (hp.mla) {  // the latent row is cached as K and V alike
+            mla_project(pool, hp, L, in, n, S.q.data(), S.k.data(), S.mla);
+            std::copy(S.k.begin(), S.k.end(), S.v.begin());
+        } else {
             const WeightView ws[3] = {view(L.wq), view(L.wk), view(L.wv)};
             float* const ys[3] = {S.q.data(), S.k.data(), S.v.data()};
             matmul_shared_input(pool, ws, ys, 3, in, n);
@@ -429,8 +455,9 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                 const int pos = rows[size_t(t)].pos;
                 const float* cs = rt.cos_at(pos);
                 const float* sn = rt.sin_at(pos);
-                for (int h = 0; h < nh; h++) rope_head(q + h * hd, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
-                for (int h = 0; h < nkv; h++) rope_head(k + h * hd, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
+                const int ro = hp.rope_offset;  // MLA: the rotated part follows the latent one
+                for (int h = 0; h < nh; h++) rope_head(q + h * hd + ro, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
+                for (int h = 0; h < nkv; h++) rope_head(k + h * hd + ro, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
             }
             if (hp.attn_temp_scale != 0.0f) {  // mistral3: sharper attention beyond each original context length
                 const int pos = rows[size_t(t)].pos, span = hp.n_ctx_orig > 0 ? hp.n_ctx_orig : hp.n_ctx_train;
@@ -442,9 +469,14 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         }
         const AttnShape shape{l, nh, nkv, hd, hp.q_scale, hp.has_attn_sinks ? L.sinks.data() : nullptr};
         const auto t_attn = std::chrono::steady_clock::now();
-        attention(pool, shape, attn_rows[L.swa ? 1 : 0], S.q.data(), S.att.data(), S.attn_scratch);
+        attention_heads(pool, shape, attn_rows[L.swa ? 1 : 0], S.q.data(), S.att.data(),
+                        {S.attn_scratch, S.heads_q, S.heads_o});
         S.attn_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_attn).count();
-        matmul(pool, view(L.wo), S.att.data(), n, S.rows_out.data());
+        if (hp.mla) {  // the heads' values from their latent outputs
+            S.mla_v.resize(size_t(n) * nh * hp.mla_v);
+            mla_values(pool, hp, L, S.att.data(), n, S.mla_v.data(), S.mla);
+        }
+        matmul(pool, view(L.wo), hp.mla ? S.mla_v.data() : S.att.data(), n, S.rows_out.data());
         for (int t = 0; t < n; t++) {
             float* a = &S.rows_out[size_t(t) * E];
             if (!L.bo.empty())

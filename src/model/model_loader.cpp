@@ -25,9 +25,10 @@ struct ArchName {
     const char* name;
 };
 constexpr ArchName kArchs[] = {
-    {Arch::LLAMA, "llama"},     {Arch::QWEN2, "qwen2"}, {Arch::QWEN3, "qwen3"},       {Arch::QWEN3MOE, "qwen3moe"},
-    {Arch::GEMMA3, "gemma3"},   {Arch::PHI3, "phi3"},   {Arch::GPT_OSS, "gpt-oss"},   {Arch::SMOLLM3, "smollm3"},
-    {Arch::GRANITE, "granite"}, {Arch::OLMO2, "olmo2"}, {Arch::MISTRAL3, "mistral3"}, {Arch::GLM4MOE, "glm4moe"},
+    {Arch::LLAMA, "llama"},         {Arch::QWEN2, "qwen2"}, {Arch::QWEN3, "qwen3"},       {Arch::QWEN3MOE, "qwen3moe"},
+    {Arch::GEMMA3, "gemma3"},       {Arch::PHI3, "phi3"},   {Arch::GPT_OSS, "gpt-oss"},   {Arch::SMOLLM3, "smollm3"},
+    {Arch::GRANITE, "granite"},     {Arch::OLMO2, "olmo2"}, {Arch::MISTRAL3, "mistral3"}, {Arch::GLM4MOE, "glm4moe"},
+    {Arch::DEEPSEEK2, "deepseek2"},
 };
 }  // namespace
 
@@ -49,6 +50,9 @@ std::string describe_features(const HParams& hp) {
     if (hp.tied_output) add("tied output");
     if (hp.has_qkv_bias) add("qkv bias");
     if (hp.has_qk_norm) add(hp.qk_norm_whole ? "QK-norm (whole q and k)" : "QK-norm");
+    if (hp.mla)
+        add(strprintf("MLA (latent %d + rope %d cached per token, q rank %d, head k %d / v %d, absorbed)", hp.n_lora_kv,
+                      hp.n_rot, hp.n_lora_q, hp.mla_k, hp.mla_v));
     if (!hp.has_pre_norms) add("no pre-norms");
     if (hp.has_post_norms) add("post-norms");
     if (hp.residual_scale != 1.0f) add(strprintf("residual x %g", hp.residual_scale));
@@ -69,6 +73,7 @@ std::string describe_features(const HParams& hp) {
         if (hp.expert_weights_scale != 0.0f) add(strprintf("expert weights x %g", hp.expert_weights_scale));
         if (hp.n_expert_shared > 0) add(strprintf("%d shared expert(s)", hp.n_expert_shared));
         if (hp.n_layer_dense_lead > 0) add(strprintf("first %d layer(s) dense", hp.n_layer_dense_lead));
+        if (hp.n_expert_groups > 1) add(strprintf("%d of %d expert groups", hp.n_group_used, hp.n_expert_groups));
     }
     if (hp.n_layer_nextn > 0)
         add(strprintf("%d MTP block(s) (--spec-type mtp drafts with the first)", hp.n_layer_nextn));
@@ -210,13 +215,34 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     if (hp.n_embd % hp.n_head != 0 && !f.find(*arch + ".attention.key_length"))
         L.fail(strprintf("embedding_length %d is not a multiple of head_count %d", hp.n_embd, hp.n_head));
     hp.head_dim = L.opt_int("attention.key_length", hp.n_embd / hp.n_head);
-    if (L.opt_int("attention.value_length", hp.head_dim) != hp.head_dim)
-        L.fail("attention.value_length differs from key_length (not supported)");
     hp.n_rot = L.opt_int("rope.dimension_count", hp.head_dim);
     if (hp.n_rot > hp.head_dim || hp.n_rot % 2)
         L.fail(strprintf("rope.dimension_count %d is invalid for head size %d", hp.n_rot, hp.head_dim));
-    if (hp.head_dim % 8 != 0 || hp.head_dim > 256)
-        L.fail(strprintf("head size %d is not supported (a multiple of 8, at most 256)", hp.head_dim));
+    if (A == Arch::DEEPSEEK2) {  // multi-head latent attention (HParams::mla), as llama.cpp's MLA files give it
+        if (!f.find(*arch + ".attention.key_length_mla"))
+            L.fail(
+                "a deepseek2 file without attention.key_length_mla (an old conversion with attn_kv_b): "
+                "convert it again with llama.cpp's current convert_hf_to_gguf.py");
+        hp.mla = true;
+        hp.n_lora_kv = L.req_int("attention.kv_lora_rank");
+        hp.n_lora_q = int(f.get_int(*arch + ".attention.q_lora_rank").value_or(0));
+        hp.mla_k = L.req_int("attention.key_length_mla");
+        hp.mla_v = L.req_int("attention.value_length_mla");
+        hp.rope_offset = hp.n_lora_kv;
+        if (hp.n_head_kv != 1 || hp.head_dim != hp.n_lora_kv + hp.n_rot || hp.mla_k <= hp.n_rot ||
+            L.opt_int("attention.value_length", hp.n_lora_kv) != hp.n_lora_kv || hp.n_lora_q < 0)
+            L.fail(
+                strprintf("MLA shapes are inconsistent: head_count_kv %d (1), key_length %d (kv_lora_rank %d + "
+                          "rope %d), key_length_mla %d, q_lora_rank %d",
+                          hp.n_head_kv, hp.head_dim, hp.n_lora_kv, hp.n_rot, hp.mla_k, hp.n_lora_q));
+        if (hp.head_dim % 8 != 0 || hp.head_dim > 576)
+            L.fail(strprintf("MLA cache row %d is not supported (a multiple of 8, at most 576)", hp.head_dim));
+    } else {
+        if (L.opt_int("attention.value_length", hp.head_dim) != hp.head_dim)
+            L.fail("attention.value_length differs from key_length (not supported)");
+        if (hp.head_dim % 8 != 0 || hp.head_dim > 256)
+            L.fail(strprintf("head size %d is not supported (a multiple of 8, at most 256)", hp.head_dim));
+    }
     hp.rms_eps = L.opt_float("attention.layer_norm_rms_epsilon", 1e-5f);
     hp.rope_theta = L.opt_float("rope.freq_base", 10000.0f);
     if (!(hp.rms_eps > 0) || !(hp.rope_theta > 0)) L.fail("rms epsilon and rope.freq_base must be positive");
@@ -238,21 +264,33 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         // attn_factor and the ext-factor correction divides its (1 + 0.1 ln factor) back out.
         const float factor = 1.0f / hp.rope_freq_scale;
         auto mscale = [](float scale, float m) { return scale <= 1.0f ? 1.0f : 0.1f * m * std::log(scale) + 1.0f; };
-        const float log_mul = L.opt_float("rope.scaling.yarn_log_multiplier", 0.0f);
-        float af = log_mul != 0 ? mscale(factor, 1.0f) / mscale(factor, log_mul) : mscale(factor, 1.0f);
+        float log_mul = L.opt_float("rope.scaling.yarn_log_multiplier", 0.0f), m = 1.0f;
+        if (A == Arch::DEEPSEEK2) {  // its converter writes 0.1 mscale_all_dim; DeepSeek V2's mscale is that too
+            log_mul /= 0.1f;
+            if (log_mul != 1.0f) m = log_mul;
+        }
+        hp.yarn_log_mul = log_mul;
+        float af = log_mul != 0 ? mscale(factor, m) / mscale(factor, log_mul) : mscale(factor, 1.0f);
         af /= 1.0f + 0.1f * std::log(factor);
         hp.rope_attn_factor *= af;
         hp.yarn_ext_factor = L.opt_float("rope.scaling.yarn_ext_factor", 1.0f);
         hp.yarn_beta_fast = L.opt_float("rope.scaling.yarn_beta_fast", 32.0f);
         hp.yarn_beta_slow = L.opt_float("rope.scaling.yarn_beta_slow", 1.0f);
     }
-    hp.rope_style = A == Arch::LLAMA || A == Arch::SMOLLM3 || A == Arch::GRANITE || A == Arch::MISTRAL3
-                        ? RopeStyle::NORM
-                        : RopeStyle::NEOX;
+    hp.rope_style =
+        A == Arch::LLAMA || A == Arch::SMOLLM3 || A == Arch::GRANITE || A == Arch::MISTRAL3 || A == Arch::DEEPSEEK2
+            ? RopeStyle::NORM
+            : RopeStyle::NEOX;
     hp.has_qk_norm = A == Arch::QWEN3 || A == Arch::QWEN3MOE || A == Arch::GEMMA3 || A == Arch::OLMO2 ||
                      (A == Arch::GLM4MOE && L.has("blk.0.attn_q_norm.weight"));  // GLM-4.5 has it, -Air not
     hp.has_post_norms = A == Arch::GEMMA3 || A == Arch::OLMO2;
     hp.q_scale = 1.0f / std::sqrt(float(hp.head_dim));
+    if (hp.mla) {  // llama.cpp's deepseek2 graph: the query scale carries YaRN's magnitude, squared
+        const float ln = std::log(1.0f / hp.rope_freq_scale);
+        const float org = hp.rope_attn_factor * (1.0f + 0.1f * ln);
+        const float ms = org * (1.0f + 0.1f * hp.yarn_log_mul * ln);
+        hp.q_scale = ms * ms / std::sqrt(float(hp.mla_k));
+    }
     if (A == Arch::OLMO2) {  // OLMo 2: post-norms only, QK-norm over the whole q and k
         hp.has_pre_norms = false;
         hp.qk_norm_whole = true;
@@ -305,7 +343,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         }
     }
 
-    if (A == Arch::QWEN3MOE || A == Arch::GPT_OSS || A == Arch::GLM4MOE) {
+    if (A == Arch::QWEN3MOE || A == Arch::GPT_OSS || A == Arch::GLM4MOE || A == Arch::DEEPSEEK2) {
         hp.n_expert = L.req_int("expert_count");
         hp.n_expert_used = L.req_int("expert_used_count");
         hp.n_ff_exp = L.req_int("expert_feed_forward_length");
@@ -316,8 +354,10 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         hp.expert_weights_scale = L.opt_float("expert_weights_scale", 0.0f);
         hp.has_expert_bias = A == Arch::GPT_OSS;
     }
-    if (A == Arch::GLM4MOE) {  // GLM-4.5: sigmoid routing with a selection bias, a shared expert, dense first layers
-        const int64_t gating = f.get_int(*arch + ".expert_gating_func").value_or(2);  // llama.cpp's default: sigmoid
+    if (A == Arch::GLM4MOE || A == Arch::DEEPSEEK2) {
+        // GLM-4.5, DeepSeek V3: sigmoid routing with a selection bias, shared experts, dense first layers (DeepSeek
+        // V2: softmax, llama.cpp's default for deepseek2 files that do not say; glm4moe's is sigmoid)
+        const int64_t gating = f.get_int(*arch + ".expert_gating_func").value_or(A == Arch::GLM4MOE ? 2 : 1);
         if (gating != 1 && gating != 2)
             L.fail(strprintf("expert_gating_func %lld is not supported (1 softmax, 2 sigmoid)", (long long)gating));
         hp.moe_gating = gating == 1 ? MoeGating::SOFTMAX : MoeGating::SIGMOID;
@@ -329,6 +369,18 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
                              (long long)lead));
         hp.n_expert_shared = int(shared);
         hp.n_layer_dense_lead = int(lead);
+        const int64_t groups = f.get_int(*arch + ".expert_group_count").value_or(0);
+        const int64_t used = f.get_int(*arch + ".expert_group_used_count").value_or(0);
+        if (groups > 1) {
+            if (groups >= hp.n_expert || hp.n_expert % groups != 0 || used < 1 || used > groups ||
+                used * (hp.n_expert / groups) < hp.n_expert_used)
+                L.fail(
+                    strprintf("expert_group_count %lld / expert_group_used_count %lld do not fit %d experts, %d "
+                              "used",
+                              (long long)groups, (long long)used, hp.n_expert, hp.n_expert_used));
+            hp.n_expert_groups = int(groups);
+            hp.n_group_used = int(used);
+        }
     }
     hp.has_attn_sinks = hp.has_out_bias = A == Arch::GPT_OSS;
 
@@ -364,7 +416,19 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         std::string p = "blk." + std::to_string(i) + ".";
         LayerWeights& l = m->layers_[size_t(i)];
         if (hp.has_pre_norms) l.attn_norm = L.vec(p + "attn_norm.weight", hp.n_embd);
-        if (L.has(p + "attn_qkv.weight")) {  // fused q|k|v rows (phi3)
+        if (hp.mla) {
+            if (hp.n_lora_q > 0) {
+                l.q_a_norm = L.vec(p + "attn_q_a_norm.weight", hp.n_lora_q);
+                l.wq_a = L.matrix(p + "attn_q_a.weight", hp.n_lora_q, hp.n_embd);
+                l.wq_b = L.matrix(p + "attn_q_b.weight", int64_t(hp.n_head) * hp.mla_k, hp.n_lora_q);
+            } else {
+                l.wq = L.matrix(p + "attn_q.weight", int64_t(hp.n_head) * hp.mla_k, hp.n_embd);
+            }
+            l.kv_a_norm = L.vec(p + "attn_kv_a_norm.weight", hp.n_lora_kv);
+            l.wkv_a = L.matrix(p + "attn_kv_a_mqa.weight", hp.n_lora_kv + hp.n_rot, hp.n_embd);
+            l.wk_b = L.experts(p + "attn_k_b.weight", hp.n_lora_kv, hp.mla_k - hp.n_rot, hp.n_head);
+            l.wv_b = L.experts(p + "attn_v_b.weight", hp.mla_v, hp.n_lora_kv, hp.n_head);
+        } else if (L.has(p + "attn_qkv.weight")) {  // fused q|k|v rows (phi3)
             Weight qkv = L.matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, hp.n_embd);
             l.wq = Loader::rows_of(qkv, 0, q_dim);
             l.wk = Loader::rows_of(qkv, q_dim, kv_dim);
@@ -374,7 +438,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             l.wk = L.matrix(p + "attn_k.weight", kv_dim, hp.n_embd);
             l.wv = L.matrix(p + "attn_v.weight", kv_dim, hp.n_embd);
         }
-        l.wo = L.matrix(p + "attn_output.weight", hp.n_embd, q_dim);
+        l.wo = L.matrix(p + "attn_output.weight", hp.n_embd, hp.mla ? int64_t(hp.n_head) * hp.mla_v : q_dim);
         if (hp.has_qkv_bias) {
             l.bq = L.vec(p + "attn_q.bias", q_dim);
             l.bk = L.vec(p + "attn_k.bias", kv_dim);
@@ -453,10 +517,10 @@ void Model::repack_for_cpu() {
     const long page = sysconf(_SC_PAGESIZE);
     std::vector<Weight*> todo;
     for (auto& l : layers_) {
-        for (Weight* w :
-             {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.shexp_gate, &l.shexp_up, &l.shexp_down})
+        for (Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.shexp_gate, &l.shexp_up,
+                          &l.shexp_down, &l.wq_a, &l.wq_b, &l.wkv_a})
             if (w->data && packable(w->type, w->rows, w->cols)) todo.push_back(w);
-        for (auto* ex : {&l.exp_gate, &l.exp_up, &l.exp_down})
+        for (auto* ex : {&l.exp_gate, &l.exp_up, &l.exp_down, &l.wk_b, &l.wv_b})
             for (Weight& w : *ex)
                 if (packable(w.type, w.rows, w.cols)) todo.push_back(&w);
     }

@@ -4,6 +4,7 @@
 
 #include "model/ffn.h"
 #include "model/kv_cache.h"
+#include "model/mla.h"
 #include "model/rope.h"
 #include "tandem/session.h"
 
@@ -12,8 +13,9 @@ namespace tandem {
 struct Session::Impl {
     KvCache kv;
     // scratch, sized for n_batch tokens
-    std::vector<float> x, xn, q, k, v, att, rows_out, logits_tmp, attn_scratch, mtp_in;
+    std::vector<float> x, xn, q, k, v, att, rows_out, logits_tmp, attn_scratch, mtp_in, mla_v, heads_q, heads_o;
     FfnScratch ffn;
+    MlaScratch mla;
     double attn_s = 0;  // seconds spent in attention, all passes (Session::attention_seconds)
     RopeTable rope[2];  // [0] global layers, [1] sliding-window layers (HParams::n_swa > 0)
     Impl(int n_layer, int n_ctx, int kv_dim, int head_dim, TensorType tk, TensorType tv,

@@ -45,6 +45,32 @@ const std::vector<SynthShape>& synth_shapes() {
          0.1f},
         {"tiny-ref-glm4moe", "glm4moe", 256, 4, 4, 2, 512, 1000, 512, 1000000.0f, false, false, 64, 8, 2, 128, 0, 0.05f,
          0.1f},
+        // DeepSeek V3's layout at a small size: MLA (q rank 96, latent 64, rope 32 + 32 per head, values 32), 8
+        // experts in 4 groups (2 used), a shared expert, layer 0 dense, YaRN x4 over 16 positions, an MTP block
+        {"tiny-ref-deepseek2",
+         "deepseek2",
+         256,
+         4,
+         4,
+         1,
+         512,
+         1000,
+         512,
+         10000.0f,
+         false,
+         false,
+         96,
+         8,
+         2,
+         128,
+         0,
+         0.05f,
+         0.1f,
+         96,
+         64,
+         32,
+         32,
+         32},
     };
     return shapes;
 }
@@ -148,12 +174,13 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     }
     const int hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
     const bool moe = s.n_expert > 0, gemma = a == "gemma3", phi = a == "phi3", oss = a == "gpt-oss";
-    const bool olmo2 = a == "olmo2", glm = a == "glm4moe";
+    const bool olmo2 = a == "olmo2", glm = a == "glm4moe", ds = a == "deepseek2";
     // per head (olmo2's: whole q and k, below); glm4moe: GLM-4.5's layout (-Air has none)
     const bool qk_norm = a == "qwen3" || a == "qwen3moe" || gemma || glm;
-    const int n_rot = phi ? hd * 3 / 4 : glm ? hd / 2 : hd;  // phi-4-mini rotates 3/4 of each head, GLM half
-    // GLM-4.5: one multi-token-prediction block after the decoder's (a whole layer plus its nextn.* tensors)
-    const int n_nextn = glm ? 1 : 0, n_dense_lead = glm ? 1 : 0;
+    // phi-4-mini rotates 3/4 of each head, GLM half, DeepSeek its qk_rope dims
+    const int n_rot = phi ? hd * 3 / 4 : glm ? hd / 2 : ds ? s.qk_rope : hd;
+    // GLM-4.5, DeepSeek V3: one multi-token-prediction block after the decoder's (a layer plus its nextn.* tensors)
+    const int n_nextn = glm || ds ? 1 : 0, n_dense_lead = glm || ds ? 1 : 0;
     w.set(a + ".context_length", GgufValue::of_u32(uint32_t(s.n_ctx)));
     w.set(a + ".embedding_length", GgufValue::of_u32(uint32_t(s.n_embd)));
     w.set(a + ".block_count", GgufValue::of_u32(uint32_t(s.n_layer + n_nextn)));
@@ -170,7 +197,21 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         w.set(a + ".expert_used_count", GgufValue::of_u32(uint32_t(s.n_expert_used)));
         w.set(a + ".expert_feed_forward_length", GgufValue::of_u32(uint32_t(s.n_ff_exp)));
     }
-    if (glm) {  // GLM-4.5's router: sigmoid, choice bias, 1 shared expert, renormalised, x2.5; layer 0 dense
+    if (ds) {  // MLA as llama.cpp's converter writes it: one cached "head" of latent + rope
+        if (s.q_lora > 0) w.set(a + ".attention.q_lora_rank", GgufValue::of_u32(uint32_t(s.q_lora)));
+        w.set(a + ".attention.kv_lora_rank", GgufValue::of_u32(uint32_t(s.kv_lora)));
+        w.set(a + ".attention.key_length", GgufValue::of_u32(uint32_t(s.kv_lora + s.qk_rope)));
+        w.set(a + ".attention.value_length", GgufValue::of_u32(uint32_t(s.kv_lora)));
+        w.set(a + ".attention.key_length_mla", GgufValue::of_u32(uint32_t(s.qk_nope + s.qk_rope)));
+        w.set(a + ".attention.value_length_mla", GgufValue::of_u32(uint32_t(s.v_head)));
+        w.set(a + ".expert_group_count", GgufValue::of_u32(4));
+        w.set(a + ".expert_group_used_count", GgufValue::of_u32(2));
+        w.set(a + ".rope.scaling.type", GgufValue::of_str("yarn"));
+        w.set(a + ".rope.scaling.factor", GgufValue::of_f32(4.0f));
+        w.set(a + ".rope.scaling.original_context_length", GgufValue::of_u32(16));
+        w.set(a + ".rope.scaling.yarn_log_multiplier", GgufValue::of_f32(0.1f));  // 0.1 * mscale_all_dim 1
+    }
+    if (glm || ds) {  // GLM-4.5's / DeepSeek V3's router: sigmoid, choice bias, 1 shared expert, renormalised, x2.5
         w.set(a + ".expert_gating_func", GgufValue::of_u32(2));
         w.set(a + ".expert_shared_count", GgufValue::of_u32(1));
         w.set(a + ".expert_weights_norm", GgufValue::of_bool(true));
@@ -226,7 +267,20 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         std::string b = "blk." + std::to_string(l) + ".";
         const bool moe_layer = moe && l >= n_dense_lead;
         if (!olmo2) ts.push_back({b + "attn_norm.weight", {E}, true});
-        if (phi) {
+        if (ds) {
+            const int64_t mk = s.qk_nope + s.qk_rope;
+            if (s.q_lora > 0) {
+                ts.push_back({b + "attn_q_a_norm.weight", {s.q_lora}, true});
+                ts.push_back({b + "attn_q_a.weight", {E, s.q_lora}, false});
+                ts.push_back({b + "attn_q_b.weight", {s.q_lora, s.n_head * mk}, false});
+            } else {
+                ts.push_back({b + "attn_q.weight", {E, s.n_head * mk}, false});
+            }
+            ts.push_back({b + "attn_kv_a_norm.weight", {s.kv_lora}, true});
+            ts.push_back({b + "attn_kv_a_mqa.weight", {E, s.kv_lora + s.qk_rope}, false});
+            ts.push_back({b + "attn_k_b.weight", {s.qk_nope, s.kv_lora, s.n_head}, false});
+            ts.push_back({b + "attn_v_b.weight", {s.kv_lora, s.v_head, s.n_head}, false});
+        } else if (phi) {
             ts.push_back({b + "attn_qkv.weight", {E, q + 2 * kv}, false});
         } else {
             ts.push_back({b + "attn_q.weight", {E, q}, false});
@@ -246,7 +300,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
             ts.push_back({b + "attn_q_norm.weight", {q}, true});
             ts.push_back({b + "attn_k_norm.weight", {kv}, true});
         }
-        ts.push_back({b + "attn_output.weight", {q, E}, false});
+        ts.push_back({b + "attn_output.weight", {ds ? int64_t(s.n_head) * s.v_head : q, E}, false});
         if (oss) {
             ts.push_back({b + "attn_output.bias", {E}, false});
             ts.push_back({b + "attn_sinks.weight", {s.n_head}, false});
@@ -263,7 +317,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         if (moe_layer) {
             const int64_t ne = s.n_expert, fe = s.n_ff_exp;
             ts.push_back({b + "ffn_gate_inp.weight", {E, ne}, false});
-            if (glm) {
+            if (glm || ds) {
                 ts.push_back({b + "exp_probs_b.bias", {ne}, false});
                 ts.push_back({b + "ffn_gate_shexp.weight", {E, fe}, false});
                 ts.push_back({b + "ffn_up_shexp.weight", {E, fe}, false});

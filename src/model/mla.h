@@ -1,0 +1,28 @@
+// Multi-head latent attention (deepseek2; HParams::mla describes the shapes): the projections into the cached
+// latent rows and absorbed queries, and from the attention's latent outputs to the heads' values. The attention
+// itself is the ordinary one (model/attention.h) with one key/value head of head_dim = n_lora_kv + n_rot.
+#pragma once
+#include <vector>
+
+#include "tandem/model.h"
+
+namespace tandem {
+
+class ThreadPool;
+
+struct MlaScratch {
+    std::vector<float> qa, qf, kva, qn, qabs, lat, vo;
+};
+
+// From n normed rows xn (n, n_embd):
+//   q (n, n_head * head_dim): per head [wk_b[h] q_nope (n_lora_kv) | q_pe (n_rot)]
+//   kv (n, head_dim): [rmsnorm(latent) * kv_a_norm (n_lora_kv) | k_pe (n_rot)], the row cached as K and as V
+// before RoPE (the caller rotates the last n_rot of each q head and of kv: HParams::rope_offset).
+void mla_project(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* q,
+                 float* kv, MlaScratch& s);
+
+// out (n, n_head * mla_v): per head wv_b[h] times the first n_lora_kv of its attention output (n, n_head * head_dim).
+void mla_values(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* att, int n, float* out,
+                MlaScratch& s);
+
+}  // namespace tandem
