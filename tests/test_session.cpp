@@ -284,6 +284,50 @@ TEST(Session, ShiftAttendsLikeAFreshCacheOfTheKeptTokens) {
     }
 }
 
+// MLA's cache (deepseek2): one copy of each latent row, read as key and value (half of two copies' bytes); a
+// context shift re-rotates only its rope part (the last n_rot of the row), so the first layer attends like a fresh
+// cache of the kept tokens, as above; a state file restores it exactly; K and V types must agree.
+TEST(Session, MlaCacheIsOneRowPerTokenThatShiftsAndRestores) {
+    ThreadPool pool(1);
+    auto m = Model::load(test::synth_file("tiny-ref-deepseek2", "Q8_0"));
+    const HParams& hp = m->hparams();
+    {
+        Session s(m, SessionParams{64, 0, 256}, pool);
+        EXPECT_EQ(s.kv_bytes(), size_t(64) * size_t(hp.n_layer) * row_bytes(TensorType::F16, hp.head_dim));
+    }
+    std::vector<int32_t> seq = {1};
+    for (int i = 0; i < 40; i++) seq.push_back(int32_t(260 + (i * 53) % 700));
+    const int n_keep = 5, n_discard = 12;
+    SessionParams one{0, 1, 256};  // the first layer only, F32 rows: no rounding, so the shift must be exact
+    one.type_k = one.type_v = TensorType::F32;
+    Session a(m, one, pool), b(m, one, pool);
+    a.decode(seq, false);
+    a.shift(n_keep, n_discard);
+    std::vector<int32_t> kept(seq.begin(), seq.begin() + n_keep);
+    kept.insert(kept.end(), seq.begin() + n_keep + n_discard, seq.end());
+    b.decode(kept, false);
+    const int32_t x = 417;
+    a.decode(&x, 1, false);
+    b.decode(&x, 1, false);
+    float worst = 0, scale = 0;
+    for (int v = 0; v < a.n_vocab(); v++) {
+        worst = std::max(worst, std::fabs(a.last_logits()[v] - b.last_logits()[v]));
+        scale = std::max(scale, std::fabs(b.last_logits()[v]));
+    }
+    EXPECT_LT(worst, 1e-4f * scale) << "largest logit difference " << worst << " (logits up to " << scale << ")";
+    const std::string path = test::temp_dir() + "/mla-slot.bin";
+    Session c(m, {}, pool), d(m, {}, pool);
+    c.decode(seq, false);
+    c.save_state(path);
+    d.load_state(path);
+    c.decode(&x, 1, false);
+    d.decode(&x, 1, false);
+    for (int v = 0; v < c.n_vocab(); v++) ASSERT_EQ(c.last_logits()[v], d.last_logits()[v]) << v;
+    SessionParams mixed;
+    mixed.type_v = TensorType::Q8_0;
+    EXPECT_THROW(Session(m, mixed, pool), Error);
+}
+
 // Slot save/restore (issue 11): a restored session continues exactly like the one that was saved; files of
 // another model, truncated or foreign files are refused with the cache left empty.
 TEST(Session, StateFileRestoresTheCacheExactly) {

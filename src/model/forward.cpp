@@ -102,8 +102,13 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
         mtp_of_->keep_hidden(true);
     }
     n_layers_ = int(rows.size());
+    if (hp.mla && params.type_k != params.type_v)  // as llama.cpp: the latent row is cached once, as both
+        throw Error(
+            strprintf("this model's multi-head latent attention caches one row as key and value: the K and V "
+                      "cache types must be the same (-ctk %s, -ctv %s)",
+                      type_name(params.type_k), type_name(params.type_v)));
     impl_ = std::make_unique<Impl>(n_layers_, n_ctx_, hp.n_head_kv * hp.head_dim, hp.head_dim, params.type_k,
-                                   params.type_v, rows);
+                                   params.type_v, rows, hp.mla);
 
     // RoPE tables: one for global layers, one for sliding-window layers when the model has them. phi3's
     // LongRoPE factors: the long ones when this context exceeds the original one (as llama.cpp chooses).
@@ -200,7 +205,8 @@ void Session::shift(int n_keep, int n_discard) {
         auto rotate = [&](float* kr) {
             if (!model.layer(l).rope) return;  // a NoPE layer's keys carry no position
             for (int h = 0; h < hp.n_head_kv; h++)
-                rope_head(kr + size_t(h) * size_t(hp.head_dim), cs, sn.data(), hp.n_rot, hp.rope_style, 1.0f);
+                rope_head(kr + size_t(h) * size_t(hp.head_dim) + size_t(hp.rope_offset), cs, sn.data(), hp.n_rot,
+                          hp.rope_style, 1.0f);
         };
         if (impl_->kv.capacity(l) == n_ctx_) {  // rows are positions: moved down in order, each read before written
             for (int p = n_keep + n_discard; p < n_past(); p++) {
@@ -424,9 +430,8 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         if (hp.has_pre_norms)
             for (int t = 0; t < n; t++)
                 rmsnorm(&S.x[size_t(t) * E], L.attn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
-        if (hp.mla) {  // the latent row is cached as K and V alike
+        if (hp.mla) {  // the latent row is cached once, read as K and as V (S.v unused)
             mla_project(pool, hp, L, in, n, S.q.data(), S.k.data(), S.mla);
-            std::copy(S.k.begin(), S.k.end(), S.v.begin());
         } else {
             const WeightView ws[3] = {view(L.wq), view(L.wk), view(L.wv)};
             float* const ys[3] = {S.q.data(), S.k.data(), S.v.data()};

@@ -35,7 +35,7 @@ TensorType parse_kv_cache_type(const std::string& name, const char* flag) {
 size_t kv_bytes_per_position(const Model& m, TensorType tk, TensorType tv) {
     const HParams& hp = m.hparams();
     const int64_t kvd = int64_t(hp.n_head_kv) * hp.head_dim;
-    return size_t(hp.n_layer) * (row_bytes(tk, kvd) + row_bytes(tv, kvd));
+    return size_t(hp.n_layer) * (row_bytes(tk, kvd) + (hp.mla ? 0 : row_bytes(tv, kvd)));  // MLA: one copy
 }
 
 int swa_cache_positions(const HParams& hp, int n_ctx, const SessionParams& p) {
@@ -59,7 +59,7 @@ size_t kv_cache_bytes(const Model& m, const SessionParams& p, int n_ctx) {
     const int64_t kvd = int64_t(hp.n_head_kv) * hp.head_dim;
     size_t rows = 0;
     for (int r : kv_layer_rows(m, p, n_ctx)) rows += size_t(r);
-    return rows * (row_bytes(p.type_k, kvd) + row_bytes(p.type_v, kvd));
+    return rows * (row_bytes(p.type_k, kvd) + (hp.mla ? 0 : row_bytes(p.type_v, kvd)));  // MLA: one copy
 }
 
 ContextChoice choose_context(const Model& m, const SessionParams& p, size_t budget_bytes, int n_seq,
@@ -97,8 +97,9 @@ size_t memory_budget_bytes() {
 }
 
 KvCache::KvCache(int n_layer, int n_ctx, int kv_dim, int head_dim, TensorType tk, TensorType tv,
-                 const std::vector<int>& capacity)
-    : n_ctx_(n_ctx), kv_dim_(kv_dim), head_dim_(head_dim), tk_(tk), tv_(tv) {
+                 const std::vector<int>& capacity, bool v_is_k)
+    : n_ctx_(n_ctx), kv_dim_(kv_dim), head_dim_(head_dim), tk_(tk), tv_(tv), v_is_k_(v_is_k) {
+    TD_ASSERT(!v_is_k || tk == tv);
     TD_ASSERT(kv_cache_type_supported(tk) && kv_cache_type_supported(tv) && head_dim > 0 && kv_dim % head_dim == 0);
     TD_ASSERT(capacity.empty() || int(capacity.size()) == n_layer);
     size_t rows = 0;
@@ -116,12 +117,12 @@ KvCache::KvCache(int n_layer, int n_ctx, int kv_dim, int head_dim, TensorType tk
     rk_ = row_bytes(tk, kv_dim);
     rv_ = row_bytes(tv, kv_dim);
     k_.resize(rows * rk_);
-    v_.resize(rows * rv_);
+    if (!v_is_k) v_.resize(rows * rv_);
 }
 
 void KvCache::store(int layer, int pos, const float* k, const float* v) {
     quantize_row_ref(tk_, k, k_mut(layer, pos), kv_dim_);
-    quantize_row_ref(tv_, v, v_mut(layer, pos), kv_dim_);
+    if (!v_is_k_) quantize_row_ref(tv_, v, v_mut(layer, pos), kv_dim_);
 }
 
 void KvCache::read(int layer, int pos, float* k, float* v) const {
@@ -132,7 +133,7 @@ void KvCache::read(int layer, int pos, float* k, float* v) const {
 void KvCache::copy_row(int n_layer, int from, int to) {
     for (int l = 0; l < n_layer; l++) {
         std::memcpy(k_mut(l, to), k(l, from), rk_);
-        std::memcpy(v_mut(l, to), v(l, from), rv_);
+        if (!v_is_k_) std::memcpy(v_mut(l, to), v(l, from), rv_);
     }
 }
 

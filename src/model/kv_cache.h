@@ -27,17 +27,18 @@ class KvCache {
 public:
     // Requires kv_cache_type_supported(tk / tv) and kv_dim % head_dim == 0; throws tandem::Error when a block
     // type does not divide head_dim. `capacity` (n_layer entries, each in 1..n_ctx) gives the layers that are
-    // rings their row count; empty: every layer holds n_ctx rows.
+    // rings their row count; empty: every layer holds n_ctx rows. `v_is_k` (MLA: the latent row is both): one
+    // copy of each row, read as the key and as the value (tk == tv; store() keeps the key).
     KvCache(int n_layer, int n_ctx, int kv_dim, int head_dim, TensorType tk, TensorType tv,
-            const std::vector<int>& capacity = {});
+            const std::vector<int>& capacity = {}, bool v_is_k = false);
 
     // Writes the key and value rows (kv_dim floats each) of one position, converted to the cache's types.
     void store(int layer, int pos, const float* k, const float* v);
     // The row of one slot as stored: row_bytes_k() / row_bytes_v() bytes.
     const uint8_t* k(int layer, int pos) const { return &k_[index(layer, pos, rk_)]; }
-    const uint8_t* v(int layer, int pos) const { return &v_[index(layer, pos, rv_)]; }
+    const uint8_t* v(int layer, int pos) const { return v_is_k_ ? k(layer, pos) : &v_[index(layer, pos, rv_)]; }
     uint8_t* k_mut(int layer, int pos) { return &k_[index(layer, pos, rk_)]; }  // state files write rows as they are
-    uint8_t* v_mut(int layer, int pos) { return &v_[index(layer, pos, rv_)]; }
+    uint8_t* v_mut(int layer, int pos) { return v_is_k_ ? k_mut(layer, pos) : &v_[index(layer, pos, rv_)]; }
     // Row `from` copied onto row `to` in every layer (a token tree's accepted path moved into place).
     void copy_row(int n_layer, int from, int to);
     // The key / value row of one position as floats (kv_dim).
@@ -66,6 +67,7 @@ private:
     std::vector<int> cap_;  // rows per layer
     std::vector<size_t> first_;  // the layer's first row in k_ / v_ (rows of the layers before it)
     std::vector<uint8_t> k_, v_;
+    bool v_is_k_ = false;
 };
 
 }  // namespace tandem

@@ -69,8 +69,7 @@ void mla_values(ThreadPool& pool, const HParams& hp, const LayerWeights& L, cons
     }
     matmul_jobs(pool, jobs.data(), int(jobs.size()));
     for (int r = 0; r < n; r++)
-        for (int h = 0; h < nh; h++)
-            std::copy_n(&s.vo[(size_t(h) * n + r) * mv], mv, out + (size_t(r) * nh + h) * mv);
+        for (int h = 0; h < nh; h++) std::copy_n(&s.vo[(size_t(h) * n + r) * mv], mv, out + (size_t(r) * nh + h) * mv);
 }
 
 }  // namespace tandem

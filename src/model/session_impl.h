@@ -19,8 +19,8 @@ struct Session::Impl {
     double attn_s = 0;  // seconds spent in attention, all passes (Session::attention_seconds)
     RopeTable rope[2];  // [0] global layers, [1] sliding-window layers (HParams::n_swa > 0)
     Impl(int n_layer, int n_ctx, int kv_dim, int head_dim, TensorType tk, TensorType tv,
-         const std::vector<int>& capacity)
-        : kv(n_layer, n_ctx, kv_dim, head_dim, tk, tv, capacity) {}
+         const std::vector<int>& capacity, bool v_is_k)
+        : kv(n_layer, n_ctx, kv_dim, head_dim, tk, tv, capacity, v_is_k) {}
 };
 
 }  // namespace tandem
