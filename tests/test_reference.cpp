@@ -222,6 +222,18 @@ INSTANTIATE_TEST_SUITE_P(AllModern, ModernReference,
 // 2.43 (89).
 class ArchReference : public ::testing::TestWithParam<ModernCase> {};
 
+// Prints the agreement and holds it to the case: largest deviation under tol, at most argmax_misses, and at least
+// `min_checked` steps with a clear enough margin for the argmax check to say something.
+void expect_agreement(const ModernCase& c, const Agreement& a, const char* what, int min_checked) {
+    std::printf(
+        "[ %s%s ] largest top-5 logit deviation from llama.cpp: %.4f, over %.2g at %d of %zu steps; argmax "
+        "agrees at %d of %d steps\n",
+        c.name.c_str(), what, a.max_dev, c.tol, a.over(c.tol), a.devs.size(), a.checked - a.misses, a.checked);
+    EXPECT_LE(a.misses, c.argmax_misses);
+    EXPECT_LT(a.max_dev, c.tol);
+    EXPECT_GE(a.checked, min_checked) << "too few steps with a clear margin: the argmax check says little";
+}
+
 // The synth model a reference case names: tiny-ref-smollm3-q8_0 -> shape tiny-ref-smollm3, type Q8_0.
 std::string synth_of(const std::string& name) {
     std::string type = name.substr(name.rfind('-') + 1);
@@ -238,14 +250,7 @@ TEST_P(ArchReference, TeacherForcedLogitsMatch) {
     json ref = json::parse(
         test::read_file(std::string(TANDEM_SOURCE_DIR) + "/tests/data/reference-arch/" + c.name + ".greedy.json"));
     ASSERT_FALSE(ref.empty());
-    const Agreement a = teacher_force(model, ref, c.name, c.margin, pool);
-    std::printf(
-        "[ %s ] largest top-5 logit deviation from llama.cpp: %.4f, over %.2g at %d of %zu steps; argmax "
-        "agrees at %d of %d steps\n",
-        c.name.c_str(), a.max_dev, c.tol, a.over(c.tol), a.devs.size(), a.checked - a.misses, a.checked);
-    EXPECT_LE(a.misses, c.argmax_misses);
-    EXPECT_LT(a.max_dev, c.tol);
-    EXPECT_GE(a.checked, 48) << "too few steps with a clear margin: the argmax check says little";
+    expect_agreement(c, teacher_force(model, ref, c.name, c.margin, pool), "", 48);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllArch, ArchReference,
@@ -298,13 +303,7 @@ TEST_P(MtpReference, LogitsMatchLlamaCpp) {
             compare(mtp.last_logits(), step["top5"]);
         }
     }
-    std::printf(
-        "[ %s MTP ] largest top-5 logit deviation from llama.cpp: %.4f, over %.2g at %d of %zu rows; "
-        "argmax agrees at %d of %d\n",
-        c.name.c_str(), a.max_dev, c.tol, a.over(c.tol), a.devs.size(), a.checked - a.misses, a.checked);
-    EXPECT_LT(a.max_dev, c.tol);
-    EXPECT_LE(a.misses, c.argmax_misses);
-    EXPECT_GE(a.checked, 40);
+    expect_agreement(c, a, " MTP", 40);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllMtp, MtpReference,

@@ -252,6 +252,18 @@ TEST(Session, EveryArchitectureBatchesLikeOneTokenAtATime) {
     }
 }
 
+// Both sessions decode `next`: the largest difference of their logits, and the largest logit of b's.
+static std::pair<float, float> next_logit_difference(Session& a, Session& b, int32_t next) {
+    a.decode(&next, 1, false);
+    b.decode(&next, 1, false);
+    float worst = 0, scale = 0;
+    for (int v = 0; v < a.n_vocab(); v++) {
+        worst = std::max(worst, std::fabs(a.last_logits()[v] - b.last_logits()[v]));
+        scale = std::max(scale, std::fabs(b.last_logits()[v]));
+    }
+    return {worst, scale};
+}
+
 // Context shift (issue 11): after forgetting [n_keep, n_keep + n_discard) and re-rotating the later keys, the
 // cache must attend like a fresh one that saw only the kept tokens. That holds exactly only for the first
 // layer, whose keys and values depend on the token and its position alone (deeper layers keep what they
@@ -270,14 +282,7 @@ TEST(Session, ShiftAttendsLikeAFreshCacheOfTheKeptTokens) {
         kept.insert(kept.end(), seq.begin() + n_keep + n_discard, seq.end());
         ASSERT_EQ(a.tokens(), kept);
         b.decode(kept, false);
-        const int32_t x = next;
-        a.decode(&x, 1, false);
-        b.decode(&x, 1, false);
-        float worst = 0, scale = 0;
-        for (int v = 0; v < a.n_vocab(); v++) {
-            worst = std::max(worst, std::fabs(a.last_logits()[v] - b.last_logits()[v]));
-            scale = std::max(scale, std::fabs(b.last_logits()[v]));
-        }
+        const auto [worst, scale] = next_logit_difference(a, b, next);
         EXPECT_LT(worst, 0.01f * scale + 1e-3f)
             << "largest logit difference " << worst << " (logits up to " << scale << ")";
         EXPECT_EQ(argmax(a.last_logits(), a.n_vocab()), argmax(b.last_logits(), b.n_vocab()));
@@ -307,13 +312,7 @@ TEST(Session, MlaCacheIsOneRowPerTokenThatShiftsAndRestores) {
     kept.insert(kept.end(), seq.begin() + n_keep + n_discard, seq.end());
     b.decode(kept, false);
     const int32_t x = 417;
-    a.decode(&x, 1, false);
-    b.decode(&x, 1, false);
-    float worst = 0, scale = 0;
-    for (int v = 0; v < a.n_vocab(); v++) {
-        worst = std::max(worst, std::fabs(a.last_logits()[v] - b.last_logits()[v]));
-        scale = std::max(scale, std::fabs(b.last_logits()[v]));
-    }
+    const auto [worst, scale] = next_logit_difference(a, b, x);
     EXPECT_LT(worst, 1e-4f * scale) << "largest logit difference " << worst << " (logits up to " << scale << ")";
     const std::string path = test::temp_dir() + "/mla-slot.bin";
     Session c(m, {}, pool), d(m, {}, pool);

@@ -26,11 +26,13 @@ struct SynthShape {
     // deepseek2's multi-head latent attention: q rank (0: q = wq x), latent rank, a head's rotated / not rotated
     // query-key dims and its value dims
     int q_lora = 0, kv_lora = 0, qk_rope = 0, qk_nope = 0, v_head = 0;
+    int mtp_blocks =
+        -1;  // multi-token-prediction blocks after the layers; -1: the architecture's (glm4moe, deepseek2: 1)
 };
 
 // Known shapes: tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, llama-2-7b, llama-3.1-8b, qwen3-0.6b, qwen3-8b,
-// qwen3-30b-a3b, gemma3-1b, phi-4-mini, gpt-oss-20b, smollm3-3b, granite-3.3-2b, olmo2-1b, glm-4.5-air-12l, and
-// tiny-test* (for
+// qwen3-30b-a3b, gemma3-1b, phi-4-mini, gpt-oss-20b, smollm3-3b, granite-3.3-2b, olmo2-1b, glm-4.5-air-6l,
+// deepseek-v3-2l, and tiny-test* (for
 // tests; tiny-ref-* are the shapes of the llama.cpp references in tests/data/reference-arch).
 const std::vector<SynthShape>& synth_shapes();
 const SynthShape& synth_shape(const std::string& name);  // throws tandem::Error listing the known names

@@ -92,6 +92,18 @@ int depth_mode(llama_model* model, int depth, const std::string& cache, int step
     return 0;
 }
 
+// The prompt's ids with BOS (empty when it cannot be tokenized).
+std::vector<llama_token> tokenize(const llama_vocab* vocab, const std::string& prompt) {
+    std::vector<llama_token> ids(prompt.size() + 8);
+    int n = llama_tokenize(vocab, prompt.c_str(), int(prompt.size()), ids.data(), int(ids.size()), true, false);
+    if (n < 0) {  // byte-fallback pieces: more tokens than characters
+        ids.resize(size_t(-n));
+        n = llama_tokenize(vocab, prompt.c_str(), int(prompt.size()), ids.data(), int(ids.size()), true, false);
+    }
+    ids.resize(size_t(std::max(n, 0)));
+    return ids;
+}
+
 void print_top5(const float* lg, int n_vocab) {
     std::vector<int> order(static_cast<size_t>(n_vocab));
     for (int i = 0; i < n_vocab; i++) order[size_t(i)] = i;
@@ -130,14 +142,9 @@ int mtp_mode(const char* path, int steps, int n_prompts, char** prompts) {
         llama_set_embeddings_nextn(tgt, true, false);
         llama_set_embeddings_nextn(mtp, true, true);
         const std::string prompt = prompts[a];
-        std::vector<llama_token> ids(prompt.size() + 8);
-        int n = llama_tokenize(vocab, prompt.c_str(), int(prompt.size()), ids.data(), int(ids.size()), true, false);
-        if (n < 0) {  // byte-fallback pieces: more tokens than characters
-            ids.resize(size_t(-n));
-            n = llama_tokenize(vocab, prompt.c_str(), int(prompt.size()), ids.data(), int(ids.size()), true, false);
-        }
+        const std::vector<llama_token> ids = tokenize(vocab, prompt);
+        const int n = int(ids.size());
         if (n <= 0) return 1;
-        ids.resize(size_t(n));
         llama_batch tb = llama_batch_init(n, 0, 1);
         for (int i = 0; i < n; i++) {
             tb.token[i] = ids[size_t(i)];
@@ -258,17 +265,12 @@ int main(int argc, char** argv) {
             return 1;
         }
         const std::string prompt = argv[a];
-        std::vector<llama_token> ids(prompt.size() + 8);
-        int n = llama_tokenize(vocab, prompt.c_str(), int(prompt.size()), ids.data(), int(ids.size()), true, false);
-        if (n < 0) {  // byte-fallback pieces: more tokens than characters
-            ids.resize(size_t(-n));
-            n = llama_tokenize(vocab, prompt.c_str(), int(prompt.size()), ids.data(), int(ids.size()), true, false);
-        }
-        if (n < 0) {
+        const std::vector<llama_token> ids = tokenize(vocab, prompt);
+        const int n = int(ids.size());
+        if (n <= 0) {
             std::fprintf(stderr, "cannot tokenize '%s'\n", prompt.c_str());
             return 1;
         }
-        ids.resize(size_t(n));
         std::printf("%s{\"prompt\": %s, \"prompt_ids\": [", a > 3 ? ", " : "", json_string(prompt).c_str());
         for (int i = 0; i < n; i++) std::printf("%s%d", i ? ", " : "", ids[size_t(i)]);
         std::printf("], \"steps\": ");

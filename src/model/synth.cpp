@@ -26,9 +26,36 @@ const std::vector<SynthShape>& synth_shapes() {
         {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, true, false},
         {"granite-3.3-2b", "granite", 2048, 40, 32, 8, 8192, 49159, 131072, 10000000.0f, true, false},
         {"olmo2-1b", "olmo2", 2048, 16, 16, 16, 8192, 100352, 4096, 500000.0f, false, false},
-        // GLM-4.5-Air's layer shapes with 12 of its 46 layers (about 28B parameters: ~16 GB at Q4_0)
-        {"glm-4.5-air-12l", "glm4moe", 4096, 12, 96, 8, 10944, 151552, 131072, 1000000.0f, false, false, 128, 128, 8,
+        // GLM-4.5-Air's layer shapes with 6 of its 46 layers and its MTP block (about 17B parameters: ~9.5 GB at Q4_0)
+        {"glm-4.5-air-6l", "glm4moe", 4096, 6, 96, 8, 10944, 151552, 131072, 1000000.0f, false, false, 128, 128, 8,
          1408},
+        // DeepSeek V3's layer shapes (MLA 1536 / 512 + 64, 128 heads, 256 experts of 2048 in 8 groups, 8 used) with 2 of
+        // its 61 layers (the first dense), about 13B parameters: ~7.5 GB at Q4_0
+        {"deepseek-v3-2l",
+         "deepseek2",
+         7168,
+         2,
+         128,
+         1,
+         18432,
+         129280,
+         163840,
+         10000.0f,
+         false,
+         false,
+         576,
+         256,
+         8,
+         2048,
+         0,
+         0.02f,
+         0.0f,
+         1536,
+         512,
+         64,
+         128,
+         128,
+         0},
         {"tiny-test", "llama", 256, 2, 4, 2, 512, 1000, 512, 10000.0f, false, false},
         {"tiny-test-tied", "qwen2", 256, 2, 4, 2, 512, 1008, 512, 10000.0f, true, false},
         {"tiny-test-qwen3moe", "qwen3moe", 256, 2, 4, 2, 512, 1000, 512, 1000000.0f, true, false, 64, 8, 2, 128},
@@ -180,7 +207,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     // phi-4-mini rotates 3/4 of each head, GLM half, DeepSeek its qk_rope dims
     const int n_rot = phi ? hd * 3 / 4 : glm ? hd / 2 : ds ? s.qk_rope : hd;
     // GLM-4.5, DeepSeek V3: one multi-token-prediction block after the decoder's (a layer plus its nextn.* tensors)
-    const int n_nextn = glm || ds ? 1 : 0, n_dense_lead = glm || ds ? 1 : 0;
+    const int n_nextn = s.mtp_blocks >= 0 ? s.mtp_blocks : glm || ds ? 1 : 0, n_dense_lead = glm || ds ? 1 : 0;
     w.set(a + ".context_length", GgufValue::of_u32(uint32_t(s.n_ctx)));
     w.set(a + ".embedding_length", GgufValue::of_u32(uint32_t(s.n_embd)));
     w.set(a + ".block_count", GgufValue::of_u32(uint32_t(s.n_layer + n_nextn)));
@@ -204,11 +231,12 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         w.set(a + ".attention.value_length", GgufValue::of_u32(uint32_t(s.kv_lora)));
         w.set(a + ".attention.key_length_mla", GgufValue::of_u32(uint32_t(s.qk_nope + s.qk_rope)));
         w.set(a + ".attention.value_length_mla", GgufValue::of_u32(uint32_t(s.v_head)));
-        w.set(a + ".expert_group_count", GgufValue::of_u32(4));
-        w.set(a + ".expert_group_used_count", GgufValue::of_u32(2));
+        const bool real = s.n_expert >= 64;  // DeepSeek V3's own: 8 groups, 4 used, YaRN x40 over 4096
+        w.set(a + ".expert_group_count", GgufValue::of_u32(real ? 8 : 4));
+        w.set(a + ".expert_group_used_count", GgufValue::of_u32(real ? 4 : 2));
         w.set(a + ".rope.scaling.type", GgufValue::of_str("yarn"));
-        w.set(a + ".rope.scaling.factor", GgufValue::of_f32(4.0f));
-        w.set(a + ".rope.scaling.original_context_length", GgufValue::of_u32(16));
+        w.set(a + ".rope.scaling.factor", GgufValue::of_f32(real ? 40.0f : 4.0f));
+        w.set(a + ".rope.scaling.original_context_length", GgufValue::of_u32(real ? 4096 : 16));
         w.set(a + ".rope.scaling.yarn_log_multiplier", GgufValue::of_f32(0.1f));  // 0.1 * mscale_all_dim 1
     }
     if (glm || ds) {  // GLM-4.5's / DeepSeek V3's router: sigmoid, choice bias, 1 shared expert, renormalised, x2.5
