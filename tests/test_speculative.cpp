@@ -760,6 +760,49 @@ TEST(Speculative, SmallArchitectureTargetsAreTokenIdenticalWithChainsAndTrees) {
     }
 }
 
+// The rejection rule's distribution test on one target session and its draft session (any proposer with a draft
+// session): `runs` seeded generations of n_gen tokens each, plain, speculative and with the accept-all control;
+// the first token's and the first pair's counts must agree with the plain ones (chi-square p > 1e-3) and the control
+// must be told apart (p < 1e-3 for one of them). Returns the drafts the speculative runs accepted.
+long long expect_sampled_distribution(Session& ts, Session* draft, const std::vector<int32_t>& prompt,
+                                      const SamplerParams& sp, const SpecParams& spec, int runs, int n_gen,
+                                      const char* what) {
+    long long accepted = 0;
+    auto counts = [&](SpecParams s, uint64_t seed0, speculative::AcceptRule rule = nullptr) {
+        std::vector<std::map<int, int>> c(2);
+        for (int r = 0; r < runs; r++) {
+            SamplerParams p = sp;
+            p.seed = seed0 + uint64_t(r) * 7919;
+            Generator g(ts, s.type == SpecType::NONE ? nullptr : draft, p, s);
+            if (rule) speculative::GeneratorTesting::set_accept_rule(g, rule);
+            g.start(prompt);
+            std::vector<int32_t> out;
+            while (int(out.size()) < n_gen) g.step(out, n_gen - int(out.size()));
+            c[0][out[0]]++;
+            c[1][out[0] * ts.n_vocab() + out[1]]++;
+            if (!rule && s.type != SpecType::NONE) accepted += g.stats().n_accept;
+        }
+        return c;
+    };
+    auto plain = counts(SpecParams{}, 1);
+    auto specd = counts(spec, 500000);
+    auto bad = counts(spec, 900000, speculative::accept_all);
+    double min_bad = 1;
+    for (int s = 0; s < 2; s++) {
+        int df = 0, dfb = 0;
+        const double p = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
+        const double pb = test::chi_square_p(plain[size_t(s)], bad[size_t(s)], &dfb);
+        std::printf(
+            "[ %s, stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e (%lld drafts "
+            "accepted)\n",
+            what, s, p, df, pb, accepted);
+        EXPECT_GT(p, 1e-3) << what;
+        min_bad = std::min(min_bad, pb);
+    }
+    EXPECT_LT(min_bad, 1e-3) << what << ": the test cannot tell a broken acceptance rule apart";
+    return accepted;
+}
+
 // MTP drafting (glm4moe's multi-token-prediction block, the target's own states as its input): greedy output with a
 // chain and with a tree is the plain output token for token; sampled at temperature 1.5 (random weights: the MTP's
 // proposals are accepted only where both distributions are spread, so accepted drafts, rejections and the rows
@@ -794,40 +837,8 @@ TEST(Speculative, MtpDraftsAreExact) {
     SessionParams mp{64, 0, 256};
     mp.mtp_of = &ts;
     Session ms(target, mp, pool);
-    long long accepted = 0;
-    auto counts = [&](SpecParams s, uint64_t seed0, speculative::AcceptRule rule = nullptr) {
-        std::vector<std::map<int, int>> c(2);
-        for (int r = 0; r < runs; r++) {
-            SamplerParams p = sp;
-            p.seed = seed0 + uint64_t(r) * 7919;
-            Generator g(ts, s.type == SpecType::MTP ? &ms : nullptr, p, s);
-            if (rule) speculative::GeneratorTesting::set_accept_rule(g, rule);
-            g.start(prompt);
-            std::vector<int32_t> out;
-            while (out.size() < 4) g.step(out, 4 - int(out.size()));
-            c[0][out[0]]++;
-            c[1][out[0] * 1000 + out[1]]++;
-            if (!rule && s.type == SpecType::MTP) accepted += g.stats().n_accept;
-        }
-        return c;
-    };
-    auto plain_c = counts(SpecParams{}, 1);
-    auto spec_c = counts(spec, 500000);
-    auto bad = counts(spec, 900000, speculative::accept_all);
+    const long long accepted = expect_sampled_distribution(ts, &ms, prompt, sp, spec, runs, 4, "glm4moe MTP, temp 1.5");
     EXPECT_GT(accepted, runs / 10) << "too few MTP drafts accepted for the test to say much";
-    double min_bad = 1;
-    for (int s = 0; s < 2; s++) {
-        int df = 0, dfb = 0;
-        const double p = test::chi_square_p(plain_c[size_t(s)], spec_c[size_t(s)], &df);
-        const double pb = test::chi_square_p(plain_c[size_t(s)], bad[size_t(s)], &dfb);
-        std::printf(
-            "[ glm4moe MTP, temp 1.5, stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e "
-            "(%lld drafts accepted)\n",
-            s, p, df, pb, accepted);
-        EXPECT_GT(p, 1e-3);
-        min_bad = std::min(min_bad, pb);
-    }
-    EXPECT_LT(min_bad, 1e-3) << "the test cannot tell a broken acceptance rule apart";
 }
 
 // The rejection rule with an MoE target: sampled continuations are distributed as without speculation, and
@@ -845,37 +856,7 @@ TEST(Speculative, MoeTargetSampledDistributionIsThePlainOne) {
     const int runs = 2000;
     // One target and one draft session for all runs: Generator::start reuses the cached prompt.
     Session ts(target, SessionParams{64, 0, 256}, pool), ds(draft, SessionParams{64, 0, 256}, pool);
-    auto counts = [&](SpecParams s, uint64_t seed0, speculative::AcceptRule rule = nullptr) {
-        std::vector<std::map<int, int>> c(2);
-        for (int r = 0; r < runs; r++) {
-            SamplerParams p = sp;
-            p.seed = seed0 + uint64_t(r) * 7919;
-            Generator g(ts, s.type == SpecType::DRAFT ? &ds : nullptr, p, s);
-            if (rule) speculative::GeneratorTesting::set_accept_rule(g, rule);
-            g.start(ids);
-            std::vector<int32_t> out;
-            while (out.size() < 2) g.step(out, 2 - int(out.size()));
-            c[0][out[0]]++;
-            c[1][out[0] * 32000 + out[1]]++;
-        }
-        return c;
-    };
-    auto plain = counts(SpecParams{}, 1);
-    auto specd = counts(spec, 500000);
-    auto bad = counts(spec, 900000, speculative::accept_all);
-    double min_bad = 1;
-    for (int s = 0; s < 2; s++) {
-        int df = 0, dfb = 0;
-        const double p = test::chi_square_p(plain[size_t(s)], specd[size_t(s)], &df);
-        const double pb = test::chi_square_p(plain[size_t(s)], bad[size_t(s)], &dfb);
-        std::printf(
-            "[ qwen3moe target, gemma3 draft, temp 1.5, stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: "
-            "p = %.2e\n",
-            s, p, df, pb);
-        EXPECT_GT(p, 1e-3);
-        min_bad = std::min(min_bad, pb);
-    }
-    EXPECT_LT(min_bad, 1e-3) << "the test cannot tell a broken acceptance rule apart";
+    expect_sampled_distribution(ts, &ds, ids, sp, spec, runs, 2, "qwen3moe target, gemma3 draft, temp 1.5");
 }
 
 // Token trees: with every alternative the caps allow verified (tree_min_gain = 0), greedy output is the plain
