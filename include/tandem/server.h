@@ -88,6 +88,8 @@ struct EngineParams {
     TensorType type_k_draft = TensorType::F16, type_v_draft = TensorType::F16;
     bool swa_full = false;  // --swa-full: sliding-window layers keep every position (SessionParams::swa_full)
     SpecParams spec;  // server defaults (requests may override n_max, n_min, p_min, type)
+    // No --spec-type and no -md: a model with a multi-token-prediction block drafts with it (as generate does)
+    bool spec_auto_mtp = false;
 };
 
 // What `tandem serve`'s flags set besides the engine.

@@ -195,6 +195,7 @@ int cmd_serve(int argc, char** argv) {
     if (draft_path.empty() && !hf_repo_draft.empty()) draft_path = hf_cached_model(hf_repo_draft, "");
     if (model_path.empty()) throw Error("-m MODEL is required");
     resolve_spec_flags(sf);
+    ep.spec_auto_mtp = !sf.type_given && draft_path.empty();
     ep.self_draft_layers = sf.draft_layers;
     ep.memory_budget = memory_budget_bytes();
     ep.type_k = cache.type_k;
