@@ -803,6 +803,22 @@ long long expect_sampled_distribution(Session& ts, Session* draft, const std::ve
     return accepted;
 }
 
+// The default proposer: a model with an MTP block drafts with it unless --spec-type or -md chose otherwise.
+TEST(Speculative, MtpIsTheDefaultForModelsThatCarryIt) {
+    auto glm = Model::load(test::synth_file("tiny-ref-glm4moe", "Q8_0"));
+    auto plain = Model::load(test::synth_file("tiny-ref-smollm3", "Q8_0"));
+    SpecParams a, b, c, d;
+    EXPECT_TRUE(pick_mtp_by_default(a, *glm, false));
+    EXPECT_EQ(a.type, SpecType::MTP);
+    EXPECT_FALSE(pick_mtp_by_default(b, *glm, true));
+    EXPECT_EQ(b.type, SpecType::NONE);
+    EXPECT_FALSE(pick_mtp_by_default(c, *plain, false));
+    EXPECT_EQ(c.type, SpecType::NONE);
+    d.type = SpecType::NGRAM;
+    EXPECT_FALSE(pick_mtp_by_default(d, *glm, false));
+    EXPECT_EQ(d.type, SpecType::NGRAM);
+}
+
 // MTP drafting (glm4moe's multi-token-prediction block, the target's own states as its input): greedy output with a
 // chain and with a tree is the plain output token for token; sampled at temperature 1.5 (random weights: the MTP's
 // proposals are accepted only where both distributions are spread, so accepted drafts, rejections and the rows

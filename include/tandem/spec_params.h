@@ -109,6 +109,9 @@ struct DraftSetup {
     double cost_prior = 0.0;  // one draft step / one target step, until measured (SpecParams)
     int self_layers = 0;  // SELF: the target's first K layers
 };
+// The default proposer of a model with a multi-token-prediction block: when neither --spec-type nor -md was given
+// (`chosen_elsewhere` false), spec.type becomes MTP for such a model. Returns whether it did (the caller says so).
+bool pick_mtp_by_default(SpecParams& spec, const Model& target, bool chosen_elsewhere);
 // Self-speculation depth: `requested` layers of the target (0: half of them, at least 1). Throws tandem::Error
 // unless 1 <= K < the target's layer count (K = all layers would draft with the target itself).
 int self_draft_layers(const Model& target, int requested);
@@ -130,6 +133,8 @@ DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
 void set_spec_types(SpecParams& spec, const std::string& list);
 // Whether `t` is spec's type or one of its extra proposers.
 bool spec_uses(const SpecParams& spec, SpecType t);
+// Whether proposals of type `t` come from a draft Session (DRAFT, SELF, MTP): the one model proposer of a setup.
+bool uses_draft_session(SpecType t);
 // "draft", or "draft,ngram,suffix" for a list.
 std::string spec_types_name(const SpecParams& spec);
 

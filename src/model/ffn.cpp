@@ -42,11 +42,16 @@ void swiglu_oai(float* gate, const float* up, int64_t n) {
 
 void moe_select(const HParams& hp, const float* logits, const float* choice_bias, int* experts, float* weights) {
     const int ne = hp.n_expert, k = hp.n_expert_used;
-    std::vector<int> idx(static_cast<size_t>(ne));
+    // per-row scratch, kept between calls (this runs for every row of every MoE layer)
+    thread_local std::vector<int> idx;
+    thread_local std::vector<float> prob, score;
+    thread_local std::vector<std::pair<float, int>> gs;
+    thread_local std::vector<uint8_t> keep;
+    idx.resize(size_t(ne));
     std::iota(idx.begin(), idx.end(), 0);
     // The probabilities (softmax or sigmoid of the logits; gpt-oss: the logits themselves), and the score an expert
     // is chosen by: those plus the layer's choice bias, which the weights leave out (llama.cpp's build_moe_ffn).
-    std::vector<float> prob(logits, logits + ne);
+    prob.assign(logits, logits + ne);
     if (hp.moe_gating == MoeGating::SIGMOID) {
         for (int e = 0; e < ne; e++) prob[size_t(e)] = 1.0f / (1.0f + std::exp(-logits[e]));
     } else if (hp.moe_gating == MoeGating::SOFTMAX) {
@@ -55,14 +60,14 @@ void moe_select(const HParams& hp, const float* logits, const float* choice_bias
         for (int e = 0; e < ne; e++) sum += std::exp(double(logits[e]) - mx);
         for (int e = 0; e < ne; e++) prob[size_t(e)] = float(std::exp(double(logits[e]) - mx) / sum);
     }
-    std::vector<float> score = prob;
+    score = prob;
     if (choice_bias)
         for (int e = 0; e < ne; e++) score[size_t(e)] += choice_bias[e];
     // Group-limited routing (DeepSeek V3): a group's score is the sum of its two best scores; the experts of all but
     // the n_group_used best groups are out of the choice (ties to the lower index, as everywhere here).
     if (hp.n_expert_groups > 1) {
         const int ng = hp.n_expert_groups, per = ne / ng;
-        std::vector<std::pair<float, int>> gs;
+        gs.clear();
         for (int g = 0; g < ng; g++) {
             float b1 = -INFINITY, b2 = -INFINITY;
             for (int e = g * per; e < (g + 1) * per; e++) {
@@ -79,7 +84,7 @@ void moe_select(const HParams& hp, const float* logits, const float* choice_bias
         std::partial_sort(gs.begin(), gs.begin() + hp.n_group_used, gs.end(), [](const auto& a, const auto& b) {
             return a.first > b.first || (a.first == b.first && a.second < b.second);
         });
-        std::vector<uint8_t> keep(static_cast<size_t>(ng), 0);
+        keep.assign(size_t(ng), 0);
         for (int j = 0; j < hp.n_group_used; j++) keep[size_t(gs[size_t(j)].second)] = 1;
         for (int e = 0; e < ne; e++)
             if (!keep[size_t(e / per)]) score[size_t(e)] = -INFINITY;

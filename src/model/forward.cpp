@@ -39,6 +39,12 @@ namespace {
 
 WeightView view(const Weight& w) { return WeightView{w.data, w.type, w.cols, w.rows, w.row_stride, w.packed}; }
 
+// Row `token` of an embedding table (the repacked copy when there is one) as floats.
+void embedding_row(const Weight& emb, int32_t token, float* out) {
+    if (emb.packed) dequantize_packed_row(emb.type, emb.packed, emb.cols, token, out);
+    else dequantize_row_ref(emb.type, emb.data + size_t(token) * emb.row_stride, out, emb.cols);
+}
+
 // attention() for up to 64 query heads per key/value head; more (MLA's one latent head for DeepSeek V3's 128 query
 // heads) in groups of heads whose query and output rows are gathered to and from the pass's rows.
 struct HeadsScratch {
@@ -399,8 +405,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         for (const auto& g : segs)
             for (int t = 0; t < g.n; t++, r++) {
                 float* er = &S.mtp_in[size_t(r) * 2 * E];
-                if (emb.packed) dequantize_packed_row(emb.type, emb.packed, E, g.tokens[t], er);
-                else dequantize_row_ref(emb.type, emb.data + size_t(g.tokens[t]) * emb.row_stride, er, E);
+                embedding_row(emb, g.tokens[t], er);
                 rmsnorm(er, mtp->enorm.data(), er, E, hp.rms_eps);
                 const int q = rows[size_t(r)].pos;
                 const Session& s = *g.s;
@@ -415,8 +420,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         for (const auto& g : segs)
             for (int t = 0; t < g.n; t++, r++) {
                 float* xr = &S.x[size_t(r) * E];
-                if (emb.packed) dequantize_packed_row(emb.type, emb.packed, E, g.tokens[t], xr);
-                else dequantize_row_ref(emb.type, emb.data + size_t(g.tokens[t]) * emb.row_stride, xr, E);
+                embedding_row(emb, g.tokens[t], xr);
                 if (hp.embd_scale != 1.0f)
                     for (int i = 0; i < E; i++) xr[i] *= hp.embd_scale;
             }

@@ -240,7 +240,7 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
     const JobRequest& r = s.job->req;
     SpecParams spec = r.spec;
     Session* draft = nullptr;
-    if (spec.type == SpecType::DRAFT || spec.type == SpecType::SELF || spec.type == SpecType::MTP) {
+    if (uses_draft_session(spec.type)) {
         SlotDraft d = slot_draft(s, spec.type);
         draft = d.session;
         spec.draft_cost_prior = d.cost_prior;

@@ -216,10 +216,8 @@ void Service::load(const std::string& model_path, const std::string& draft_path,
     }
     if (ep.spec.type == SpecType::SELF || ep.self_draft_layers > 0)
         self_draft_layers(*model, ep.self_draft_layers);  // K < L
-    if (ep.spec_auto_mtp && ep.spec.type == SpecType::NONE && model->mtp()) {
-        ep.spec.type = SpecType::MTP;
+    if (pick_mtp_by_default(ep.spec, *model, !ep.spec_auto_mtp))
         std::fprintf(stderr, "speculative: the model's multi-token-prediction block drafts (--spec-type none: off)\n");
-    }
     if (ep.spec.type == SpecType::MTP && !model->mtp())
         throw Error(model_path + ": --spec-type mtp needs a model with a multi-token-prediction block (nextn layers)");
     ep.spec.suffix = std::make_shared<SuffixCache>(suffix);  // server-wide; every request feeds it

@@ -26,7 +26,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 Generator::Impl::Impl(Session& target, Session* draft, const SamplerParams& sampling, const SpecParams& spec)
     : target_(target), draft_(draft), spec_(spec), target_sampler_(sampling, target.n_vocab()) {
-    const bool needs_draft = spec.type == SpecType::DRAFT || spec.type == SpecType::SELF || spec.type == SpecType::MTP;
+    const bool needs_draft = uses_draft_session(spec.type);
     if (needs_draft && !draft)
         throw Error(std::string("speculative type '") + spec_type_name(spec.type) + "' needs a draft session");
     if (!needs_draft) draft_ = nullptr;

@@ -220,7 +220,7 @@ void ModelProposer::propose(ProposeRound& r) {
 }  // namespace
 
 std::unique_ptr<Proposer> make_model_proposer(SpecType type, const ModelProposerSetup& setup) {
-    TD_ASSERT((type == SpecType::DRAFT || type == SpecType::SELF || type == SpecType::MTP) && setup.draft);
+    TD_ASSERT(uses_draft_session(type) && setup.draft);
     TD_ASSERT((type == SpecType::MTP) == setup.draft->is_mtp());
     return std::make_unique<ModelProposer>(type, setup);
 }

@@ -5,6 +5,12 @@
 
 namespace tandem {
 
+bool pick_mtp_by_default(SpecParams& spec, const Model& target, bool chosen_elsewhere) {
+    if (chosen_elsewhere || spec.type != SpecType::NONE || !target.mtp()) return false;
+    spec.type = SpecType::MTP;
+    return true;
+}
+
 int self_draft_layers(const Model& target, int requested) {
     const int L = target.hparams().n_layer;
     const int k = requested > 0 ? requested : std::max(1, L / 2);

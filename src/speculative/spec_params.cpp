@@ -47,10 +47,9 @@ void set_spec_types(SpecParams& spec, const std::string& list) {
         const SpecType t = spec_type_from_name(name);
         if (t != SpecType::NONE && std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
     }
-    auto is_model = [](SpecType t) { return t == SpecType::DRAFT || t == SpecType::SELF || t == SpecType::MTP; };
-    if (std::count_if(types.begin(), types.end(), is_model) > 1)
+    if (std::count_if(types.begin(), types.end(), uses_draft_session) > 1)
         throw Error("speculative types: at most one of draft, self and mtp (one draft session), got '" + list + "'");
-    std::stable_partition(types.begin(), types.end(), is_model);  // the model proposer first
+    std::stable_partition(types.begin(), types.end(), uses_draft_session);  // the model proposer first
     spec.type = types.empty() ? SpecType::NONE : types[0];
     spec.extra.assign(types.begin() + (types.empty() ? 0 : 1), types.end());
 }
@@ -60,6 +59,8 @@ std::string spec_types_name(const SpecParams& spec) {
     for (SpecType t : spec.extra) s += std::string(",") + spec_type_name(t);
     return s;
 }
+
+bool uses_draft_session(SpecType t) { return t == SpecType::DRAFT || t == SpecType::SELF || t == SpecType::MTP; }
 
 bool spec_uses(const SpecParams& spec, SpecType t) {
     return spec.type == t || std::find(spec.extra.begin(), spec.extra.end(), t) != spec.extra.end();

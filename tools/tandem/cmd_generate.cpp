@@ -192,10 +192,8 @@ int cmd_generate(int argc, char** argv) {
     }
     Session target(model, tp, pool);
     std::fprintf(stderr, "%s\n", kv_cache_line("target", target).c_str());
-    if (!o.sf.type_given && o.sf.draft_model.empty() && model->mtp()) {  // its own drafter, as llama.cpp picks it
-        o.spec.type = SpecType::MTP;
+    if (pick_mtp_by_default(o.spec, *model, o.sf.type_given || !o.sf.draft_model.empty()))
         std::fprintf(stderr, "speculative: the model's multi-token-prediction block drafts (--spec-type none: off)\n");
-    }
 
     if (o.spec.type == SpecType::DRAFT) {
         o.spec.vocab_bridge = draft_vocab_bridge(*model, *draft_model);
