@@ -19,7 +19,7 @@ if [ "${1:-}" = "--cpus" ]; then
   $SUDO dpkg --add-architecture arm64
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends qemu-user g++-aarch64-linux-gnu binutils-aarch64-linux-gnu \
-    libpcre2-dev:arm64 libgtest-dev:arm64 libboost-dev:arm64 zlib1g-dev:arm64 python3 >/dev/null
+    libpcre2-dev:arm64 libgtest-dev:arm64 python3 >/dev/null
 fi
 cd "$(dirname "$0")/.."
 npm ci --prefix tests/server --no-audit --no-fund >/dev/null

@@ -194,12 +194,13 @@ void expect_plain_distribution(const std::vector<int32_t>& ids, const SamplerPar
                                std::shared_ptr<const OutputConstraint> constraint = nullptr,
                                std::vector<std::map<int, int>>* spec_counts = nullptr) {
     const double alpha = 1e-3;
-    auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, runs, 1, constraint);
-    auto specd = sample_counts(ids, sp, spec, draft, runs, seed_spec, constraint);
+    const auto sr = test::statistical_runs(runs);
+    auto plain = sample_counts(ids, sp, SpecParams{}, nullptr, sr.runs, 1, constraint);
+    auto specd = sample_counts(ids, sp, spec, draft, sr.runs, seed_spec, constraint);
     if (spec_counts) *spec_counts = specd;
     std::vector<std::map<int, int>> bad;
     if (control) {
-        bad = sample_counts(ids, sp, spec, draft, runs, seed_bad, constraint, speculative::accept_all);
+        bad = sample_counts(ids, sp, spec, draft, sr.runs, seed_bad, constraint, speculative::accept_all);
     }
     double min_bad_p = 1.0;
     for (int s = 0; s < 3; s++) {
@@ -208,10 +209,14 @@ void expect_plain_distribution(const std::vector<int32_t>& ids, const SamplerPar
         const double pb = control ? test::chi_square_p(plain[size_t(s)], bad[size_t(s)], &df_bad) : 1.0;
         std::printf("[ %s stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e\n", label.c_str(), s,
                     p, df, pb);
-        EXPECT_GT(p, alpha) << label << ": speculative sampling changed the distribution (stat " << s << ")";
+        if (sr.assert_stats) {
+            EXPECT_GT(p, alpha) << label << ": speculative sampling changed the distribution (stat " << s << ")";
+        }
         min_bad_p = std::min(min_bad_p, pb);
     }
-    if (control) EXPECT_LT(min_bad_p, alpha) << label << ": the test cannot tell a broken acceptance rule apart";
+    if (control && sr.assert_stats) {
+        EXPECT_LT(min_bad_p, alpha) << label << ": the test cannot tell a broken acceptance rule apart";
+    }
 }
 
 }  // namespace
@@ -669,16 +674,17 @@ TEST(Speculative, SampledDistributionUnderALazyGrammarIsThePlainConstrainedOne) 
     expect_plain_distribution(ids, hot_sampling(), fixed_length(SpecType::DRAFT, 4), fx().l1, 6000, 500000, 900000,
                               "lazy grammar, temp 1.5, 1-layer draft", true, c, &specd);
     // the trigger came in the first two tokens in most runs, and then the text from it on is in the language
-    int triggered = 0;
+    int triggered = 0, runs = 0;
     for (const auto& [pair, n] : specd[2]) {
+        runs += n;
         const std::string t = (*c->pieces)[size_t(pair / 1000)] + (*c->pieces)[size_t(pair % 1000)];
         const size_t at = t.find('a');
         if (at == std::string::npos) continue;
         triggered += n;
         EXPECT_TRUE(grammar::Matcher(c->grammar).accept_bytes(t.substr(at))) << "'" << t << "'";
     }
-    std::printf("[ lazy grammar ] triggered within two tokens: %d of 6000 runs\n", triggered);
-    EXPECT_GT(triggered, 6000 / 4);
+    std::printf("[ lazy grammar ] triggered within two tokens: %d of %d runs\n", triggered, runs);
+    EXPECT_GT(triggered, runs / 4);
 }
 
 // A mixture-of-experts target (qwen3moe, and gpt-oss with sinks and sliding windows) verified with dense drafts of
@@ -768,9 +774,10 @@ long long expect_sampled_distribution(Session& ts, Session* draft, const std::ve
                                       const SamplerParams& sp, const SpecParams& spec, int runs, int n_gen,
                                       const char* what) {
     long long accepted = 0;
+    const auto sr = test::statistical_runs(runs);
     auto counts = [&](SpecParams s, uint64_t seed0, speculative::AcceptRule rule = nullptr) {
         std::vector<std::map<int, int>> c(2);
-        for (int r = 0; r < runs; r++) {
+        for (int r = 0; r < sr.runs; r++) {
             SamplerParams p = sp;
             p.seed = seed0 + uint64_t(r) * 7919;
             Generator g(ts, s.type == SpecType::NONE ? nullptr : draft, p, s);
@@ -796,10 +803,10 @@ long long expect_sampled_distribution(Session& ts, Session* draft, const std::ve
             "[ %s, stat %d ] speculative vs plain: p = %.3g (df %d); broken rule: p = %.2e (%lld drafts "
             "accepted)\n",
             what, s, p, df, pb, accepted);
-        EXPECT_GT(p, 1e-3) << what;
+        if (sr.assert_stats) EXPECT_GT(p, 1e-3) << what;
         min_bad = std::min(min_bad, pb);
     }
-    EXPECT_LT(min_bad, 1e-3) << what << ": the test cannot tell a broken acceptance rule apart";
+    if (sr.assert_stats) EXPECT_LT(min_bad, 1e-3) << what << ": the test cannot tell a broken acceptance rule apart";
     return accepted;
 }
 
@@ -854,7 +861,8 @@ TEST(Speculative, MtpDraftsAreExact) {
     mp.mtp_of = &ts;
     Session ms(target, mp, pool);
     const long long accepted = expect_sampled_distribution(ts, &ms, prompt, sp, spec, runs, 4, "glm4moe MTP, temp 1.5");
-    EXPECT_GT(accepted, runs / 10) << "too few MTP drafts accepted for the test to say much";
+    EXPECT_GT(accepted, test::statistical_runs(runs).runs / 10)
+        << "too few MTP drafts accepted for the test to say much";
 }
 
 // The rejection rule with an MoE target: sampled continuations are distributed as without speculation, and

@@ -4,6 +4,8 @@
 #include "test_util.h"
 
 #include <random>
+#include <cstdio>
+#include <cstdlib>
 
 #include "cpu/isa.h"
 #include "tandem/synth.h"
@@ -136,6 +138,18 @@ std::vector<float> gaussian(size_t n, uint32_t seed, float sd) {
     std::vector<float> v(n);
     for (auto& x : v) x = d(rng);
     return v;
+}
+
+bool quick_mode() {
+    const char* q = std::getenv("TANDEM_TEST_QUICK");
+    return q && *q == '1';
+}
+
+StatRuns statistical_runs(int full) {
+    if (!quick_mode()) return {full, true};
+    const int runs = std::min(full, 200);
+    std::printf("[ quick ] TANDEM_TEST_QUICK=1: %d of %d samples, p values printed, not asserted\n", runs, full);
+    return {runs, false};
 }
 
 }  // namespace tandem::test

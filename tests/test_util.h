@@ -54,4 +54,16 @@ void write_file(const std::string& path, const std::string& bytes);
 // freedom. Used by the distribution-identity tests of speculative sampling.
 double chi_square_p(const std::map<int, int>& a, const std::map<int, int>& b, int* df_out);
 
+// TANDEM_TEST_QUICK=1: the sanitizer and emulated-CPU runs (scripts/test.sh --step asan-test, scripts/test-cpus.sh),
+// which repeat the release suite's code paths, not its statistics.
+bool quick_mode();
+// How many samples a distribution test draws, and whether it holds their p values to its bounds: `full` and true,
+// or in quick mode a smoke run of at most 200 whose p values are printed but not asserted (the release suite
+// asserts them); says so on stdout.
+struct StatRuns {
+    int runs;
+    bool assert_stats;
+};
+StatRuns statistical_runs(int full);
+
 }  // namespace tandem::test

@@ -40,7 +40,14 @@ int main(int argc, char** argv) {
         if (cmd == "quantize") return tandem::cli::cmd_quantize(argc, argv);
         if (cmd == "synth") return tandem::cli::cmd_synth(argc, argv);
         if (cmd == "bench") return tandem::cli::cmd_bench(argc, argv);
+#ifndef TANDEM_NO_SERVER
         if (cmd == "serve") return tandem::cli::cmd_serve(argc, argv);
+#else
+        if (cmd == "serve") {
+            std::fputs("tandem serve: this build has no server (configured with -DTANDEM_SERVER=OFF)\n", stderr);
+            return 2;
+        }
+#endif
         std::fprintf(stderr, "tandem: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
         return 2;
     } catch (const tandem::Error& e) {
