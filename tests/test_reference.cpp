@@ -259,7 +259,8 @@ INSTANTIATE_TEST_SUITE_P(AllArch, ArchReference,
                                            ModernCase{"tiny-ref-olmo2-q8_0", 0.1, 0.1, 0},
                                            ModernCase{"tiny-ref-mistral3-q8_0", 0.1, 0.1, 0},
                                            ModernCase{"tiny-ref-glm4moe-f16", 0.01, 0.1, 0},
-                                           ModernCase{"tiny-ref-deepseek2-f16", 0.01, 0.1, 0}),
+                                           ModernCase{"tiny-ref-deepseek2-f16", 0.01, 0.1, 0},
+                                           ModernCase{"tiny-ref-qwen35-f16", 0.01, 0.1, 0}),
                          case_name);
 
 // tests/data/reference-arch/tiny-ref-glm4moe-q8_0.mtp.json: llama.cpp's multi-token-prediction block (its

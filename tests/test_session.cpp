@@ -216,7 +216,7 @@ TEST(Session, EveryArchitectureBatchesLikeOneTokenAtATime) {
     for (int i = 0; i < 24; i++) toks.push_back(int32_t(3 + (i * 37) % 990));
     for (const char* shape :
          {"tiny-test-qwen3moe", "tiny-test-gemma3", "tiny-test-phi3", "tiny-test-gptoss", "tiny-ref-smollm3",
-          "tiny-ref-granite", "tiny-ref-olmo2", "tiny-ref-mistral3", "tiny-ref-glm4moe"}) {
+          "tiny-ref-granite", "tiny-ref-olmo2", "tiny-ref-mistral3", "tiny-ref-glm4moe", "tiny-ref-qwen35"}) {
         for (const char* type : {"Q8_0", "Q4_K_M", "MXFP4_MOE"}) {
             if (std::string(type) == "MXFP4_MOE" && std::string(shape).find("moe") == std::string::npos &&
                 std::string(shape).find("gptoss") == std::string::npos)
@@ -692,4 +692,68 @@ TEST(Session, WindowOnlyCacheRefusesWhatItNoLongerHolds) {
     parents.pop_back();
     a.decode_tree(chain.data(), parents.data(), int(chain.size()));  // the largest pass it takes
     EXPECT_EQ(a.n_past(), 10 + cap - n_swa + 1);
+}
+
+// Gated DeltaNet (qwen35): the recurrent state rolls back exactly. Rejected rows of a verification pass, the
+// siblings of a token tree's accepted path, a state file and a pass longer than the kept positions: each continues
+// as a session that only ever saw the kept tokens (logits equal to 1e-5 of their scale); a rollback further than
+// kRecurrentKeep is refused (can_truncate), a context shift too.
+TEST(Session, RecurrentStateRollsBackExactly) {
+    ThreadPool pool(2);
+    auto m = Model::load(test::synth_file("tiny-ref-qwen35", "Q8_0"));
+    ASSERT_TRUE(m->hparams().recurrent());
+    const std::vector<int32_t> prompt = {1, 300, 301, 302, 517, 640, 12, 99};
+    const std::vector<int32_t> more = {40, 41, 42};
+    auto expect_same = [&](const Session& a, const Session& b, const char* what) {
+        double worst = 0, scale = 0;
+        for (int v = 0; v < a.n_vocab(); v++) {
+            worst = std::max(worst, double(std::fabs(a.last_logits()[v] - b.last_logits()[v])));
+            scale = std::max(scale, double(std::fabs(b.last_logits()[v])));
+        }
+        std::printf("[ recurrent rollback ] %s: max difference %.2g (max |logit| %.3f)\n", what, worst, scale);
+        EXPECT_GT(scale, 0.01);
+        EXPECT_LE(worst, 1e-5 * scale) << what;
+    };
+    // A chain: 5 drafted rows verified, 2 kept.
+    Session a(m, {}, pool), b(m, {}, pool);
+    a.decode(prompt, false);
+    b.decode(prompt, false);
+    a.decode(std::vector<int32_t>{7, 8, 500, 501, 502}, true);
+    a.truncate(int(prompt.size()) + 2);
+    b.decode(std::vector<int32_t>{7, 8}, true);
+    a.decode(more, false);
+    b.decode(more, false);
+    expect_same(a, b, "chain, 2 of 5 kept");
+    // A tree whose accepted path is not the first child: root 7, children 8 and 9, 9's child 10, 8's child 11.
+    const std::vector<int32_t> tt = {7, 8, 9, 10, 11}, tp = {-1, 0, 0, 2, 1};
+    Session c(m, {}, pool), d(m, {}, pool);
+    c.decode(prompt, false);
+    d.decode(prompt, false);
+    c.decode_tree(tt.data(), tp.data(), int(tt.size()));
+    c.keep_path(int(prompt.size()), {0, 2, 3});
+    d.decode(std::vector<int32_t>{7, 9, 10}, true);
+    c.decode(more, false);
+    d.decode(more, false);
+    expect_same(c, d, "tree path 0-2-3");
+    // A state file written after the tree, read by a fresh session.
+    const std::string path = test::temp_dir() + "/qwen35.state";
+    c.save_state(path);
+    Session e(m, {}, pool);
+    e.load_state(path);
+    ASSERT_EQ(e.tokens(), c.tokens());
+    c.decode(more, false);
+    e.decode(more, false);
+    expect_same(c, e, "state file");
+    // Rollback depth: single-token passes keep the last kRecurrentKeep positions.
+    Session f(m, {}, pool);
+    f.decode(prompt, false);
+    for (int i = 0; i < kRecurrentKeep + 4; i++) f.decode(&more[size_t(i % 3)], 1, false);
+    EXPECT_TRUE(f.can_truncate(f.n_past() - kRecurrentKeep));
+    EXPECT_FALSE(f.can_truncate(f.n_past() - kRecurrentKeep - 1));
+    EXPECT_THROW(f.truncate(f.n_past() - kRecurrentKeep - 1), Error);
+    EXPECT_EQ(f.reuse_prefix(f.n_past() - kRecurrentKeep - 1), 0);  // re-read from the start
+    EXPECT_TRUE(f.can_truncate(0));
+    Session g(m, {}, pool);
+    g.decode(prompt, false);
+    EXPECT_THROW(g.shift(1, 2), Error);
 }

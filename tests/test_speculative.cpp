@@ -748,8 +748,8 @@ TEST(Speculative, MoeTargetsWithDenseDraftsAreTokenIdentical) {
 TEST(Speculative, SmallArchitectureTargetsAreTokenIdenticalWithChainsAndTrees) {
     ThreadPool pool(2);
     const std::vector<int32_t> prompt = {1, 300, 301, 302, 517, 640, 12, 99};
-    for (const char* shape :
-         {"tiny-ref-smollm3", "tiny-ref-granite", "tiny-ref-olmo2", "tiny-ref-mistral3", "tiny-ref-glm4moe"}) {
+    for (const char* shape : {"tiny-ref-smollm3", "tiny-ref-granite", "tiny-ref-olmo2", "tiny-ref-mistral3",
+                              "tiny-ref-glm4moe", "tiny-ref-qwen35"}) {
         auto target = Model::load(test::synth_file(shape, "Q8_0"));
         auto draft = Model::load(test::synth_file(shape, "Q4_0"));
         const auto plain = run_with(pool, target, nullptr, prompt, 48, greedy(), SpecParams{});
@@ -863,6 +863,28 @@ TEST(Speculative, MtpDraftsAreExact) {
     const long long accepted = expect_sampled_distribution(ts, &ms, prompt, sp, spec, runs, 4, "glm4moe MTP, temp 1.5");
     EXPECT_GT(accepted, test::statistical_runs(runs).runs / 10)
         << "too few MTP drafts accepted for the test to say much";
+}
+
+// A hybrid target (qwen35: Gated DeltaNet layers whose state rolls back per position, gated attention) with its
+// Q4_0 copy as the draft, chains and trees at temperature 1.5: sampled continuations are distributed as without
+// speculation, and the accept-all negative control is told apart.
+TEST(Speculative, HybridTargetSampledDistributionIsThePlainOne) {
+    ThreadPool pool(1);
+    auto target = Model::load(test::synth_file("tiny-ref-qwen35", "Q8_0"));
+    auto draft = Model::load(test::synth_file("tiny-ref-qwen35", "Q4_0"));
+    const std::vector<int32_t> prompt = {1, 300, 301, 302, 517, 640, 12, 99};
+    SamplerParams sp;
+    sp.temp = 1.5f;
+    sp.min_p = 0.0f;
+    for (bool tree : {false, true}) {
+        SpecParams spec = fixed_length(SpecType::DRAFT, 3);
+        spec.tree = tree;
+        if (tree) spec.tree_min_gain = 0.0;
+        Session ts(target, SessionParams{64, 0, 256}, pool), ds(draft, SessionParams{64, 0, 256}, pool);
+        const long long accepted = expect_sampled_distribution(ts, &ds, prompt, sp, spec, 1500, 3,
+                                                               tree ? "qwen35 target, tree" : "qwen35 target, chain");
+        EXPECT_GT(accepted, test::statistical_runs(1500).runs / 10) << "too few drafts accepted to say much";
+    }
 }
 
 // The rejection rule with an MoE target: sampled continuations are distributed as without speculation, and

@@ -27,7 +27,8 @@ enum class Arch {
     OLMO2,
     MISTRAL3,
     GLM4MOE,
-    DEEPSEEK2
+    DEEPSEEK2,
+    QWEN35
 };
 const char* arch_name(Arch a);
 struct HParams;
@@ -96,6 +97,18 @@ struct HParams {
     int mla_k = 0, mla_v = 0;  // a head's q/k size before absorption (qk_nope + qk_rope) and its value size
     int rope_offset = 0;  // where in a q/k head the rotated dims start (MLA: n_lora_kv; else 0)
 
+    // Gated DeltaNet linear attention (qwen35: Qwen3.5 and Qwen3-Next's layout) in the layers with
+    // LayerWeights::recurrent (model/delta_net.h): a causal convolution of ssm_conv taps over [q | k | v] and a
+    // per-head state matrix of ssm_state x ssm_state updated by the gated delta rule; ssm_k_heads query/key heads,
+    // ssm_v_heads value heads (value head h reads key head h % ssm_k_heads), each of ssm_state values. The other
+    // layers are gated attention (attn_gate). 0: no such layers.
+    int ssm_conv = 0, ssm_state = 0, ssm_k_heads = 0, ssm_v_heads = 0;
+    int ssm_conv_dim() const { return (2 * ssm_k_heads + ssm_v_heads) * ssm_state; }
+    bool recurrent() const { return ssm_state > 0; }
+    // Gated attention (qwen35): wq gives each head's query and then its gate (2 * head_dim rows per head); the
+    // attention output is multiplied by sigmoid(gate) before wo.
+    bool attn_gate = false;
+
     // Sliding-window attention: layers with LayerWeights::swa see only the last n_swa positions (key j is hidden
     // from query i when i - j >= n_swa), and use their own RoPE base/scale.
     int n_swa = 0;
@@ -160,6 +173,12 @@ struct LayerWeights {
     std::vector<float> post_ffn_norm;  // gemma3, olmo2: (n_embd)
     bool swa = false;  // a sliding-window layer (HParams::n_swa)
     bool rope = true;  // false: q and k are not rotated (smollm3's NoPE layers, every 4th)
+    // A Gated DeltaNet layer (HParams::recurrent(); no attention weights, no KV rows): in = [q|k|v] (conv_dim),
+    // z, beta, alpha projections of the normed input; conv taps (conv_dim x ssm_conv, oldest first); dt bias,
+    // a = -exp(A_log) and the output norm (ssm_state) per value head; ssm_out back to n_embd.
+    bool recurrent = false;
+    Weight ssm_in, ssm_z, ssm_beta, ssm_alpha, ssm_out;
+    std::vector<float> ssm_conv1d, ssm_dt, ssm_a, ssm_norm;
     // Dense FFN. Fused gate|up tensors (phi3) are bound as two views of the one tensor; so is a fused q|k|v.
     Weight w_gate;  // (n_ff, n_embd)
     Weight w_up;  // (n_ff, n_embd)

@@ -35,6 +35,10 @@ struct SessionParams {
     Session* mtp_of = nullptr;
 };
 
+// Positions a model with recurrent (Gated DeltaNet) layers can roll back (its state is kept for each of them, and
+// for every row of a verification pass or token tree up to 64 rows): truncating further back than that re-reads
+// the prompt (can_truncate is false), as llama.cpp's recurrent memory does. Context shifts are refused for them.
+constexpr int kRecurrentKeep = 16;
 // Slack of a window-only cache beyond the window: the largest pass (and rollback) it takes, at least n_batch.
 constexpr int kSwaSlack = 512;
 // Rows a sliding-window layer keeps in a session of this context: n_ctx with swa_full or when a ring would not be

@@ -115,6 +115,15 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
                       type_name(params.type_k), type_name(params.type_v)));
     impl_ = std::make_unique<Impl>(n_layers_, n_ctx_, hp.n_head_kv * hp.head_dim, hp.head_dim, params.type_k,
                                    params.type_v, rows, hp.mla);
+    // Gated DeltaNet layers: their state, kept for the last kRecurrentKeep positions (model/recurrent_state.h)
+    size_t rec_floats = 0;
+    impl_->rec_off.assign(size_t(n_layers_), 0);
+    for (int l = 0; l < n_layers_; l++)
+        if (model_->layer(layer0_ + l).recurrent) {
+            impl_->rec_off[size_t(l)] = rec_floats;
+            rec_floats += delta_net_layer_floats(hp);
+        }
+    if (rec_floats > 0) impl_->rec = std::make_unique<RecurrentState>(rec_floats, kRecurrentKeep);
 
     // RoPE tables: one for global layers, one for sliding-window layers when the model has them. phi3's
     // LongRoPE factors: the long ones when this context exceeds the original one (as llama.cpp chooses).
@@ -152,7 +161,9 @@ size_t Session::kv_bytes() const { return impl_->kv.bytes(); }
 size_t Session::kv_bytes_seen(int pos) const {
     const HParams& hp = model_->hparams();
     size_t rows = 0;
-    for (int l = 0; l < n_layers_; l++) rows += size_t(model_->layer(l).swa ? std::min(pos + 1, hp.n_swa) : pos + 1);
+    for (int l = 0; l < n_layers_; l++)
+        if (!model_->layer(layer0_ + l).recurrent)
+            rows += size_t(model_->layer(layer0_ + l).swa ? std::min(pos + 1, hp.n_swa) : pos + 1);
     return rows * (impl_->kv.row_bytes_k() + impl_->kv.row_bytes_v());
 }
 double Session::attention_seconds() const { return impl_->attn_s; }
@@ -167,6 +178,7 @@ const float* Session::logits(int i) const {
 // The window of a token at position n starts at n - n_swa + 1: a truncation to n may go on only if the rings still
 // hold every position from there (or from swa_lost_, below which a shift or state file already took positions).
 bool Session::can_truncate(int n) const {
+    if (impl_->rec && n != n_past() && !impl_->rec->can_rewind(n)) return false;
     if (n == 0 || n == n_past() || swa_cap_ == 0) return true;
     const int window_start = std::max(0, n - model_->hparams().n_swa + 1);
     return n >= swa_lost_ && swa_from_ <= std::max(swa_lost_, window_start);
@@ -174,11 +186,15 @@ bool Session::can_truncate(int n) const {
 
 void Session::truncate(int n) {
     TD_ASSERT(n >= 0 && n <= n_past());
+    if (impl_->rec && n != n_past() && !impl_->rec->can_rewind(n))
+        throw Error(strprintf("cannot roll the recurrent state back to %d tokens: it keeps the last %d positions", n,
+                              kRecurrentKeep));
     if (!can_truncate(n))
         throw Error(
             strprintf("cannot roll the cache back to %d tokens: its sliding-window layers keep %d positions "
                       "and no longer hold position %d (--swa-full keeps every position)",
                       n, swa_cap_, std::max(0, n - model_->hparams().n_swa + 1)));
+    if (impl_->rec && n != n_past()) impl_->rec->rewind(n);
     tokens_.resize(size_t(n));
     if (n == 0) swa_from_ = swa_lost_ = 0;
     if (keep_hidden_) {
@@ -195,6 +211,8 @@ int Session::reuse_prefix(int keep) {
 
 void Session::shift(int n_keep, int n_discard) {
     TD_ASSERT(n_keep >= 0 && n_discard > 0 && n_keep + n_discard <= n_past() && n_discard < n_ctx_);
+    if (impl_->rec)  // as llama.cpp: a recurrent state cannot forget the discarded tokens
+        throw Error("context shift is not possible for a model with recurrent (Gated DeltaNet) layers");
     const Model& model = *model_;
     const HParams& hp = model.hparams();
     const int half = hp.n_rot / 2, kv_dim = hp.n_head_kv * hp.head_dim, n_after = n_past() - n_discard;
@@ -285,6 +303,7 @@ void Session::decode_tree(const int32_t* tokens, const int32_t* parents, int n) 
 
 void Session::keep_path(int base, const std::vector<int32_t>& path) {
     TD_ASSERT(base >= 0 && !path.empty() && path[0] == 0 && base + int(path.size()) <= n_past());
+    if (impl_->rec) impl_->rec->keep_path(base, path);
     for (size_t j = 1; j < path.size(); j++) {
         const int from = base + path[j], to = base + int(j);
         TD_ASSERT(path[j] > path[j - 1] && from < n_past());
@@ -396,6 +415,21 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     S.att.resize(size_t(n) * qd);
     S.rows_out.resize(size_t(n) * E);
 
+    // Gated DeltaNet layers: each row's state before and after it (its session's, model/recurrent_state.h)
+    std::vector<const float*> rec_in, lin;
+    std::vector<float*> rec_out, lout;
+    if (S0.impl_->rec) {
+        std::vector<const float*> gi;
+        std::vector<float*> go;
+        for (const auto& g : segs) {
+            g.s->impl_->rec->begin_pass(g.n, g.parents, g.all_logits, gi, go);
+            rec_in.insert(rec_in.end(), gi.begin(), gi.end());
+            rec_out.insert(rec_out.end(), go.begin(), go.end());
+        }
+        lin.resize(size_t(n));
+        lout.resize(size_t(n));
+    }
+
     const MtpWeights* mtp = S0.mtp_of_ ? model.mtp() : nullptr;
     const Weight& emb = mtp ? mtp->embd : model.tok_embd();
     if (mtp) {
@@ -434,63 +468,82 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         if (hp.has_pre_norms)
             for (int t = 0; t < n; t++)
                 rmsnorm(&S.x[size_t(t) * E], L.attn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
-        if (hp.mla) {  // the latent row is cached once, read as K and as V (S.v unused)
-            mla_project(pool, hp, L, in, n, S.q.data(), S.k.data(), S.mla);
+        if (L.recurrent) {
+            for (int t = 0; t < n; t++) {
+                lin[size_t(t)] = rec_in[size_t(t)] + S.rec_off[size_t(l)];
+                lout[size_t(t)] = rec_out[size_t(t)] + S.rec_off[size_t(l)];
+            }
+            delta_net_layer(pool, hp, L, in, n, lin.data(), lout.data(), S.rows_out.data(), S.dn);
         } else {
-            const WeightView ws[3] = {view(L.wq), view(L.wk), view(L.wv)};
-            float* const ys[3] = {S.q.data(), S.k.data(), S.v.data()};
-            matmul_shared_input(pool, ws, ys, 3, in, n);
-        }
-        for (int t = 0; t < n; t++) {
-            float* q = &S.q[size_t(t) * qd];
-            float* k = &S.k[size_t(t) * kvd];
-            float* v = &S.v[size_t(t) * kvd];
-            if (hp.has_qkv_bias) {
-                for (int i = 0; i < qd; i++) q[i] += L.bq[size_t(i)];
-                for (int i = 0; i < kvd; i++) {
-                    k[i] += L.bk[size_t(i)];
-                    v[i] += L.bv[size_t(i)];
+            if (hp.mla) {  // the latent row is cached once, read as K and as V (S.v unused)
+                mla_project(pool, hp, L, in, n, S.q.data(), S.k.data(), S.mla);
+            } else {
+                const WeightView ws[3] = {view(L.wq), view(L.wk), view(L.wv)};
+                if (hp.attn_gate) S.qg.resize(size_t(n) * 2 * qd);
+                float* const ys[3] = {hp.attn_gate ? S.qg.data() : S.q.data(), S.k.data(), S.v.data()};
+                matmul_shared_input(pool, ws, ys, 3, in, n);
+                if (hp.attn_gate) {  // each head's query, then its gate
+                    S.gate.resize(size_t(n) * qd);
+                    for (size_t h = 0; h < size_t(n) * nh; h++) {
+                        std::copy_n(&S.qg[h * 2 * hd], hd, &S.q[h * hd]);
+                        std::copy_n(&S.qg[h * 2 * hd + hd], hd, &S.gate[h * hd]);
+                    }
                 }
             }
-            if (hp.qk_norm_whole) {
-                rmsnorm(q, L.q_norm.data(), q, qd, hp.rms_eps);
-                rmsnorm(k, L.k_norm.data(), k, kvd, hp.rms_eps);
-            } else if (hp.has_qk_norm) {
-                for (int h = 0; h < nh; h++) rmsnorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, hp.rms_eps);
-                for (int h = 0; h < nkv; h++) rmsnorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, hp.rms_eps);
+            for (int t = 0; t < n; t++) {
+                float* q = &S.q[size_t(t) * qd];
+                float* k = &S.k[size_t(t) * kvd];
+                float* v = &S.v[size_t(t) * kvd];
+                if (hp.has_qkv_bias) {
+                    for (int i = 0; i < qd; i++) q[i] += L.bq[size_t(i)];
+                    for (int i = 0; i < kvd; i++) {
+                        k[i] += L.bk[size_t(i)];
+                        v[i] += L.bv[size_t(i)];
+                    }
+                }
+                if (hp.qk_norm_whole) {
+                    rmsnorm(q, L.q_norm.data(), q, qd, hp.rms_eps);
+                    rmsnorm(k, L.k_norm.data(), k, kvd, hp.rms_eps);
+                } else if (hp.has_qk_norm) {
+                    for (int h = 0; h < nh; h++) rmsnorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, hp.rms_eps);
+                    for (int h = 0; h < nkv; h++) rmsnorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, hp.rms_eps);
+                }
+                if (L.rope) {
+                    const RopeTable& rt = rows[size_t(t)].s->impl_->rope[rope_set];
+                    const int pos = rows[size_t(t)].pos;
+                    const float* cs = rt.cos_at(pos);
+                    const float* sn = rt.sin_at(pos);
+                    const int ro = hp.rope_offset;  // MLA: the rotated part follows the latent one
+                    for (int h = 0; h < nh; h++) rope_head(q + h * hd + ro, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
+                    for (int h = 0; h < nkv; h++)
+                        rope_head(k + h * hd + ro, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
+                }
+                if (hp.attn_temp_scale != 0.0f) {  // mistral3: sharper attention beyond each original context length
+                    const int pos = rows[size_t(t)].pos, span = hp.n_ctx_orig > 0 ? hp.n_ctx_orig : hp.n_ctx_train;
+                    const float f = 1.0f + hp.attn_temp_scale * std::log(float(pos / span) + 1.0f);
+                    if (f != 1.0f)
+                        for (int i = 0; i < qd; i++) q[i] *= f;
+                }
+                rows[size_t(t)].s->impl_->kv.store(l, rows[size_t(t)].slot, k, v);
             }
-            if (L.rope) {
-                const RopeTable& rt = rows[size_t(t)].s->impl_->rope[rope_set];
-                const int pos = rows[size_t(t)].pos;
-                const float* cs = rt.cos_at(pos);
-                const float* sn = rt.sin_at(pos);
-                const int ro = hp.rope_offset;  // MLA: the rotated part follows the latent one
-                for (int h = 0; h < nh; h++) rope_head(q + h * hd + ro, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
-                for (int h = 0; h < nkv; h++) rope_head(k + h * hd + ro, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
+            const AttnShape shape{l, nh, nkv, hd, hp.q_scale, hp.has_attn_sinks ? L.sinks.data() : nullptr};
+            const auto t_attn = std::chrono::steady_clock::now();
+            attention_heads(pool, shape, attn_rows[L.swa ? 1 : 0], S.q.data(), S.att.data(),
+                            {S.attn_scratch, S.heads_q, S.heads_o});
+            S.attn_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_attn).count();
+            if (hp.mla) {  // the heads' values from their latent outputs
+                S.mla_v.resize(size_t(n) * nh * hp.mla_v);
+                mla_values(pool, hp, L, S.att.data(), n, S.mla_v.data(), S.mla);
             }
-            if (hp.attn_temp_scale != 0.0f) {  // mistral3: sharper attention beyond each original context length
-                const int pos = rows[size_t(t)].pos, span = hp.n_ctx_orig > 0 ? hp.n_ctx_orig : hp.n_ctx_train;
-                const float f = 1.0f + hp.attn_temp_scale * std::log(float(pos / span) + 1.0f);
-                if (f != 1.0f)
-                    for (int i = 0; i < qd; i++) q[i] *= f;
+            if (hp.attn_gate)
+                for (size_t i = 0; i < size_t(n) * qd; i++) S.att[i] *= 1.0f / (1.0f + std::exp(-S.gate[i]));
+            matmul(pool, view(L.wo), hp.mla ? S.mla_v.data() : S.att.data(), n, S.rows_out.data());
+            for (int t = 0; t < n; t++) {
+                float* a = &S.rows_out[size_t(t) * E];
+                if (!L.bo.empty())
+                    for (int i = 0; i < E; i++) a[i] += L.bo[size_t(i)];
+                if (hp.has_post_norms) rmsnorm(a, L.post_attn_norm.data(), a, E, hp.rms_eps);
             }
-            rows[size_t(t)].s->impl_->kv.store(l, rows[size_t(t)].slot, k, v);
-        }
-        const AttnShape shape{l, nh, nkv, hd, hp.q_scale, hp.has_attn_sinks ? L.sinks.data() : nullptr};
-        const auto t_attn = std::chrono::steady_clock::now();
-        attention_heads(pool, shape, attn_rows[L.swa ? 1 : 0], S.q.data(), S.att.data(),
-                        {S.attn_scratch, S.heads_q, S.heads_o});
-        S.attn_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_attn).count();
-        if (hp.mla) {  // the heads' values from their latent outputs
-            S.mla_v.resize(size_t(n) * nh * hp.mla_v);
-            mla_values(pool, hp, L, S.att.data(), n, S.mla_v.data(), S.mla);
-        }
-        matmul(pool, view(L.wo), hp.mla ? S.mla_v.data() : S.att.data(), n, S.rows_out.data());
-        for (int t = 0; t < n; t++) {
-            float* a = &S.rows_out[size_t(t) * E];
-            if (!L.bo.empty())
-                for (int i = 0; i < E; i++) a[i] += L.bo[size_t(i)];
-            if (hp.has_post_norms) rmsnorm(a, L.post_attn_norm.data(), a, E, hp.rms_eps);
         }
         add_residual(S.x.data(), S.rows_out.data(), size_t(n) * E, hp.residual_scale);
 

@@ -50,7 +50,8 @@ std::vector<int> kv_layer_rows(const Model& m, const SessionParams& p, int n_ctx
     const int n_layer = p.n_layers > 0 ? std::min(p.n_layers, hp.n_layer) : hp.n_layer;
     const int swa = swa_cache_positions(hp, n_ctx, p);
     std::vector<int> rows;
-    for (int l = 0; l < n_layer; l++) rows.push_back(m.layer(l).swa ? swa : n_ctx);
+    // a Gated DeltaNet layer keeps no rows (one unused row: the cache's layers stay indexed like the model's)
+    for (int l = 0; l < n_layer; l++) rows.push_back(m.layer(l).recurrent ? 1 : m.layer(l).swa ? swa : n_ctx);
     return rows;
 }
 

@@ -25,10 +25,11 @@ struct ArchName {
     const char* name;
 };
 constexpr ArchName kArchs[] = {
-    {Arch::LLAMA, "llama"},         {Arch::QWEN2, "qwen2"}, {Arch::QWEN3, "qwen3"},       {Arch::QWEN3MOE, "qwen3moe"},
-    {Arch::GEMMA3, "gemma3"},       {Arch::PHI3, "phi3"},   {Arch::GPT_OSS, "gpt-oss"},   {Arch::SMOLLM3, "smollm3"},
-    {Arch::GRANITE, "granite"},     {Arch::OLMO2, "olmo2"}, {Arch::MISTRAL3, "mistral3"}, {Arch::GLM4MOE, "glm4moe"},
-    {Arch::DEEPSEEK2, "deepseek2"},
+    {Arch::LLAMA, "llama"},         {Arch::QWEN2, "qwen2"},       {Arch::QWEN3, "qwen3"},
+    {Arch::QWEN3MOE, "qwen3moe"},   {Arch::GEMMA3, "gemma3"},     {Arch::PHI3, "phi3"},
+    {Arch::GPT_OSS, "gpt-oss"},     {Arch::SMOLLM3, "smollm3"},   {Arch::GRANITE, "granite"},
+    {Arch::OLMO2, "olmo2"},         {Arch::MISTRAL3, "mistral3"}, {Arch::GLM4MOE, "glm4moe"},
+    {Arch::DEEPSEEK2, "deepseek2"}, {Arch::QWEN35, "qwen35"},
 };
 }  // namespace
 
@@ -75,6 +76,9 @@ std::string describe_features(const HParams& hp) {
         if (hp.n_layer_dense_lead > 0) add(strprintf("first %d layer(s) dense", hp.n_layer_dense_lead));
         if (hp.n_expert_groups > 1) add(strprintf("%d of %d expert groups", hp.n_group_used, hp.n_expert_groups));
     }
+    if (hp.recurrent())
+        add(strprintf("Gated DeltaNet (conv %d, state %d, %d key / %d value heads) and gated attention", hp.ssm_conv,
+                      hp.ssm_state, hp.ssm_k_heads, hp.ssm_v_heads));
     if (hp.n_layer_nextn > 0)
         add(strprintf("%d MTP block(s) (--spec-type mtp drafts with the first)", hp.n_layer_nextn));
     return s;
@@ -282,6 +286,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             ? RopeStyle::NORM
             : RopeStyle::NEOX;
     hp.has_qk_norm = A == Arch::QWEN3 || A == Arch::QWEN3MOE || A == Arch::GEMMA3 || A == Arch::OLMO2 ||
+                     A == Arch::QWEN35 ||
                      (A == Arch::GLM4MOE && L.has("blk.0.attn_q_norm.weight"));  // GLM-4.5 has it, -Air not
     hp.has_post_norms = A == Arch::GEMMA3 || A == Arch::OLMO2;
     hp.q_scale = 1.0f / std::sqrt(float(hp.head_dim));
@@ -321,6 +326,31 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         hp.logit_softcap = L.opt_float("final_logit_softcapping", 0.0f);
     }
     if (A == Arch::GPT_OSS) hp.ffn_act = FfnAct::SWIGLU_OAI;
+    std::vector<bool> recurrent_layer;
+    if (A == Arch::QWEN35) {
+        // Qwen3.5: Gated DeltaNet layers, and gated attention in every full_attention_interval-th layer (or as the
+        // file's attention.recurrent_layers says). Its multimodal RoPE sections are read by llama.cpp with the same
+        // position in every section for text, which is NEOX RoPE over n_rot dims: text-only here.
+        hp.ssm_conv = L.req_int("ssm.conv_kernel");
+        hp.ssm_state = L.req_int("ssm.state_size");
+        hp.ssm_k_heads = L.req_int("ssm.group_count");
+        hp.ssm_v_heads = L.req_int("ssm.time_step_rank");
+        if (hp.ssm_conv < 2 || hp.ssm_conv > 16 || hp.ssm_state > 512 || hp.ssm_v_heads % hp.ssm_k_heads != 0 ||
+            L.req_int("ssm.inner_size") != hp.ssm_v_heads * hp.ssm_state)
+            L.fail(
+                strprintf("Gated DeltaNet shapes are inconsistent: conv kernel %d, state %d, %d key heads, %d value "
+                          "heads, inner size %d",
+                          hp.ssm_conv, hp.ssm_state, hp.ssm_k_heads, hp.ssm_v_heads, L.req_int("ssm.inner_size")));
+        hp.attn_gate = true;
+        recurrent_layer.assign(size_t(hp.n_layer), false);
+        if (const GgufValue* v = f.find(*arch + ".attention.recurrent_layers"); v && v->type == GgufType::ARRAY) {
+            for (size_t i = 0; i < v->arr.size() && i < recurrent_layer.size(); i++)
+                recurrent_layer[i] = v->arr[i].is_integer() ? v->arr[i].as_int() != 0 : v->arr[i].u != 0;
+        } else {
+            const int interval = L.opt_int("full_attention_interval", 4);
+            for (int i = 0; i < hp.n_layer; i++) recurrent_layer[size_t(i)] = (i + 1) % interval != 0;
+        }
+    }
     if (A == Arch::GLM4MOE)
         if (const GgufValue* v = f.find(*arch + ".rope.dimension_sections"); v && v->type == GgufType::ARRAY)
             for (const auto& e : v->arr)
@@ -416,7 +446,19 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         std::string p = "blk." + std::to_string(i) + ".";
         LayerWeights& l = m->layers_[size_t(i)];
         if (hp.has_pre_norms) l.attn_norm = L.vec(p + "attn_norm.weight", hp.n_embd);
-        if (hp.mla) {
+        l.recurrent = i < int(recurrent_layer.size()) && recurrent_layer[size_t(i)];
+        if (l.recurrent) {
+            const int64_t S = hp.ssm_state, hv = hp.ssm_v_heads, conv = hp.ssm_conv_dim();
+            l.ssm_in = L.matrix(p + "attn_qkv.weight", conv, hp.n_embd);
+            l.ssm_z = L.matrix(p + "attn_gate.weight", hv * S, hp.n_embd);
+            l.ssm_beta = L.matrix(p + "ssm_beta.weight", hv, hp.n_embd);
+            l.ssm_alpha = L.matrix(p + "ssm_alpha.weight", hv, hp.n_embd);
+            l.ssm_out = L.matrix(p + "ssm_out.weight", hp.n_embd, hv * S);
+            l.ssm_conv1d = L.expert_vec(p + "ssm_conv1d.weight", hp.ssm_conv, conv);
+            l.ssm_dt = L.vec(p + "ssm_dt.bias", hv);
+            l.ssm_a = L.vec(p + "ssm_a", hv);
+            l.ssm_norm = L.vec(p + "ssm_norm.weight", S);
+        } else if (hp.mla) {
             if (hp.n_lora_q > 0) {
                 l.q_a_norm = L.vec(p + "attn_q_a_norm.weight", hp.n_lora_q);
                 l.wq_a = L.matrix(p + "attn_q_a.weight", hp.n_lora_q, hp.n_embd);
@@ -434,11 +476,12 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             l.wk = Loader::rows_of(qkv, q_dim, kv_dim);
             l.wv = Loader::rows_of(qkv, q_dim + kv_dim, kv_dim);
         } else {
-            l.wq = L.matrix(p + "attn_q.weight", q_dim, hp.n_embd);
+            l.wq = L.matrix(p + "attn_q.weight", hp.attn_gate ? 2 * q_dim : q_dim, hp.n_embd);
             l.wk = L.matrix(p + "attn_k.weight", kv_dim, hp.n_embd);
             l.wv = L.matrix(p + "attn_v.weight", kv_dim, hp.n_embd);
         }
-        l.wo = L.matrix(p + "attn_output.weight", hp.n_embd, hp.mla ? int64_t(hp.n_head) * hp.mla_v : q_dim);
+        if (!l.recurrent)
+            l.wo = L.matrix(p + "attn_output.weight", hp.n_embd, hp.mla ? int64_t(hp.n_head) * hp.mla_v : q_dim);
         if (hp.has_qkv_bias) {
             l.bq = L.vec(p + "attn_q.bias", q_dim);
             l.bk = L.vec(p + "attn_k.bias", kv_dim);
@@ -446,13 +489,13 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         }
         if (hp.has_out_bias || ((A == Arch::GRANITE || A == Arch::MISTRAL3) && L.has(p + "attn_output.bias")))
             l.bo = L.vec(p + "attn_output.bias", hp.n_embd);
-        if (hp.has_qk_norm) {
+        if (hp.has_qk_norm && !l.recurrent) {
             l.q_norm = L.vec(p + "attn_q_norm.weight", hp.qk_norm_whole ? q_dim : hp.head_dim);
             l.k_norm = L.vec(p + "attn_k_norm.weight", hp.qk_norm_whole ? kv_dim : hp.head_dim);
         }
         if (hp.has_attn_sinks) l.sinks = L.vec(p + "attn_sinks.weight", hp.n_head);
-        // gpt-oss and glm4moe name their pre-FFN norm post_attention_norm
-        const bool ffn_norm_is_post_attn = A == Arch::GPT_OSS || A == Arch::GLM4MOE;
+        // gpt-oss, glm4moe and qwen35 name their pre-FFN norm post_attention_norm
+        const bool ffn_norm_is_post_attn = A == Arch::GPT_OSS || A == Arch::GLM4MOE || A == Arch::QWEN35;
         if (hp.has_post_norms || ffn_norm_is_post_attn)
             l.post_attn_norm = L.vec(p + "post_attention_norm.weight", hp.n_embd);
         if (!ffn_norm_is_post_attn && hp.has_pre_norms) l.ffn_norm = L.vec(p + "ffn_norm.weight", hp.n_embd);
@@ -517,8 +560,9 @@ void Model::repack_for_cpu() {
     const long page = sysconf(_SC_PAGESIZE);
     std::vector<Weight*> todo;
     for (auto& l : layers_) {
-        for (Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.shexp_gate, &l.shexp_up,
-                          &l.shexp_down, &l.wq_a, &l.wq_b, &l.wkv_a})
+        for (Weight* w :
+             {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.shexp_gate, &l.shexp_up, &l.shexp_down,
+              &l.wq_a, &l.wq_b, &l.wkv_a, &l.ssm_in, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out})
             if (w->data && packable(w->type, w->rows, w->cols)) todo.push_back(w);
         for (auto* ex : {&l.exp_gate, &l.exp_up, &l.exp_down, &l.wk_b, &l.wv_b})
             for (Weight& w : *ex)

@@ -1,10 +1,13 @@
 // A Session's private state, shared by the forward pass (forward.cpp) and state files (session_state.cpp).
 #pragma once
+#include <memory>
 #include <vector>
 
+#include "model/delta_net.h"
 #include "model/ffn.h"
 #include "model/kv_cache.h"
 #include "model/mla.h"
+#include "model/recurrent_state.h"
 #include "model/rope.h"
 #include "tandem/session.h"
 
@@ -16,6 +19,12 @@ struct Session::Impl {
     std::vector<float> x, xn, q, k, v, att, rows_out, logits_tmp, attn_scratch, mtp_in, mla_v, heads_q, heads_o;
     FfnScratch ffn;
     MlaScratch mla;
+    // Gated DeltaNet layers (null: none): their state per position, each layer's offset in a state, scratch; gated
+    // attention's raw [q | gate] rows and gates
+    std::unique_ptr<RecurrentState> rec;
+    std::vector<size_t> rec_off;
+    DeltaNetScratch dn;
+    std::vector<float> qg, gate;
     double attn_s = 0;  // seconds spent in attention, all passes (Session::attention_seconds)
     RopeTable rope[2];  // [0] global layers, [1] sliding-window layers (HParams::n_swa > 0)
     Impl(int n_layer, int n_ctx, int kv_dim, int head_dim, TensorType tk, TensorType tv,

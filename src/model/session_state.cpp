@@ -2,7 +2,9 @@
 //   "TDKV" | u32 version = 3 | u64 model fingerprint | u32 n_layers | u32 kv_dim | u32 n_tokens
 //   | u32 K type | u32 V type (GGUF type numbers) | i32 tokens[n_tokens]
 //   | per layer: u32 first | K rows [first, n_tokens) of the K type, then V rows [first, n_tokens) of the V type
-// `first` is 0 but for a sliding-window layer whose window-only cache no longer held the earlier rows. Version 2
+//   | recurrent models: u64 count | the recurrent state after n_tokens (count f32: model/recurrent_state.h)
+// `first` is 0 but for a sliding-window layer whose window-only cache no longer held the earlier rows, and n_tokens
+// for a Gated DeltaNet layer (no rows). Version 2
 // is the same without the `first` words (every row), version 1 also without the two type words (F16 rows). A file
 // of other cache types than the session's is converted row by row (dequantized and stored again); a window-only
 // layer keeps the rows its ring holds.
@@ -91,10 +93,18 @@ size_t Session::save_state(const std::string& path) const {
     put(types, 8);
     put(tokens_.data(), size_t(n) * 4);
     for (int l = 0; l < n_layers_; l++) {
-        const uint32_t first = model_->layer(l).swa ? uint32_t(std::min(swa_from_, int(n))) : 0;
+        const uint32_t first = model_->layer(l).recurrent ? n
+                               : model_->layer(l).swa     ? uint32_t(std::min(swa_from_, int(n)))
+                                                          : 0;
         put(&first, 4);
         for (uint32_t t = first; t < n; t++) put(impl_->kv.k(l, int(t)), impl_->kv.row_bytes_k());
         for (uint32_t t = first; t < n; t++) put(impl_->kv.v(l, int(t)), impl_->kv.row_bytes_v());
+    }
+    if (impl_->rec) {
+        if (impl_->rec->pos() != int(n)) impl_->rec->rewind(int(n));  // a token tree's accepted chain
+        const uint64_t count = impl_->rec->floats();
+        put(&count, 8);
+        put(impl_->rec->current(), size_t(count) * 4);
     }
     if (std::fflush(out.f) != 0) throw Error(strprintf("%s: write failed: %s", path.c_str(), std::strerror(errno)));
     return written;
@@ -103,6 +113,7 @@ size_t Session::save_state(const std::string& path) const {
 size_t Session::load_state(const std::string& path) {
     tokens_.clear();  // whatever happens below, the cache holds nothing half-read
     swa_from_ = swa_lost_ = 0;
+    if (impl_->rec) impl_->rec->reset();
     const std::string data = read_regular_file(path);
     size_t at = 0;
     auto get = [&](void* p, size_t bytes, const char* what) {
@@ -161,10 +172,12 @@ size_t Session::load_state(const std::string& path) {
                     strprintf("%s: the state file is truncated (in layer %u at byte %zu)", path.c_str(), l, expect));
             std::memcpy(&first[l], data.data() + expect, 4);
             expect += 4;
-            if (first[l] > n || (first[l] > 0 && !model_->layer(int(l)).swa))
+            const bool recurrent = model_->layer(int(l)).recurrent;
+            if (first[l] > n || (first[l] > 0 && !model_->layer(int(l)).swa && !recurrent) ||
+                (recurrent && first[l] != n))
                 throw Error(
                     strprintf("%s: layer %u starts at row %u of %u (only sliding-window layers may start "
-                              "after 0)",
+                              "after 0, recurrent layers have no rows)",
                               path.c_str(), l, first[l], n));
         }
         start[l] = expect;
@@ -173,6 +186,20 @@ size_t Session::load_state(const std::string& path) {
             throw Error(
                 strprintf("%s: the state file is truncated (in layer %u at byte %zu)", path.c_str(), l, expect));
         expect += rows * (rk + rv);
+    }
+    size_t rec_at = 0;
+    if (impl_->rec) {
+        uint64_t count = 0;
+        if (data.size() - expect < 8)
+            throw Error(strprintf("%s: the state file is truncated (no recurrent state)", path.c_str()));
+        std::memcpy(&count, data.data() + expect, 8);
+        if (count != impl_->rec->floats())
+            throw Error(strprintf("%s: the state file's recurrent state has %llu values, this model's %zu",
+                                  path.c_str(), (unsigned long long)count, impl_->rec->floats()));
+        rec_at = expect + 8;
+        if ((data.size() - rec_at) / 4 < count)
+            throw Error(strprintf("%s: the state file is truncated (in the recurrent state)", path.c_str()));
+        expect = rec_at + size_t(count) * 4;
     }
     if (data.size() != expect)
         throw Error(strprintf("%s: the state file is %zu bytes, %zu expected", path.c_str(), data.size(), expect));
@@ -199,6 +226,11 @@ size_t Session::load_state(const std::string& path) {
                 quantize_row_ref(which ? kv.type_v() : kv.type_k(), f.data(), dst, kv_dim);
             }
         }
+    }
+    if (impl_->rec) {
+        std::vector<float> st(impl_->rec->floats());
+        std::memcpy(st.data(), data.data() + rec_at, st.size() * 4);
+        impl_->rec->assign(int(n), st.data());
     }
     swa_from_ = swa_cap_ > 0 ? from : 0;
     swa_lost_ = 0;

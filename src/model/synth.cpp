@@ -10,6 +10,18 @@
 namespace tandem {
 
 const std::vector<SynthShape>& synth_shapes() {
+    // qwen35 (Qwen3.5's hybrid layout): Gated DeltaNet and gated attention, RoPE on a quarter of each head
+    auto qwen35 = [](const char* name, int E, int layers, int heads, int kv, int ff, int vocab, int ctx, int hd,
+                     int state, int hk, int hv, int interval, float wstd, float nstd) {
+        SynthShape s{name, "qwen35", E, layers, heads, kv, ff, vocab, ctx, 10000000.0f, false, false, hd};
+        s.ssm_state = state;
+        s.ssm_k_heads = hk;
+        s.ssm_v_heads = hv;
+        s.full_attn_interval = interval;
+        s.weight_std = wstd;
+        s.norm_std = nstd;
+        return s;
+    };
     static const std::vector<SynthShape> shapes = {
         {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, false, false},
         {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, true, true},
@@ -98,6 +110,10 @@ const std::vector<SynthShape>& synth_shapes() {
          32,
          32,
          32},
+        // Qwen3.5-9B's shapes (its MTP block left out)
+        qwen35("qwen3.5-9b", 4096, 32, 16, 4, 12288, 248320, 262144, 256, 128, 16, 32, 4, 0.02f, 0.0f),
+        // the llama.cpp reference's: DeltaNet in layers 0 and 2, gated attention in 1 and 3
+        qwen35("tiny-ref-qwen35", 256, 4, 4, 2, 512, 1000, 512, 64, 32, 2, 4, 2, 0.05f, 0.1f),
     };
     return shapes;
 }
@@ -201,11 +217,15 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     }
     const int hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
     const bool moe = s.n_expert > 0, gemma = a == "gemma3", phi = a == "phi3", oss = a == "gpt-oss";
-    const bool olmo2 = a == "olmo2", glm = a == "glm4moe", ds = a == "deepseek2";
+    const bool olmo2 = a == "olmo2", glm = a == "glm4moe", ds = a == "deepseek2", q35 = a == "qwen35";
     // per head (olmo2's: whole q and k, below); glm4moe: GLM-4.5's layout (-Air has none)
-    const bool qk_norm = a == "qwen3" || a == "qwen3moe" || gemma || glm;
-    // phi-4-mini rotates 3/4 of each head, GLM half, DeepSeek its qk_rope dims
-    const int n_rot = phi ? hd * 3 / 4 : glm ? hd / 2 : ds ? s.qk_rope : hd;
+    const bool qk_norm = a == "qwen3" || a == "qwen3moe" || gemma || glm || q35;
+    // phi-4-mini rotates 3/4 of each head, GLM half, DeepSeek its qk_rope dims, Qwen3.5 a quarter
+    const int n_rot = phi ? hd * 3 / 4 : glm ? hd / 2 : ds ? s.qk_rope : q35 ? hd / 4 : hd;
+    // qwen35: which layers are Gated DeltaNet (the others gated attention), and their shapes
+    auto recurrent = [&](int l) { return q35 && l < s.n_layer && (l + 1) % s.full_attn_interval != 0; };
+    const int64_t ssm_vd = int64_t(s.ssm_v_heads) * s.ssm_state,
+                  ssm_conv = int64_t(2 * s.ssm_k_heads + s.ssm_v_heads) * s.ssm_state;
     // GLM-4.5, DeepSeek V3: one multi-token-prediction block after the decoder's (a layer plus its nextn.* tensors)
     const int n_nextn = s.mtp_blocks >= 0 ? s.mtp_blocks : glm || ds ? 1 : 0, n_dense_lead = glm || ds ? 1 : 0;
     w.set(a + ".context_length", GgufValue::of_u32(uint32_t(s.n_ctx)));
@@ -246,6 +266,18 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         w.set(a + ".expert_weights_scale", GgufValue::of_f32(2.5f));
         w.set(a + ".leading_dense_block_count", GgufValue::of_u32(uint32_t(n_dense_lead)));
         w.set(a + ".nextn_predict_layers", GgufValue::of_u32(uint32_t(n_nextn)));
+    }
+    if (q35) {  // as llama.cpp's converter writes Qwen3.5: the ssm.* shapes and the (text: NEOX) RoPE sections
+        w.set(a + ".ssm.conv_kernel", GgufValue::of_u32(4));
+        w.set(a + ".ssm.state_size", GgufValue::of_u32(uint32_t(s.ssm_state)));
+        w.set(a + ".ssm.group_count", GgufValue::of_u32(uint32_t(s.ssm_k_heads)));
+        w.set(a + ".ssm.time_step_rank", GgufValue::of_u32(uint32_t(s.ssm_v_heads)));
+        w.set(a + ".ssm.inner_size", GgufValue::of_u32(uint32_t(ssm_vd)));
+        w.set(a + ".full_attention_interval", GgufValue::of_u32(uint32_t(s.full_attn_interval)));
+        const int pairs = n_rot / 2;  // Qwen3.5's [11, 11, 10, 0] for 32 pairs
+        std::vector<GgufValue> sec = {GgufValue::of_i32((pairs + 2) / 3), GgufValue::of_i32((pairs + 1) / 3),
+                                      GgufValue::of_i32(pairs / 3), GgufValue::of_i32(0)};
+        w.set(a + ".rope.dimension_sections", GgufValue::of_array(GgufType::INT32, std::move(sec)));
     }
     if (s.n_swa > 0) w.set(a + ".attention.sliding_window", GgufValue::of_u32(uint32_t(s.n_swa)));
     if (gemma) {
@@ -295,7 +327,21 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         std::string b = "blk." + std::to_string(l) + ".";
         const bool moe_layer = moe && l >= n_dense_lead;
         if (!olmo2) ts.push_back({b + "attn_norm.weight", {E}, true});
-        if (ds) {
+        if (recurrent(l)) {
+            ts.push_back({b + "attn_qkv.weight", {E, ssm_conv}, false});
+            ts.push_back({b + "attn_gate.weight", {E, ssm_vd}, false});
+            ts.push_back({b + "ssm_conv1d.weight", {4, ssm_conv}, false});
+            ts.push_back({b + "ssm_dt.bias", {s.ssm_v_heads}, false});
+            ts.push_back({b + "ssm_a", {s.ssm_v_heads}, false});
+            ts.push_back({b + "ssm_beta.weight", {E, s.ssm_v_heads}, false});
+            ts.push_back({b + "ssm_alpha.weight", {E, s.ssm_v_heads}, false});
+            ts.push_back({b + "ssm_norm.weight", {s.ssm_state}, true});
+            ts.push_back({b + "ssm_out.weight", {ssm_vd, E}, false});
+        } else if (q35) {  // gated attention: each head's query and then its gate
+            ts.push_back({b + "attn_q.weight", {E, 2 * q}, false});
+            ts.push_back({b + "attn_k.weight", {E, kv}, false});
+            ts.push_back({b + "attn_v.weight", {E, kv}, false});
+        } else if (ds) {
             const int64_t mk = s.qk_nope + s.qk_rope;
             if (s.q_lora > 0) {
                 ts.push_back({b + "attn_q_a_norm.weight", {s.q_lora}, true});
@@ -320,7 +366,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
             ts.push_back({b + "attn_k.bias", {kv}, false});
             ts.push_back({b + "attn_v.bias", {kv}, false});
         }
-        if (qk_norm) {
+        if (qk_norm && !recurrent(l)) {
             ts.push_back({b + "attn_q_norm.weight", {hd}, true});
             ts.push_back({b + "attn_k_norm.weight", {hd}, true});
         }
@@ -328,12 +374,12 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
             ts.push_back({b + "attn_q_norm.weight", {q}, true});
             ts.push_back({b + "attn_k_norm.weight", {kv}, true});
         }
-        ts.push_back({b + "attn_output.weight", {ds ? int64_t(s.n_head) * s.v_head : q, E}, false});
+        if (!recurrent(l)) ts.push_back({b + "attn_output.weight", {ds ? int64_t(s.n_head) * s.v_head : q, E}, false});
         if (oss) {
             ts.push_back({b + "attn_output.bias", {E}, false});
             ts.push_back({b + "attn_sinks.weight", {s.n_head}, false});
         }
-        if (oss || glm) {  // their pre-FFN norm
+        if (oss || glm || q35) {  // their pre-FFN norm
             ts.push_back({b + "post_attention_norm.weight", {E}, true});
         } else if (!olmo2) {
             ts.push_back({b + "ffn_norm.weight", {E}, true});
@@ -388,7 +434,8 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         // 1-D tensors, bias tables and MoE routers stay F32 (as converted files have them). gpt-oss as released:
         // --type MXFP4_MOE (MXFP4 experts, Q8_0 elsewhere).
         const bool keep_f32 = t.ne.size() == 1 || t.name.find(".bias") != std::string::npos ||
-                              t.name.find("ffn_gate_inp") != std::string::npos;
+                              t.name.find("ffn_gate_inp") != std::string::npos ||
+                              t.name.find("ssm_conv1d") != std::string::npos;
         TensorType ty = keep_f32 ? TensorType::F32 : fallback_type(want, t.ne[0]);
         types.push_back(ty);
         w.add_tensor(t.name, ty, t.ne);
@@ -414,7 +461,13 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
             } else {
                 // a router's choice bias as large as the spread of its sigmoid scores, so that it decides
                 const bool choice_bias = t.name.find("exp_probs_b") != std::string::npos;
-                rng.gaussian(row.data(), n, choice_bias ? 0.25f : s.weight_std);
+                const bool decay = t.name.size() > 6 && t.name.compare(t.name.size() - 6, 6, ".ssm_a") == 0;
+                rng.gaussian(row.data(), n,
+                             choice_bias || decay                             ? 0.25f
+                             : t.name.find("ssm_conv1d") != std::string::npos ? 0.3f
+                                                                              : s.weight_std);
+                if (decay)  // A = -exp(A_log): a DeltaNet head's decay rate, negative
+                    for (float& v : row) v = -std::exp(v);
             }
             quantize_row_ref(types[i], row.data(), qrow.data(), n);
             w.write_tensor_data(qrow.data(), qrow.size());

@@ -1,0 +1,144 @@
+#include "model/delta_net.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/norm.h"
+#include "quant/kernels.h"
+#include "tandem/thread_pool.h"
+
+namespace tandem {
+
+namespace {
+
+WeightView view(const Weight& w) { return WeightView{w.data, w.type, w.cols, w.rows, w.row_stride, w.packed}; }
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }  // ggml's threshold
+
+// x / sqrt(sum x^2 + eps), as llama.cpp's build_gdn_l2_norm (rms_norm with eps / n, times 1 / sqrt(n))
+void l2_normalize(float* x, int n, float eps) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += double(x[i]) * double(x[i]);
+    const float r = 1.0f / std::sqrt(float(ss / n) + eps / float(n)) / std::sqrt(float(n));
+    for (int i = 0; i < n; i++) x[i] *= r;
+}
+
+// The delta rule with the level's dot product (quant/kernels.h dot_f32; the rest vectorises as written).
+void delta_rule(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
+                float beta, int S, float* o) {
+    const float scale = 1.0f / std::sqrt(float(S));
+    for (int j = 0; j < S; j++) {
+        const float* mi = m_in + size_t(j) * size_t(S);
+        float* mo = m_out + size_t(j) * size_t(S);
+        for (int i = 0; i < S; i++) mo[i] = mi[i] * decay;
+        const float d = (v[j] - dot_f32(mo, k, S)) * beta;
+        for (int i = 0; i < S; i++) mo[i] += d * k[i];
+        o[j] = dot_f32(mo, q, S) * scale;
+    }
+}
+
+}  // namespace
+
+void delta_rule_ref(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
+                    float beta, int S, float* o) {
+    const float scale = 1.0f / std::sqrt(float(S));
+    for (int j = 0; j < S; j++) {
+        const float* mi = m_in + size_t(j) * size_t(S);
+        float* mo = m_out + size_t(j) * size_t(S);
+        float sk = 0;
+        for (int i = 0; i < S; i++) {
+            mo[i] = mi[i] * decay;
+            sk += mo[i] * k[i];
+        }
+        const float d = (v[j] - sk) * beta;
+        float sq = 0;
+        for (int i = 0; i < S; i++) {
+            mo[i] += d * k[i];
+            sq += mo[i] * q[i];
+        }
+        o[j] = sq * scale;
+    }
+}
+
+size_t delta_net_layer_floats(const HParams& hp) {
+    if (!hp.recurrent()) return 0;
+    return size_t(hp.ssm_conv - 1) * size_t(hp.ssm_conv_dim()) +
+           size_t(hp.ssm_v_heads) * size_t(hp.ssm_state) * size_t(hp.ssm_state);
+}
+
+size_t recurrent_state_floats(const Model& m, int n_layers) {
+    size_t n = 0;
+    for (int l = 0; l < n_layers; l++)
+        if (m.layer(l).recurrent) n += delta_net_layer_floats(m.hparams());
+    return n;
+}
+
+void delta_net_layer(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* x, int n,
+                     const float* const* state_in, float* const* state_out, float* out, DeltaNetScratch& s) {
+    const int K = hp.ssm_conv, S = hp.ssm_state, hk = hp.ssm_k_heads, hv = hp.ssm_v_heads, C = hp.ssm_conv_dim();
+    const int vd = hv * S;
+    const size_t conv_floats = size_t(K - 1) * size_t(C), rows = size_t(n);
+    s.mixed.resize(rows * size_t(C));
+    s.z.resize(rows * size_t(vd));
+    s.beta.resize(rows * size_t(hv));
+    s.alpha.resize(rows * size_t(hv));
+    s.conv.resize(rows * size_t(C));
+    s.o.resize(rows * size_t(vd));
+    {
+        const WeightView ws[4] = {view(L.ssm_in), view(L.ssm_z), view(L.ssm_beta), view(L.ssm_alpha)};
+        float* const ys[4] = {s.mixed.data(), s.z.data(), s.beta.data(), s.alpha.data()};
+        matmul_shared_input(pool, ws, ys, 4, x, n);
+    }
+    // The causal convolution, channel by channel (rows in order: each reads the window the row before it wrote).
+    pool.parallel_for(size_t(C), [&](size_t c0, size_t c1, int) {
+        for (size_t c = c0; c < c1; c++) {
+            const float* taps = &L.ssm_conv1d[c * size_t(K)];
+            for (size_t t = 0; t < rows; t++) {
+                const float* win = state_in[t];
+                float* wout = state_out[t];
+                const float xt = s.mixed[t * size_t(C) + c];
+                float y = taps[K - 1] * xt;
+                for (int r = 0; r < K - 1; r++) y += taps[r] * win[size_t(r) * size_t(C) + c];
+                s.conv[t * size_t(C) + c] = silu(y);
+                for (int r = 0; r + 1 < K - 1; r++) wout[size_t(r) * size_t(C) + c] = win[size_t(r + 1) * size_t(C) + c];
+                wout[size_t(K - 2) * size_t(C) + c] = xt;
+            }
+        }
+    });
+    for (size_t t = 0; t < rows; t++) {
+        float* c = &s.conv[t * size_t(C)];
+        for (int h = 0; h < 2 * hk; h++) l2_normalize(c + size_t(h) * size_t(S), S, hp.rms_eps);  // q and k heads
+        for (int h = 0; h < hv; h++) {
+            float& b = s.beta[t * size_t(hv) + size_t(h)];
+            float& a = s.alpha[t * size_t(hv) + size_t(h)];
+            b = sigmoid(b);
+            a = std::exp(softplus(a + L.ssm_dt[size_t(h)]) * L.ssm_a[size_t(h)]);  // the decay exp(g)
+        }
+    }
+    // The delta rule, value head by value head (rows in order within a head).
+    const size_t mat = size_t(S) * size_t(S);
+    pool.parallel_for(size_t(hv), [&](size_t h0, size_t h1, int) {
+        for (size_t h = h0; h < h1; h++) {
+            const size_t kh = h % size_t(hk);
+            for (size_t t = 0; t < rows; t++) {
+                const float* c = &s.conv[t * size_t(C)];
+                delta_rule(state_in[t] + conv_floats + h * mat, state_out[t] + conv_floats + h * mat,
+                           c + kh * size_t(S), c + (size_t(hk) + kh) * size_t(S), c + (2 * size_t(hk) + h) * size_t(S),
+                           s.alpha[t * size_t(hv) + h], s.beta[t * size_t(hv) + h], S,
+                           &s.o[t * size_t(vd) + h * size_t(S)]);
+            }
+        }
+    });
+    for (size_t t = 0; t < rows; t++)
+        for (int h = 0; h < hv; h++) {
+            float* o = &s.o[t * size_t(vd) + size_t(h) * size_t(S)];
+            const float* z = &s.z[t * size_t(vd) + size_t(h) * size_t(S)];
+            rmsnorm(o, L.ssm_norm.data(), o, S, hp.rms_eps);
+            for (int j = 0; j < S; j++) o[j] *= silu(z[j]);
+        }
+    matmul(pool, view(L.ssm_out), s.o.data(), n, out);
+}
+
+}  // namespace tandem

@@ -1,0 +1,45 @@
+// Gated DeltaNet linear attention (qwen35: Qwen3.5 / Qwen3-Next's layer; HParams::ssm_* give the shapes), as
+// llama.cpp 2026-09 computes it (src/models/qwen35.cpp, delta-net-base.cpp, ggml's gated_delta_net and ssm_conv).
+// For each row t (a token) of a layer, from its normed input x:
+//   m = W_in x ([q | k | v], conv_dim = (2 Hk + Hv) S), z = W_z x (Hv S), b = W_beta x, a = W_alpha x (Hv)
+//   c = silu(conv(m)): channel i is sum_r taps[i][r] * window[r][i] over the last ssm_conv rows of m (the
+//       ssm_conv - 1 before this one are the layer's convolution state, zeros before the first token)
+//   q, k: each key head of c's q and k parts L2-normalised (x / sqrt(sum x^2 + eps)); v: c's v part
+//   per value head h (key head h % Hk), state M (S x S, M[j][i]: value dim j, key dim i):
+//       g = softplus(a_h + dt_h) * A_h (A = -exp(A_log): a decay), beta = sigmoid(b_h)
+//       M *= exp(g);  d[j] = (v[j] - sum_i M[j][i] k[i]) beta;  M[j][i] += d[j] k[i]
+//       o[j] = sum_i M[j][i] q[i] / sqrt(S)
+//   o_h = rmsnorm(o_h) * ssm_norm * silu(z_h);  out = W_out o
+// A layer's state per sequence: the convolution window ((ssm_conv - 1) x conv_dim, oldest row first) and the
+// Hv state matrices; model/recurrent_state.h keeps them per position for exact rollback.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "tandem/model.h"
+
+namespace tandem {
+
+class ThreadPool;
+
+// Floats of one recurrent layer's state, and of a state of a session running the model's first n_layers layers
+// (every recurrent one's, in layer order; 0 for a model without such layers).
+size_t delta_net_layer_floats(const HParams& hp);
+size_t recurrent_state_floats(const Model& m, int n_layers);
+
+struct DeltaNetScratch {
+    std::vector<float> mixed, z, beta, alpha, conv, o;
+};
+
+// One layer over n rows: x (n, n_embd) normed input -> out (n, n_embd). state_in[t] / state_out[t]: this layer's
+// state before and after row t (equal for a row that runs in place; row t's state_in is the state_out of the row
+// it follows, which precedes it). Rows of several sequences may share the pass: each row's pointers say whose.
+void delta_net_layer(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* x, int n,
+                     const float* const* state_in, float* const* state_out, float* out, DeltaNetScratch& s);
+
+// The delta rule for one value head and one row (the scalar reference of the layer's inner step): M_in -> M_out
+// (S x S, may alias), o (S) as above; q, k L2-normalised.
+void delta_rule_ref(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
+                    float beta, int S, float* o);
+
+}  // namespace tandem

@@ -1,0 +1,145 @@
+#include "model/recurrent_state.h"
+
+#include <algorithm>
+
+#include "tandem/error.h"
+
+namespace tandem {
+
+RecurrentState::RecurrentState(size_t floats_per_state, int keep) : n_(floats_per_state), keep_(std::max(1, keep)) {
+    reset();
+}
+
+std::vector<float> RecurrentState::take() {
+    if (free_.empty()) return std::vector<float>(n_);
+    std::vector<float> v = std::move(free_.back());
+    free_.pop_back();
+    return v;
+}
+
+void RecurrentState::reset() {
+    for (auto& s : hist_) free_.push_back(std::move(s.v));
+    for (auto& t : tree_) free_.push_back(std::move(t));
+    hist_.clear();
+    tree_.clear();
+    tree_base_ = -1;
+    std::vector<float> z = take();
+    std::fill(z.begin(), z.end(), 0.0f);
+    hist_.push_back({0, std::move(z)});
+}
+
+void RecurrentState::assign(int n, const float* state) {
+    reset();
+    hist_.back().pos = n;
+    std::copy_n(state, n_, hist_.back().v.data());
+}
+
+void RecurrentState::trim() {
+    while (hist_.size() > size_t(keep_) + 1) {
+        free_.push_back(std::move(hist_.front().v));
+        hist_.pop_front();
+    }
+    if (free_.size() > size_t(keep_) + 2) free_.resize(size_t(keep_) + 2);  // what a pass of `keep` rows takes
+}
+
+void RecurrentState::settle_tree() {
+    if (tree_base_ < 0) return;
+    std::vector<int32_t> chain(tree_.size());
+    for (size_t t = 0; t < chain.size(); t++) {
+        TD_ASSERT(t == 0 || tree_parents_[t] == int32_t(t) - 1);  // a branching tree needs keep_path() or rewind()
+        chain[t] = int32_t(t);
+    }
+    keep_path(tree_base_, chain);
+}
+
+void RecurrentState::begin_pass(int n, const int32_t* parents, bool keep_all, std::vector<const float*>& in,
+                                std::vector<float*>& out) {
+    TD_ASSERT(n >= 1);
+    settle_tree();
+    trim();
+    in.resize(size_t(n));
+    out.resize(size_t(n));
+    if (parents) {
+        tree_base_ = pos();
+        tree_parents_.assign(parents, parents + n);
+        tree_.resize(size_t(n));
+        for (int t = 0; t < n; t++) {
+            tree_[size_t(t)] = take();
+            in[size_t(t)] = t == 0 ? current() : tree_[size_t(parents[t])].data();
+            out[size_t(t)] = tree_[size_t(t)].data();
+        }
+        return;
+    }
+    last_pass_pos0_ = pos();
+    const int pos0 = pos(), first_kept = keep_all && n <= kKeepAllRows ? 0 : std::max(0, n - keep_);
+    if (first_kept > 0) work_.resize(n_);
+    const float* prev = current();
+    for (int t = 0; t < n; t++) {
+        float* o;
+        if (t < first_kept) {
+            o = work_.data();
+        } else {
+            hist_.push_back({pos0 + t + 1, take()});
+            o = hist_.back().v.data();
+        }
+        in[size_t(t)] = prev;
+        out[size_t(t)] = o;
+        prev = o;
+    }
+}
+
+bool RecurrentState::can_rewind(int n) const {
+    if (n == 0) return true;
+    if (tree_base_ >= 0 && n > tree_base_) {
+        if (n - tree_base_ > int(tree_.size())) return false;
+        for (int t = 1; t < n - tree_base_; t++)
+            if (tree_parents_[size_t(t)] != t - 1) return false;
+        return true;
+    }
+    if (n < std::min(pos() - keep_, last_pass_pos0_)) return false;  // the contract, whatever else is still held
+    for (const auto& s : hist_)
+        if (s.pos == n) return true;
+    return false;
+}
+
+void RecurrentState::rewind(int n) {
+    TD_ASSERT(can_rewind(n));
+    if (tree_base_ >= 0) {
+        const int m = std::max(0, n - tree_base_);
+        std::vector<int32_t> chain(static_cast<size_t>(m));
+        for (int t = 0; t < m; t++) chain[size_t(t)] = int32_t(t);
+        if (m > 0) {
+            keep_path(tree_base_, chain);
+        } else {
+            for (auto& t : tree_) free_.push_back(std::move(t));
+            tree_.clear();
+            tree_base_ = -1;
+        }
+    }
+    while (hist_.size() > 1 && hist_.back().pos > n) {
+        free_.push_back(std::move(hist_.back().v));
+        hist_.pop_back();
+    }
+    if (hist_.back().pos != n) {
+        TD_ASSERT(n == 0);
+        reset();
+    }
+}
+
+void RecurrentState::keep_path(int base, const std::vector<int32_t>& path) {
+    if (tree_base_ < 0) {  // after a chain: rows are positions already (the caller's rewind keeps the prefix)
+        for (size_t j = 0; j < path.size(); j++) TD_ASSERT(path[j] == int32_t(j));
+        return;
+    }
+    TD_ASSERT(tree_base_ == base && base == pos() && path.size() <= tree_.size());
+    for (size_t j = 0; j < path.size(); j++) {
+        TD_ASSERT(path[j] >= 0 && size_t(path[j]) < tree_.size() && !tree_[size_t(path[j])].empty());
+        hist_.push_back({base + int(j) + 1, std::move(tree_[size_t(path[j])])});
+    }
+    for (auto& t : tree_)
+        if (!t.empty()) free_.push_back(std::move(t));
+    tree_.clear();
+    tree_base_ = -1;
+}
+
+}  // namespace tandem

@@ -1,0 +1,73 @@
+// RecurrentState: one session's state of its recurrent layers (Gated DeltaNet: each layer's convolution window
+// and state matrices; model/delta_net.h), kept per position so that speculation rolls back exactly.
+//
+// A state is one buffer of floats_per_state values (every recurrent layer's, one after the other), the state after
+// a given number of tokens. The store holds the state at the session's current position and those of the last
+// `keep` positions before it: a verification pass writes each row's state into a buffer of its own (the same
+// traffic as updating one in place, as every value of a DeltaNet state changes each token) instead of overwriting
+// its input, so rolling back rejected draft tokens is taking an earlier buffer: no copy, nothing recomputed.
+// A token tree's pass writes each node's state from its parent's; keep_path() keeps the accepted path's as
+// positions and recycles the rest. Passes longer than `keep` rows (prompts) keep only their last `keep` states:
+// the earlier rows run in place on a work buffer.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+namespace tandem {
+
+class RecurrentState {
+public:
+    // `keep`: the positions before the current one whose states are kept (the furthest rollback), >= 1.
+    RecurrentState(size_t floats_per_state, int keep);
+
+    // Position of the current state (the number of tokens it has seen).
+    int pos() const { return hist_.back().pos; }
+    const float* current() const { return hist_.back().v.data(); }
+    size_t floats() const { return n_; }
+
+    // Buffers for a pass of n rows that starts at pos() (a chain: row t follows row t - 1; a tree: row t follows
+    // parents[t], row 0 the current state). in[t] is the state row t starts from, out[t] where it writes its own;
+    // they are equal for rows that run in place (the first rows of a pass longer than keep). After the pass the
+    // current state is the last row's (a chain) or still pos()'s until keep_path() / rewind() (a tree).
+    // keep_all (a verification pass, up to kKeepAllRows rows): every row's state is kept, so any prefix of the
+    // pass can be rolled back to whatever `keep` is.
+    static constexpr int kKeepAllRows = 64;
+    void begin_pass(int n, const int32_t* parents, bool keep_all, std::vector<const float*>& in,
+                    std::vector<float*>& out);
+
+    // Whether the state after n tokens is held: the current one, one of the last `keep` before it (or back to the
+    // start of the last pass when it kept every row), a pending
+    // tree's chain prefix (rows 0..n-base-1 each the parent of the next), or n == 0 (the zero state).
+    bool can_rewind(int n) const;
+    void rewind(int n);  // requires can_rewind(n)
+    // After a tree pass at `base` (== pos() then): the root path path[0..m) (path[0] = 0) becomes positions
+    // base + 1 .. base + m; the other nodes' buffers are recycled. After a chain: nothing (path must be 0..m-1).
+    void keep_path(int base, const std::vector<int32_t>& path);
+    // The zero state at position 0, everything else dropped.
+    void reset();
+    // Replaces everything with `state` (floats() values) as the state after n tokens (state files).
+    void assign(int n, const float* state);
+
+private:
+    struct Snap {
+        int pos;
+        std::vector<float> v;
+    };
+    std::vector<float> take();  // a buffer of n_ values (recycled when one is free; contents undefined)
+    void settle_tree();  // a pending tree that no keep_path() resolved: its rows are a chain (positions in order)
+    void trim();  // at most keep_ + 1 states
+    size_t n_;
+    int keep_;
+    std::deque<Snap> hist_;  // ascending positions, the current state last
+    std::vector<std::vector<float>> free_;
+    // a tree pass not yet resolved: node t's state in tree_[t]; rows start at tree_base_ (-1: none)
+    std::vector<std::vector<float>> tree_;
+    std::vector<int32_t> tree_parents_;
+    int tree_base_ = -1;
+    int last_pass_pos0_ = 0;  // where the last chain pass started (a keep_all pass can roll back to it)
+    std::vector<float> work_;
+};
+
+}  // namespace tandem
