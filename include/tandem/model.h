@@ -28,7 +28,8 @@ enum class Arch {
     MISTRAL3,
     GLM4MOE,
     DEEPSEEK2,
-    QWEN35
+    QWEN35,
+    QWEN35MOE
 };
 const char* arch_name(Arch a);
 struct HParams;
@@ -128,6 +129,8 @@ struct HParams {
     int n_expert = 0;  // > 0: the FFN is a mixture of experts (in every layer but the first n_layer_dense_lead)
     int n_layer_dense_lead = 0;  // glm4moe, DeepSeek: the first layers have a dense FFN of n_ff
     int n_expert_shared = 0;  // shared experts beside the routed ones: one dense FFN of n_ff_exp * this (glm4moe)
+    int n_ff_shexp =
+        0;  // the shared FFN's hidden size when the file gives it (qwen35moe); 0: n_ff_exp * n_expert_shared
     int n_expert_used = 0;  // experts per token (top k)
     int n_ff_exp = 0;  // hidden size of one expert
     MoeGating moe_gating = MoeGating::SOFTMAX;
@@ -191,6 +194,7 @@ struct LayerWeights {
     std::vector<float> exp_gate_b, exp_up_b, exp_down_b;  // (n_expert, n_ff_exp) x2, (n_expert, n_embd); or empty
     std::vector<float> exp_probs_b;  // SIGMOID gating: added to the scores for the choice only (n_expert) or empty
     Weight shexp_gate, shexp_up, shexp_down;  // the shared expert(s), run for every row, added to the routed sum
+    std::vector<float> shexp_gate_inp;  // qwen35moe: the shared expert's output times sigmoid(x . this) (n_embd)
     bool moe() const { return !exp_gate.empty(); }  // false: the dense w_gate/w_up/w_down
 };
 

@@ -156,6 +156,9 @@ public:
     Session* mtp_target() const { return mtp_of_; }  // an MTP draft session's target (null otherwise)
 
     size_t kv_bytes() const;
+    // Bytes of one recurrent state (every Gated DeltaNet layer's convolution window and state matrices; 0 without
+    // such layers); up to kRecurrentKeep + 1 of them are held, more during a verification pass.
+    size_t state_bytes() const;
     // Bytes of K and V rows a token at position `pos` reads: every layer's rows up to it, a sliding-window layer's
     // the last n_swa of them.
     size_t kv_bytes_seen(int pos) const;

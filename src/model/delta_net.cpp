@@ -102,7 +102,8 @@ void delta_net_layer(ThreadPool& pool, const HParams& hp, const LayerWeights& L,
                 float y = taps[K - 1] * xt;
                 for (int r = 0; r < K - 1; r++) y += taps[r] * win[size_t(r) * size_t(C) + c];
                 s.conv[t * size_t(C) + c] = silu(y);
-                for (int r = 0; r + 1 < K - 1; r++) wout[size_t(r) * size_t(C) + c] = win[size_t(r + 1) * size_t(C) + c];
+                for (int r = 0; r + 1 < K - 1; r++)
+                    wout[size_t(r) * size_t(C) + c] = win[size_t(r + 1) * size_t(C) + c];
                 wout[size_t(K - 2) * size_t(C) + c] = xt;
             }
         }

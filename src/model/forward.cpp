@@ -158,6 +158,7 @@ void Session::release_hidden(int below) {
 }
 
 size_t Session::kv_bytes() const { return impl_->kv.bytes(); }
+size_t Session::state_bytes() const { return impl_->rec ? impl_->rec->floats() * sizeof(float) : 0; }
 size_t Session::kv_bytes_seen(int pos) const {
     const HParams& hp = model_->hparams();
     size_t rows = 0;

@@ -29,7 +29,7 @@ constexpr ArchName kArchs[] = {
     {Arch::QWEN3MOE, "qwen3moe"},   {Arch::GEMMA3, "gemma3"},     {Arch::PHI3, "phi3"},
     {Arch::GPT_OSS, "gpt-oss"},     {Arch::SMOLLM3, "smollm3"},   {Arch::GRANITE, "granite"},
     {Arch::OLMO2, "olmo2"},         {Arch::MISTRAL3, "mistral3"}, {Arch::GLM4MOE, "glm4moe"},
-    {Arch::DEEPSEEK2, "deepseek2"}, {Arch::QWEN35, "qwen35"},
+    {Arch::DEEPSEEK2, "deepseek2"}, {Arch::QWEN35, "qwen35"},     {Arch::QWEN35MOE, "qwen35moe"},
 };
 }  // namespace
 
@@ -197,6 +197,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         throw Error(f.path() + ": unsupported architecture '" + *arch + "' (supported: " + list + ")");
     }
     const Arch A = hp.arch;
+    const bool q35 = A == Arch::QWEN35 || A == Arch::QWEN35MOE;  // Qwen3.5's hybrid layout, dense or MoE
 
     Loader L{f, *arch};
     hp.n_embd = L.req_int("embedding_length");
@@ -209,8 +210,8 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         hp.n_layer_nextn = int(*v);
         hp.n_layer -= hp.n_layer_nextn;
     }
-    hp.n_ff = A == Arch::QWEN3MOE || A == Arch::GPT_OSS ? L.opt_int("feed_forward_length", 1)
-                                                        : L.req_int("feed_forward_length");
+    hp.n_ff = A == Arch::QWEN3MOE || A == Arch::GPT_OSS || A == Arch::QWEN35MOE ? L.opt_int("feed_forward_length", 1)
+                                                                                : L.req_int("feed_forward_length");
     hp.n_head = L.req_int("attention.head_count");
     hp.n_head_kv = L.opt_int("attention.head_count_kv", hp.n_head);
     hp.n_ctx_train = L.opt_int("context_length", 2048);
@@ -285,8 +286,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         A == Arch::LLAMA || A == Arch::SMOLLM3 || A == Arch::GRANITE || A == Arch::MISTRAL3 || A == Arch::DEEPSEEK2
             ? RopeStyle::NORM
             : RopeStyle::NEOX;
-    hp.has_qk_norm = A == Arch::QWEN3 || A == Arch::QWEN3MOE || A == Arch::GEMMA3 || A == Arch::OLMO2 ||
-                     A == Arch::QWEN35 ||
+    hp.has_qk_norm = A == Arch::QWEN3 || A == Arch::QWEN3MOE || A == Arch::GEMMA3 || A == Arch::OLMO2 || q35 ||
                      (A == Arch::GLM4MOE && L.has("blk.0.attn_q_norm.weight"));  // GLM-4.5 has it, -Air not
     hp.has_post_norms = A == Arch::GEMMA3 || A == Arch::OLMO2;
     hp.q_scale = 1.0f / std::sqrt(float(hp.head_dim));
@@ -327,7 +327,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     }
     if (A == Arch::GPT_OSS) hp.ffn_act = FfnAct::SWIGLU_OAI;
     std::vector<bool> recurrent_layer;
-    if (A == Arch::QWEN35) {
+    if (q35) {
         // Qwen3.5: Gated DeltaNet layers, and gated attention in every full_attention_interval-th layer (or as the
         // file's attention.recurrent_layers says). Its multimodal RoPE sections are read by llama.cpp with the same
         // position in every section for text, which is NEOX RoPE over n_rot dims: text-only here.
@@ -373,14 +373,20 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         }
     }
 
-    if (A == Arch::QWEN3MOE || A == Arch::GPT_OSS || A == Arch::GLM4MOE || A == Arch::DEEPSEEK2) {
+    if (A == Arch::QWEN3MOE || A == Arch::GPT_OSS || A == Arch::GLM4MOE || A == Arch::DEEPSEEK2 ||
+        A == Arch::QWEN35MOE) {
         hp.n_expert = L.req_int("expert_count");
         hp.n_expert_used = L.req_int("expert_used_count");
         hp.n_ff_exp = L.req_int("expert_feed_forward_length");
         if (hp.n_expert_used > hp.n_expert || hp.n_expert > 4096)
             L.fail(strprintf("expert_used_count %d / expert_count %d are invalid", hp.n_expert_used, hp.n_expert));
         hp.moe_gating = A == Arch::GPT_OSS ? MoeGating::SOFTMAX_WEIGHT : MoeGating::SOFTMAX;
-        hp.expert_weights_norm = A == Arch::QWEN3MOE;  // llama.cpp's qwen3moe graph: norm_w = true
+        // llama.cpp's qwen3moe and qwen35moe graphs: norm_w = true
+        hp.expert_weights_norm = A == Arch::QWEN3MOE || A == Arch::QWEN35MOE;
+        if (A == Arch::QWEN35MOE) {  // one shared expert of its own size, gated per token
+            hp.n_expert_shared = 1;
+            hp.n_ff_shexp = L.opt_int("expert_shared_feed_forward_length", hp.n_ff);
+        }
         hp.expert_weights_scale = L.opt_float("expert_weights_scale", 0.0f);
         hp.has_expert_bias = A == Arch::GPT_OSS;
     }
@@ -495,7 +501,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         }
         if (hp.has_attn_sinks) l.sinks = L.vec(p + "attn_sinks.weight", hp.n_head);
         // gpt-oss, glm4moe and qwen35 name their pre-FFN norm post_attention_norm
-        const bool ffn_norm_is_post_attn = A == Arch::GPT_OSS || A == Arch::GLM4MOE || A == Arch::QWEN35;
+        const bool ffn_norm_is_post_attn = A == Arch::GPT_OSS || A == Arch::GLM4MOE || q35;
         if (hp.has_post_norms || ffn_norm_is_post_attn)
             l.post_attn_norm = L.vec(p + "post_attention_norm.weight", hp.n_embd);
         if (!ffn_norm_is_post_attn && hp.has_pre_norms) l.ffn_norm = L.vec(p + "ffn_norm.weight", hp.n_embd);
@@ -509,8 +515,9 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             l.router = L.matrix(p + "ffn_gate_inp.weight", ne, hp.n_embd);
             if (hp.moe_gating == MoeGating::SIGMOID && L.has(p + "exp_probs_b.bias"))
                 l.exp_probs_b = L.vec(p + "exp_probs_b.bias", ne);
+            if (A == Arch::QWEN35MOE) l.shexp_gate_inp = L.vec(p + "ffn_gate_inp_shexp.weight", hp.n_embd);
             if (hp.n_expert_shared > 0) {
-                const int64_t fs = fe * hp.n_expert_shared;
+                const int64_t fs = hp.n_ff_shexp > 0 ? hp.n_ff_shexp : fe * hp.n_expert_shared;
                 l.shexp_gate = L.matrix(p + "ffn_gate_shexp.weight", fs, hp.n_embd);
                 l.shexp_up = L.matrix(p + "ffn_up_shexp.weight", fs, hp.n_embd);
                 l.shexp_down = L.matrix(p + "ffn_down_shexp.weight", hp.n_embd, fs);

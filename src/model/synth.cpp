@@ -12,8 +12,15 @@ namespace tandem {
 const std::vector<SynthShape>& synth_shapes() {
     // qwen35 (Qwen3.5's hybrid layout): Gated DeltaNet and gated attention, RoPE on a quarter of each head
     auto qwen35 = [](const char* name, int E, int layers, int heads, int kv, int ff, int vocab, int ctx, int hd,
-                     int state, int hk, int hv, int interval, float wstd, float nstd) {
+                     int state, int hk, int hv, int interval, float wstd, float nstd, int experts = 0, int used = 0,
+                     int ff_exp = 0) {
         SynthShape s{name, "qwen35", E, layers, heads, kv, ff, vocab, ctx, 10000000.0f, false, false, hd};
+        if (experts > 0) {
+            s.arch = "qwen35moe";
+            s.n_expert = experts;
+            s.n_expert_used = used;
+            s.n_ff_exp = ff_exp;
+        }
         s.ssm_state = state;
         s.ssm_k_heads = hk;
         s.ssm_v_heads = hv;
@@ -114,6 +121,11 @@ const std::vector<SynthShape>& synth_shapes() {
         qwen35("qwen3.5-9b", 4096, 32, 16, 4, 12288, 248320, 262144, 256, 128, 16, 32, 4, 0.02f, 0.0f),
         // the llama.cpp reference's: DeltaNet in layers 0 and 2, gated attention in 1 and 3
         qwen35("tiny-ref-qwen35", 256, 4, 4, 2, 512, 1000, 512, 64, 32, 2, 4, 2, 0.05f, 0.1f),
+        // Qwen3.5-35B-A3B's shapes with 8 of its 40 layers (256 experts, 8 used, a gated shared expert of 512)
+        qwen35("qwen3.5-35b-a3b-8l", 2048, 8, 16, 2, 512, 248320, 262144, 256, 128, 16, 32, 4, 0.02f, 0.0f, 256, 8,
+               512),
+        // qwen35moe at a small size: 8 experts, 2 used, the shared expert n_ff wide
+        qwen35("tiny-ref-qwen35moe", 256, 4, 4, 2, 256, 1000, 512, 64, 32, 2, 4, 2, 0.05f, 0.1f, 8, 2, 128),
     };
     return shapes;
 }
@@ -217,7 +229,8 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     }
     const int hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
     const bool moe = s.n_expert > 0, gemma = a == "gemma3", phi = a == "phi3", oss = a == "gpt-oss";
-    const bool olmo2 = a == "olmo2", glm = a == "glm4moe", ds = a == "deepseek2", q35 = a == "qwen35";
+    const bool olmo2 = a == "olmo2", glm = a == "glm4moe", ds = a == "deepseek2",
+               q35 = a == "qwen35" || a == "qwen35moe";
     // per head (olmo2's: whole q and k, below); glm4moe: GLM-4.5's layout (-Air has none)
     const bool qk_norm = a == "qwen3" || a == "qwen3moe" || gemma || glm || q35;
     // phi-4-mini rotates 3/4 of each head, GLM half, DeepSeek its qk_rope dims, Qwen3.5 a quarter
@@ -274,6 +287,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         w.set(a + ".ssm.time_step_rank", GgufValue::of_u32(uint32_t(s.ssm_v_heads)));
         w.set(a + ".ssm.inner_size", GgufValue::of_u32(uint32_t(ssm_vd)));
         w.set(a + ".full_attention_interval", GgufValue::of_u32(uint32_t(s.full_attn_interval)));
+        if (moe) w.set(a + ".expert_shared_feed_forward_length", GgufValue::of_u32(uint32_t(s.n_ff)));
         const int pairs = n_rot / 2;  // Qwen3.5's [11, 11, 10, 0] for 32 pairs
         std::vector<GgufValue> sec = {GgufValue::of_i32((pairs + 2) / 3), GgufValue::of_i32((pairs + 1) / 3),
                                       GgufValue::of_i32(pairs / 3), GgufValue::of_i32(0)};
@@ -391,6 +405,12 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         if (moe_layer) {
             const int64_t ne = s.n_expert, fe = s.n_ff_exp;
             ts.push_back({b + "ffn_gate_inp.weight", {E, ne}, false});
+            if (q35) {  // Qwen3.5-MoE's shared expert (n_ff wide) and its per-token gate
+                ts.push_back({b + "ffn_gate_inp_shexp.weight", {E}, false});
+                ts.push_back({b + "ffn_gate_shexp.weight", {E, s.n_ff}, false});
+                ts.push_back({b + "ffn_up_shexp.weight", {E, s.n_ff}, false});
+                ts.push_back({b + "ffn_down_shexp.weight", {s.n_ff, E}, false});
+            }
             if (glm || ds) {
                 ts.push_back({b + "exp_probs_b.bias", {ne}, false});
                 ts.push_back({b + "ffn_gate_shexp.weight", {E, fe}, false});
@@ -462,10 +482,11 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
                 // a router's choice bias as large as the spread of its sigmoid scores, so that it decides
                 const bool choice_bias = t.name.find("exp_probs_b") != std::string::npos;
                 const bool decay = t.name.size() > 6 && t.name.compare(t.name.size() - 6, 6, ".ssm_a") == 0;
-                rng.gaussian(row.data(), n,
-                             choice_bias || decay                             ? 0.25f
-                             : t.name.find("ssm_conv1d") != std::string::npos ? 0.3f
-                                                                              : s.weight_std);
+                // qwen35moe's router: decisive scores (a near-tie flips with the engines' rounding, and a DeltaNet
+                // state carries the flip to every later step); DeltaNet's convolution taps
+                const bool router = q35 && t.name.find("ffn_gate_inp.weight") != std::string::npos;
+                const bool conv = t.name.find("ssm_conv1d") != std::string::npos;
+                rng.gaussian(row.data(), n, choice_bias || decay ? 0.25f : router || conv ? 0.3f : s.weight_std);
                 if (decay)  // A = -exp(A_log): a DeltaNet head's decay rate, negative
                     for (float& v : row) v = -std::exp(v);
             }

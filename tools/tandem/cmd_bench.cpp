@@ -114,6 +114,7 @@ int cmd_bench(int argc, char** argv) {
                          kv_cache_line("bench", s).c_str());
         }
         rep.memory.kv_mib = std::max(rep.memory.kv_mib, double(s.kv_bytes()) / 1048576.0);
+        rep.memory.state_mib = double(s.state_bytes()) / 1048576.0;
         const ModelBench b{model, pool, probe.get(), f.reps, &s, depth};
         for (Result& r : bench_prompt(b, f.pp)) rep.rows.push_back(r);
         // Peak RSS of the generation tests alone (the target's "during generation"); the overall peak comes below.

@@ -137,6 +137,7 @@ nlohmann::ordered_json bench_spec(const ModelBench& b, const SpecBench& sb, cons
 // cache the tests used, and the median of the bandwidth probes.
 struct MemoryUse {
     double peak_rss_mib = 0, generation_peak_rss_mib = 0, file_mib = 0, kv_mib = 0, bandwidth_gbps = 0;
+    double state_mib = 0;  // one recurrent state (Session::state_bytes), 0 without Gated DeltaNet layers
     ComputeRoof roof;
 };
 

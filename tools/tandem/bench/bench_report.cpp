@@ -5,6 +5,7 @@
 #include "bench/bench.h"
 #include "tandem/cpu.h"
 #include "tandem/error.h"
+#include "tandem/session.h"
 
 namespace tandem::cli::bench {
 
@@ -81,6 +82,7 @@ nlohmann::ordered_json report_json(const Model& model, const BenchReport& rep) {
                    {"generation_peak_rss_mib", m.generation_peak_rss_mib},
                    {"file_mib", m.file_mib},
                    {"kv_mib", m.kv_mib},
+                   {"state_mib", m.state_mib},
                    {"bandwidth_gbps", m.bandwidth_gbps},
                    {"int8_gmacs", m.roof.int8_gmacs},
                    {"f32_gmacs", m.roof.f32_gmacs}});
@@ -105,6 +107,11 @@ void print_report(const Model& model, const BenchReport& rep) {
         m.peak_rss_mib,
         m.generation_peak_rss_mib > 0 ? strprintf("%.1f MiB", m.generation_peak_rss_mib).c_str() : "not measured",
         m.file_mib, m.kv_mib, m.file_mib + m.kv_mib);
+    if (m.state_mib > 0)
+        std::printf(
+            "recurrent state %.1f MiB per position (Gated DeltaNet layers), kept for the last %d positions and "
+            "each row of a verification pass\n",
+            m.state_mib, kRecurrentKeep);
     std::printf(
         "memory read bandwidth: %.1f GB/s (%d threads, median of the probes; BW %% compares each repetition with "
         "the probe run just before it); model %s, %s, %.2f GB of weights, %.2f GB read per token; KV cache K %s, "
