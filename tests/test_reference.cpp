@@ -222,12 +222,14 @@ INSTANTIATE_TEST_SUITE_P(AllModern, ModernReference,
 // 2.43 (89).
 // qwen35 (F16) — Qwen3.5's hybrid layout: Gated DeltaNet in layers 0 and 2 (convolution, L2-normed q/k, the gated
 // delta rule, the z-gated output norm), gated attention in 1 and 3 (a sigmoid gate per query head, partial NEOX
-// RoPE over 16 of 64). Measured 0.0054. Planted: the output norm's silu(z) gate left out 4.66 (96 of 96 steps),
+// RoPE over 16 of 64). Measured 0.0038 (0.0054 before the MTP block was added to the file, which changed its random weights). Planted: the output norm's silu(z) gate left out 4.66 (96 of 96 steps),
 // the decay exp(softplus(a + dt) A) taken as 1 4.33 (96). qwen35moe (F16): the same with softmax routing (8
 // experts, 2 used, renormalised) and a shared expert gated by sigmoid(x . g); its routers' weights are spread
 // wider in the synth shape (std 0.3): at 0.05 a near-tie flipped by either engine's rounding (llama.cpp rounds
 // the activations of F16 matmuls to F16) was carried by the DeltaNet state to every later step of that prompt
-// (0.36 at 21 of 96 steps). Measured 0.011 (tolerance 0.02); planted: the shared expert's gate left out 3.93 (96).
+// (0.36 at 21 of 96 steps). Measured 0.018 (tolerance 0.03, the same at every x86 level); planted: the shared
+// expert's gate left out 3.93 (96). Both carry an MTP block (a gated-attention layer; `MtpReference`: 0.0043 and
+// 0.015).
 class ArchReference : public ::testing::TestWithParam<ModernCase> {};
 
 // Prints the agreement and holds it to the case: largest deviation under tol, at most argmax_misses, and at least
@@ -269,7 +271,7 @@ INSTANTIATE_TEST_SUITE_P(AllArch, ArchReference,
                                            ModernCase{"tiny-ref-glm4moe-f16", 0.01, 0.1, 0},
                                            ModernCase{"tiny-ref-deepseek2-f16", 0.01, 0.1, 0},
                                            ModernCase{"tiny-ref-qwen35-f16", 0.01, 0.1, 0},
-                                           ModernCase{"tiny-ref-qwen35moe-f16", 0.02, 0.1, 0}),
+                                           ModernCase{"tiny-ref-qwen35moe-f16", 0.03, 0.1, 0}),
                          case_name);
 
 // tests/data/reference-arch/tiny-ref-glm4moe-q8_0.mtp.json: llama.cpp's multi-token-prediction block (its
@@ -318,7 +320,9 @@ TEST_P(MtpReference, LogitsMatchLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(AllMtp, MtpReference,
                          ::testing::Values(ModernCase{"tiny-ref-glm4moe-f16", 0.01, 0.1, 0},
-                                           ModernCase{"tiny-ref-deepseek2-f16", 0.01, 0.1, 0}),
+                                           ModernCase{"tiny-ref-deepseek2-f16", 0.01, 0.1, 0},
+                                           ModernCase{"tiny-ref-qwen35-f16", 0.01, 0.1, 0},
+                                           ModernCase{"tiny-ref-qwen35moe-f16", 0.03, 0.1, 0}),
                          case_name);
 
 // tests/data/reference-depth: llama.cpp's 8 greedy steps after a 4096- and a 16384-token prompt (BOS, then

@@ -45,7 +45,7 @@ for case in smollm3:q8_0 granite:q8_0 olmo2:q8_0 mistral3:q8_0 glm4moe:f16 deeps
   echo "wrote $OUT/tiny-ref-$arch-$type.greedy.json"
 done
 # the multi-token-prediction blocks, as llama.cpp's draft-mtp runs them
-for name in tiny-ref-glm4moe-f16 tiny-ref-deepseek2-f16; do
+for name in tiny-ref-glm4moe-f16 tiny-ref-deepseek2-f16 tiny-ref-qwen35-f16 tiny-ref-qwen35moe-f16; do
   "$WORK/reference_logits" "$WORK/$name.gguf" --mtp 8 "${PROMPTS[@]}" > "$OUT/$name.mtp.json"
   echo "wrote $OUT/$name.mtp.json"
 done

@@ -117,7 +117,7 @@ const std::vector<SynthShape>& synth_shapes() {
          32,
          32,
          32},
-        // Qwen3.5-9B's shapes (its MTP block left out)
+        // Qwen3.5-9B's shapes and its MTP block
         qwen35("qwen3.5-9b", 4096, 32, 16, 4, 12288, 248320, 262144, 256, 128, 16, 32, 4, 0.02f, 0.0f),
         // the llama.cpp reference's: DeltaNet in layers 0 and 2, gated attention in 1 and 3
         qwen35("tiny-ref-qwen35", 256, 4, 4, 2, 512, 1000, 512, 64, 32, 2, 4, 2, 0.05f, 0.1f),
@@ -240,7 +240,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     const int64_t ssm_vd = int64_t(s.ssm_v_heads) * s.ssm_state,
                   ssm_conv = int64_t(2 * s.ssm_k_heads + s.ssm_v_heads) * s.ssm_state;
     // GLM-4.5, DeepSeek V3: one multi-token-prediction block after the decoder's (a layer plus its nextn.* tensors)
-    const int n_nextn = s.mtp_blocks >= 0 ? s.mtp_blocks : glm || ds ? 1 : 0, n_dense_lead = glm || ds ? 1 : 0;
+    const int n_nextn = s.mtp_blocks >= 0 ? s.mtp_blocks : glm || ds || q35 ? 1 : 0, n_dense_lead = glm || ds ? 1 : 0;
     w.set(a + ".context_length", GgufValue::of_u32(uint32_t(s.n_ctx)));
     w.set(a + ".embedding_length", GgufValue::of_u32(uint32_t(s.n_embd)));
     w.set(a + ".block_count", GgufValue::of_u32(uint32_t(s.n_layer + n_nextn)));
@@ -288,6 +288,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         w.set(a + ".ssm.inner_size", GgufValue::of_u32(uint32_t(ssm_vd)));
         w.set(a + ".full_attention_interval", GgufValue::of_u32(uint32_t(s.full_attn_interval)));
         if (moe) w.set(a + ".expert_shared_feed_forward_length", GgufValue::of_u32(uint32_t(s.n_ff)));
+        w.set(a + ".nextn_predict_layers", GgufValue::of_u32(uint32_t(n_nextn)));
         const int pairs = n_rot / 2;  // Qwen3.5's [11, 11, 10, 0] for 32 pairs
         std::vector<GgufValue> sec = {GgufValue::of_i32((pairs + 2) / 3), GgufValue::of_i32((pairs + 1) / 3),
                                       GgufValue::of_i32(pairs / 3), GgufValue::of_i32(0)};
