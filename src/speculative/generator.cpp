@@ -34,6 +34,9 @@ Generator::Impl::Impl(Session& target, Session* draft, const SamplerParams& samp
     // A draft can never be longer than what fits in the context; cap absurd values once here.
     spec_.n_max = std::min(spec_.n_max, std::max(0, target.n_ctx() - 1));
     if (spec_.type == SpecType::NONE) spec_.n_max = 0;
+    // A recurrent state cannot forget the oldest tokens (Session::shift refuses): such a model stops at the end of
+    // its context, as llama.cpp disables the context shift for it.
+    if (target.model().hparams().recurrent()) spec_.context_shift = false;
     if (spec_uses(spec_, SpecType::SUFFIX) && !spec_.suffix) spec_.suffix = std::make_shared<SuffixCache>();
     // One draft-length controller per proposer: acceptance and costs are the proposer's own.
     std::vector<double> shape;
