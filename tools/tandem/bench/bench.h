@@ -56,6 +56,7 @@ struct Result {
     std::vector<double> ts;  // tokens/s of each repetition
     double gbps = 0, bw_fraction = 0;
     double rel_vb1 = 0;  // vbK: median over repetitions of (time of this pass / time of the 1-token pass)
+    double rollback_vb1 = 0;  // vbK: median of (time to truncate the K rows again / time of the 1-token pass)
     int depth = 0;  // positions already in the cache (-d)
     double attn_share = 0;  // fraction of the time spent in attention (mean over repetitions)
     double roof_fraction = 0;  // pp/vb rows: the weights' multiply-accumulates per second against the compute roof

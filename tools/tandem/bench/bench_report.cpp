@@ -64,6 +64,7 @@ nlohmann::ordered_json report_json(const Model& model, const BenchReport& rep) {
         if (r.attn_share > 0) row["attn_share"] = r.attn_share;
         if (r.roof_fraction > 0) row["roof_fraction"] = r.roof_fraction;
         if (r.rel_vb1 > 0) row["x_vb1"] = r.rel_vb1;
+        if (r.rel_vb1 > 0 && r.test.rfind("vb", 0) == 0) row["rollback_x_vb1"] = r.rollback_vb1;
         // MoE verification batches: the experts a batch of K tokens is expected to read, and its bytes against vb1's
         if (const int k = vb_size(r); model.hparams().n_expert > 0 && k >= 0) {
             row["expected_experts_per_layer"] = model.expected_experts(k);
@@ -144,6 +145,15 @@ void print_report(const Model& model, const BenchReport& rep) {
                     r.bw_fraction > 0 ? strprintf("%.0f%%", 100 * r.bw_fraction).c_str() : "",
                     r.roof_fraction > 0 ? strprintf("%.0f%%", 100 * r.roof_fraction).c_str() : "", rel.c_str());
     }
+    std::string rb;
+    for (const auto& r : rep.rows)
+        if (r.rel_vb1 > 0 && r.test.rfind("vb", 0) == 0 && r.test != "vb1")
+            rb += strprintf("%s%s %.3g%%", rb.empty() ? "" : ", ", r.test.c_str(), 100 * r.rollback_vb1);
+    if (!rb.empty())
+        std::printf(
+            "rollback of a verification pass whose drafts were all rejected (Session::truncate), in %% of a "
+            "one-token step: %s\n",
+            rb.c_str());
     if (!rep.spec.is_null()) print_spec(rep.spec);
 }
 

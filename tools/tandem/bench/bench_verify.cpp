@@ -30,6 +30,7 @@ std::vector<int32_t> tree_parents(int k) {
 // each repetition.
 struct PassTimes {
     std::vector<std::vector<double>> chain, tree;  // [size index][repetition]: seconds
+    std::vector<std::vector<double>> rollback;  // [size index][repetition]: seconds to truncate a chain's rows
     std::vector<double> probes;
 };
 
@@ -41,7 +42,10 @@ PassTimes time_passes(const ModelBench& b, const std::vector<int>& ks, bool tree
     back_to_depth(b);
     if (b.depth < 256) s.decode(random_tokens(256 - b.depth, n_vocab, 3), false);
     const int base = s.n_past();
-    PassTimes t{std::vector<std::vector<double>>(ks.size()), std::vector<std::vector<double>>(ks.size()), {}};
+    PassTimes t{std::vector<std::vector<double>>(ks.size()),
+                std::vector<std::vector<double>>(ks.size()),
+                std::vector<std::vector<double>>(ks.size()),
+                {}};
     for (int rep = 0; rep <= b.reps; rep++) {
         const double bw_now = rep > 0 && b.probe ? b.probe->measure() : 0;
         if (rep > 0 && b.probe) {
@@ -54,8 +58,10 @@ PassTimes time_passes(const ModelBench& b, const std::vector<int>& ks, bool tree
             auto t0 = Clock::now();
             s.decode(toks, true);
             double dt = secs(t0, Clock::now());
-            s.truncate(base);
-            if (rep > 0) t.chain[j].push_back(dt);
+            t0 = Clock::now();
+            s.truncate(base);  // the rollback of a round whose drafts were all rejected
+            const double dr = secs(t0, Clock::now());
+            if (rep > 0) t.chain[j].push_back(dt), t.rollback[j].push_back(dr);
             if (!tree || ks[j] < 2) continue;
             const auto parents = tree_parents(ks[j]);
             t0 = Clock::now();
@@ -80,7 +86,7 @@ VerifyCurve bench_verify(const ModelBench& b, const std::vector<int>& vb, bool t
     const PassTimes times = time_passes(b, ks, tree);
     const size_t j1 = size_t(std::find(ks.begin(), ks.end(), 1) - ks.begin());
     // One row (vbK or vtK) from the per-repetition pass times of size index j.
-    auto add_row = [&](const std::string& name, size_t j, const std::vector<double>& t) {
+    auto add_row = [&](const std::string& name, size_t j, const std::vector<double>& t, bool chain) {
         Result r{name + depth_suffix(b.depth), {}};
         r.depth = b.depth;
         std::vector<double> passes, ratios;
@@ -90,16 +96,22 @@ VerifyCurve bench_verify(const ModelBench& b, const std::vector<int>& vb, bool t
             ratios.push_back(t[i] / times.chain[j1][i]);
         }
         r.rel_vb1 = median_of(ratios);
+        if (chain) {
+            std::vector<double> rb;
+            for (size_t i = 0; i < times.rollback[j].size(); i++)
+                rb.push_back(times.rollback[j][i] / times.chain[j1][i]);
+            r.rollback_vb1 = median_of(rb);
+        }
         add_bandwidth(*b.model, r, passes, times.probes, ks[j], kv_bytes_at(*b.session, std::max(b.depth, 256)));
         rows.push_back(r);
     };
     for (size_t j = 0; j < ks.size(); j++) {
         if (std::find(vb.begin(), vb.end(), ks[j]) == vb.end()) continue;
-        add_row("vb" + std::to_string(ks[j]), j, times.chain[j]);
+        add_row("vb" + std::to_string(ks[j]), j, times.chain[j], true);
         const double pass_s = median_of(times.chain[j]);
         curve.time.emplace_back(ks[j], pass_s);
         if (ks[j] == 1) curve.vb1 = pass_s;
-        if (!times.tree[j].empty()) add_row("vt" + std::to_string(ks[j]), j, times.tree[j]);
+        if (!times.tree[j].empty()) add_row("vt" + std::to_string(ks[j]), j, times.tree[j], false);
     }
     if (curve.vb1 == 0) curve.vb1 = median_of(times.chain[j1]);
     return curve;
