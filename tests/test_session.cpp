@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "model/delta_net.h"
 #include "tandem/error.h"
 #include "tandem/model.h"
 #include "tandem/sampling.h"
@@ -216,7 +217,7 @@ TEST(Session, EveryArchitectureBatchesLikeOneTokenAtATime) {
     for (int i = 0; i < 24; i++) toks.push_back(int32_t(3 + (i * 37) % 990));
     for (const char* shape : {"tiny-test-qwen3moe", "tiny-test-gemma3", "tiny-test-phi3", "tiny-test-gptoss",
                               "tiny-ref-smollm3", "tiny-ref-granite", "tiny-ref-olmo2", "tiny-ref-mistral3",
-                              "tiny-ref-glm4moe", "tiny-ref-qwen35", "tiny-ref-qwen35moe"}) {
+                              "tiny-ref-glm4moe", "tiny-ref-qwen35", "tiny-ref-qwen35moe", "tiny-ref-qwen3next"}) {
         for (const char* type : {"Q8_0", "Q4_K_M", "MXFP4_MOE"}) {
             if (std::string(type) == "MXFP4_MOE" && std::string(shape).find("moe") == std::string::npos &&
                 std::string(shape).find("gptoss") == std::string::npos)
@@ -756,4 +757,24 @@ TEST(Session, RecurrentStateRollsBackExactly) {
     Session g(m, {}, pool);
     g.decode(prompt, false);
     EXPECT_THROW(g.shift(1, 2), Error);
+}
+
+// The delta rule at this CPU's level against its scalar reference, on a state decayed and updated over 12 steps
+// (in place, as a row that keeps no state of its own runs).
+TEST(Session, DeltaRuleMatchesItsScalarReference) {
+    const int S = 128;
+    std::vector<float> a = test::gaussian(size_t(S) * S, 3, 0.1f), b = a, o1(S), o2(S);
+    for (int step = 0; step < 12; step++) {
+        auto q = test::gaussian(S, 10 + step), k = test::gaussian(S, 40 + step), v = test::gaussian(S, 70 + step);
+        for (auto* x : {&q, &k}) {
+            double ss = 0;
+            for (float f : *x) ss += double(f) * f;
+            for (float& f : *x) f = float(f / std::sqrt(ss + 1e-6));
+        }
+        const float decay = 0.9f - 0.01f * float(step), beta = 0.3f + 0.02f * float(step);
+        delta_rule(a.data(), a.data(), q.data(), k.data(), v.data(), decay, beta, S, o1.data());
+        delta_rule_ref(b.data(), b.data(), q.data(), k.data(), v.data(), decay, beta, S, o2.data());
+        for (int j = 0; j < S; j++) ASSERT_NEAR(o1[size_t(j)], o2[size_t(j)], 1e-4f) << "step " << step << " j " << j;
+    }
+    for (size_t i = 0; i < a.size(); i++) ASSERT_NEAR(a[i], b[i], 1e-4f) << i;
 }

@@ -29,7 +29,8 @@ enum class Arch {
     GLM4MOE,
     DEEPSEEK2,
     QWEN35,
-    QWEN35MOE
+    QWEN35MOE,
+    QWEN3NEXT
 };
 const char* arch_name(Arch a);
 struct HParams;
@@ -105,6 +106,9 @@ struct HParams {
     // layers are gated attention (attn_gate). 0: no such layers.
     int ssm_conv = 0, ssm_state = 0, ssm_k_heads = 0, ssm_v_heads = 0;
     int ssm_conv_dim() const { return (2 * ssm_k_heads + ssm_v_heads) * ssm_state; }
+    // qwen3next: value head h reads key head h / (ssm_v_heads / ssm_k_heads) (grouped, as llama.cpp's qwen3next
+    // repeats them), not h % ssm_k_heads
+    bool ssm_grouped_heads = false;
     bool recurrent() const { return ssm_state > 0; }
     // Gated attention (qwen35): wq gives each head's query and then its gate (2 * head_dim rows per head); the
     // attention output is multiplied by sigmoid(gate) before wo.
@@ -181,6 +185,7 @@ struct LayerWeights {
     // a = -exp(A_log) and the output norm (ssm_state) per value head; ssm_out back to n_embd.
     bool recurrent = false;
     Weight ssm_in, ssm_z, ssm_beta, ssm_alpha, ssm_out;
+    Weight ssm_ba;  // qwen3next: beta and alpha in one matrix, per key head [its heads' beta | their alpha] rows
     std::vector<float> ssm_conv1d, ssm_dt, ssm_a, ssm_norm;
     // Dense FFN. Fused gate|up tensors (phi3) are bound as two views of the one tensor; so is a fused q|k|v.
     Weight w_gate;  // (n_ff, n_embd)

@@ -11,7 +11,7 @@ struct SynthShape {
     std::string name;
     std::string
         arch;  // any architecture the loader knows (model.h): llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss,
-    // smollm3, granite, olmo2, mistral3, glm4moe, deepseek2, qwen35, qwen35moe
+    // smollm3, granite, olmo2, mistral3, glm4moe, deepseek2, qwen35, qwen35moe, qwen3next
     int n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
     float rope_theta;
     bool tied_output;

@@ -37,7 +37,7 @@ PROMPTS=("Once upon a time" "The capital of France is" "def fibonacci(n):")
 # Q8_0 files, and the MoE models with a choice bias in F16: with 8-bit activations their routers' near-ties flip
 # in one engine or the other at a few steps in a hundred (moving them by up to ~2); in F16 both engines agree to
 # ~0.003 everywhere, a far tighter test.
-for case in smollm3:q8_0 granite:q8_0 olmo2:q8_0 mistral3:q8_0 glm4moe:f16 deepseek2:f16 qwen35:f16 qwen35moe:f16; do
+for case in smollm3:q8_0 granite:q8_0 olmo2:q8_0 mistral3:q8_0 glm4moe:f16 deepseek2:f16 qwen35:f16 qwen35moe:f16 qwen3next:f16; do
   arch=${case%%:*} type=${case##*:}
   model=$WORK/tiny-ref-$arch-$type.gguf
   "$TANDEM_BIN" synth "$model" --shape tiny-ref-$arch --type "${type^^}" --seed 1
@@ -45,7 +45,7 @@ for case in smollm3:q8_0 granite:q8_0 olmo2:q8_0 mistral3:q8_0 glm4moe:f16 deeps
   echo "wrote $OUT/tiny-ref-$arch-$type.greedy.json"
 done
 # the multi-token-prediction blocks, as llama.cpp's draft-mtp runs them
-for name in tiny-ref-glm4moe-f16 tiny-ref-deepseek2-f16 tiny-ref-qwen35-f16 tiny-ref-qwen35moe-f16; do
+for name in tiny-ref-glm4moe-f16 tiny-ref-deepseek2-f16 tiny-ref-qwen35-f16 tiny-ref-qwen35moe-f16 tiny-ref-qwen3next-f16; do
   "$WORK/reference_logits" "$WORK/$name.gguf" --mtp 8 "${PROMPTS[@]}" > "$OUT/$name.mtp.json"
   echo "wrote $OUT/$name.mtp.json"
 done

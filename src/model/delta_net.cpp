@@ -25,6 +25,8 @@ void l2_normalize(float* x, int n, float eps) {
     for (int i = 0; i < n; i++) x[i] *= r;
 }
 
+}  // namespace
+
 // The delta rule with the level's dot product (quant/kernels.h dot_f32; the rest vectorises as written).
 void delta_rule(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
                 float beta, int S, float* o) {
@@ -38,8 +40,6 @@ void delta_rule(const float* m_in, float* m_out, const float* q, const float* k,
         o[j] = dot_f32(mo, q, S) * scale;
     }
 }
-
-}  // namespace
 
 void delta_rule_ref(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
                     float beta, int S, float* o) {
@@ -84,9 +84,21 @@ void delta_net_layer(ThreadPool& pool, const HParams& hp, const LayerWeights& L,
     s.z.resize(rows * size_t(vd));
     s.beta.resize(rows * size_t(hv));
     s.alpha.resize(rows * size_t(hv));
+    const int r = hv / hk;  // value heads per key head
     s.conv.resize(rows * size_t(C));
     s.o.resize(rows * size_t(vd));
-    {
+    if (L.ssm_ba.data) {  // qwen3next: per key head g, rows [beta of its r value heads | their alpha]
+        s.ba.resize(rows * size_t(2 * hv));
+        const WeightView ws[3] = {view(L.ssm_in), view(L.ssm_z), view(L.ssm_ba)};
+        float* const ys[3] = {s.mixed.data(), s.z.data(), s.ba.data()};
+        matmul_shared_input(pool, ws, ys, 3, x, n);
+        for (size_t t = 0; t < rows; t++)
+            for (int h = 0; h < hv; h++) {
+                const float* g = &s.ba[t * size_t(2 * hv) + size_t(h / r) * size_t(2 * r)];
+                s.beta[t * size_t(hv) + size_t(h)] = g[h % r];
+                s.alpha[t * size_t(hv) + size_t(h)] = g[r + h % r];
+            }
+    } else {
         const WeightView ws[4] = {view(L.ssm_in), view(L.ssm_z), view(L.ssm_beta), view(L.ssm_alpha)};
         float* const ys[4] = {s.mixed.data(), s.z.data(), s.beta.data(), s.alpha.data()};
         matmul_shared_input(pool, ws, ys, 4, x, n);
@@ -122,7 +134,7 @@ void delta_net_layer(ThreadPool& pool, const HParams& hp, const LayerWeights& L,
     const size_t mat = size_t(S) * size_t(S);
     pool.parallel_for(size_t(hv), [&](size_t h0, size_t h1, int) {
         for (size_t h = h0; h < h1; h++) {
-            const size_t kh = h % size_t(hk);
+            const size_t kh = hp.ssm_grouped_heads ? h / size_t(r) : h % size_t(hk);
             for (size_t t = 0; t < rows; t++) {
                 const float* c = &s.conv[t * size_t(C)];
                 delta_rule(state_in[t] + conv_floats + h * mat, state_out[t] + conv_floats + h * mat,

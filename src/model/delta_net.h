@@ -5,7 +5,7 @@
 //   c = silu(conv(m)): channel i is sum_r taps[i][r] * window[r][i] over the last ssm_conv rows of m (the
 //       ssm_conv - 1 before this one are the layer's convolution state, zeros before the first token)
 //   q, k: each key head of c's q and k parts L2-normalised (x / sqrt(sum x^2 + eps)); v: c's v part
-//   per value head h (key head h % Hk), state M (S x S, M[j][i]: value dim j, key dim i):
+//   per value head h (key head h % Hk; qwen3next: h / (Hv / Hk)), state M (S x S, M[j][i]: value dim j, key dim i):
 //       g = softplus(a_h + dt_h) * A_h (A = -exp(A_log): a decay), beta = sigmoid(b_h)
 //       M *= exp(g);  d[j] = (v[j] - sum_i M[j][i] k[i]) beta;  M[j][i] += d[j] k[i]
 //       o[j] = sum_i M[j][i] q[i] / sqrt(S)
@@ -28,7 +28,7 @@ size_t delta_net_layer_floats(const HParams& hp);
 size_t recurrent_state_floats(const Model& m, int n_layers);
 
 struct DeltaNetScratch {
-    std::vector<float> mixed, z, beta, alpha, conv, o;
+    std::vector<float> mixed, z, beta, alpha, ba, conv, o;
 };
 
 // One layer over n rows: x (n, n_embd) normed input -> out (n, n_embd). state_in[t] / state_out[t]: this layer's
@@ -37,8 +37,10 @@ struct DeltaNetScratch {
 void delta_net_layer(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* x, int n,
                      const float* const* state_in, float* const* state_out, float* out, DeltaNetScratch& s);
 
-// The delta rule for one value head and one row (the scalar reference of the layer's inner step): M_in -> M_out
-// (S x S, may alias), o (S) as above; q, k L2-normalised.
+// The delta rule for one value head and one row, the layer's inner step: M_in -> M_out (S x S, may alias), o (S)
+// as above; q, k L2-normalised. delta_rule uses the CPU level's dot product, delta_rule_ref is its scalar reference.
+void delta_rule(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
+                float beta, int S, float* o);
 void delta_rule_ref(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
                     float beta, int S, float* o);
 

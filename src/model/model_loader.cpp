@@ -30,6 +30,7 @@ constexpr ArchName kArchs[] = {
     {Arch::GPT_OSS, "gpt-oss"},     {Arch::SMOLLM3, "smollm3"},   {Arch::GRANITE, "granite"},
     {Arch::OLMO2, "olmo2"},         {Arch::MISTRAL3, "mistral3"}, {Arch::GLM4MOE, "glm4moe"},
     {Arch::DEEPSEEK2, "deepseek2"}, {Arch::QWEN35, "qwen35"},     {Arch::QWEN35MOE, "qwen35moe"},
+    {Arch::QWEN3NEXT, "qwen3next"},
 };
 }  // namespace
 
@@ -197,7 +198,9 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         throw Error(f.path() + ": unsupported architecture '" + *arch + "' (supported: " + list + ")");
     }
     const Arch A = hp.arch;
-    const bool q35 = A == Arch::QWEN35 || A == Arch::QWEN35MOE;  // Qwen3.5's hybrid layout, dense or MoE
+    // Qwen3.5's hybrid layout, dense or MoE, and Qwen3-Next's (the MoE one with fused beta|alpha, grouped heads)
+    const bool q35 = A == Arch::QWEN35 || A == Arch::QWEN35MOE || A == Arch::QWEN3NEXT;
+    const bool q35_moe = A == Arch::QWEN35MOE || A == Arch::QWEN3NEXT;
 
     Loader L{f, *arch};
     hp.n_embd = L.req_int("embedding_length");
@@ -210,8 +213,8 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         hp.n_layer_nextn = int(*v);
         hp.n_layer -= hp.n_layer_nextn;
     }
-    hp.n_ff = A == Arch::QWEN3MOE || A == Arch::GPT_OSS || A == Arch::QWEN35MOE ? L.opt_int("feed_forward_length", 1)
-                                                                                : L.req_int("feed_forward_length");
+    hp.n_ff = A == Arch::QWEN3MOE || A == Arch::GPT_OSS || q35_moe ? L.opt_int("feed_forward_length", 1)
+                                                                   : L.req_int("feed_forward_length");
     hp.n_head = L.req_int("attention.head_count");
     hp.n_head_kv = L.opt_int("attention.head_count_kv", hp.n_head);
     hp.n_ctx_train = L.opt_int("context_length", 2048);
@@ -342,6 +345,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
                           "heads, inner size %d",
                           hp.ssm_conv, hp.ssm_state, hp.ssm_k_heads, hp.ssm_v_heads, L.req_int("ssm.inner_size")));
         hp.attn_gate = true;
+        hp.ssm_grouped_heads = A == Arch::QWEN3NEXT;
         recurrent_layer.assign(size_t(hp.n_layer), false);
         if (const GgufValue* v = f.find(*arch + ".attention.recurrent_layers"); v && v->type == GgufType::ARRAY) {
             for (size_t i = 0; i < v->arr.size() && i < recurrent_layer.size(); i++)
@@ -373,8 +377,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         }
     }
 
-    if (A == Arch::QWEN3MOE || A == Arch::GPT_OSS || A == Arch::GLM4MOE || A == Arch::DEEPSEEK2 ||
-        A == Arch::QWEN35MOE) {
+    if (A == Arch::QWEN3MOE || A == Arch::GPT_OSS || A == Arch::GLM4MOE || A == Arch::DEEPSEEK2 || q35_moe) {
         hp.n_expert = L.req_int("expert_count");
         hp.n_expert_used = L.req_int("expert_used_count");
         hp.n_ff_exp = L.req_int("expert_feed_forward_length");
@@ -382,8 +385,8 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             L.fail(strprintf("expert_used_count %d / expert_count %d are invalid", hp.n_expert_used, hp.n_expert));
         hp.moe_gating = A == Arch::GPT_OSS ? MoeGating::SOFTMAX_WEIGHT : MoeGating::SOFTMAX;
         // llama.cpp's qwen3moe and qwen35moe graphs: norm_w = true
-        hp.expert_weights_norm = A == Arch::QWEN3MOE || A == Arch::QWEN35MOE;
-        if (A == Arch::QWEN35MOE) {  // one shared expert of its own size, gated per token
+        hp.expert_weights_norm = A == Arch::QWEN3MOE || q35_moe;
+        if (q35_moe) {  // one shared expert of its own size, gated per token
             hp.n_expert_shared = 1;
             hp.n_ff_shexp = L.opt_int("expert_shared_feed_forward_length", hp.n_ff);
         }
@@ -455,10 +458,18 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         l.recurrent = i < int(recurrent_layer.size()) && recurrent_layer[size_t(i)];
         if (l.recurrent) {
             const int64_t S = hp.ssm_state, hv = hp.ssm_v_heads, conv = hp.ssm_conv_dim();
+            if (!L.has(p + "attn_qkv.weight") && L.has(p + "ssm_in.weight"))
+                L.fail("tensor '" + p +
+                       "ssm_in.weight': a Qwen3-Next conversion with the fused q|k|v|z projection "
+                       "(older llama.cpp): convert it again with llama.cpp's current convert_hf_to_gguf.py");
             l.ssm_in = L.matrix(p + "attn_qkv.weight", conv, hp.n_embd);
             l.ssm_z = L.matrix(p + "attn_gate.weight", hv * S, hp.n_embd);
-            l.ssm_beta = L.matrix(p + "ssm_beta.weight", hv, hp.n_embd);
-            l.ssm_alpha = L.matrix(p + "ssm_alpha.weight", hv, hp.n_embd);
+            if (A == Arch::QWEN3NEXT) {
+                l.ssm_ba = L.matrix(p + "ssm_ba.weight", 2 * hv, hp.n_embd);
+            } else {
+                l.ssm_beta = L.matrix(p + "ssm_beta.weight", hv, hp.n_embd);
+                l.ssm_alpha = L.matrix(p + "ssm_alpha.weight", hv, hp.n_embd);
+            }
             l.ssm_out = L.matrix(p + "ssm_out.weight", hp.n_embd, hv * S);
             l.ssm_conv1d = L.expert_vec(p + "ssm_conv1d.weight", hp.ssm_conv, conv);
             l.ssm_dt = L.vec(p + "ssm_dt.bias", hv);
@@ -515,7 +526,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             l.router = L.matrix(p + "ffn_gate_inp.weight", ne, hp.n_embd);
             if (hp.moe_gating == MoeGating::SIGMOID && L.has(p + "exp_probs_b.bias"))
                 l.exp_probs_b = L.vec(p + "exp_probs_b.bias", ne);
-            if (A == Arch::QWEN35MOE) l.shexp_gate_inp = L.vec(p + "ffn_gate_inp_shexp.weight", hp.n_embd);
+            if (q35_moe) l.shexp_gate_inp = L.vec(p + "ffn_gate_inp_shexp.weight", hp.n_embd);
             if (hp.n_expert_shared > 0) {
                 const int64_t fs = hp.n_ff_shexp > 0 ? hp.n_ff_shexp : fe * hp.n_expert_shared;
                 l.shexp_gate = L.matrix(p + "ffn_gate_shexp.weight", fs, hp.n_embd);
@@ -569,7 +580,7 @@ void Model::repack_for_cpu() {
     for (auto& l : layers_) {
         for (Weight* w :
              {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.shexp_gate, &l.shexp_up, &l.shexp_down,
-              &l.wq_a, &l.wq_b, &l.wkv_a, &l.ssm_in, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out})
+              &l.wq_a, &l.wq_b, &l.wkv_a, &l.ssm_in, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out, &l.ssm_ba})
             if (w->data && packable(w->type, w->rows, w->cols)) todo.push_back(w);
         for (auto* ex : {&l.exp_gate, &l.exp_up, &l.exp_down, &l.wk_b, &l.wv_b})
             for (Weight& w : *ex)

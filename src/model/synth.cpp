@@ -126,6 +126,13 @@ const std::vector<SynthShape>& synth_shapes() {
                512),
         // qwen35moe at a small size: 8 experts, 2 used, the shared expert n_ff wide
         qwen35("tiny-ref-qwen35moe", 256, 4, 4, 2, 256, 1000, 512, 64, 32, 2, 4, 2, 0.05f, 0.1f, 8, 2, 128),
+        // Qwen3-Next's layout at that size: beta|alpha fused per key head, value heads grouped by key head
+        [&] {
+            SynthShape s =
+                qwen35("tiny-ref-qwen3next", 256, 4, 4, 2, 256, 1000, 512, 64, 32, 2, 4, 2, 0.05f, 0.1f, 8, 2, 128);
+            s.arch = "qwen3next";
+            return s;
+        }(),
     };
     return shapes;
 }
@@ -230,7 +237,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     const int hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
     const bool moe = s.n_expert > 0, gemma = a == "gemma3", phi = a == "phi3", oss = a == "gpt-oss";
     const bool olmo2 = a == "olmo2", glm = a == "glm4moe", ds = a == "deepseek2",
-               q35 = a == "qwen35" || a == "qwen35moe";
+               q35 = a == "qwen35" || a == "qwen35moe" || a == "qwen3next", next = a == "qwen3next";
     // per head (olmo2's: whole q and k, below); glm4moe: GLM-4.5's layout (-Air has none)
     const bool qk_norm = a == "qwen3" || a == "qwen3moe" || gemma || glm || q35;
     // phi-4-mini rotates 3/4 of each head, GLM half, DeepSeek its qk_rope dims, Qwen3.5 a quarter
@@ -289,10 +296,10 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         w.set(a + ".full_attention_interval", GgufValue::of_u32(uint32_t(s.full_attn_interval)));
         if (moe) w.set(a + ".expert_shared_feed_forward_length", GgufValue::of_u32(uint32_t(s.n_ff)));
         w.set(a + ".nextn_predict_layers", GgufValue::of_u32(uint32_t(n_nextn)));
-        const int pairs = n_rot / 2;  // Qwen3.5's [11, 11, 10, 0] for 32 pairs
+        const int pairs = n_rot / 2;  // Qwen3.5's [11, 11, 10, 0] for 32 pairs (Qwen3-Next: plain NEOX RoPE)
         std::vector<GgufValue> sec = {GgufValue::of_i32((pairs + 2) / 3), GgufValue::of_i32((pairs + 1) / 3),
                                       GgufValue::of_i32(pairs / 3), GgufValue::of_i32(0)};
-        w.set(a + ".rope.dimension_sections", GgufValue::of_array(GgufType::INT32, std::move(sec)));
+        if (!next) w.set(a + ".rope.dimension_sections", GgufValue::of_array(GgufType::INT32, std::move(sec)));
     }
     if (s.n_swa > 0) w.set(a + ".attention.sliding_window", GgufValue::of_u32(uint32_t(s.n_swa)));
     if (gemma) {
@@ -348,8 +355,12 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
             ts.push_back({b + "ssm_conv1d.weight", {4, ssm_conv}, false});
             ts.push_back({b + "ssm_dt.bias", {s.ssm_v_heads}, false});
             ts.push_back({b + "ssm_a", {s.ssm_v_heads}, false});
-            ts.push_back({b + "ssm_beta.weight", {E, s.ssm_v_heads}, false});
-            ts.push_back({b + "ssm_alpha.weight", {E, s.ssm_v_heads}, false});
+            if (next) {  // Qwen3-Next: per key head, its value heads' beta rows, then their alpha rows
+                ts.push_back({b + "ssm_ba.weight", {E, 2 * s.ssm_v_heads}, false});
+            } else {
+                ts.push_back({b + "ssm_beta.weight", {E, s.ssm_v_heads}, false});
+                ts.push_back({b + "ssm_alpha.weight", {E, s.ssm_v_heads}, false});
+            }
             ts.push_back({b + "ssm_norm.weight", {s.ssm_state}, true});
             ts.push_back({b + "ssm_out.weight", {ssm_vd, E}, false});
         } else if (q35) {  // gated attention: each head's query and then its gate
