@@ -209,14 +209,13 @@ void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, con
             for (int c = 0; c < E; c++) o[c] += w * (di[c] + (b ? b[c] : 0.0f));
         }
     }
-    if (shared && !L.shexp_gate_inp.empty()) {  // qwen35moe: gated by sigmoid(x . g) per row
+    if (shared)  // qwen35moe, qwen3next: its output gated by sigmoid(x . g) per row; else as it is (x 1, exact)
         for (int t = 0; t < n; t++) {
-            const float g = 1.0f / (1.0f + std::exp(-dot_f32(xn + size_t(t) * E, L.shexp_gate_inp.data(), E)));
+            const float g = L.shexp_gate_inp.empty()
+                                ? 1.0f
+                                : 1.0f / (1.0f + std::exp(-dot_f32(xn + size_t(t) * E, L.shexp_gate_inp.data(), E)));
             for (int c = 0; c < E; c++) out[size_t(t) * E + c] += g * s.sh_out[size_t(t) * E + c];
         }
-    } else if (shared) {
-        for (size_t i = 0; i < size_t(n) * E; i++) out[i] += s.sh_out[i];
-    }
 }
 
 }  // namespace tandem

@@ -461,9 +461,81 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             }
     }
 
+    // One attention layer over the pass's rows: the normed input `in` to S.rows_out (before the residual add).
+    auto attention_layer = [&](int l, const LayerWeights& L, const float* in) {
+        const int rope_set = L.swa ? 1 : 0;
+        if (hp.mla) {  // the latent row is cached once, read as K and as V (S.v unused)
+            mla_project(pool, hp, L, in, n, S.q.data(), S.k.data(), S.mla);
+        } else {
+            const WeightView ws[3] = {view(L.wq), view(L.wk), view(L.wv)};
+            if (hp.attn_gate) S.qg.resize(size_t(n) * 2 * qd);
+            float* const ys[3] = {hp.attn_gate ? S.qg.data() : S.q.data(), S.k.data(), S.v.data()};
+            matmul_shared_input(pool, ws, ys, 3, in, n);
+            if (hp.attn_gate) {  // each head's query, then its gate
+                S.gate.resize(size_t(n) * qd);
+                for (size_t h = 0; h < size_t(n) * nh; h++) {
+                    std::copy_n(&S.qg[h * 2 * hd], hd, &S.q[h * hd]);
+                    std::copy_n(&S.qg[h * 2 * hd + hd], hd, &S.gate[h * hd]);
+                }
+            }
+        }
+        for (int t = 0; t < n; t++) {
+            float* q = &S.q[size_t(t) * qd];
+            float* k = &S.k[size_t(t) * kvd];
+            float* v = &S.v[size_t(t) * kvd];
+            if (hp.has_qkv_bias) {
+                for (int i = 0; i < qd; i++) q[i] += L.bq[size_t(i)];
+                for (int i = 0; i < kvd; i++) {
+                    k[i] += L.bk[size_t(i)];
+                    v[i] += L.bv[size_t(i)];
+                }
+            }
+            if (hp.qk_norm_whole) {
+                rmsnorm(q, L.q_norm.data(), q, qd, hp.rms_eps);
+                rmsnorm(k, L.k_norm.data(), k, kvd, hp.rms_eps);
+            } else if (hp.has_qk_norm) {
+                for (int h = 0; h < nh; h++) rmsnorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, hp.rms_eps);
+                for (int h = 0; h < nkv; h++) rmsnorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, hp.rms_eps);
+            }
+            if (L.rope) {
+                const RopeTable& rt = rows[size_t(t)].s->impl_->rope[rope_set];
+                const int pos = rows[size_t(t)].pos;
+                const float* cs = rt.cos_at(pos);
+                const float* sn = rt.sin_at(pos);
+                const int ro = hp.rope_offset;  // MLA: the rotated part follows the latent one
+                for (int h = 0; h < nh; h++) rope_head(q + h * hd + ro, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
+                for (int h = 0; h < nkv; h++) rope_head(k + h * hd + ro, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
+            }
+            if (hp.attn_temp_scale != 0.0f) {  // mistral3: sharper attention beyond each original context length
+                const int pos = rows[size_t(t)].pos, span = hp.n_ctx_orig > 0 ? hp.n_ctx_orig : hp.n_ctx_train;
+                const float f = 1.0f + hp.attn_temp_scale * std::log(float(pos / span) + 1.0f);
+                if (f != 1.0f)
+                    for (int i = 0; i < qd; i++) q[i] *= f;
+            }
+            rows[size_t(t)].s->impl_->kv.store(l, rows[size_t(t)].slot, k, v);
+        }
+        const AttnShape shape{l, nh, nkv, hd, hp.q_scale, hp.has_attn_sinks ? L.sinks.data() : nullptr};
+        const auto t_attn = std::chrono::steady_clock::now();
+        attention_heads(pool, shape, attn_rows[L.swa ? 1 : 0], S.q.data(), S.att.data(),
+                        {S.attn_scratch, S.heads_q, S.heads_o});
+        S.attn_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_attn).count();
+        if (hp.mla) {  // the heads' values from their latent outputs
+            S.mla_v.resize(size_t(n) * nh * hp.mla_v);
+            mla_values(pool, hp, L, S.att.data(), n, S.mla_v.data(), S.mla);
+        }
+        if (hp.attn_gate)
+            for (size_t i = 0; i < size_t(n) * qd; i++) S.att[i] *= 1.0f / (1.0f + std::exp(-S.gate[i]));
+        matmul(pool, view(L.wo), hp.mla ? S.mla_v.data() : S.att.data(), n, S.rows_out.data());
+        for (int t = 0; t < n; t++) {
+            float* a = &S.rows_out[size_t(t) * E];
+            if (!L.bo.empty())
+                for (int i = 0; i < E; i++) a[i] += L.bo[size_t(i)];
+            if (hp.has_post_norms) rmsnorm(a, L.post_attn_norm.data(), a, E, hp.rms_eps);
+        }
+    };
+
     for (int l = 0; l < S0.n_layers_; l++) {  // l: the cache's layer; the model's is layer0_ + l (MTP: n_layer)
         const LayerWeights& L = model.layer(S0.layer0_ + l);
-        const int rope_set = L.swa ? 1 : 0;
         // the attention's and the FFN's input: the normed rows, or the rows themselves (olmo2: no pre-norms)
         const float* in = hp.has_pre_norms ? S.xn.data() : S.x.data();
         if (hp.has_pre_norms)
@@ -476,75 +548,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             }
             delta_net_layer(pool, hp, L, in, n, lin.data(), lout.data(), S.rows_out.data(), S.dn);
         } else {
-            if (hp.mla) {  // the latent row is cached once, read as K and as V (S.v unused)
-                mla_project(pool, hp, L, in, n, S.q.data(), S.k.data(), S.mla);
-            } else {
-                const WeightView ws[3] = {view(L.wq), view(L.wk), view(L.wv)};
-                if (hp.attn_gate) S.qg.resize(size_t(n) * 2 * qd);
-                float* const ys[3] = {hp.attn_gate ? S.qg.data() : S.q.data(), S.k.data(), S.v.data()};
-                matmul_shared_input(pool, ws, ys, 3, in, n);
-                if (hp.attn_gate) {  // each head's query, then its gate
-                    S.gate.resize(size_t(n) * qd);
-                    for (size_t h = 0; h < size_t(n) * nh; h++) {
-                        std::copy_n(&S.qg[h * 2 * hd], hd, &S.q[h * hd]);
-                        std::copy_n(&S.qg[h * 2 * hd + hd], hd, &S.gate[h * hd]);
-                    }
-                }
-            }
-            for (int t = 0; t < n; t++) {
-                float* q = &S.q[size_t(t) * qd];
-                float* k = &S.k[size_t(t) * kvd];
-                float* v = &S.v[size_t(t) * kvd];
-                if (hp.has_qkv_bias) {
-                    for (int i = 0; i < qd; i++) q[i] += L.bq[size_t(i)];
-                    for (int i = 0; i < kvd; i++) {
-                        k[i] += L.bk[size_t(i)];
-                        v[i] += L.bv[size_t(i)];
-                    }
-                }
-                if (hp.qk_norm_whole) {
-                    rmsnorm(q, L.q_norm.data(), q, qd, hp.rms_eps);
-                    rmsnorm(k, L.k_norm.data(), k, kvd, hp.rms_eps);
-                } else if (hp.has_qk_norm) {
-                    for (int h = 0; h < nh; h++) rmsnorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, hp.rms_eps);
-                    for (int h = 0; h < nkv; h++) rmsnorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, hp.rms_eps);
-                }
-                if (L.rope) {
-                    const RopeTable& rt = rows[size_t(t)].s->impl_->rope[rope_set];
-                    const int pos = rows[size_t(t)].pos;
-                    const float* cs = rt.cos_at(pos);
-                    const float* sn = rt.sin_at(pos);
-                    const int ro = hp.rope_offset;  // MLA: the rotated part follows the latent one
-                    for (int h = 0; h < nh; h++) rope_head(q + h * hd + ro, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
-                    for (int h = 0; h < nkv; h++)
-                        rope_head(k + h * hd + ro, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
-                }
-                if (hp.attn_temp_scale != 0.0f) {  // mistral3: sharper attention beyond each original context length
-                    const int pos = rows[size_t(t)].pos, span = hp.n_ctx_orig > 0 ? hp.n_ctx_orig : hp.n_ctx_train;
-                    const float f = 1.0f + hp.attn_temp_scale * std::log(float(pos / span) + 1.0f);
-                    if (f != 1.0f)
-                        for (int i = 0; i < qd; i++) q[i] *= f;
-                }
-                rows[size_t(t)].s->impl_->kv.store(l, rows[size_t(t)].slot, k, v);
-            }
-            const AttnShape shape{l, nh, nkv, hd, hp.q_scale, hp.has_attn_sinks ? L.sinks.data() : nullptr};
-            const auto t_attn = std::chrono::steady_clock::now();
-            attention_heads(pool, shape, attn_rows[L.swa ? 1 : 0], S.q.data(), S.att.data(),
-                            {S.attn_scratch, S.heads_q, S.heads_o});
-            S.attn_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_attn).count();
-            if (hp.mla) {  // the heads' values from their latent outputs
-                S.mla_v.resize(size_t(n) * nh * hp.mla_v);
-                mla_values(pool, hp, L, S.att.data(), n, S.mla_v.data(), S.mla);
-            }
-            if (hp.attn_gate)
-                for (size_t i = 0; i < size_t(n) * qd; i++) S.att[i] *= 1.0f / (1.0f + std::exp(-S.gate[i]));
-            matmul(pool, view(L.wo), hp.mla ? S.mla_v.data() : S.att.data(), n, S.rows_out.data());
-            for (int t = 0; t < n; t++) {
-                float* a = &S.rows_out[size_t(t) * E];
-                if (!L.bo.empty())
-                    for (int i = 0; i < E; i++) a[i] += L.bo[size_t(i)];
-                if (hp.has_post_norms) rmsnorm(a, L.post_attn_norm.data(), a, E, hp.rms_eps);
-            }
+            attention_layer(l, L, in);
         }
         add_residual(S.x.data(), S.rows_out.data(), size_t(n) * E, hp.residual_scale);
 
