@@ -96,18 +96,19 @@ std::string ArgParser::help() const {
     return out;
 }
 
-void add_cache_flags(ArgParser& ap, CacheFlags& f) {
+void add_cache_flags(ArgParser& ap, CacheFlags& f, bool with_draft) {
     const std::string names = std::string("KV cache type: ") + kv_cache_type_names() + " (f16)";
     ap.add({"-ctk", "--cache-type-k"}, "TYPE", names + " for keys",
            [&f](const std::string& v) { f.type_k = parse_kv_cache_type(v, "-ctk"); });
     ap.add({"-ctv", "--cache-type-v"}, "TYPE", names + " for values",
            [&f](const std::string& v) { f.type_v = parse_kv_cache_type(v, "-ctv"); });
+    ap.flag({"--swa-full"}, "sliding-window layers keep every position (default: the window and one batch)",
+            [&f] { f.swa_full = true; });
+    if (!with_draft) return;
     ap.add({"-ctkd", "--cache-type-k-draft", "--spec-draft-type-k"}, "TYPE", "the draft's key cache type (f16)",
            [&f](const std::string& v) { f.type_k_draft = parse_kv_cache_type(v, "-ctkd"); });
     ap.add({"-ctvd", "--cache-type-v-draft", "--spec-draft-type-v"}, "TYPE", "the draft's value cache type (f16)",
            [&f](const std::string& v) { f.type_v_draft = parse_kv_cache_type(v, "-ctvd"); });
-    ap.flag({"--swa-full"}, "sliding-window layers keep every position (default: the window and one batch)",
-            [&f] { f.swa_full = true; });
 }
 
 std::string kv_cache_line(const char* what, const Session& s) {

@@ -71,7 +71,8 @@ struct CacheFlags {
     TensorType type_k_draft = TensorType::F16, type_v_draft = TensorType::F16;
     bool swa_full = false;  // --swa-full: sliding-window layers keep every position (SessionParams::swa_full)
 };
-void add_cache_flags(ArgParser& ap, CacheFlags& f);
+// with_draft false: only the target's (a command without a draft).
+void add_cache_flags(ArgParser& ap, CacheFlags& f, bool with_draft = true);
 // One line for stderr: the cache's types and size ("KV cache: 4096 positions x 22 layers, K q8_0 + V q8_0 =
 // 24.8 MiB"), printed at start by every command.
 std::string kv_cache_line(const char* what, const Session& s);

@@ -9,6 +9,7 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_perplexity(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 
 }  // namespace tandem::cli

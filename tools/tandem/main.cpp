@@ -19,6 +19,7 @@ const char* kUsage =
     "  tokenize   print the token ids of a text\n"
     "  serve      OpenAI-compatible HTTP server with speculative decoding and a web chat page\n"
     "  bench      measure prompt, generation, verification-batch and speculative speed (llama-bench style)\n"
+    "  perplexity perplexity of a text, and a KV cache type's divergence from another (llama-perplexity style)\n"
     "  synth      write a random-weight model of a real shape (tinyllama-1.1b, llama-2-7b, ...)\n"
     "  quantize   convert a model to another tensor type (or keep only its first layers)\n"
     "\n"
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
         if (cmd == "quantize") return tandem::cli::cmd_quantize(argc, argv);
         if (cmd == "synth") return tandem::cli::cmd_synth(argc, argv);
         if (cmd == "bench") return tandem::cli::cmd_bench(argc, argv);
+        if (cmd == "perplexity") return tandem::cli::cmd_perplexity(argc, argv);
 #ifndef TANDEM_NO_SERVER
         if (cmd == "serve") return tandem::cli::cmd_serve(argc, argv);
 #else
