@@ -115,6 +115,125 @@ TEST(Attention, CacheTilesConvertExactlyAtEveryLevel) {
     }
 }
 
+// Integer keys (Q8_0, Q4_0): the tile holds each position's integers, block scales and offset sums, exactly what
+// the float tile holds as their products; the level's integer tile step against its scalar reference.
+TEST(Attention, IntegerKeyTilesConvertExactly) {
+    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0}) {
+        for (int hd : {32, 64, 128}) {
+            KvCache kv = random_cache(40, 2, hd, t, 7);
+            for (int np : {1, 17, kAttnTile}) {
+                const uint8_t* rows[kAttnTile];
+                for (int j = 0; j < np; j++) rows[j] = kv.k(0, 3 + j) + kv.head_bytes_k();
+                alignas(64) static float f[kAttnTile * 128], kd[4 * kAttnTile];
+                alignas(64) static int8_t ki[kAttnTile * 128];
+                alignas(64) static int32_t ks[4 * kAttnTile];
+                kv_tile_f32_ref(t, rows, np, hd, f);
+                ASSERT_TRUE(kv_tile_i8(t, rows, np, hd, ki, kd, ks));
+                for (int j = 0; j < np; j++)
+                    for (int b = 0; b < hd / 32; b++) {
+                        int32_t sum = 0;
+                        for (int e = 0; e < 32; e++) {
+                            const int i = j * hd + 32 * b + e;
+                            ASSERT_EQ(float(ki[i]) * kd[b * kAttnTile + j], f[i]) << type_name(t) << " at " << i;
+                            sum += ki[i];
+                        }
+                        ASSERT_EQ(ks[b * kAttnTile + j], 128 * sum);
+                    }
+            }
+        }
+        EXPECT_FALSE(kv_tile_i8(TensorType::F16, nullptr, 0, 64, nullptr, nullptr, nullptr));
+    }
+}
+
+TEST(Attention, IntegerTileKernelMatchesReferenceAtEveryLevel) {
+    std::mt19937 rng(5);
+    int levels = 0;
+    for (const IsaKernels* lv : all_levels()) {
+        if (!lv->attn_tile_i8) continue;
+        levels++;
+        for (int hd : {32, 64, 128, 256}) {
+            for (int group : {1, 8}) {
+                const int n_rows = 3, m = n_rows * group, nkv = 1;
+                const size_t q_stride = size_t(group * hd) + 32;
+                const auto qf = gaussian(q_stride * size_t(n_rows), 9);
+                std::vector<uint8_t> qu(qf.size());
+                std::vector<float> qd(qf.size() / 32);
+                quantize_query_i8(qf.data(), int(qf.size()), qu.data(), qd.data());  // block by block, as each query
+                KvCache kv = random_cache(3 * kAttnTile, nkv, hd, TensorType::Q8_0, 12);
+                std::vector<float> mx1(static_cast<size_t>(m), -INFINITY), l1(static_cast<size_t>(m)),
+                    o1(static_cast<size_t>(m * hd));
+                std::vector<float> mx2 = mx1, l2 = l1, o2 = o1;
+                for (int tile = 0; tile < 3; tile++) {
+                    const uint8_t* rows[kAttnTile];
+                    for (int j = 0; j < kAttnTile; j++) rows[j] = kv.k(0, tile * kAttnTile + j);
+                    alignas(64) static int8_t ki[kAttnTile * 256];
+                    alignas(64) static float kd[8 * kAttnTile], vt[kAttnTile * 256];
+                    alignas(64) static int32_t ks[8 * kAttnTile];
+                    ASSERT_TRUE(kv_tile_i8(TensorType::Q8_0, rows, kAttnTile, hd, ki, kd, ks));
+                    const auto vf = gaussian(size_t(kAttnTile * hd), 30 + tile);
+                    std::copy(vf.begin(), vf.end(), vt);
+                    std::vector<uint32_t> masks(static_cast<size_t>(n_rows));
+                    for (auto& mk : masks) mk = tile == 1 ? 0xFFFFFFFFu : uint32_t(rng());
+                    masks[1] = 0;
+                    lv->attn_tile_i8(qu.data(), qd.data(), q_stride, n_rows, group, masks.data(), ki, kd, ks, vt, hd,
+                                     0.125f, mx1.data(), l1.data(), o1.data());
+                    attn_tile_i8_ref(qu.data(), qd.data(), q_stride, n_rows, group, masks.data(), ki, kd, ks, vt, hd,
+                                     0.125f, mx2.data(), l2.data(), o2.data());
+                }
+                for (int i = 0; i < m; i++) {
+                    ASSERT_EQ(mx1[size_t(i)] == -INFINITY, mx2[size_t(i)] == -INFINITY);
+                    if (mx2[size_t(i)] == -INFINITY) continue;
+                    ASSERT_NEAR(mx1[size_t(i)], mx2[size_t(i)], 1e-5 * (1 + std::fabs(mx2[size_t(i)])));
+                    ASSERT_NEAR(l1[size_t(i)], l2[size_t(i)], 1e-5 * l2[size_t(i)]) << cpu_level_name(lv->level);
+                    for (int d = 0; d < hd; d++)
+                        ASSERT_NEAR(o1[size_t(i * hd + d)], o2[size_t(i * hd + d)],
+                                    2e-5 * (l2[size_t(i)] + std::fabs(o2[size_t(i * hd + d)])))
+                            << cpu_level_name(lv->level) << " hd " << hd << " group " << group << " q " << i;
+                }
+            }
+        }
+    }
+    std::printf("integer-scored attention tiles at %d level(s) of this CPU\n", levels);
+}
+
+// The integer reference is the float step on the dequantized query and keys (on every CPU, with or without an
+// integer kernel).
+TEST(Attention, IntegerReferenceIsTheFloatStepOnDequantizedValues) {
+    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0}) {
+        const int hd = 64, group = 4, n_rows = 2, m = n_rows * group;
+        const size_t q_stride = size_t(group * hd);
+        const auto qf = gaussian(q_stride * size_t(n_rows), 21);
+        std::vector<uint8_t> qu(qf.size());
+        std::vector<float> qd(qf.size() / 32), qdq(qf.size());
+        for (size_t i = 0; i < qf.size(); i += size_t(hd))
+            quantize_query_i8(qf.data() + i, hd, qu.data() + i, qd.data() + i / 32);
+        for (size_t i = 0; i < qf.size(); i++) qdq[i] = float(int(qu[i]) - 128) * qd[i / 32];
+        KvCache kv = random_cache(kAttnTile, 1, hd, t, 23);
+        const uint8_t* rows[kAttnTile];
+        for (int j = 0; j < kAttnTile; j++) rows[j] = kv.k(0, j);
+        alignas(64) static int8_t ki[kAttnTile * 64];
+        alignas(64) static float kd[2 * kAttnTile], kt[kAttnTile * 64], vt[kAttnTile * 64];
+        alignas(64) static int32_t ks[2 * kAttnTile];
+        ASSERT_TRUE(kv_tile_i8(t, rows, kAttnTile, hd, ki, kd, ks));
+        kv_tile_f32_ref(t, rows, kAttnTile, hd, kt);
+        const auto vf = gaussian(size_t(kAttnTile * hd), 25);
+        std::copy(vf.begin(), vf.end(), vt);
+        const uint32_t masks[2] = {0xFFFFFFFFu, 0x00FF00F0u};
+        std::vector<float> mx1(static_cast<size_t>(m), -INFINITY), l1(static_cast<size_t>(m)),
+            o1(static_cast<size_t>(m * hd));
+        std::vector<float> mx2 = mx1, l2 = l1, o2 = o1;
+        attn_tile_i8_ref(qu.data(), qd.data(), q_stride, n_rows, group, masks, ki, kd, ks, vt, hd, 0.125f, mx1.data(),
+                         l1.data(), o1.data());
+        attn_tile_ref(qdq.data(), q_stride, n_rows, group, masks, kt, vt, hd, 0.125f, mx2.data(), l2.data(), o2.data());
+        for (int i = 0; i < m; i++) {
+            ASSERT_NEAR(mx1[size_t(i)], mx2[size_t(i)], 1e-5 * (1 + std::fabs(mx2[size_t(i)]))) << type_name(t);
+            ASSERT_NEAR(l1[size_t(i)], l2[size_t(i)], 1e-5 * l2[size_t(i)]) << type_name(t);
+            for (int d = 0; d < hd; d++)
+                ASSERT_NEAR(o1[size_t(i * hd + d)], o2[size_t(i * hd + d)], 2e-5 * (l2[size_t(i)] + 1)) << type_name(t);
+        }
+    }
+}
+
 TEST(Attention, TiledEqualsExactReferenceForEveryCacheType) {
     // Rows past two chunk boundaries, a sliding window that starts inside a tile, sinks, grouped and plain
     // multi-head attention, a head size without a SIMD path (12, f32/f16/bf16 only: block types need 32).

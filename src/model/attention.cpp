@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cpu/isa.h"
 #include "quant/kernels.h"
 #include "quant/quant.h"
 #include "tandem/error.h"
@@ -56,17 +57,29 @@ void merge(State& acc, const State& part, int m, int hd) {
 
 constexpr int kMaxHeadDim = 576;  // MLA's cache row (DeepSeek V3: latent 512 + rope 64)
 
+constexpr int kMaxHeadDimI8 = 256;  // attn_tile_i8's limit
+
 struct alignas(64) Tiles {
     float k[kAttnTile * kMaxHeadDim];
     float v[kAttnTile * kMaxHeadDim];
+    alignas(64) int8_t ki[kAttnTile * kMaxHeadDimI8];  // integer keys (attn_tile_i8)
+    alignas(64) float kd[kMaxHeadDimI8 / 32 * kAttnTile];
+    alignas(64) int32_t ks[kMaxHeadDimI8 / 32 * kAttnTile];
     const uint8_t* kp[kAttnTile];
     const uint8_t* vp[kAttnTile];
 };
 
+// The queries of a pass in 8-bit form (quantize_query_i8), laid out as q: row r, head h at (r * n_head + h) * hd.
+struct QueryI8 {
+    std::vector<uint8_t> qu;
+    std::vector<float> qd;
+};
+
 class Runner {
 public:
-    Runner(const AttnShape& sh, const std::vector<AttnRow>& rows, const float* q)
-        : sh_(sh), rows_(rows), q_(q), group_(sh.n_head / sh.n_head_kv), qd_(sh.n_head * sh.head_dim) {}
+    // qi8: the queries in 8-bit form when some row's cache scores its keys in integers (scores_in_integers).
+    Runner(const AttnShape& sh, const std::vector<AttnRow>& rows, const float* q, const QueryI8* qi8)
+        : sh_(sh), rows_(rows), q_(q), qi8_(qi8), group_(sh.n_head / sh.n_head_kv), qd_(sh.n_head * sh.head_dim) {}
 
     // The state of block b's queries of key/value head g over chunk c (positions [c, c+1) * kAttnChunk).
     void chunk(const Block& b, int g, int c, State& st) const {
@@ -79,7 +92,24 @@ public:
         const int end = std::min(b.hi, (c + 1) * kAttnChunk);
         thread_local Tiles t;
         uint32_t masks[64];
-        const float* qb = q_ + size_t(b.r0) * size_t(qd_) + size_t(g) * size_t(group_) * size_t(hd);
+        const size_t q_at = size_t(b.r0) * size_t(qd_) + size_t(g) * size_t(group_) * size_t(hd);
+        const float* qb = q_ + q_at;
+        const bool i8 = scores_in_integers(kv.type_k(), hd);
+        // The tile's keys and values, and the tile step of `n` rows from row r (their masks at m).
+        auto step = [&](int np, int r, int n, const uint32_t* m) {
+            const size_t qi = size_t(r) * size_t(group_);
+            kv_tile_f32(kv.type_v(), t.vp, np, hd, t.v);
+            if (i8) {
+                kv_tile_i8(kv.type_k(), t.kp, np, hd, t.ki, t.kd, t.ks);
+                const size_t at = q_at + size_t(r) * size_t(qd_);
+                isa().attn_tile_i8(qi8_->qu.data() + at, qi8_->qd.data() + at / 32, size_t(qd_), n, group_, m, t.ki,
+                                   t.kd, t.ks, t.v, hd, sh_.scale, st.mx + qi, st.l + qi, st.o + qi * size_t(hd));
+                return;
+            }
+            kv_tile_f32(kv.type_k(), t.kp, np, hd, t.k);
+            attn_tile(qb + size_t(r) * size_t(qd_), size_t(qd_), n, group_, m, t.k, t.v, hd, sh_.scale, st.mx + qi,
+                      st.l + qi, st.o + qi * size_t(hd));
+        };
         for (int t0 = start; t0 < end; t0 += kAttnTile) {
             bool any = false;
             for (int r = 0; r < nr; r++) {
@@ -95,9 +125,7 @@ public:
                     t.kp[j] = kv.k(sh_.layer, t0 + j) + hk;
                     t.vp[j] = kv.v(sh_.layer, t0 + j) + hv;
                 }
-                kv_tile_f32(kv.type_k(), t.kp, np, hd, t.k);
-                kv_tile_f32(kv.type_v(), t.vp, np, hd, t.v);
-                attn_tile(qb, size_t(qd_), nr, group_, masks, t.k, t.v, hd, sh_.scale, st.mx, st.l, st.o);
+                step(np, 0, nr, masks);
                 continue;
             }
             for (int r = 0; r < nr; r++) {  // a tree's own tile: each node with its ancestors' slots
@@ -110,11 +138,7 @@ public:
                     t.kp[j] = kv.k(sh_.layer, slot) + hk;
                     t.vp[j] = kv.v(sh_.layer, slot) + hv;
                 }
-                kv_tile_f32(kv.type_k(), t.kp, np, hd, t.k);
-                kv_tile_f32(kv.type_v(), t.vp, np, hd, t.v);
-                const size_t qi = size_t(r) * size_t(group_);
-                attn_tile(qb + size_t(r) * size_t(qd_), size_t(qd_), 1, group_, &masks[r], t.k, t.v, hd, sh_.scale,
-                          st.mx + qi, st.l + qi, st.o + qi * size_t(hd));
+                step(np, r, 1, &masks[r]);
             }
         }
     }
@@ -140,6 +164,7 @@ private:
     const AttnShape& sh_;
     const std::vector<AttnRow>& rows_;
     const float* q_;
+    const QueryI8* qi8_;
     int group_, qd_;
 };
 
@@ -166,7 +191,18 @@ void attention(ThreadPool& pool, const AttnShape& sh, const std::vector<AttnRow>
     TD_ASSERT(sh.n_head % sh.n_head_kv == 0 && sh.n_head / sh.n_head_kv <= 64 && sh.head_dim <= kMaxHeadDim);
     if (rows.empty()) return;
     const int nkv = sh.n_head_kv, hd = sh.head_dim;
-    const Runner run(sh, rows, q);
+    thread_local QueryI8 qi8;
+    bool any_i8 = false;
+    for (const AttnRow& r : rows) any_i8 |= scores_in_integers(r.kv->type_k(), hd);
+    if (any_i8) {
+        const size_t nq = rows.size() * size_t(sh.n_head);
+        qi8.qu.resize(nq * size_t(hd));
+        qi8.qd.resize(nq * size_t(hd / 32));
+        for (size_t i = 0; i < nq; i++)
+            quantize_query_i8(q + i * size_t(hd), hd, qi8.qu.data() + i * size_t(hd),
+                              qi8.qd.data() + i * size_t(hd / 32));
+    }
+    const Runner run(sh, rows, q, any_i8 ? &qi8 : nullptr);
     const int group = run.group();
     const std::vector<Block> blocks = make_blocks(rows, group);
     const size_t n_pairs = blocks.size() * size_t(nkv);
@@ -237,9 +273,16 @@ void attention(ThreadPool& pool, const AttnShape& sh, const std::vector<AttnRow>
     });
 }
 
+bool scores_in_integers(TensorType type_k, int head_dim) {
+    return isa().attn_tile_i8 && (type_k == TensorType::Q8_0 || type_k == TensorType::Q4_0) && head_dim % 32 == 0 &&
+           head_dim <= kMaxHeadDimI8;
+}
+
 void attention_ref(const AttnShape& sh, const std::vector<AttnRow>& rows, const float* q, float* out) {
     const int hd = sh.head_dim, group = sh.n_head / sh.n_head_kv, qd = sh.n_head * hd;
-    std::vector<float> kf(static_cast<size_t>(hd)), vf(static_cast<size_t>(hd));
+    std::vector<float> kf(static_cast<size_t>(hd)), vf(static_cast<size_t>(hd)), qf(static_cast<size_t>(hd));
+    std::vector<uint8_t> qu(static_cast<size_t>(hd));
+    std::vector<float> qscale(static_cast<size_t>(hd / 32 + 1));
     std::vector<double> s, acc(static_cast<size_t>(hd));
     for (size_t r = 0; r < rows.size(); r++) {
         const AttnRow& row = rows[r];
@@ -247,6 +290,11 @@ void attention_ref(const AttnShape& sh, const std::vector<AttnRow>& rows, const 
         for (int h = 0; h < sh.n_head; h++) {
             const int g = h / group;
             const float* qh = q + r * size_t(qd) + size_t(h) * size_t(hd);
+            if (scores_in_integers(kv.type_k(), hd)) {  // the query the integer scores see
+                quantize_query_i8(qh, hd, qu.data(), qscale.data());
+                for (int i = 0; i < hd; i++) qf[size_t(i)] = float(int(qu[size_t(i)]) - 128) * qscale[size_t(i / 32)];
+                qh = qf.data();
+            }
             auto slot = [&](int p) { return p < row.pos0 || !row.tail ? p : row.tail[p - row.pos0]; };
             s.assign(size_t(row.pos + 1 - row.lo), 0.0);
             double mx = -INFINITY;

@@ -3,8 +3,10 @@
 // those are few (one token decoding at depth), over chunks of the cache too (split-K).
 //
 // The rows of one segment (a session's tokens in this pass) are taken in blocks that share each tile of the
-// cache: a tile is converted to floats once for every query of the block (all grouped-query heads of all its
-// rows), so a verification pass of k drafted tokens reads the cache once, not k times. A token tree's rows share
+// cache: a tile is converted once for every query of the block (all grouped-query heads of all its rows), so a
+// verification pass of k drafted tokens reads the cache once, not k times. Values become floats; keys too, except
+// Q8_0 and Q4_0 keys at the levels with integer dot products (scores_in_integers), which stay integers and are
+// scored against the 8-bit form of each query. A token tree's rows share
 // the cached prefix the same way; only the tile holding the tree itself is read per node (its ancestors).
 //
 // Exactness: a query's result is a function of the keys and values it sees, in position order, and nothing
@@ -48,8 +50,14 @@ struct AttnShape {
 void attention(ThreadPool& pool, const AttnShape& shape, const std::vector<AttnRow>& rows, const float* q, float* out,
                std::vector<float>& scratch);
 
+// Whether attention scores keys of this type in integers at the active level (Q8_0 and Q4_0 caches where the level
+// has attn_tile_i8): each query vector is then quantized to 8 bits per 32 values, as llama.cpp's flash attention
+// does for such caches, and q . k is an exact integer dot product times the two scales.
+bool scores_in_integers(TensorType type_k, int head_dim);
+
 // The same, one row and one head at a time in double precision over the dequantized cache, two passes (max,
-// then sum): what the tiled attention is tested against.
+// then sum), with the query the level scores (quantized where scores_in_integers): what the tiled attention is
+// tested against.
 void attention_ref(const AttnShape& shape, const std::vector<AttnRow>& rows, const float* q, float* out);
 
 }  // namespace tandem

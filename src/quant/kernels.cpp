@@ -6,6 +6,7 @@
 
 #include "core/fp16.h"
 #include "cpu/isa.h"
+#include "quant/blocks.h"
 #include "quant/matmul_q8.h"
 #include "quant/quant.h"
 #include "tandem/error.h"
@@ -40,6 +41,30 @@ void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uin
     attn_tile_ref(q, q_stride, n_rows, group, masks, kt, vt, hd, scale, mx, l, o);
 }
 
+namespace {
+
+// The online-softmax and value step of attn_tile_ref for one query, given its scores s of the visible positions.
+void online_step_ref(const float* s, uint32_t mask, const float* vt, int hd, float& mxq, float& lq, float* oq) {
+    float tmax = -INFINITY;
+    for (int j = 0; j < kAttnTile; j++)
+        if (mask >> j & 1) tmax = std::max(tmax, s[j]);
+    const float m1 = std::max(mxq, tmax);
+    const float c = std::exp(mxq - m1);  // 0 before any position (mx = -inf)
+    float sum = 0;
+    for (int d = 0; d < hd; d++) oq[d] *= c;
+    for (int j = 0; j < kAttnTile; j++) {
+        if (!(mask >> j & 1)) continue;
+        const float p = std::exp(s[j] - m1);
+        sum += p;
+        const float* vj = vt + size_t(j) * size_t(hd);
+        for (int d = 0; d < hd; d++) oq[d] += p * vj[d];
+    }
+    lq = lq * c + sum;
+    mxq = m1;
+}
+
+}  // namespace
+
 void attn_tile_ref(const float* q, size_t q_stride, int n_rows, int group, const uint32_t* masks, const float* kt,
                    const float* vt, int hd, float scale, float* mx, float* l, float* o) {
     float s[kAttnTile];
@@ -49,26 +74,80 @@ void attn_tile_ref(const float* q, size_t q_stride, int n_rows, int group, const
         for (int i = 0; i < group; i++) {
             const int qi = r * group + i;
             const float* qr = q + size_t(r) * q_stride + size_t(i) * size_t(hd);
-            float tmax = -INFINITY;
+            for (int j = 0; j < kAttnTile; j++)
+                if (mask >> j & 1) s[j] = dot_f32_ref(qr, kt + size_t(j) * size_t(hd), hd) * scale;
+            online_step_ref(s, mask, vt, hd, mx[qi], l[qi], o + size_t(qi) * size_t(hd));
+        }
+    }
+}
+
+bool kv_tile_i8(TensorType t, const uint8_t* const* rows, int np, int hd, int8_t* kt, float* kd, int32_t* ks) {
+    if ((t != TensorType::Q8_0 && t != TensorType::Q4_0) || hd % 32 != 0) return false;
+    TD_ASSERT(np >= 0 && np <= kAttnTile);
+    const int nb = hd / 32, np8 = (np + 7) / 8 * 8;
+    for (int j = 0; j < np8; j++) {
+        int8_t* k = kt + size_t(j) * size_t(hd);
+        for (int b = 0; b < nb; b++) {
+            int8_t* kb = k + 32 * b;
+            float d = 0;
+            if (j >= np) {
+                std::fill(kb, kb + 32, int8_t(0));
+            } else if (t == TensorType::Q8_0) {
+                const auto* blk = reinterpret_cast<const block_q8_0*>(rows[j]) + b;
+                std::copy(blk->qs, blk->qs + 32, kb);
+                d = fp16_to_f32(blk->d);
+            } else {
+                const auto* blk = reinterpret_cast<const block_q4_0*>(rows[j]) + b;
+                for (int i = 0; i < 16; i++) {
+                    kb[i] = int8_t((blk->qs[i] & 0x0F) - 8);
+                    kb[i + 16] = int8_t((blk->qs[i] >> 4) - 8);
+                }
+                d = fp16_to_f32(blk->d);
+            }
+            int32_t sum = 0;
+            for (int i = 0; i < 32; i++) sum += kb[i];
+            kd[b * kAttnTile + j] = d;
+            ks[b * kAttnTile + j] = 128 * sum;
+        }
+    }
+    return true;
+}
+
+void quantize_query_i8(const float* x, int hd, uint8_t* qu, float* qd) {
+    for (int b = 0; b < hd / 32; b++) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(x[32 * b + i]));
+        const float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        for (int i = 0; i < 32; i++) qu[32 * b + i] = uint8_t(int(std::lround(x[32 * b + i] * id)) + 128);
+        qd[b] = d;
+    }
+}
+
+void attn_tile_i8_ref(const uint8_t* qu, const float* qd, size_t q_stride, int n_rows, int group, const uint32_t* masks,
+                      const int8_t* kt, const float* kd, const int32_t* ks, const float* vt, int hd, float scale,
+                      float* mx, float* l, float* o) {
+    float s[kAttnTile];
+    const int nb = hd / 32;
+    for (int r = 0; r < n_rows; r++) {
+        const uint32_t mask = masks[r];
+        if (!mask) continue;
+        for (int i = 0; i < group; i++) {
+            const int qi = r * group + i;
+            const size_t at = size_t(r) * q_stride + size_t(i) * size_t(hd);
+            const uint8_t* qr = qu + at;
+            const float* dr = qd + at / 32;
             for (int j = 0; j < kAttnTile; j++) {
                 if (!(mask >> j & 1)) continue;
-                s[j] = dot_f32_ref(qr, kt + size_t(j) * size_t(hd), hd) * scale;
-                tmax = std::max(tmax, s[j]);
+                float acc = 0;
+                for (int b = 0; b < nb; b++) {
+                    int32_t dot = 0;
+                    for (int e = 0; e < 32; e++)
+                        dot += int32_t(qr[32 * b + e]) * kt[size_t(j) * size_t(hd) + size_t(32 * b + e)];
+                    acc += kd[b * kAttnTile + j] * dr[b] * float(dot - ks[b * kAttnTile + j]);
+                }
+                s[j] = acc * scale;
             }
-            const float m1 = std::max(mx[qi], tmax);
-            const float c = std::exp(mx[qi] - m1);  // 0 before any position (mx = -inf)
-            float* oq = o + size_t(qi) * size_t(hd);
-            float sum = 0;
-            for (int d = 0; d < hd; d++) oq[d] *= c;
-            for (int j = 0; j < kAttnTile; j++) {
-                if (!(mask >> j & 1)) continue;
-                const float p = std::exp(s[j] - m1);
-                sum += p;
-                const float* vj = vt + size_t(j) * size_t(hd);
-                for (int d = 0; d < hd; d++) oq[d] += p * vj[d];
-            }
-            l[qi] = l[qi] * c + sum;
-            mx[qi] = m1;
+            online_step_ref(s, mask, vt, hd, mx[qi], l[qi], o + size_t(qi) * size_t(hd));
         }
     }
 }

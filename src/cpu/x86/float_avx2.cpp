@@ -118,6 +118,41 @@ static inline void pv_chunk(const float* p, uint32_t mask, float c, const float*
     for (int i = 0; i < CH; i++) _mm256_storeu_ps(o + 8 * i, acc[i]);
 }
 
+// The online-softmax and value step of one query over a tile, given its scores s of the groups of 8 positions
+// [g0, g1) (the visible ones among them by mask).
+static inline void online_step(float* s, uint32_t mask, int g0, int g1, const float* vt, int hd, float& mxq, float& lq,
+                               float* oq) {
+    const int nv = hd / 8;
+    float tmax = -INFINITY;
+    for (uint32_t m = mask; m; m &= m - 1) {
+        const int j = __builtin_ctz(m);
+        tmax = s[j] > tmax ? s[j] : tmax;
+    }
+    const float m1 = mxq > tmax ? mxq : tmax;
+    const float c = expf(mxq - m1);  // 0 before any position (mx = -inf)
+    const __m256 vm1 = _mm256_set1_ps(m1);
+    for (int j0 = g0; j0 < g1; j0 += 8) _mm256_store_ps(s + j0, exp_ps(_mm256_sub_ps(_mm256_load_ps(s + j0), vm1)));
+    float sum = 0;
+    for (uint32_t m = mask; m; m &= m - 1) sum += s[__builtin_ctz(m)];
+    lq = lq * c + sum;
+    mxq = m1;
+    int i0 = 0;
+    for (; i0 + 8 <= nv; i0 += 8) pv_chunk<8>(s, mask, c, vt + 8 * i0, hd, oq + 8 * i0);
+    if (nv - i0 >= 4) {
+        pv_chunk<4>(s, mask, c, vt + 8 * i0, hd, oq + 8 * i0);
+        i0 += 4;
+    }
+    if (nv - i0 >= 2) {
+        pv_chunk<2>(s, mask, c, vt + 8 * i0, hd, oq + 8 * i0);
+        i0 += 2;
+    }
+    if (nv - i0 >= 1) pv_chunk<1>(s, mask, c, vt + 8 * i0, hd, oq + 8 * i0);
+}
+
+// The groups of 8 tile positions [g0, g1) that hold a visible one (each group's scores are the same either way).
+static inline int first_group(uint32_t mask) { return __builtin_ctz(mask) / 8 * 8; }
+static inline int end_group(uint32_t mask) { return (31 - __builtin_clz(mask)) / 8 * 8 + 8; }
+
 // The tile step (contract: quant/kernels.h attn_tile). Scores of 8 positions come out of one reduction (hsum8);
 // every position's score is computed whatever the mask, so a query's arithmetic never depends on it.
 void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uint32_t* masks, const float* kt,
@@ -128,11 +163,10 @@ void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uin
     for (int r = 0; r < n_rows; r++) {
         const uint32_t mask = masks[r];
         if (!mask) continue;
+        const int g0 = first_group(mask), g1 = end_group(mask);
         for (int g = 0; g < group; g++) {
             const int qi = r * group + g;
             const float* qr = q + size_t(r) * q_stride + size_t(g) * size_t(hd);
-            // only the groups of 8 positions that hold a visible one (each group's scores are the same either way)
-            const int g0 = __builtin_ctz(mask) / 8 * 8, g1 = (31 - __builtin_clz(mask)) / 8 * 8 + 8;
             for (int j0 = g0; j0 < g1; j0 += 8) {
                 __m256 acc[8];
                 for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
@@ -143,35 +177,67 @@ void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uin
                 }
                 _mm256_store_ps(s + j0, _mm256_mul_ps(hsum8(acc), vscale));
             }
-            float tmax = -INFINITY;
-            for (uint32_t m = mask; m; m &= m - 1) {
-                const int j = __builtin_ctz(m);
-                tmax = s[j] > tmax ? s[j] : tmax;
-            }
-            const float m1 = mx[qi] > tmax ? mx[qi] : tmax;
-            const float c = expf(mx[qi] - m1);  // 0 before any position (mx = -inf)
-            const __m256 vm1 = _mm256_set1_ps(m1);
-            for (int j0 = g0; j0 < g1; j0 += 8)
-                _mm256_store_ps(s + j0, exp_ps(_mm256_sub_ps(_mm256_load_ps(s + j0), vm1)));
-            float sum = 0;
-            for (uint32_t m = mask; m; m &= m - 1) sum += s[__builtin_ctz(m)];
-            l[qi] = l[qi] * c + sum;
-            mx[qi] = m1;
-            float* oq = o + size_t(qi) * size_t(hd);
-            int i0 = 0;
-            for (; i0 + 8 <= nv; i0 += 8) pv_chunk<8>(s, mask, c, vt + 8 * i0, hd, oq + 8 * i0);
-            if (nv - i0 >= 4) {
-                pv_chunk<4>(s, mask, c, vt + 8 * i0, hd, oq + 8 * i0);
-                i0 += 4;
-            }
-            if (nv - i0 >= 2) {
-                pv_chunk<2>(s, mask, c, vt + 8 * i0, hd, oq + 8 * i0);
-                i0 += 2;
-            }
-            if (nv - i0 >= 1) pv_chunk<1>(s, mask, c, vt + 8 * i0, hd, oq + 8 * i0);
+            online_step(s, mask, g0, g1, vt, hd, mx[qi], l[qi], o + size_t(qi) * size_t(hd));
         }
     }
 }
+
+#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+static inline __m256i dpbusd8(__m256i acc, __m256i u, __m256i s) {
+#if defined(__AVX512VNNI__)
+    return _mm256_dpbusd_epi32(acc, u, s);
+#else
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#endif
+}
+
+// The eight horizontal sums of v[0..7] as one vector (exact): result[i] = sum of the lanes of v[i].
+static inline __m256i hsum8_epi32(const __m256i* v) {
+    const __m256i s0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i s4567 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(s0123, s4567, 0x20),
+                            _mm256_permute2x128_si256(s0123, s4567, 0x31));
+}
+
+// The integer-scored tile step (contract: quant/kernels.h attn_tile_i8): per block of 32, vpdpbusd of the
+// query's unsigned bytes against each position's signed keys, eight positions' sums in one reduction, less the
+// keys' offset term, times the two scales.
+void attn_tile_i8(const uint8_t* qu, const float* qd, size_t q_stride, int n_rows, int group, const uint32_t* masks,
+                  const int8_t* kt, const float* kd, const int32_t* ks, const float* vt, int hd, float scale, float* mx,
+                  float* l, float* o) {
+    const int nb = hd / 32;
+    const __m256 vscale = _mm256_set1_ps(scale);
+    alignas(32) float s[kAttnTile];
+    for (int r = 0; r < n_rows; r++) {
+        const uint32_t mask = masks[r];
+        if (!mask) continue;
+        const int g0 = first_group(mask), g1 = end_group(mask);
+        for (int g = 0; g < group; g++) {
+            const int qi = r * group + g;
+            const size_t at = size_t(r) * q_stride + size_t(g) * size_t(hd);
+            const uint8_t* qr = qu + at;
+            const float* dr = qd + at / 32;
+            for (int j0 = g0; j0 < g1; j0 += 8) {
+                __m256 acc = _mm256_setzero_ps();
+                for (int b = 0; b < nb; b++) {
+                    const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qr + 32 * b));
+                    __m256i a[8];
+                    for (int j = 0; j < 8; j++)
+                        a[j] =
+                            dpbusd8(_mm256_setzero_si256(), qv,
+                                    _mm256_load_si256(reinterpret_cast<const __m256i*>(kt + (j0 + j) * hd + 32 * b)));
+                    const __m256i dot = _mm256_sub_epi32(
+                        hsum8_epi32(a), _mm256_load_si256(reinterpret_cast<const __m256i*>(ks + b * kAttnTile + j0)));
+                    const __m256 w = _mm256_mul_ps(_mm256_load_ps(kd + b * kAttnTile + j0), _mm256_set1_ps(dr[b]));
+                    acc = _mm256_fmadd_ps(w, _mm256_cvtepi32_ps(dot), acc);
+                }
+                _mm256_store_ps(s + j0, _mm256_mul_ps(acc, vscale));
+            }
+            online_step(s, mask, g0, g1, vt, hd, mx[qi], l[qi], o + size_t(qi) * size_t(hd));
+        }
+    }
+}
+#endif
 
 // Cache rows to a float tile (contract: quant/kernels.h kv_tile_f32) for the types decode at depth streams most:
 // f32, f16, bf16, q8_0, q4_0. The block types: x = float(q) * d, one rounding, as the reference.

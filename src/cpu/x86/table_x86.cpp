@@ -7,6 +7,11 @@
 namespace tandem::TD_ISA {
 
 void unpack_kq_row(TensorType t, const uint8_t* row, int64_t n, int8_t* q, float* ls, float* off);  // quant_avx2.cpp
+#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+void attn_tile_i8(const uint8_t* qu, const float* qd, size_t q_stride, int n_rows, int group, const uint32_t* masks,
+                  const int8_t* kt, const float* kd, const int32_t* ks, const float* vt, int hd, float scale, float* mx,
+                  float* l, float* o);  // float_avx2.cpp
+#endif
 
 void fill_table(IsaKernels& k) {
 #if defined(__AVX512VNNI__)
@@ -26,6 +31,9 @@ void fill_table(IsaKernels& k) {
 #endif
     fill_common(k);
     k.unpack_kq_row = unpack_kq_row;
+#if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
+    k.attn_tile_i8 = attn_tile_i8;
+#endif
 }
 
 }  // namespace tandem::TD_ISA
