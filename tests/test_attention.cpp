@@ -125,23 +125,19 @@ TEST(Attention, IntegerKeyTilesConvertExactly) {
                 const uint8_t* rows[kAttnTile];
                 for (int j = 0; j < np; j++) rows[j] = kv.k(0, 3 + j) + kv.head_bytes_k();
                 alignas(64) static float f[kAttnTile * 128], kd[4 * kAttnTile];
-                alignas(64) static int8_t ki[kAttnTile * 128];
-                alignas(64) static int32_t ks[4 * kAttnTile];
+                alignas(64) static uint8_t ki[kAttnTile * 128];
                 kv_tile_f32_ref(t, rows, np, hd, f);
-                ASSERT_TRUE(kv_tile_i8(t, rows, np, hd, ki, kd, ks));
-                for (int j = 0; j < np; j++)
-                    for (int b = 0; b < hd / 32; b++) {
-                        int32_t sum = 0;
+                ASSERT_TRUE(kv_tile_i8(t, rows, np, hd, ki, kd));
+                for (int j = 0; j < (np + 7) / 8 * 8; j++)
+                    for (int b = 0; b < hd / 32; b++)
                         for (int e = 0; e < 32; e++) {
                             const int i = j * hd + 32 * b + e;
-                            ASSERT_EQ(float(ki[i]) * kd[b * kAttnTile + j], f[i]) << type_name(t) << " at " << i;
-                            sum += ki[i];
+                            ASSERT_EQ(float(int(ki[i]) - 128) * kd[b * kAttnTile + j], j < np ? f[i] : 0.0f)
+                                << type_name(t) << " at " << i;
                         }
-                        ASSERT_EQ(ks[b * kAttnTile + j], 128 * sum);
-                    }
             }
         }
-        EXPECT_FALSE(kv_tile_i8(TensorType::F16, nullptr, 0, 64, nullptr, nullptr, nullptr));
+        EXPECT_FALSE(kv_tile_i8(TensorType::F16, nullptr, 0, 64, nullptr, nullptr));
     }
 }
 
@@ -156,9 +152,11 @@ TEST(Attention, IntegerTileKernelMatchesReferenceAtEveryLevel) {
                 const int n_rows = 3, m = n_rows * group, nkv = 1;
                 const size_t q_stride = size_t(group * hd) + 32;
                 const auto qf = gaussian(q_stride * size_t(n_rows), 9);
-                std::vector<uint8_t> qu(qf.size());
+                std::vector<int8_t> qs(qf.size());
                 std::vector<float> qd(qf.size() / 32);
-                quantize_query_i8(qf.data(), int(qf.size()), qu.data(), qd.data());  // block by block, as each query
+                std::vector<int32_t> qc(qf.size() / 32);
+                // block by block, as each query
+                quantize_query_i8(qf.data(), int(qf.size()), qs.data(), qd.data(), qc.data());
                 KvCache kv = random_cache(3 * kAttnTile, nkv, hd, TensorType::Q8_0, 12);
                 std::vector<float> mx1(static_cast<size_t>(m), -INFINITY), l1(static_cast<size_t>(m)),
                     o1(static_cast<size_t>(m * hd));
@@ -166,19 +164,18 @@ TEST(Attention, IntegerTileKernelMatchesReferenceAtEveryLevel) {
                 for (int tile = 0; tile < 3; tile++) {
                     const uint8_t* rows[kAttnTile];
                     for (int j = 0; j < kAttnTile; j++) rows[j] = kv.k(0, tile * kAttnTile + j);
-                    alignas(64) static int8_t ki[kAttnTile * 256];
+                    alignas(64) static uint8_t ki[kAttnTile * 256];
                     alignas(64) static float kd[8 * kAttnTile], vt[kAttnTile * 256];
-                    alignas(64) static int32_t ks[8 * kAttnTile];
-                    ASSERT_TRUE(kv_tile_i8(TensorType::Q8_0, rows, kAttnTile, hd, ki, kd, ks));
+                    ASSERT_TRUE(kv_tile_i8(TensorType::Q8_0, rows, kAttnTile, hd, ki, kd));
                     const auto vf = gaussian(size_t(kAttnTile * hd), 30 + tile);
                     std::copy(vf.begin(), vf.end(), vt);
                     std::vector<uint32_t> masks(static_cast<size_t>(n_rows));
                     for (auto& mk : masks) mk = tile == 1 ? 0xFFFFFFFFu : uint32_t(rng());
                     masks[1] = 0;
-                    lv->attn_tile_i8(qu.data(), qd.data(), q_stride, n_rows, group, masks.data(), ki, kd, ks, vt, hd,
-                                     0.125f, mx1.data(), l1.data(), o1.data());
-                    attn_tile_i8_ref(qu.data(), qd.data(), q_stride, n_rows, group, masks.data(), ki, kd, ks, vt, hd,
-                                     0.125f, mx2.data(), l2.data(), o2.data());
+                    lv->attn_tile_i8(qs.data(), qd.data(), qc.data(), q_stride, n_rows, group, masks.data(), ki, kd, vt,
+                                     hd, 0.125f, mx1.data(), l1.data(), o1.data());
+                    attn_tile_i8_ref(qs.data(), qd.data(), qc.data(), q_stride, n_rows, group, masks.data(), ki, kd, vt,
+                                     hd, 0.125f, mx2.data(), l2.data(), o2.data());
                 }
                 for (int i = 0; i < m; i++) {
                     ASSERT_EQ(mx1[size_t(i)] == -INFINITY, mx2[size_t(i)] == -INFINITY);
@@ -203,18 +200,17 @@ TEST(Attention, IntegerReferenceIsTheFloatStepOnDequantizedValues) {
         const int hd = 64, group = 4, n_rows = 2, m = n_rows * group;
         const size_t q_stride = size_t(group * hd);
         const auto qf = gaussian(q_stride * size_t(n_rows), 21);
-        std::vector<uint8_t> qu(qf.size());
+        std::vector<int8_t> qs(qf.size());
         std::vector<float> qd(qf.size() / 32), qdq(qf.size());
-        for (size_t i = 0; i < qf.size(); i += size_t(hd))
-            quantize_query_i8(qf.data() + i, hd, qu.data() + i, qd.data() + i / 32);
-        for (size_t i = 0; i < qf.size(); i++) qdq[i] = float(int(qu[i]) - 128) * qd[i / 32];
+        std::vector<int32_t> qc(qf.size() / 32);
+        quantize_query_i8(qf.data(), int(qf.size()), qs.data(), qd.data(), qc.data());
+        for (size_t i = 0; i < qf.size(); i++) qdq[i] = float(qs[i]) * qd[i / 32];
         KvCache kv = random_cache(kAttnTile, 1, hd, t, 23);
         const uint8_t* rows[kAttnTile];
         for (int j = 0; j < kAttnTile; j++) rows[j] = kv.k(0, j);
-        alignas(64) static int8_t ki[kAttnTile * 64];
+        alignas(64) static uint8_t ki[kAttnTile * 64];
         alignas(64) static float kd[2 * kAttnTile], kt[kAttnTile * 64], vt[kAttnTile * 64];
-        alignas(64) static int32_t ks[2 * kAttnTile];
-        ASSERT_TRUE(kv_tile_i8(t, rows, kAttnTile, hd, ki, kd, ks));
+        ASSERT_TRUE(kv_tile_i8(t, rows, kAttnTile, hd, ki, kd));
         kv_tile_f32_ref(t, rows, kAttnTile, hd, kt);
         const auto vf = gaussian(size_t(kAttnTile * hd), 25);
         std::copy(vf.begin(), vf.end(), vt);
@@ -222,8 +218,8 @@ TEST(Attention, IntegerReferenceIsTheFloatStepOnDequantizedValues) {
         std::vector<float> mx1(static_cast<size_t>(m), -INFINITY), l1(static_cast<size_t>(m)),
             o1(static_cast<size_t>(m * hd));
         std::vector<float> mx2 = mx1, l2 = l1, o2 = o1;
-        attn_tile_i8_ref(qu.data(), qd.data(), q_stride, n_rows, group, masks, ki, kd, ks, vt, hd, 0.125f, mx1.data(),
-                         l1.data(), o1.data());
+        attn_tile_i8_ref(qs.data(), qd.data(), qc.data(), q_stride, n_rows, group, masks, ki, kd, vt, hd, 0.125f,
+                         mx1.data(), l1.data(), o1.data());
         attn_tile_ref(qdq.data(), q_stride, n_rows, group, masks, kt, vt, hd, 0.125f, mx2.data(), l2.data(), o2.data());
         for (int i = 0; i < m; i++) {
             ASSERT_NEAR(mx1[size_t(i)], mx2[size_t(i)], 1e-5 * (1 + std::fabs(mx2[size_t(i)]))) << type_name(t);

@@ -38,9 +38,10 @@ TEST(Perplexity, MatchesLlamaCpp) {
         ASSERT_EQ(running.size(), want.size()) << type;
         double worst = 0;
         for (size_t i = 0; i < want.size(); i++) worst = std::max(worst, std::fabs(running[i] - want[i]));
-        std::printf("perplexity of the stories260K samples, %s cache: tandem %.5f, llama.cpp %.4f (largest running "
-                    "difference %.5f)\n",
-                    type, r.ppl_test(), want.back(), worst);
+        std::printf(
+            "perplexity of the stories260K samples, %s cache: tandem %.5f, llama.cpp %.4f (largest running "
+            "difference %.5f)\n",
+            type, r.ppl_test(), want.back(), worst);
         // 0.00005 of rounding, the rest float sums in another order; llama.cpp rounds the query to the cache's type
         // for its dot products (bf16 keeps 8 bits of mantissa), tandem keeps it in f32
         EXPECT_LT(worst, std::string(type) == "bf16" ? 0.002 : 0.0006) << type;
@@ -62,9 +63,10 @@ TEST(Perplexity, QuantizedCacheDivergesFromF16ByItsPrecision) {
         p.test.type_k = p.test.type_v = parse_kv_cache_type(type, "test");
         p.compare = true;
         const PerplexityResult r = evaluate_perplexity(model, pool, tokens, p, {});
-        std::printf("tiny-ref-smollm3, %s cache against f16: KLD mean %.3g, largest %.3g, same argmax %.1f%%, "
-                    "largest logit difference %.3g\n",
-                    type, r.kld_mean, r.kld_max, 100 * r.same_top1, r.max_logit_diff);
+        std::printf(
+            "tiny-ref-smollm3, %s cache against f16: KLD mean %.3g, largest %.3g, same argmax %.1f%%, "
+            "largest logit difference %.3g\n",
+            type, r.kld_mean, r.kld_max, 100 * r.same_top1, r.max_logit_diff);
         return r;
     };
     const PerplexityResult same = run("f16"), q8 = run("q8_0"), q4 = run("q4_0");

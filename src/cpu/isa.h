@@ -39,9 +39,9 @@ struct IsaKernels {
     bool (*kv_tile_f32)(TensorType t, const uint8_t* const* rows, int np, int hd, float* tile) = nullptr;
     // Integer scores for Q8_0 / Q4_0 keys (quant/kernels.h attn_tile_i8; hd % 32 == 0, hd <= 256); null at the
     // levels without vpdpbusd / sdot, which score every cache type in floats.
-    void (*attn_tile_i8)(const uint8_t* qu, const float* qd, size_t q_stride, int n_rows, int group,
-                         const uint32_t* masks, const int8_t* kt, const float* kd, const int32_t* ks, const float* vt,
-                         int hd, float scale, float* mx, float* l, float* o) = nullptr;
+    void (*attn_tile_i8)(const int8_t* qs, const float* qd, const int32_t* qc, size_t q_stride, int n_rows, int group,
+                         const uint32_t* masks, const uint8_t* kt, const float* kd, const float* vt, int hd,
+                         float scale, float* mx, float* l, float* o) = nullptr;
     // y[t * ldy + r] = W.row(r) . x[t] for rows [r0, r1) of a row-major (rows, cols) F32 / F16 / BF16 matrix.
     void (*matmul_f32_rows)(const float* w, int64_t cols, const float* x, int n_tok, float* y, int64_t ldy, int64_t r0,
                             int64_t r1) = nullptr;

@@ -62,17 +62,17 @@ constexpr int kMaxHeadDimI8 = 256;  // attn_tile_i8's limit
 struct alignas(64) Tiles {
     float k[kAttnTile * kMaxHeadDim];
     float v[kAttnTile * kMaxHeadDim];
-    alignas(64) int8_t ki[kAttnTile * kMaxHeadDimI8];  // integer keys (attn_tile_i8)
+    alignas(64) uint8_t ki[kAttnTile * kMaxHeadDimI8];  // integer keys, offset to unsigned (attn_tile_i8)
     alignas(64) float kd[kMaxHeadDimI8 / 32 * kAttnTile];
-    alignas(64) int32_t ks[kMaxHeadDimI8 / 32 * kAttnTile];
     const uint8_t* kp[kAttnTile];
     const uint8_t* vp[kAttnTile];
 };
 
 // The queries of a pass in 8-bit form (quantize_query_i8), laid out as q: row r, head h at (r * n_head + h) * hd.
 struct QueryI8 {
-    std::vector<uint8_t> qu;
+    std::vector<int8_t> qs;
     std::vector<float> qd;
+    std::vector<int32_t> qc;
 };
 
 class Runner {
@@ -100,10 +100,11 @@ public:
             const size_t qi = size_t(r) * size_t(group_);
             kv_tile_f32(kv.type_v(), t.vp, np, hd, t.v);
             if (i8) {
-                kv_tile_i8(kv.type_k(), t.kp, np, hd, t.ki, t.kd, t.ks);
+                kv_tile_i8(kv.type_k(), t.kp, np, hd, t.ki, t.kd);
                 const size_t at = q_at + size_t(r) * size_t(qd_);
-                isa().attn_tile_i8(qi8_->qu.data() + at, qi8_->qd.data() + at / 32, size_t(qd_), n, group_, m, t.ki,
-                                   t.kd, t.ks, t.v, hd, sh_.scale, st.mx + qi, st.l + qi, st.o + qi * size_t(hd));
+                isa().attn_tile_i8(qi8_->qs.data() + at, qi8_->qd.data() + at / 32, qi8_->qc.data() + at / 32,
+                                   size_t(qd_), n, group_, m, t.ki, t.kd, t.v, hd, sh_.scale, st.mx + qi, st.l + qi,
+                                   st.o + qi * size_t(hd));
                 return;
             }
             kv_tile_f32(kv.type_k(), t.kp, np, hd, t.k);
@@ -196,11 +197,12 @@ void attention(ThreadPool& pool, const AttnShape& sh, const std::vector<AttnRow>
     for (const AttnRow& r : rows) any_i8 |= scores_in_integers(r.kv->type_k(), hd);
     if (any_i8) {
         const size_t nq = rows.size() * size_t(sh.n_head);
-        qi8.qu.resize(nq * size_t(hd));
+        qi8.qs.resize(nq * size_t(hd));
         qi8.qd.resize(nq * size_t(hd / 32));
+        qi8.qc.resize(nq * size_t(hd / 32));
         for (size_t i = 0; i < nq; i++)
-            quantize_query_i8(q + i * size_t(hd), hd, qi8.qu.data() + i * size_t(hd),
-                              qi8.qd.data() + i * size_t(hd / 32));
+            quantize_query_i8(q + i * size_t(hd), hd, qi8.qs.data() + i * size_t(hd),
+                              qi8.qd.data() + i * size_t(hd / 32), qi8.qc.data() + i * size_t(hd / 32));
     }
     const Runner run(sh, rows, q, any_i8 ? &qi8 : nullptr);
     const int group = run.group();
@@ -281,8 +283,9 @@ bool scores_in_integers(TensorType type_k, int head_dim) {
 void attention_ref(const AttnShape& sh, const std::vector<AttnRow>& rows, const float* q, float* out) {
     const int hd = sh.head_dim, group = sh.n_head / sh.n_head_kv, qd = sh.n_head * hd;
     std::vector<float> kf(static_cast<size_t>(hd)), vf(static_cast<size_t>(hd)), qf(static_cast<size_t>(hd));
-    std::vector<uint8_t> qu(static_cast<size_t>(hd));
+    std::vector<int8_t> qi(static_cast<size_t>(hd));
     std::vector<float> qscale(static_cast<size_t>(hd / 32 + 1));
+    std::vector<int32_t> qcorr(static_cast<size_t>(hd / 32 + 1));
     std::vector<double> s, acc(static_cast<size_t>(hd));
     for (size_t r = 0; r < rows.size(); r++) {
         const AttnRow& row = rows[r];
@@ -291,8 +294,8 @@ void attention_ref(const AttnShape& sh, const std::vector<AttnRow>& rows, const 
             const int g = h / group;
             const float* qh = q + r * size_t(qd) + size_t(h) * size_t(hd);
             if (scores_in_integers(kv.type_k(), hd)) {  // the query the integer scores see
-                quantize_query_i8(qh, hd, qu.data(), qscale.data());
-                for (int i = 0; i < hd; i++) qf[size_t(i)] = float(int(qu[size_t(i)]) - 128) * qscale[size_t(i / 32)];
+                quantize_query_i8(qh, hd, qi.data(), qscale.data(), qcorr.data());
+                for (int i = 0; i < hd; i++) qf[size_t(i)] = float(qi[size_t(i)]) * qscale[size_t(i / 32)];
                 qh = qf.data();
             }
             auto slot = [&](int p) { return p < row.pos0 || !row.tail ? p : row.tail[p - row.pos0]; };

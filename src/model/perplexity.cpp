@@ -55,7 +55,8 @@ PerplexityResult evaluate_perplexity(const std::shared_ptr<const Model>& model, 
     int64_t same = 0;
     std::vector<double> lt, lb;
     for (int c = 0; c < n_chunks; c++) {
-        std::vector<int32_t> chunk(tokens.begin() + ptrdiff_t(c) * p.n_ctx, tokens.begin() + ptrdiff_t(c + 1) * p.n_ctx);
+        std::vector<int32_t> chunk(tokens.begin() + ptrdiff_t(c) * p.n_ctx,
+                                   tokens.begin() + ptrdiff_t(c + 1) * p.n_ctx);
         if (p.bos >= 0) chunk[0] = p.bos;
         const auto st = run_chunk(model, pool, p.test, chunk);
         const auto sb = p.compare ? run_chunk(model, pool, p.base, chunk) : nullptr;

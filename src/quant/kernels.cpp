@@ -81,50 +81,51 @@ void attn_tile_ref(const float* q, size_t q_stride, int n_rows, int group, const
     }
 }
 
-bool kv_tile_i8(TensorType t, const uint8_t* const* rows, int np, int hd, int8_t* kt, float* kd, int32_t* ks) {
+bool kv_tile_i8(TensorType t, const uint8_t* const* rows, int np, int hd, uint8_t* kt, float* kd) {
     if ((t != TensorType::Q8_0 && t != TensorType::Q4_0) || hd % 32 != 0) return false;
     TD_ASSERT(np >= 0 && np <= kAttnTile);
     const int nb = hd / 32, np8 = (np + 7) / 8 * 8;
     for (int j = 0; j < np8; j++) {
-        int8_t* k = kt + size_t(j) * size_t(hd);
+        uint8_t* k = kt + size_t(j) * size_t(hd);
         for (int b = 0; b < nb; b++) {
-            int8_t* kb = k + 32 * b;
-            float d = 0;
+            uint8_t* kb = k + 32 * b;
             if (j >= np) {
-                std::fill(kb, kb + 32, int8_t(0));
+                std::fill(kb, kb + 32, uint8_t(128));
+                kd[b * kAttnTile + j] = 0;
             } else if (t == TensorType::Q8_0) {
                 const auto* blk = reinterpret_cast<const block_q8_0*>(rows[j]) + b;
-                std::copy(blk->qs, blk->qs + 32, kb);
-                d = fp16_to_f32(blk->d);
+                for (int i = 0; i < 32; i++) kb[i] = uint8_t(uint8_t(blk->qs[i]) ^ 0x80);  // k + 128
+                kd[b * kAttnTile + j] = fp16_to_f32(blk->d);
             } else {
                 const auto* blk = reinterpret_cast<const block_q4_0*>(rows[j]) + b;
                 for (int i = 0; i < 16; i++) {
-                    kb[i] = int8_t((blk->qs[i] & 0x0F) - 8);
-                    kb[i + 16] = int8_t((blk->qs[i] >> 4) - 8);
+                    kb[i] = uint8_t((blk->qs[i] & 0x0F) + 120);  // (nibble - 8) + 128
+                    kb[i + 16] = uint8_t((blk->qs[i] >> 4) + 120);
                 }
-                d = fp16_to_f32(blk->d);
+                kd[b * kAttnTile + j] = fp16_to_f32(blk->d);
             }
-            int32_t sum = 0;
-            for (int i = 0; i < 32; i++) sum += kb[i];
-            kd[b * kAttnTile + j] = d;
-            ks[b * kAttnTile + j] = 128 * sum;
         }
     }
     return true;
 }
 
-void quantize_query_i8(const float* x, int hd, uint8_t* qu, float* qd) {
+void quantize_query_i8(const float* x, int hd, int8_t* qs, float* qd, int32_t* qc) {
     for (int b = 0; b < hd / 32; b++) {
         float amax = 0;
         for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(x[32 * b + i]));
         const float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
-        for (int i = 0; i < 32; i++) qu[32 * b + i] = uint8_t(int(std::lround(x[32 * b + i] * id)) + 128);
+        int32_t sum = 0;
+        for (int i = 0; i < 32; i++) {
+            qs[32 * b + i] = int8_t(std::lround(x[32 * b + i] * id));
+            sum += qs[32 * b + i];
+        }
         qd[b] = d;
+        qc[b] = 128 * sum;
     }
 }
 
-void attn_tile_i8_ref(const uint8_t* qu, const float* qd, size_t q_stride, int n_rows, int group, const uint32_t* masks,
-                      const int8_t* kt, const float* kd, const int32_t* ks, const float* vt, int hd, float scale,
+void attn_tile_i8_ref(const int8_t* qs, const float* qd, const int32_t* qc, size_t q_stride, int n_rows, int group,
+                      const uint32_t* masks, const uint8_t* kt, const float* kd, const float* vt, int hd, float scale,
                       float* mx, float* l, float* o) {
     float s[kAttnTile];
     const int nb = hd / 32;
@@ -134,16 +135,14 @@ void attn_tile_i8_ref(const uint8_t* qu, const float* qd, size_t q_stride, int n
         for (int i = 0; i < group; i++) {
             const int qi = r * group + i;
             const size_t at = size_t(r) * q_stride + size_t(i) * size_t(hd);
-            const uint8_t* qr = qu + at;
-            const float* dr = qd + at / 32;
             for (int j = 0; j < kAttnTile; j++) {
                 if (!(mask >> j & 1)) continue;
+                const uint8_t* kj = kt + size_t(j) * size_t(hd);
                 float acc = 0;
                 for (int b = 0; b < nb; b++) {
                     int32_t dot = 0;
-                    for (int e = 0; e < 32; e++)
-                        dot += int32_t(qr[32 * b + e]) * kt[size_t(j) * size_t(hd) + size_t(32 * b + e)];
-                    acc += kd[b * kAttnTile + j] * dr[b] * float(dot - ks[b * kAttnTile + j]);
+                    for (int e = 0; e < 32; e++) dot += int32_t(kj[32 * b + e]) * qs[at + size_t(32 * b + e)];
+                    acc += kd[b * kAttnTile + j] * qd[at / 32 + size_t(b)] * float(dot - qc[at / 32 + size_t(b)]);
                 }
                 s[j] = acc * scale;
             }

@@ -62,20 +62,20 @@ void attn_tile_ref(const float* q, size_t q_stride, int n_rows, int group, const
 
 // Keys of an 8-bit integer form (Q8_0, Q4_0) scored with integer dot products, as llama.cpp's flash attention
 // scores such a cache (its query goes through the key type's 8-bit quantization):
-// - kv_tile_i8 (exact, every level alike): np <= kAttnTile cached rows of one head to kt (kAttnTile, hd) int8,
-//   kd (hd / 32, kAttnTile) block scales and ks (hd / 32, kAttnTile) = 128 * the block's sum of kt; rows np.. up
-//   to the next multiple of 8 are zero. False (nothing written) for another type or hd % 32 != 0.
-// - quantize_query_i8: a query vector (hd % 32 == 0) in blocks of 32 as d = amax / 127, x = d * round(x / d),
-//   stored offset to unsigned (qu = round(x / d) + 128) beside qd = d per block.
+// - kv_tile_i8 (exact, every level alike): np <= kAttnTile cached rows of one head to kt (kAttnTile, hd), each
+//   key integer offset to unsigned (k + 128), and kd (hd / 32, kAttnTile) the block scales; rows np.. up to the
+//   next multiple of 8 are k = 0 with scale 0. False (nothing written) for another type or hd % 32 != 0.
+// - quantize_query_i8: a query vector (hd % 32 == 0) in blocks of 32 as d = amax / 127, q = round(x / d), with
+//   qd = d and qc = 128 * sum(q) per block (the offset's share of the dot product).
 // - attn_tile_i8: attn_tile's step (same state, masks and order) with s_j = scale * sum over blocks b of
-//   (kd[b][j] * qd[b]) * (sum_i qu_i kt[j][i] - ks[b][j]), the integer part exact (= sum_i round(x_i / d) k_i).
-//   Query qi = r * group + i is qu + r * q_stride + i * hd with its scales at qd + (r * q_stride + i * hd) / 32
-//   (q_stride % 32 == 0). hd % 32 == 0, hd <= 256. The SIMD levels with vpdpbusd have it (IsaKernels::
-//   attn_tile_i8); the others score every cache in floats (attn_tile).
-bool kv_tile_i8(TensorType t, const uint8_t* const* rows, int np, int hd, int8_t* kt, float* kd, int32_t* ks);
-void quantize_query_i8(const float* x, int hd, uint8_t* qu, float* qd);
-void attn_tile_i8_ref(const uint8_t* qu, const float* qd, size_t q_stride, int n_rows, int group, const uint32_t* masks,
-                      const int8_t* kt, const float* kd, const int32_t* ks, const float* vt, int hd, float scale,
+//   (kd[b][j] * qd[b]) * (sum_i kt[j][i] q_i - qc[b]), the integer part exact (= sum_i k_i q_i). Query
+//   qi = r * group + i is qs + r * q_stride + i * hd, its qd and qc at (r * q_stride + i * hd) / 32 (q_stride % 32
+//   == 0). hd % 32 == 0, hd <= 256. The SIMD levels with vpdpbusd have it (IsaKernels::attn_tile_i8); the others
+//   score every cache in floats (attn_tile).
+bool kv_tile_i8(TensorType t, const uint8_t* const* rows, int np, int hd, uint8_t* kt, float* kd);
+void quantize_query_i8(const float* x, int hd, int8_t* qs, float* qd, int32_t* qc);
+void attn_tile_i8_ref(const int8_t* qs, const float* qd, const int32_t* qc, size_t q_stride, int n_rows, int group,
+                      const uint32_t* masks, const uint8_t* kt, const float* kd, const float* vt, int hd, float scale,
                       float* mx, float* l, float* o);
 
 // y[t * ldy + r] = dot(W.row(r), x[t * W.cols ...]) for t in [0, n_tok), r in [r0, r1).

@@ -28,7 +28,8 @@ int cmd_perplexity(int argc, char** argv) {
            [&](const std::string& v) { p.n_ctx = to_int_in("-c", v, 4, 1 << 20); });
     ap.add({"--chunks"}, "N", "score at most N chunks (all)",
            [&](const std::string& v) { p.max_chunks = to_int_in("--chunks", v, 1, 1 << 30); });
-    ap.add({"-t", "--threads"}, "N", "threads (2)", [&](const std::string& v) { n_threads = to_int_in("-t", v, 1, 1024); });
+    ap.add({"-t", "--threads"}, "N", "threads (2)",
+           [&](const std::string& v) { n_threads = to_int_in("-t", v, 1, 1024); });
     add_cache_flags(ap, cache, false);
     ap.add({"--kld-base-cache"}, "TYPE", "compare with the predictions of a cache of this type for keys and values",
            [&](const std::string& v) { base_type = v; });

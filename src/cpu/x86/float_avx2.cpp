@@ -123,18 +123,31 @@ static inline void pv_chunk(const float* p, uint32_t mask, float c, const float*
 static inline void online_step(float* s, uint32_t mask, int g0, int g1, const float* vt, int hd, float& mxq, float& lq,
                                float* oq) {
     const int nv = hd / 8;
-    float tmax = -INFINITY;
-    for (uint32_t m = mask; m; m &= m - 1) {
-        const int j = __builtin_ctz(m);
-        tmax = s[j] > tmax ? s[j] : tmax;
-    }
+    // lane i of group j0 is visible iff bit j0 + i of mask: the max over visible scores and the sum of their
+    // exponentials in vectors (invisible lanes are -inf for the max and exactly 0 in the sum and in s)
+    const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    auto visible = [&](int j0) {
+        const __m256i bits = _mm256_set1_epi32(int((mask >> j0) & 0xFFu));
+        return _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(bits, lane_bit), lane_bit));
+    };
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 vmax = ninf;
+    for (int j0 = g0; j0 < g1; j0 += 8)
+        vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(ninf, _mm256_load_ps(s + j0), visible(j0)));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float tmax = _mm_cvtss_f32(m4);
     const float m1 = mxq > tmax ? mxq : tmax;
     const float c = expf(mxq - m1);  // 0 before any position (mx = -inf)
     const __m256 vm1 = _mm256_set1_ps(m1);
-    for (int j0 = g0; j0 < g1; j0 += 8) _mm256_store_ps(s + j0, exp_ps(_mm256_sub_ps(_mm256_load_ps(s + j0), vm1)));
-    float sum = 0;
-    for (uint32_t m = mask; m; m &= m - 1) sum += s[__builtin_ctz(m)];
-    lq = lq * c + sum;
+    __m256 vsum = _mm256_setzero_ps();
+    for (int j0 = g0; j0 < g1; j0 += 8) {
+        const __m256 p = _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_load_ps(s + j0), vm1)), visible(j0));
+        _mm256_store_ps(s + j0, p);
+        vsum = _mm256_add_ps(vsum, p);
+    }
+    lq = lq * c + hsum(vsum);
     mxq = m1;
     int i0 = 0;
     for (; i0 + 8 <= nv; i0 += 8) pv_chunk<8>(s, mask, c, vt + 8 * i0, hd, oq + 8 * i0);
@@ -199,12 +212,12 @@ static inline __m256i hsum8_epi32(const __m256i* v) {
                             _mm256_permute2x128_si256(s0123, s4567, 0x31));
 }
 
-// The integer-scored tile step (contract: quant/kernels.h attn_tile_i8): per block of 32, vpdpbusd of the
-// query's unsigned bytes against each position's signed keys, eight positions' sums in one reduction, less the
-// keys' offset term, times the two scales.
-void attn_tile_i8(const uint8_t* qu, const float* qd, size_t q_stride, int n_rows, int group, const uint32_t* masks,
-                  const int8_t* kt, const float* kd, const int32_t* ks, const float* vt, int hd, float scale, float* mx,
-                  float* l, float* o) {
+// The integer-scored tile step (contract: quant/kernels.h attn_tile_i8): per block of 32, vpdpbusd of each
+// position's unsigned keys against the query's signed bytes, eight positions' sums in one reduction, less the
+// offset term, times the two scales.
+void attn_tile_i8(const int8_t* qs, const float* qd, const int32_t* qc, size_t q_stride, int n_rows, int group,
+                  const uint32_t* masks, const uint8_t* kt, const float* kd, const float* vt, int hd, float scale,
+                  float* mx, float* l, float* o) {
     const int nb = hd / 32;
     const __m256 vscale = _mm256_set1_ps(scale);
     alignas(32) float s[kAttnTile];
@@ -215,19 +228,19 @@ void attn_tile_i8(const uint8_t* qu, const float* qd, size_t q_stride, int n_row
         for (int g = 0; g < group; g++) {
             const int qi = r * group + g;
             const size_t at = size_t(r) * q_stride + size_t(g) * size_t(hd);
-            const uint8_t* qr = qu + at;
+            const int8_t* qr = qs + at;
             const float* dr = qd + at / 32;
+            const int32_t* cr = qc + at / 32;
             for (int j0 = g0; j0 < g1; j0 += 8) {
                 __m256 acc = _mm256_setzero_ps();
                 for (int b = 0; b < nb; b++) {
                     const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qr + 32 * b));
                     __m256i a[8];
                     for (int j = 0; j < 8; j++)
-                        a[j] =
-                            dpbusd8(_mm256_setzero_si256(), qv,
-                                    _mm256_load_si256(reinterpret_cast<const __m256i*>(kt + (j0 + j) * hd + 32 * b)));
-                    const __m256i dot = _mm256_sub_epi32(
-                        hsum8_epi32(a), _mm256_load_si256(reinterpret_cast<const __m256i*>(ks + b * kAttnTile + j0)));
+                        a[j] = dpbusd8(_mm256_setzero_si256(),
+                                       _mm256_load_si256(reinterpret_cast<const __m256i*>(kt + (j0 + j) * hd + 32 * b)),
+                                       qv);
+                    const __m256i dot = _mm256_sub_epi32(hsum8_epi32(a), _mm256_set1_epi32(cr[b]));
                     const __m256 w = _mm256_mul_ps(_mm256_load_ps(kd + b * kAttnTile + j0), _mm256_set1_ps(dr[b]));
                     acc = _mm256_fmadd_ps(w, _mm256_cvtepi32_ps(dot), acc);
                 }

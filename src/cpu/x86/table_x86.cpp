@@ -8,9 +8,9 @@ namespace tandem::TD_ISA {
 
 void unpack_kq_row(TensorType t, const uint8_t* row, int64_t n, int8_t* q, float* ls, float* off);  // quant_avx2.cpp
 #if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
-void attn_tile_i8(const uint8_t* qu, const float* qd, size_t q_stride, int n_rows, int group, const uint32_t* masks,
-                  const int8_t* kt, const float* kd, const int32_t* ks, const float* vt, int hd, float scale, float* mx,
-                  float* l, float* o);  // float_avx2.cpp
+void attn_tile_i8(const int8_t* qs, const float* qd, const int32_t* qc, size_t q_stride, int n_rows, int group,
+                  const uint32_t* masks, const uint8_t* kt, const float* kd, const float* vt, int hd, float scale,
+                  float* mx, float* l, float* o);  // float_avx2.cpp
 #endif
 
 void fill_table(IsaKernels& k) {
