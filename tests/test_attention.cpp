@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <random>
+#include <string>
 
 #include "cpu/isa.h"
 #include "model/attention.h"
@@ -44,6 +45,22 @@ std::vector<AttnRow> chain(const KvCache& kv, int pos0, int n, int window) {
     return rows;
 }
 
+// The online-softmax states (mx, l, o) of m queries of a level's tile step against its reference's.
+void expect_states_near(const std::vector<float>& mx1, const std::vector<float>& l1, const std::vector<float>& o1,
+                        const std::vector<float>& mx2, const std::vector<float>& l2, const std::vector<float>& o2,
+                        int m, int hd, const std::string& what) {
+    for (int i = 0; i < m; i++) {
+        ASSERT_EQ(mx1[size_t(i)] == -INFINITY, mx2[size_t(i)] == -INFINITY) << what;
+        if (mx2[size_t(i)] == -INFINITY) continue;
+        ASSERT_NEAR(mx1[size_t(i)], mx2[size_t(i)], 1e-5 * (1 + std::fabs(mx2[size_t(i)]))) << what;
+        ASSERT_NEAR(l1[size_t(i)], l2[size_t(i)], 1e-5 * l2[size_t(i)]) << what;
+        for (int d = 0; d < hd; d++)
+            ASSERT_NEAR(o1[size_t(i * hd + d)], o2[size_t(i * hd + d)],
+                        2e-5 * (l2[size_t(i)] + std::fabs(o2[size_t(i * hd + d)])))
+                << what << " q " << i;
+    }
+}
+
 }  // namespace
 
 TEST(Attention, TileKernelMatchesReferenceAtEveryLevel) {
@@ -76,16 +93,9 @@ TEST(Attention, TileKernelMatchesReferenceAtEveryLevel) {
                         attn_tile_ref(q.data(), q_stride, n_rows, group, masks.data(), kt, vt, hd, 0.125f, mx2.data(),
                                       l2.data(), o2.data());
                     }
-                    for (int i = 0; i < m; i++) {
-                        ASSERT_EQ(mx1[size_t(i)] == -INFINITY, mx2[size_t(i)] == -INFINITY);
-                        if (mx2[size_t(i)] == -INFINITY) continue;
-                        ASSERT_NEAR(mx1[size_t(i)], mx2[size_t(i)], 1e-5 * (1 + std::fabs(mx2[size_t(i)])));
-                        ASSERT_NEAR(l1[size_t(i)], l2[size_t(i)], 1e-5 * l2[size_t(i)]) << cpu_level_name(lv->level);
-                        for (int d = 0; d < hd; d++)
-                            ASSERT_NEAR(o1[size_t(i * hd + d)], o2[size_t(i * hd + d)],
-                                        2e-5 * (l2[size_t(i)] + std::fabs(o2[size_t(i * hd + d)])))
-                                << cpu_level_name(lv->level) << " hd " << hd << " group " << group << " q " << i;
-                    }
+                    expect_states_near(mx1, l1, o1, mx2, l2, o2, m, hd,
+                                       std::string(cpu_level_name(lv->level)) + " hd " + std::to_string(hd) +
+                                           " group " + std::to_string(group));
                 }
             }
         }
@@ -177,16 +187,9 @@ TEST(Attention, IntegerTileKernelMatchesReferenceAtEveryLevel) {
                     attn_tile_i8_ref(qs.data(), qd.data(), qc.data(), q_stride, n_rows, group, masks.data(), ki, kd, vt,
                                      hd, 0.125f, mx2.data(), l2.data(), o2.data());
                 }
-                for (int i = 0; i < m; i++) {
-                    ASSERT_EQ(mx1[size_t(i)] == -INFINITY, mx2[size_t(i)] == -INFINITY);
-                    if (mx2[size_t(i)] == -INFINITY) continue;
-                    ASSERT_NEAR(mx1[size_t(i)], mx2[size_t(i)], 1e-5 * (1 + std::fabs(mx2[size_t(i)])));
-                    ASSERT_NEAR(l1[size_t(i)], l2[size_t(i)], 1e-5 * l2[size_t(i)]) << cpu_level_name(lv->level);
-                    for (int d = 0; d < hd; d++)
-                        ASSERT_NEAR(o1[size_t(i * hd + d)], o2[size_t(i * hd + d)],
-                                    2e-5 * (l2[size_t(i)] + std::fabs(o2[size_t(i * hd + d)])))
-                            << cpu_level_name(lv->level) << " hd " << hd << " group " << group << " q " << i;
-                }
+                expect_states_near(mx1, l1, o1, mx2, l2, o2, m, hd,
+                                   std::string(cpu_level_name(lv->level)) + " integer hd " + std::to_string(hd) +
+                                       " group " + std::to_string(group));
             }
         }
     }

@@ -166,12 +166,11 @@ static inline void online_step(float* s, uint32_t mask, int g0, int g1, const fl
 static inline int first_group(uint32_t mask) { return __builtin_ctz(mask) / 8 * 8; }
 static inline int end_group(uint32_t mask) { return (31 - __builtin_clz(mask)) / 8 * 8 + 8; }
 
-// The tile step (contract: quant/kernels.h attn_tile). Scores of 8 positions come out of one reduction (hsum8);
-// every position's score is computed whatever the mask, so a query's arithmetic never depends on it.
-void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uint32_t* masks, const float* kt,
-               const float* vt, int hd, float scale, float* mx, float* l, float* o) {
-    const int nv = hd / 8;
-    const __m256 vscale = _mm256_set1_ps(scale);
+// The tile step of every query of the rows that see part of the tile: scores(r, g, g0, g1, s) writes the scores of
+// query g of row r for the groups of 8 positions [g0, g1), then the online step folds them in.
+template <class Scores>
+static inline void tile_step(int n_rows, int group, const uint32_t* masks, const float* vt, int hd, float* mx, float* l,
+                             float* o, Scores scores) {
     alignas(32) float s[kAttnTile];
     for (int r = 0; r < n_rows; r++) {
         const uint32_t mask = masks[r];
@@ -179,20 +178,31 @@ void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uin
         const int g0 = first_group(mask), g1 = end_group(mask);
         for (int g = 0; g < group; g++) {
             const int qi = r * group + g;
-            const float* qr = q + size_t(r) * q_stride + size_t(g) * size_t(hd);
-            for (int j0 = g0; j0 < g1; j0 += 8) {
-                __m256 acc[8];
-                for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
-                for (int i = 0; i < nv; i++) {
-                    const __m256 qv = _mm256_loadu_ps(qr + 8 * i);
-                    for (int j = 0; j < 8; j++)
-                        acc[j] = _mm256_fmadd_ps(qv, _mm256_load_ps(kt + (j0 + j) * hd + 8 * i), acc[j]);
-                }
-                _mm256_store_ps(s + j0, _mm256_mul_ps(hsum8(acc), vscale));
-            }
+            scores(r, g, g0, g1, s);
             online_step(s, mask, g0, g1, vt, hd, mx[qi], l[qi], o + size_t(qi) * size_t(hd));
         }
     }
+}
+
+// The tile step (contract: quant/kernels.h attn_tile). Scores of 8 positions come out of one reduction (hsum8);
+// every position's score is computed whatever the mask, so a query's arithmetic never depends on it.
+void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uint32_t* masks, const float* kt,
+               const float* vt, int hd, float scale, float* mx, float* l, float* o) {
+    const int nv = hd / 8;
+    const __m256 vscale = _mm256_set1_ps(scale);
+    tile_step(n_rows, group, masks, vt, hd, mx, l, o, [&](int r, int g, int g0, int g1, float* s) {
+        const float* qr = q + size_t(r) * q_stride + size_t(g) * size_t(hd);
+        for (int j0 = g0; j0 < g1; j0 += 8) {
+            __m256 acc[8];
+            for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+            for (int i = 0; i < nv; i++) {
+                const __m256 qv = _mm256_loadu_ps(qr + 8 * i);
+                for (int j = 0; j < 8; j++)
+                    acc[j] = _mm256_fmadd_ps(qv, _mm256_load_ps(kt + (j0 + j) * hd + 8 * i), acc[j]);
+            }
+            _mm256_store_ps(s + j0, _mm256_mul_ps(hsum8(acc), vscale));
+        }
+    });
 }
 
 #if defined(__AVX512VNNI__) || defined(__AVXVNNI__)
@@ -220,35 +230,27 @@ void attn_tile_i8(const int8_t* qs, const float* qd, const int32_t* qc, size_t q
                   float* mx, float* l, float* o) {
     const int nb = hd / 32;
     const __m256 vscale = _mm256_set1_ps(scale);
-    alignas(32) float s[kAttnTile];
-    for (int r = 0; r < n_rows; r++) {
-        const uint32_t mask = masks[r];
-        if (!mask) continue;
-        const int g0 = first_group(mask), g1 = end_group(mask);
-        for (int g = 0; g < group; g++) {
-            const int qi = r * group + g;
-            const size_t at = size_t(r) * q_stride + size_t(g) * size_t(hd);
-            const int8_t* qr = qs + at;
-            const float* dr = qd + at / 32;
-            const int32_t* cr = qc + at / 32;
-            for (int j0 = g0; j0 < g1; j0 += 8) {
-                __m256 acc = _mm256_setzero_ps();
-                for (int b = 0; b < nb; b++) {
-                    const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qr + 32 * b));
-                    __m256i a[8];
-                    for (int j = 0; j < 8; j++)
-                        a[j] = dpbusd8(_mm256_setzero_si256(),
-                                       _mm256_load_si256(reinterpret_cast<const __m256i*>(kt + (j0 + j) * hd + 32 * b)),
-                                       qv);
-                    const __m256i dot = _mm256_sub_epi32(hsum8_epi32(a), _mm256_set1_epi32(cr[b]));
-                    const __m256 w = _mm256_mul_ps(_mm256_load_ps(kd + b * kAttnTile + j0), _mm256_set1_ps(dr[b]));
-                    acc = _mm256_fmadd_ps(w, _mm256_cvtepi32_ps(dot), acc);
-                }
-                _mm256_store_ps(s + j0, _mm256_mul_ps(acc, vscale));
+    tile_step(n_rows, group, masks, vt, hd, mx, l, o, [&](int r, int g, int g0, int g1, float* s) {
+        const size_t at = size_t(r) * q_stride + size_t(g) * size_t(hd);
+        const int8_t* qr = qs + at;
+        const float* dr = qd + at / 32;
+        const int32_t* cr = qc + at / 32;
+        for (int j0 = g0; j0 < g1; j0 += 8) {
+            __m256 acc = _mm256_setzero_ps();
+            for (int b = 0; b < nb; b++) {
+                const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qr + 32 * b));
+                __m256i a[8];
+                for (int j = 0; j < 8; j++)
+                    a[j] =
+                        dpbusd8(_mm256_setzero_si256(),
+                                _mm256_load_si256(reinterpret_cast<const __m256i*>(kt + (j0 + j) * hd + 32 * b)), qv);
+                const __m256i dot = _mm256_sub_epi32(hsum8_epi32(a), _mm256_set1_epi32(cr[b]));
+                const __m256 w = _mm256_mul_ps(_mm256_load_ps(kd + b * kAttnTile + j0), _mm256_set1_ps(dr[b]));
+                acc = _mm256_fmadd_ps(w, _mm256_cvtepi32_ps(dot), acc);
             }
-            online_step(s, mask, g0, g1, vt, hd, mx[qi], l[qi], o + size_t(qi) * size_t(hd));
+            _mm256_store_ps(s + j0, _mm256_mul_ps(acc, vscale));
         }
-    }
+    });
 }
 #endif
 
