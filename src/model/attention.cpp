@@ -192,7 +192,8 @@ void attention(ThreadPool& pool, const AttnShape& sh, const std::vector<AttnRow>
     TD_ASSERT(sh.n_head % sh.n_head_kv == 0 && sh.n_head / sh.n_head_kv <= 64 && sh.head_dim <= kMaxHeadDim);
     if (rows.empty()) return;
     const int nkv = sh.n_head_kv, hd = sh.head_dim;
-    thread_local QueryI8 qi8;
+    thread_local QueryI8 qi8_buf;
+    QueryI8& qi8 = qi8_buf;  // the caller's, named so that the pool's threads fill this one
     bool any_i8 = false;
     for (const AttnRow& r : rows) any_i8 |= scores_in_integers(r.kv->type_k(), hd);
     if (any_i8) {
@@ -200,9 +201,11 @@ void attention(ThreadPool& pool, const AttnShape& sh, const std::vector<AttnRow>
         qi8.qs.resize(nq * size_t(hd));
         qi8.qd.resize(nq * size_t(hd / 32));
         qi8.qc.resize(nq * size_t(hd / 32));
-        for (size_t i = 0; i < nq; i++)
-            quantize_query_i8(q + i * size_t(hd), hd, qi8.qs.data() + i * size_t(hd),
-                              qi8.qd.data() + i * size_t(hd / 32), qi8.qc.data() + i * size_t(hd / 32));
+        pool.parallel_for(nq, [&](size_t i0, size_t i1, int) {
+            for (size_t i = i0; i < i1; i++)
+                quantize_query_i8(q + i * size_t(hd), hd, qi8.qs.data() + i * size_t(hd),
+                                  qi8.qd.data() + i * size_t(hd / 32), qi8.qc.data() + i * size_t(hd / 32));
+        });
     }
     const Runner run(sh, rows, q, any_i8 ? &qi8 : nullptr);
     const int group = run.group();
