@@ -1539,3 +1539,43 @@ TEST(Engine, PromptPrefixReuseWithWindowOnlyCaches) {
     EXPECT_EQ(cached[1], 0) << "the rings no longer hold the window of position 50";
     EXPECT_EQ(cached[3], int(p.size()) - 1) << "the whole prompt but its last token is reused";
 }
+
+// Recurrent models in the server (issue 29): the next turn of a conversation whose earlier answer comes back
+// different shares the earlier prompt only, which ends further back than the state's rollback window; the slot
+// goes on from the checkpoint at that prompt's end (--ctx-checkpoints) instead of reading it all again, and the
+// tokens are a fresh engine's. Without checkpoints it reads the prompt again.
+TEST(Engine, RecurrentModelResumesTheNextTurnFromACheckpoint) {
+    auto m = Model::load(test::synth_file("tiny-ref-qwen35", "Q8_0"));
+    std::vector<int32_t> p = {1};
+    for (int i = 0; i < 150; i++) p.push_back(int32_t(3 + (i * 37) % 990));
+    auto run = [&](int checkpoints, const std::vector<std::vector<int32_t>>& prompts, std::vector<int>* cached) {
+        EngineParams ep;
+        ep.n_ctx = 512;
+        ep.ctx_checkpoints = checkpoints;
+        Engine e(m, nullptr, ep);
+        std::vector<std::vector<int32_t>> outs;
+        for (const auto& prompt : prompts) {
+            JobRequest r = request(kRecurrentKeep + 8);
+            r.prompt = prompt;
+            auto j = e.submit(r);
+            outs.push_back(drain(*j));
+            EXPECT_EQ(j->finish_reason, "length") << j->error;
+            if (cached) cached->push_back(j->n_cached);
+        }
+        return outs;
+    };
+    const auto first = run(kCtxCheckpoints, {p}, nullptr)[0];
+    ASSERT_FALSE(first.empty());
+    std::vector<int32_t> q = p;  // the earlier answer rendered otherwise, then the user's next message
+    for (int i = 0; i < 30; i++) q.push_back(int32_t(7 + (i * 53 + first[0]) % 990));
+    ASSERT_NE(q[p.size()], first[0]);
+    std::vector<int> cached;
+    const auto turns = run(kCtxCheckpoints, {p, q}, &cached);
+    EXPECT_EQ(turns[0], first);
+    EXPECT_EQ(turns[1], run(kCtxCheckpoints, {q}, nullptr)[0]);
+    ASSERT_EQ(cached.size(), 2u);
+    EXPECT_EQ(cached[1], int(p.size()) - 1) << "the checkpoint at the end of the first prompt's prefill";
+    std::vector<int> none;
+    EXPECT_EQ(run(0, {p, q}, &none)[1], turns[1]);
+    EXPECT_EQ(none[1], 0) << "without checkpoints the prompt is read again";
+}

@@ -745,8 +745,10 @@ TEST(Session, RecurrentStateRollsBackExactly) {
     c.decode(more, false);
     e.decode(more, false);
     expect_same(c, e, "state file");
-    // Rollback depth: single-token passes keep the last kRecurrentKeep positions.
-    Session f(m, {}, pool);
+    // Rollback depth: single-token passes keep the last kRecurrentKeep positions (no checkpoints here).
+    SessionParams no_ckpt;
+    no_ckpt.ctx_checkpoints = 0;
+    Session f(m, no_ckpt, pool);
     f.decode(prompt, false);
     for (int i = 0; i < kRecurrentKeep + 4; i++) f.decode(&more[size_t(i % 3)], 1, false);
     EXPECT_TRUE(f.can_truncate(f.n_past() - kRecurrentKeep));
@@ -757,6 +759,76 @@ TEST(Session, RecurrentStateRollsBackExactly) {
     Session g(m, {}, pool);
     g.decode(prompt, false);
     EXPECT_THROW(g.shift(1, 2), Error);
+}
+
+// Checkpoints (SessionParams::ctx_checkpoints): the state at the end of each prompt pass stays held after it leaves
+// the rollback window; reuse_prefix goes on from the latest one at or before the shared prefix's end, and the
+// continuation equals a session that read the kept tokens from the start. Verification passes and single tokens
+// make none; a rollback drops the later ones; when too many are held, the closest to its neighbours goes.
+TEST(Session, RecurrentCheckpointsResumePromptsExactly) {
+    ThreadPool pool(2);
+    auto m = Model::load(test::synth_file("tiny-ref-qwen35", "Q8_0"));
+    const std::vector<int32_t> p1 = {1, 300, 301, 302, 517, 640, 12, 99}, p2 = {50, 51, 52, 53, 54, 55};
+    const std::vector<int32_t> more = {40, 41, 42};
+    auto steps = [&](Session& s, int n) {
+        for (int i = 0; i < n; i++) s.decode(&more[size_t(i % 3)], 1, false);
+    };
+    SessionParams sp;
+    sp.ctx_checkpoints = 3;
+    Session a(m, sp, pool);
+    a.decode(p1, false);  // a prompt: its end (8) will be a checkpoint
+    a.decode(std::vector<int32_t>{7, 8, 500, 501, 502}, true);  // a verification pass: none
+    steps(a, kRecurrentKeep + 2);
+    const int p2_at = a.n_past();
+    a.decode(p2, false);  // the next turn's prompt: its end too
+    steps(a, kRecurrentKeep + 3);
+    EXPECT_EQ(a.checkpoint_positions(), (std::vector<int>{8, p2_at + int(p2.size())}));
+    EXPECT_TRUE(a.can_truncate(8));
+    EXPECT_FALSE(a.can_truncate(9));
+    EXPECT_FALSE(a.can_truncate(13));  // inside the verification pass, long gone
+    // A prefix that ends between the two checkpoints goes on from the first.
+    const std::vector<int32_t> seen = a.tokens();
+    EXPECT_EQ(a.reuse_prefix(p2_at + 3), 8);
+    EXPECT_TRUE(a.checkpoint_positions().empty());  // 8 is the current state now; the later one was another path's
+    std::vector<int32_t> rest(seen.begin() + 8, seen.begin() + p2_at + 3);
+    a.decode(rest, false);
+    a.decode(more, false);
+    Session b(m, {}, pool);
+    b.decode(p1, false);
+    b.decode(rest, false);
+    b.decode(more, false);
+    double worst = 0;
+    for (int v = 0; v < a.n_vocab(); v++)
+        worst = std::max(worst, double(std::fabs(a.last_logits()[v] - b.last_logits()[v])));
+    std::printf("[ recurrent checkpoint ] resumed at 8, read %zu more: max difference %.2g\n", rest.size(), worst);
+    EXPECT_EQ(worst, 0.0);  // the same passes from the same state
+    // The restored checkpoint is held again once generation moves past the window.
+    steps(a, kRecurrentKeep + 1);
+    EXPECT_EQ(a.checkpoint_positions().front(), 8);
+    // Without checkpoints the same rollback re-reads from the start.
+    SessionParams none;
+    none.ctx_checkpoints = 0;
+    Session c(m, none, pool);
+    c.decode(p1, false);
+    steps(c, kRecurrentKeep + 2);
+    EXPECT_TRUE(c.checkpoint_positions().empty());
+    EXPECT_EQ(c.reuse_prefix(c.n_past() - kRecurrentKeep - 1), 0);
+    // Too many: the held ones stay spread (prompts ending at 8, then 28, 32, 36, 40; 2 held: 8 and the newest).
+    sp.ctx_checkpoints = 2;
+    Session d(m, sp, pool);
+    std::vector<int> ends;
+    d.decode(p1, false);
+    ends.push_back(d.n_past());
+    steps(d, 16);
+    for (int i = 0; i < 4; i++) {
+        d.decode(std::vector<int32_t>{60, 61, 62, 63}, false);
+        ends.push_back(d.n_past());
+    }
+    steps(d, kRecurrentKeep + 2);
+    const std::vector<int> held = d.checkpoint_positions();
+    ASSERT_EQ(held.size(), 2u);
+    EXPECT_EQ(held.back(), ends.back());  // the newest stays
+    EXPECT_EQ(held.front(), ends[0]);  // the one far before the others (16 steps between) stays too
 }
 
 // The delta rule at this CPU's level against its scalar reference, on a state decayed and updated over 12 steps

@@ -18,6 +18,7 @@
 
 #include "tandem/embedding.h"
 #include "tandem/sampling.h"
+#include "tandem/session.h"
 #include "tandem/spec_params.h"
 
 namespace tandem {
@@ -87,6 +88,7 @@ struct EngineParams {
     TensorType type_k = TensorType::F16, type_v = TensorType::F16;
     TensorType type_k_draft = TensorType::F16, type_v_draft = TensorType::F16;
     bool swa_full = false;  // --swa-full: sliding-window layers keep every position (SessionParams::swa_full)
+    int ctx_checkpoints = kCtxCheckpoints;  // -ctxcp (SessionParams::ctx_checkpoints)
     SpecParams spec;  // server defaults (requests may override n_max, n_min, p_min, type)
     // No --spec-type and no -md: a model with a multi-token-prediction block drafts with it (as generate does)
     bool spec_auto_mtp = false;

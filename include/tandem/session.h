@@ -13,6 +13,11 @@ namespace tandem {
 class ThreadPool;
 class Session;
 
+// Prompt ends a recurrent model's session holds for prefix reuse by default (SessionParams::ctx_checkpoints). llama.cpp
+// holds up to 32; each is one recurrent state (50 MiB on Qwen3.5-9B), and the held ones are kept spread over the
+// history (model/recurrent_state.h), so 8 cover a conversation's turns at a quarter of the memory.
+constexpr int kCtxCheckpoints = 8;
+
 struct SessionParams {
     int n_ctx = 0;  // KV cache capacity in tokens; 0 = min(n_ctx_train, 4096)
     int n_layers = 0;  // run only the first n_layers blocks (self-speculation draft); 0 = all
@@ -33,11 +38,17 @@ struct SessionParams {
     // previous pass's last row at q - 1 (a chain of drafts, one token per pass beyond the target), else zeros.
     // Positions are the target's: an MTP session is never shifted or windowed apart from its target.
     Session* mtp_of = nullptr;
+    // Recurrent (Gated DeltaNet) models: prompt ends whose state is held beyond the rollback window
+    // (kRecurrentKeep), as llama.cpp's --ctx-checkpoints: a later prompt whose shared prefix ends further back goes
+    // on from the latest checkpoint before that end (reuse_prefix) instead of from the start. Each costs one
+    // state_bytes(). 0: none. Sessions of other models ignore it.
+    int ctx_checkpoints = kCtxCheckpoints;
 };
 
 // Positions a model with recurrent (Gated DeltaNet) layers can roll back (its state is kept for each of them, and
-// for every row of a verification pass or token tree up to 64 rows): truncating further back than that re-reads
-// the prompt (can_truncate is false), as llama.cpp's recurrent memory does. Context shifts are refused for them.
+// for every row of a verification pass or token tree up to 64 rows): truncating further back than that is
+// possible only to a checkpoint (SessionParams::ctx_checkpoints) or 0, and reuse_prefix takes the latest of those
+// (0: the prompt is re-read, as llama.cpp's recurrent memory without checkpoints). Context shifts are refused.
 constexpr int kRecurrentKeep = 16;
 // Slack of a window-only cache beyond the window: the largest pass (and rollback) it takes, at least n_batch.
 constexpr int kSwaSlack = 512;
@@ -136,8 +147,11 @@ public:
     // swa_full false), when the rows the next token's sliding window sees are still in their rings (a rollback of
     // up to swa_cache_positions() - n_swa + 1 tokens past the furthest position written), or n is 0 or n_past().
     bool can_truncate(int n) const;
-    // A prompt's cached prefix: truncate(keep) when can_truncate(keep), else truncate(0). Returns what was kept.
+    // A prompt's cached prefix: truncate(keep) when can_truncate(keep); else, for a recurrent model, to its latest
+    // held state before keep (a checkpoint), else truncate(0). Returns what was kept.
     int reuse_prefix(int keep);
+    // Recurrent models: the positions of the checkpoints held now (ascending; empty for other models).
+    std::vector<int> checkpoint_positions() const;
     // Rows each sliding-window layer keeps (n_ctx() when every position); 0 without such layers.
     int swa_positions() const { return swa_cap_; }
     // Context shift: forget positions [n_keep, n_keep + n_discard) and move the later ones down by n_discard,
@@ -157,7 +171,7 @@ public:
 
     size_t kv_bytes() const;
     // Bytes of one recurrent state (every Gated DeltaNet layer's convolution window and state matrices; 0 without
-    // such layers); up to kRecurrentKeep + 1 of them are held, more during a verification pass.
+    // such layers); up to kRecurrentKeep + 1 + ctx_checkpoints of them are held, more during a verification pass.
     size_t state_bytes() const;
     // Bytes of K and V rows a token at position `pos` reads: every layer's rows up to it, a sliding-window layer's
     // the last n_swa of them.

@@ -123,7 +123,8 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
             impl_->rec_off[size_t(l)] = rec_floats;
             rec_floats += delta_net_layer_floats(hp);
         }
-    if (rec_floats > 0) impl_->rec = std::make_unique<RecurrentState>(rec_floats, kRecurrentKeep);
+    if (rec_floats > 0)
+        impl_->rec = std::make_unique<RecurrentState>(rec_floats, kRecurrentKeep, std::max(0, params.ctx_checkpoints));
 
     // RoPE tables: one for global layers, one for sliding-window layers when the model has them. phi3's
     // LongRoPE factors: the long ones when this context exceeds the original one (as llama.cpp chooses).
@@ -188,8 +189,10 @@ bool Session::can_truncate(int n) const {
 void Session::truncate(int n) {
     TD_ASSERT(n >= 0 && n <= n_past());
     if (impl_->rec && n != n_past() && !impl_->rec->can_rewind(n))
-        throw Error(strprintf("cannot roll the recurrent state back to %d tokens: it keeps the last %d positions", n,
-                              kRecurrentKeep));
+        throw Error(
+            strprintf("cannot roll the recurrent state back to %d tokens: it keeps the last %d positions "
+                      "and the checkpoints (--ctx-checkpoints) at the ends of earlier prompts",
+                      n, kRecurrentKeep));
     if (!can_truncate(n))
         throw Error(
             strprintf("cannot roll the cache back to %d tokens: its sliding-window layers keep %d positions "
@@ -206,8 +209,13 @@ void Session::truncate(int n) {
 
 int Session::reuse_prefix(int keep) {
     TD_ASSERT(keep >= 0 && keep <= n_past());
+    if (impl_->rec && keep != n_past()) keep = impl_->rec->latest_at_most(keep);
     truncate(can_truncate(keep) ? keep : 0);
     return n_past();
+}
+
+std::vector<int> Session::checkpoint_positions() const {
+    return impl_->rec ? impl_->rec->checkpoint_positions() : std::vector<int>{};
 }
 
 void Session::shift(int n_keep, int n_discard) {

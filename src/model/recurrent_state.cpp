@@ -6,7 +6,8 @@
 
 namespace tandem {
 
-RecurrentState::RecurrentState(size_t floats_per_state, int keep) : n_(floats_per_state), keep_(std::max(1, keep)) {
+RecurrentState::RecurrentState(size_t floats_per_state, int keep, int checkpoints)
+    : n_(floats_per_state), keep_(std::max(1, keep)), max_checkpoints_(std::max(0, checkpoints)) {
     reset();
 }
 
@@ -20,8 +21,10 @@ std::vector<float> RecurrentState::take() {
 void RecurrentState::reset() {
     for (auto& s : hist_) free_.push_back(std::move(s.v));
     for (auto& t : tree_) free_.push_back(std::move(t));
+    for (auto& c : ckpt_) free_.push_back(std::move(c.v));
     hist_.clear();
     tree_.clear();
+    ckpt_.clear();
     tree_base_ = -1;
     std::vector<float> z = take();
     std::fill(z.begin(), z.end(), 0.0f);
@@ -34,9 +37,31 @@ void RecurrentState::assign(int n, const float* state) {
     std::copy_n(state, n_, hist_.back().v.data());
 }
 
+void RecurrentState::add_checkpoint(Snap s) {
+    TD_ASSERT(ckpt_.empty() || ckpt_.back().pos < s.pos);
+    ckpt_.push_back(std::move(s));
+    if (ckpt_.size() <= size_t(max_checkpoints_)) return;
+    // Drop the one (not the newest) whose neighbours are closest together: the held ones stay spread out.
+    size_t drop = 0;
+    int best = -1;
+    for (size_t i = 0; i + 1 < ckpt_.size(); i++) {
+        const int gap = ckpt_[i + 1].pos - (i > 0 ? ckpt_[i - 1].pos : 0);
+        if (best < 0 || gap <= best) best = gap, drop = i;  // ties: the later goes (older prefixes are shared more)
+    }
+    free_.push_back(std::move(ckpt_[drop].v));
+    ckpt_.erase(ckpt_.begin() + std::ptrdiff_t(drop));
+}
+
+std::vector<int> RecurrentState::checkpoint_positions() const {
+    std::vector<int> p;
+    for (const auto& c : ckpt_) p.push_back(c.pos);
+    return p;
+}
+
 void RecurrentState::trim() {
     while (hist_.size() > size_t(keep_) + 1) {
-        free_.push_back(std::move(hist_.front().v));
+        if (hist_.front().checkpoint && max_checkpoints_ > 0) add_checkpoint(std::move(hist_.front()));
+        else free_.push_back(std::move(hist_.front().v));
         hist_.pop_front();
     }
     if (free_.size() > size_t(keep_) + 2) free_.resize(size_t(keep_) + 2);  // what a pass of `keep` rows takes
@@ -86,6 +111,7 @@ void RecurrentState::begin_pass(int n, const int32_t* parents, bool keep_all, st
         out[size_t(t)] = o;
         prev = o;
     }
+    if (n >= 2 && !keep_all) hist_.back().checkpoint = true;  // a prompt pass's end
 }
 
 bool RecurrentState::can_rewind(int n) const {
@@ -96,10 +122,25 @@ bool RecurrentState::can_rewind(int n) const {
             if (tree_parents_[size_t(t)] != t - 1) return false;
         return true;
     }
+    if (n > pos()) return false;
+    for (const auto& c : ckpt_)
+        if (c.pos == n) return true;
     if (n < std::min(pos() - keep_, last_pass_pos0_)) return false;  // the contract, whatever else is still held
     for (const auto& s : hist_)
         if (s.pos == n) return true;
     return false;
+}
+
+int RecurrentState::latest_at_most(int n) const {
+    int best = 0;
+    auto consider = [&](int m) {
+        if (m > best && m <= n && can_rewind(m)) best = m;
+    };
+    for (const auto& c : ckpt_) consider(c.pos);
+    for (const auto& s : hist_) consider(s.pos);
+    if (tree_base_ >= 0)
+        for (int t = 1; t <= int(tree_.size()); t++) consider(tree_base_ + t);
+    return best;
 }
 
 void RecurrentState::rewind(int n) {
@@ -116,14 +157,25 @@ void RecurrentState::rewind(int n) {
             tree_base_ = -1;
         }
     }
+    while (!ckpt_.empty() && ckpt_.back().pos > n) {  // another continuation's
+        free_.push_back(std::move(ckpt_.back().v));
+        ckpt_.pop_back();
+    }
     while (hist_.size() > 1 && hist_.back().pos > n) {
         free_.push_back(std::move(hist_.back().v));
         hist_.pop_back();
     }
-    if (hist_.back().pos != n) {
-        TD_ASSERT(n == 0);
-        reset();
+    if (hist_.back().pos == n) return;
+    if (!ckpt_.empty() && ckpt_.back().pos == n) {  // back to a checkpoint: it becomes the current state
+        for (auto& s : hist_) free_.push_back(std::move(s.v));  // all after it (checkpoints precede hist_)
+        hist_.clear();
+        hist_.push_back(std::move(ckpt_.back()));
+        ckpt_.pop_back();
+        last_pass_pos0_ = n;
+        return;
     }
+    TD_ASSERT(n == 0);
+    reset();
 }
 
 void RecurrentState::keep_path(int base, const std::vector<int32_t>& path) {

@@ -9,6 +9,14 @@
 // A token tree's pass writes each node's state from its parent's; keep_path() keeps the accepted path's as
 // positions and recycles the rest. Passes longer than `keep` rows (prompts) keep only their last `keep` states:
 // the earlier rows run in place on a work buffer.
+//
+// Checkpoints (llama.cpp's --ctx-checkpoints): the state at the end of each prompt pass (a chain of 2 or more rows
+// that is not a verification pass) stays held after it leaves the last `keep` positions, up to `checkpoints` of
+// them, so that a later prompt sharing a prefix that ends further back (the next turn of a conversation whose
+// earlier answer is rendered differently, another request with the same system prompt) goes on from the latest
+// checkpoint at or before the prefix's end instead of from the start. A state becomes a checkpoint by moving its
+// buffer, not copying it. When more are held than allowed, the one whose removal leaves the smallest gap between
+// its neighbours goes (never the newest), so the held ones stay spread over the history.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +28,8 @@ namespace tandem {
 class RecurrentState {
 public:
     // `keep`: the positions before the current one whose states are kept (the furthest rollback), >= 1.
-    RecurrentState(size_t floats_per_state, int keep);
+    // `checkpoints`: prompt ends held beyond them (>= 0).
+    RecurrentState(size_t floats_per_state, int keep, int checkpoints = 0);
 
     // Position of the current state (the number of tokens it has seen).
     int pos() const { return hist_.back().pos; }
@@ -38,9 +47,13 @@ public:
                     std::vector<float*>& out);
 
     // Whether the state after n tokens is held: the current one, one of the last `keep` before it (or back to the
-    // start of the last pass when it kept every row), a pending
-    // tree's chain prefix (rows 0..n-base-1 each the parent of the next), or n == 0 (the zero state).
+    // start of the last pass when it kept every row), a checkpoint, a pending tree's chain prefix (rows
+    // 0..n-base-1 each the parent of the next), or n == 0 (the zero state).
     bool can_rewind(int n) const;
+    // The largest m <= n with can_rewind(m) (0 when no other is held).
+    int latest_at_most(int n) const;
+    // Positions of the checkpoints held now, ascending (tests, logs).
+    std::vector<int> checkpoint_positions() const;
     void rewind(int n);  // requires can_rewind(n)
     // After a tree pass at `base` (== pos() then): the root path path[0..m) (path[0] = 0) becomes positions
     // base + 1 .. base + m; the other nodes' buffers are recycled. After a chain: nothing (path must be 0..m-1).
@@ -54,13 +67,17 @@ private:
     struct Snap {
         int pos;
         std::vector<float> v;
+        bool checkpoint = false;  // the end of a prompt pass: held as a checkpoint when it leaves hist_
     };
     std::vector<float> take();  // a buffer of n_ values (recycled when one is free; contents undefined)
     void settle_tree();  // a pending tree that no keep_path() resolved: its rows are a chain (positions in order)
     void trim();  // at most keep_ + 1 states
+    void add_checkpoint(Snap s);
     size_t n_;
     int keep_;
+    int max_checkpoints_;
     std::deque<Snap> hist_;  // ascending positions, the current state last
+    std::vector<Snap> ckpt_;  // ascending positions, all before hist_'s
     std::vector<std::vector<float>> free_;
     // a tree pass not yet resolved: node t's state in tree_[t]; rows start at tree_base_ (-1: none)
     std::vector<std::vector<float>> tree_;

@@ -221,9 +221,9 @@ Engine::SlotDraft Engine::slot_draft(Slot& s, SpecType type) {
     if (!session) {  // the same setup as generate and bench (make_draft)
         const bool own = type == SpecType::SELF || type == SpecType::MTP;  // the target model's own layers
         const int n_ctx = own || p_.n_ctx_draft <= 0 ? s.target->n_ctx() : p_.n_ctx_draft;
-        DraftSetup d = make_draft(type, target_, own ? nullptr : draft_,
-                                  SessionParams{n_ctx, 0, p_.n_batch, p_.type_k_draft, p_.type_v_draft, p_.swa_full},
-                                  type == SpecType::SELF ? p_.self_draft_layers : 0, pool_, s.target.get());
+        DraftSetup d =
+            make_draft(type, target_, own ? nullptr : draft_, session_params(n_ctx, p_.type_k_draft, p_.type_v_draft),
+                       type == SpecType::SELF ? p_.self_draft_layers : 0, pool_, s.target.get());
         session = std::move(d.session);
         prior = d.cost_prior;
     }

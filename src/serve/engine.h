@@ -171,7 +171,12 @@ private:
     };
     SlotDraft slot_draft(Slot& s, SpecType type);
     SessionParams target_params(int n_ctx) const {  // a slot's target session
-        return SessionParams{n_ctx, 0, p_.n_batch, p_.type_k, p_.type_v, p_.swa_full};
+        return session_params(n_ctx, p_.type_k, p_.type_v);
+    }
+    SessionParams session_params(int n_ctx, TensorType type_k, TensorType type_v) const {  // the slot's sessions'
+        SessionParams sp{n_ctx, 0, p_.n_batch, type_k, type_v, p_.swa_full};
+        sp.ctx_checkpoints = p_.ctx_checkpoints;
+        return sp;
     }
     void embed(Slot& s, std::shared_ptr<Job> job);  // runs an embedding job to the end at once
     void slot_action(Slot& s, std::shared_ptr<Job> job);  // save, restore or erase the slot's cache

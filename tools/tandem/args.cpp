@@ -105,6 +105,11 @@ void add_cache_flags(ArgParser& ap, CacheFlags& f, bool with_draft) {
     ap.flag({"--swa-full"}, "sliding-window layers keep every position (default: the window and one batch)",
             [&f] { f.swa_full = true; });
     if (!with_draft) return;
+    ap.add({"-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"}, "N",
+           strprintf("recurrent models (Qwen3.5, Qwen3-Next): prompt ends whose state is held for prefix reuse, "
+                     "one state each (%d; 0: none)",
+                     kCtxCheckpoints),
+           [&f](const std::string& v) { f.ctx_checkpoints = to_int_in("--ctx-checkpoints", v, 0, 1024); });
     ap.add({"-ctkd", "--cache-type-k-draft", "--spec-draft-type-k"}, "TYPE", "the draft's key cache type (f16)",
            [&f](const std::string& v) { f.type_k_draft = parse_kv_cache_type(v, "-ctkd"); });
     ap.add({"-ctvd", "--cache-type-v-draft", "--spec-draft-type-v"}, "TYPE", "the draft's value cache type (f16)",

@@ -70,6 +70,7 @@ struct CacheFlags {
     TensorType type_k = TensorType::F16, type_v = TensorType::F16;
     TensorType type_k_draft = TensorType::F16, type_v_draft = TensorType::F16;
     bool swa_full = false;  // --swa-full: sliding-window layers keep every position (SessionParams::swa_full)
+    int ctx_checkpoints = kCtxCheckpoints;  // -ctxcp (SessionParams::ctx_checkpoints)
 };
 // with_draft false: only the target's (a command without a draft).
 void add_cache_flags(ArgParser& ap, CacheFlags& f, bool with_draft = true);

@@ -180,6 +180,10 @@ int cmd_generate(int argc, char** argv) {
     auto model = Model::load(o.model);
     auto tok = Tokenizer::from_gguf(model->gguf());
     SessionParams tp{o.n_ctx, 0, o.n_batch, o.cache.type_k, o.cache.type_v, o.cache.swa_full};
+    tp.ctx_checkpoints = o.cache.ctx_checkpoints;
+    SessionParams dp = tp;  // the draft's: its own context and cache types
+    dp.type_k = o.cache.type_k_draft;
+    dp.type_v = o.cache.type_v_draft;
     std::shared_ptr<const Model> draft_model;
     if (o.spec.type == SpecType::DRAFT) draft_model = Model::load(o.sf.draft_model);
     if (tp.n_ctx <= 0) {  // the model's training context, bounded by memory (with the draft's cache)
@@ -201,11 +205,9 @@ int cmd_generate(int argc, char** argv) {
             std::fprintf(stderr, "draft: another vocabulary (%s): it drafts through text, re-tokenized\n",
                          o.spec.vocab_bridge->difference.c_str());
     }
-    DraftSetup ds =
-        make_draft(o.spec.type, model, draft_model,
-                   SessionParams{o.spec.type == SpecType::DRAFT && o.n_ctx_draft > 0 ? o.n_ctx_draft : target.n_ctx(),
-                                 0, o.n_batch, o.cache.type_k_draft, o.cache.type_v_draft, o.cache.swa_full},
-                   o.sf.draft_layers, o.spec.type == SpecType::DRAFT && draft_pool ? *draft_pool : pool, &target);
+    dp.n_ctx = o.spec.type == SpecType::DRAFT && o.n_ctx_draft > 0 ? o.n_ctx_draft : target.n_ctx();
+    DraftSetup ds = make_draft(o.spec.type, model, draft_model, dp, o.sf.draft_layers,
+                               o.spec.type == SpecType::DRAFT && draft_pool ? *draft_pool : pool, &target);
     std::unique_ptr<Session> draft = std::move(ds.session);
     if (draft) std::fprintf(stderr, "%s\n", kv_cache_line("draft", *draft).c_str());
     if (draft) o.spec.draft_cost_prior = ds.cost_prior;

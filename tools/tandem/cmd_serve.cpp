@@ -200,6 +200,7 @@ int cmd_serve(int argc, char** argv) {
     ep.memory_budget = memory_budget_bytes();
     ep.type_k = cache.type_k;
     ep.swa_full = cache.swa_full;
+    ep.ctx_checkpoints = cache.ctx_checkpoints;
     ep.type_v = cache.type_v;
     ep.type_k_draft = cache.type_k_draft;
     ep.type_v_draft = cache.type_v_draft;
