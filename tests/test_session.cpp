@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "cpu/isa.h"
 #include "model/delta_net.h"
+#include "quant/kernels.h"
 #include "tandem/error.h"
 #include "tandem/model.h"
 #include "tandem/sampling.h"
@@ -831,22 +833,26 @@ TEST(Session, RecurrentCheckpointsResumePromptsExactly) {
     EXPECT_EQ(held.front(), ends[0]);  // the one far before the others (16 steps between) stays too
 }
 
-// The delta rule at this CPU's level against its scalar reference, on a state decayed and updated over 12 steps
-// (in place, as a row that keeps no state of its own runs).
+// The delta rule at every level this CPU runs against its scalar reference, on a state decayed and updated over 12
+// steps (in place, as a row that keeps no state of its own runs).
 TEST(Session, DeltaRuleMatchesItsScalarReference) {
-    const int S = 128;
-    std::vector<float> a = test::gaussian(size_t(S) * S, 3, 0.1f), b = a, o1(S), o2(S);
-    for (int step = 0; step < 12; step++) {
-        auto q = test::gaussian(S, 10 + step), k = test::gaussian(S, 40 + step), v = test::gaussian(S, 70 + step);
-        for (auto* x : {&q, &k}) {
-            double ss = 0;
-            for (float f : *x) ss += double(f) * f;
-            for (float& f : *x) f = float(f / std::sqrt(ss + 1e-6));
+    for (const IsaKernels* t : test::all_levels()) {
+        SCOPED_TRACE(cpu_level_name(t->level));
+        const int S = 128;
+        std::vector<float> a = test::gaussian(size_t(S) * S, 3, 0.1f), b = a, o1(S), o2(S);
+        for (int step = 0; step < 12; step++) {
+            auto q = test::gaussian(S, 10 + step), k = test::gaussian(S, 40 + step), v = test::gaussian(S, 70 + step);
+            for (auto* x : {&q, &k}) {
+                double ss = 0;
+                for (float f : *x) ss += double(f) * f;
+                for (float& f : *x) f = float(f / std::sqrt(ss + 1e-6));
+            }
+            const float decay = 0.9f - 0.01f * float(step), beta = 0.3f + 0.02f * float(step);
+            t->delta_rule(a.data(), a.data(), q.data(), k.data(), v.data(), decay, beta, S, o1.data());
+            delta_rule_ref(b.data(), b.data(), q.data(), k.data(), v.data(), decay, beta, S, o2.data());
+            for (int j = 0; j < S; j++)
+                ASSERT_NEAR(o1[size_t(j)], o2[size_t(j)], 1e-4f) << "step " << step << " j " << j;
         }
-        const float decay = 0.9f - 0.01f * float(step), beta = 0.3f + 0.02f * float(step);
-        delta_rule(a.data(), a.data(), q.data(), k.data(), v.data(), decay, beta, S, o1.data());
-        delta_rule_ref(b.data(), b.data(), q.data(), k.data(), v.data(), decay, beta, S, o2.data());
-        for (int j = 0; j < S; j++) ASSERT_NEAR(o1[size_t(j)], o2[size_t(j)], 1e-4f) << "step " << step << " j " << j;
+        for (size_t i = 0; i < a.size(); i++) ASSERT_NEAR(a[i], b[i], 1e-4f) << i;
     }
-    for (size_t i = 0; i < a.size(); i++) ASSERT_NEAR(a[i], b[i], 1e-4f) << i;
 }

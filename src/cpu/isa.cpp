@@ -99,6 +99,7 @@ void fill_scalar_table(IsaKernels& k) {
     k.dot_f32_f16 = dot_f32_f16_ref;
     k.axpy_f16 = axpy_f16_ref;
     k.silu_mul = silu_mul_ref;
+    k.delta_rule = delta_rule_ref;
     k.attn_tile = attn_tile_ref;
     k.quantize_act_rows = quantize_act_rows_ref;
     k.stream_sum = stream_sum_ref;

@@ -31,6 +31,8 @@ struct IsaKernels {
     float (*dot_f32_f16)(const float* a, const uint16_t* b, int64_t n) = nullptr;
     void (*axpy_f16)(float w, const uint16_t* x, float* y, int64_t n) = nullptr;
     void (*silu_mul)(float* gate, const float* up, int64_t n) = nullptr;
+    void (*delta_rule)(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
+                       float beta, int S, float* o) = nullptr;
     // Flash-attention tiles (contracts: quant/kernels.h). attn_tile only for hd % 8 == 0 and hd <= 256 (the
     // wrapper falls back to the reference otherwise); kv_tile_f32 returns false for a type the level leaves to the
     // reference conversion (it may be null at the scalar level).

@@ -12,6 +12,8 @@ float dot_f32(const float* a, const float* b, int64_t n);
 float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
 void axpy_f16(float w, const uint16_t* x, float* y, int64_t n);
 void silu_mul(float* gate, const float* up, int64_t n);
+void delta_rule(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
+                float beta, int S, float* o);
 void attn_tile(const float* q, size_t q_stride, int n_rows, int group, const uint32_t* masks, const float* kt,
                const float* vt, int hd, float scale, float* mx, float* l, float* o);
 bool kv_tile_f32(TensorType t, const uint8_t* const* rows, int np, int hd, float* tile);
@@ -39,6 +41,7 @@ static inline void fill_common(IsaKernels& k) {
     k.dot_f32_f16 = dot_f32_f16;
     k.axpy_f16 = axpy_f16;
     k.silu_mul = silu_mul;
+    k.delta_rule = delta_rule;
     k.attn_tile = attn_tile;
     k.kv_tile_f32 = kv_tile_f32;
     k.matmul_f32_rows = matmul_f32_rows;

@@ -27,41 +27,6 @@ void l2_normalize(float* x, int n, float eps) {
 
 }  // namespace
 
-// The delta rule with the level's dot product (quant/kernels.h dot_f32; the rest vectorises as written).
-void delta_rule(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
-                float beta, int S, float* o) {
-    const float scale = 1.0f / std::sqrt(float(S));
-    for (int j = 0; j < S; j++) {
-        const float* mi = m_in + size_t(j) * size_t(S);
-        float* mo = m_out + size_t(j) * size_t(S);
-        for (int i = 0; i < S; i++) mo[i] = mi[i] * decay;
-        const float d = (v[j] - dot_f32(mo, k, S)) * beta;
-        for (int i = 0; i < S; i++) mo[i] += d * k[i];
-        o[j] = dot_f32(mo, q, S) * scale;
-    }
-}
-
-void delta_rule_ref(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
-                    float beta, int S, float* o) {
-    const float scale = 1.0f / std::sqrt(float(S));
-    for (int j = 0; j < S; j++) {
-        const float* mi = m_in + size_t(j) * size_t(S);
-        float* mo = m_out + size_t(j) * size_t(S);
-        float sk = 0;
-        for (int i = 0; i < S; i++) {
-            mo[i] = mi[i] * decay;
-            sk += mo[i] * k[i];
-        }
-        const float d = (v[j] - sk) * beta;
-        float sq = 0;
-        for (int i = 0; i < S; i++) {
-            mo[i] += d * k[i];
-            sq += mo[i] * q[i];
-        }
-        o[j] = sq * scale;
-    }
-}
-
 size_t delta_net_layer_floats(const HParams& hp) {
     if (!hp.recurrent()) return 0;
     return size_t(hp.ssm_conv - 1) * size_t(hp.ssm_conv_dim()) +

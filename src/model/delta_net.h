@@ -36,12 +36,6 @@ struct DeltaNetScratch {
 // it follows, which precedes it). Rows of several sequences may share the pass: each row's pointers say whose.
 void delta_net_layer(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* x, int n,
                      const float* const* state_in, float* const* state_out, float* out, DeltaNetScratch& s);
-
-// The delta rule for one value head and one row, the layer's inner step: M_in -> M_out (S x S, may alias), o (S)
-// as above; q, k L2-normalised. delta_rule uses the CPU level's dot product, delta_rule_ref is its scalar reference.
-void delta_rule(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
-                float beta, int S, float* o);
-void delta_rule_ref(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
-                    float beta, int S, float* o);
+// Its inner step, the delta rule of one value head over one row: quant/kernels.h delta_rule.
 
 }  // namespace tandem

@@ -18,6 +18,11 @@ float dot_f32(const float* a, const float* b, int64_t n) { return isa().dot_f32(
 float dot_f32_f16(const float* a, const uint16_t* b, int64_t n) { return isa().dot_f32_f16(a, b, n); }
 void axpy_f16(float w, const uint16_t* x, float* y, int64_t n) { isa().axpy_f16(w, x, y, n); }
 void silu_mul(float* gate, const float* up, int64_t n) { isa().silu_mul(gate, up, n); }
+void delta_rule(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
+                float beta, int S, float* o) {
+    if (S % 8 != 0) return delta_rule_ref(m_in, m_out, q, k, v, decay, beta, S, o);
+    isa().delta_rule(m_in, m_out, q, k, v, decay, beta, S, o);
+}
 
 void silu_mul_ref(float* gate, const float* up, int64_t n) {
     for (int64_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
@@ -148,6 +153,27 @@ void attn_tile_i8_ref(const int8_t* qs, const float* qd, const int32_t* qc, size
             }
             online_step_ref(s, mask, vt, hd, mx[qi], l[qi], o + size_t(qi) * size_t(hd));
         }
+    }
+}
+
+void delta_rule_ref(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
+                    float beta, int S, float* o) {
+    const float scale = 1.0f / std::sqrt(float(S));
+    for (int j = 0; j < S; j++) {
+        const float* mi = m_in + size_t(j) * size_t(S);
+        float* mo = m_out + size_t(j) * size_t(S);
+        float sk = 0;
+        for (int i = 0; i < S; i++) {
+            mo[i] = mi[i] * decay;
+            sk += mo[i] * k[i];
+        }
+        const float d = (v[j] - sk) * beta;
+        float sq = 0;
+        for (int i = 0; i < S; i++) {
+            mo[i] += d * k[i];
+            sq += mo[i] * q[i];
+        }
+        o[j] = sq * scale;
     }
 }
 

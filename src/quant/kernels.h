@@ -36,6 +36,19 @@ void axpy_f16_ref(float w, const uint16_t* x, float* y, int64_t n);
 void silu_mul(float* gate, const float* up, int64_t n);
 void silu_mul_ref(float* gate, const float* up, int64_t n);
 
+// The gated delta rule of one value head over one row (Gated DeltaNet, model/delta_net.h): M_in -> M_out (S x S,
+// row j for value dimension j; they may alias) and o (S), with q and k L2-normalised:
+//   M = decay M_in;  d_j = (v_j - M_j . k) beta;  M_out_j = M_j + d_j k;  o_j = (M_out_j . q) / sqrt(S)
+// The reference computes it as written. The SIMD levels read each row of M_in once: a = M_in_j . k and b = M_in_j . q
+// in one pass, then d_j = (v_j - decay a) beta, M_out_j = decay M_in_j + d_j k and o_j = (decay b + d_j (k . q)) /
+// sqrt(S): the same values up to float rounding (one read and one write of the state instead of three and two).
+// A row's arithmetic depends only on its own inputs, so batches and one token at a time agree exactly.
+// S % 8 == 0 at the SIMD levels (the wrapper takes the reference otherwise).
+void delta_rule(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
+                float beta, int S, float* o);
+void delta_rule_ref(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
+                    float beta, int S, float* o);
+
 // Flash-style attention works on tiles of kAttnTile (cpu/isa.h) cached positions of one key/value head
 // (model/attention.h).
 // Converts np <= kAttnTile cached rows of one head (rows[j]: hd elements of type t, a whole number of blocks)

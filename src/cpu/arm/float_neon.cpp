@@ -83,6 +83,38 @@ static inline float32x4_t silu_mul4(float32x4_t g, float32x4_t up) {
 
 // The tail (n % 4 values) goes through the same vector arithmetic in a padded buffer: every value is computed
 // the same way wherever it sits, so a batch of rows equals one row at a time bit for bit.
+// The delta rule (contract: quant/kernels.h delta_rule; S % 8 == 0): four rows of the state at a time, each read
+// once for its dot products with k and q, then written once.
+void delta_rule(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
+                float beta, int S, float* o) {
+    const float kq = dot_f32(k, q, S), scale = 1.0f / sqrtf(float(S));
+    const float32x4_t dv = vdupq_n_f32(decay);
+    for (int j = 0; j < S; j += 4) {
+        const float* mi[4];
+        float32x4_t ak[4], aq[4];
+        for (int r = 0; r < 4; r++) {
+            mi[r] = m_in + size_t(j + r) * size_t(S);
+            ak[r] = aq[r] = vdupq_n_f32(0);
+        }
+        for (int i = 0; i < S; i += 4) {
+            const float32x4_t kv = vld1q_f32(k + i), qv = vld1q_f32(q + i);
+            for (int r = 0; r < 4; r++) {
+                const float32x4_t m = vld1q_f32(mi[r] + i);
+                ak[r] = vfmaq_f32(ak[r], m, kv);
+                aq[r] = vfmaq_f32(aq[r], m, qv);
+            }
+        }
+        for (int r = 0; r < 4; r++) {
+            const float d = (v[j + r] - decay * vaddvq_f32(ak[r])) * beta;
+            o[j + r] = (decay * vaddvq_f32(aq[r]) + d * kq) * scale;
+            const float32x4_t dd = vdupq_n_f32(d);
+            float* mo = m_out + size_t(j + r) * size_t(S);
+            for (int i = 0; i < S; i += 4)
+                vst1q_f32(mo + i, vfmaq_f32(vmulq_f32(dv, vld1q_f32(mi[r] + i)), dd, vld1q_f32(k + i)));
+        }
+    }
+}
+
 void silu_mul(float* gate, const float* up, int64_t n) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) vst1q_f32(gate + i, silu_mul4(vld1q_f32(gate + i), vld1q_f32(up + i)));

@@ -103,6 +103,39 @@ static inline __m256 hsum8(const __m256* v) {
     return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
 }
 
+// The delta rule (contract: quant/kernels.h delta_rule; S % 8 == 0): four rows of the state at a time, each read
+// once for its dot products with k and q (eight sums reduced together), then written once.
+void delta_rule(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
+                float beta, int S, float* o) {
+    const float kq = dot_f32(k, q, S), scale = 1.0f / sqrtf(float(S));
+    const __m256 dv = _mm256_set1_ps(decay);
+    for (int j = 0; j < S; j += 4) {
+        const float* mi[4];
+        __m256 acc[8];
+        for (int r = 0; r < 4; r++) mi[r] = m_in + size_t(j + r) * size_t(S);
+        for (auto& a : acc) a = _mm256_setzero_ps();
+        for (int i = 0; i < S; i += 8) {
+            const __m256 kv = _mm256_loadu_ps(k + i), qv = _mm256_loadu_ps(q + i);
+            for (int r = 0; r < 4; r++) {
+                const __m256 m = _mm256_loadu_ps(mi[r] + i);
+                acc[r] = _mm256_fmadd_ps(m, kv, acc[r]);
+                acc[4 + r] = _mm256_fmadd_ps(m, qv, acc[4 + r]);
+            }
+        }
+        alignas(32) float s[8];
+        _mm256_store_ps(s, hsum8(acc));  // s[r] = M_in_j+r . k, s[4 + r] = M_in_j+r . q
+        for (int r = 0; r < 4; r++) {
+            const float d = (v[j + r] - decay * s[r]) * beta;
+            o[j + r] = (decay * s[4 + r] + d * kq) * scale;
+            const __m256 dd = _mm256_set1_ps(d);
+            float* mo = m_out + size_t(j + r) * size_t(S);
+            for (int i = 0; i < S; i += 8)
+                _mm256_storeu_ps(
+                    mo + i, _mm256_fmadd_ps(dd, _mm256_loadu_ps(k + i), _mm256_mul_ps(dv, _mm256_loadu_ps(mi[r] + i))));
+        }
+    }
+}
+
 // o[0 .. 8*CH) = c * o + sum over the set bits j of mask of p[j] * tile[j][0 .. 8*CH), in increasing j; CH
 // accumulator registers (a compile-time count, so they stay in registers).
 template <int CH>
