@@ -6,18 +6,18 @@
 # built with -DGGML_NATIVE=OFF -DGGML_AVX2=ON, tandem with TANDEM_CPU=avx2), one after the other per file; then
 # tandem's verification passes (--vb) and MTP speculation (glm: its MTP block; random weights, so the drafts are
 # rejected: what it shows is the cost of a round, not acceptance).
-#   LLAMA_BENCH=/path/to/llama-bench MODELS=/tmp/archbench [SHAPES="qwen3.5-9b"] bash bench/moe_archs.sh
+#   LLAMA_BENCH=/path/to/llama-bench MODELS=/tmp/archbench [SHAPES="qwen3.5-9b"] [P=512 VB=1,2,4,8,16] bash bench/moe_archs.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=./build/bin/tandem
 MODELS=${MODELS:-/tmp/archbench}
-P=${P:-128} N=${N:-32} R=${R:-2}
+P=${P:-128} N=${N:-32} R=${R:-2} VB=${VB:-1,2,4,8}
 : "${LLAMA_BENCH:?set LLAMA_BENCH to the llama-bench binary of llama.cpp}"
 mkdir -p "$MODELS"
 for s in ${SHAPES:-glm-4.5-air-6l deepseek-v3-2l qwen3.5-9b qwen3.5-35b-a3b-8l}; do
   f=$MODELS/$s-q4_0.gguf
   [ -f "$f" ] || $T synth "$f" --shape "$s" --type Q4_0
   echo "## $s Q4_0"
-  TANDEM_CPU=avx2 $T bench -m "$f" -p "$P" -n "$N" -r "$R" -t 2 --vb 1,2,4,8
+  TANDEM_CPU=avx2 $T bench -m "$f" -p "$P" -n "$N" -r "$R" -t 2 --vb "$VB"
   "$LLAMA_BENCH" -m "$f" -p "$P" -n "$N" -r "$R" -t 2
 done

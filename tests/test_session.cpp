@@ -758,6 +758,18 @@ TEST(Session, RecurrentStateRollsBackExactly) {
     EXPECT_THROW(f.truncate(f.n_past() - kRecurrentKeep - 1), Error);
     EXPECT_EQ(f.reuse_prefix(f.n_past() - kRecurrentKeep - 1), 0);  // re-read from the start
     EXPECT_TRUE(f.can_truncate(0));
+    // A target's window (kRecurrentKeepTarget): shorter, a verification pass longer than it still rolls back.
+    no_ckpt.recurrent_keep = kRecurrentKeepTarget;
+    Session t(m, no_ckpt, pool);
+    t.decode(prompt, false);
+    for (int i = 0; i < kRecurrentKeepTarget + 2; i++) t.decode(&more[size_t(i % 3)], 1, false);
+    EXPECT_TRUE(t.can_truncate(t.n_past() - kRecurrentKeepTarget));
+    EXPECT_FALSE(t.can_truncate(t.n_past() - kRecurrentKeepTarget - 1));
+    const int base = t.n_past();
+    std::vector<int32_t> drafted(size_t(kRecurrentKeepTarget) * 3, 41);
+    t.decode(drafted, true);
+    EXPECT_TRUE(t.can_truncate(base + 1));
+    t.truncate(base + 1);
     Session g(m, {}, pool);
     g.decode(prompt, false);
     EXPECT_THROW(g.shift(1, 2), Error);

@@ -62,7 +62,9 @@ std::vector<int32_t> run_with(ThreadPool& pool, std::shared_ptr<const Model> tar
                               std::shared_ptr<const Model> draft_model, const std::vector<int32_t>& prompt, int n,
                               const SamplerParams& sp, SpecParams spec, int self_layers = 0, SpecStats* stats = nullptr,
                               int n_ctx = 0, std::shared_ptr<const OutputConstraint> constraint = nullptr) {
-    Session ts(target, SessionParams{n_ctx, 0, 256}, pool);
+    SessionParams tp{n_ctx, 0, 256};
+    tp.recurrent_keep = kRecurrentKeepTarget;  // as generate and serve make a target
+    Session ts(target, tp, pool);
     std::unique_ptr<Session> draft;
     if (spec.type == SpecType::DRAFT)
         draft = std::make_unique<Session>(draft_model, SessionParams{n_ctx, 0, 256}, pool);
@@ -881,7 +883,9 @@ TEST(Speculative, HybridTargetSampledDistributionIsThePlainOne) {
         SpecParams spec = fixed_length(SpecType::DRAFT, 3);
         spec.tree = tree;
         if (tree) spec.tree_min_gain = 0.0;
-        Session ts(target, SessionParams{64, 0, 256}, pool), ds(draft, SessionParams{64, 0, 256}, pool);
+        SessionParams tp{64, 0, 256};
+        tp.recurrent_keep = kRecurrentKeepTarget;  // as generate and serve make a target
+        Session ts(target, tp, pool), ds(draft, SessionParams{64, 0, 256}, pool);
         const long long accepted = expect_sampled_distribution(ts, &ds, prompt, sp, spec, 1500, 3,
                                                                tree ? "qwen35 target, tree" : "qwen35 target, chain");
         EXPECT_GT(accepted, test::statistical_runs(1500).runs / 10) << "too few drafts accepted to say much";

@@ -17,6 +17,17 @@ class Session;
 // holds up to 32; each is one recurrent state (50 MiB on Qwen3.5-9B), and the held ones are kept spread over the
 // history (model/recurrent_state.h), so 8 cover a conversation's turns at a quarter of the memory.
 constexpr int kCtxCheckpoints = 8;
+// Positions a model with recurrent (Gated DeltaNet) layers can roll back by default (SessionParams::recurrent_keep:
+// its state is kept for each of them, and for every row of a verification pass or token tree up to 64 rows):
+// truncating further back than that is possible only to a checkpoint (SessionParams::ctx_checkpoints) or 0, and
+// reuse_prefix takes the latest of those (0: the prompt is re-read, as llama.cpp's recurrent memory without
+// checkpoints). Context shifts are refused. A draft session needs its longest draft (it rolls back each round's
+// drafted tokens, decoded one pass each): 16, the default --draft-max.
+constexpr int kRecurrentKeep = 16;
+// A target's (generate, serve): its verification passes keep every row on their own, so the window only serves a
+// prompt whose shared prefix ends in the last few tokens (the sampled end-of-turn token a template renders
+// otherwise); the checkpoints serve the rest. 12 states fewer than a draft's: 600 MiB per slot on Qwen3.5-9B.
+constexpr int kRecurrentKeepTarget = 4;
 
 struct SessionParams {
     int n_ctx = 0;  // KV cache capacity in tokens; 0 = min(n_ctx_train, 4096)
@@ -38,18 +49,16 @@ struct SessionParams {
     // previous pass's last row at q - 1 (a chain of drafts, one token per pass beyond the target), else zeros.
     // Positions are the target's: an MTP session is never shifted or windowed apart from its target.
     Session* mtp_of = nullptr;
-    // Recurrent (Gated DeltaNet) models: prompt ends whose state is held beyond the rollback window
-    // (kRecurrentKeep), as llama.cpp's --ctx-checkpoints: a later prompt whose shared prefix ends further back goes
+    // Recurrent (Gated DeltaNet) models: the positions before the current one whose state is held (the rollback
+    // window: kRecurrentKeep, kRecurrentKeepTarget), >= 1. Sessions of other models ignore it.
+    int recurrent_keep = kRecurrentKeep;
+    // Recurrent models: prompt ends whose state is held beyond the rollback window (recurrent_keep), as
+    // llama.cpp's --ctx-checkpoints: a later prompt whose shared prefix ends further back goes
     // on from the latest checkpoint before that end (reuse_prefix) instead of from the start. Each costs one
     // state_bytes(). 0: none. Sessions of other models ignore it.
     int ctx_checkpoints = kCtxCheckpoints;
 };
 
-// Positions a model with recurrent (Gated DeltaNet) layers can roll back (its state is kept for each of them, and
-// for every row of a verification pass or token tree up to 64 rows): truncating further back than that is
-// possible only to a checkpoint (SessionParams::ctx_checkpoints) or 0, and reuse_prefix takes the latest of those
-// (0: the prompt is re-read, as llama.cpp's recurrent memory without checkpoints). Context shifts are refused.
-constexpr int kRecurrentKeep = 16;
 // Slack of a window-only cache beyond the window: the largest pass (and rollback) it takes, at least n_batch.
 constexpr int kSwaSlack = 512;
 // Rows a sliding-window layer keeps in a session of this context: n_ctx with swa_full or when a ring would not be
@@ -171,8 +180,11 @@ public:
 
     size_t kv_bytes() const;
     // Bytes of one recurrent state (every Gated DeltaNet layer's convolution window and state matrices; 0 without
-    // such layers); up to kRecurrentKeep + 1 + ctx_checkpoints of them are held, more during a verification pass.
+    // such layers); up to recurrent_keep + 1 + ctx_checkpoints of them are held, more during a verification pass.
     size_t state_bytes() const;
+    // Recurrent-state bytes a pass over n rows moves: each row reads the state it starts from and writes its own
+    // (2 n state_bytes(); 0 without recurrent layers). Beside Model::bytes_per_pass, the cost shape of a pass.
+    double state_bytes_per_pass(int n) const { return 2.0 * double(n) * double(state_bytes()); }
     // Bytes of K and V rows a token at position `pos` reads: every layer's rows up to it, a sliding-window layer's
     // the last n_swa of them.
     size_t kv_bytes_seen(int pos) const;

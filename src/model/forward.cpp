@@ -115,7 +115,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
                       type_name(params.type_k), type_name(params.type_v)));
     impl_ = std::make_unique<Impl>(n_layers_, n_ctx_, hp.n_head_kv * hp.head_dim, hp.head_dim, params.type_k,
                                    params.type_v, rows, hp.mla);
-    // Gated DeltaNet layers: their state, kept for the last kRecurrentKeep positions (model/recurrent_state.h)
+    // Gated DeltaNet layers: their state, kept for the last recurrent_keep positions (model/recurrent_state.h)
     size_t rec_floats = 0;
     impl_->rec_off.assign(size_t(n_layers_), 0);
     for (int l = 0; l < n_layers_; l++)
@@ -124,7 +124,8 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
             rec_floats += delta_net_layer_floats(hp);
         }
     if (rec_floats > 0)
-        impl_->rec = std::make_unique<RecurrentState>(rec_floats, kRecurrentKeep, std::max(0, params.ctx_checkpoints));
+        impl_->rec = std::make_unique<RecurrentState>(rec_floats, std::max(1, params.recurrent_keep),
+                                                      std::max(0, params.ctx_checkpoints));
 
     // RoPE tables: one for global layers, one for sliding-window layers when the model has them. phi3's
     // LongRoPE factors: the long ones when this context exceeds the original one (as llama.cpp chooses).
@@ -192,7 +193,7 @@ void Session::truncate(int n) {
         throw Error(
             strprintf("cannot roll the recurrent state back to %d tokens: it keeps the last %d positions "
                       "and the checkpoints (--ctx-checkpoints) at the ends of earlier prompts",
-                      n, kRecurrentKeep));
+                      n, impl_->rec->keep()));
     if (!can_truncate(n))
         throw Error(
             strprintf("cannot roll the cache back to %d tokens: its sliding-window layers keep %d positions "

@@ -35,6 +35,7 @@ public:
     int pos() const { return hist_.back().pos; }
     const float* current() const { return hist_.back().v.data(); }
     size_t floats() const { return n_; }
+    int keep() const { return keep_; }
 
     // Buffers for a pass of n rows that starts at pos() (a chain: row t follows row t - 1; a tree: row t follows
     // parents[t], row 0 the current state). in[t] is the state row t starts from, out[t] where it writes its own;

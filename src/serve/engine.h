@@ -171,7 +171,9 @@ private:
     };
     SlotDraft slot_draft(Slot& s, SpecType type);
     SessionParams target_params(int n_ctx) const {  // a slot's target session
-        return session_params(n_ctx, p_.type_k, p_.type_v);
+        SessionParams sp = session_params(n_ctx, p_.type_k, p_.type_v);
+        sp.recurrent_keep = kRecurrentKeepTarget;
+        return sp;
     }
     SessionParams session_params(int n_ctx, TensorType type_k, TensorType type_v) const {  // the slot's sessions'
         SessionParams sp{n_ctx, 0, p_.n_batch, type_k, type_v, p_.swa_full};

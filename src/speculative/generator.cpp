@@ -39,12 +39,14 @@ Generator::Impl::Impl(Session& target, Session* draft, const SamplerParams& samp
     if (target.model().hparams().recurrent()) spec_.context_shift = false;
     if (spec_uses(spec_, SpecType::SUFFIX) && !spec_.suffix) spec_.suffix = std::make_shared<SuffixCache>();
     // One draft-length controller per proposer: acceptance and costs are the proposer's own.
+    // The verification-cost shape: an MoE target's pass reads more experts per extra token, a recurrent one's
+    // moves one more state per row (Session::state_bytes_per_pass).
     std::vector<double> shape;
     const Model& tm = target.model();
-    if (tm.hparams().n_expert > 0 && spec_.n_max > 0) {  // MoE target: verification reads more experts per token
+    if ((tm.hparams().n_expert > 0 || target.state_bytes() > 0) && spec_.n_max > 0) {
         shape.assign(size_t(spec_.n_max) + 2, 1.0);
-        const double one = tm.bytes_per_pass(1);
-        for (int n = 2; n <= spec_.n_max + 1; n++) shape[size_t(n)] = tm.bytes_per_pass(n) / one;
+        auto bytes = [&](int n) { return tm.bytes_per_pass(n) + target.state_bytes_per_pass(n); };
+        for (int n = 2; n <= spec_.n_max + 1; n++) shape[size_t(n)] = bytes(n) / bytes(1);
     }
     std::vector<SpecType> types = {spec_.type};
     types.insert(types.end(), spec_.extra.begin(), spec_.extra.end());

@@ -181,9 +181,10 @@ int cmd_generate(int argc, char** argv) {
     auto tok = Tokenizer::from_gguf(model->gguf());
     SessionParams tp{o.n_ctx, 0, o.n_batch, o.cache.type_k, o.cache.type_v, o.cache.swa_full};
     tp.ctx_checkpoints = o.cache.ctx_checkpoints;
-    SessionParams dp = tp;  // the draft's: its own context and cache types
+    SessionParams dp = tp;  // the draft's: its own context, cache types and rollback window
     dp.type_k = o.cache.type_k_draft;
     dp.type_v = o.cache.type_v_draft;
+    tp.recurrent_keep = kRecurrentKeepTarget;
     std::shared_ptr<const Model> draft_model;
     if (o.spec.type == SpecType::DRAFT) draft_model = Model::load(o.sf.draft_model);
     if (tp.n_ctx <= 0) {  // the model's training context, bounded by memory (with the draft's cache)

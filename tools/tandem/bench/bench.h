@@ -100,9 +100,10 @@ double kv_bytes_at(const Session& s, int depth);
 // repetition's rate against the probe run just before it. The bytes of a pass over n tokens are
 // Model::bytes_per_pass(n): the matrices it reads (of an MoE, the experts its tokens select, expected under uniform
 // routing). Sets r.gbps and, when there is one probe per repetition, r.bw_fraction.
-// `kv_bytes` is the KV cache a pass reads (kv_bytes_at), added to the weights' bytes.
+// `other_bytes` is what the pass moves besides the weights: the KV cache it reads (kv_bytes_at) and a recurrent
+// model's states (Session::state_bytes_per_pass).
 void add_bandwidth(const Model& model, Result& r, const std::vector<double>& passes_per_s,
-                   const std::vector<double>& probes, int n_tok, double kv_bytes = 0);
+                   const std::vector<double>& probes, int n_tok, double other_bytes = 0);
 
 // Tokenizer throughput: encode the whole file `reps` times; prints tokens/s and MB/s of the best run.
 int bench_tokenizer(const std::string& vocab_path, const std::string& text_path, int reps, bool json_out);

@@ -149,8 +149,8 @@ void back_to_depth(const ModelBench& b) {
 }
 
 void add_bandwidth(const Model& model, Result& r, const std::vector<double>& passes_per_s,
-                   const std::vector<double>& probes, int n_tok, double kv_bytes) {
-    const double pbytes = model.bytes_per_pass(n_tok) + kv_bytes;
+                   const std::vector<double>& probes, int n_tok, double other_bytes) {
+    const double pbytes = model.bytes_per_pass(n_tok) + other_bytes;
     r.gbps =
         pbytes *
         (r.ts.empty() ? 0

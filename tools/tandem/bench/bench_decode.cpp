@@ -57,7 +57,7 @@ std::vector<Result> bench_generation(const ModelBench& b, const std::vector<int>
         }
         r.attn_share = share / b.reps;
         // the cache read per step: the depth plus half the generated tokens on average
-        add_bandwidth(*b.model, r, r.ts, probes, 1, kv_bytes_at(s, b.depth + n / 2));
+        add_bandwidth(*b.model, r, r.ts, probes, 1, kv_bytes_at(s, b.depth + n / 2) + s.state_bytes_per_pass(1));
         rows.push_back(r);
     }
     return rows;

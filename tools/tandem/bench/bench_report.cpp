@@ -110,9 +110,10 @@ void print_report(const Model& model, const BenchReport& rep) {
         m.file_mib, m.kv_mib, m.file_mib + m.kv_mib);
     if (m.state_mib > 0)
         std::printf(
-            "recurrent state %.1f MiB per position (Gated DeltaNet layers), kept for the last %d positions, "
-            "each row of a verification pass and up to %d prompt ends (--ctx-checkpoints) by a server slot\n",
-            m.state_mib, kRecurrentKeep, kCtxCheckpoints);
+            "recurrent state %.1f MiB per position (Gated DeltaNet layers); a serve or generate target holds it for "
+            "the last %d positions, each row of a verification pass and up to %d prompt ends (--ctx-checkpoints), a "
+            "draft for the last %d\n",
+            m.state_mib, kRecurrentKeepTarget, kCtxCheckpoints, kRecurrentKeep);
     std::printf(
         "memory read bandwidth: %.1f GB/s (%d threads, median of the probes; BW %% compares each repetition with "
         "the probe run just before it); model %s, %s, %.2f GB of weights, %.2f GB read per token; KV cache K %s, "

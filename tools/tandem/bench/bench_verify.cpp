@@ -102,7 +102,8 @@ VerifyCurve bench_verify(const ModelBench& b, const std::vector<int>& vb, bool t
                 rb.push_back(times.rollback[j][i] / times.chain[j1][i]);
             r.rollback_vb1 = median_of(rb);
         }
-        add_bandwidth(*b.model, r, passes, times.probes, ks[j], kv_bytes_at(*b.session, std::max(b.depth, 256)));
+        add_bandwidth(*b.model, r, passes, times.probes, ks[j],
+                      kv_bytes_at(*b.session, std::max(b.depth, 256)) + b.session->state_bytes_per_pass(ks[j]));
         rows.push_back(r);
     };
     for (size_t j = 0; j < ks.size(); j++) {
