@@ -68,21 +68,25 @@ void delta_net_layer(ThreadPool& pool, const HParams& hp, const LayerWeights& L,
         float* const ys[4] = {s.mixed.data(), s.z.data(), s.beta.data(), s.alpha.data()};
         matmul_shared_input(pool, ws, ys, 4, x, n);
     }
-    // The causal convolution, channel by channel (rows in order: each reads the window the row before it wrote).
+    // The causal convolution over a range of channels per thread, rows in order (each reads the window the row
+    // before it wrote; in place when they share a buffer), the channels of a row contiguous in the inner loops.
     pool.parallel_for(size_t(C), [&](size_t c0, size_t c1, int) {
-        for (size_t c = c0; c < c1; c++) {
-            const float* taps = &L.ssm_conv1d[c * size_t(K)];
-            for (size_t t = 0; t < rows; t++) {
-                const float* win = state_in[t];
-                float* wout = state_out[t];
-                const float xt = s.mixed[t * size_t(C) + c];
-                float y = taps[K - 1] * xt;
-                for (int r = 0; r < K - 1; r++) y += taps[r] * win[size_t(r) * size_t(C) + c];
-                s.conv[t * size_t(C) + c] = silu(y);
-                for (int r = 0; r + 1 < K - 1; r++)
-                    wout[size_t(r) * size_t(C) + c] = win[size_t(r + 1) * size_t(C) + c];
-                wout[size_t(K - 2) * size_t(C) + c] = xt;
+        const size_t nc = c1 - c0;
+        for (size_t t = 0; t < rows; t++) {
+            const float* win = state_in[t] + c0;
+            float* wout = state_out[t] + c0;
+            const float* xt = &s.mixed[t * size_t(C) + c0];
+            float* y = &s.conv[t * size_t(C) + c0];
+            for (size_t c = 0; c < nc; c++) {
+                const float* taps = &L.ssm_conv1d[(c0 + c) * size_t(K)];
+                float acc = taps[K - 1] * xt[c];
+                for (int r = 0; r < K - 1; r++) acc += taps[r] * win[size_t(r) * size_t(C) + c];
+                y[c] = acc;
             }
+            for (int r = 0; r + 1 < K - 1; r++)  // the window moves up one row (forward: safe in place)
+                std::copy_n(win + size_t(r + 1) * size_t(C), nc, wout + size_t(r) * size_t(C));
+            std::copy_n(xt, nc, wout + size_t(K - 2) * size_t(C));
+            for (size_t c = 0; c < nc; c++) y[c] = silu(y[c]);
         }
     });
     for (size_t t = 0; t < rows; t++) {
