@@ -233,6 +233,13 @@ INSTANTIATE_TEST_SUITE_P(AllModern, ModernReference,
 // betas, then their alphas), value heads grouped by key head (h / 2, where Qwen3.5 tiles them: h % 2), plain NEOX
 // RoPE, the MoE as qwen35moe. Measured 0.016 (tolerance 0.03); planted: the Qwen3.5 head mapping h % 2 4.04 (96 of 96),
 // beta and alpha read as two plain halves of the fused matrix 4.29 (96).
+// llama4 (F16) — Llama 4's layout: layers 0-2 chunked attention with NORM RoPE and their q/k heads RMS-normed
+// without a weight after it, layer 3 global without RoPE; MoE in layers 1 and 3 (8 experts, the top 1 by logit,
+// weighted by its sigmoid on the expert's input, beside a shared expert), dense FFNs in 0 and 2. Measured 0.0020
+// (tolerance 0.01); the depth reference (`DepthReference`, 8300 positions) 0.0018. Planted: the q/k L2 norm left out
+// 0.82 (96 of 96 steps; depth 0.92), the expert weight after the FFN 0.40 (96; depth 0.25), and at depth only (the
+// steps of this test stay inside the first chunk): the chunk starting one position early 0.94, the temperature in
+// every layer 0.25.
 class ArchReference : public ::testing::TestWithParam<ModernCase> {};
 
 // Prints the agreement and holds it to the case: largest deviation under tol, at most argmax_misses, and at least
@@ -275,7 +282,8 @@ INSTANTIATE_TEST_SUITE_P(AllArch, ArchReference,
                                            ModernCase{"tiny-ref-deepseek2-f16", 0.01, 0.1, 0},
                                            ModernCase{"tiny-ref-qwen35-f16", 0.01, 0.1, 0},
                                            ModernCase{"tiny-ref-qwen35moe-f16", 0.03, 0.1, 0},
-                                           ModernCase{"tiny-ref-qwen3next-f16", 0.03, 0.1, 0}),
+                                           ModernCase{"tiny-ref-qwen3next-f16", 0.03, 0.1, 0},
+                                           ModernCase{"tiny-ref-llama4-f16", 0.01, 0.1, 0}),
                          case_name);
 
 // tests/data/reference-arch/tiny-ref-glm4moe-q8_0.mtp.json: llama.cpp's multi-token-prediction block (its
@@ -340,12 +348,15 @@ INSTANTIATE_TEST_SUITE_P(AllMtp, MtpReference,
 // RoPE at large positions and smollm3's NoPE layer over the whole context. Measured (tandem @ 2026-12-02, avx512vnni):
 // 4096 f16 0.041, q8_0 0.066; 16384 f16 0.028, q8_0 0.073; every argmax with a margin over 0.1 agreeing. Planted:
 // the split-K merge not rescaling a partial sum moves them to 0.35-0.53 with argmax misses.
+// tiny-ref-llama4 (F16) at 8300: its chunked layers see only positions from 8192 on, and its NoPE layer's queries
+// carry the temperature 1 + 0.1 ln 2 there (llama.cpp fixes the chunk and the span at 8192).
 struct DepthCase {
+    const char* model;  // a reference case's name: tiny-ref-smollm3-q8_0 -> shape tiny-ref-smollm3, type Q8_0
     int depth;
     const char* cache;
 };
 
-void PrintTo(const DepthCase& c, std::ostream* os) { *os << c.depth << " " << c.cache; }
+void PrintTo(const DepthCase& c, std::ostream* os) { *os << c.model << " " << c.depth << " " << c.cache; }
 
 class DepthReference : public ::testing::TestWithParam<DepthCase> {};
 
@@ -356,9 +367,9 @@ TEST_P(DepthReference, StepsAfterALongPromptMatch) {
     if (c.depth > 4096) GTEST_SKIP() << "16384 positions under ASan: run by the release suite (scripts/test.sh)";
 #endif
     ThreadPool pool(2);
-    auto model = Model::load(test::synth_file("tiny-ref-smollm3", "Q8_0"));
-    const std::string file = strprintf("%s/tests/data/reference-depth/tiny-ref-smollm3-q8_0.d%d.%s.json",
-                                       TANDEM_SOURCE_DIR, c.depth, c.cache);
+    auto model = Model::load(synth_of(c.model));
+    const std::string file =
+        strprintf("%s/tests/data/reference-depth/%s.d%d.%s.json", TANDEM_SOURCE_DIR, c.model, c.depth, c.cache);
     const json ref = json::parse(test::read_file(file));
     ASSERT_EQ(ref["depth"], c.depth);
     const TensorType kv = std::string(c.cache) == "q8_0" ? TensorType::Q8_0 : TensorType::F16;
@@ -385,13 +396,19 @@ TEST_P(DepthReference, StepsAfterALongPromptMatch) {
         misses += argmax(lg, s.n_vocab()) != steps[i]["id"].get<int32_t>();
     }
     std::printf(
-        "[ depth %d, %s cache ] largest top-5 logit deviation from llama.cpp: %.4f; argmax agrees at %d of %d\n",
-        c.depth, c.cache, max_dev, checked - misses, checked);
+        "[ %s, depth %d, %s cache ] largest top-5 logit deviation from llama.cpp: %.4f; argmax agrees at %d of %d\n",
+        c.model, c.depth, c.cache, max_dev, checked - misses, checked);
     EXPECT_EQ(misses, 0);
     EXPECT_LT(max_dev, 0.1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Depths, DepthReference,
-                         ::testing::Values(DepthCase{4096, "f16"}, DepthCase{4096, "q8_0"}, DepthCase{16384, "f16"},
-                                           DepthCase{16384, "q8_0"}),
-                         [](const auto& info) { return std::to_string(info.param.depth) + "_" + info.param.cache; });
+                         ::testing::Values(DepthCase{"tiny-ref-smollm3-q8_0", 4096, "f16"},
+                                           DepthCase{"tiny-ref-smollm3-q8_0", 4096, "q8_0"},
+                                           DepthCase{"tiny-ref-smollm3-q8_0", 16384, "f16"},
+                                           DepthCase{"tiny-ref-smollm3-q8_0", 16384, "q8_0"},
+                                           DepthCase{"tiny-ref-llama4-f16", 8300, "f16"}),
+                         [](const auto& info) {
+                             std::string m = std::string(info.param.model) == "tiny-ref-smollm3-q8_0" ? "" : "llama4_";
+                             return m + std::to_string(info.param.depth) + "_" + info.param.cache;
+                         });

@@ -133,28 +133,38 @@ TEST(Tokenizer, Glm4HasNoBos) {
     EXPECT_EQ(show(glm->encode(text, true, false)), show(llama->encode(text, false, false)));
 }
 
-// A pre-tokenizer without a vocab file of its own: DeepSeek V3/R1's ("deepseek-v3") on the deepseek-llm vocabulary
-// with only tokenizer.ggml.pre renamed. The expected ids come from llama.cpp's llama-tokenize on the same renamed
-// file (scripts/make-pretokenizer-vectors.py); the default split gets most of them wrong.
-TEST(Tokenizer, DeepSeekV3PreTokenizerMatchesLlamaCpp) {
-    const std::string src = test::shared_file("tokenizer-tests/ggml-vocab-deepseek-llm.gguf");
+// Pre-tokenizers without a vocab file of their own, on a shared vocabulary with only tokenizer.ggml.pre renamed:
+// DeepSeek V3/R1's ("deepseek-v3") on deepseek-llm's, Llama 4's ("llama4", llama.cpp's GPT-4o split) on
+// llama-bpe's. The expected ids come from llama.cpp's llama-tokenize on the same renamed file
+// (scripts/make-pretokenizer-vectors.py); the default split gets many of them wrong.
+struct PreCase {
+    const char* pre;
+    const char* vocab;
+};
+void PrintTo(const PreCase& c, std::ostream* os) { *os << c.pre; }
+class PreTokenizerVectors : public ::testing::TestWithParam<PreCase> {};
+
+TEST_P(PreTokenizerVectors, MatchLlamaCpp) {
+    const PreCase c = GetParam();
+    const std::string src = test::shared_file(std::string("tokenizer-tests/") + c.vocab);
     auto f = GgufFile::open(src);
-    const std::string path = test::temp_dir() + "/ggml-vocab-deepseek-v3.gguf";
+    const std::string path = test::temp_dir() + "/ggml-vocab-" + c.pre + ".gguf";
     {
         GgufWriter w;
         for (const auto& [k, v] : f->metadata()) w.set(k, v);
-        w.set("tokenizer.ggml.pre", GgufValue::of_str("deepseek-v3"));
+        w.set("tokenizer.ggml.pre", GgufValue::of_str(c.pre));
         w.begin(path);
         w.finish();
     }
     auto tok = Tokenizer::from_gguf(*GgufFile::open(path));
-    EXPECT_EQ(tok->pre_name(), "deepseek-v3");
-    auto vectors = load_vectors("ggml-vocab-deepseek-llm.gguf");
-    std::istringstream want(test::read_file(std::string(TANDEM_SOURCE_DIR) + "/tests/data/tokenizer/deepseek-v3.out"));
+    EXPECT_EQ(tok->pre_name(), c.pre);
+    auto vectors = load_vectors(c.vocab);
+    std::istringstream want(
+        test::read_file(std::string(TANDEM_SOURCE_DIR) + "/tests/data/tokenizer/" + c.pre + ".out"));
     std::string line;
     int n_ok = 0, n = 0;
     for (const auto& v : vectors) {
-        ASSERT_TRUE(std::getline(want, line)) << "deepseek-v3.out has fewer lines than the test strings";
+        ASSERT_TRUE(std::getline(want, line)) << c.pre << ".out has fewer lines than the test strings";
         std::vector<int32_t> ids;
         std::istringstream ls(line);
         for (int32_t id; ls >> id;) ids.push_back(id);
@@ -164,5 +174,15 @@ TEST(Tokenizer, DeepSeekV3PreTokenizerMatchesLlamaCpp) {
         n_ok += got == ids;
         n++;
     }
-    std::printf("[ deepseek-v3 ] %d/%d vectors exact\n", n_ok, n);
+    std::printf("[ %s ] %d/%d vectors exact\n", c.pre, n_ok, n);
 }
+
+INSTANTIATE_TEST_SUITE_P(Renamed, PreTokenizerVectors,
+                         ::testing::Values(PreCase{"deepseek-v3", "ggml-vocab-deepseek-llm.gguf"},
+                                           PreCase{"llama4", "ggml-vocab-llama-bpe.gguf"}),
+                         [](const auto& info) {
+                             std::string n = info.param.pre;
+                             for (char& ch : n)
+                                 if (ch == '-') ch = '_';
+                             return n;
+                         });

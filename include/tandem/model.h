@@ -30,7 +30,8 @@ enum class Arch {
     DEEPSEEK2,
     QWEN35,
     QWEN35MOE,
-    QWEN3NEXT
+    QWEN3NEXT,
+    LLAMA4
 };
 const char* arch_name(Arch a);
 struct HParams;
@@ -85,9 +86,16 @@ struct HParams {
     float logit_softcap = 0;  // logits = c * tanh(logits / c) when > 0
     float residual_scale = 1.0f;  // granite: the attention and FFN outputs are multiplied by this before each add
     float logit_scale = 1.0f;  // granite: logits are divided by this
-    // mistral3 (Llama 4's attention temperature): q at position p is multiplied by
-    // 1 + attn_temp_scale * ln(floor(p / n_ctx_orig) + 1) when != 0 (1 within the original context)
+    // Attention temperature (mistral3, llama4): q at position p is multiplied by
+    // 1 + attn_temp_scale * ln(floor((p + attn_temp_offset) / attn_temp_span) + 1) when attn_temp_scale != 0 (1 within
+    // the first span): mistral3 in every layer with span n_ctx_orig and offset 0; llama4 in its NoPE layers only
+    // (attn_temp_nope_only) with span 8192 and offset 1, as llama.cpp.
     float attn_temp_scale = 0;
+    int attn_temp_span = 0;
+    float attn_temp_offset = 0;
+    bool attn_temp_nope_only = false;
+    // llama4: each q and k head RMS-normed without a weight after RoPE (Llama4TextL2Norm), in the RoPE layers
+    bool qk_l2_norm = false;
 
     // Multi-head latent attention (deepseek2: DeepSeek V2/V3/R1, Kimi K2), with the up-projections absorbed: the
     // cache holds one row per token, [rmsnorm(latent) * kv_a_norm (n_lora_kv) | roped k_pe (n_rot)], as K and V
@@ -115,8 +123,10 @@ struct HParams {
     bool attn_gate = false;
 
     // Sliding-window attention: layers with LayerWeights::swa see only the last n_swa positions (key j is hidden
-    // from query i when i - j >= n_swa), and use their own RoPE base/scale.
+    // from query i when i - j >= n_swa), and use their own RoPE base/scale. swa_chunked (llama4's chunked
+    // attention): they see only their chunk instead, key j hidden from query i when j < floor(i / n_swa) * n_swa.
     int n_swa = 0;
+    bool swa_chunked = false;
     float rope_theta_swa = 10000.0f;
     float rope_freq_scale_swa = 1.0f;
 
@@ -132,6 +142,8 @@ struct HParams {
     FfnAct ffn_act = FfnAct::SILU;
     int n_expert = 0;  // > 0: the FFN is a mixture of experts (in every layer but the first n_layer_dense_lead)
     int n_layer_dense_lead = 0;  // glm4moe, DeepSeek: the first layers have a dense FFN of n_ff
+    int n_moe_layer_step = 0;  // llama4: only layers with (i + 1) % step == 0 are MoE, the others dense (0: all)
+    bool moe_weight_before_ffn = false;  // llama4: each expert runs on its weight times the input, outputs summed
     int n_expert_shared = 0;  // shared experts beside the routed ones: one dense FFN of n_ff_exp * this (glm4moe)
     int n_ff_shexp =
         0;  // the shared FFN's hidden size when the file gives it (qwen35moe); 0: n_ff_exp * n_expert_shared

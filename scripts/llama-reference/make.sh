@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates tests/data/reference-arch/: llama.cpp's teacher-forcing references on the tiny-ref-* models that
 # `tandem synth` writes (seed 1, Q8_0), and tests/data/reference-depth/: the steps after a 4096- and a 16384-token
-# prompt on tiny-ref-smollm3 with F16 and Q8_0 KV caches. llama.cpp is built outside the repository, from the source in the npm
+# prompt on tiny-ref-smollm3 with F16 and Q8_0 KV caches, and after an 8300-token one on tiny-ref-llama4. llama.cpp is built outside the repository, from the source in the npm
 # package node-llama-cpp@3.22.1 (llama.cpp 2026-09, commit de3ff815), or from $LLAMA_CPP_SRC. Its CPU backend is
 # built for AVX2 (not -march=native: on a CPU with AMX, ggml's AMX Q8_0 kernel crashed in this container), so the
 # references do not depend on the machine that made them.
@@ -37,7 +37,7 @@ PROMPTS=("Once upon a time" "The capital of France is" "def fibonacci(n):")
 # Q8_0 files, and the MoE models with a choice bias in F16: with 8-bit activations their routers' near-ties flip
 # in one engine or the other at a few steps in a hundred (moving them by up to ~2); in F16 both engines agree to
 # ~0.003 everywhere, a far tighter test.
-for case in smollm3:q8_0 granite:q8_0 olmo2:q8_0 mistral3:q8_0 glm4moe:f16 deepseek2:f16 qwen35:f16 qwen35moe:f16 qwen3next:f16; do
+for case in smollm3:q8_0 granite:q8_0 olmo2:q8_0 mistral3:q8_0 glm4moe:f16 deepseek2:f16 qwen35:f16 qwen35moe:f16 qwen3next:f16 llama4:f16; do
   arch=${case%%:*} type=${case##*:}
   model=$WORK/tiny-ref-$arch-$type.gguf
   "$TANDEM_BIN" synth "$model" --shape tiny-ref-$arch --type "${type^^}" --seed 1
@@ -57,3 +57,6 @@ for d in 4096 16384; do
     echo "wrote $DEPTH/tiny-ref-smollm3-q8_0.d$d.$c.json"
   done
 done
+# Llama 4 past its first chunk of 8192 positions (chunked attention, the NoPE layer's temperature)
+"$WORK/reference_logits" "$WORK/tiny-ref-llama4-f16.gguf" --depth 8300 --cache f16 8 > "$DEPTH/tiny-ref-llama4-f16.d8300.f16.json"
+echo "wrote $DEPTH/tiny-ref-llama4-f16.d8300.f16.json"

@@ -60,7 +60,10 @@ void moe_select(const HParams& hp, const float* logits, const float* choice_bias
         for (int e = 0; e < ne; e++) sum += std::exp(double(logits[e]) - mx);
         for (int e = 0; e < ne; e++) prob[size_t(e)] = float(std::exp(double(logits[e]) - mx) / sum);
     }
-    score = prob;
+    // llama4 (weights on the experts' input) chooses by the logits themselves, as llama.cpp: the same order as
+    // their sigmoids, save where those round to equal values
+    if (hp.moe_weight_before_ffn) score.assign(logits, logits + ne);
+    else score = prob;
     if (choice_bias)
         for (int e = 0; e < ne; e++) score[size_t(e)] += choice_bias[e];
     // Group-limited routing (DeepSeek V3): a group's score is the sum of its two best scores; the experts of all but
@@ -158,7 +161,10 @@ void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, con
         used.push_back(e);
         off.push_back(int(order.size()));
         for (int tj : rows_of[size_t(e)]) {
-            std::copy_n(xn + size_t(tj / k) * E, E, &s.xs[order.size() * E]);
+            float* xe = &s.xs[order.size() * E];
+            std::copy_n(xn + size_t(tj / k) * E, E, xe);
+            if (hp.moe_weight_before_ffn)  // llama4: the expert runs on its weight times the input
+                for (int c = 0; c < E; c++) xe[c] *= s.sel_w[size_t(tj)];
             order.push_back(tj);
         }
     }
@@ -203,7 +209,7 @@ void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, con
         const float* b = L.exp_down_b.empty() ? nullptr : &L.exp_down_b[size_t(used[u]) * E];
         for (int i = off[u]; i < off[u + 1]; i++) {
             const int tj = order[size_t(i)];
-            const float w = s.sel_w[size_t(tj)];
+            const float w = hp.moe_weight_before_ffn ? 1.0f : s.sel_w[size_t(tj)];
             float* o = out + size_t(tj / k) * E;
             const float* di = d + size_t(i) * E;
             for (int c = 0; c < E; c++) o[c] += w * (di[c] + (b ? b[c] : 0.0f));

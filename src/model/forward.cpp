@@ -5,10 +5,12 @@
 //   xn = rmsnorm(x) * attn_norm                               [olmo2: no pre-norms, xn = x]
 //   q = xn Wq^T (+bq), k = xn Wk^T (+bk), v = xn Wv^T (+bv)  q: (n, n_head*hd), k, v: (n, n_head_kv*hd)
 //   [QK-norm: each head of q, k = rmsnorm(head) * q_norm / k_norm; olmo2: the whole q and k vectors]
-//   rope(q, k) (the layer's table: global or sliding-window; smollm3's NoPE layers: none); append k, v to the cache
-//   [mistral3: q *= 1 + attn_temp_scale ln(floor(pos / n_ctx_orig) + 1)]
+//   rope(q, k) (the layer's table: global or sliding-window; smollm3's, llama4's NoPE layers: none)
+//   [llama4's RoPE layers: each q, k head = rmsnorm(head), no weight]; append k, v to the cache
+//   [mistral3, llama4's NoPE layers: q *= 1 + attn_temp_scale ln(floor((pos + offset) / span) + 1)]
 //   att = causal softmax(q_scale q k^T [+ sink]) v           att: (n, n_head*hd), grouped-query heads share k/v;
 //                                                            a sliding-window layer sees the last n_swa positions
+//                                                            (llama4: its chunk of n_swa, swa_first_visible)
 //   a = att Wo^T (+bo)                                        [gemma3, olmo2: a = rmsnorm(a) * post_attn_norm]
 //   x += residual_scale a                                     [residual_scale: granite's, else 1]
 //   xn = rmsnorm(x) * ffn_norm (gpt-oss: post_attn_norm; olmo2: xn = x)
@@ -166,7 +168,8 @@ size_t Session::kv_bytes_seen(int pos) const {
     size_t rows = 0;
     for (int l = 0; l < n_layers_; l++)
         if (!model_->layer(layer0_ + l).recurrent)
-            rows += size_t(model_->layer(layer0_ + l).swa ? std::min(pos + 1, hp.n_swa) : pos + 1);
+            rows +=
+                size_t(model_->layer(layer0_ + l).swa ? pos + 1 - std::max(0, swa_first_visible(hp, pos)) : pos + 1);
     return rows * (impl_->kv.row_bytes_k() + impl_->kv.row_bytes_v());
 }
 double Session::attention_seconds() const { return impl_->attn_s; }
@@ -411,7 +414,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     std::vector<AttnRow> attn_rows[2];
     for (int w = 0; w < (hp.n_swa > 0 ? 2 : 1); w++)
         for (const Row& r : rows) {
-            const int lo = w ? std::max({0, r.pos - hp.n_swa + 1, r.s->swa_lost_}) : 0;
+            const int lo = w ? std::max({0, swa_first_visible(hp, r.pos), r.s->swa_lost_}) : 0;
             TD_ASSERT(!w || lo >= r.s->swa_from_);
             attn_rows[w].push_back({&r.s->impl_->kv, r.pos, lo, r.pos0, r.tail.empty() ? nullptr : r.tail.data()});
         }
@@ -515,9 +518,17 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                 for (int h = 0; h < nh; h++) rope_head(q + h * hd + ro, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
                 for (int h = 0; h < nkv; h++) rope_head(k + h * hd + ro, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
             }
-            if (hp.attn_temp_scale != 0.0f) {  // mistral3: sharper attention beyond each original context length
-                const int pos = rows[size_t(t)].pos, span = hp.n_ctx_orig > 0 ? hp.n_ctx_orig : hp.n_ctx_train;
-                const float f = 1.0f + hp.attn_temp_scale * std::log(float(pos / span) + 1.0f);
+            if (L.rope && hp.qk_l2_norm) {  // llama4: each head RMS-normed, no weight, after RoPE
+                for (int h = 0; h < nh; h++) rmsnorm(q + h * hd, nullptr, q + h * hd, hd, hp.rms_eps);
+                for (int h = 0; h < nkv; h++) rmsnorm(k + h * hd, nullptr, k + h * hd, hd, hp.rms_eps);
+            }
+            if (hp.attn_temp_scale != 0.0f && !(hp.attn_temp_nope_only && L.rope)) {
+                // mistral3, llama4's NoPE layers: sharper attention beyond each span of positions
+                const int pos = rows[size_t(t)].pos;
+                const int span = hp.attn_temp_span > 0 ? hp.attn_temp_span : hp.n_ctx_train;
+                const float f =
+                    1.0f +
+                    hp.attn_temp_scale * std::log(std::floor((float(pos) + hp.attn_temp_offset) / float(span)) + 1.0f);
                 if (f != 1.0f)
                     for (int i = 0; i < qd; i++) q[i] *= f;
             }

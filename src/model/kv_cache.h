@@ -23,6 +23,12 @@ namespace tandem {
 // swa_cache_positions() for a sliding-window layer. What Session gives KvCache and kv_cache_bytes counts.
 std::vector<int> kv_layer_rows(const Model& m, const SessionParams& p, int n_ctx);
 
+// The first position a sliding-window layer's query at `pos` sees: pos - n_swa + 1, or its chunk's start
+// (floor(pos / n_swa) * n_swa, llama4's chunked attention); either may be below 0 (then 0).
+inline int swa_first_visible(const HParams& hp, int pos) {
+    return hp.swa_chunked ? pos / hp.n_swa * hp.n_swa : pos - hp.n_swa + 1;
+}
+
 class KvCache {
 public:
     // Requires kv_cache_type_supported(tk / tv) and kv_dim % head_dim == 0; throws tandem::Error when a block

@@ -30,7 +30,7 @@ constexpr ArchName kArchs[] = {
     {Arch::GPT_OSS, "gpt-oss"},     {Arch::SMOLLM3, "smollm3"},   {Arch::GRANITE, "granite"},
     {Arch::OLMO2, "olmo2"},         {Arch::MISTRAL3, "mistral3"}, {Arch::GLM4MOE, "glm4moe"},
     {Arch::DEEPSEEK2, "deepseek2"}, {Arch::QWEN35, "qwen35"},     {Arch::QWEN35MOE, "qwen35moe"},
-    {Arch::QWEN3NEXT, "qwen3next"},
+    {Arch::QWEN3NEXT, "qwen3next"}, {Arch::LLAMA4, "llama4"},
 };
 }  // namespace
 
@@ -60,9 +60,13 @@ std::string describe_features(const HParams& hp) {
     if (hp.residual_scale != 1.0f) add(strprintf("residual x %g", hp.residual_scale));
     if (hp.logit_scale != 1.0f) add(strprintf("logits / %g", hp.logit_scale));
     if (hp.attn_temp_scale != 0.0f)
-        add(strprintf("attention temperature %g beyond each %d positions", hp.attn_temp_scale, hp.n_ctx_orig));
+        add(strprintf("attention temperature %g beyond each %d positions%s", hp.attn_temp_scale, hp.attn_temp_span,
+                      hp.attn_temp_nope_only ? " (NoPE layers)" : ""));
+    if (hp.qk_l2_norm) add("QK L2-norm after RoPE");
     if (hp.has_attn_sinks) add("attention sinks");
-    if (hp.n_swa > 0) add(strprintf("sliding window %d (base %g)", hp.n_swa, hp.rope_theta_swa));
+    if (hp.n_swa > 0)
+        add(strprintf("%s %d (base %g)", hp.swa_chunked ? "chunked attention" : "sliding window", hp.n_swa,
+                      hp.rope_theta_swa));
     if (hp.embd_scale != 1.0f) add(strprintf("embeddings x %g", hp.embd_scale));
     if (hp.logit_softcap > 0) add(strprintf("logit softcap %g", hp.logit_softcap));
     add(hp.ffn_act == FfnAct::SILU ? "SwiGLU" : hp.ffn_act == FfnAct::GELU_TANH ? "GEGLU" : "clamped SwiGLU-OAI");
@@ -75,6 +79,8 @@ std::string describe_features(const HParams& hp) {
         if (hp.expert_weights_scale != 0.0f) add(strprintf("expert weights x %g", hp.expert_weights_scale));
         if (hp.n_expert_shared > 0) add(strprintf("%d shared expert(s)", hp.n_expert_shared));
         if (hp.n_layer_dense_lead > 0) add(strprintf("first %d layer(s) dense", hp.n_layer_dense_lead));
+        if (hp.n_moe_layer_step > 1) add(strprintf("MoE every %d layers", hp.n_moe_layer_step));
+        if (hp.moe_weight_before_ffn) add("expert weight on the input");
         if (hp.n_expert_groups > 1) add(strprintf("%d of %d expert groups", hp.n_group_used, hp.n_expert_groups));
     }
     if (hp.recurrent())
@@ -285,10 +291,10 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         hp.yarn_beta_fast = L.opt_float("rope.scaling.yarn_beta_fast", 32.0f);
         hp.yarn_beta_slow = L.opt_float("rope.scaling.yarn_beta_slow", 1.0f);
     }
-    hp.rope_style =
-        A == Arch::LLAMA || A == Arch::SMOLLM3 || A == Arch::GRANITE || A == Arch::MISTRAL3 || A == Arch::DEEPSEEK2
-            ? RopeStyle::NORM
-            : RopeStyle::NEOX;
+    hp.rope_style = A == Arch::LLAMA || A == Arch::SMOLLM3 || A == Arch::GRANITE || A == Arch::MISTRAL3 ||
+                            A == Arch::DEEPSEEK2 || A == Arch::LLAMA4
+                        ? RopeStyle::NORM
+                        : RopeStyle::NEOX;
     hp.has_qk_norm = A == Arch::QWEN3 || A == Arch::QWEN3MOE || A == Arch::GEMMA3 || A == Arch::OLMO2 || q35 ||
                      (A == Arch::GLM4MOE && L.has("blk.0.attn_q_norm.weight"));  // GLM-4.5 has it, -Air not
     hp.has_post_norms = A == Arch::GEMMA3 || A == Arch::OLMO2;
@@ -307,6 +313,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     }
     if (A == Arch::MISTRAL3) {  // Mistral 3: llama-shaped, YaRN, and Llama 4's attention temperature
         hp.attn_temp_scale = L.opt_float("attention.temperature_scale", 0.0f);
+        hp.attn_temp_span = hp.n_ctx_orig;
         if (!std::isfinite(hp.attn_temp_scale) || hp.attn_temp_scale < 0)
             L.fail("attention.temperature_scale must be a non-negative number");
         if (f.find(*arch + ".expert_count")) L.fail("mistral3 with experts (Mistral Large 3) is not supported yet");
@@ -364,6 +371,26 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     // other (il % 2 == 0), or as the file's attention.sliding_window_pattern says. phi3's window is ignored, as
     // llama.cpp does (its converted files give a window the models were not trained with at every layer).
     int swa_pattern = A == Arch::GEMMA3 ? 6 : A == Arch::GPT_OSS ? 2 : 0;
+    // Llama 4 (llama.cpp's llama4): unless the file sets attention.sliding_window to 0, three of every four layers
+    // (il % 4 < 3, or the file's sliding_window_pattern) attend within chunks of 8192 positions with RoPE and their
+    // q/k heads L2-normed after it (not the 128-expert model), and the fourth attends globally without RoPE, its
+    // queries sharpened beyond each 8192 positions (temperature 0.1, offset 1) — the sizes llama.cpp fixes.
+    bool llama4_nope = false;
+    if (A == Arch::LLAMA4) {
+        const auto w = f.get_int(*arch + ".attention.sliding_window");
+        if (!(w && *w == 0)) {
+            hp.n_swa = 8192;
+            hp.swa_chunked = true;
+            swa_pattern = L.opt_int("attention.sliding_window_pattern", 4);
+            hp.rope_theta_swa = L.opt_float("rope.freq_base_swa", hp.rope_theta);
+            hp.rope_freq_scale_swa = hp.rope_freq_scale;
+            hp.attn_temp_scale = 0.1f;
+            hp.attn_temp_span = 8192;
+            hp.attn_temp_offset = 1.0f;
+            hp.attn_temp_nope_only = true;
+            llama4_nope = true;
+        }
+    }
     if (swa_pattern) {
         auto w = f.get_int(*arch + ".attention.sliding_window");
         if (A == Arch::GPT_OSS && !w) L.fail("missing required metadata '" + *arch + ".attention.sliding_window'");
@@ -377,7 +404,8 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         }
     }
 
-    if (A == Arch::QWEN3MOE || A == Arch::GPT_OSS || A == Arch::GLM4MOE || A == Arch::DEEPSEEK2 || q35_moe) {
+    if (A == Arch::QWEN3MOE || A == Arch::GPT_OSS || A == Arch::GLM4MOE || A == Arch::DEEPSEEK2 || q35_moe ||
+        A == Arch::LLAMA4) {
         hp.n_expert = L.req_int("expert_count");
         hp.n_expert_used = L.req_int("expert_used_count");
         hp.n_ff_exp = L.req_int("expert_feed_forward_length");
@@ -392,6 +420,15 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         }
         hp.expert_weights_scale = L.opt_float("expert_weights_scale", 0.0f);
         hp.has_expert_bias = A == Arch::GPT_OSS;
+    }
+    if (A == Arch::LLAMA4) {  // sigmoid weights of the top k by logit, on the experts' input; a shared expert
+        hp.moe_gating = MoeGating::SIGMOID;
+        hp.moe_weight_before_ffn = true;
+        hp.n_expert_shared = 1;
+        hp.n_moe_layer_step = L.opt_int("interleave_moe_layer_step", 1);
+        if (hp.n_moe_layer_step < 1 || hp.n_moe_layer_step > hp.n_layer)
+            L.fail(strprintf("interleave_moe_layer_step %d is invalid", hp.n_moe_layer_step));
+        hp.qk_l2_norm = llama4_nope && hp.n_expert != 128;  // as llama.cpp: Llama 4 Maverick has none
     }
     if (A == Arch::GLM4MOE || A == Arch::DEEPSEEK2) {
         // GLM-4.5, DeepSeek V3: sigmoid routing with a selection bias, shared experts, dense first layers (DeepSeek
@@ -518,10 +555,11 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         if (!ffn_norm_is_post_attn && hp.has_pre_norms) l.ffn_norm = L.vec(p + "ffn_norm.weight", hp.n_embd);
         if (hp.has_post_norms) l.post_ffn_norm = L.vec(p + "post_ffw_norm.weight", hp.n_embd);
         l.swa = hp.n_swa > 0 && (swa_pattern == 0 || i % swa_pattern < swa_pattern - 1);
-        l.rope = !(A == Arch::SMOLLM3 && (i + 1) % 4 == 0) && rope_on;  // SmolLM3: no RoPE in every 4th layer
+        l.rope = !((A == Arch::SMOLLM3 || llama4_nope) && (i + 1) % 4 == 0) && rope_on;  // NoPE every 4th layer
         for (const char* b : {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
             if (L.has(p + b)) L.fail("tensor '" + p + b + "': FFN biases are not supported");
-        if (hp.n_expert > 0 && i >= hp.n_layer_dense_lead) {
+        if (hp.n_expert > 0 && i >= hp.n_layer_dense_lead &&
+            (hp.n_moe_layer_step <= 1 || (i + 1) % hp.n_moe_layer_step == 0)) {
             const int64_t ne = hp.n_expert, fe = hp.n_ff_exp;
             l.router = L.matrix(p + "ffn_gate_inp.weight", ne, hp.n_embd);
             if (hp.moe_gating == MoeGating::SIGMOID && L.has(p + "exp_probs_b.bias"))

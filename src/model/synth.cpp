@@ -29,6 +29,19 @@ const std::vector<SynthShape>& synth_shapes() {
         s.norm_std = nstd;
         return s;
     };
+    // llama4: Llama 4's layout (chunked attention with RoPE in 3 of 4 layers, NoPE in the 4th; one of `experts`
+    // routed by a sigmoid, on its input, beside a shared expert, in every `step`-th layer, dense FFNs between)
+    auto llama4 = [](const char* name, int E, int layers, int heads, int kv, int ff, int vocab, int ctx, int experts,
+                     int ff_exp, int step, float wstd, float nstd) {
+        SynthShape s{name, "llama4", E, layers, heads, kv, ff, vocab, ctx, 500000.0f, false, false};
+        s.n_expert = experts;
+        s.n_expert_used = 1;
+        s.n_ff_exp = ff_exp;
+        s.moe_layer_step = step;
+        s.weight_std = wstd;
+        s.norm_std = nstd;
+        return s;
+    };
     static const std::vector<SynthShape> shapes = {
         {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, false, false},
         {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, true, true},
@@ -117,6 +130,11 @@ const std::vector<SynthShape>& synth_shapes() {
          32,
          32,
          32},
+        // Llama 4 Scout's shapes with 4 of its 48 layers (16 experts of 8192, 1 used, a shared expert, MoE in every
+        // layer; layer 3 NoPE)
+        llama4("llama4-scout-4l", 5120, 4, 40, 8, 16384, 202048, 10485760, 16, 8192, 1, 0.02f, 0.0f),
+        // Llama 4's layout at the references' size: MoE in layers 1 and 3, NoPE in layer 3
+        llama4("tiny-ref-llama4", 256, 4, 4, 2, 512, 1000, 16384, 8, 128, 2, 0.05f, 0.1f),
         // Qwen3.5-9B's shapes and its MTP block
         qwen35("qwen3.5-9b", 4096, 32, 16, 4, 12288, 248320, 262144, 256, 128, 16, 32, 4, 0.02f, 0.0f),
         // the llama.cpp reference's: DeltaNet in layers 0 and 2, gated attention in 1 and 3
@@ -237,7 +255,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     const int hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
     const bool moe = s.n_expert > 0, gemma = a == "gemma3", phi = a == "phi3", oss = a == "gpt-oss";
     const bool olmo2 = a == "olmo2", glm = a == "glm4moe", ds = a == "deepseek2",
-               q35 = a == "qwen35" || a == "qwen35moe" || a == "qwen3next", next = a == "qwen3next";
+               q35 = a == "qwen35" || a == "qwen35moe" || a == "qwen3next", next = a == "qwen3next", l4 = a == "llama4";
     // per head (olmo2's: whole q and k, below); glm4moe: GLM-4.5's layout (-Air has none)
     const bool qk_norm = a == "qwen3" || a == "qwen3moe" || gemma || glm || q35;
     // phi-4-mini rotates 3/4 of each head, GLM half, DeepSeek its qk_rope dims, Qwen3.5 a quarter
@@ -264,6 +282,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         w.set(a + ".expert_used_count", GgufValue::of_u32(uint32_t(s.n_expert_used)));
         w.set(a + ".expert_feed_forward_length", GgufValue::of_u32(uint32_t(s.n_ff_exp)));
     }
+    if (l4) w.set(a + ".interleave_moe_layer_step", GgufValue::of_u32(uint32_t(s.moe_layer_step)));
     if (ds) {  // MLA as llama.cpp's converter writes it: one cached "head" of latent + rope
         if (s.q_lora > 0) w.set(a + ".attention.q_lora_rank", GgufValue::of_u32(uint32_t(s.q_lora)));
         w.set(a + ".attention.kv_lora_rank", GgufValue::of_u32(uint32_t(s.kv_lora)));
@@ -347,7 +366,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     }
     for (int l = 0; l < s.n_layer + n_nextn; l++) {
         std::string b = "blk." + std::to_string(l) + ".";
-        const bool moe_layer = moe && l >= n_dense_lead;
+        const bool moe_layer = moe && l >= n_dense_lead && (!l4 || (l + 1) % s.moe_layer_step == 0);
         if (!olmo2) ts.push_back({b + "attn_norm.weight", {E}, true});
         if (recurrent(l)) {
             ts.push_back({b + "attn_qkv.weight", {E, ssm_conv}, false});
@@ -423,8 +442,8 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
                 ts.push_back({b + "ffn_up_shexp.weight", {E, s.n_ff}, false});
                 ts.push_back({b + "ffn_down_shexp.weight", {s.n_ff, E}, false});
             }
-            if (glm || ds) {
-                ts.push_back({b + "exp_probs_b.bias", {ne}, false});
+            if (glm || ds) ts.push_back({b + "exp_probs_b.bias", {ne}, false});
+            if (glm || ds || l4) {
                 ts.push_back({b + "ffn_gate_shexp.weight", {E, fe}, false});
                 ts.push_back({b + "ffn_up_shexp.weight", {E, fe}, false});
                 ts.push_back({b + "ffn_down_shexp.weight", {fe, E}, false});

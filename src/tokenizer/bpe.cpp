@@ -38,6 +38,11 @@ const char* const kQwen2 =
 const char* const kQwen35 =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| "
     "?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// GPT-4o's split (llama.cpp's LLAMA_VOCAB_PRE_TYPE_GPT4O: "gpt-4o", "llama4"), as its tokenizer.json writes it
+const char* const kGpt4o =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|"
+    "'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|"
+    "'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const char* const kCjk = "[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+";
 
 struct PreTokenizer {
@@ -69,6 +74,7 @@ PreTokenizer pre_tokenizer_for(const std::string& pre) {
                  "\\s?[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}\\x{3000}-\\x{3002}]+", "\\s+$",
                  kCjk, "\\p{N}+"}};
     if (pre == "qwen35") return {{kQwen35}};
+    if (pre == "gpt-4o" || pre == "llama4") return {{kGpt4o}};
     if (pre == "deepseek-v3")  // DeepSeek V3/R1: digits in threes, CJK/kana runs, then words and punctuation
         return {{"\\p{N}{1,3}", "[\\x{4e00}-\\x{9fa5}\\x{3040}-\\x{309f}\\x{30a0}-\\x{30ff}]+",
                  "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
@@ -80,7 +86,7 @@ PreTokenizer pre_tokenizer_for(const std::string& pre) {
         pre == "exaone" || pre == "minerva-7b")
         return {{"\\p{N}", kGpt2}};
     if (pre == "gpt-2" || pre == "phi-2" || pre == "mpt" || pre == "olmo" || pre == "jais" || pre == "jina-es" ||
-        pre == "jina-de" || pre == "gpt-4o" || pre == "roberta-bpe")
+        pre == "jina-de" || pre == "roberta-bpe")
         return {{kGpt2}};
     if (pre == "poro-chat" || pre == "bloom" || pre == "gpt3-finnish")
         return {{" ?[^(\\s|.,!?\\x{2026}\\x{3002}\\x{ff0c}\\x{3001}\\x{964}\\x{6d4}\\x{60c})]+"}};
