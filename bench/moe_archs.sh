@@ -2,7 +2,8 @@
 # tandem beside llama.cpp on the newer architectures at their real layer shapes (the MoE ones with fewer layers, so that they fit
 # this machine and a benchmark's time (glm-4.5-air-6l: 6 of GLM-4.5-Air's 46 layers and its MTP block, ~9.5 GB;
 # deepseek-v3-2l: 2 of DeepSeek V3's 61, ~7.5 GB; qwen3.5-9b: Qwen3.5-9B whole, Gated DeltaNet and gated attention,
-# ~5 GB; qwen3.5-35b-a3b-8l: 8 of Qwen3.5-35B-A3B's 40 layers and its MTP block, ~4.9 GB; random Q4_0 weights from `tandem synth`): tg and pp, 2 threads, both engines at the AVX2 level (llama.cpp
+# ~5 GB; qwen3.5-35b-a3b-8l: 8 of Qwen3.5-35B-A3B's 40 layers and its MTP block, ~4.9 GB; llama4-scout-4l: 4 of Llama 4 Scout's 48
+# layers (16 experts of 8192, 1 used, a shared expert; layer 3 NoPE), ~6 GB; random Q4_0 weights from `tandem synth`): tg and pp, 2 threads, both engines at the AVX2 level (llama.cpp
 # built with -DGGML_NATIVE=OFF -DGGML_AVX2=ON, tandem with TANDEM_CPU=avx2), one after the other per file; then
 # tandem's verification passes (--vb) and MTP speculation (glm: its MTP block; random weights, so the drafts are
 # rejected: what it shows is the cost of a round, not acceptance).
