@@ -1504,6 +1504,24 @@ TEST(FrontEnd, PreparesPromptsAndFitsThemInTheContext) {
     EXPECT_THROW(fe.prepare(R"({"input_prefix": 5})", Api::Native, true, lim, 256), server::BadRequest);
 }
 
+// The prompts one after another through one engine with one slot, n_gen tokens each (to the length limit); each
+// job's cached prompt tokens (n_cached) into *cached when given.
+static std::vector<std::vector<int32_t>> run_prompts(const std::shared_ptr<const Model>& m, const EngineParams& ep,
+                                                     int n_gen, const std::vector<std::vector<int32_t>>& prompts,
+                                                     std::vector<int>* cached) {
+    Engine e(m, nullptr, ep);
+    std::vector<std::vector<int32_t>> outs;
+    for (const auto& prompt : prompts) {
+        JobRequest r = request(n_gen);
+        r.prompt = prompt;
+        auto j = e.submit(r);
+        outs.push_back(drain(*j));
+        EXPECT_EQ(j->finish_reason, "length") << j->error;
+        if (cached) cached->push_back(j->n_cached);
+    }
+    return outs;
+}
+
 // Window-only caches in the server (issue 31, item 3): a slot reuses its cached prefix where the rings still hold
 // the window of its end, and reads the prompt again where they do not; either way the tokens are those of a
 // fresh engine with every position kept (--swa-full).
@@ -1517,17 +1535,7 @@ TEST(Engine, PromptPrefixReuseWithWindowOnlyCaches) {
         EngineParams ep;
         ep.n_ctx = 1600;
         ep.swa_full = swa_full;
-        Engine e(m, nullptr, ep);
-        std::vector<std::vector<int32_t>> outs;
-        for (const auto& prompt : prompts) {
-            JobRequest r = request(8);
-            r.prompt = prompt;
-            auto j = e.submit(r);
-            outs.push_back(drain(*j));
-            EXPECT_EQ(j->finish_reason, "length") << j->error;
-            if (cached) cached->push_back(j->n_cached);
-        }
-        return outs;
+        return run_prompts(m, ep, 8, prompts, cached);
     };
     std::vector<int> cached;
     const auto ring = run(false, {p, q, p, p}, &cached);
@@ -1552,17 +1560,7 @@ TEST(Engine, RecurrentModelResumesTheNextTurnFromACheckpoint) {
         EngineParams ep;
         ep.n_ctx = 512;
         ep.ctx_checkpoints = checkpoints;
-        Engine e(m, nullptr, ep);
-        std::vector<std::vector<int32_t>> outs;
-        for (const auto& prompt : prompts) {
-            JobRequest r = request(kRecurrentKeep + 8);
-            r.prompt = prompt;
-            auto j = e.submit(r);
-            outs.push_back(drain(*j));
-            EXPECT_EQ(j->finish_reason, "length") << j->error;
-            if (cached) cached->push_back(j->n_cached);
-        }
-        return outs;
+        return run_prompts(m, ep, kRecurrentKeep + 8, prompts, cached);
     };
     const auto first = run(kCtxCheckpoints, {p}, nullptr)[0];
     ASSERT_FALSE(first.empty());
