@@ -588,6 +588,17 @@ TEST(Session, DefaultContextIsTheTrainingContextBoundedByMemory) {
     EXPECT_EQ(c.n_ctx, 256);
     c = choose_context(*m, SessionParams{}, 10, 1, 0);  // nothing fits: the floor
     EXPECT_EQ(c.n_ctx, 256);
+    // A recurrent model's states count whatever the context: the window, the current one, the checkpoints.
+    ThreadPool pool(1);
+    auto q = Model::load(test::synth_file("tiny-ref-qwen35", "Q8_0"));
+    SessionParams sp;
+    const size_t states = Session(q, sp, pool).state_bytes() * size_t(sp.recurrent_keep + 1 + sp.ctx_checkpoints);
+    const int train = q->hparams().n_ctx_train;
+    ASSERT_GT(states, 0u);
+    EXPECT_FALSE(choose_context(*q, sp, kv_cache_bytes(*q, sp, train) + states, 1, 0).bounded);
+    c = choose_context(*q, sp, kv_cache_bytes(*q, sp, train) + states - 1, 1, 0);
+    EXPECT_TRUE(c.bounded);
+    EXPECT_NE(c.note.find("recurrent states"), std::string::npos) << c.note;
 }
 
 // Window-only caches (issue 31, item 3): a sliding-window layer keeps a ring of n_swa + max(n_batch, kSwaSlack)

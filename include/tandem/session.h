@@ -72,7 +72,8 @@ size_t kv_cache_bytes(const Model& m, const SessionParams& p, int n_ctx);
 TensorType parse_kv_cache_type(const std::string& name, const char* flag);
 // The context a command gives a model when -c is not given (issue 31): the model's training context, unless the
 // KV caches would not fit in `budget_bytes` (n_seq caches of the model with the types, batch and window choice
-// of `p` (kv_cache_bytes), plus extra_per_position bytes per position, a draft's cache); then the most that fits,
+// of `p` (kv_cache_bytes) and, for a recurrent model, the states each holds (recurrent_keep + 1 + ctx_checkpoints),
+// plus extra_per_position bytes per position, a draft's cache); then the most that fits,
 // in multiples of 256 (at least 256). `note` says which and why, for the start-up log. budget_bytes 0: unknown,
 // the training context.
 struct ContextChoice {

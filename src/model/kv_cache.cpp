@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "model/delta_net.h"
 #include "quant/quant.h"
 #include "tandem/error.h"
 #include "tandem/session.h"
@@ -66,8 +67,11 @@ size_t kv_cache_bytes(const Model& m, const SessionParams& p, int n_ctx) {
 ContextChoice choose_context(const Model& m, const SessionParams& p, size_t budget_bytes, int n_seq,
                              size_t extra_per_position) {
     const int train = m.hparams().n_ctx_train > 0 ? m.hparams().n_ctx_train : 4096;
+    // a recurrent model's states, whatever the context: the rollback window, the current one and the checkpoints
+    const size_t states = recurrent_state_floats(m, p.n_layers > 0 ? p.n_layers : m.hparams().n_layer) * sizeof(float) *
+                          size_t(std::max(1, p.recurrent_keep) + 1 + std::max(0, p.ctx_checkpoints));
     auto bytes = [&](int n) {
-        return kv_cache_bytes(m, p, n) * size_t(std::max(1, n_seq)) + size_t(n) * extra_per_position;
+        return (kv_cache_bytes(m, p, n) + states) * size_t(std::max(1, n_seq)) + size_t(n) * extra_per_position;
     };
     ContextChoice c{train, false, strprintf("context %d: the model's training context", train)};
     if (budget_bytes == 0 || bytes(train) <= budget_bytes) return c;
@@ -81,8 +85,9 @@ ContextChoice choose_context(const Model& m, const SessionParams& p, size_t budg
     c.n_ctx = lo * 256;
     c.bounded = true;
     c.note = strprintf(
-        "context %d of the model's %d: its KV caches would take %.1f GiB, the memory budget is %.1f GiB (use -c)",
-        c.n_ctx, train, double(bytes(train)) / 1073741824.0, double(budget_bytes) / 1073741824.0);
+        "context %d of the model's %d: its KV caches%s would take %.1f GiB, the memory budget is %.1f GiB (use -c)",
+        c.n_ctx, train, states > 0 ? " and recurrent states" : "", double(bytes(train)) / 1073741824.0,
+        double(budget_bytes) / 1073741824.0);
     return c;
 }
 
