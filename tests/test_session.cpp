@@ -828,6 +828,14 @@ TEST(Session, RecurrentCheckpointsResumePromptsExactly) {
         worst = std::max(worst, double(std::fabs(a.last_logits()[v] - b.last_logits()[v])));
     std::printf("[ recurrent checkpoint ] resumed at 8, read %zu more: max difference %.2g\n", rest.size(), worst);
     EXPECT_EQ(worst, 0.0);  // the same passes from the same state
+    // A prompt end still among the recent states but past the window is a checkpoint already (a target's window).
+    SessionParams tp;
+    tp.recurrent_keep = kRecurrentKeepTarget;
+    Session t(m, tp, pool);
+    t.decode(p1, false);
+    steps(t, kRecurrentKeepTarget + 1);
+    EXPECT_TRUE(t.can_truncate(8));
+    EXPECT_EQ(t.reuse_prefix(8), 8);  // (it was refused: 0, the whole prompt read again)
     // The restored checkpoint is held again once generation moves past the window.
     steps(a, kRecurrentKeep + 1);
     EXPECT_EQ(a.checkpoint_positions().front(), 8);

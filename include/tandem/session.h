@@ -28,6 +28,10 @@ constexpr int kRecurrentKeep = 16;
 // prompt whose shared prefix ends in the last few tokens (the sampled end-of-turn token a template renders
 // otherwise); the checkpoints serve the rest. 12 states fewer than a draft's: 600 MiB per slot on Qwen3.5-9B.
 constexpr int kRecurrentKeepTarget = 4;
+// The most rows of one verification pass (a chain of drafts and the token before them, or a token tree) a recurrent
+// model keeps every state of, so that any prefix of it can be kept: the generator drafts and builds trees no larger
+// for such a target.
+constexpr int kRecurrentPassRows = 64;
 
 struct SessionParams {
     int n_ctx = 0;  // KV cache capacity in tokens; 0 = min(n_ctx_train, 4096)

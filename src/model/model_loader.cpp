@@ -371,13 +371,16 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     // other (il % 2 == 0), or as the file's attention.sliding_window_pattern says. phi3's window is ignored, as
     // llama.cpp does (its converted files give a window the models were not trained with at every layer).
     int swa_pattern = A == Arch::GEMMA3 ? 6 : A == Arch::GPT_OSS ? 2 : 0;
-    // Llama 4 (llama.cpp's llama4): unless the file sets attention.sliding_window to 0, three of every four layers
-    // (il % 4 < 3, or the file's sliding_window_pattern) attend within chunks of 8192 positions with RoPE and their
-    // q/k heads L2-normed after it (not the 128-expert model), and the fourth attends globally without RoPE, its
-    // queries sharpened beyond each 8192 positions (temperature 0.1, offset 1) — the sizes llama.cpp fixes.
-    bool llama4_nope = false;
+    // Llama 4 (llama.cpp's llama4): three of every four layers (il % 4 < 3, or the file's sliding_window_pattern)
+    // attend within chunks of 8192 positions with RoPE, and the fourth attends globally without RoPE, its queries
+    // sharpened beyond each 8192 positions (temperature 0.1, offset 1) — the sizes llama.cpp fixes, whatever the
+    // file's sliding_window says — unless the file sets attention.sliding_window to 0: then no chunks, and only
+    // the last layer is NoPE (llama.cpp's n_no_rope_layer_step = n_layer; it has no temperature for such files).
+    // The RoPE layers' q/k heads are L2-normed after RoPE (not the 128-expert model, as llama.cpp).
+    int llama4_nope_step = 0;
     if (A == Arch::LLAMA4) {
         const auto w = f.get_int(*arch + ".attention.sliding_window");
+        llama4_nope_step = hp.n_layer;
         if (!(w && *w == 0)) {
             hp.n_swa = 8192;
             hp.swa_chunked = true;
@@ -388,10 +391,10 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             hp.attn_temp_span = 8192;
             hp.attn_temp_offset = 1.0f;
             hp.attn_temp_nope_only = true;
-            llama4_nope = true;
+            llama4_nope_step = 4;
         }
     }
-    if (swa_pattern) {
+    if (swa_pattern && A != Arch::LLAMA4) {
         auto w = f.get_int(*arch + ".attention.sliding_window");
         if (A == Arch::GPT_OSS && !w) L.fail("missing required metadata '" + *arch + ".attention.sliding_window'");
         if (w && *w > 0) {
@@ -428,7 +431,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         hp.n_moe_layer_step = L.opt_int("interleave_moe_layer_step", 1);
         if (hp.n_moe_layer_step < 1 || hp.n_moe_layer_step > hp.n_layer)
             L.fail(strprintf("interleave_moe_layer_step %d is invalid", hp.n_moe_layer_step));
-        hp.qk_l2_norm = llama4_nope && hp.n_expert != 128;  // as llama.cpp: Llama 4 Maverick has none
+        hp.qk_l2_norm = hp.n_expert != 128;  // as llama.cpp: Llama 4 Maverick has none
     }
     if (A == Arch::GLM4MOE || A == Arch::DEEPSEEK2) {
         // GLM-4.5, DeepSeek V3: sigmoid routing with a selection bias, shared experts, dense first layers (DeepSeek
@@ -555,7 +558,9 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         if (!ffn_norm_is_post_attn && hp.has_pre_norms) l.ffn_norm = L.vec(p + "ffn_norm.weight", hp.n_embd);
         if (hp.has_post_norms) l.post_ffn_norm = L.vec(p + "post_ffw_norm.weight", hp.n_embd);
         l.swa = hp.n_swa > 0 && (swa_pattern == 0 || i % swa_pattern < swa_pattern - 1);
-        l.rope = !((A == Arch::SMOLLM3 || llama4_nope) && (i + 1) % 4 == 0) && rope_on;  // NoPE every 4th layer
+        // NoPE layers: smollm3's every 4th, llama4's every llama4_nope_step-th
+        const int nope_step = A == Arch::SMOLLM3 ? 4 : llama4_nope_step;
+        l.rope = !(nope_step > 0 && (i + 1) % nope_step == 0) && rope_on;
         for (const char* b : {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
             if (L.has(p + b)) L.fail("tensor '" + p + b + "': FFN biases are not supported");
         if (hp.n_expert > 0 && i >= hp.n_layer_dense_lead &&

@@ -64,7 +64,10 @@ void RecurrentState::trim() {
         else free_.push_back(std::move(hist_.front().v));
         hist_.pop_front();
     }
-    if (free_.size() > size_t(keep_) + 2) free_.resize(size_t(keep_) + 2);  // what a pass of `keep` rows takes
+    // spare buffers for the next pass: as many as the largest one took (a verification pass or tree of more rows
+    // than `keep` would otherwise allocate and free whole states every round)
+    const size_t spare = size_t(std::max(keep_, max_pass_rows_)) + 2;
+    if (free_.size() > spare) free_.resize(spare);
 }
 
 void RecurrentState::settle_tree() {
@@ -84,6 +87,7 @@ void RecurrentState::begin_pass(int n, const int32_t* parents, bool keep_all, st
     trim();
     in.resize(size_t(n));
     out.resize(size_t(n));
+    if (parents || keep_all) max_pass_rows_ = std::max(max_pass_rows_, std::min(n, kKeepAllRows));
     if (parents) {
         tree_base_ = pos();
         tree_parents_.assign(parents, parents + n);
@@ -125,6 +129,9 @@ bool RecurrentState::can_rewind(int n) const {
     if (n > pos()) return false;
     for (const auto& c : ckpt_)
         if (c.pos == n) return true;
+    if (max_checkpoints_ > 0)  // a prompt end not yet moved among the checkpoints (trim() moves it) is one too
+        for (const auto& s : hist_)
+            if (s.pos == n && s.checkpoint) return true;
     if (n < std::min(pos() - keep_, last_pass_pos0_)) return false;  // the contract, whatever else is still held
     for (const auto& s : hist_)
         if (s.pos == n) return true;

@@ -10,11 +10,12 @@
 // positions and recycles the rest. Passes longer than `keep` rows (prompts) keep only their last `keep` states:
 // the earlier rows run in place on a work buffer.
 //
-// Checkpoints (llama.cpp's --ctx-checkpoints): the state at the end of each prompt pass (a chain of 2 or more rows
-// that is not a verification pass) stays held after it leaves the last `keep` positions, up to `checkpoints` of
-// them, so that a later prompt sharing a prefix that ends further back (the next turn of a conversation whose
-// earlier answer is rendered differently, another request with the same system prompt) goes on from the latest
-// checkpoint at or before the prefix's end instead of from the start. A state becomes a checkpoint by moving its
+// Checkpoints (llama.cpp's --ctx-checkpoints): the state at the end of each prompt pass — a chain of 2 or more rows
+// that is not a verification pass: a chunk of a prompt, a draft catching up with its target — stays held after it
+// leaves the last `keep` positions, up to `checkpoints` of them, so that a later prompt sharing a prefix that ends
+// further back (the next turn of a conversation whose earlier answer is rendered differently; another request
+// with the same opening, where a chunk ended within it) goes on from the latest checkpoint at or before the
+// prefix's end instead of from the start. A prompt end is one from its pass on, before it leaves the window. A state becomes a checkpoint by moving its
 // buffer, not copying it. When more are held than allowed, the one whose removal leaves the smallest gap between
 // its neighbours goes (never the newest), so the held ones stay spread over the history.
 #pragma once
@@ -22,6 +23,8 @@
 #include <cstdint>
 #include <deque>
 #include <vector>
+
+#include "tandem/session.h"  // kRecurrentPassRows
 
 namespace tandem {
 
@@ -43,7 +46,7 @@ public:
     // current state is the last row's (a chain) or still pos()'s until keep_path() / rewind() (a tree).
     // keep_all (a verification pass, up to kKeepAllRows rows): every row's state is kept, so any prefix of the
     // pass can be rolled back to whatever `keep` is.
-    static constexpr int kKeepAllRows = 64;
+    static constexpr int kKeepAllRows = kRecurrentPassRows;
     void begin_pass(int n, const int32_t* parents, bool keep_all, std::vector<const float*>& in,
                     std::vector<float*>& out);
 
@@ -85,6 +88,7 @@ private:
     std::vector<int32_t> tree_parents_;
     int tree_base_ = -1;
     int last_pass_pos0_ = 0;  // where the last chain pass started (a keep_all pass can roll back to it)
+    int max_pass_rows_ = 0;  // the most rows of a verification pass or tree so far (spare buffers kept for them)
     std::vector<float> work_;
 };
 

@@ -36,7 +36,12 @@ Generator::Impl::Impl(Session& target, Session* draft, const SamplerParams& samp
     if (spec_.type == SpecType::NONE) spec_.n_max = 0;
     // A recurrent state cannot forget the oldest tokens (Session::shift refuses): such a model stops at the end of
     // its context, as llama.cpp disables the context shift for it.
-    if (target.model().hparams().recurrent()) spec_.context_shift = false;
+    if (target.model().hparams().recurrent()) {
+        spec_.context_shift = false;
+        // and keeps each row's state of a pass up to kRecurrentPassRows rows: no longer chains or trees for it
+        spec_.n_max = std::min(spec_.n_max, kRecurrentPassRows - 1);
+        spec_.tree_nodes = std::min(spec_.tree_nodes, kRecurrentPassRows);
+    }
     if (spec_uses(spec_, SpecType::SUFFIX) && !spec_.suffix) spec_.suffix = std::make_shared<SuffixCache>();
     // One draft-length controller per proposer: acceptance and costs are the proposer's own.
     // The verification-cost shape: an MoE target's pass reads more experts per extra token, a recurrent one's
@@ -44,9 +49,10 @@ Generator::Impl::Impl(Session& target, Session* draft, const SamplerParams& samp
     std::vector<double> shape;
     const Model& tm = target.model();
     if ((tm.hparams().n_expert > 0 || target.state_bytes() > 0) && spec_.n_max > 0) {
-        shape.assign(size_t(spec_.n_max) + 2, 1.0);
+        const int rows = std::max(spec_.n_max + 1, spec_.tree ? spec_.tree_nodes : 0);  // the largest pass
+        shape.assign(size_t(rows) + 1, 1.0);
         auto bytes = [&](int n) { return tm.bytes_per_pass(n) + target.state_bytes_per_pass(n); };
-        for (int n = 2; n <= spec_.n_max + 1; n++) shape[size_t(n)] = bytes(n) / bytes(1);
+        for (int n = 2; n <= rows; n++) shape[size_t(n)] = bytes(n) / bytes(1);
     }
     std::vector<SpecType> types = {spec_.type};
     types.insert(types.end(), spec_.extra.begin(), spec_.extra.end());

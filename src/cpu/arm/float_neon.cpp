@@ -81,8 +81,6 @@ static inline float32x4_t silu_mul4(float32x4_t g, float32x4_t up) {
     return vmulq_f32(vmulq_f32(g, sig), up);
 }
 
-// The tail (n % 4 values) goes through the same vector arithmetic in a padded buffer: every value is computed
-// the same way wherever it sits, so a batch of rows equals one row at a time bit for bit.
 // The delta rule (contract: quant/kernels.h delta_rule; S % 8 == 0): four rows of the state at a time, each read
 // once for its dot products with k and q, then written once.
 void delta_rule(const float* m_in, float* m_out, const float* q, const float* k, const float* v, float decay,
@@ -115,6 +113,8 @@ void delta_rule(const float* m_in, float* m_out, const float* q, const float* k,
     }
 }
 
+// The tail (n % 4 values) goes through the same vector arithmetic in a padded buffer: every value is computed
+// the same way wherever it sits, so a batch of rows equals one row at a time bit for bit.
 void silu_mul(float* gate, const float* up, int64_t n) {
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) vst1q_f32(gate + i, silu_mul4(vld1q_f32(gate + i), vld1q_f32(up + i)));

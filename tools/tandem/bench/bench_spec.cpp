@@ -30,7 +30,9 @@ PairedRuns run_pairs(const ModelBench& b, const SpecBench& sb, const SpecParams&
     sp.temp = 0;
     PairedRuns out;
     auto run_gen = [&](SpecParams sparams, SpecStats* st) {
-        Session target(b.model, SessionParams{ctx, 0, 512}, b.pool);
+        SessionParams tp{ctx, 0, 512};
+        tp.recurrent_keep = kRecurrentKeepTarget;  // as generate and serve make a target
+        Session target(b.model, tp, b.pool);
         std::unique_ptr<Session> draft =
             make_draft(sparams.type, b.model, dmodel, SessionParams{ctx, 0, 512}, sb.draft_layers, b.pool, &target)
                 .session;
