@@ -18,11 +18,12 @@ run_tests() {
   ctest --test-dir build --output-on-failure -j "$jobs"
 }
 # The sanitizer tree: clang (faster to build than g++ under ASan), -O1 with line tables (symbolized stacks without
-# full debug info), and the fuzz target beside the tests, so one build serves both.
+# full debug info), a unity build of the library and tools (CMake option TANDEM_UNITY), and the fuzz target beside
+# the tests, so one build serves both.
 asan_build() {
   [ -f build-asan/build.ninja ] || cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-    -DTANDEM_SANITIZE=ON -DTANDEM_FUZZ=ON >/dev/null
+    -DTANDEM_SANITIZE=ON -DTANDEM_FUZZ=ON -DTANDEM_UNITY=ON >/dev/null
   cmake --build build-asan
 }
 asan_tests() {

@@ -10,13 +10,13 @@
 
 namespace tandem::jinja {
 
+void fail(int line, const std::string& what) { throw Error(strprintf("line %d: %s", line, what.c_str())); }
+
 namespace {
 
 bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 bool is_word(char c) { return std::isalnum(uint8_t(c)) || c == '_'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-[[noreturn]] void fail(int line, const std::string& what) { throw Error(strprintf("line %d: %s", line, what.c_str())); }
 
 // @huggingface/jinja's preprocess: drop one trailing newline; lstrip_blocks (spaces and tabs before a block or
 // comment tag at the start of a line); trim_blocks (the newline after a block or comment tag); drop

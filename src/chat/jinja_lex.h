@@ -46,4 +46,7 @@ struct Token {
 // comment, an unknown escape or character).
 std::vector<Token> lex(const std::string& source);
 
+// A template error at a line (tandem::Error "line N: what"); the lexer's and the parser's.
+[[noreturn]] void fail(int line, const std::string& what);
+
 }  // namespace tandem::jinja

@@ -14,8 +14,6 @@ namespace tandem::jinja {
 
 namespace {
 
-[[noreturn]] void fail(int line, const std::string& what) { throw Error(strprintf("line %d: %s", line, what.c_str())); }
-
 class Parser {
 public:
     explicit Parser(std::vector<Token> toks) : t_(std::move(toks)) {}

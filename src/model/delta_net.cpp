@@ -4,14 +4,13 @@
 #include <cmath>
 
 #include "model/norm.h"
+#include "model/weight_view.h"
 #include "quant/kernels.h"
 #include "tandem/thread_pool.h"
 
 namespace tandem {
 
 namespace {
-
-WeightView view(const Weight& w) { return WeightView{w.data, w.type, w.cols, w.rows, w.row_stride, w.packed}; }
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }

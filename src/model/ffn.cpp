@@ -4,14 +4,13 @@
 #include <cmath>
 #include <numeric>
 
+#include "model/weight_view.h"
 #include "quant/kernels.h"
 #include "tandem/thread_pool.h"
 
 namespace tandem {
 
 namespace {
-
-WeightView view(const Weight& w) { return WeightView{w.data, w.type, w.cols, w.rows, w.row_stride, w.packed}; }
 
 void activate(FfnAct act, float* gate, const float* up, int64_t n) {
     switch (act) {

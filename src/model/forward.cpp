@@ -22,6 +22,7 @@
 #include <cmath>
 
 #include "core/fp16.h"
+#include "model/weight_view.h"
 #include "model/attention.h"
 #include "model/ffn.h"
 #include "model/mla.h"
@@ -38,8 +39,6 @@
 namespace tandem {
 
 namespace {
-
-WeightView view(const Weight& w) { return WeightView{w.data, w.type, w.cols, w.rows, w.row_stride, w.packed}; }
 
 // Row `token` of an embedding table (the repacked copy when there is one) as floats.
 void embedding_row(const Weight& emb, int32_t token, float* out) {

@@ -3,13 +3,10 @@
 #include <algorithm>
 
 #include "model/norm.h"
+#include "model/weight_view.h"
 #include "quant/kernels.h"
 
 namespace tandem {
-
-namespace {
-WeightView view(const Weight& w) { return WeightView{w.data, w.type, w.cols, w.rows, w.row_stride, w.packed}; }
-}  // namespace
 
 void mla_project(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* q,
                  float* kv, MlaScratch& s) {

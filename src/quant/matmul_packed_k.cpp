@@ -19,7 +19,6 @@
 namespace tandem {
 
 namespace {
-constexpr int R = packed::R;
 constexpr size_t kOffD = packed::kQ45OffD, kOffDmin = packed::kQ45OffDmin, kOffSc = packed::kQ45OffSc;
 constexpr size_t kOffM = packed::kQ45OffM, kOffQ = packed::kQ45OffQ, kOffQh = packed::kQ45OffQh;
 constexpr size_t group_bytes(bool q5) { return packed::q45k_block_bytes(q5); }
@@ -29,10 +28,11 @@ const uint8_t* group_block(bool q5, const uint8_t* packed, int64_t nsb, int64_t 
     return packed + (size_t(G) * size_t(nsb) + size_t(s)) * group_bytes(q5);
 }
 int q_at(bool q5, const uint8_t* blk, int row, int j, int i) {  // weight i (0..31) of sub-block j
-    const uint8_t byte = blk[kOffQ + ((size_t(j / 2) * 8 + size_t(i / 4)) * R + size_t(row)) * 4 + size_t(i % 4)];
+    const uint8_t byte =
+        blk[kOffQ + ((size_t(j / 2) * 8 + size_t(i / 4)) * packed::R + size_t(row)) * 4 + size_t(i % 4)];
     const int lo = j % 2 == 0 ? (byte & 0xF) : (byte >> 4);
     if (!q5) return lo;
-    return lo | (((blk[kOffQh + (size_t(i / 4) * R + size_t(row)) * 4 + size_t(i % 4)] >> j) & 1) << 4);
+    return lo | (((blk[kOffQh + (size_t(i / 4) * packed::R + size_t(row)) * 4 + size_t(i % 4)] >> j) & 1) << 4);
 }
 bool is_q5(TensorType t) {
     TD_ASSERT(t == TensorType::Q4_K || t == TensorType::Q5_K);
@@ -41,25 +41,25 @@ bool is_q5(TensorType t) {
 }  // namespace
 
 size_t packed_bytes_q45k(TensorType t, int64_t rows, int64_t cols) {
-    return size_t(rows / R) * size_t(cols / QK_K) * group_bytes(is_q5(t));
+    return size_t(rows / packed::R) * size_t(cols / QK_K) * group_bytes(is_q5(t));
 }
 
 void repack_rows_q45k(TensorType t, const uint8_t* src, size_t row_stride, int64_t rows, int64_t cols, uint8_t* dst) {
-    TD_ASSERT(rows % R == 0 && cols % QK_K == 0);
+    TD_ASSERT(rows % packed::R == 0 && cols % QK_K == 0);
     const bool q5 = is_q5(t);
     const int64_t nsb = cols / QK_K;
-    for (int64_t G = 0; G < rows / R; G++)
+    for (int64_t G = 0; G < rows / packed::R; G++)
         for (int64_t s = 0; s < nsb; s++) {
             uint8_t* out = dst + (size_t(G) * size_t(nsb) + size_t(s)) * group_bytes(q5);
-            for (int r = 0; r < R; r++) {
-                const uint8_t* row = src + size_t(G * R + r) * row_stride;
+            for (int r = 0; r < packed::R; r++) {
+                const uint8_t* row = src + size_t(G * packed::R + r) * row_stride;
                 uint16_t d, dmin;
                 const uint8_t *scales, *qs;
                 if (q5) {
                     const block_q5_K* x = reinterpret_cast<const block_q5_K*>(row) + s;
                     d = x->d, dmin = x->dmin, scales = x->scales, qs = x->qs;
                     for (int i = 0; i < 32; i++)
-                        out[kOffQh + (size_t(i / 4) * R + size_t(r)) * 4 + size_t(i % 4)] = x->qh[i];
+                        out[kOffQh + (size_t(i / 4) * packed::R + size_t(r)) * 4 + size_t(i % 4)] = x->qh[i];
                 } else {
                     const block_q4_K* x = reinterpret_cast<const block_q4_K*>(row) + s;
                     d = x->d, dmin = x->dmin, scales = x->scales, qs = x->qs;
@@ -69,13 +69,13 @@ void repack_rows_q45k(TensorType t, const uint8_t* src, size_t row_stride, int64
                 for (int j = 0; j < 8; j++) {
                     uint8_t sc, m;
                     get_scale_min_k4(j, scales, &sc, &m);
-                    out[kOffSc + size_t(j) * R + size_t(r)] = sc;
-                    out[kOffM + (size_t(j / 2) * R + size_t(r)) * 2 + size_t(j % 2)] = m;
+                    out[kOffSc + size_t(j) * packed::R + size_t(r)] = sc;
+                    out[kOffM + (size_t(j / 2) * packed::R + size_t(r)) * 2 + size_t(j % 2)] = m;
                 }
                 for (int p = 0; p < 4; p++)
                     for (int g = 0; g < 8; g++)
                         for (int k = 0; k < 4; k++)
-                            out[kOffQ + ((size_t(p) * 8 + size_t(g)) * R + size_t(r)) * 4 + size_t(k)] =
+                            out[kOffQ + ((size_t(p) * 8 + size_t(g)) * packed::R + size_t(r)) * 4 + size_t(k)] =
                                 qs[32 * p + 4 * g + k];
             }
         }
@@ -84,14 +84,14 @@ void repack_rows_q45k(TensorType t, const uint8_t* src, size_t row_stride, int64
 void dequantize_packed_row_q45k(TensorType t, const uint8_t* packed, int64_t cols, int64_t r, float* out) {
     const bool q5 = is_q5(t);
     const int64_t nsb = cols / QK_K;
-    const int row = int(r % R);
+    const int row = int(r % packed::R);
     for (int64_t s = 0; s < nsb; s++) {
-        const uint8_t* blk = group_block(q5, packed, nsb, r / R, s);
+        const uint8_t* blk = group_block(q5, packed, nsb, r / packed::R, s);
         const float d = fp16_to_f32(reinterpret_cast<const uint16_t*>(blk + kOffD)[row]);
         const float dmin = fp16_to_f32(reinterpret_cast<const uint16_t*>(blk + kOffDmin)[row]);
         for (int j = 0; j < 8; j++) {
-            const float sc = d * blk[kOffSc + size_t(j) * R + size_t(row)];
-            const float m = dmin * blk[kOffM + (size_t(j / 2) * R + size_t(row)) * 2 + size_t(j % 2)];
+            const float sc = d * blk[kOffSc + size_t(j) * packed::R + size_t(row)];
+            const float m = dmin * blk[kOffM + (size_t(j / 2) * packed::R + size_t(row)) * 2 + size_t(j % 2)];
             for (int i = 0; i < 32; i++) out[s * QK_K + j * 32 + i] = sc * float(q_at(q5, blk, row, j, i)) - m;
         }
     }
@@ -102,11 +102,11 @@ void matmul_packed_ref_q45k(TensorType t, const uint8_t* packed, int64_t cols, c
     const bool q5 = is_q5(t);
     const int64_t nsb = cols / QK_K;
     for (int64_t r = r0; r < r1; r++) {
-        const int row = int(r % R);
+        const int row = int(r % packed::R);
         for (int tk = 0; tk < a.n_rows; tk++) {
             float acc = 0;
             for (int64_t s = 0; s < nsb; s++) {
-                const uint8_t* blk = group_block(q5, packed, nsb, r / R, s);
+                const uint8_t* blk = group_block(q5, packed, nsb, r / packed::R, s);
                 const float d = fp16_to_f32(reinterpret_cast<const uint16_t*>(blk + kOffD)[row]);
                 const float dmin = fp16_to_f32(reinterpret_cast<const uint16_t*>(blk + kOffDmin)[row]);
                 // Each 32-element block keeps its own activation scale (equal within a super-block for group 256).
@@ -115,8 +115,8 @@ void matmul_packed_ref_q45k(TensorType t, const uint8_t* packed, int64_t cols, c
                     int S = 0;
                     for (int i = 0; i < 32; i++) S += q_at(q5, blk, row, j, i) * qa[i];
                     const int A = a.sumrow(tk)[s * 8 + j];
-                    const int sc = blk[kOffSc + size_t(j) * R + size_t(row)];
-                    const int m = blk[kOffM + (size_t(j / 2) * R + size_t(row)) * 2 + size_t(j % 2)];
+                    const int sc = blk[kOffSc + size_t(j) * packed::R + size_t(row)];
+                    const int m = blk[kOffM + (size_t(j / 2) * packed::R + size_t(row)) * 2 + size_t(j % 2)];
                     acc += a.drow(tk)[s * 8 + j] * (d * float(sc * S) - dmin * float(m * A));
                 }
             }

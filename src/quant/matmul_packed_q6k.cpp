@@ -23,8 +23,7 @@
 namespace tandem {
 
 namespace {
-constexpr int R = packed::R;
-constexpr size_t kOffD = packed::kQ6OffD, kOffSc = packed::kQ6OffSc, kGroupBytes = packed::kQ6BlockBytes;
+constexpr size_t kQ6D = packed::kQ6OffD, kQ6Sc = packed::kQ6OffSc, kGroupBytes = packed::kQ6BlockBytes;
 static_assert(kGroupBytes == 16 * sizeof(block_q6_K));
 
 const uint8_t* group_block(const uint8_t* packed, int64_t nsb, int64_t G, int64_t s) {
@@ -37,7 +36,7 @@ int q_at(const uint8_t* blk, int row, int j, int i) {  // weight i (0..15) of su
     return ((j % 2 ? lo >> 4 : lo) & 0xF) | (((hi >> (2 * (j % 4))) & 3) << 4);
 }
 int sc_at(const uint8_t* blk, int row, int j) {
-    return int(int8_t(blk[kOffSc + (size_t(j / 2) * R + size_t(row)) * 2 + size_t(j % 2)]));
+    return int(int8_t(blk[kQ6Sc + (size_t(j / 2) * packed::R + size_t(row)) * 2 + size_t(j % 2)]));
 }
 
 // The 256 6-bit values of a block in element order (ggml's layout: per half of 128, ql holds the low 4 bits of
@@ -57,20 +56,23 @@ void decode_q6k(const block_q6_K& x, uint8_t* q) {
 }
 }  // namespace
 
-size_t packed_bytes_q6k(int64_t rows, int64_t cols) { return size_t(rows / R) * size_t(cols / QK_K) * kGroupBytes; }
+size_t packed_bytes_q6k(int64_t rows, int64_t cols) {
+    return size_t(rows / packed::R) * size_t(cols / QK_K) * kGroupBytes;
+}
 
 void repack_rows_q6k(const uint8_t* src, size_t row_stride, int64_t rows, int64_t cols, uint8_t* dst) {
-    TD_ASSERT(rows % R == 0 && cols % QK_K == 0);
+    TD_ASSERT(rows % packed::R == 0 && cols % QK_K == 0);
     const int64_t nsb = cols / QK_K;
     uint8_t q[QK_K];
-    for (int64_t G = 0; G < rows / R; G++)
+    for (int64_t G = 0; G < rows / packed::R; G++)
         for (int64_t s = 0; s < nsb; s++) {
             uint8_t* out = dst + (size_t(G) * size_t(nsb) + size_t(s)) * kGroupBytes;
-            for (int r = 0; r < R; r++) {
-                const block_q6_K* x = reinterpret_cast<const block_q6_K*>(src + size_t(G * R + r) * row_stride) + s;
-                reinterpret_cast<uint16_t*>(out + kOffD)[r] = x->d;
+            for (int r = 0; r < packed::R; r++) {
+                const block_q6_K* x =
+                    reinterpret_cast<const block_q6_K*>(src + size_t(G * packed::R + r) * row_stride) + s;
+                reinterpret_cast<uint16_t*>(out + kQ6D)[r] = x->d;
                 for (int j = 0; j < 16; j++)
-                    out[kOffSc + (size_t(j / 2) * R + size_t(r)) * 2 + size_t(j % 2)] = uint8_t(x->scales[j]);
+                    out[kQ6Sc + (size_t(j / 2) * packed::R + size_t(r)) * 2 + size_t(j % 2)] = uint8_t(x->scales[j]);
                 decode_q6k(*x, q);
                 for (int g = 0; g < 4; g++)
                     for (int k = 0; k < 4; k++) {
@@ -90,10 +92,10 @@ void repack_rows_q6k(const uint8_t* src, size_t row_stride, int64_t rows, int64_
 
 void dequantize_packed_row_q6k(const uint8_t* packed, int64_t cols, int64_t r, float* out) {
     const int64_t nsb = cols / QK_K;
-    const int row = int(r % R);
+    const int row = int(r % packed::R);
     for (int64_t s = 0; s < nsb; s++) {
-        const uint8_t* blk = group_block(packed, nsb, r / R, s);
-        const float d = fp16_to_f32(reinterpret_cast<const uint16_t*>(blk + kOffD)[row]);
+        const uint8_t* blk = group_block(packed, nsb, r / packed::R, s);
+        const float d = fp16_to_f32(reinterpret_cast<const uint16_t*>(blk + kQ6D)[row]);
         for (int j = 0; j < 16; j++) {
             const float sc = d * float(sc_at(blk, row, j));
             for (int i = 0; i < 16; i++) out[s * QK_K + j * 16 + i] = sc * float(q_at(blk, row, j, i) - 32);
@@ -105,12 +107,12 @@ void matmul_packed_ref_q6k(const uint8_t* packed, int64_t cols, const ActRows& a
                            int64_t r1) {
     const int64_t nsb = cols / QK_K;
     for (int64_t r = r0; r < r1; r++) {
-        const int row = int(r % R);
+        const int row = int(r % packed::R);
         for (int t = 0; t < a.n_rows; t++) {
             float acc = 0;
             for (int64_t s = 0; s < nsb; s++) {
-                const uint8_t* blk = group_block(packed, nsb, r / R, s);
-                const float d = fp16_to_f32(reinterpret_cast<const uint16_t*>(blk + kOffD)[row]);
+                const uint8_t* blk = group_block(packed, nsb, r / packed::R, s);
+                const float d = fp16_to_f32(reinterpret_cast<const uint16_t*>(blk + kQ6D)[row]);
                 for (int j = 0; j < 16; j++) {  // each 16-element sub-block with its own activation scale
                     const int8_t* qa = a.qrow(t) + s * QK_K + j * 16;
                     int S = 0;
