@@ -29,7 +29,7 @@ const TensorType kKvTypes[] = {TensorType::F32,    TensorType::F16,  TensorType:
 
 // A one-layer cache of n_ctx random rows (keys and values of sd 1).
 KvCache random_cache(int n_ctx, int nkv, int hd, TensorType t, uint32_t seed) {
-    KvCache kv(1, n_ctx, nkv * hd, hd, t, t);
+    KvCache kv(n_ctx, {KvLayer{n_ctx, nkv * hd, hd}}, t, t);
     const auto k = gaussian(size_t(n_ctx) * size_t(nkv * hd), seed), v = gaussian(k.size(), seed + 1);
     for (int p = 0; p < n_ctx; p++)
         kv.store(0, p, k.data() + size_t(p) * size_t(nkv * hd), v.data() + size_t(p) * size_t(nkv * hd));
@@ -108,7 +108,7 @@ TEST(Attention, CacheTilesConvertExactlyAtEveryLevel) {
             KvCache kv = random_cache(40, 2, hd, t, 7);
             for (int np : {1, 17, kAttnTile}) {
                 const uint8_t* rows[kAttnTile];
-                for (int j = 0; j < np; j++) rows[j] = kv.k(0, 3 + j) + kv.head_bytes_k();  // head 1
+                for (int j = 0; j < np; j++) rows[j] = kv.k(0, 3 + j) + kv.head_bytes_k(0);  // head 1
                 alignas(64) static float a[kAttnTile * 128], b[kAttnTile * 128];
                 std::fill(a, a + kAttnTile * hd, 7.0f);
                 kv_tile_f32_ref(t, rows, np, hd, b);
@@ -133,7 +133,7 @@ TEST(Attention, IntegerKeyTilesConvertExactly) {
             KvCache kv = random_cache(40, 2, hd, t, 7);
             for (int np : {1, 17, kAttnTile}) {
                 const uint8_t* rows[kAttnTile];
-                for (int j = 0; j < np; j++) rows[j] = kv.k(0, 3 + j) + kv.head_bytes_k();
+                for (int j = 0; j < np; j++) rows[j] = kv.k(0, 3 + j) + kv.head_bytes_k(0);
                 alignas(64) static float f[kAttnTile * 128], kd[4 * kAttnTile];
                 alignas(64) static uint8_t ki[kAttnTile * 128];
                 kv_tile_f32_ref(t, rows, np, hd, f);
@@ -306,7 +306,7 @@ TEST(Attention, OneTokenBatchTreeAndThreadCountAreBitIdentical) {
         std::vector<float> tout(qt.size());
         attention(two, sh, tree, qt.data(), tout.data(), scratch);
         KvCache moved = random_cache(n_ctx, nkv, hd, t, 21);
-        for (int j = 1; j < 4; j++) moved.copy_row(1, tail4[j], pos0 + j);
+        for (int j = 1; j < 4; j++) moved.copy_row(tail4[j], pos0 + j);
         const std::vector<AttnRow> as_chain{{&moved, pos0 + 3, 0, pos0 + 3, nullptr}};
         std::vector<float> cout(static_cast<size_t>(nh * hd));
         attention(one, sh, as_chain, qt.data() + size_t(nh * hd), cout.data(), scratch);

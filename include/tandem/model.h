@@ -31,7 +31,8 @@ enum class Arch {
     QWEN35,
     QWEN35MOE,
     QWEN3NEXT,
-    LLAMA4
+    LLAMA4,
+    GEMMA4
 };
 const char* arch_name(Arch a);
 struct HParams;
@@ -45,7 +46,7 @@ enum class RopeStyle {
 
 enum class FfnAct {
     SILU,  // silu(gate) * up (SwiGLU)
-    GELU_TANH,  // gelu_tanh(gate) * up (GEGLU): gemma3
+    GELU_TANH,  // gelu_tanh(gate) * up (GEGLU): gemma3, gemma4
     SWIGLU_OAI,  // g = min(gate, 7), u = clamp(up, -7, 7), g * sigmoid(1.702 g) * (u + 1): gpt-oss
 };
 
@@ -64,7 +65,7 @@ struct HParams {
     int n_layer_nextn = 0;  // multi-token-prediction blocks after them (nextn_predict_layers; Model::mtp())
     int n_head = 0;
     int n_head_kv = 0;
-    int head_dim = 0;  // per-head size of q/k/v
+    int head_dim = 0;  // per-head size of q/k/v (gemma4: of its global layers; LayerWeights has each layer's)
     int n_ff = 0;
     int n_rot = 0;  // rotated dimensions per head (<= head_dim)
     float rms_eps = 1e-5f;
@@ -96,6 +97,15 @@ struct HParams {
     bool attn_temp_nope_only = false;
     // llama4: each q and k head RMS-normed without a weight after RoPE (Llama4TextL2Norm), in the RoPE layers
     bool qk_l2_norm = false;
+    // gemma4: each v head RMS-normed without a weight; rope_freqs divides the global layers' frequencies only (its
+    // "proportional" RoPE: 1e30 for the dims that stay unrotated); the last n_kv_shared layers keep no cache and
+    // read the last earlier layer's of their kind (LayerWeights::kv_from)
+    bool v_norm = false;
+    bool rope_freqs_global_only = false;
+    int n_kv_shared = 0;
+    // gemma4's per-layer embeddings (E2B, E4B): n_embd_per_layer values per layer and token, from a second table
+    // and a projection of the input embedding (Model::per_layer_embd), fed into each layer's output (0: none)
+    int n_embd_per_layer = 0;
 
     // Multi-head latent attention (deepseek2: DeepSeek V2/V3/R1, Kimi K2), with the up-projections absorbed: the
     // cache holds one row per token, [rmsnorm(latent) * kv_a_norm (n_lora_kv) | roped k_pe (n_rot)], as K and V
@@ -127,6 +137,8 @@ struct HParams {
     // attention): they see only their chunk instead, key j hidden from query i when j < floor(i / n_swa) * n_swa.
     int n_swa = 0;
     bool swa_chunked = false;
+    int head_dim_swa = 0, n_rot_swa = 0;  // gemma4: the sliding-window layers' head size and rotated dims (0: same)
+    int n_head_kv_swa = 0;  // gemma4: their KV heads where the file gives a per-layer array (0: n_head_kv)
     float rope_theta_swa = 10000.0f;
     float rope_freq_scale_swa = 1.0f;
 
@@ -191,6 +203,15 @@ struct LayerWeights {
     std::vector<float> ffn_norm;  // (n_embd); empty for gpt-oss (post_attn_norm is its pre-FFN norm) and olmo2
     std::vector<float> post_ffn_norm;  // gemma3, olmo2: (n_embd)
     bool swa = false;  // a sliding-window layer (HParams::n_swa)
+    // The layer's attention shape (set for every layer; gemma4's sliding-window and global layers differ)
+    int n_head_kv = 0, head_dim = 0, n_rot = 0;
+    int kv_from = -1;  // gemma4's shared-KV layers: the layer whose cache rows they attend to (no K/V of their own)
+    float out_scale = 1.0f;  // gemma4: the layer's output (the residual stream after it) is multiplied by this
+    // gemma4's per-layer embedding input (HParams::n_embd_per_layer): x += rmsnorm(pl_proj (gelu(pl_gate x) * e_l))
+    // * pl_post_norm, e_l this layer's slice of the per-layer embedding
+    Weight pl_gate;  // (n_embd_per_layer, n_embd)
+    Weight pl_proj;  // (n_embd, n_embd_per_layer)
+    std::vector<float> pl_post_norm;  // (n_embd)
     bool rope = true;  // false: q and k are not rotated (smollm3's NoPE layers, every 4th)
     // A Gated DeltaNet layer (HParams::recurrent(); no attention weights, no KV rows): in = [q|k|v] (conv_dim),
     // z, beta, alpha projections of the normed input; conv taps (conv_dim x ssm_conv, oldest first); dt bias,
@@ -252,6 +273,14 @@ public:
     // Layers 0..n_layer-1; with an MTP block, layer(n_layer) is its decoder layer.
     const LayerWeights& layer(int i) const { return layers_[size_t(i)]; }
     const MtpWeights* mtp() const { return mtp_.eh_proj.data ? &mtp_ : nullptr; }  // null: no MTP block
+    // gemma4's per-layer embeddings (HParams::n_embd_per_layer > 0): per token, the n_layer slices of
+    // (embd_l(token) sqrt(n_pl) + rmsnorm(proj x / sqrt(n_embd)) * norm) / sqrt(2), x the scaled input embedding
+    struct PerLayerEmbd {
+        Weight table;  // (n_vocab, n_layer * n_embd_per_layer)
+        Weight proj;  // (n_layer * n_embd_per_layer, n_embd)
+        std::vector<float> norm;  // (n_embd_per_layer)
+    };
+    const PerLayerEmbd& per_layer_embd() const { return ple_; }
 
     int64_t n_params() const;
     size_t weights_bytes() const;
@@ -274,6 +303,7 @@ private:
     std::vector<float> output_norm_, rope_freqs_, rope_long_;
     std::vector<LayerWeights> layers_;
     MtpWeights mtp_;
+    PerLayerEmbd ple_;
     std::shared_ptr<uint8_t> packed_;  // one buffer holding the repacked matrices (see Model::repack_for_cpu)
     size_t packed_bytes_ = 0;
     void repack_for_cpu();

@@ -87,7 +87,7 @@ public:
         st.clear(m, hd);
         const AttnRow& first = rows_[size_t(b.r0)];
         const KvCache& kv = *first.kv;
-        const size_t hk = kv.head_bytes_k() * size_t(g), hv = kv.head_bytes_v() * size_t(g);
+        const size_t hk = kv.head_bytes_k(sh_.layer) * size_t(g), hv = kv.head_bytes_v(sh_.layer) * size_t(g);
         const int start = std::max(b.lo, c * kAttnChunk) / kAttnTile * kAttnTile;
         const int end = std::min(b.hi, (c + 1) * kAttnChunk);
         thread_local Tiles t;
@@ -305,7 +305,8 @@ void attention_ref(const AttnShape& sh, const std::vector<AttnRow>& rows, const 
             s.assign(size_t(row.pos + 1 - row.lo), 0.0);
             double mx = -INFINITY;
             for (int p = row.lo; p <= row.pos; p++) {
-                dequantize_row_ref(kv.type_k(), kv.k(sh.layer, slot(p)) + kv.head_bytes_k() * size_t(g), kf.data(), hd);
+                dequantize_row_ref(kv.type_k(), kv.k(sh.layer, slot(p)) + kv.head_bytes_k(sh.layer) * size_t(g),
+                                   kf.data(), hd);
                 double d = 0;
                 for (int i = 0; i < hd; i++) d += double(qh[i]) * double(kf[size_t(i)]);
                 s[size_t(p - row.lo)] = d * double(sh.scale);
@@ -316,7 +317,8 @@ void attention_ref(const AttnShape& sh, const std::vector<AttnRow>& rows, const 
             for (int p = row.lo; p <= row.pos; p++) {
                 const double w = std::exp(s[size_t(p - row.lo)] - mx);
                 sum += w;
-                dequantize_row_ref(kv.type_v(), kv.v(sh.layer, slot(p)) + kv.head_bytes_v() * size_t(g), vf.data(), hd);
+                dequantize_row_ref(kv.type_v(), kv.v(sh.layer, slot(p)) + kv.head_bytes_v(sh.layer) * size_t(g),
+                                   vf.data(), hd);
                 for (int i = 0; i < hd; i++) acc[size_t(i)] += w * double(vf[size_t(i)]);
             }
             float* y = out + r * size_t(qd) + size_t(h) * size_t(hd);

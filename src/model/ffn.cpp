@@ -118,7 +118,7 @@ void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, con
                  FfnScratch& s) {
     const int E = hp.n_embd;
     if (!L.moe()) {
-        const int F = hp.n_ff;
+        const int F = int(L.w_gate.rows);  // gemma4's widths differ by layer
         s.gate.resize(size_t(n) * F);
         s.up.resize(size_t(n) * F);
         const WeightView ws[2] = {view(L.w_gate), view(L.w_up)};

@@ -5,6 +5,8 @@
 //   xn = rmsnorm(x) * attn_norm                               [olmo2: no pre-norms, xn = x]
 //   q = xn Wq^T (+bq), k = xn Wk^T (+bk), v = xn Wv^T (+bv)  q: (n, n_head*hd), k, v: (n, n_head_kv*hd)
 //   [QK-norm: each head of q, k = rmsnorm(head) * q_norm / k_norm; olmo2: the whole q and k vectors]
+//   [gemma4: each head of v = rmsnorm(head); its shared-KV layers compute q only and attend to an earlier
+//    layer's rows; head sizes, KV heads and rotated dims are the layer's (LayerWeights)]
 //   rope(q, k) (the layer's table: global or sliding-window; smollm3's, llama4's NoPE layers: none)
 //   [llama4's RoPE layers: each q, k head = rmsnorm(head), no weight]; append k, v to the cache
 //   [mistral3, llama4's NoPE layers: q *= 1 + attn_temp_scale ln(floor((pos + offset) / span) + 1)]
@@ -16,6 +18,7 @@
 //   xn = rmsnorm(x) * ffn_norm (gpt-oss: post_attn_norm; olmo2: xn = x)
 //   f = FFN(xn) (model/ffn.h: gated dense or mixture of experts)   [gemma3, olmo2: f = rmsnorm(f) * post_ffn_norm]
 //   x += residual_scale f
+//   [gemma4: x += its per-layer input (model/per_layer_embd.h); x *= out_scale]
 // then logits = rmsnorm(x) * output_norm  Wout^T / logit_scale  (n_out, n_vocab)  [softcap: c tanh(logits / c)]
 #include <algorithm>
 #include <chrono>
@@ -27,6 +30,7 @@
 #include "model/ffn.h"
 #include "model/mla.h"
 #include "model/norm.h"
+#include "model/per_layer_embd.h"
 #include "model/rope.h"
 #include "model/session_impl.h"
 #include "quant/kernels.h"
@@ -39,12 +43,6 @@
 namespace tandem {
 
 namespace {
-
-// Row `token` of an embedding table (the repacked copy when there is one) as floats.
-void embedding_row(const Weight& emb, int32_t token, float* out) {
-    if (emb.packed) dequantize_packed_row(emb.type, emb.packed, emb.cols, token, out);
-    else dequantize_row_ref(emb.type, emb.data + size_t(token) * emb.row_stride, out, emb.cols);
-}
 
 // attention() for up to 64 query heads per key/value head; more (MLA's one latent head for DeepSeek V3's 128 query
 // heads) in groups of heads whose query and output rows are gathered to and from the pass's rows.
@@ -95,7 +93,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
                 strprintf("KV cache type %s is not supported (supported: %s)", type_name(t), kv_cache_type_names()));
     // Sliding-window layers hold a ring of swa_cap_ rows unless that is the whole context (model/kv_cache.h).
     swa_cap_ = swa_cache_positions(hp, n_ctx_, params);
-    std::vector<int> rows = kv_layer_rows(*model_, params, n_ctx_);
+    std::vector<KvLayer> layers = kv_layers(*model_, params, n_ctx_);
     if (params.mtp_of) {  // an MTP draft session: the one MTP layer, at its target's positions
         if (!model_->mtp())
             throw Error(model_->path() + ": the model has no multi-token-prediction block (--spec-type mtp)");
@@ -105,17 +103,17 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
         layer0_ = hp.n_layer;
         n_ctx_ = mtp_of_->n_ctx();
         swa_cap_ = 0;
-        rows.assign(1, n_ctx_);
+        const LayerWeights& ml = model_->layer(hp.n_layer);
+        layers.assign(1, {n_ctx_, ml.n_head_kv * ml.head_dim, ml.head_dim});
         mtp_of_->keep_hidden(true);
     }
-    n_layers_ = int(rows.size());
+    n_layers_ = int(layers.size());
     if (hp.mla && params.type_k != params.type_v)  // as llama.cpp: the latent row is cached once, as both
         throw Error(
             strprintf("this model's multi-head latent attention caches one row as key and value: the K and V "
                       "cache types must be the same (-ctk %s, -ctv %s)",
                       type_name(params.type_k), type_name(params.type_v)));
-    impl_ = std::make_unique<Impl>(n_layers_, n_ctx_, hp.n_head_kv * hp.head_dim, hp.head_dim, params.type_k,
-                                   params.type_v, rows, hp.mla);
+    impl_ = std::make_unique<Impl>(n_ctx_, layers, params.type_k, params.type_v, hp.mla);
     // Gated DeltaNet layers: their state, kept for the last recurrent_keep positions (model/recurrent_state.h)
     size_t rec_floats = 0;
     impl_->rec_off.assign(size_t(n_layers_), 0);
@@ -132,8 +130,11 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
     // LongRoPE factors: the long ones when this context exceeds the original one (as llama.cpp chooses).
     const bool long_factors = hp.has_rope_long_short && n_ctx_ > (hp.n_ctx_orig > 0 ? hp.n_ctx_orig : hp.n_ctx_train);
     const auto& factors = long_factors ? model_->rope_freqs_long() : model_->rope_freqs();
-    impl_->rope[0] = make_rope_table(hp, hp.rope_theta, hp.rope_freq_scale, factors, n_ctx_);
-    if (hp.n_swa > 0) impl_->rope[1] = make_rope_table(hp, hp.rope_theta_swa, hp.rope_freq_scale_swa, factors, n_ctx_);
+    impl_->rope[0] = make_rope_table(hp, hp.n_rot, hp.rope_theta, hp.rope_freq_scale, factors, n_ctx_);
+    if (hp.n_swa > 0)  // gemma4: its own rotated dims, and rope_freqs only for the global layers
+        impl_->rope[1] =
+            make_rope_table(hp, hp.n_rot_swa > 0 ? hp.n_rot_swa : hp.n_rot, hp.rope_theta_swa, hp.rope_freq_scale_swa,
+                            hp.rope_freqs_global_only ? std::vector<float>{} : factors, n_ctx_);
 }
 
 Session::~Session() {
@@ -164,12 +165,15 @@ size_t Session::kv_bytes() const { return impl_->kv.bytes(); }
 size_t Session::state_bytes() const { return impl_->rec ? impl_->rec->floats() * sizeof(float) : 0; }
 size_t Session::kv_bytes_seen(int pos) const {
     const HParams& hp = model_->hparams();
-    size_t rows = 0;
-    for (int l = 0; l < n_layers_; l++)
-        if (!model_->layer(layer0_ + l).recurrent)
-            rows +=
-                size_t(model_->layer(layer0_ + l).swa ? pos + 1 - std::max(0, swa_first_visible(hp, pos)) : pos + 1);
-    return rows * (impl_->kv.row_bytes_k() + impl_->kv.row_bytes_v());
+    size_t bytes = 0;
+    for (int l = 0; l < n_layers_; l++) {
+        const LayerWeights& L = model_->layer(layer0_ + l);
+        if (L.recurrent) continue;
+        const int c = L.kv_from >= 0 ? L.kv_from - layer0_ : l;  // a shared-KV layer reads its source's rows
+        const size_t rows = size_t(L.swa ? pos + 1 - std::max(0, swa_first_visible(hp, pos)) : pos + 1);
+        bytes += rows * (impl_->kv.row_bytes_k(c) + impl_->kv.row_bytes_v(c));
+    }
+    return bytes;
 }
 double Session::attention_seconds() const { return impl_->attn_s; }
 TensorType Session::kv_type_k() const { return impl_->kv.type_k(); }
@@ -227,21 +231,27 @@ void Session::shift(int n_keep, int n_discard) {
         throw Error("context shift is not possible for a model with recurrent (Gated DeltaNet) layers");
     const Model& model = *model_;
     const HParams& hp = model.hparams();
-    const int half = hp.n_rot / 2, kv_dim = hp.n_head_kv * hp.head_dim, n_after = n_past() - n_discard;
+    const int n_after = n_past() - n_discard;
     // Rings: the new positions [swa_new, n_after) whose old positions are all still held (old = new below n_keep,
     // new + n_discard from n_keep); what lies below is lost to the sliding-window layers.
     const int swa_new = swa_from_ <= n_keep ? swa_from_ : std::max(n_keep, std::min(n_after, swa_from_ - n_discard));
-    std::vector<float> sn(static_cast<size_t>(half)), k(static_cast<size_t>(kv_dim)), v(static_cast<size_t>(kv_dim));
+    std::vector<float> sn, k, v;
     std::vector<float> ring_k, ring_v;  // a ring layer's moved rows, read before any is written (slots wrap)
     for (int l = 0; l < n_layers_; l++) {
+        if (impl_->kv.capacity(l) == 0) continue;  // no rows of its own (gemma4's shared-KV layers)
+        const LayerWeights& L = model.layer(layer0_ + l);
+        const int half = L.n_rot / 2, kv_dim = impl_->kv.kv_dim(l);
+        sn.resize(size_t(half));
+        k.resize(size_t(kv_dim));
+        v.resize(size_t(kv_dim));
         // Rotation by -n_discard: cos is even, sin odd (the table's own, so a layer keeps its base and scale).
-        const RopeTable& rt = impl_->rope[model.layer(l).swa ? 1 : 0];
+        const RopeTable& rt = impl_->rope[L.swa ? 1 : 0];
         const float* cs = rt.cos_at(n_discard);
         for (int i = 0; i < half; i++) sn[size_t(i)] = -rt.sin_at(n_discard)[i];
         auto rotate = [&](float* kr) {
-            if (!model.layer(l).rope) return;  // a NoPE layer's keys carry no position
-            for (int h = 0; h < hp.n_head_kv; h++)
-                rope_head(kr + size_t(h) * size_t(hp.head_dim) + size_t(hp.rope_offset), cs, sn.data(), hp.n_rot,
+            if (!L.rope) return;  // a NoPE layer's keys carry no position
+            for (int h = 0; h < L.n_head_kv; h++)
+                rope_head(kr + size_t(h) * size_t(L.head_dim) + size_t(hp.rope_offset), cs, sn.data(), L.n_rot,
                           hp.rope_style, 1.0f);
         };
         if (impl_->kv.capacity(l) == n_ctx_) {  // rows are positions: moved down in order, each read before written
@@ -320,7 +330,7 @@ void Session::keep_path(int base, const std::vector<int32_t>& path) {
         const int from = base + path[j], to = base + int(j);
         TD_ASSERT(path[j] > path[j - 1] && from < n_past());
         if (from == to) continue;
-        impl_->kv.copy_row(n_layers_, from, to);
+        impl_->kv.copy_row(from, to);
         tokens_[size_t(to)] = tokens_[size_t(from)];
         if (const float* h = hidden_row(from); h && to >= hidden_from_) {
             const size_t E = size_t(model_->hparams().n_embd);
@@ -375,8 +385,13 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     const Model& model = *S0.model_;
     ThreadPool& pool = S0.pool_;
     const HParams& hp = model.hparams();
-    const int E = hp.n_embd, hd = hp.head_dim, nh = hp.n_head, nkv = hp.n_head_kv;
-    const int qd = nh * hd, kvd = nkv * hd;
+    const int E = hp.n_embd, nh = hp.n_head;
+    int qd_max = 0, kvd_max = 0;  // the widest layer's q and k/v rows (gemma4's layers differ)
+    for (int l = 0; l < S0.n_layers_; l++) {
+        const LayerWeights& L = model.layer(S0.layer0_ + l);
+        qd_max = std::max(qd_max, nh * L.head_dim);
+        kvd_max = std::max(kvd_max, L.n_head_kv * L.head_dim);
+    }
     // A row's position (RoPE, attention window) and its cache slot: the same for a chain. In a token tree the
     // position is pos0 + depth and `tail` lists the slots of its root path (root first, itself last), the
     // ancestors it attends to beside the cached positions 0..pos0-1 (model/attention.h). Built once here.
@@ -421,10 +436,10 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     Impl& S = *S0.impl_;
     S.x.resize(size_t(n) * E);
     S.xn.resize(size_t(n) * E);
-    S.q.resize(size_t(n) * qd);
-    S.k.resize(size_t(n) * kvd);
-    S.v.resize(size_t(n) * kvd);
-    S.att.resize(size_t(n) * qd);
+    S.q.resize(size_t(n) * qd_max);
+    S.k.resize(size_t(n) * kvd_max);
+    S.v.resize(size_t(n) * kvd_max);
+    S.att.resize(size_t(n) * qd_max);
     S.rows_out.resize(size_t(n) * E);
 
     // Gated DeltaNet layers: each row's state before and after it (its session's, model/recurrent_state.h)
@@ -470,13 +485,22 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                 if (hp.embd_scale != 1.0f)
                     for (int i = 0; i < E; i++) xr[i] *= hp.embd_scale;
             }
+        if (hp.n_embd_per_layer > 0) {  // gemma4's per-layer inputs, from the tokens and their embeddings
+            std::vector<int32_t> toks;
+            for (const auto& g : segs) toks.insert(toks.end(), g.tokens, g.tokens + g.n);
+            per_layer_inputs(pool, model, toks.data(), S.x.data(), n, S.ple);
+        }
     }
 
     // One attention layer over the pass's rows: the normed input `in` to S.rows_out (before the residual add).
     auto attention_layer = [&](int l, const LayerWeights& L, const float* in) {
         const int rope_set = L.swa ? 1 : 0;
+        const int hd = L.head_dim, nkv = L.n_head_kv, qd = nh * hd, kvd = nkv * hd;
+        const bool own_kv = L.kv_from < 0;  // gemma4's shared-KV layers: queries only, over another layer's rows
         if (hp.mla) {  // the latent row is cached once, read as K and as V (S.v unused)
             mla_project(pool, hp, L, in, n, S.q.data(), S.k.data(), S.mla);
+        } else if (!own_kv) {
+            matmul(pool, view(L.wq), in, n, S.q.data());
         } else {
             const WeightView ws[3] = {view(L.wq), view(L.wk), view(L.wv)};
             if (hp.attn_gate) S.qg.resize(size_t(n) * 2 * qd);
@@ -506,16 +530,20 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                 rmsnorm(k, L.k_norm.data(), k, kvd, hp.rms_eps);
             } else if (hp.has_qk_norm) {
                 for (int h = 0; h < nh; h++) rmsnorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, hp.rms_eps);
-                for (int h = 0; h < nkv; h++) rmsnorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, hp.rms_eps);
+                if (own_kv)
+                    for (int h = 0; h < nkv; h++) rmsnorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, hp.rms_eps);
             }
+            if (hp.v_norm && own_kv)  // gemma4: each value head RMS-normed, no weight
+                for (int h = 0; h < nkv; h++) rmsnorm(v + h * hd, nullptr, v + h * hd, hd, hp.rms_eps);
             if (L.rope) {
                 const RopeTable& rt = rows[size_t(t)].s->impl_->rope[rope_set];
                 const int pos = rows[size_t(t)].pos;
                 const float* cs = rt.cos_at(pos);
                 const float* sn = rt.sin_at(pos);
                 const int ro = hp.rope_offset;  // MLA: the rotated part follows the latent one
-                for (int h = 0; h < nh; h++) rope_head(q + h * hd + ro, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
-                for (int h = 0; h < nkv; h++) rope_head(k + h * hd + ro, cs, sn, hp.n_rot, hp.rope_style, rt.mscale);
+                for (int h = 0; h < nh; h++) rope_head(q + h * hd + ro, cs, sn, L.n_rot, hp.rope_style, rt.mscale);
+                if (own_kv)
+                    for (int h = 0; h < nkv; h++) rope_head(k + h * hd + ro, cs, sn, L.n_rot, hp.rope_style, rt.mscale);
             }
             if (L.rope && hp.qk_l2_norm) {  // llama4: each head RMS-normed, no weight, after RoPE
                 for (int h = 0; h < nh; h++) rmsnorm(q + h * hd, nullptr, q + h * hd, hd, hp.rms_eps);
@@ -531,9 +559,10 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                 if (f != 1.0f)
                     for (int i = 0; i < qd; i++) q[i] *= f;
             }
-            rows[size_t(t)].s->impl_->kv.store(l, rows[size_t(t)].slot, k, v);
+            if (own_kv) rows[size_t(t)].s->impl_->kv.store(l, rows[size_t(t)].slot, k, v);
         }
-        const AttnShape shape{l, nh, nkv, hd, hp.q_scale, hp.has_attn_sinks ? L.sinks.data() : nullptr};
+        const int kv_layer = own_kv ? l : L.kv_from - S0.layer0_;
+        const AttnShape shape{kv_layer, nh, nkv, hd, hp.q_scale, hp.has_attn_sinks ? L.sinks.data() : nullptr};
         const auto t_attn = std::chrono::steady_clock::now();
         attention_heads(pool, shape, attn_rows[L.swa ? 1 : 0], S.q.data(), S.att.data(),
                         {S.attn_scratch, S.heads_q, S.heads_o});
@@ -580,6 +609,10 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             for (int t = 0; t < n; t++)
                 rmsnorm(&S.rows_out[size_t(t) * E], L.post_ffn_norm.data(), &S.rows_out[size_t(t) * E], E, hp.rms_eps);
         add_residual(S.x.data(), S.rows_out.data(), size_t(n) * E, hp.residual_scale);
+        if (hp.n_embd_per_layer > 0 && !mtp)
+            per_layer_apply(pool, hp, L, S0.layer0_ + l, S.ple.data(), n, S.x.data(), S.ple_gate, S.ple_out);
+        if (L.out_scale != 1.0f)
+            for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] *= L.out_scale;
     }
 
     // The final normed hidden state (MTP: its head norm), kept where asked: every row for a session that keeps

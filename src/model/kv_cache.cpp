@@ -35,8 +35,14 @@ TensorType parse_kv_cache_type(const std::string& name, const char* flag) {
 
 size_t kv_bytes_per_position(const Model& m, TensorType tk, TensorType tv) {
     const HParams& hp = m.hparams();
-    const int64_t kvd = int64_t(hp.n_head_kv) * hp.head_dim;
-    return size_t(hp.n_layer) * (row_bytes(tk, kvd) + (hp.mla ? 0 : row_bytes(tv, kvd)));  // MLA: one copy
+    size_t bytes = 0;
+    for (int l = 0; l < hp.n_layer; l++) {
+        const LayerWeights& L = m.layer(l);
+        if (L.recurrent || L.kv_from >= 0) continue;
+        const int64_t kvd = int64_t(L.n_head_kv) * L.head_dim;
+        bytes += row_bytes(tk, kvd) + (hp.mla ? 0 : row_bytes(tv, kvd));  // MLA: one copy
+    }
+    return bytes;
 }
 
 int swa_cache_positions(const HParams& hp, int n_ctx, const SessionParams& p) {
@@ -46,22 +52,25 @@ int swa_cache_positions(const HParams& hp, int n_ctx, const SessionParams& p) {
     return int(std::min<int64_t>(n_ctx, ring));
 }
 
-std::vector<int> kv_layer_rows(const Model& m, const SessionParams& p, int n_ctx) {
+std::vector<KvLayer> kv_layers(const Model& m, const SessionParams& p, int n_ctx) {
     const HParams& hp = m.hparams();
     const int n_layer = p.n_layers > 0 ? std::min(p.n_layers, hp.n_layer) : hp.n_layer;
     const int swa = swa_cache_positions(hp, n_ctx, p);
-    std::vector<int> rows;
-    // a Gated DeltaNet layer keeps no rows (one unused row: the cache's layers stay indexed like the model's)
-    for (int l = 0; l < n_layer; l++) rows.push_back(m.layer(l).recurrent ? 1 : m.layer(l).swa ? swa : n_ctx);
-    return rows;
+    std::vector<KvLayer> layers;
+    for (int l = 0; l < n_layer; l++) {
+        const LayerWeights& L = m.layer(l);
+        const int rows = L.recurrent || L.kv_from >= 0 ? 0 : L.swa ? swa : n_ctx;
+        layers.push_back({rows, L.n_head_kv * L.head_dim, L.head_dim});
+    }
+    return layers;
 }
 
 size_t kv_cache_bytes(const Model& m, const SessionParams& p, int n_ctx) {
-    const HParams& hp = m.hparams();
-    const int64_t kvd = int64_t(hp.n_head_kv) * hp.head_dim;
-    size_t rows = 0;
-    for (int r : kv_layer_rows(m, p, n_ctx)) rows += size_t(r);
-    return rows * (row_bytes(p.type_k, kvd) + (hp.mla ? 0 : row_bytes(p.type_v, kvd)));  // MLA: one copy
+    const bool one_copy = m.hparams().mla;  // MLA: the latent row is key and value
+    size_t bytes = 0;
+    for (const KvLayer& l : kv_layers(m, p, n_ctx))
+        bytes += size_t(l.rows) * (row_bytes(p.type_k, l.kv_dim) + (one_copy ? 0 : row_bytes(p.type_v, l.kv_dim)));
+    return bytes;
 }
 
 ContextChoice choose_context(const Model& m, const SessionParams& p, size_t budget_bytes, int n_seq,
@@ -102,44 +111,42 @@ size_t memory_budget_bytes() {
     return kib / 4 * 3 * 1024;
 }
 
-KvCache::KvCache(int n_layer, int n_ctx, int kv_dim, int head_dim, TensorType tk, TensorType tv,
-                 const std::vector<int>& capacity, bool v_is_k)
-    : n_ctx_(n_ctx), kv_dim_(kv_dim), head_dim_(head_dim), tk_(tk), tv_(tv), v_is_k_(v_is_k) {
+KvCache::KvCache(int n_ctx, const std::vector<KvLayer>& layers, TensorType tk, TensorType tv, bool v_is_k)
+    : n_ctx_(n_ctx), tk_(tk), tv_(tv), v_is_k_(v_is_k) {
     TD_ASSERT(!v_is_k || tk == tv);
-    TD_ASSERT(kv_cache_type_supported(tk) && kv_cache_type_supported(tv) && head_dim > 0 && kv_dim % head_dim == 0);
-    TD_ASSERT(capacity.empty() || int(capacity.size()) == n_layer);
-    size_t rows = 0;
-    for (int l = 0; l < n_layer; l++) {
-        const int c = capacity.empty() ? n_ctx : capacity[size_t(l)];
-        TD_ASSERT(c >= 1 && c <= n_ctx);
-        cap_.push_back(c);
-        first_.push_back(rows);
-        rows += size_t(c);
+    TD_ASSERT(kv_cache_type_supported(tk) && kv_cache_type_supported(tv));
+    size_t k_bytes = 0, v_bytes = 0;
+    for (const KvLayer& shape : layers) {
+        TD_ASSERT(shape.rows >= 0 && shape.rows <= n_ctx && shape.head_dim > 0 && shape.kv_dim % shape.head_dim == 0);
+        for (TensorType t : {tk, tv})
+            if (shape.head_dim % type_traits(t).block_elems != 0)
+                throw Error(
+                    strprintf("KV cache type %s needs a head size that is a multiple of %d (this model's is %d)",
+                              type_name(t), type_traits(t).block_elems, shape.head_dim));
+        Layer L{shape, row_bytes(tk, shape.kv_dim), row_bytes(tv, shape.kv_dim), k_bytes, v_bytes};
+        k_bytes += size_t(shape.rows) * L.rk;
+        if (!v_is_k) v_bytes += size_t(shape.rows) * L.rv;
+        layers_.push_back(L);
     }
-    for (TensorType t : {tk, tv})
-        if (head_dim % type_traits(t).block_elems != 0)
-            throw Error(strprintf("KV cache type %s needs a head size that is a multiple of %d (this model's is %d)",
-                                  type_name(t), type_traits(t).block_elems, head_dim));
-    rk_ = row_bytes(tk, kv_dim);
-    rv_ = row_bytes(tv, kv_dim);
-    k_.resize(rows * rk_);
-    if (!v_is_k) v_.resize(rows * rv_);
+    k_.resize(k_bytes);
+    v_.resize(v_bytes);
 }
 
 void KvCache::store(int layer, int pos, const float* k, const float* v) {
-    quantize_row_ref(tk_, k, k_mut(layer, pos), kv_dim_);
-    if (!v_is_k_) quantize_row_ref(tv_, v, v_mut(layer, pos), kv_dim_);
+    quantize_row_ref(tk_, k, k_mut(layer, pos), kv_dim(layer));
+    if (!v_is_k_) quantize_row_ref(tv_, v, v_mut(layer, pos), kv_dim(layer));
 }
 
 void KvCache::read(int layer, int pos, float* k, float* v) const {
-    dequantize_row_ref(tk_, this->k(layer, pos), k, kv_dim_);
-    dequantize_row_ref(tv_, this->v(layer, pos), v, kv_dim_);
+    dequantize_row_ref(tk_, this->k(layer, pos), k, kv_dim(layer));
+    dequantize_row_ref(tv_, this->v(layer, pos), v, kv_dim(layer));
 }
 
-void KvCache::copy_row(int n_layer, int from, int to) {
-    for (int l = 0; l < n_layer; l++) {
-        std::memcpy(k_mut(l, to), k(l, from), rk_);
-        if (!v_is_k_) std::memcpy(v_mut(l, to), v(l, from), rv_);
+void KvCache::copy_row(int from, int to) {
+    for (int l = 0; l < n_layer(); l++) {
+        if (capacity(l) == 0) continue;
+        std::memcpy(k_mut(l, to), k(l, from), row_bytes_k(l));
+        if (!v_is_k_) std::memcpy(v_mut(l, to), v(l, from), row_bytes_v(l));
     }
 }
 

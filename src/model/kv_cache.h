@@ -14,14 +14,24 @@
 #include <string>
 #include <vector>
 
+#include "tandem/error.h"
 #include "tandem/session.h"  // kv_cache_type_supported
 #include "tandem/tensor_type.h"
 
 namespace tandem {
 
-// The rows each layer of a session keeps (its layer count: SessionParams::n_layers, else the model's): n_ctx, or
-// swa_cache_positions() for a sliding-window layer. What Session gives KvCache and kv_cache_bytes counts.
-std::vector<int> kv_layer_rows(const Model& m, const SessionParams& p, int n_ctx);
+// One layer of a session's cache: its row count (n_ctx, swa_cache_positions() for a sliding-window layer, 0 for a
+// layer that keeps none: gemma4's shared-KV layers read an earlier layer's rows, a Gated DeltaNet layer has a state
+// instead), its row width (n_head_kv * head_dim) and head size. Layers differ in width where the model's do (gemma4).
+struct KvLayer {
+    int rows = 0;
+    int kv_dim = 0;
+    int head_dim = 0;
+};
+
+// The layers of a session's cache (its layer count: SessionParams::n_layers, else the model's): what Session gives
+// KvCache and kv_cache_bytes counts.
+std::vector<KvLayer> kv_layers(const Model& m, const SessionParams& p, int n_ctx);
 
 // The first position a sliding-window layer's query at `pos` sees: pos - n_swa + 1, or its chunk's start
 // (floor(pos / n_swa) * n_swa, llama4's chunked attention); either may be below 0 (then 0).
@@ -31,47 +41,53 @@ inline int swa_first_visible(const HParams& hp, int pos) {
 
 class KvCache {
 public:
-    // Requires kv_cache_type_supported(tk / tv) and kv_dim % head_dim == 0; throws tandem::Error when a block
-    // type does not divide head_dim. `capacity` (n_layer entries, each in 1..n_ctx) gives the layers that are
-    // rings their row count; empty: every layer holds n_ctx rows. `v_is_k` (MLA: the latent row is both): one
-    // copy of each row, read as the key and as the value (tk == tv; store() keeps the key).
-    KvCache(int n_layer, int n_ctx, int kv_dim, int head_dim, TensorType tk, TensorType tv,
-            const std::vector<int>& capacity = {}, bool v_is_k = false);
+    // Requires kv_cache_type_supported(tk / tv), and of each layer rows in 0..n_ctx and kv_dim % head_dim == 0;
+    // throws tandem::Error when a block type does not divide a head size. A layer of n_ctx rows holds every slot, one
+    // of fewer is a ring. `v_is_k` (MLA: the latent row is both): one copy of each row, read as the key and as the
+    // value (tk == tv; store() keeps the key).
+    KvCache(int n_ctx, const std::vector<KvLayer>& layers, TensorType tk, TensorType tv, bool v_is_k = false);
 
-    // Writes the key and value rows (kv_dim floats each) of one position, converted to the cache's types.
+    // Writes the key and value rows (kv_dim(layer) floats each) of one position, converted to the cache's types.
     void store(int layer, int pos, const float* k, const float* v);
-    // The row of one slot as stored: row_bytes_k() / row_bytes_v() bytes.
-    const uint8_t* k(int layer, int pos) const { return &k_[index(layer, pos, rk_)]; }
-    const uint8_t* v(int layer, int pos) const { return v_is_k_ ? k(layer, pos) : &v_[index(layer, pos, rv_)]; }
-    uint8_t* k_mut(int layer, int pos) { return &k_[index(layer, pos, rk_)]; }  // state files write rows as they are
-    uint8_t* v_mut(int layer, int pos) { return v_is_k_ ? k_mut(layer, pos) : &v_[index(layer, pos, rv_)]; }
-    // Row `from` copied onto row `to` in every layer (a token tree's accepted path moved into place).
-    void copy_row(int n_layer, int from, int to);
-    // The key / value row of one position as floats (kv_dim).
+    // The row of one slot as stored: row_bytes_k(layer) / row_bytes_v(layer) bytes.
+    const uint8_t* k(int layer, int pos) const { return &k_[index(layer, pos, false)]; }
+    const uint8_t* v(int layer, int pos) const { return v_is_k_ ? k(layer, pos) : &v_[index(layer, pos, true)]; }
+    uint8_t* k_mut(int layer, int pos) { return &k_[index(layer, pos, false)]; }  // state files write rows as they are
+    uint8_t* v_mut(int layer, int pos) { return v_is_k_ ? k_mut(layer, pos) : &v_[index(layer, pos, true)]; }
+    // Row `from` copied onto row `to` in every layer that keeps rows (a token tree's accepted path moved into place).
+    void copy_row(int from, int to);
+    // The key / value row of one position as floats (kv_dim(layer)).
     void read(int layer, int pos, float* k, float* v) const;
 
     TensorType type_k() const { return tk_; }
     TensorType type_v() const { return tv_; }
-    size_t row_bytes_k() const { return rk_; }
-    size_t row_bytes_v() const { return rv_; }
-    size_t head_bytes_k() const { return rk_ / size_t(kv_dim_ / head_dim_); }  // one head's slice of a row
-    size_t head_bytes_v() const { return rv_ / size_t(kv_dim_ / head_dim_); }
-    int kv_dim() const { return kv_dim_; }
-    int head_dim() const { return head_dim_; }
+    int n_layer() const { return int(layers_.size()); }
+    size_t row_bytes_k(int layer) const { return layers_[size_t(layer)].rk; }
+    size_t row_bytes_v(int layer) const { return layers_[size_t(layer)].rv; }
+    size_t head_bytes_k(int layer) const { return row_bytes_k(layer) / size_t(kv_dim(layer) / head_dim(layer)); }
+    size_t head_bytes_v(int layer) const { return row_bytes_v(layer) / size_t(kv_dim(layer) / head_dim(layer)); }
+    int kv_dim(int layer) const { return layers_[size_t(layer)].shape.kv_dim; }
+    int head_dim(int layer) const { return layers_[size_t(layer)].shape.head_dim; }
     int n_ctx() const { return n_ctx_; }
-    int capacity(int layer) const { return cap_[size_t(layer)]; }  // rows of that layer (n_ctx: not a ring)
+    // rows of that layer (n_ctx: not a ring; 0: it keeps none)
+    int capacity(int layer) const { return layers_[size_t(layer)].shape.rows; }
     size_t bytes() const { return k_.size() + v_.size(); }
 
 private:
-    size_t index(int layer, int pos, size_t row) const {
-        const int c = cap_[size_t(layer)];
-        return (first_[size_t(layer)] + size_t(pos < c ? pos : pos % c)) * row;
+    struct Layer {
+        KvLayer shape;
+        size_t rk, rv;  // row bytes
+        size_t k0, v0;  // its first byte in k_ / v_
+    };
+    size_t index(int layer, int pos, bool v) const {
+        const Layer& L = layers_[size_t(layer)];
+        const int c = L.shape.rows;
+        TD_ASSERT(c > 0);
+        return (v ? L.v0 : L.k0) + size_t(pos < c ? pos : pos % c) * (v ? L.rv : L.rk);
     }
-    int n_ctx_, kv_dim_, head_dim_;
+    int n_ctx_;
     TensorType tk_, tv_;
-    size_t rk_, rv_;
-    std::vector<int> cap_;  // rows per layer
-    std::vector<size_t> first_;  // the layer's first row in k_ / v_ (rows of the layers before it)
+    std::vector<Layer> layers_;
     std::vector<uint8_t> k_, v_;
     bool v_is_k_ = false;
 };

@@ -30,7 +30,7 @@ constexpr ArchName kArchs[] = {
     {Arch::GPT_OSS, "gpt-oss"},     {Arch::SMOLLM3, "smollm3"},   {Arch::GRANITE, "granite"},
     {Arch::OLMO2, "olmo2"},         {Arch::MISTRAL3, "mistral3"}, {Arch::GLM4MOE, "glm4moe"},
     {Arch::DEEPSEEK2, "deepseek2"}, {Arch::QWEN35, "qwen35"},     {Arch::QWEN35MOE, "qwen35moe"},
-    {Arch::QWEN3NEXT, "qwen3next"}, {Arch::LLAMA4, "llama4"},
+    {Arch::QWEN3NEXT, "qwen3next"}, {Arch::LLAMA4, "llama4"},     {Arch::GEMMA4, "gemma4"},
 };
 }  // namespace
 
@@ -112,6 +112,22 @@ struct Loader {
         if (*v <= 0 || *v > (int64_t(1) << 30))
             fail(strprintf("metadata '%s.%s' has invalid value %lld", arch.c_str(), key.c_str(), (long long)*v));
         return int(*v);
+    }
+    // A per-layer value given as one number or as an array of n (gemma4's head_count_kv, feed_forward_length).
+    std::vector<int> per_layer(const std::string& key, int n, int def) const {
+        const GgufValue* v = f.find(arch + "." + key);
+        if (!v) return std::vector<int>(size_t(n), def);
+        if (v->type != GgufType::ARRAY) return std::vector<int>(size_t(n), opt_int(key, def));
+        if (int(v->arr.size()) != n)
+            fail(strprintf("metadata '%s.%s' has %zu entries for %d layers", arch.c_str(), key.c_str(), v->arr.size(),
+                           n));
+        std::vector<int> out;
+        for (const GgufValue& e : v->arr) {
+            if (!e.is_integer() || e.as_int() <= 0 || e.as_int() > (int64_t(1) << 30))
+                fail("metadata '" + arch + "." + key + "' has an invalid entry");
+            out.push_back(int(e.as_int()));
+        }
+        return out;
     }
     float opt_float(const std::string& key, float def) const {
         auto v = f.get_float(arch + "." + key);
@@ -219,13 +235,18 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         hp.n_layer_nextn = int(*v);
         hp.n_layer -= hp.n_layer_nextn;
     }
-    hp.n_ff = A == Arch::QWEN3MOE || A == Arch::GPT_OSS || q35_moe ? L.opt_int("feed_forward_length", 1)
-                                                                   : L.req_int("feed_forward_length");
+    // gemma4 gives the KV heads and FFN widths per layer (arrays); the other families one number
+    const std::vector<int> ff_layer =
+        L.per_layer("feed_forward_length", hp.n_layer, A == Arch::QWEN3MOE || A == Arch::GPT_OSS || q35_moe ? 1 : 0);
+    if (ff_layer[0] == 0) L.req_int("feed_forward_length");  // fails: missing
+    hp.n_ff = *std::max_element(ff_layer.begin(), ff_layer.end());
     hp.n_head = L.req_int("attention.head_count");
-    hp.n_head_kv = L.opt_int("attention.head_count_kv", hp.n_head);
+    const std::vector<int> kv_heads = L.per_layer("attention.head_count_kv", hp.n_layer, hp.n_head);
+    hp.n_head_kv = kv_heads[0];
     hp.n_ctx_train = L.opt_int("context_length", 2048);
-    if (hp.n_head_kv > hp.n_head || hp.n_head % hp.n_head_kv != 0)
-        L.fail(strprintf("head_count %d is not a multiple of head_count_kv %d", hp.n_head, hp.n_head_kv));
+    for (int nkv : kv_heads)
+        if (nkv > hp.n_head || hp.n_head % nkv != 0)
+            L.fail(strprintf("head_count %d is not a multiple of head_count_kv %d", hp.n_head, nkv));
     if (hp.n_embd % hp.n_head != 0 && !f.find(*arch + ".attention.key_length"))
         L.fail(strprintf("embedding_length %d is not a multiple of head_count %d", hp.n_embd, hp.n_head));
     hp.head_dim = L.opt_int("attention.key_length", hp.n_embd / hp.n_head);
@@ -254,8 +275,20 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     } else {
         if (L.opt_int("attention.value_length", hp.head_dim) != hp.head_dim)
             L.fail("attention.value_length differs from key_length (not supported)");
-        if (hp.head_dim % 8 != 0 || hp.head_dim > 256)
-            L.fail(strprintf("head size %d is not supported (a multiple of 8, at most 256)", hp.head_dim));
+        if (A == Arch::GEMMA4) {  // its sliding-window layers have their own head size and rotated dims
+            hp.head_dim_swa = L.req_int("attention.key_length_swa");
+            hp.n_rot_swa = L.opt_int("rope.dimension_count_swa", hp.head_dim_swa);
+            if (L.opt_int("attention.value_length_swa", hp.head_dim_swa) != hp.head_dim_swa)
+                L.fail("attention.value_length_swa differs from key_length_swa (not supported)");
+            if (hp.n_rot_swa > hp.head_dim_swa || hp.n_rot_swa % 2)
+                L.fail(strprintf("rope.dimension_count_swa %d is invalid for head size %d", hp.n_rot_swa,
+                                 hp.head_dim_swa));
+        }
+        // attention's tiles take heads up to 576 (MLA's row); gemma4's global layers have 512
+        for (int hd : {hp.head_dim, hp.head_dim_swa > 0 ? hp.head_dim_swa : hp.head_dim})
+            if (hd % 8 != 0 || hd > (A == Arch::GEMMA4 ? 512 : 256))
+                L.fail(strprintf("head size %d is not supported (a multiple of 8, at most %d)", hd,
+                                 A == Arch::GEMMA4 ? 512 : 256));
     }
     hp.rms_eps = L.opt_float("attention.layer_norm_rms_epsilon", 1e-5f);
     hp.rope_theta = L.opt_float("rope.freq_base", 10000.0f);
@@ -295,9 +328,10 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
                             A == Arch::DEEPSEEK2 || A == Arch::LLAMA4
                         ? RopeStyle::NORM
                         : RopeStyle::NEOX;
-    hp.has_qk_norm = A == Arch::QWEN3 || A == Arch::QWEN3MOE || A == Arch::GEMMA3 || A == Arch::OLMO2 || q35 ||
+    hp.has_qk_norm = A == Arch::QWEN3 || A == Arch::QWEN3MOE || A == Arch::GEMMA3 || A == Arch::GEMMA4 ||
+                     A == Arch::OLMO2 || q35 ||
                      (A == Arch::GLM4MOE && L.has("blk.0.attn_q_norm.weight"));  // GLM-4.5 has it, -Air not
-    hp.has_post_norms = A == Arch::GEMMA3 || A == Arch::OLMO2;
+    hp.has_post_norms = A == Arch::GEMMA3 || A == Arch::GEMMA4 || A == Arch::OLMO2;
     hp.q_scale = 1.0f / std::sqrt(float(hp.head_dim));
     if (hp.mla) {  // llama.cpp's deepseek2 graph: the query scale carries YaRN's magnitude, squared
         const float ln = std::log(1.0f / hp.rope_freq_scale);
@@ -334,6 +368,21 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         // llama.cpp (after gemma_pytorch): Gemma 3 27B (62 layers) scales queries by n_embd / n_head, not head_dim.
         if (hp.n_layer == 62) hp.q_scale = 1.0f / std::sqrt(float(hp.n_embd / hp.n_head));
         hp.logit_softcap = L.opt_float("final_logit_softcapping", 0.0f);
+    }
+    if (A == Arch::GEMMA4) {  // Gemma 4 (llama.cpp's gemma4): gemma3's block with the differences below
+        hp.embd_scale = std::sqrt(float(hp.n_embd));
+        hp.ffn_act = FfnAct::GELU_TANH;
+        hp.logit_softcap = L.opt_float("final_logit_softcapping", 0.0f);
+        hp.q_scale = 1.0f;  // its q/k norms carry the scale
+        hp.v_norm = true;
+        hp.rope_freqs_global_only = true;
+        hp.n_kv_shared = int(f.get_int(*arch + ".attention.shared_kv_layers").value_or(0));
+        hp.n_embd_per_layer = int(f.get_int(*arch + ".embedding_length_per_layer_input").value_or(0));
+        if (hp.n_kv_shared < 0 || hp.n_kv_shared > hp.n_layer - 2 || hp.n_embd_per_layer < 0 ||
+            hp.n_embd_per_layer > (1 << 16))
+            L.fail(strprintf("attention.shared_kv_layers %d / embedding_length_per_layer_input %d are invalid",
+                             hp.n_kv_shared, hp.n_embd_per_layer));
+        if (f.find(*arch + ".expert_count")) L.fail("gemma4 with experts (Gemma 4 26B-A4B) is not supported yet");
     }
     if (A == Arch::GPT_OSS) hp.ffn_act = FfnAct::SWIGLU_OAI;
     std::vector<bool> recurrent_layer;
@@ -394,14 +443,26 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             llama4_nope_step = 4;
         }
     }
+    // gemma4: attention.sliding_window_pattern is one flag per layer (true: sliding window)
+    std::vector<bool> swa_layer;
+    if (A == Arch::GEMMA4) {
+        const GgufValue* v = f.find(*arch + ".attention.sliding_window_pattern");
+        if (!v || v->type != GgufType::ARRAY || int(v->arr.size()) < hp.n_layer)
+            L.fail("gemma4 needs attention.sliding_window_pattern: one flag per layer");
+        for (int i = 0; i < hp.n_layer; i++) swa_layer.push_back(v->arr[size_t(i)].u != 0);
+        swa_pattern = 1;  // the window, RoPE base and scale below
+        if (!f.get_int(*arch + ".attention.sliding_window"))
+            L.fail("missing required metadata '" + *arch + ".attention.sliding_window'");
+    }
     if (swa_pattern && A != Arch::LLAMA4) {
         auto w = f.get_int(*arch + ".attention.sliding_window");
         if (A == Arch::GPT_OSS && !w) L.fail("missing required metadata '" + *arch + ".attention.sliding_window'");
         if (w && *w > 0) {
             hp.n_swa = int(std::min<int64_t>(*w, int64_t(1) << 30));
-            swa_pattern = L.opt_int("attention.sliding_window_pattern", swa_pattern);
-            hp.rope_theta_swa = A == Arch::GEMMA3 ? 10000.0f : hp.rope_theta;
-            hp.rope_freq_scale_swa = A == Arch::GEMMA3 ? 1.0f : hp.rope_freq_scale;
+            if (A != Arch::GEMMA4) swa_pattern = L.opt_int("attention.sliding_window_pattern", swa_pattern);
+            const bool gemma = A == Arch::GEMMA3 || A == Arch::GEMMA4;
+            hp.rope_theta_swa = gemma ? 10000.0f : hp.rope_theta;
+            hp.rope_freq_scale_swa = gemma ? 1.0f : hp.rope_freq_scale;
             hp.rope_theta_swa = L.opt_float("rope.freq_base_swa", hp.rope_theta_swa);
             if (!(hp.rope_theta_swa > 0)) L.fail("rope.freq_base_swa must be positive");
         }
@@ -481,7 +542,6 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         m->rope_long_ = L.vec("rope_factors_long.weight", hp.n_rot / 2);
     }
 
-    const int64_t q_dim = int64_t(hp.n_head) * hp.head_dim, kv_dim = int64_t(hp.n_head_kv) * hp.head_dim;
     // Granite uses rope.scaling.finetuned as a switch for RoPE (absent: on), as llama.cpp reads it.
     bool rope_on = true;
     if (A == Arch::GRANITE)
@@ -495,6 +555,24 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         std::string p = "blk." + std::to_string(i) + ".";
         LayerWeights& l = m->layers_[size_t(i)];
         if (hp.has_pre_norms) l.attn_norm = L.vec(p + "attn_norm.weight", hp.n_embd);
+        l.swa = hp.n_swa > 0 && (!swa_layer.empty() ? i < hp.n_layer && swa_layer[size_t(i)]
+                                                    : swa_pattern == 0 || i % swa_pattern < swa_pattern - 1);
+        // the layer's attention shape: gemma4's sliding-window layers have their own head size, rotated dims and
+        // KV heads; its last n_kv_shared layers attend to the cache of the last earlier layer of their kind
+        l.n_head_kv = i < hp.n_layer ? kv_heads[size_t(i)] : hp.n_head_kv;
+        l.head_dim = l.swa && hp.head_dim_swa > 0 ? hp.head_dim_swa : hp.head_dim;
+        l.n_rot = l.swa && hp.head_dim_swa > 0 ? hp.n_rot_swa : hp.n_rot;
+        if (hp.n_kv_shared > 0 && i >= hp.n_layer - hp.n_kv_shared && i < hp.n_layer) {
+            l.kv_from = hp.n_layer - hp.n_kv_shared - (l.swa ? 2 : 1);
+            const LayerWeights& src = m->layers_[size_t(l.kv_from)];
+            if (src.swa != l.swa || src.n_head_kv != l.n_head_kv || src.kv_from >= 0)
+                L.fail(
+                    strprintf("layer %d shares the cache of layer %d, which is not a layer of its kind with a cache "
+                              "of its own",
+                              i, l.kv_from));
+        }
+        const int64_t q_dim = int64_t(hp.n_head) * l.head_dim, kv_dim = int64_t(l.n_head_kv) * l.head_dim;
+        const int64_t n_ff = i < hp.n_layer ? ff_layer[size_t(i)] : hp.n_ff;
         l.recurrent = i < int(recurrent_layer.size()) && recurrent_layer[size_t(i)];
         if (l.recurrent) {
             const int64_t S = hp.ssm_state, hv = hp.ssm_v_heads, conv = hp.ssm_conv_dim();
@@ -532,6 +610,12 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             l.wq = Loader::rows_of(qkv, 0, q_dim);
             l.wk = Loader::rows_of(qkv, q_dim, kv_dim);
             l.wv = Loader::rows_of(qkv, q_dim + kv_dim, kv_dim);
+        } else if (A == Arch::GEMMA4) {  // a shared-KV layer has no K/V of its own; without attn_v, v = k's rows
+            l.wq = L.matrix(p + "attn_q.weight", q_dim, hp.n_embd);
+            if (l.kv_from < 0) {
+                l.wk = L.matrix(p + "attn_k.weight", kv_dim, hp.n_embd);
+                l.wv = L.has(p + "attn_v.weight") ? L.matrix(p + "attn_v.weight", kv_dim, hp.n_embd) : l.wk;
+            }
         } else {
             l.wq = L.matrix(p + "attn_q.weight", hp.attn_gate ? 2 * q_dim : q_dim, hp.n_embd);
             l.wk = L.matrix(p + "attn_k.weight", kv_dim, hp.n_embd);
@@ -547,8 +631,8 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         if (hp.has_out_bias || ((A == Arch::GRANITE || A == Arch::MISTRAL3) && L.has(p + "attn_output.bias")))
             l.bo = L.vec(p + "attn_output.bias", hp.n_embd);
         if (hp.has_qk_norm && !l.recurrent) {
-            l.q_norm = L.vec(p + "attn_q_norm.weight", hp.qk_norm_whole ? q_dim : hp.head_dim);
-            l.k_norm = L.vec(p + "attn_k_norm.weight", hp.qk_norm_whole ? kv_dim : hp.head_dim);
+            l.q_norm = L.vec(p + "attn_q_norm.weight", hp.qk_norm_whole ? q_dim : l.head_dim);
+            if (l.kv_from < 0) l.k_norm = L.vec(p + "attn_k_norm.weight", hp.qk_norm_whole ? kv_dim : l.head_dim);
         }
         if (hp.has_attn_sinks) l.sinks = L.vec(p + "attn_sinks.weight", hp.n_head);
         // gpt-oss, glm4moe and qwen35 name their pre-FFN norm post_attention_norm
@@ -557,7 +641,14 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             l.post_attn_norm = L.vec(p + "post_attention_norm.weight", hp.n_embd);
         if (!ffn_norm_is_post_attn && hp.has_pre_norms) l.ffn_norm = L.vec(p + "ffn_norm.weight", hp.n_embd);
         if (hp.has_post_norms) l.post_ffn_norm = L.vec(p + "post_ffw_norm.weight", hp.n_embd);
-        l.swa = hp.n_swa > 0 && (swa_pattern == 0 || i % swa_pattern < swa_pattern - 1);
+        if (A == Arch::GEMMA4) {
+            if (L.has(p + "layer_output_scale.weight")) l.out_scale = L.vec(p + "layer_output_scale.weight", 1)[0];
+            if (hp.n_embd_per_layer > 0) {
+                l.pl_gate = L.matrix(p + "inp_gate.weight", hp.n_embd_per_layer, hp.n_embd);
+                l.pl_proj = L.matrix(p + "proj.weight", hp.n_embd, hp.n_embd_per_layer);
+                l.pl_post_norm = L.vec(p + "post_norm.weight", hp.n_embd);
+            }
+        }
         // NoPE layers: smollm3's every 4th, llama4's every llama4_nope_step-th
         const int nope_step = A == Arch::SMOLLM3 ? 4 : llama4_nope_step;
         l.rope = !(nope_step > 0 && (i + 1) % nope_step == 0) && rope_on;
@@ -586,14 +677,20 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
                 l.exp_down_b = L.expert_vec(p + "ffn_down_exps.bias", hp.n_embd, ne);
             }
         } else if (!L.has(p + "ffn_gate.weight") && L.has(p + "ffn_up.weight")) {  // fused gate|up rows (phi3)
-            Weight gu = L.matrix(p + "ffn_up.weight", 2 * int64_t(hp.n_ff), hp.n_embd);
-            l.w_gate = Loader::rows_of(gu, 0, hp.n_ff);
-            l.w_up = Loader::rows_of(gu, hp.n_ff, hp.n_ff);
+            Weight gu = L.matrix(p + "ffn_up.weight", 2 * n_ff, hp.n_embd);
+            l.w_gate = Loader::rows_of(gu, 0, n_ff);
+            l.w_up = Loader::rows_of(gu, n_ff, n_ff);
         } else {
-            l.w_gate = L.matrix(p + "ffn_gate.weight", hp.n_ff, hp.n_embd);
-            l.w_up = L.matrix(p + "ffn_up.weight", hp.n_ff, hp.n_embd);
+            l.w_gate = L.matrix(p + "ffn_gate.weight", n_ff, hp.n_embd);
+            l.w_up = L.matrix(p + "ffn_up.weight", n_ff, hp.n_embd);
         }
-        if (!l.moe()) l.w_down = L.matrix(p + "ffn_down.weight", hp.n_embd, hp.n_ff);
+        if (!l.moe()) l.w_down = L.matrix(p + "ffn_down.weight", hp.n_embd, n_ff);
+    }
+    if (hp.n_embd_per_layer > 0) {  // gemma4's per-layer embeddings
+        const int64_t pl = int64_t(hp.n_layer) * hp.n_embd_per_layer;
+        m->ple_.table = L.matrix("per_layer_token_embd.weight", hp.n_vocab, pl);
+        m->ple_.proj = L.matrix("per_layer_model_proj.weight", pl, hp.n_embd);
+        m->ple_.norm = L.vec("per_layer_proj_norm.weight", hp.n_embd_per_layer);
     }
     if (mtp) {
         const std::string p = "blk." + std::to_string(hp.n_layer) + ".nextn.";
@@ -621,10 +718,11 @@ void Model::repack_for_cpu() {
     const long page = sysconf(_SC_PAGESIZE);
     std::vector<Weight*> todo;
     for (auto& l : layers_) {
-        for (Weight* w :
-             {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.shexp_gate, &l.shexp_up, &l.shexp_down,
-              &l.wq_a, &l.wq_b, &l.wkv_a, &l.ssm_in, &l.ssm_z, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out, &l.ssm_ba})
-            if (w->data && packable(w->type, w->rows, w->cols)) todo.push_back(w);
+        for (Weight* w : {&l.wq,         &l.wk,       &l.wv,         &l.wo,      &l.w_gate, &l.w_up,    &l.w_down,
+                          &l.shexp_gate, &l.shexp_up, &l.shexp_down, &l.wq_a,    &l.wq_b,   &l.wkv_a,   &l.ssm_in,
+                          &l.ssm_z,      &l.ssm_beta, &l.ssm_alpha,  &l.ssm_out, &l.ssm_ba, &l.pl_gate, &l.pl_proj})
+            if (w->data && packable(w->type, w->rows, w->cols) && !(w == &l.wv && l.wv.data == l.wk.data))
+                todo.push_back(w);  // (gemma4's v = k rows: packed once, below)
         for (auto* ex : {&l.exp_gate, &l.exp_up, &l.exp_down, &l.wk_b, &l.wv_b})
             for (Weight& w : *ex)
                 if (packable(w.type, w.rows, w.cols)) todo.push_back(&w);
@@ -676,6 +774,8 @@ void Model::repack_for_cpu() {
     for (auto& t : threads) t.join();
     packed_bytes_ = total;
     if (hp_.tied_output) tok_embd_.packed = output_.packed;
+    for (auto& l : layers_)
+        if (l.wv.data && l.wv.data == l.wk.data) l.wv.packed = l.wk.packed;
     if (mtp_.eh_proj.data) {  // the MTP block's defaults are the model's own matrices: their packed copies too
         if (!mtp_own_head) mtp_.head = output_;
         if (mtp_.embd.data == tok_embd_.data) mtp_.embd = tok_embd_;

@@ -14,10 +14,10 @@ float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot_turns, float base) {
 
 }  // namespace
 
-RopeTable make_rope_table(const HParams& hp, float theta, float freq_scale, const std::vector<float>& factors,
-                          int n_ctx) {
+RopeTable make_rope_table(const HParams& hp, int n_rot, float theta, float freq_scale,
+                          const std::vector<float>& factors, int n_ctx) {
     RopeTable t;
-    t.half = hp.n_rot / 2;
+    t.half = n_rot / 2;
     t.mscale = hp.rope_attn_factor;
     t.cos.resize(size_t(n_ctx) * size_t(t.half));
     t.sin.resize(t.cos.size());
@@ -25,12 +25,12 @@ RopeTable make_rope_table(const HParams& hp, float theta, float freq_scale, cons
     const bool yarn = hp.yarn_ext_factor != 0.0f;
     if (yarn) {
         const int orig = hp.n_ctx_orig > 0 ? hp.n_ctx_orig : hp.n_ctx_train;
-        corr[0] = std::max(0.0f, std::floor(yarn_corr_dim(hp.n_rot, orig, hp.yarn_beta_fast, theta)));
-        corr[1] = std::min(float(hp.n_rot - 1), std::ceil(yarn_corr_dim(hp.n_rot, orig, hp.yarn_beta_slow, theta)));
+        corr[0] = std::max(0.0f, std::floor(yarn_corr_dim(n_rot, orig, hp.yarn_beta_fast, theta)));
+        corr[1] = std::min(float(n_rot - 1), std::ceil(yarn_corr_dim(n_rot, orig, hp.yarn_beta_slow, theta)));
         t.mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
     }
     for (int i = 0; i < t.half; i++) {
-        double inv = std::pow(double(theta), -2.0 * i / hp.n_rot);
+        double inv = std::pow(double(theta), -2.0 * i / n_rot);
         if (!factors.empty()) inv /= double(factors[size_t(i)]);
         double mix = 0;  // weight of the extrapolated angle
         if (yarn) {

@@ -22,10 +22,10 @@ struct RopeTable {
     const float* sin_at(int pos) const { return &sin[size_t(pos) * size_t(half)]; }
 };
 
-// theta / freq_scale: the base and linear factor of the layer kind (global or sliding-window).
-// `factors` divides the frequencies (may be empty).
-RopeTable make_rope_table(const HParams& hp, float theta, float freq_scale, const std::vector<float>& factors,
-                          int n_ctx);
+// n_rot / theta / freq_scale: the rotated dims, base and linear factor of the layer kind (global or
+// sliding-window). `factors` divides the frequencies (may be empty).
+RopeTable make_rope_table(const HParams& hp, int n_rot, float theta, float freq_scale,
+                          const std::vector<float>& factors, int n_ctx);
 
 // Rotates one head vector in place: pairs (2i, 2i+1) for NORM, (i, i + n_rot/2) for NEOX; dims >= n_rot pass.
 void rope_head(float* h, const float* cs, const float* sn, int n_rot, RopeStyle style, float mscale);

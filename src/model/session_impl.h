@@ -17,6 +17,7 @@ struct Session::Impl {
     KvCache kv;
     // scratch, sized for n_batch tokens
     std::vector<float> x, xn, q, k, v, att, rows_out, logits_tmp, attn_scratch, mtp_in, mla_v, heads_q, heads_o;
+    std::vector<float> ple, ple_gate, ple_out;  // gemma4's per-layer embeddings of the pass's rows, its scratch
     FfnScratch ffn;
     MlaScratch mla;
     // Gated DeltaNet layers (null: none): their state per position, each layer's offset in a state, scratch; gated
@@ -27,9 +28,8 @@ struct Session::Impl {
     std::vector<float> qg, gate;
     double attn_s = 0;  // seconds spent in attention, all passes (Session::attention_seconds)
     RopeTable rope[2];  // [0] global layers, [1] sliding-window layers (HParams::n_swa > 0)
-    Impl(int n_layer, int n_ctx, int kv_dim, int head_dim, TensorType tk, TensorType tv,
-         const std::vector<int>& capacity, bool v_is_k)
-        : kv(n_layer, n_ctx, kv_dim, head_dim, tk, tv, capacity, v_is_k) {}
+    Impl(int n_ctx, const std::vector<KvLayer>& layers, TensorType tk, TensorType tv, bool v_is_k)
+        : kv(n_ctx, layers, tk, tv, v_is_k) {}
 };
 
 }  // namespace tandem

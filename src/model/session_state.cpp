@@ -54,7 +54,8 @@ struct File {
 }  // namespace
 
 size_t Session::save_state(const std::string& path) const {
-    const uint32_t n = uint32_t(n_past()), kv_dim = uint32_t(impl_->kv.kv_dim()), layers = uint32_t(n_layers_);
+    // kv_dim: the first layer's row width (the others follow from the model, which the fingerprint names)
+    const uint32_t n = uint32_t(n_past()), kv_dim = uint32_t(impl_->kv.kv_dim(0)), layers = uint32_t(n_layers_);
     const uint64_t fp = fingerprint(*model_);
     File out;
     // Without blocking, and only onto a regular file: a FIFO at that name would block this thread (the server's
@@ -93,12 +94,13 @@ size_t Session::save_state(const std::string& path) const {
     put(types, 8);
     put(tokens_.data(), size_t(n) * 4);
     for (int l = 0; l < n_layers_; l++) {
-        const uint32_t first = model_->layer(l).recurrent ? n
+        // a layer without rows (recurrent, gemma4's shared-KV layers) writes none
+        const uint32_t first = impl_->kv.capacity(l) == 0 ? n
                                : model_->layer(l).swa     ? uint32_t(std::min(swa_from_, int(n)))
                                                           : 0;
         put(&first, 4);
-        for (uint32_t t = first; t < n; t++) put(impl_->kv.k(l, int(t)), impl_->kv.row_bytes_k());
-        for (uint32_t t = first; t < n; t++) put(impl_->kv.v(l, int(t)), impl_->kv.row_bytes_v());
+        for (uint32_t t = first; t < n; t++) put(impl_->kv.k(l, int(t)), impl_->kv.row_bytes_k(l));
+        for (uint32_t t = first; t < n; t++) put(impl_->kv.v(l, int(t)), impl_->kv.row_bytes_v(l));
     }
     if (impl_->rec) {
         if (impl_->rec->pos() != int(n)) impl_->rec->rewind(int(n));  // a token tree's accepted chain
@@ -137,9 +139,9 @@ size_t Session::load_state(const std::string& path) {
     get(&kv_dim, 4, "the header");
     get(&n, 4, "the header");
     if (fp != fingerprint(*model_)) throw Error(path + ": the state file was saved with another model");
-    if (layers != uint32_t(n_layers_) || kv_dim != uint32_t(impl_->kv.kv_dim()))
+    if (layers != uint32_t(n_layers_) || kv_dim != uint32_t(impl_->kv.kv_dim(0)))
         throw Error(strprintf("%s: the state file holds %u layers of %u values, this session %d of %d", path.c_str(),
-                              layers, kv_dim, n_layers_, impl_->kv.kv_dim()));
+                              layers, kv_dim, n_layers_, impl_->kv.kv_dim(0)));
     if (n > uint32_t(n_ctx_))
         throw Error(
             strprintf("%s: the state file holds %u tokens, more than the context (%d)", path.c_str(), n, n_ctx_));
@@ -149,13 +151,14 @@ size_t Session::load_state(const std::string& path) {
         get(raw, 8, "the header");
         for (int i = 0; i < 2; i++) {
             const auto t = tensor_type_from_u32(raw[i]);
-            if (!t || !kv_cache_type_supported(*t) || impl_->kv.head_dim() % type_traits(*t).block_elems != 0)
+            bool fits = t && kv_cache_type_supported(*t);
+            for (int l = 0; fits && l < n_layers_; l++) fits = impl_->kv.head_dim(l) % type_traits(*t).block_elems == 0;
+            if (!fits)
                 throw Error(strprintf("%s: the state file's %s cache type %u is not one this session can read",
                                       path.c_str(), i ? "V" : "K", raw[i]));
             ft[i] = *t;
         }
     }
-    const size_t rk = row_bytes(ft[0], kv_dim), rv = row_bytes(ft[1], kv_dim);
     std::vector<int32_t> toks(n);
     get(toks.data(), size_t(n) * 4, "the tokens");
     for (int32_t id : toks)
@@ -172,14 +175,14 @@ size_t Session::load_state(const std::string& path) {
                     strprintf("%s: the state file is truncated (in layer %u at byte %zu)", path.c_str(), l, expect));
             std::memcpy(&first[l], data.data() + expect, 4);
             expect += 4;
-            const bool recurrent = model_->layer(int(l)).recurrent;
-            if (first[l] > n || (first[l] > 0 && !model_->layer(int(l)).swa && !recurrent) ||
-                (recurrent && first[l] != n))
+            const bool no_rows = impl_->kv.capacity(int(l)) == 0;
+            if (first[l] > n || (first[l] > 0 && !model_->layer(int(l)).swa && !no_rows) || (no_rows && first[l] != n))
                 throw Error(
                     strprintf("%s: layer %u starts at row %u of %u (only sliding-window layers may start "
-                              "after 0, recurrent layers have no rows)",
+                              "after 0, recurrent and shared-KV layers have no rows)",
                               path.c_str(), l, first[l], n));
         }
+        const size_t rk = row_bytes(ft[0], impl_->kv.kv_dim(int(l))), rv = row_bytes(ft[1], impl_->kv.kv_dim(int(l)));
         start[l] = expect;
         const size_t rows = n - first[l];
         if ((data.size() - expect) / (rk + rv) < rows)
@@ -207,11 +210,15 @@ size_t Session::load_state(const std::string& path) {
     // The sliding-window layers hold positions from `from` on: what the file has and the ring keeps.
     int from = 0;
     for (int l = 0; l < n_layers_; l++)
-        if (model_->layer(l).swa) from = std::max({from, int(first[size_t(l)]), int(n) - kv.capacity(l)});
+        if (model_->layer(l).swa && kv.capacity(l) > 0)
+            from = std::max({from, int(first[size_t(l)]), int(n) - kv.capacity(l)});
     const bool same = ft[0] == kv.type_k() && ft[1] == kv.type_v();
-    std::vector<float> f(kv_dim);
+    std::vector<float> f;
     for (int l = 0; l < n_layers_; l++) {
         const uint32_t keep = model_->layer(l).swa ? uint32_t(from) : 0;
+        const int dim = kv.kv_dim(l);
+        const size_t rk = row_bytes(ft[0], dim), rv = row_bytes(ft[1], dim);
+        f.resize(size_t(dim));
         size_t at_row = start[size_t(l)];
         for (int which = 0; which < 2; which++) {
             const size_t rb = which ? rv : rk;
@@ -222,8 +229,8 @@ size_t Session::load_state(const std::string& path) {
                     std::memcpy(dst, data.data() + at_row, rb);
                     continue;
                 }
-                dequantize_row_ref(ft[which], data.data() + at_row, f.data(), kv_dim);  // another type: through floats
-                quantize_row_ref(which ? kv.type_v() : kv.type_k(), f.data(), dst, kv_dim);
+                dequantize_row_ref(ft[which], data.data() + at_row, f.data(), dim);  // another type: through floats
+                quantize_row_ref(which ? kv.type_v() : kv.type_k(), f.data(), dst, dim);
             }
         }
     }

@@ -42,6 +42,21 @@ const std::vector<SynthShape>& synth_shapes() {
         s.norm_std = nstd;
         return s;
     };
+    // gemma4: Gemma 4's layout (see SynthShape), final logits soft-capped at 30
+    auto gemma4 = [](const char* name, int E, int layers, int heads, int kv_swa, int kv_global, int ff, int vocab,
+                     int ctx, int hd_swa, int hd, int swa, int pattern, int shared, int per_layer, float wstd,
+                     float nstd) {
+        SynthShape s{name, "gemma4", E, layers, heads, kv_swa, ff, vocab, ctx, 1000000.0f, true, true, hd};
+        s.n_swa = swa;
+        s.swa_pattern = pattern;
+        s.head_dim_swa = hd_swa;
+        s.n_head_kv_global = kv_global;
+        s.n_kv_shared = shared;
+        s.n_embd_per_layer = per_layer;
+        s.weight_std = wstd;
+        s.norm_std = nstd;
+        return s;
+    };
     static const std::vector<SynthShape> shapes = {
         {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, false, false},
         {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, true, true},
@@ -135,6 +150,10 @@ const std::vector<SynthShape>& synth_shapes() {
         llama4("llama4-scout-4l", 5120, 4, 40, 8, 16384, 202048, 10485760, 16, 8192, 1, 0.02f, 0.0f),
         // Llama 4's layout at the references' size: MoE in layers 1 and 3, NoPE in layer 3
         llama4("tiny-ref-llama4", 256, 4, 4, 2, 512, 1000, 16384, 8, 128, 2, 0.05f, 0.1f),
+        // Gemma 4 E2B's shapes: 35 layers (every 5th global), 20 of them sharing the cache, per-layer embeddings
+        gemma4("gemma4-e2b", 1536, 35, 8, 1, 1, 6144, 262144, 131072, 256, 512, 512, 5, 20, 256, 0.02f, 0.0f),
+        // Gemma 4's layout at the references' size: layers 2 and 5 global, 3-5 sharing the caches of 1 and 2
+        gemma4("tiny-ref-gemma4", 256, 6, 4, 2, 1, 512, 1000, 512, 32, 64, 8, 3, 3, 32, 0.05f, 0.1f),
         // Qwen3.5-9B's shapes and its MTP block
         qwen35("qwen3.5-9b", 4096, 32, 16, 4, 12288, 248320, 262144, 256, 128, 16, 32, 4, 0.02f, 0.0f),
         // the llama.cpp reference's: DeltaNet in layers 0 and 2, gated attention in 1 and 3
@@ -254,6 +273,13 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     }
     const int hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
     const bool moe = s.n_expert > 0, gemma = a == "gemma3", phi = a == "phi3", oss = a == "gpt-oss";
+    const bool g4 = a == "gemma4";
+    // gemma4: which layers are global, which read another's cache, and each layer's head size / KV heads / FFN width
+    auto g4_global = [&](int l) { return g4 && (l + 1) % s.swa_pattern == 0; };
+    auto g4_shared = [&](int l) { return g4 && l >= s.n_layer - s.n_kv_shared; };
+    auto head_dim_of = [&](int l) { return g4 && !g4_global(l) ? s.head_dim_swa : hd; };
+    auto kv_heads_of = [&](int l) { return g4_global(l) ? s.n_head_kv_global : s.n_head_kv; };
+    auto ff_of = [&](int l) { return g4_shared(l) ? 2 * s.n_ff : s.n_ff; };
     const bool olmo2 = a == "olmo2", glm = a == "glm4moe", ds = a == "deepseek2",
                q35 = a == "qwen35" || a == "qwen35moe" || a == "qwen3next", next = a == "qwen3next", l4 = a == "llama4";
     // per head (olmo2's: whole q and k, below); glm4moe: GLM-4.5's layout (-Air has none)
@@ -321,6 +347,25 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         if (!next) w.set(a + ".rope.dimension_sections", GgufValue::of_array(GgufType::INT32, std::move(sec)));
     }
     if (s.n_swa > 0) w.set(a + ".attention.sliding_window", GgufValue::of_u32(uint32_t(s.n_swa)));
+    if (g4) {  // as llama.cpp's converter writes Gemma 4
+        std::vector<GgufValue> pattern, kv_heads, ff;
+        for (int l = 0; l < s.n_layer; l++) {
+            pattern.push_back(GgufValue::of_bool(!g4_global(l)));
+            kv_heads.push_back(GgufValue::of_u32(uint32_t(kv_heads_of(l))));
+            ff.push_back(GgufValue::of_u32(uint32_t(ff_of(l))));
+        }
+        w.set(a + ".attention.sliding_window_pattern", GgufValue::of_array(GgufType::BOOL, std::move(pattern)));
+        w.set(a + ".attention.head_count_kv", GgufValue::of_array(GgufType::UINT32, std::move(kv_heads)));
+        w.set(a + ".feed_forward_length", GgufValue::of_array(GgufType::UINT32, std::move(ff)));
+        w.set(a + ".attention.key_length_swa", GgufValue::of_u32(uint32_t(s.head_dim_swa)));
+        w.set(a + ".attention.value_length_swa", GgufValue::of_u32(uint32_t(s.head_dim_swa)));
+        w.set(a + ".rope.dimension_count_swa", GgufValue::of_u32(uint32_t(s.head_dim_swa)));
+        w.set(a + ".rope.freq_base_swa", GgufValue::of_f32(10000.0f));
+        w.set(a + ".attention.shared_kv_layers", GgufValue::of_u32(uint32_t(s.n_kv_shared)));
+        w.set(a + ".embedding_length_per_layer_input", GgufValue::of_u32(uint32_t(s.n_embd_per_layer)));
+        w.set(a + ".final_logit_softcapping", GgufValue::of_f32(30.0f));
+        w.set(a + ".attention.layer_norm_rms_epsilon", GgufValue::of_f32(1e-6f));
+    }
     if (gemma) {
         w.set(a + ".rope.freq_base_swa", GgufValue::of_f32(10000.0f));
         w.set(a + ".rope.scaling.type", GgufValue::of_str("linear"));
@@ -359,6 +404,12 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     std::vector<T> ts;
     const int64_t q = int64_t(s.n_head) * hd, kv = int64_t(s.n_head_kv) * hd, E = s.n_embd;
     ts.push_back({"token_embd.weight", {E, n_vocab}, false});
+    const int64_t P = s.n_embd_per_layer, PL = P * s.n_layer;
+    if (g4 && P > 0) {
+        ts.push_back({"per_layer_token_embd.weight", {PL, n_vocab}, false});
+        ts.push_back({"per_layer_model_proj.weight", {E, PL}, false});
+        ts.push_back({"per_layer_proj_norm.weight", {P}, true});
+    }
     if (s.rope_freqs) ts.push_back({"rope_freqs.weight", {n_rot / 2}, true});
     if (phi) {
         ts.push_back({"rope_factors_long.weight", {n_rot / 2}, true});
@@ -401,6 +452,19 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
             ts.push_back({b + "attn_v_b.weight", {s.kv_lora, s.v_head, s.n_head}, false});
         } else if (phi) {
             ts.push_back({b + "attn_qkv.weight", {E, q + 2 * kv}, false});
+        } else if (g4) {  // a shared-KV layer has no k/v; a global layer no v (its v is k's rows)
+            const int64_t hl = head_dim_of(l), kvl = kv_heads_of(l) * hl;
+            ts.push_back({b + "attn_q.weight", {E, s.n_head * hl}, false});
+            if (!g4_shared(l)) ts.push_back({b + "attn_k.weight", {E, kvl}, false});
+            if (!g4_shared(l) && !g4_global(l)) ts.push_back({b + "attn_v.weight", {E, kvl}, false});
+            ts.push_back({b + "attn_q_norm.weight", {hl}, true});
+            if (!g4_shared(l)) ts.push_back({b + "attn_k_norm.weight", {hl}, true});
+            ts.push_back({b + "layer_output_scale.weight", {1}, true});
+            if (P > 0) {
+                ts.push_back({b + "inp_gate.weight", {E, P}, false});
+                ts.push_back({b + "proj.weight", {P, E}, false});
+                ts.push_back({b + "post_norm.weight", {E}, true});
+            }
         } else {
             ts.push_back({b + "attn_q.weight", {E, q}, false});
             ts.push_back({b + "attn_k.weight", {E, kv}, false});
@@ -419,7 +483,9 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
             ts.push_back({b + "attn_q_norm.weight", {q}, true});
             ts.push_back({b + "attn_k_norm.weight", {kv}, true});
         }
-        if (!recurrent(l)) ts.push_back({b + "attn_output.weight", {ds ? int64_t(s.n_head) * s.v_head : q, E}, false});
+        if (!recurrent(l))
+            ts.push_back(
+                {b + "attn_output.weight", {ds ? int64_t(s.n_head) * s.v_head : s.n_head * head_dim_of(l), E}, false});
         if (oss) {
             ts.push_back({b + "attn_output.bias", {E}, false});
             ts.push_back({b + "attn_sinks.weight", {s.n_head}, false});
@@ -429,7 +495,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         } else if (!olmo2) {
             ts.push_back({b + "ffn_norm.weight", {E}, true});
         }
-        if (gemma || olmo2) {
+        if (gemma || olmo2 || g4) {
             ts.push_back({b + "post_attention_norm.weight", {E}, true});
             ts.push_back({b + "post_ffw_norm.weight", {E}, true});
         }
@@ -461,9 +527,10 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
             ts.push_back({b + "ffn_up.weight", {E, 2 * int64_t(s.n_ff)}, false});
             ts.push_back({b + "ffn_down.weight", {s.n_ff, E}, false});
         } else {
-            ts.push_back({b + "ffn_gate.weight", {E, s.n_ff}, false});
-            ts.push_back({b + "ffn_up.weight", {E, s.n_ff}, false});
-            ts.push_back({b + "ffn_down.weight", {s.n_ff, E}, false});
+            const int64_t ff = ff_of(l);
+            ts.push_back({b + "ffn_gate.weight", {E, ff}, false});
+            ts.push_back({b + "ffn_up.weight", {E, ff}, false});
+            ts.push_back({b + "ffn_down.weight", {ff, E}, false});
         }
         if (l >= s.n_layer) {  // the MTP block's own tensors
             ts.push_back({b + "nextn.eh_proj.weight", {2 * E, E}, false});
@@ -504,7 +571,9 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         qrow.resize(row_bytes(types[i], n));
         if (p.on_progress) p.on_progress(strprintf("%s %s", t.name.c_str(), type_name(types[i])));
         for (int64_t r = 0; r < rows; r++) {
-            if (t.is_norm && s.norm_std > 0) {
+            if (g4 && t.name == "rope_freqs.weight") {  // "proportional" RoPE: a quarter of the pairs rotate
+                for (int64_t j = 0; j < n; j++) row[size_t(j)] = j < n / 4 ? 1.0f : 1e30f;
+            } else if (t.is_norm && s.norm_std > 0) {
                 rng.gaussian(row.data(), n, s.norm_std);
                 for (float& v : row) v += 1.0f;
             } else if (t.is_norm) {

@@ -1,10 +1,21 @@
-// A model's Weight as the kernels' WeightView (quant/kernels.h): the same matrix, its repacked copy when it has one.
+// A model's Weight as the kernels see it: the WeightView of quant/kernels.h (the same matrix, its repacked copy when
+// it has one), and one row of it as floats (an embedding lookup).
 #pragma once
+#include <cstdint>
+
 #include "quant/kernels.h"
+#include "quant/matmul_q8.h"
+#include "quant/quant.h"
 #include "tandem/model.h"
 
 namespace tandem {
 
 inline WeightView view(const Weight& w) { return WeightView{w.data, w.type, w.cols, w.rows, w.row_stride, w.packed}; }
+
+// Row `token` of an embedding table (the repacked copy when there is one) as floats.
+inline void embedding_row(const Weight& emb, int32_t token, float* out) {
+    if (emb.packed) dequantize_packed_row(emb.type, emb.packed, emb.cols, token, out);
+    else dequantize_row_ref(emb.type, emb.data + size_t(token) * emb.row_stride, out, emb.cols);
+}
 
 }  // namespace tandem
