@@ -293,6 +293,18 @@ INSTANTIATE_TEST_SUITE_P(AllArch, ArchReference,
 // (reference_logits --mtp; make.sh). tandem: an MTP draft session of the target session (SessionParams::mtp_of).
 class MtpReference : public ::testing::TestWithParam<ModernCase> {};
 
+// One row's logits against llama.cpp's top 5: the largest deviation, and the argmax where llama.cpp's margin is > 0.1.
+void compare_top5(Agreement& a, const float* lg, const json& top5, int n_vocab) {
+    double d = 0;
+    for (const auto& e : top5) d = std::max(d, std::fabs(double(lg[e[0].get<int>()]) - e[1].get<double>()));
+    a.devs.push_back(d);
+    a.max_dev = std::max(a.max_dev, d);
+    if (top5[0][1].get<double>() - top5[1][1].get<double>() > 0.1) {
+        a.checked++;
+        a.misses += argmax(lg, n_vocab) != top5[0][0].get<int>();
+    }
+}
+
 TEST_P(MtpReference, LogitsMatchLlamaCpp) {
     const ModernCase c = GetParam();
     ThreadPool pool(2);
@@ -302,16 +314,7 @@ TEST_P(MtpReference, LogitsMatchLlamaCpp) {
         test::read_file(std::string(TANDEM_SOURCE_DIR) + "/tests/data/reference-arch/" + c.name + ".mtp.json"));
     ASSERT_FALSE(ref.empty());
     Agreement a;
-    auto compare = [&](const float* lg, const json& top5) {
-        double d = 0;
-        for (const auto& e : top5) d = std::max(d, std::fabs(double(lg[e[0].get<int>()]) - e[1].get<double>()));
-        a.devs.push_back(d);
-        a.max_dev = std::max(a.max_dev, d);
-        if (top5[0][1].get<double>() - top5[1][1].get<double>() > 0.1) {
-            a.checked++;
-            a.misses += argmax(lg, model->hparams().n_vocab) != top5[0][0].get<int>();
-        }
-    };
+    auto compare = [&](const float* lg, const json& top5) { compare_top5(a, lg, top5, model->hparams().n_vocab); };
     for (const auto& r : ref) {
         const auto ids = r["prompt_ids"].get<std::vector<int32_t>>();
         Session target(model, SessionParams{}, pool);
@@ -341,6 +344,42 @@ INSTANTIATE_TEST_SUITE_P(AllMtp, MtpReference,
                                            // up to 0.05); every other row within 0.011
                                            ModernCase{"tiny-ref-qwen3next-f16", 0.25, 0.1, 1}),
                          case_name);
+
+// tests/data/reference-arch/tiny-ref-gemma4-assistant-f16.chain.json: llama.cpp's draft-mtp chain with a Gemma 4
+// assistant on its target (reference_logits --assistant; make.sh): after the prompt, the target's next token with its
+// last state, then the assistant's own tokens and states, every step at the prompt's length. tandem: an assistant
+// session of the target session (SessionParams::mtp_of), fed the history as the draft proposer feeds it.
+// Its state goes back in without a norm, so on random weights the two engines' F16 rounding (llama.cpp rounds F16
+// matmuls' activations to F16, evaluates GELU from an F16 table) grows along a chain where the feedback amplifies:
+// the first 4 steps of each chain within the F16 files' 0.02, the later ones within 0.25 (the third prompt's goes
+// 0.004 -> 0.17 by step 8, the other two stay under 0.01), and the argmax wherever llama.cpp's margin is > 0.1.
+TEST(AssistantReference, Gemma4AssistantLogitsMatchLlamaCpp) {
+    const ModernCase c{"tiny-ref-gemma4-assistant-f16", 0.02, 0.1, 0}, late{c.name, 0.25, 0.1, 0};
+    ThreadPool pool(2);
+    auto target = Model::load(test::synth_file("tiny-ref-gemma4", "F16"));
+    auto asst = Model::load(test::synth_file("tiny-ref-gemma4-assistant", "F16"));
+    json ref = json::parse(
+        test::read_file(std::string(TANDEM_SOURCE_DIR) + "/tests/data/reference-arch/" + c.name + ".chain.json"));
+    ASSERT_FALSE(ref.empty());
+    Agreement a, b;  // steps 1-4, 5-8
+    for (const auto& r : ref) {
+        const auto ids = r["prompt_ids"].get<std::vector<int32_t>>();
+        Session ts(target, SessionParams{}, pool);
+        SessionParams ap;
+        ap.mtp_of = &ts;
+        Session as(asst, ap, pool);
+        ts.decode(ids, false);
+        as.decode(ids, false);  // the catch-up over what the target holds
+        ASSERT_EQ(r["chain"].size(), 8u);
+        for (size_t i = 0; i < r["chain"].size(); i++) {
+            const int32_t id = r["chain"][i]["id"].get<int32_t>();
+            as.decode(&id, 1, false);
+            compare_top5(i < 4 ? a : b, as.last_logits(), r["chain"][i]["top5"], asst->hparams().n_vocab);
+        }
+    }
+    expect_agreement(c, a, " assistant, steps 1-4", 4);
+    expect_agreement(late, b, " assistant, steps 5-8", 4);
+}
 
 // tests/data/reference-depth: llama.cpp's 8 greedy steps after a 4096- and a 16384-token prompt (BOS, then
 // 3 + (i * 7919) % (n_vocab - 3)) on tiny-ref-smollm3, with F16 and with Q8_0 K and V caches (llama.cpp: flash

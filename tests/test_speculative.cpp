@@ -70,10 +70,10 @@ std::vector<int32_t> run_with(ThreadPool& pool, std::shared_ptr<const Model> tar
         draft = std::make_unique<Session>(draft_model, SessionParams{n_ctx, 0, 256}, pool);
     if (spec.type == SpecType::SELF)
         draft = std::make_unique<Session>(target, SessionParams{n_ctx, self_layers, 256}, pool);
-    if (spec.type == SpecType::MTP) {  // the target's own MTP block, reading ts's hidden states
+    if (spec.type == SpecType::MTP) {  // the target's own MTP block (or a Gemma 4 assistant), reading ts's states
         SessionParams mp{n_ctx, 0, 256};
         mp.mtp_of = &ts;
-        draft = std::make_unique<Session>(target, mp, pool);
+        draft = std::make_unique<Session>(draft_model && draft_model->assistant() ? draft_model : target, mp, pool);
     }
     Generator g(ts, draft.get(), sp, spec);
     g.set_constraint(constraint);
@@ -884,6 +884,50 @@ TEST(Speculative, MtpDraftsAreExact) {
     const long long accepted = expect_sampled_distribution(ts, &ms, prompt, sp, spec, runs, 4, "glm4moe MTP, temp 1.5");
     EXPECT_GT(accepted, test::statistical_runs(runs).runs / 10)
         << "too few MTP drafts accepted for the test to say much";
+}
+
+// A Gemma 4 assistant (model/assistant.cpp) on its gemma4 target (shared-KV layers, per-layer embeddings): -md
+// with it is MTP drafting; greedy output with a chain and with a tree is the plain output token for token; sampled at
+// temperature 1.5, the first tokens are distributed as without speculation and the accept-all negative control is
+// told apart. An assistant alone, or beside a target that is not gemma4, is refused with a message.
+TEST(Speculative, Gemma4AssistantDraftsAreExact) {
+    ThreadPool pool(1);
+    const std::vector<int32_t> prompt = {1, 300, 301, 302, 517, 640, 12, 99, 7, 45, 46, 47};  // past the window of 8
+    auto target = Model::load(test::synth_file("tiny-ref-gemma4", "Q8_0"));
+    auto asst = Model::load(test::synth_file("tiny-ref-gemma4-assistant", "Q8_0"));
+    SpecParams picked;
+    picked.type = SpecType::DRAFT;
+    EXPECT_TRUE(pick_assistant(picked, asst.get()));
+    EXPECT_EQ(picked.type, SpecType::MTP);
+    const auto plain = run_with(pool, target, nullptr, prompt, 40, greedy(), SpecParams{});
+    for (bool tree : {false, true}) {
+        SpecParams spec = fixed_length(SpecType::MTP, 3);
+        spec.tree = tree;
+        if (tree) spec.tree_min_gain = 0.0;
+        SpecStats st;
+        EXPECT_EQ(run_with(pool, target, asst, prompt, 40, greedy(), spec, 0, &st), plain) << (tree ? "tree" : "chain");
+        EXPECT_GT(st.n_drafted, 0);
+        if (tree) EXPECT_GT(st.n_tree_nodes, 0);
+    }
+    SamplerParams sp;
+    sp.temp = 1.5f;
+    sp.min_p = 0.0f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    const int runs = 1500;
+    Session ts(target, SessionParams{64, 0, 256}, pool);
+    SessionParams ap{64, 0, 256};
+    ap.mtp_of = &ts;
+    Session as(asst, ap, pool);
+    const long long accepted = expect_sampled_distribution(ts, &as, prompt, sp, fixed_length(SpecType::MTP, 3), runs, 4,
+                                                           "gemma4 assistant, temp 1.5");
+    EXPECT_GT(accepted, test::statistical_runs(runs).runs / 10) << "too few drafts accepted for the test to say much";
+    EXPECT_THROW(Session(asst, SessionParams{64, 0, 256}, pool), Error);
+    auto other = Model::load(test::synth_file("tiny-ref-llama4", "Q8_0"));
+    Session os(other, SessionParams{64, 0, 256}, pool);
+    SessionParams op{64, 0, 256};
+    op.mtp_of = &os;
+    EXPECT_THROW(Session(asst, op, pool), Error);
 }
 
 // A hybrid target (qwen35: Gated DeltaNet layers whose state rolls back per position, gated attention) with its

@@ -32,7 +32,8 @@ enum class Arch {
     QWEN35MOE,
     QWEN3NEXT,
     LLAMA4,
-    GEMMA4
+    GEMMA4,
+    GEMMA4_ASSISTANT
 };
 const char* arch_name(Arch a);
 struct HParams;
@@ -248,6 +249,18 @@ struct MtpWeights {
     Weight head;  // (n_vocab, n_embd): its own shared_head_head, else the model's output
 };
 
+// A Gemma 4 assistant (gemma4-assistant files: Gemma 4's drafter, llama.cpp's gemma4-assistant): a few decoder layers
+// that have queries only and attend to its target's cache (each layer to the target's last global or last
+// sliding-window layer's rows, by its kind). From the target's final normed hidden state h (n_embd_target) at
+// position p - 1 and the token t at p: x = pre_proj [embd_target(t) * sqrt(n_embd_target), h]; its layers (gemma4's
+// block, queries at position p); logits = tok_embd rmsnorm(x) * output_norm (tied), and h' = post_proj of that
+// norm is the h of its next draft, at the same position p (model/assistant.cpp, SessionParams::mtp_of).
+struct AssistantWeights {
+    int n_embd_target = 0;
+    Weight pre_proj;  // (n_embd, 2 n_embd_target)
+    Weight post_proj;  // (n_embd_target, n_embd)
+};
+
 struct LoadOptions {
     // Copy Q8_0/Q4_0 matrices into the CPU's faster interleaved layout when it has one (see repack_for_cpu).
     // Off: every matrix is used in place from the file (the tests compare the two paths).
@@ -273,6 +286,7 @@ public:
     // Layers 0..n_layer-1; with an MTP block, layer(n_layer) is its decoder layer.
     const LayerWeights& layer(int i) const { return layers_[size_t(i)]; }
     const MtpWeights* mtp() const { return mtp_.eh_proj.data ? &mtp_ : nullptr; }  // null: no MTP block
+    const AssistantWeights* assistant() const { return asst_.pre_proj.data ? &asst_ : nullptr; }  // null: not one
     // gemma4's per-layer embeddings (HParams::n_embd_per_layer > 0): per token, the n_layer slices of
     // (embd_l(token) sqrt(n_pl) + rmsnorm(proj x / sqrt(n_embd)) * norm) / sqrt(2), x the scaled input embedding
     struct PerLayerEmbd {
@@ -304,6 +318,7 @@ private:
     std::vector<LayerWeights> layers_;
     MtpWeights mtp_;
     PerLayerEmbd ple_;
+    AssistantWeights asst_;
     std::shared_ptr<uint8_t> packed_;  // one buffer holding the repacked matrices (see Model::repack_for_cpu)
     size_t packed_bytes_ = 0;
     void repack_for_cpu();

@@ -52,6 +52,9 @@ struct SessionParams {
     // target keeps those rows for it from then on: Session::hidden_row), else its own output state of its
     // previous pass's last row at q - 1 (a chain of drafts, one token per pass beyond the target), else zeros.
     // Positions are the target's: an MTP session is never shifted or windowed apart from its target.
+    // A session of a Gemma 4 assistant (Model::assistant()) takes its target here too: it keeps no cache, its
+    // queries read the target's; its row at q >= the target's length reads the target's state at length - 1 (the
+    // first) or its own previous output state, all at the position of the target's length, as llama.cpp runs it.
     Session* mtp_of = nullptr;
     // Recurrent (Gated DeltaNet) models: the positions before the current one whose state is held (the rollback
     // window: kRecurrentKeep, kRecurrentKeepTarget), >= 1. Sessions of other models ignore it.
@@ -219,6 +222,7 @@ private:
         const int32_t* parents = nullptr;  // token tree (decode_tree); null: a chain
     };
     static void forward_segments(const std::vector<Segment>& segs);
+    static void assistant_forward(const std::vector<Segment>& segs);  // model/assistant.cpp
     // Throws for an id out of range, a context overflow, or a forward pass of `pass` rows (at most n) larger than
     // the window-only caches take.
     void check_decode(const int32_t* tokens, int n, int pass) const;

@@ -112,6 +112,9 @@ struct DraftSetup {
 // The default proposer of a model with a multi-token-prediction block: when neither --spec-type nor -md was given
 // (`chosen_elsewhere` false), spec.type becomes MTP for such a model. Returns whether it did (the caller says so).
 bool pick_mtp_by_default(SpecParams& spec, const Model& target, bool chosen_elsewhere);
+// A draft model (-md) that is a Gemma 4 assistant (Model::assistant()) drafts as MTP does, from the target's states
+// and cache: spec.type DRAFT becomes MTP. Returns whether it did (the caller says so).
+bool pick_assistant(SpecParams& spec, const Model* draft);
 // Self-speculation depth: `requested` layers of the target (0: half of them, at least 1). Throws tandem::Error
 // unless 1 <= K < the target's layer count (K = all layers would draft with the target itself).
 int self_draft_layers(const Model& target, int requested);
@@ -121,7 +124,7 @@ int self_draft_layers(const Model& target, int requested);
 double draft_cost_prior(SpecType type, const Model& target, const Model* draft_model, int requested_layers);
 // DRAFT: a session on `draft_model`; SELF: a session on the target limited to self_draft_layers(requested_layers);
 // MTP: an MTP draft session of `target_session` (SessionParams::mtp_of; it must outlive the draft session; throws
-// when the model has no MTP block); NONE, NGRAM, SUFFIX: no session. The session takes `params` (context, batch,
+// when the model has no MTP block), of `draft_model` when that is a Gemma 4 assistant; NONE, NGRAM, SUFFIX: no session. The session takes `params` (context, batch,
 // cache types; its n_layers is set here). The cost prior is draft_cost_prior's.
 DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
                       const std::shared_ptr<const Model>& draft_model, SessionParams params, int requested_layers,

@@ -11,7 +11,8 @@ struct SynthShape {
     std::string name;
     std::string
         arch;  // any architecture the loader knows (model.h): llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss,
-    // smollm3, granite, olmo2, mistral3, glm4moe, deepseek2, qwen35, qwen35moe, qwen3next, llama4, gemma4
+    // smollm3, granite, olmo2, mistral3, glm4moe, deepseek2, qwen35, qwen35moe, qwen3next, llama4, gemma4,
+    // gemma4-assistant
     int n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
     float rope_theta;
     bool tied_output;
@@ -36,11 +37,14 @@ struct SynthShape {
     // quarter of its dims rotated), the others sliding-window (head_dim_swa, n_head_kv); the last n_kv_shared
     // layers without a cache of their own and twice n_ff wide; per-layer embeddings of n_embd_per_layer
     int swa_pattern = 0, head_dim_swa = 0, n_head_kv_global = 0, n_kv_shared = 0, n_embd_per_layer = 0;
+    // gemma4-assistant (a Gemma 4 drafter): its target's hidden size (its layers' shapes are the target's attention
+    // shapes of the same kind; queries only)
+    int n_embd_target = 0;
 };
 
 // Known shapes: tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, llama-2-7b, llama-3.1-8b, qwen3-0.6b, qwen3-8b,
 // qwen3-30b-a3b, gemma3-1b, phi-4-mini, gpt-oss-20b, smollm3-3b, granite-3.3-2b, olmo2-1b, glm-4.5-air-6l,
-// deepseek-v3-2l, qwen3.5-9b, qwen3.5-35b-a3b-8l, llama4-scout-4l, gemma4-e2b, and tiny-test* (for
+// deepseek-v3-2l, qwen3.5-9b, qwen3.5-35b-a3b-8l, llama4-scout-4l, gemma4-e2b, gemma4-e2b-assistant, and tiny-test* (for
 // tests; tiny-ref-* are the shapes of the llama.cpp references in tests/data/reference-arch).
 const std::vector<SynthShape>& synth_shapes();
 const SynthShape& synth_shape(const std::string& name);  // throws tandem::Error listing the known names

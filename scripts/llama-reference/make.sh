@@ -49,6 +49,11 @@ for name in tiny-ref-glm4moe-f16 tiny-ref-deepseek2-f16 tiny-ref-qwen35-f16 tiny
   "$WORK/reference_logits" "$WORK/$name.gguf" --mtp 8 "${PROMPTS[@]}" > "$OUT/$name.mtp.json"
   echo "wrote $OUT/$name.mtp.json"
 done
+# the Gemma 4 assistant on its target, as llama.cpp's draft-mtp drafts with it
+"$TANDEM_BIN" synth "$WORK/tiny-ref-gemma4-assistant-f16.gguf" --shape tiny-ref-gemma4-assistant --type F16 --seed 1
+"$WORK/reference_logits" "$WORK/tiny-ref-gemma4-f16.gguf" --assistant "$WORK/tiny-ref-gemma4-assistant-f16.gguf" 8 \
+  "${PROMPTS[@]}" > "$OUT/tiny-ref-gemma4-assistant-f16.chain.json"
+echo "wrote $OUT/tiny-ref-gemma4-assistant-f16.chain.json"
 DEPTH=$REPO/tests/data/reference-depth
 mkdir -p "$DEPTH"
 for d in 4096 16384; do

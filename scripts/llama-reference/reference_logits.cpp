@@ -7,6 +7,7 @@
 //   reference_logits MODEL.gguf STEPS "prompt" ["prompt" ...] > OUT.json
 //   reference_logits MODEL.gguf --depth D --cache f16|q8_0 STEPS > OUT.json
 //   reference_logits MODEL.gguf --mtp STEPS "prompt" ["prompt" ...] > OUT.json
+//   reference_logits MODEL.gguf --assistant ASSISTANT.gguf STEPS "prompt" ["prompt" ...] > OUT.json
 // The second form: one prompt of D tokens, BOS then 3 + (i * 7919) % (n_vocab - 3) for i = 1 .. D - 1, fed in
 // pieces of n_batch, then STEPS greedy steps; n_ctx D + STEPS rounded up to 256. q8_0 caches K and V as Q8_0,
 // which llama.cpp allows only with flash attention (on there; off for f16, as in the other references).
@@ -16,6 +17,10 @@
 // logits of every prompt row ("rows"), then a chain as draft-mtp drafts it: the target's greedy next token at
 // the prompt's end with the target's last state, then STEPS - 1 tokens each taking the MTP's greedy token and its
 // own output state ("chain": {id fed, top5}).
+// The fourth form (a gemma4 target and its gemma4-assistant): the prompt through the target, then a chain as
+// draft-mtp drafts with an assistant (its context's ctx_other is the target's, whose cache it reads): the target's
+// greedy next token with the target's last state at the prompt's length, then STEPS - 1 tokens each taking the
+// assistant's greedy token and its own output state, all at that same position ("chain": {id fed, top5}).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -216,9 +221,99 @@ int mtp_mode(const char* path, int steps, int n_prompts, char** prompts) {
     return 0;
 }
 
+int assistant_mode(const char* path, const char* assistant_path, int steps, int n_prompts, char** prompts) {
+    llama_model_params mp = llama_model_default_params();
+    llama_model* model = llama_model_load_from_file(path, mp);
+    llama_model* amodel = model ? llama_model_load_from_file(assistant_path, mp) : nullptr;
+    if (!amodel) return 1;
+    const llama_vocab* vocab = llama_model_get_vocab(model);
+    const int n_vocab = llama_vocab_n_tokens(vocab), n_embd = llama_model_n_embd(model);
+    std::printf("[");
+    for (int a = 0; a < n_prompts; a++) {
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = 512;
+        cp.n_batch = cp.n_ubatch = 512;
+        cp.n_threads = cp.n_threads_batch = 1;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+        llama_context* tgt = llama_init_from_model(model, cp);
+        llama_context_params cm = cp;
+        cm.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
+        cm.ctx_other = tgt;
+        llama_context* asst = tgt ? llama_init_from_model(amodel, cm) : nullptr;
+        if (!asst) {
+            std::fprintf(stderr, "cannot make the contexts\n");
+            return 1;
+        }
+        llama_set_embeddings_nextn(tgt, true, false);
+        llama_set_embeddings_nextn(asst, true, true);
+        const std::string prompt = prompts[a];
+        const std::vector<llama_token> ids = tokenize(vocab, prompt);
+        const int n = int(ids.size());
+        if (n <= 0) return 1;
+        llama_batch tb = llama_batch_init(n, 0, 1);
+        for (int i = 0; i < n; i++) {
+            tb.token[i] = ids[size_t(i)];
+            tb.pos[i] = i;
+            tb.n_seq_id[i] = 1;
+            tb.seq_id[i][0] = 0;
+            tb.logits[i] = 1;
+        }
+        tb.n_tokens = n;
+        if (llama_decode(tgt, tb) != 0) {
+            std::fprintf(stderr, "the target's decode failed\n");
+            return 1;
+        }
+        std::vector<float> own(llama_get_embeddings_nextn_ith(tgt, n - 1),
+                               llama_get_embeddings_nextn_ith(tgt, n - 1) + n_embd);
+        llama_token tok = argmax_of(llama_get_logits_ith(tgt, n - 1), n_vocab);
+        llama_batch ab = llama_batch_init(1, n_embd, 1);
+        ab.token = static_cast<llama_token*>(std::malloc(sizeof(llama_token)));
+        std::printf("%s{\"prompt\": %s, \"prompt_ids\": [", a ? ", " : "", json_string(prompt).c_str());
+        for (int i = 0; i < n; i++) std::printf("%s%d", i ? ", " : "", ids[size_t(i)]);
+        std::printf("], \"chain\": [");
+        for (int s = 0; s < steps; s++) {
+            ab.n_tokens = 1;
+            ab.token[0] = tok;
+            ab.pos[0] = n;  // every draft at the target's length, as draft-mtp with shared memory
+            ab.n_seq_id[0] = 1;
+            ab.seq_id[0][0] = 0;
+            ab.logits[0] = 1;
+            std::copy_n(own.data(), n_embd, ab.embd);
+            if (const int rc = llama_decode(asst, ab); rc != 0) {
+                std::fprintf(stderr, "the assistant's decode failed (%d)\n", rc);
+                return 1;
+            }
+            const float* lg = llama_get_logits_ith(asst, 0);
+            std::printf("%s{\"id\": %d, \"top5\": ", s ? ", " : "", tok);
+            print_top5(lg, n_vocab);
+            std::printf("}");
+            std::copy_n(llama_get_embeddings_nextn_ith(asst, 0), n_embd, own.begin());
+            tok = argmax_of(lg, n_vocab);
+        }
+        std::printf("]}");
+        std::free(ab.token);
+        ab.token = nullptr;
+        llama_batch_free(ab);
+        llama_batch_free(tb);
+        llama_free(asst);
+        llama_free(tgt);
+    }
+    std::printf("]\n");
+    llama_model_free(amodel);
+    llama_model_free(model);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc >= 6 && std::string(argv[2]) == "--assistant") {
+        llama_backend_init();
+        if (!std::getenv("REFERENCE_LOG")) llama_log_set([](ggml_log_level, const char*, void*) {}, nullptr);
+        const int rc = assistant_mode(argv[1], argv[3], std::atoi(argv[4]), argc - 5, argv + 5);
+        llama_backend_free();
+        return rc;
+    }
     if (argc >= 5 && std::string(argv[2]) == "--mtp") {
         llama_backend_init();
         if (!std::getenv("REFERENCE_LOG")) llama_log_set([](ggml_log_level, const char*, void*) {}, nullptr);

@@ -26,6 +26,7 @@
 
 #include "core/fp16.h"
 #include "model/weight_view.h"
+#include "model/assistant.h"
 #include "model/attention.h"
 #include "model/ffn.h"
 #include "model/mla.h"
@@ -94,7 +95,18 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
     // Sliding-window layers hold a ring of swa_cap_ rows unless that is the whole context (model/kv_cache.h).
     swa_cap_ = swa_cache_positions(hp, n_ctx_, params);
     std::vector<KvLayer> layers = kv_layers(*model_, params, n_ctx_);
-    if (params.mtp_of) {  // an MTP draft session: the one MTP layer, at its target's positions
+    if (model_->assistant() && !params.mtp_of)
+        throw Error(model_->path() +
+                    ": a gemma4-assistant drafts beside its gemma4 target only (as -md), from the target's cache");
+    if (params.mtp_of && model_->assistant()) {  // a Gemma 4 assistant: no cache of its own (model/assistant.cpp)
+        mtp_of_ = params.mtp_of;
+        n_ctx_ = mtp_of_->n_ctx();
+        swa_cap_ = 0;
+        for (KvLayer& l : layers) l.rows = 0;
+        impl_ = std::make_unique<Impl>(n_ctx_, layers, params.type_k, params.type_v, false);
+        impl_->assist_kv = assistant_cache_layers(*model_, *mtp_of_);
+        mtp_of_->keep_hidden(true);
+    } else if (params.mtp_of) {  // an MTP draft session: the one MTP layer, at its target's positions
         if (!model_->mtp())
             throw Error(model_->path() + ": the model has no multi-token-prediction block (--spec-type mtp)");
         if (&params.mtp_of->model() != model_.get() || params.mtp_of->is_mtp())
@@ -113,7 +125,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
             strprintf("this model's multi-head latent attention caches one row as key and value: the K and V "
                       "cache types must be the same (-ctk %s, -ctv %s)",
                       type_name(params.type_k), type_name(params.type_v)));
-    impl_ = std::make_unique<Impl>(n_ctx_, layers, params.type_k, params.type_v, hp.mla);
+    if (!impl_) impl_ = std::make_unique<Impl>(n_ctx_, layers, params.type_k, params.type_v, hp.mla);
     // Gated DeltaNet layers: their state, kept for the last recurrent_keep positions (model/recurrent_state.h)
     size_t rec_floats = 0;
     impl_->rec_off.assign(size_t(n_layers_), 0);
@@ -382,6 +394,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     // One forward pass over the rows of every segment: the weights are read once for all of them, each row
     // attends to its own session's cache.
     Session& S0 = *segs[0].s;
+    if (S0.mtp_of_ && S0.model_->assistant()) return assistant_forward(segs);
     const Model& model = *S0.model_;
     ThreadPool& pool = S0.pool_;
     const HParams& hp = model.hparams();

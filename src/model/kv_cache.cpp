@@ -36,6 +36,7 @@ TensorType parse_kv_cache_type(const std::string& name, const char* flag) {
 size_t kv_bytes_per_position(const Model& m, TensorType tk, TensorType tv) {
     const HParams& hp = m.hparams();
     size_t bytes = 0;
+    if (m.assistant()) return 0;  // it reads its target's cache
     for (int l = 0; l < hp.n_layer; l++) {
         const LayerWeights& L = m.layer(l);
         if (L.recurrent || L.kv_from >= 0) continue;

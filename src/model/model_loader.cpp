@@ -25,12 +25,25 @@ struct ArchName {
     const char* name;
 };
 constexpr ArchName kArchs[] = {
-    {Arch::LLAMA, "llama"},         {Arch::QWEN2, "qwen2"},       {Arch::QWEN3, "qwen3"},
-    {Arch::QWEN3MOE, "qwen3moe"},   {Arch::GEMMA3, "gemma3"},     {Arch::PHI3, "phi3"},
-    {Arch::GPT_OSS, "gpt-oss"},     {Arch::SMOLLM3, "smollm3"},   {Arch::GRANITE, "granite"},
-    {Arch::OLMO2, "olmo2"},         {Arch::MISTRAL3, "mistral3"}, {Arch::GLM4MOE, "glm4moe"},
-    {Arch::DEEPSEEK2, "deepseek2"}, {Arch::QWEN35, "qwen35"},     {Arch::QWEN35MOE, "qwen35moe"},
-    {Arch::QWEN3NEXT, "qwen3next"}, {Arch::LLAMA4, "llama4"},     {Arch::GEMMA4, "gemma4"},
+    {Arch::LLAMA, "llama"},
+    {Arch::QWEN2, "qwen2"},
+    {Arch::QWEN3, "qwen3"},
+    {Arch::QWEN3MOE, "qwen3moe"},
+    {Arch::GEMMA3, "gemma3"},
+    {Arch::PHI3, "phi3"},
+    {Arch::GPT_OSS, "gpt-oss"},
+    {Arch::SMOLLM3, "smollm3"},
+    {Arch::GRANITE, "granite"},
+    {Arch::OLMO2, "olmo2"},
+    {Arch::MISTRAL3, "mistral3"},
+    {Arch::GLM4MOE, "glm4moe"},
+    {Arch::DEEPSEEK2, "deepseek2"},
+    {Arch::QWEN35, "qwen35"},
+    {Arch::QWEN35MOE, "qwen35moe"},
+    {Arch::QWEN3NEXT, "qwen3next"},
+    {Arch::LLAMA4, "llama4"},
+    {Arch::GEMMA4, "gemma4"},
+    {Arch::GEMMA4_ASSISTANT, "gemma4-assistant"},
 };
 }  // namespace
 
@@ -220,6 +233,8 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         throw Error(f.path() + ": unsupported architecture '" + *arch + "' (supported: " + list + ")");
     }
     const Arch A = hp.arch;
+    // gemma4-assistant: gemma4's block; its every layer is a "nextn" layer (nextn_predict_layers = block_count)
+    const bool g4 = A == Arch::GEMMA4 || A == Arch::GEMMA4_ASSISTANT, assistant = A == Arch::GEMMA4_ASSISTANT;
     // Qwen3.5's hybrid layout, dense or MoE, and Qwen3-Next's (the MoE one with fused beta|alpha, grouped heads)
     const bool q35 = A == Arch::QWEN35 || A == Arch::QWEN35MOE || A == Arch::QWEN3NEXT;
     const bool q35_moe = A == Arch::QWEN35MOE || A == Arch::QWEN3NEXT;
@@ -229,7 +244,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     hp.n_layer = L.req_int("block_count");
     // Multi-token-prediction blocks (glm4moe, DeepSeek V3) are the file's last nextn_predict_layers blocks; the
     // forward pass runs the ones before them.
-    if (auto v = f.get_int(*arch + ".nextn_predict_layers"); v && *v != 0) {
+    if (auto v = f.get_int(*arch + ".nextn_predict_layers"); v && *v != 0 && !assistant) {
         if (*v < 0 || *v >= hp.n_layer)
             L.fail(strprintf("nextn_predict_layers %lld is invalid for %d blocks", (long long)*v, hp.n_layer));
         hp.n_layer_nextn = int(*v);
@@ -275,7 +290,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     } else {
         if (L.opt_int("attention.value_length", hp.head_dim) != hp.head_dim)
             L.fail("attention.value_length differs from key_length (not supported)");
-        if (A == Arch::GEMMA4) {  // its sliding-window layers have their own head size and rotated dims
+        if (g4) {  // its sliding-window layers have their own head size and rotated dims
             hp.head_dim_swa = L.req_int("attention.key_length_swa");
             hp.n_rot_swa = L.opt_int("rope.dimension_count_swa", hp.head_dim_swa);
             if (L.opt_int("attention.value_length_swa", hp.head_dim_swa) != hp.head_dim_swa)
@@ -286,9 +301,8 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         }
         // attention's tiles take heads up to 576 (MLA's row); gemma4's global layers have 512
         for (int hd : {hp.head_dim, hp.head_dim_swa > 0 ? hp.head_dim_swa : hp.head_dim})
-            if (hd % 8 != 0 || hd > (A == Arch::GEMMA4 ? 512 : 256))
-                L.fail(strprintf("head size %d is not supported (a multiple of 8, at most %d)", hd,
-                                 A == Arch::GEMMA4 ? 512 : 256));
+            if (hd % 8 != 0 || hd > (g4 ? 512 : 256))
+                L.fail(strprintf("head size %d is not supported (a multiple of 8, at most %d)", hd, g4 ? 512 : 256));
     }
     hp.rms_eps = L.opt_float("attention.layer_norm_rms_epsilon", 1e-5f);
     hp.rope_theta = L.opt_float("rope.freq_base", 10000.0f);
@@ -328,10 +342,9 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
                             A == Arch::DEEPSEEK2 || A == Arch::LLAMA4
                         ? RopeStyle::NORM
                         : RopeStyle::NEOX;
-    hp.has_qk_norm = A == Arch::QWEN3 || A == Arch::QWEN3MOE || A == Arch::GEMMA3 || A == Arch::GEMMA4 ||
-                     A == Arch::OLMO2 || q35 ||
+    hp.has_qk_norm = A == Arch::QWEN3 || A == Arch::QWEN3MOE || A == Arch::GEMMA3 || g4 || A == Arch::OLMO2 || q35 ||
                      (A == Arch::GLM4MOE && L.has("blk.0.attn_q_norm.weight"));  // GLM-4.5 has it, -Air not
-    hp.has_post_norms = A == Arch::GEMMA3 || A == Arch::GEMMA4 || A == Arch::OLMO2;
+    hp.has_post_norms = A == Arch::GEMMA3 || g4 || A == Arch::OLMO2;
     hp.q_scale = 1.0f / std::sqrt(float(hp.head_dim));
     if (hp.mla) {  // llama.cpp's deepseek2 graph: the query scale carries YaRN's magnitude, squared
         const float ln = std::log(1.0f / hp.rope_freq_scale);
@@ -369,20 +382,28 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         if (hp.n_layer == 62) hp.q_scale = 1.0f / std::sqrt(float(hp.n_embd / hp.n_head));
         hp.logit_softcap = L.opt_float("final_logit_softcapping", 0.0f);
     }
-    if (A == Arch::GEMMA4) {  // Gemma 4 (llama.cpp's gemma4): gemma3's block with the differences below
+    if (g4) {  // Gemma 4 (llama.cpp's gemma4): gemma3's block with the differences below
         hp.embd_scale = std::sqrt(float(hp.n_embd));
         hp.ffn_act = FfnAct::GELU_TANH;
         hp.logit_softcap = L.opt_float("final_logit_softcapping", 0.0f);
         hp.q_scale = 1.0f;  // its q/k norms carry the scale
         hp.v_norm = true;
         hp.rope_freqs_global_only = true;
-        hp.n_kv_shared = int(f.get_int(*arch + ".attention.shared_kv_layers").value_or(0));
+        // (an assistant shares its target's cache, whatever its file says)
+        if (!assistant) hp.n_kv_shared = int(f.get_int(*arch + ".attention.shared_kv_layers").value_or(0));
         hp.n_embd_per_layer = int(f.get_int(*arch + ".embedding_length_per_layer_input").value_or(0));
         if (hp.n_kv_shared < 0 || hp.n_kv_shared > hp.n_layer - 2 || hp.n_embd_per_layer < 0 ||
             hp.n_embd_per_layer > (1 << 16))
             L.fail(strprintf("attention.shared_kv_layers %d / embedding_length_per_layer_input %d are invalid",
                              hp.n_kv_shared, hp.n_embd_per_layer));
         if (f.find(*arch + ".expert_count")) L.fail("gemma4 with experts (Gemma 4 26B-A4B) is not supported yet");
+        if (assistant) {  // no soft-capping, no per-layer inputs; the target's width from embedding_length_out
+            hp.logit_softcap = 0;
+            hp.n_embd_per_layer = 0;
+            m->asst_.n_embd_target = L.req_int("embedding_length_out");
+            if (m->asst_.n_embd_target == hp.n_embd)
+                L.fail("a gemma4-assistant needs embedding_length_out: its target's hidden size");
+        }
     }
     if (A == Arch::GPT_OSS) hp.ffn_act = FfnAct::SWIGLU_OAI;
     std::vector<bool> recurrent_layer;
@@ -445,7 +466,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     }
     // gemma4: attention.sliding_window_pattern is one flag per layer (true: sliding window)
     std::vector<bool> swa_layer;
-    if (A == Arch::GEMMA4) {
+    if (g4) {
         const GgufValue* v = f.find(*arch + ".attention.sliding_window_pattern");
         if (!v || v->type != GgufType::ARRAY || int(v->arr.size()) < hp.n_layer)
             L.fail("gemma4 needs attention.sliding_window_pattern: one flag per layer");
@@ -459,8 +480,8 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         if (A == Arch::GPT_OSS && !w) L.fail("missing required metadata '" + *arch + ".attention.sliding_window'");
         if (w && *w > 0) {
             hp.n_swa = int(std::min<int64_t>(*w, int64_t(1) << 30));
-            if (A != Arch::GEMMA4) swa_pattern = L.opt_int("attention.sliding_window_pattern", swa_pattern);
-            const bool gemma = A == Arch::GEMMA3 || A == Arch::GEMMA4;
+            if (!g4) swa_pattern = L.opt_int("attention.sliding_window_pattern", swa_pattern);
+            const bool gemma = A == Arch::GEMMA3 || g4;
             hp.rope_theta_swa = gemma ? 10000.0f : hp.rope_theta;
             hp.rope_freq_scale_swa = gemma ? 1.0f : hp.rope_freq_scale;
             hp.rope_theta_swa = L.opt_float("rope.freq_base_swa", hp.rope_theta_swa);
@@ -610,9 +631,9 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             l.wq = Loader::rows_of(qkv, 0, q_dim);
             l.wk = Loader::rows_of(qkv, q_dim, kv_dim);
             l.wv = Loader::rows_of(qkv, q_dim + kv_dim, kv_dim);
-        } else if (A == Arch::GEMMA4) {  // a shared-KV layer has no K/V of its own; without attn_v, v = k's rows
+        } else if (g4) {  // a shared-KV layer has no K/V of its own; without attn_v, v = k's rows
             l.wq = L.matrix(p + "attn_q.weight", q_dim, hp.n_embd);
-            if (l.kv_from < 0) {
+            if (l.kv_from < 0 && !assistant) {  // (an assistant's layers read its target's cache)
                 l.wk = L.matrix(p + "attn_k.weight", kv_dim, hp.n_embd);
                 l.wv = L.has(p + "attn_v.weight") ? L.matrix(p + "attn_v.weight", kv_dim, hp.n_embd) : l.wk;
             }
@@ -632,7 +653,8 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             l.bo = L.vec(p + "attn_output.bias", hp.n_embd);
         if (hp.has_qk_norm && !l.recurrent) {
             l.q_norm = L.vec(p + "attn_q_norm.weight", hp.qk_norm_whole ? q_dim : l.head_dim);
-            if (l.kv_from < 0) l.k_norm = L.vec(p + "attn_k_norm.weight", hp.qk_norm_whole ? kv_dim : l.head_dim);
+            if (l.kv_from < 0 && !assistant)
+                l.k_norm = L.vec(p + "attn_k_norm.weight", hp.qk_norm_whole ? kv_dim : l.head_dim);
         }
         if (hp.has_attn_sinks) l.sinks = L.vec(p + "attn_sinks.weight", hp.n_head);
         // gpt-oss, glm4moe and qwen35 name their pre-FFN norm post_attention_norm
@@ -641,7 +663,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             l.post_attn_norm = L.vec(p + "post_attention_norm.weight", hp.n_embd);
         if (!ffn_norm_is_post_attn && hp.has_pre_norms) l.ffn_norm = L.vec(p + "ffn_norm.weight", hp.n_embd);
         if (hp.has_post_norms) l.post_ffn_norm = L.vec(p + "post_ffw_norm.weight", hp.n_embd);
-        if (A == Arch::GEMMA4) {
+        if (g4) {
             if (L.has(p + "layer_output_scale.weight")) l.out_scale = L.vec(p + "layer_output_scale.weight", 1)[0];
             if (hp.n_embd_per_layer > 0) {
                 l.pl_gate = L.matrix(p + "inp_gate.weight", hp.n_embd_per_layer, hp.n_embd);
@@ -685,6 +707,11 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             l.w_up = L.matrix(p + "ffn_up.weight", n_ff, hp.n_embd);
         }
         if (!l.moe()) l.w_down = L.matrix(p + "ffn_down.weight", hp.n_embd, n_ff);
+    }
+    if (assistant) {
+        const int64_t Et = m->asst_.n_embd_target;
+        m->asst_.pre_proj = L.matrix("nextn.pre_projection.weight", hp.n_embd, 2 * Et);
+        m->asst_.post_proj = L.matrix("nextn.post_projection.weight", Et, hp.n_embd);
     }
     if (hp.n_embd_per_layer > 0) {  // gemma4's per-layer embeddings
         const int64_t pl = int64_t(hp.n_layer) * hp.n_embd_per_layer;
@@ -733,6 +760,8 @@ void Model::repack_for_cpu() {
     if (mtp_.eh_proj.data && packable(mtp_.eh_proj.type, mtp_.eh_proj.rows, mtp_.eh_proj.cols))
         todo.push_back(&mtp_.eh_proj);
     if (mtp_own_head && packable(mtp_.head.type, mtp_.head.rows, mtp_.head.cols)) todo.push_back(&mtp_.head);
+    for (Weight* w : {&asst_.pre_proj, &asst_.post_proj})
+        if (w->data && packable(w->type, w->rows, w->cols)) todo.push_back(w);
     // One huge-page buffer for all copies, each matrix at a 64-byte boundary.
     auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };
     size_t total = 0;

@@ -27,8 +27,8 @@ void per_layer_inputs(ThreadPool& pool, const Model& m, const int32_t* tokens, c
     }
 }
 
-void per_layer_apply(ThreadPool& pool, const HParams& hp, const LayerWeights& L, int l, const float* e, int n,
-                     float* x, std::vector<float>& gate, std::vector<float>& proj) {
+void per_layer_apply(ThreadPool& pool, const HParams& hp, const LayerWeights& L, int l, const float* e, int n, float* x,
+                     std::vector<float>& gate, std::vector<float>& proj) {
     const int P = hp.n_embd_per_layer, W = hp.n_layer * P, E = hp.n_embd;
     gate.resize(size_t(n) * size_t(P));
     proj.resize(size_t(n) * size_t(E));

@@ -17,7 +17,7 @@ void per_layer_inputs(ThreadPool& pool, const Model& m, const int32_t* tokens, c
 
 // Layer l's per-layer input added to the rows x (n, n_embd); e as per_layer_inputs wrote it. `gate`, `proj`:
 // scratch.
-void per_layer_apply(ThreadPool& pool, const HParams& hp, const LayerWeights& L, int l, const float* e, int n,
-                     float* x, std::vector<float>& gate, std::vector<float>& proj);
+void per_layer_apply(ThreadPool& pool, const HParams& hp, const LayerWeights& L, int l, const float* e, int n, float* x,
+                     std::vector<float>& gate, std::vector<float>& proj);
 
 }  // namespace tandem

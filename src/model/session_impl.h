@@ -27,6 +27,7 @@ struct Session::Impl {
     DeltaNetScratch dn;
     std::vector<float> qg, gate;
     double attn_s = 0;  // seconds spent in attention, all passes (Session::attention_seconds)
+    std::vector<int> assist_kv;  // a Gemma 4 assistant: the target's cache layer each of its layers reads
     RopeTable rope[2];  // [0] global layers, [1] sliding-window layers (HParams::n_swa > 0)
     Impl(int n_ctx, const std::vector<KvLayer>& layers, TensorType tk, TensorType tv, bool v_is_k)
         : kv(n_ctx, layers, tk, tv, v_is_k) {}

@@ -154,6 +154,22 @@ const std::vector<SynthShape>& synth_shapes() {
         gemma4("gemma4-e2b", 1536, 35, 8, 1, 1, 6144, 262144, 131072, 256, 512, 512, 5, 20, 256, 0.02f, 0.0f),
         // Gemma 4's layout at the references' size: layers 2 and 5 global, 3-5 sharing the caches of 1 and 2
         gemma4("tiny-ref-gemma4", 256, 6, 4, 2, 1, 512, 1000, 512, 32, 64, 8, 3, 3, 32, 0.05f, 0.1f),
+        // a Gemma 4 assistant for gemma4-e2b (the size is ours: 4 layers of 512, the last global)
+        [&] {
+            SynthShape s = gemma4("gemma4-e2b-assistant", 512, 4, 8, 1, 1, 2048, 262144, 131072, 256, 512, 512, 4, 0, 0,
+                                  0.02f, 0.0f);
+            s.arch = "gemma4-assistant";
+            s.n_embd_target = 1536;
+            return s;
+        }(),
+        // an assistant for tiny-ref-gemma4: a sliding-window layer and a global one
+        [&] {
+            SynthShape s =
+                gemma4("tiny-ref-gemma4-assistant", 128, 2, 4, 2, 1, 256, 1000, 512, 32, 64, 8, 2, 0, 0, 0.03f, 0.1f);
+            s.arch = "gemma4-assistant";
+            s.n_embd_target = 256;
+            return s;
+        }(),
         // Qwen3.5-9B's shapes and its MTP block
         qwen35("qwen3.5-9b", 4096, 32, 16, 4, 12288, 248320, 262144, 256, 128, 16, 32, 4, 0.02f, 0.0f),
         // the llama.cpp reference's: DeltaNet in layers 0 and 2, gated attention in 1 and 3
@@ -273,7 +289,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     }
     const int hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
     const bool moe = s.n_expert > 0, gemma = a == "gemma3", phi = a == "phi3", oss = a == "gpt-oss";
-    const bool g4 = a == "gemma4";
+    const bool asst = a == "gemma4-assistant", g4 = a == "gemma4" || asst;
     // gemma4: which layers are global, which read another's cache, and each layer's head size / KV heads / FFN width
     auto g4_global = [&](int l) { return g4 && (l + 1) % s.swa_pattern == 0; };
     auto g4_shared = [&](int l) { return g4 && l >= s.n_layer - s.n_kv_shared; };
@@ -363,7 +379,11 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         w.set(a + ".rope.freq_base_swa", GgufValue::of_f32(10000.0f));
         w.set(a + ".attention.shared_kv_layers", GgufValue::of_u32(uint32_t(s.n_kv_shared)));
         w.set(a + ".embedding_length_per_layer_input", GgufValue::of_u32(uint32_t(s.n_embd_per_layer)));
-        w.set(a + ".final_logit_softcapping", GgufValue::of_f32(30.0f));
+        if (!asst) w.set(a + ".final_logit_softcapping", GgufValue::of_f32(30.0f));
+        if (asst) {
+            w.set(a + ".embedding_length_out", GgufValue::of_u32(uint32_t(s.n_embd_target)));
+            w.set(a + ".nextn_predict_layers", GgufValue::of_u32(uint32_t(s.n_layer)));
+        }
         w.set(a + ".attention.layer_norm_rms_epsilon", GgufValue::of_f32(1e-6f));
     }
     if (gemma) {
@@ -455,10 +475,11 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         } else if (g4) {  // a shared-KV layer has no k/v; a global layer no v (its v is k's rows)
             const int64_t hl = head_dim_of(l), kvl = kv_heads_of(l) * hl;
             ts.push_back({b + "attn_q.weight", {E, s.n_head * hl}, false});
-            if (!g4_shared(l)) ts.push_back({b + "attn_k.weight", {E, kvl}, false});
-            if (!g4_shared(l) && !g4_global(l)) ts.push_back({b + "attn_v.weight", {E, kvl}, false});
+            const bool own_kv = !g4_shared(l) && !asst;  // (an assistant reads its target's cache)
+            if (own_kv) ts.push_back({b + "attn_k.weight", {E, kvl}, false});
+            if (own_kv && !g4_global(l)) ts.push_back({b + "attn_v.weight", {E, kvl}, false});
             ts.push_back({b + "attn_q_norm.weight", {hl}, true});
-            if (!g4_shared(l)) ts.push_back({b + "attn_k_norm.weight", {hl}, true});
+            if (own_kv) ts.push_back({b + "attn_k_norm.weight", {hl}, true});
             ts.push_back({b + "layer_output_scale.weight", {1}, true});
             if (P > 0) {
                 ts.push_back({b + "inp_gate.weight", {E, P}, false});
@@ -538,6 +559,10 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
             ts.push_back({b + "nextn.hnorm.weight", {E}, true});
             ts.push_back({b + "nextn.shared_head_norm.weight", {E}, true});
         }
+    }
+    if (asst) {
+        ts.push_back({"nextn.pre_projection.weight", {2 * int64_t(s.n_embd_target), E}, false});
+        ts.push_back({"nextn.post_projection.weight", {E, s.n_embd_target}, false});
     }
     ts.push_back({"output_norm.weight", {E}, true});
     if (!s.tied_output) ts.push_back({"output.weight", {E, n_vocab}, false});

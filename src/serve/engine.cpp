@@ -81,7 +81,8 @@ Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model>
     const int per_slot = std::max(8, p_.kv_unified ? total : total / int(slots_.size()));
     for (auto& s : slots_) {
         s.target = std::make_unique<Session>(target_, target_params(per_slot), pool_);
-        if (draft_) slot_draft(s, SpecType::DRAFT);  // the draft caches are allocated up front, like the target's
+        if (draft_ && !draft_->assistant())
+            slot_draft(s, SpecType::DRAFT);  // the draft caches are allocated up front, like the target's
     }
     n_ctx_ = slots_[0].target->n_ctx();
     {
@@ -219,7 +220,8 @@ Engine::SlotDraft Engine::slot_draft(Slot& s, SpecType type) {
     auto& session = type == SpecType::SELF ? s.self_draft : type == SpecType::MTP ? s.mtp_draft : s.draft;
     double& prior = type == SpecType::SELF ? s.self_prior : type == SpecType::MTP ? s.mtp_prior : s.draft_prior;
     if (!session) {  // the same setup as generate and bench (make_draft)
-        const bool own = type == SpecType::SELF || type == SpecType::MTP;  // the target model's own layers
+        // the target model's own layers (an MTP block), or a Gemma 4 assistant as -md
+        const bool own = type == SpecType::SELF || (type == SpecType::MTP && !(draft_ && draft_->assistant()));
         const int n_ctx = own || p_.n_ctx_draft <= 0 ? s.target->n_ctx() : p_.n_ctx_draft;
         DraftSetup d =
             make_draft(type, target_, own ? nullptr : draft_, session_params(n_ctx, p_.type_k_draft, p_.type_v_draft),

@@ -209,6 +209,11 @@ void Service::load(const std::string& model_path, const std::string& draft_path,
     std::shared_ptr<const Model> draft;
     if (ep.spec.type == SpecType::DRAFT) {
         draft = Model::load(draft_path);
+        if (pick_assistant(ep.spec, draft.get()))
+            std::fprintf(stderr,
+                         "speculative: -md is a Gemma 4 assistant: it drafts from the target's states and cache\n");
+    }
+    if (ep.spec.type == SpecType::DRAFT) {
         ep.spec.vocab_bridge = draft_vocab_bridge(*model, *draft);
         if (ep.spec.vocab_bridge)
             std::fprintf(stderr, "draft: another vocabulary (%s): it drafts through text, re-tokenized\n",
@@ -218,7 +223,7 @@ void Service::load(const std::string& model_path, const std::string& draft_path,
         self_draft_layers(*model, ep.self_draft_layers);  // K < L
     if (pick_mtp_by_default(ep.spec, *model, !ep.spec_auto_mtp))
         std::fprintf(stderr, "speculative: the model's multi-token-prediction block drafts (--spec-type none: off)\n");
-    if (ep.spec.type == SpecType::MTP && !model->mtp())
+    if (ep.spec.type == SpecType::MTP && !model->mtp() && !(draft && draft->assistant()))
         throw Error(model_path + ": --spec-type mtp needs a model with a multi-token-prediction block (nextn layers)");
     ep.spec.suffix = std::make_shared<SuffixCache>(suffix);  // server-wide; every request feeds it
     ep.spec.cost_memory = std::make_shared<SpecCostMemory>();  // server-wide: measured costs carry over

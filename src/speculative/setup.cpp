@@ -11,6 +11,12 @@ bool pick_mtp_by_default(SpecParams& spec, const Model& target, bool chosen_else
     return true;
 }
 
+bool pick_assistant(SpecParams& spec, const Model* draft) {
+    if (spec.type != SpecType::DRAFT || !draft || !draft->assistant()) return false;
+    spec.type = SpecType::MTP;
+    return true;
+}
+
 int self_draft_layers(const Model& target, int requested) {
     const int L = target.hparams().n_layer;
     const int k = requested > 0 ? requested : std::max(1, L / 2);
@@ -27,6 +33,8 @@ double draft_cost_prior(SpecType type, const Model& target, const Model* draft_m
         return double(draft_model->weights_bytes()) / double(target.weights_bytes());
     if (type == SpecType::SELF)
         return double(self_draft_layers(target, requested_layers)) / double(target.hparams().n_layer);
+    if (type == SpecType::MTP && draft_model && draft_model->assistant())  // a Gemma 4 assistant: its weights
+        return std::min(1.0, double(draft_model->weights_bytes()) / target.bytes_per_pass(1));
     if (type == SpecType::MTP) {  // one more layer (its expected share of a pass) and the output matrix again
         const double pass = target.bytes_per_pass(1), out = double(target.output().nbytes());
         return std::min(1.0, ((pass - out) / std::max(1, target.hparams().n_layer) + out) / pass);
@@ -47,14 +55,15 @@ DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
         params.n_layers = d.self_layers;
         d.session = std::make_unique<Session>(target, params, pool);
     } else if (type == SpecType::MTP) {
-        if (!target->mtp())
+        const bool assistant = draft_model && draft_model->assistant();
+        if (!assistant && !target->mtp())
             throw Error(target->path() +
                         ": speculative type 'mtp' needs a model with a multi-token-prediction block (nextn layers), "
                         "and this one has none");
         if (!target_session) throw Error("speculative type 'mtp' needs the target's session");
         params.n_layers = 0;
         params.mtp_of = target_session;
-        d.session = std::make_unique<Session>(target, params, pool);
+        d.session = std::make_unique<Session>(assistant ? draft_model : target, params, pool);
     }
     d.cost_prior = draft_cost_prior(type, *target, draft_model.get(), requested_layers);
     return d;

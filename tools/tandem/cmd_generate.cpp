@@ -187,6 +187,8 @@ int cmd_generate(int argc, char** argv) {
     tp.recurrent_keep = kRecurrentKeepTarget;
     std::shared_ptr<const Model> draft_model;
     if (o.spec.type == SpecType::DRAFT) draft_model = Model::load(o.sf.draft_model);
+    if (pick_assistant(o.spec, draft_model.get()))
+        std::fprintf(stderr, "speculative: -md is a Gemma 4 assistant: it drafts from the target's states and cache\n");
     if (tp.n_ctx <= 0) {  // the model's training context, bounded by memory (with the draft's cache)
         const size_t draft_pp = draft_model && o.n_ctx_draft <= 0
                                     ? kv_bytes_per_position(*draft_model, o.cache.type_k_draft, o.cache.type_v_draft)

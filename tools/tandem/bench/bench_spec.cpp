@@ -67,7 +67,8 @@ PairedRuns run_pairs(const ModelBench& b, const SpecBench& sb, const SpecParams&
 // Draft step cost relative to a target step, measured on this machine now (draft and self-speculation; 0 for
 // the proposers without a model).
 double draft_cost_ratio(const ModelBench& b, const SpecBench& sb, const std::shared_ptr<const Model>& dmodel) {
-    if (sb.spec.type == SpecType::MTP) return draft_cost_prior(SpecType::MTP, *b.model, nullptr, 0);  // estimated
+    if (sb.spec.type == SpecType::MTP || (dmodel && dmodel->assistant()))  // estimated
+        return draft_cost_prior(SpecType::MTP, *b.model, dmodel.get(), 0);
     if (sb.spec.type != SpecType::DRAFT && sb.spec.type != SpecType::SELF) return 0;
     auto step_time = [&](std::shared_ptr<const Model> m, int layers) {
         Session s(m, SessionParams{64, layers, 512}, b.pool);
@@ -112,7 +113,8 @@ nlohmann::ordered_json bench_spec(const ModelBench& b, const SpecBench& sb, cons
         dmodel = Model::load(sb.draft_path);
     }
     SpecParams spec = sb.spec;
-    if (dmodel) spec.vocab_bridge = draft_vocab_bridge(*b.model, *dmodel);
+    pick_assistant(spec, dmodel.get());
+    if (dmodel && spec.type == SpecType::DRAFT) spec.vocab_bridge = draft_vocab_bridge(*b.model, *dmodel);
     // the draft's cost prior as generate and serve set it (SELF: also checks K < L)
     spec.draft_cost_prior = draft_cost_prior(spec.type, *b.model, dmodel.get(), sb.draft_layers);
     const PairedRuns runs = run_pairs(b, sb, spec, dmodel, ids);
