@@ -25,9 +25,10 @@ std::vector<int> assistant_cache_layers(const Model& a, const Session& target) {
     if (ht.arch != Arch::GEMMA4 || target.is_mtp())
         throw Error(a.path() + ": a gemma4-assistant drafts for a gemma4 target, not " + arch_name(ht.arch));
     if (aw->n_embd_target != ht.n_embd || ha.n_vocab != ht.n_vocab)
-        throw Error(strprintf("%s: the assistant is for a target of hidden size %d and %d tokens, the target has %d "
-                              "and %d",
-                              a.path().c_str(), aw->n_embd_target, ha.n_vocab, ht.n_embd, ht.n_vocab));
+        throw Error(
+            strprintf("%s: the assistant is for a target of hidden size %d and %d tokens, the target has %d "
+                      "and %d",
+                      a.path().c_str(), aw->n_embd_target, ha.n_vocab, ht.n_embd, ht.n_vocab));
     if (target.n_layers() != ht.n_layer || ht.n_layer < 2)
         throw Error("a gemma4-assistant needs its target's every layer");
     std::vector<int> out;
@@ -36,12 +37,12 @@ std::vector<int> assistant_cache_layers(const Model& a, const Session& target) {
         int c = ht.n_layer - (L.swa ? 2 : 1);
         if (t.layer(c).kv_from >= 0) c = t.layer(c).kv_from;
         const LayerWeights& T = t.layer(c);
-        if (T.swa != L.swa || T.head_dim != L.head_dim || ha.n_head % T.n_head_kv != 0 ||
-            ha.n_head / T.n_head_kv > 64)
-            throw Error(strprintf("%s: assistant layer %d (%s, head size %d, %d heads) cannot attend to the target's "
-                                  "layer %d (%s, head size %d, %d KV heads)",
-                                  a.path().c_str(), l, L.swa ? "sliding-window" : "global", L.head_dim, ha.n_head, c,
-                                  T.swa ? "sliding-window" : "global", T.head_dim, T.n_head_kv));
+        if (T.swa != L.swa || T.head_dim != L.head_dim || ha.n_head % T.n_head_kv != 0 || ha.n_head / T.n_head_kv > 64)
+            throw Error(
+                strprintf("%s: assistant layer %d (%s, head size %d, %d heads) cannot attend to the target's "
+                          "layer %d (%s, head size %d, %d KV heads)",
+                          a.path().c_str(), l, L.swa ? "sliding-window" : "global", L.head_dim, ha.n_head, c,
+                          T.swa ? "sliding-window" : "global", T.head_dim, T.n_head_kv));
         out.push_back(c);
     }
     return out;
