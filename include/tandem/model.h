@@ -298,8 +298,8 @@ public:
 
     int64_t n_params() const;
     size_t weights_bytes() const;
-    // Weight bytes one forward pass over n_tok tokens reads: every matrix but the embedding table (one row per
-    // token), and of a mixture of experts the experts the batch selects, counted at their expected number under
+    // Weight bytes one forward pass over n_tok tokens reads: every matrix but the embedding tables (one row per
+    // token; gemma4's per-layer table too), and of a mixture of experts the experts the batch selects, counted at their expected number under
     // uniform routing, expected_experts(n_tok) per layer. Dense models: about weights_bytes() for any n_tok.
     double bytes_per_pass(int n_tok) const;
     // Multiply-accumulates of the weight matrices per token (the output matrix when `output`: a prompt computes

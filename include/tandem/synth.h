@@ -44,7 +44,8 @@ struct SynthShape {
 
 // Known shapes: tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, llama-2-7b, llama-3.1-8b, qwen3-0.6b, qwen3-8b,
 // qwen3-30b-a3b, gemma3-1b, phi-4-mini, gpt-oss-20b, smollm3-3b, granite-3.3-2b, olmo2-1b, glm-4.5-air-6l,
-// deepseek-v3-2l, qwen3.5-9b, qwen3.5-35b-a3b-8l, llama4-scout-4l, gemma4-e2b, gemma4-e2b-assistant, and tiny-test* (for
+// deepseek-v3-2l, qwen3.5-9b, qwen3.5-35b-a3b-8l, llama4-scout-4l, llama4-draft, gemma4-e2b, gemma4-e2b-assistant,
+// and tiny-test* (for
 // tests; tiny-ref-* are the shapes of the llama.cpp references in tests/data/reference-arch).
 const std::vector<SynthShape>& synth_shapes();
 const SynthShape& synth_shape(const std::string& name);  // throws tandem::Error listing the known names

@@ -848,6 +848,10 @@ double Model::bytes_per_pass(int n_tok) const {
             dense += hp_.tied_output ? double(t.nbytes) : double(row_embd) * n_tok;
             continue;
         }
+        if (t.name == "per_layer_token_embd.weight") {  // gemma4's per-layer table: a row per token too
+            dense += double(ple_.table.row_stride) * n_tok;
+            continue;
+        }
         if (t.name.find("_exps.") != std::string::npos) experts += double(t.nbytes);
         else dense += double(t.nbytes);
     }
@@ -864,6 +868,7 @@ double Model::macs_per_token(bool output) const {
             continue;
         }
         if (t.name == "output.weight" && !output) continue;
+        if (t.name == "per_layer_token_embd.weight") continue;  // a lookup
         if (t.name.find("_exps.") != std::string::npos) experts += double(t.n_elements());
         else dense += double(t.n_elements());
     }

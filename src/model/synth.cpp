@@ -148,6 +148,8 @@ const std::vector<SynthShape>& synth_shapes() {
         // Llama 4 Scout's shapes with 4 of its 48 layers (16 experts of 8192, 1 used, a shared expert, MoE in every
         // layer; layer 3 NoPE)
         llama4("llama4-scout-4l", 5120, 4, 40, 8, 16384, 202048, 10485760, 16, 8192, 1, 0.02f, 0.0f),
+        // a small dense draft for it (Llama 3.2 1B's layer shapes, 4 layers, Llama 4's vocabulary size)
+        {"llama4-draft", "llama", 2048, 4, 32, 8, 8192, 202048, 131072, 500000.0f, true, false},
         // Llama 4's layout at the references' size: MoE in layers 1 and 3, NoPE in layer 3
         llama4("tiny-ref-llama4", 256, 4, 4, 2, 512, 1000, 16384, 8, 128, 2, 0.05f, 0.1f),
         // Gemma 4 E2B's shapes: 35 layers (every 5th global), 20 of them sharing the cache, per-layer embeddings
