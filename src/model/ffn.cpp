@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <vector>
 
+#include "core/fp16.h"
 #include "model/weight_view.h"
 #include "quant/kernels.h"
 #include "tandem/thread_pool.h"
@@ -22,11 +24,24 @@ void activate(FfnAct act, float* gate, const float* up, int64_t n) {
 
 }  // namespace
 
-void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
+float gelu_tanh(float x) {
     const float c = 0.7978845608028654f;  // sqrt(2/pi)
+    return 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x)));
+}
+
+// GELU as ggml's CPU backend evaluates it (llama.cpp's outputs, which users compare with, and our references): 0
+// at or below -10, x at or above 10, else the F16 result for the F16 nearest x, from a table of all 65536 (built once;
+// ~10x faster than tanhf, which took 9% of a Gemma 4 E2B token).
+void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
+    static const std::vector<float> table = [] {
+        std::vector<float> t(65536);
+        for (uint32_t h = 0; h < 65536; h++) t[h] = fp16_to_f32(f32_to_fp16(gelu_tanh(fp16_to_f32(uint16_t(h)))));
+        return t;
+    }();
     for (int64_t i = 0; i < n; i++) {
         const float x = gate[i];
-        gate[i] = 0.5f * x * (1.0f + std::tanh(c * (x + 0.044715f * x * x * x))) * up[i];
+        const float g = x <= -10.0f ? 0.0f : x >= 10.0f ? x : table[f32_to_fp16(x)];
+        gate[i] = g * up[i];
     }
 }
 

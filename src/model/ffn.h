@@ -30,7 +30,9 @@ void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, con
 void moe_select(const HParams& hp, const float* logits, const float* choice_bias, int* experts, float* weights);
 
 // Gated activations, scalar (the feed-forward's share of the work is in the matmuls):
-void gelu_tanh_mul(float* gate, const float* up, int64_t n);  // gate = gelu_tanh(gate) * up
+// gate = gelu_tanh(gate) * up, GELU as ggml evaluates it (an F16 table; ffn.cpp); gelu_tanh: the formula itself
+void gelu_tanh_mul(float* gate, const float* up, int64_t n);
+float gelu_tanh(float x);
 void swiglu_oai(float* gate, const float* up, int64_t n);  // gpt-oss: see FfnAct::SWIGLU_OAI
 
 }  // namespace tandem
