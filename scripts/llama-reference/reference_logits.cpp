@@ -121,6 +121,54 @@ void print_top5(const float* lg, int n_vocab) {
 
 int argmax_of(const float* lg, int n_vocab) { return int(std::max_element(lg, lg + n_vocab) - lg); }
 
+// A target context and a drafter's context reading it (an MTP block of the same model, or a Gemma 4 assistant):
+// the references' settings, the final normed states of every target row and of the drafter's last row exposed.
+struct DraftContexts {
+    llama_context* tgt = nullptr;
+    llama_context* dft = nullptr;
+    ~DraftContexts() {
+        if (dft) llama_free(dft);
+        if (tgt) llama_free(tgt);
+    }
+};
+bool make_contexts(llama_model* target, llama_model* drafter, DraftContexts& c) {
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 512;
+    cp.n_batch = cp.n_ubatch = 512;
+    cp.n_threads = cp.n_threads_batch = 1;
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    c.tgt = llama_init_from_model(target, cp);
+    llama_context_params cm = cp;
+    cm.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
+    cm.ctx_other = c.tgt;
+    c.dft = c.tgt ? llama_init_from_model(drafter, cm) : nullptr;
+    if (!c.dft) {
+        std::fprintf(stderr, "cannot make the contexts\n");
+        return false;
+    }
+    llama_set_embeddings_nextn(c.tgt, true, false);
+    llama_set_embeddings_nextn(c.dft, true, true);
+    return true;
+}
+
+// The prompt through the target in one batch, logits and states for every row.
+bool decode_prompt(llama_context* tgt, const std::vector<llama_token>& ids) {
+    const int n = int(ids.size());
+    llama_batch tb = llama_batch_init(n, 0, 1);
+    for (int i = 0; i < n; i++) {
+        tb.token[i] = ids[size_t(i)];
+        tb.pos[i] = i;
+        tb.n_seq_id[i] = 1;
+        tb.seq_id[i][0] = 0;
+        tb.logits[i] = 1;
+    }
+    tb.n_tokens = n;
+    const bool ok = llama_decode(tgt, tb) == 0;
+    if (!ok) std::fprintf(stderr, "the target's decode failed\n");
+    llama_batch_free(tb);
+    return ok;
+}
+
 int mtp_mode(const char* path, int steps, int n_prompts, char** prompts) {
     llama_model_params mp = llama_model_default_params();
     mp.load_mtp = true;
@@ -130,39 +178,13 @@ int mtp_mode(const char* path, int steps, int n_prompts, char** prompts) {
     const int n_vocab = llama_vocab_n_tokens(vocab), n_embd = llama_model_n_embd(model);
     std::printf("[");
     for (int a = 0; a < n_prompts; a++) {
-        llama_context_params cp = llama_context_default_params();
-        cp.n_ctx = 512;
-        cp.n_batch = cp.n_ubatch = 512;
-        cp.n_threads = cp.n_threads_batch = 1;
-        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-        llama_context* tgt = llama_init_from_model(model, cp);
-        llama_context_params cm = cp;
-        cm.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
-        cm.ctx_other = tgt;
-        llama_context* mtp = tgt ? llama_init_from_model(model, cm) : nullptr;
-        if (!mtp) {
-            std::fprintf(stderr, "cannot make the contexts\n");
-            return 1;
-        }
-        llama_set_embeddings_nextn(tgt, true, false);
-        llama_set_embeddings_nextn(mtp, true, true);
+        DraftContexts c;
+        if (!make_contexts(model, model, c)) return 1;
+        llama_context *tgt = c.tgt, *mtp = c.dft;
         const std::string prompt = prompts[a];
         const std::vector<llama_token> ids = tokenize(vocab, prompt);
         const int n = int(ids.size());
-        if (n <= 0) return 1;
-        llama_batch tb = llama_batch_init(n, 0, 1);
-        for (int i = 0; i < n; i++) {
-            tb.token[i] = ids[size_t(i)];
-            tb.pos[i] = i;
-            tb.n_seq_id[i] = 1;
-            tb.seq_id[i][0] = 0;
-            tb.logits[i] = 1;
-        }
-        tb.n_tokens = n;
-        if (llama_decode(tgt, tb) != 0) {
-            std::fprintf(stderr, "the target's decode failed\n");
-            return 1;
-        }
+        if (n <= 0 || !decode_prompt(tgt, ids)) return 1;
         std::vector<float> h(size_t(n) * size_t(n_embd));
         for (int i = 0; i < n; i++)
             std::copy_n(llama_get_embeddings_nextn_ith(tgt, i), n_embd, h.begin() + std::ptrdiff_t(i) * n_embd);
@@ -212,9 +234,6 @@ int mtp_mode(const char* path, int steps, int n_prompts, char** prompts) {
         std::free(mb.token);
         mb.token = nullptr;
         llama_batch_free(mb);
-        llama_batch_free(tb);
-        llama_free(mtp);
-        llama_free(tgt);
     }
     std::printf("]\n");
     llama_model_free(model);
@@ -230,39 +249,13 @@ int assistant_mode(const char* path, const char* assistant_path, int steps, int 
     const int n_vocab = llama_vocab_n_tokens(vocab), n_embd = llama_model_n_embd(model);
     std::printf("[");
     for (int a = 0; a < n_prompts; a++) {
-        llama_context_params cp = llama_context_default_params();
-        cp.n_ctx = 512;
-        cp.n_batch = cp.n_ubatch = 512;
-        cp.n_threads = cp.n_threads_batch = 1;
-        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-        llama_context* tgt = llama_init_from_model(model, cp);
-        llama_context_params cm = cp;
-        cm.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
-        cm.ctx_other = tgt;
-        llama_context* asst = tgt ? llama_init_from_model(amodel, cm) : nullptr;
-        if (!asst) {
-            std::fprintf(stderr, "cannot make the contexts\n");
-            return 1;
-        }
-        llama_set_embeddings_nextn(tgt, true, false);
-        llama_set_embeddings_nextn(asst, true, true);
+        DraftContexts c;
+        if (!make_contexts(model, amodel, c)) return 1;
+        llama_context *tgt = c.tgt, *asst = c.dft;
         const std::string prompt = prompts[a];
         const std::vector<llama_token> ids = tokenize(vocab, prompt);
         const int n = int(ids.size());
-        if (n <= 0) return 1;
-        llama_batch tb = llama_batch_init(n, 0, 1);
-        for (int i = 0; i < n; i++) {
-            tb.token[i] = ids[size_t(i)];
-            tb.pos[i] = i;
-            tb.n_seq_id[i] = 1;
-            tb.seq_id[i][0] = 0;
-            tb.logits[i] = 1;
-        }
-        tb.n_tokens = n;
-        if (llama_decode(tgt, tb) != 0) {
-            std::fprintf(stderr, "the target's decode failed\n");
-            return 1;
-        }
+        if (n <= 0 || !decode_prompt(tgt, ids)) return 1;
         std::vector<float> own(llama_get_embeddings_nextn_ith(tgt, n - 1),
                                llama_get_embeddings_nextn_ith(tgt, n - 1) + n_embd);
         llama_token tok = argmax_of(llama_get_logits_ith(tgt, n - 1), n_vocab);
@@ -294,9 +287,6 @@ int assistant_mode(const char* path, const char* assistant_path, int steps, int 
         std::free(ab.token);
         ab.token = nullptr;
         llama_batch_free(ab);
-        llama_batch_free(tb);
-        llama_free(asst);
-        llama_free(tgt);
     }
     std::printf("]\n");
     llama_model_free(amodel);
