@@ -157,7 +157,11 @@ struct ModernCase {
     double tol;  // largest |logit deviation| over all top-5 entries
     double margin;  // the argmax is checked where the reference's top-1/top-2 margin exceeds this
     int argmax_misses;  // allowed disagreements among those
+    // MoE files whose router has a near-tie at some position: steps allowed over tol (the flip's and the few after
+    // it, which read its row through attention), all of them under kFlipCap
+    int over_allowed = 0;
 };
+constexpr double kFlipCap = 1.0;
 
 void PrintTo(const ModernCase& c, std::ostream* os) { *os << c.name; }
 
@@ -250,7 +254,12 @@ void expect_agreement(const ModernCase& c, const Agreement& a, const char* what,
         "agrees at %d of %d steps\n",
         c.name.c_str(), what, a.max_dev, c.tol, a.over(c.tol), a.devs.size(), a.checked - a.misses, a.checked);
     EXPECT_LE(a.misses, c.argmax_misses);
-    EXPECT_LT(a.max_dev, c.tol);
+    if (c.over_allowed > 0) {
+        EXPECT_LE(a.over(c.tol), c.over_allowed);
+        EXPECT_LT(a.max_dev, kFlipCap);
+    } else {
+        EXPECT_LT(a.max_dev, c.tol);
+    }
     EXPECT_GE(a.checked, min_checked) << "too few steps with a clear margin: the argmax check says little";
 }
 
@@ -284,7 +293,10 @@ INSTANTIATE_TEST_SUITE_P(AllArch, ArchReference,
                                            ModernCase{"tiny-ref-qwen35moe-f16", 0.03, 0.1, 0},
                                            ModernCase{"tiny-ref-qwen3next-f16", 0.03, 0.1, 0},
                                            ModernCase{"tiny-ref-llama4-f16", 0.01, 0.1, 0},
-                                           ModernCase{"tiny-ref-gemma4-f16", 0.02, 0.1, 0}),  // GELU: ggml's F16 table
+                                           ModernCase{"tiny-ref-gemma4-f16", 0.02, 0.1, 0},
+                                           // an expert-routing near-tie at the third prompt's step 28 (0.83;
+                                           // the 3 steps after it 0.05-0.07), every other step within 0.02
+                                           ModernCase{"tiny-ref-gemma4moe-f16", 0.02, 0.1, 0, 4}),
                          case_name);
 
 // tests/data/reference-arch/tiny-ref-glm4moe-q8_0.mtp.json: llama.cpp's multi-token-prediction block (its

@@ -220,7 +220,7 @@ TEST(Session, EveryArchitectureBatchesLikeOneTokenAtATime) {
     for (const char* shape :
          {"tiny-test-qwen3moe", "tiny-test-gemma3", "tiny-test-phi3", "tiny-test-gptoss", "tiny-ref-smollm3",
           "tiny-ref-granite", "tiny-ref-olmo2", "tiny-ref-mistral3", "tiny-ref-glm4moe", "tiny-ref-qwen35",
-          "tiny-ref-qwen35moe", "tiny-ref-qwen3next", "tiny-ref-llama4", "tiny-ref-gemma4"}) {
+          "tiny-ref-qwen35moe", "tiny-ref-qwen3next", "tiny-ref-llama4", "tiny-ref-gemma4", "tiny-ref-gemma4moe"}) {
         for (const char* type : {"Q8_0", "Q4_K_M", "MXFP4_MOE"}) {
             if (std::string(type) == "MXFP4_MOE" && std::string(shape).find("moe") == std::string::npos &&
                 std::string(shape).find("gptoss") == std::string::npos)

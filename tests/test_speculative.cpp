@@ -750,9 +750,9 @@ TEST(Speculative, MoeTargetsWithDenseDraftsAreTokenIdentical) {
 TEST(Speculative, SmallArchitectureTargetsAreTokenIdenticalWithChainsAndTrees) {
     ThreadPool pool(2);
     const std::vector<int32_t> prompt = {1, 300, 301, 302, 517, 640, 12, 99};
-    for (const char* shape :
-         {"tiny-ref-smollm3", "tiny-ref-granite", "tiny-ref-olmo2", "tiny-ref-mistral3", "tiny-ref-glm4moe",
-          "tiny-ref-qwen35", "tiny-ref-qwen35moe", "tiny-ref-qwen3next", "tiny-ref-llama4", "tiny-ref-gemma4"}) {
+    for (const char* shape : {"tiny-ref-smollm3", "tiny-ref-granite", "tiny-ref-olmo2", "tiny-ref-mistral3",
+                              "tiny-ref-glm4moe", "tiny-ref-qwen35", "tiny-ref-qwen35moe", "tiny-ref-qwen3next",
+                              "tiny-ref-llama4", "tiny-ref-gemma4", "tiny-ref-gemma4moe"}) {
         auto target = Model::load(test::synth_file(shape, "Q8_0"));
         auto draft = Model::load(test::synth_file(shape, "Q4_0"));
         const auto plain = run_with(pool, target, nullptr, prompt, 48, greedy(), SpecParams{});

@@ -234,6 +234,9 @@ struct LayerWeights {
     std::vector<float> exp_probs_b;  // SIGMOID gating: added to the scores for the choice only (n_expert) or empty
     Weight shexp_gate, shexp_up, shexp_down;  // the shared expert(s), run for every row, added to the routed sum
     std::vector<float> shexp_gate_inp;  // qwen35moe: the shared expert's output times sigmoid(x . this) (n_embd)
+    // gemma4's MoE layers: the router's input scale (n_embd), the experts' own pre/post norms and the dense MLP's
+    // post norm (n_embd each), each expert's output scale (n_expert, or empty); the dense w_gate/w_up/w_down run too
+    std::vector<float> router_in_scale, ffn_pre_norm_2, ffn_post_norm_1, ffn_post_norm_2, exp_down_scale;
     bool moe() const { return !exp_gate.empty(); }  // false: the dense w_gate/w_up/w_down
 };
 

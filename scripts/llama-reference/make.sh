@@ -37,7 +37,7 @@ PROMPTS=("Once upon a time" "The capital of France is" "def fibonacci(n):")
 # Q8_0 files, and the MoE models with a choice bias in F16: with 8-bit activations their routers' near-ties flip
 # in one engine or the other at a few steps in a hundred (moving them by up to ~2); in F16 both engines agree to
 # ~0.003 everywhere, a far tighter test.
-for case in smollm3:q8_0 granite:q8_0 olmo2:q8_0 mistral3:q8_0 glm4moe:f16 deepseek2:f16 qwen35:f16 qwen35moe:f16 qwen3next:f16 llama4:f16 gemma4:f16; do
+for case in smollm3:q8_0 granite:q8_0 olmo2:q8_0 mistral3:q8_0 glm4moe:f16 deepseek2:f16 qwen35:f16 qwen35moe:f16 qwen3next:f16 llama4:f16 gemma4:f16 gemma4moe:f16; do
   arch=${case%%:*} type=${case##*:}
   model=$WORK/tiny-ref-$arch-$type.gguf
   "$TANDEM_BIN" synth "$model" --shape tiny-ref-$arch --type "${type^^}" --seed 1

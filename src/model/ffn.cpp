@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "model/norm.h"
 #include "model/weight_view.h"
 #include "quant/kernels.h"
 #include "tandem/thread_pool.h"
@@ -129,25 +130,28 @@ void moe_select(const HParams& hp, const float* logits, const float* choice_bias
     for (int j = 0; j < k; j++) experts[j] = idx[size_t(j)];
 }
 
-void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* out,
-                 FfnScratch& s) {
-    const int E = hp.n_embd;
-    if (!L.moe()) {
-        const int F = int(L.w_gate.rows);  // gemma4's widths differ by layer
-        s.gate.resize(size_t(n) * F);
-        s.up.resize(size_t(n) * F);
-        const WeightView ws[2] = {view(L.w_gate), view(L.w_up)};
-        float* const ys[2] = {s.gate.data(), s.up.data()};
-        matmul_shared_input(pool, ws, ys, 2, xn, n);
-        activate(hp.ffn_act, s.gate.data(), s.up.data(), int64_t(n) * F);
-        matmul(pool, view(L.w_down), s.gate.data(), n, out);
-        return;
-    }
+namespace {
 
+void dense_ffn(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* out,
+               FfnScratch& s) {
+    const int F = int(L.w_gate.rows);  // gemma4's widths differ by layer
+    s.gate.resize(size_t(n) * F);
+    s.up.resize(size_t(n) * F);
+    const WeightView ws[2] = {view(L.w_gate), view(L.w_up)};
+    float* const ys[2] = {s.gate.data(), s.up.data()};
+    matmul_shared_input(pool, ws, ys, 2, xn, n);
+    activate(hp.ffn_act, s.gate.data(), s.up.data(), int64_t(n) * F);
+    matmul(pool, view(L.w_down), s.gate.data(), n, out);
+}
+
+// The experts (and a shared expert) over xn, routed by the router's logits of router_in.
+void moe_ffn(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn, const float* router_in, int n,
+             float* out, FfnScratch& s) {
+    const int E = hp.n_embd;
     // Route: router logits (n, n_expert) (+ bias), then k experts and weights per row.
     const int ne = hp.n_expert, k = hp.n_expert_used, F = hp.n_ff_exp;
     s.router.resize(size_t(n) * ne);
-    matmul(pool, view(L.router), xn, n, s.router.data());
+    matmul(pool, view(L.router), router_in, n, s.router.data());
     s.sel.resize(size_t(n) * k);
     s.sel_w.resize(size_t(n) * k);
     for (int t = 0; t < n; t++) {
@@ -223,7 +227,8 @@ void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, con
         const float* b = L.exp_down_b.empty() ? nullptr : &L.exp_down_b[size_t(used[u]) * E];
         for (int i = off[u]; i < off[u + 1]; i++) {
             const int tj = order[size_t(i)];
-            const float w = hp.moe_weight_before_ffn ? 1.0f : s.sel_w[size_t(tj)];
+            float w = hp.moe_weight_before_ffn ? 1.0f : s.sel_w[size_t(tj)];
+            if (!L.exp_down_scale.empty()) w *= L.exp_down_scale[size_t(used[u])];  // gemma4's per-expert scale
             float* o = out + size_t(tj / k) * E;
             const float* di = d + size_t(i) * E;
             for (int c = 0; c < E; c++) o[c] += w * (di[c] + (b ? b[c] : 0.0f));
@@ -236,6 +241,37 @@ void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, con
                                 : 1.0f / (1.0f + std::exp(-dot_f32(xn + size_t(t) * E, L.shexp_gate_inp.data(), E)));
             for (int c = 0; c < E; c++) out[size_t(t) * E + c] += g * s.sh_out[size_t(t) * E + c];
         }
+}
+
+}  // namespace
+
+void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* out,
+                 FfnScratch& s) {
+    if (L.moe()) moe_ffn(pool, hp, L, xn, xn, n, out, s);
+    else dense_ffn(pool, hp, L, xn, n, out, s);
+}
+
+void ffn_dense_and_experts(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* x, const float* xn,
+                           int n, float* out, FfnScratch& s) {
+    const int E = hp.n_embd;
+    dense_ffn(pool, hp, L, xn, n, out, s);
+    s.xn2.resize(size_t(n) * E);
+    s.router_in.resize(size_t(n) * E);
+    s.out.resize(size_t(n) * E);
+    const float r = 1.0f / std::sqrt(float(E));
+    for (int t = 0; t < n; t++) {
+        const size_t o = size_t(t) * E;
+        rmsnorm(out + o, L.ffn_post_norm_1.data(), out + o, E, hp.rms_eps);
+        rmsnorm(x + o, L.ffn_pre_norm_2.data(), &s.xn2[o], E, hp.rms_eps);
+        rmsnorm(x + o, nullptr, &s.router_in[o], E, hp.rms_eps);
+        for (int c = 0; c < E; c++) s.router_in[o + size_t(c)] *= r * L.router_in_scale[size_t(c)];
+    }
+    moe_ffn(pool, hp, L, s.xn2.data(), s.router_in.data(), n, s.out.data(), s);
+    for (int t = 0; t < n; t++) {
+        const size_t o = size_t(t) * E;
+        rmsnorm(&s.out[o], L.ffn_post_norm_2.data(), &s.out[o], E, hp.rms_eps);
+        for (int c = 0; c < E; c++) out[o + size_t(c)] += s.out[o + size_t(c)];
+    }
 }
 
 }  // namespace tandem

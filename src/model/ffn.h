@@ -14,6 +14,7 @@ struct FfnScratch {
     std::vector<int> sel;
     std::vector<float> sel_w;
     std::vector<float> sh_gate, sh_up, sh_out;  // the shared expert's
+    std::vector<float> xn2, router_in;  // gemma4's experts' input and router input
 };
 
 // out (n, n_embd) = FFN(xn (n, n_embd)) for layer L, overwriting out.
@@ -24,6 +25,13 @@ struct FfnScratch {
 // The rows routed to one expert are gathered so each selected expert's weights are streamed once per batch.
 void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* out,
                  FfnScratch& s);
+
+// gemma4's MoE layers (26B-A4B; LayerWeights::moe() with a dense w_gate too), as llama.cpp's gemma4 graph: out =
+//   rmsnorm(dense(xn)) * ffn_post_norm_1  +  rmsnorm(experts(rmsnorm(x) * ffn_pre_norm_2)) * ffn_post_norm_2
+// xn: x normed by ffn_norm; the router reads rmsnorm(x) / sqrt(n_embd) * router_in_scale (softmax, the top k
+// renormalised), and each expert's output is times its exp_down_scale.
+void ffn_dense_and_experts(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* x, const float* xn,
+                           int n, float* out, FfnScratch& s);
 
 // Router decision for one row (exposed for tests): the k experts and their weights from the n_expert logits.
 // `choice_bias` (SIGMOID gating; may be null) shifts the scores experts are chosen by, not their weights.

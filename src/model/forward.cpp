@@ -25,7 +25,6 @@
 #include <cmath>
 
 #include "core/fp16.h"
-#include "model/weight_view.h"
 #include "model/assistant.h"
 #include "model/attention.h"
 #include "model/ffn.h"
@@ -34,6 +33,7 @@
 #include "model/per_layer_embd.h"
 #include "model/rope.h"
 #include "model/session_impl.h"
+#include "model/weight_view.h"
 #include "quant/kernels.h"
 #include "quant/matmul_q8.h"
 #include "quant/quant.h"
@@ -617,7 +617,9 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             const float* ffn_norm = L.ffn_norm.empty() ? L.post_attn_norm.data() : L.ffn_norm.data();
             for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], ffn_norm, &S.xn[size_t(t) * E], E, hp.rms_eps);
         }
-        ffn_forward(pool, hp, L, in, n, S.rows_out.data(), S.ffn);
+        if (L.moe() && L.w_gate.data)  // gemma4: a dense MLP beside the experts
+            ffn_dense_and_experts(pool, hp, L, S.x.data(), in, n, S.rows_out.data(), S.ffn);
+        else ffn_forward(pool, hp, L, in, n, S.rows_out.data(), S.ffn);
         if (hp.has_post_norms)
             for (int t = 0; t < n; t++)
                 rmsnorm(&S.rows_out[size_t(t) * E], L.post_ffn_norm.data(), &S.rows_out[size_t(t) * E], E, hp.rms_eps);

@@ -396,7 +396,6 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             hp.n_embd_per_layer > (1 << 16))
             L.fail(strprintf("attention.shared_kv_layers %d / embedding_length_per_layer_input %d are invalid",
                              hp.n_kv_shared, hp.n_embd_per_layer));
-        if (f.find(*arch + ".expert_count")) L.fail("gemma4 with experts (Gemma 4 26B-A4B) is not supported yet");
         if (assistant) {  // no soft-capping, no per-layer inputs; the target's width from embedding_length_out
             hp.logit_softcap = 0;
             hp.n_embd_per_layer = 0;
@@ -489,16 +488,22 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         }
     }
 
+    // gemma4: the 26B-A4B's experts beside a dense MLP in every layer (ffn_dense_and_experts)
+    const bool g4_moe = A == Arch::GEMMA4 && f.find(*arch + ".expert_count");
     if (A == Arch::QWEN3MOE || A == Arch::GPT_OSS || A == Arch::GLM4MOE || A == Arch::DEEPSEEK2 || q35_moe ||
-        A == Arch::LLAMA4) {
+        A == Arch::LLAMA4 || g4_moe) {
         hp.n_expert = L.req_int("expert_count");
         hp.n_expert_used = L.req_int("expert_used_count");
-        hp.n_ff_exp = L.req_int("expert_feed_forward_length");
+        const std::vector<int> ff_exp = L.per_layer("expert_feed_forward_length", hp.n_layer, 0);
+        if (ff_exp[0] == 0) L.req_int("expert_feed_forward_length");  // fails: missing
+        if (std::count(ff_exp.begin(), ff_exp.end(), ff_exp[0]) != hp.n_layer)
+            L.fail("expert_feed_forward_length differs between layers (not supported)");
+        hp.n_ff_exp = ff_exp[0];
         if (hp.n_expert_used > hp.n_expert || hp.n_expert > 4096)
             L.fail(strprintf("expert_used_count %d / expert_count %d are invalid", hp.n_expert_used, hp.n_expert));
         hp.moe_gating = A == Arch::GPT_OSS ? MoeGating::SOFTMAX_WEIGHT : MoeGating::SOFTMAX;
         // llama.cpp's qwen3moe and qwen35moe graphs: norm_w = true
-        hp.expert_weights_norm = A == Arch::QWEN3MOE || q35_moe;
+        hp.expert_weights_norm = A == Arch::QWEN3MOE || q35_moe || g4_moe;
         if (q35_moe) {  // one shared expert of its own size, gated per token
             hp.n_expert_shared = 1;
             hp.n_ff_shexp = L.opt_int("expert_shared_feed_forward_length", hp.n_ff);
@@ -665,6 +670,25 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         if (hp.has_post_norms) l.post_ffn_norm = L.vec(p + "post_ffw_norm.weight", hp.n_embd);
         if (g4) {
             if (L.has(p + "layer_output_scale.weight")) l.out_scale = L.vec(p + "layer_output_scale.weight", 1)[0];
+            if (g4_moe && L.has(p + "ffn_gate_inp.weight")) {  // experts beside the dense MLP
+                const int64_t ne = hp.n_expert, fe = hp.n_ff_exp, E = hp.n_embd;
+                l.router = L.matrix(p + "ffn_gate_inp.weight", ne, E);
+                l.router_in_scale = L.vec(p + "ffn_gate_inp.scale", E);
+                l.ffn_pre_norm_2 = L.vec(p + "pre_ffw_norm_2.weight", E);
+                l.ffn_post_norm_1 = L.vec(p + "post_ffw_norm_1.weight", E);
+                l.ffn_post_norm_2 = L.vec(p + "post_ffw_norm_2.weight", E);
+                if (L.has(p + "ffn_gate_up_exps.weight")) {  // gate and up rows of each expert in one tensor
+                    for (const Weight& gu : L.experts(p + "ffn_gate_up_exps.weight", 2 * fe, E, ne)) {
+                        l.exp_gate.push_back(Loader::rows_of(gu, 0, fe));
+                        l.exp_up.push_back(Loader::rows_of(gu, fe, fe));
+                    }
+                } else {
+                    l.exp_gate = L.experts(p + "ffn_gate_exps.weight", fe, E, ne);
+                    l.exp_up = L.experts(p + "ffn_up_exps.weight", fe, E, ne);
+                }
+                l.exp_down = L.experts(p + "ffn_down_exps.weight", E, fe, ne);
+                if (L.has(p + "ffn_down_exps.scale")) l.exp_down_scale = L.vec(p + "ffn_down_exps.scale", ne);
+            }
             if (hp.n_embd_per_layer > 0) {
                 l.pl_gate = L.matrix(p + "inp_gate.weight", hp.n_embd_per_layer, hp.n_embd);
                 l.pl_proj = L.matrix(p + "proj.weight", hp.n_embd, hp.n_embd_per_layer);
@@ -676,7 +700,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         l.rope = !(nope_step > 0 && (i + 1) % nope_step == 0) && rope_on;
         for (const char* b : {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
             if (L.has(p + b)) L.fail("tensor '" + p + b + "': FFN biases are not supported");
-        if (hp.n_expert > 0 && i >= hp.n_layer_dense_lead &&
+        if (hp.n_expert > 0 && !g4 && i >= hp.n_layer_dense_lead &&
             (hp.n_moe_layer_step <= 1 || (i + 1) % hp.n_moe_layer_step == 0)) {
             const int64_t ne = hp.n_expert, fe = hp.n_ff_exp;
             l.router = L.matrix(p + "ffn_gate_inp.weight", ne, hp.n_embd);
@@ -706,7 +730,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             l.w_gate = L.matrix(p + "ffn_gate.weight", n_ff, hp.n_embd);
             l.w_up = L.matrix(p + "ffn_up.weight", n_ff, hp.n_embd);
         }
-        if (!l.moe()) l.w_down = L.matrix(p + "ffn_down.weight", hp.n_embd, n_ff);
+        if (!l.moe() || g4) l.w_down = L.matrix(p + "ffn_down.weight", hp.n_embd, n_ff);
     }
     if (assistant) {
         const int64_t Et = m->asst_.n_embd_target;

@@ -156,6 +156,15 @@ const std::vector<SynthShape>& synth_shapes() {
         gemma4("gemma4-e2b", 1536, 35, 8, 1, 1, 6144, 262144, 131072, 256, 512, 512, 5, 20, 256, 0.02f, 0.0f),
         // Gemma 4's layout at the references' size: layers 2 and 5 global, 3-5 sharing the caches of 1 and 2
         gemma4("tiny-ref-gemma4", 256, 6, 4, 2, 1, 512, 1000, 512, 32, 64, 8, 3, 3, 32, 0.05f, 0.1f),
+        // Gemma 4 26B-A4B's layout at that size: 8 experts (2 used) beside the dense MLP in every layer
+        [&] {
+            SynthShape s =
+                gemma4("tiny-ref-gemma4moe", 256, 4, 4, 2, 1, 256, 1000, 512, 32, 64, 8, 2, 0, 0, 0.05f, 0.1f);
+            s.n_expert = 8;
+            s.n_expert_used = 2;
+            s.n_ff_exp = 128;
+            return s;
+        }(),
         // a Gemma 4 assistant for gemma4-e2b (the size is ours: 4 layers of 512, the last global)
         [&] {
             SynthShape s = gemma4("gemma4-e2b-assistant", 512, 4, 8, 1, 1, 2048, 262144, 131072, 256, 512, 512, 4, 0, 0,
@@ -522,7 +531,18 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
             ts.push_back({b + "post_attention_norm.weight", {E}, true});
             ts.push_back({b + "post_ffw_norm.weight", {E}, true});
         }
-        if (moe_layer) {
+        if (moe_layer && g4) {  // Gemma 4 26B-A4B: experts (gate|up in one tensor) beside the dense MLP below
+            const int64_t ne = s.n_expert, fe = s.n_ff_exp;
+            ts.push_back({b + "ffn_gate_inp.weight", {E, ne}, false});
+            ts.push_back({b + "ffn_gate_inp.scale", {E}, true});
+            ts.push_back({b + "pre_ffw_norm_2.weight", {E}, true});
+            ts.push_back({b + "post_ffw_norm_1.weight", {E}, true});
+            ts.push_back({b + "post_ffw_norm_2.weight", {E}, true});
+            ts.push_back({b + "ffn_gate_up_exps.weight", {E, 2 * fe, ne}, false});
+            ts.push_back({b + "ffn_down_exps.weight", {fe, E, ne}, false});
+            ts.push_back({b + "ffn_down_exps.scale", {ne}, true});
+        }
+        if (moe_layer && !g4) {
             const int64_t ne = s.n_expert, fe = s.n_ff_exp;
             ts.push_back({b + "ffn_gate_inp.weight", {E, ne}, false});
             if (q35) {  // Qwen3.5-MoE's shared expert (n_ff wide) and its per-token gate
@@ -613,7 +633,13 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
                 // state carries the flip to every later step); DeltaNet's convolution taps
                 const bool router = q35 && t.name.find("ffn_gate_inp.weight") != std::string::npos;
                 const bool conv = t.name.find("ssm_conv1d") != std::string::npos;
-                rng.gaussian(row.data(), n, choice_bias || decay ? 0.25f : router || conv ? 0.3f : s.weight_std);
+                // gemma4's router reads rmsnorm(x) / sqrt(n_embd): decisive at 2 (a near-tie flips between engines)
+                const bool g4_router = g4 && t.name.find("ffn_gate_inp.weight") != std::string::npos;
+                rng.gaussian(row.data(), n,
+                             g4_router              ? 2.0f
+                             : choice_bias || decay ? 0.25f
+                             : router || conv       ? 0.3f
+                                                    : s.weight_std);
                 if (decay)  // A = -exp(A_log): a DeltaNet head's decay rate, negative
                     for (float& v : row) v = -std::exp(v);
             }
