@@ -67,7 +67,8 @@ void Session::assistant_forward(const std::vector<Segment>& segs) {
         if (!h && s.own_pos_ == q - 1 && !s.own_hidden_.empty()) h = s.own_hidden_.data();
         S.mtp_in.resize(size_t(2 * Et));
         embedding_row(T.model().tok_embd(), g.tokens[g.n - 1], S.mtp_in.data());
-        for (int i = 0; i < Et; i++) S.mtp_in[size_t(i)] *= std::sqrt(float(Et));
+        const float embd_scale = std::sqrt(float(Et));
+        for (int i = 0; i < Et; i++) S.mtp_in[size_t(i)] *= embd_scale;
         if (h) std::copy_n(h, Et, S.mtp_in.data() + Et);
         else std::fill(S.mtp_in.begin() + Et, S.mtp_in.end(), 0.0f);
         S.x.resize(size_t(E));

@@ -102,10 +102,6 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
         mtp_of_ = params.mtp_of;
         n_ctx_ = mtp_of_->n_ctx();
         swa_cap_ = 0;
-        for (KvLayer& l : layers) l.rows = 0;
-        impl_ = std::make_unique<Impl>(n_ctx_, layers, params.type_k, params.type_v, false);
-        impl_->assist_kv = assistant_cache_layers(*model_, *mtp_of_);
-        mtp_of_->keep_hidden(true);
     } else if (params.mtp_of) {  // an MTP draft session: the one MTP layer, at its target's positions
         if (!model_->mtp())
             throw Error(model_->path() + ": the model has no multi-token-prediction block (--spec-type mtp)");
@@ -125,7 +121,11 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
             strprintf("this model's multi-head latent attention caches one row as key and value: the K and V "
                       "cache types must be the same (-ctk %s, -ctv %s)",
                       type_name(params.type_k), type_name(params.type_v)));
-    if (!impl_) impl_ = std::make_unique<Impl>(n_ctx_, layers, params.type_k, params.type_v, hp.mla);
+    impl_ = std::make_unique<Impl>(n_ctx_, layers, params.type_k, params.type_v, hp.mla);
+    if (model_->assistant()) {
+        impl_->assist_kv = assistant_cache_layers(*model_, *mtp_of_);
+        mtp_of_->keep_hidden(true);
+    }
     // Gated DeltaNet layers: their state, kept for the last recurrent_keep positions (model/recurrent_state.h)
     size_t rec_floats = 0;
     impl_->rec_off.assign(size_t(n_layers_), 0);

@@ -34,16 +34,10 @@ TensorType parse_kv_cache_type(const std::string& name, const char* flag) {
 }
 
 size_t kv_bytes_per_position(const Model& m, TensorType tk, TensorType tv) {
-    const HParams& hp = m.hparams();
-    size_t bytes = 0;
-    if (m.assistant()) return 0;  // it reads its target's cache
-    for (int l = 0; l < hp.n_layer; l++) {
-        const LayerWeights& L = m.layer(l);
-        if (L.recurrent || L.kv_from >= 0) continue;
-        const int64_t kvd = int64_t(L.n_head_kv) * L.head_dim;
-        bytes += row_bytes(tk, kvd) + (hp.mla ? 0 : row_bytes(tv, kvd));  // MLA: one copy
-    }
-    return bytes;
+    SessionParams p;
+    p.type_k = tk;
+    p.type_v = tv;
+    return kv_cache_bytes(m, p, 1);  // one row of every layer that keeps rows
 }
 
 int swa_cache_positions(const HParams& hp, int n_ctx, const SessionParams& p) {
@@ -60,7 +54,8 @@ std::vector<KvLayer> kv_layers(const Model& m, const SessionParams& p, int n_ctx
     std::vector<KvLayer> layers;
     for (int l = 0; l < n_layer; l++) {
         const LayerWeights& L = m.layer(l);
-        const int rows = L.recurrent || L.kv_from >= 0 ? 0 : L.swa ? swa : n_ctx;
+        // no rows: a Gated DeltaNet layer, a shared-KV layer, a Gemma 4 assistant's (it reads its target's)
+        const int rows = L.recurrent || L.kv_from >= 0 || m.assistant() ? 0 : L.swa ? swa : n_ctx;
         layers.push_back({rows, L.n_head_kv * L.head_dim, L.head_dim});
     }
     return layers;

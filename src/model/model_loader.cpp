@@ -126,9 +126,11 @@ struct Loader {
             fail(strprintf("metadata '%s.%s' has invalid value %lld", arch.c_str(), key.c_str(), (long long)*v));
         return int(*v);
     }
-    // A per-layer value given as one number or as an array of n (gemma4's head_count_kv, feed_forward_length).
+    // A per-layer value given as one number or as an array of n (gemma4's head_count_kv, feed_forward_length);
+    // def 0: required.
     std::vector<int> per_layer(const std::string& key, int n, int def) const {
         const GgufValue* v = f.find(arch + "." + key);
+        if (!v && def == 0) fail("missing required metadata '" + arch + "." + key + "'");
         if (!v) return std::vector<int>(size_t(n), def);
         if (v->type != GgufType::ARRAY) return std::vector<int>(size_t(n), opt_int(key, def));
         if (int(v->arr.size()) != n)
@@ -253,7 +255,6 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     // gemma4 gives the KV heads and FFN widths per layer (arrays); the other families one number
     const std::vector<int> ff_layer =
         L.per_layer("feed_forward_length", hp.n_layer, A == Arch::QWEN3MOE || A == Arch::GPT_OSS || q35_moe ? 1 : 0);
-    if (ff_layer[0] == 0) L.req_int("feed_forward_length");  // fails: missing
     hp.n_ff = *std::max_element(ff_layer.begin(), ff_layer.end());
     hp.n_head = L.req_int("attention.head_count");
     const std::vector<int> kv_heads = L.per_layer("attention.head_count_kv", hp.n_layer, hp.n_head);
@@ -495,7 +496,6 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         hp.n_expert = L.req_int("expert_count");
         hp.n_expert_used = L.req_int("expert_used_count");
         const std::vector<int> ff_exp = L.per_layer("expert_feed_forward_length", hp.n_layer, 0);
-        if (ff_exp[0] == 0) L.req_int("expert_feed_forward_length");  // fails: missing
         if (std::count(ff_exp.begin(), ff_exp.end(), ff_exp[0]) != hp.n_layer)
             L.fail("expert_feed_forward_length differs between layers (not supported)");
         hp.n_ff_exp = ff_exp[0];
