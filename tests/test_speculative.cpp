@@ -70,10 +70,11 @@ std::vector<int32_t> run_with(ThreadPool& pool, std::shared_ptr<const Model> tar
         draft = std::make_unique<Session>(draft_model, SessionParams{n_ctx, 0, 256}, pool);
     if (spec.type == SpecType::SELF)
         draft = std::make_unique<Session>(target, SessionParams{n_ctx, self_layers, 256}, pool);
-    if (spec.type == SpecType::MTP) {  // the target's own MTP block (or a Gemma 4 assistant), reading ts's states
+    if (reads_target_states(spec.type)) {  // the target's own MTP block, a Gemma 4 assistant or an EAGLE-3 head
         SessionParams mp{n_ctx, 0, 256};
         mp.mtp_of = &ts;
-        draft = std::make_unique<Session>(draft_model && draft_model->assistant() ? draft_model : target, mp, pool);
+        const bool head = draft_model && (draft_model->assistant() || draft_model->eagle3());
+        draft = std::make_unique<Session>(head ? draft_model : target, mp, pool);
     }
     Generator g(ts, draft.get(), sp, spec);
     g.set_constraint(constraint);
@@ -897,7 +898,7 @@ TEST(Speculative, Gemma4AssistantDraftsAreExact) {
     auto asst = Model::load(test::synth_file("tiny-ref-gemma4-assistant", "Q8_0"));
     SpecParams picked;
     picked.type = SpecType::DRAFT;
-    EXPECT_TRUE(pick_assistant(picked, asst.get()));
+    EXPECT_NE(pick_draft_head(picked, asst.get()), nullptr);
     EXPECT_EQ(picked.type, SpecType::MTP);
     const auto plain = run_with(pool, target, nullptr, prompt, 40, greedy(), SpecParams{});
     for (bool tree : {false, true}) {
@@ -928,6 +929,59 @@ TEST(Speculative, Gemma4AssistantDraftsAreExact) {
     SessionParams op{64, 0, 256};
     op.mtp_of = &os;
     EXPECT_THROW(Session(asst, op, pool), Error);
+}
+
+// EAGLE-3 heads (model/eagle3.cpp) on their llama targets: -md with one drafts as EAGLE3 (and --spec-type eagle3 with
+// another model is refused); greedy output with chains and trees is the plain output token for token, with a head
+// over a reduced vocabulary (d2t, the target's embeddings) and one with its own embeddings and the target's output;
+// sampled at temperature 1.5 the first tokens are distributed as without speculation, the accept-all control told
+// apart. A head alone, or beside a target of another width, is refused with a message.
+TEST(Speculative, Eagle3HeadDraftsAreExact) {
+    ThreadPool pool(1);
+    const std::vector<int32_t> prompt = {1, 300, 301, 302, 517, 640, 12, 99, 7, 45};
+    for (const auto& [t, h] : {std::pair{"tiny-ref-llama", "tiny-ref-eagle3"}, {"tiny-test", "tiny-test-eagle3"}}) {
+        auto target = Model::load(test::synth_file(t, "Q8_0"));
+        auto head = Model::load(test::synth_file(h, "Q8_0"));
+        SpecParams picked;
+        picked.type = SpecType::DRAFT;
+        EXPECT_NE(pick_draft_head(picked, head.get()), nullptr);
+        EXPECT_EQ(picked.type, SpecType::EAGLE3);
+        const auto plain = run_with(pool, target, nullptr, prompt, 40, greedy(), SpecParams{});
+        for (bool tree : {false, true}) {
+            SpecParams spec = fixed_length(SpecType::EAGLE3, 3);
+            spec.tree = tree;
+            if (tree) spec.tree_min_gain = 0.0;
+            SpecStats st;
+            EXPECT_EQ(run_with(pool, target, head, prompt, 40, greedy(), spec, 0, &st), plain)
+                << h << (tree ? " tree" : " chain");
+            EXPECT_GT(st.n_drafted, 0);
+            if (tree) EXPECT_GT(st.n_tree_nodes, 0);
+        }
+    }
+    auto target = Model::load(test::synth_file("tiny-ref-llama", "Q8_0"));
+    auto head = Model::load(test::synth_file("tiny-ref-eagle3", "Q8_0"));
+    SamplerParams sp;
+    sp.temp = 1.5f;
+    sp.min_p = 0.0f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    const int runs = 1500;
+    Session ts(target, SessionParams{64, 0, 256}, pool);
+    SessionParams hp{64, 0, 256};
+    hp.mtp_of = &ts;
+    Session hs(head, hp, pool);
+    const long long accepted = expect_sampled_distribution(ts, &hs, prompt, sp, fixed_length(SpecType::EAGLE3, 3), runs,
+                                                           4, "eagle3 head, temp 1.5");
+    EXPECT_GT(accepted, test::statistical_runs(runs).runs / 10) << "too few drafts accepted for the test to say much";
+    EXPECT_THROW(Session(head, SessionParams{64, 0, 256}, pool), Error);
+    auto other = Model::load(test::synth_file("tiny-test-tied", "Q8_0"));  // another vocabulary
+    Session os(other, SessionParams{64, 0, 256}, pool);
+    SessionParams op{64, 0, 256};
+    op.mtp_of = &os;
+    EXPECT_THROW(Session(head, op, pool), Error);
+    SpecParams wrong;
+    wrong.type = SpecType::EAGLE3;
+    EXPECT_THROW(pick_draft_head(wrong, other.get()), Error);
 }
 
 // A hybrid target (qwen35: Gated DeltaNet layers whose state rolls back per position, gated attention) with its

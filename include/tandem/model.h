@@ -33,7 +33,8 @@ enum class Arch {
     QWEN3NEXT,
     LLAMA4,
     GEMMA4,
-    GEMMA4_ASSISTANT
+    GEMMA4_ASSISTANT,
+    EAGLE3
 };
 const char* arch_name(Arch a);
 struct HParams;
@@ -264,6 +265,24 @@ struct AssistantWeights {
     Weight post_proj;  // (n_embd_target, n_embd)
 };
 
+// An EAGLE-3 head (llama.cpp's eagle3 files; Li et al. 2025): one llama decoder layer that drafts from three of its
+// target's hidden states. At position p (its row of the target's position p + 1, model/eagle3.h) it takes the token
+// t at p + 1 and g = fc [h_a, h_b, h_c], the inputs of the target's layers target_layers (each n_embd_target) at p
+// (rmsnorm'd by fc_norm first when norm_before_fc); the layer's attention reads [rmsnorm(embd(t)) * attn_norm,
+// rmsnorm(g) * hidden_norm] (2 n_embd), its residual is g (rmsnorm(g) * hidden_norm when norm_before_residual), and
+// its output h (before output_norm) is the g of its next draft, at p + 1. Logits over its own vocabulary (the rows
+// of its output matrix) go to target ids through d2t; the other target tokens get -inf. Without its own token
+// embeddings or output matrix it uses the target's (Model::tok_embd()/output() are then empty).
+struct Eagle3Weights {
+    int target_layers[3] = {0, 0, 0};
+    int n_embd_target = 0;
+    bool norm_before_residual = false, norm_before_fc = false;
+    Weight fc;  // (n_embd, 3 n_embd_target)
+    std::vector<float> fc_norm;  // (3 n_embd_target) when norm_before_fc
+    std::vector<float> hidden_norm;  // (n_embd)
+    std::vector<int32_t> d2t;  // its output row -> target id; empty: the rows are the target's ids
+};
+
 struct LoadOptions {
     // Copy Q8_0/Q4_0 matrices into the CPU's faster interleaved layout when it has one (see repack_for_cpu).
     // Off: every matrix is used in place from the file (the tests compare the two paths).
@@ -290,6 +309,7 @@ public:
     const LayerWeights& layer(int i) const { return layers_[size_t(i)]; }
     const MtpWeights* mtp() const { return mtp_.eh_proj.data ? &mtp_ : nullptr; }  // null: no MTP block
     const AssistantWeights* assistant() const { return asst_.pre_proj.data ? &asst_ : nullptr; }  // null: not one
+    const Eagle3Weights* eagle3() const { return eagle3_.fc.data ? &eagle3_ : nullptr; }  // null: not one
     // gemma4's per-layer embeddings (HParams::n_embd_per_layer > 0): per token, the n_layer slices of
     // (embd_l(token) sqrt(n_pl) + rmsnorm(proj x / sqrt(n_embd)) * norm) / sqrt(2), x the scaled input embedding
     struct PerLayerEmbd {
@@ -322,6 +342,7 @@ private:
     MtpWeights mtp_;
     PerLayerEmbd ple_;
     AssistantWeights asst_;
+    Eagle3Weights eagle3_;
     std::shared_ptr<uint8_t> packed_;  // one buffer holding the repacked matrices (see Model::repack_for_cpu)
     size_t packed_bytes_ = 0;
     void repack_for_cpu();

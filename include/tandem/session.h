@@ -179,9 +179,11 @@ public:
 
     // The final normed hidden state at position p (what the logits are computed from), kept from now on for
     // every row decoded, until truncate / keep_path / shift / release_hidden take it: null when not kept.
-    // An MTP draft session turns this on for its target.
-    void keep_hidden(bool on);
+    // An MTP draft session turns this on for its target. With `layers` (an EAGLE-3 head's target): instead the
+    // inputs of those layers (each n_embd, in that order: hidden_width() floats per row).
+    void keep_hidden(bool on, std::vector<int> layers = {});
     const float* hidden_row(int p) const;
+    int hidden_width() const;
     void release_hidden(int below);  // rows below position `below` are no longer needed
     bool is_mtp() const { return mtp_of_ != nullptr; }
     Session* mtp_target() const { return mtp_of_; }  // an MTP draft session's target (null otherwise)
@@ -223,6 +225,7 @@ private:
     };
     static void forward_segments(const std::vector<Segment>& segs);
     static void assistant_forward(const std::vector<Segment>& segs);  // model/assistant.cpp
+    static void eagle3_forward(const std::vector<Segment>& segs);  // model/eagle3.cpp
     // Throws for an id out of range, a context overflow, or a forward pass of `pass` rows (at most n) larger than
     // the window-only caches take.
     void check_decode(const int32_t* tokens, int n, int pass) const;
@@ -242,6 +245,7 @@ private:
     std::vector<int32_t> tokens_;
     // keep_hidden: rows hidden_[(p - hidden_from_) * n_embd] for positions hidden_from_ <= p < n_past()
     bool keep_hidden_ = false;
+    std::vector<int> hidden_layers_;  // keep_hidden's layers (empty: the final normed state)
     int hidden_from_ = 0;
     std::vector<float> hidden_;
     // MTP draft session: its target, the layer it runs (n_layer) and its previous pass's last output state

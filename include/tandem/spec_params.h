@@ -24,7 +24,7 @@ struct VocabBridge {
     std::string difference;  // the first difference found (draft_vocab_difference)
 };
 
-enum class SpecType { NONE, DRAFT, NGRAM, SELF, SUFFIX, MTP };
+enum class SpecType { NONE, DRAFT, NGRAM, SELF, SUFFIX, MTP, EAGLE3 };
 class SuffixCache;
 const char* spec_type_name(SpecType t);
 SpecType spec_type_from_name(const std::string& s);  // "none", "draft", "ngram", "self", "suffix"; throws tandem::Error
@@ -112,9 +112,16 @@ struct DraftSetup {
 // The default proposer of a model with a multi-token-prediction block: when neither --spec-type nor -md was given
 // (`chosen_elsewhere` false), spec.type becomes MTP for such a model. Returns whether it did (the caller says so).
 bool pick_mtp_by_default(SpecParams& spec, const Model& target, bool chosen_elsewhere);
-// A draft model (-md) that is a Gemma 4 assistant (Model::assistant()) drafts as MTP does, from the target's states
-// and cache: spec.type DRAFT becomes MTP. Returns whether it did (the caller says so).
-bool pick_assistant(SpecParams& spec, const Model* draft);
+// A draft model (-md) that is a drafting head reads the target's states: a Gemma 4 assistant (Model::assistant())
+// drafts as MTP does (spec.type DRAFT becomes MTP), an EAGLE-3 head (Model::eagle3()) as EAGLE3 (DRAFT or EAGLE3).
+// Returns the line the caller prints when it picked one (null otherwise). Throws tandem::Error for --spec-type
+// eagle3 with a draft model that is no eagle3 head.
+const char* pick_draft_head(SpecParams& spec, const Model* draft);
+// Whether type `t` drafts with the -md model (DRAFT, EAGLE3), which the command then loads.
+bool uses_draft_model(SpecType t);
+// Whether `t` drafts from the target's hidden states (MTP, EAGLE3): its session is one of the target's
+// (SessionParams::mtp_of).
+bool reads_target_states(SpecType t);
 // Self-speculation depth: `requested` layers of the target (0: half of them, at least 1). Throws tandem::Error
 // unless 1 <= K < the target's layer count (K = all layers would draft with the target itself).
 int self_draft_layers(const Model& target, int requested);
@@ -124,7 +131,8 @@ int self_draft_layers(const Model& target, int requested);
 double draft_cost_prior(SpecType type, const Model& target, const Model* draft_model, int requested_layers);
 // DRAFT: a session on `draft_model`; SELF: a session on the target limited to self_draft_layers(requested_layers);
 // MTP: an MTP draft session of `target_session` (SessionParams::mtp_of; it must outlive the draft session; throws
-// when the model has no MTP block), of `draft_model` when that is a Gemma 4 assistant; NONE, NGRAM, SUFFIX: no session. The session takes `params` (context, batch,
+// when the model has no MTP block), of `draft_model` when that is a Gemma 4 assistant; EAGLE3: a session of the
+// head `draft_model` on `target_session` (throws for another model); NONE, NGRAM, SUFFIX: no session. The session takes `params` (context, batch,
 // cache types; its n_layers is set here). The cost prior is draft_cost_prior's.
 DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
                       const std::shared_ptr<const Model>& draft_model, SessionParams params, int requested_layers,
@@ -136,7 +144,8 @@ DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
 void set_spec_types(SpecParams& spec, const std::string& list);
 // Whether `t` is spec's type or one of its extra proposers.
 bool spec_uses(const SpecParams& spec, SpecType t);
-// Whether proposals of type `t` come from a draft Session (DRAFT, SELF, MTP): the one model proposer of a setup.
+// Whether proposals of type `t` come from a draft Session (DRAFT, SELF, MTP, EAGLE3): the one model proposer of a
+// setup.
 bool uses_draft_session(SpecType t);
 // "draft", or "draft,ngram,suffix" for a list.
 std::string spec_types_name(const SpecParams& spec);

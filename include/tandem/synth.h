@@ -40,11 +40,18 @@ struct SynthShape {
     // gemma4-assistant (a Gemma 4 drafter): its target's hidden size (its layers' shapes are the target's attention
     // shapes of the same kind; queries only)
     int n_embd_target = 0;
+    // eagle3 (an EAGLE-3 head, one layer; n_embd_target as above): the three target layers it reads, its own
+    // vocabulary (n_draft_vocab rows of its output and a d2t table; 0: the target's every token, no d2t), whether
+    // it has its own token embeddings and output matrix (else its target's), norm_before_residual
+    int eagle_layers[3] = {0, 0, 0};
+    int n_draft_vocab = 0;
+    bool own_embd = false, own_output = true, norm_before_residual = false;
 };
 
 // Known shapes: tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, llama-2-7b, llama-3.1-8b, qwen3-0.6b, qwen3-8b,
 // qwen3-30b-a3b, gemma3-1b, phi-4-mini, gpt-oss-20b, smollm3-3b, granite-3.3-2b, olmo2-1b, glm-4.5-air-6l,
 // deepseek-v3-2l, qwen3.5-9b, qwen3.5-35b-a3b-8l, llama4-scout-4l, llama4-draft, gemma4-e2b, gemma4-e2b-assistant,
+// llama-3.1-8b-eagle3,
 // and tiny-test* (for
 // tests; tiny-ref-* are the shapes of the llama.cpp references in tests/data/reference-arch).
 const std::vector<SynthShape>& synth_shapes();

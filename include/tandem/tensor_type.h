@@ -21,6 +21,8 @@ enum class TensorType : uint32_t {
     Q5_K = 13,
     Q6_K = 14,
     IQ4_NL = 20,  // 4-bit indices into a fixed non-linear table (a KV cache type here)
+    I32 = 26,  // integer tensors: tables of ids, never weights (an EAGLE-3 head's d2t is I64)
+    I64 = 27,
     BF16 = 30,
     MXFP4 = 39,  // OCP microscaling FP4 (gpt-oss experts): 32 E2M1 values with one E8M0 scale
 };
@@ -36,6 +38,8 @@ std::optional<TensorType> tensor_type_from_u32(uint32_t v);
 const TypeTraits& type_traits(TensorType t);
 inline const char* type_name(TensorType t) { return type_traits(t).name; }
 std::optional<TensorType> tensor_type_from_name(const std::string& name);  // "q8_0", "Q4_K", "f16", ...
+// I32, I64: integer tables (ids), which no kernel reads as numbers of a weight.
+inline bool is_integer_type(TensorType t) { return t == TensorType::I32 || t == TensorType::I64; }
 
 // Bytes of a row of n elements; requires n % block_elems == 0.
 size_t row_bytes(TensorType t, int64_t n);

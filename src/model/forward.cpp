@@ -27,6 +27,7 @@
 #include "core/fp16.h"
 #include "model/assistant.h"
 #include "model/attention.h"
+#include "model/eagle3.h"
 #include "model/ffn.h"
 #include "model/mla.h"
 #include "model/norm.h"
@@ -98,7 +99,17 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
     if (model_->assistant() && !params.mtp_of)
         throw Error(model_->path() +
                     ": a gemma4-assistant drafts beside its gemma4 target only (as -md), from the target's cache");
-    if (params.mtp_of && model_->assistant()) {  // a Gemma 4 assistant: no cache of its own (model/assistant.cpp)
+    if (model_->eagle3() && !params.mtp_of)
+        throw Error(model_->path() + ": an eagle3 head drafts beside its target only (as -md), from its hidden states");
+    if (params.mtp_of && model_->eagle3()) {  // an EAGLE-3 head: its one layer, at its target's positions
+        check_eagle3_target(*model_, *params.mtp_of);
+        mtp_of_ = params.mtp_of;
+        n_ctx_ = mtp_of_->n_ctx();
+        swa_cap_ = 0;
+        layers = kv_layers(*model_, params, n_ctx_);
+        mtp_of_->keep_hidden(true, eagle3_target_layers(*model_));
+    } else if (params.mtp_of &&
+               model_->assistant()) {  // a Gemma 4 assistant: no cache of its own (model/assistant.cpp)
         mtp_of_ = params.mtp_of;
         n_ctx_ = mtp_of_->n_ctx();
         swa_cap_ = 0;
@@ -153,20 +164,24 @@ Session::~Session() {
     if (mtp_of_) mtp_of_->keep_hidden(false);
 }
 
-void Session::keep_hidden(bool on) {
+void Session::keep_hidden(bool on, std::vector<int> layers) {
+    for (int l : layers) TD_ASSERT(l >= 0 && l < n_layers_);
     keep_hidden_ = on;
+    hidden_layers_ = std::move(layers);
     hidden_from_ = n_past();
     hidden_.clear();
 }
 
+int Session::hidden_width() const { return model_->hparams().n_embd * std::max<int>(1, int(hidden_layers_.size())); }
+
 const float* Session::hidden_row(int p) const {
-    const size_t E = size_t(model_->hparams().n_embd);
+    const size_t E = size_t(hidden_width());
     if (!keep_hidden_ || p < hidden_from_ || size_t(p - hidden_from_) >= hidden_.size() / E) return nullptr;
     return hidden_.data() + size_t(p - hidden_from_) * E;
 }
 
 void Session::release_hidden(int below) {
-    const size_t E = size_t(model_->hparams().n_embd);
+    const size_t E = size_t(hidden_width());
     const int to = std::min(below, hidden_from_ + int(hidden_.size() / E));
     if (to <= hidden_from_) return;
     hidden_.erase(hidden_.begin(), hidden_.begin() + std::ptrdiff_t(size_t(to - hidden_from_) * E));
@@ -222,7 +237,7 @@ void Session::truncate(int n) {
     if (n == 0) swa_from_ = swa_lost_ = 0;
     if (keep_hidden_) {
         if (n < hidden_from_) hidden_from_ = n;
-        hidden_.resize(std::min(hidden_.size(), size_t(n - hidden_from_) * size_t(model_->hparams().n_embd)));
+        hidden_.resize(std::min(hidden_.size(), size_t(n - hidden_from_) * size_t(hidden_width())));
     }
 }
 
@@ -288,7 +303,7 @@ void Session::shift(int n_keep, int n_discard) {
     }
     if (swa_cap_ > 0) swa_from_ = swa_lost_ = std::max(swa_lost_, swa_new);
     tokens_.erase(tokens_.begin() + n_keep, tokens_.begin() + n_keep + n_discard);
-    if (keep_hidden_) keep_hidden(true);  // the kept rows' positions moved: start again from here
+    if (keep_hidden_) keep_hidden(true, hidden_layers_);  // the kept rows' positions moved: start again from here
 }
 
 void Session::decode(const int32_t* tokens, int n, bool all_logits) {
@@ -345,7 +360,7 @@ void Session::keep_path(int base, const std::vector<int32_t>& path) {
         impl_->kv.copy_row(from, to);
         tokens_[size_t(to)] = tokens_[size_t(from)];
         if (const float* h = hidden_row(from); h && to >= hidden_from_) {
-            const size_t E = size_t(model_->hparams().n_embd);
+            const size_t E = size_t(hidden_width());
             std::copy_n(h, E, hidden_.data() + size_t(to - hidden_from_) * E);
         }
     }
@@ -395,6 +410,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     // attends to its own session's cache.
     Session& S0 = *segs[0].s;
     if (S0.mtp_of_ && S0.model_->assistant()) return assistant_forward(segs);
+    if (S0.mtp_of_ && S0.model_->eagle3()) return eagle3_forward(segs);
     const Model& model = *S0.model_;
     ThreadPool& pool = S0.pool_;
     const HParams& hp = model.hparams();
@@ -595,8 +611,31 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         }
     };
 
+    // Sessions that keep layers' inputs (an EAGLE-3 head's target: keep_hidden with layers): their rows' places
+    std::vector<std::pair<const Segment*, int>> keeps;  // (segment, its first row in the pass)
+    {
+        int r0 = 0;
+        for (const auto& g : segs) {
+            Session& s = *g.s;
+            if (s.keep_hidden_ && !s.hidden_layers_.empty() && g.pos0 >= s.hidden_from_) {
+                s.hidden_.resize(size_t(g.pos0 + g.n - s.hidden_from_) * size_t(s.hidden_width()));
+                keeps.push_back({&g, r0});
+            }
+            r0 += g.n;
+        }
+    }
     for (int l = 0; l < S0.n_layers_; l++) {  // l: the cache's layer; the model's is layer0_ + l (MTP: n_layer)
         const LayerWeights& L = model.layer(S0.layer0_ + l);
+        for (const auto& [g, r0] : keeps) {  // the layer's input, its place among the kept layers
+            const std::vector<int>& ls = g->s->hidden_layers_;
+            for (size_t k = 0; k < ls.size(); k++)
+                if (ls[k] == S0.layer0_ + l)
+                    for (int t = 0; t < g->n; t++)
+                        std::copy_n(
+                            &S.x[size_t(r0 + t) * E], E,
+                            &g->s->hidden_[size_t(g->pos0 + t - g->s->hidden_from_) * size_t(g->s->hidden_width()) +
+                                           k * size_t(E)]);
+        }
         // the attention's and the FFN's input: the normed rows, or the rows themselves (olmo2: no pre-norms)
         const float* in = hp.has_pre_norms ? S.xn.data() : S.x.data();
         if (hp.has_pre_norms)
@@ -637,7 +676,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         int r0 = 0;
         for (const auto& g : segs) {
             Session& s = *g.s;
-            if (s.keep_hidden_ && g.pos0 >= s.hidden_from_) {
+            if (s.keep_hidden_ && s.hidden_layers_.empty() && g.pos0 >= s.hidden_from_) {
                 s.hidden_.resize(size_t(g.pos0 + g.n - s.hidden_from_) * E);
                 for (int t = 0; t < g.n; t++)
                     rmsnorm(&S.x[size_t(r0 + t) * E], final_norm.data(),

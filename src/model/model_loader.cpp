@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <thread>
 
@@ -44,6 +45,7 @@ constexpr ArchName kArchs[] = {
     {Arch::LLAMA4, "llama4"},
     {Arch::GEMMA4, "gemma4"},
     {Arch::GEMMA4_ASSISTANT, "gemma4-assistant"},
+    {Arch::EAGLE3, "eagle3"},
 };
 }  // namespace
 
@@ -152,6 +154,8 @@ struct Loader {
     const GgufTensor& tensor(const std::string& name, std::vector<int64_t> shape) const {
         const GgufTensor* t = f.tensor(name);
         if (!t) fail("missing tensor '" + name + "'");
+        if (is_integer_type(t->type))
+            fail("tensor '" + name + "' holds integers (" + type_name(t->type) + "), not weights");
         bool ok = t->n_dims <= int(shape.size());
         for (size_t d = 0; ok && d < 4; d++) ok = t->ne[d] == (d < shape.size() ? shape[d] : 1);
         if (!ok) {
@@ -208,7 +212,88 @@ struct Loader {
         return out;
     }
     bool has(const std::string& name) const { return f.tensor(name) != nullptr; }
+    // A 1-D table of n ids (I32 or I64, as llama.cpp's converters write them).
+    std::vector<int64_t> ids(const std::string& name, int64_t n) const {
+        const GgufTensor* t = f.tensor(name);
+        if (!t) fail("missing tensor '" + name + "'");
+        if (!is_integer_type(t->type) || t->n_dims != 1 || t->ne[0] != n)
+            fail(strprintf("tensor '%s' must be %lld integers (I32 or I64), it is %s [%lld]", name.c_str(),
+                           (long long)n, type_name(t->type), (long long)t->ne[0]));
+        std::vector<int64_t> out(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; i++) {
+            if (t->type == TensorType::I64) std::memcpy(&out[size_t(i)], t->data + 8 * size_t(i), 8);
+            else {
+                int32_t v;
+                std::memcpy(&v, t->data + 4 * size_t(i), 4);
+                out[size_t(i)] = v;
+            }
+        }
+        return out;
+    }
 };
+
+// An EAGLE-3 head's weights (Eagle3Weights; llama.cpp's eagle3 files): one layer whose attention reads 2 n_embd, the
+// fusion of three target states, its own norm and output over a reduced vocabulary mapped by d2t. Its vocabulary
+// is its target's tokenizer; token embeddings and output are optional (then its target's are used).
+void bind_eagle3(const Loader& L, HParams& hp, Weight& tok_embd, Weight& output, std::vector<float>& output_norm,
+                 std::vector<LayerWeights>& layers, Eagle3Weights& w) {
+    const GgufFile& f = L.f;
+    const GgufValue* toks = f.get_array("tokenizer.ggml.tokens", GgufType::STRING);
+    if (!toks || toks->arr.empty()) L.fail("an eagle3 head needs its target's tokenizer (tokenizer.ggml.tokens)");
+    hp.n_vocab = int(toks->arr.size());
+    if (hp.n_layer != 1) L.fail(strprintf("an eagle3 head has one decoder layer, this file says %d", hp.n_layer));
+    const GgufValue* tl = f.find(L.arch + ".target_layers");
+    if (!tl || tl->type != GgufType::ARRAY || tl->arr.size() != 3)
+        L.fail("an eagle3 head needs " + L.arch + ".target_layers: the three target layers it reads");
+    for (int i = 0; i < 3; i++) {
+        const GgufValue& e = tl->arr[size_t(i)];
+        if (!e.is_integer() || e.as_int() < 0 || e.as_int() > 4096)
+            L.fail(L.arch + ".target_layers has an invalid entry");
+        w.target_layers[i] = int(e.as_int());
+    }
+    w.n_embd_target = L.req_int("target_hidden_size");
+    w.norm_before_residual = f.get_bool(L.arch + ".norm_before_residual").value_or(false);
+    w.norm_before_fc = f.get_bool(L.arch + ".norm_before_fc").value_or(false);
+    const int64_t E = hp.n_embd, Ein = 3 * int64_t(w.n_embd_target), q_dim = int64_t(hp.n_head) * hp.head_dim,
+                  kv_dim = int64_t(hp.n_head_kv) * hp.head_dim;
+    w.fc = L.matrix("fc.weight", E, Ein);
+    if (w.norm_before_fc) w.fc_norm = L.vec("enc.output_norm.weight", Ein);
+    if (L.has("token_embd.weight")) tok_embd = L.matrix("token_embd.weight", hp.n_vocab, E);
+    int64_t n_out = hp.n_vocab;
+    if (L.has("d2t")) {
+        const GgufTensor* t = f.tensor("d2t");
+        n_out = t->ne[0];
+        if (t->n_dims != 1 || n_out < 1 || n_out > hp.n_vocab)
+            L.fail(
+                strprintf("tensor 'd2t' maps %lld draft tokens into a vocabulary of %d", (long long)n_out, hp.n_vocab));
+        std::vector<uint8_t> seen(size_t(hp.n_vocab), 0);
+        for (int64_t id : L.ids("d2t", n_out)) {
+            if (id < 0 || id >= hp.n_vocab || seen[size_t(id)])
+                L.fail(strprintf("tensor 'd2t' holds %s target id %lld (vocabulary of %d)",
+                                 id >= 0 && id < hp.n_vocab ? "a repeated" : "an invalid", (long long)id, hp.n_vocab));
+            seen[size_t(id)] = 1;
+            w.d2t.push_back(int32_t(id));
+        }
+        if (!L.has("output.weight")) L.fail("an eagle3 head with d2t needs its own output.weight (its vocabulary)");
+    }
+    if (L.has("output.weight")) output = L.matrix("output.weight", n_out, E);
+    output_norm = L.vec("output_norm.weight", E);
+    layers.resize(1);
+    LayerWeights& l = layers[0];
+    l.n_head_kv = hp.n_head_kv;
+    l.head_dim = hp.head_dim;
+    l.n_rot = hp.n_rot;
+    l.attn_norm = L.vec("blk.0.attn_norm.weight", E);
+    w.hidden_norm = L.vec("blk.0.attn_norm_2.weight", E);
+    l.wq = L.matrix("blk.0.attn_q.weight", q_dim, 2 * E);
+    l.wk = L.matrix("blk.0.attn_k.weight", kv_dim, 2 * E);
+    l.wv = L.matrix("blk.0.attn_v.weight", kv_dim, 2 * E);
+    l.wo = L.matrix("blk.0.attn_output.weight", E, q_dim);
+    l.ffn_norm = L.vec("blk.0.ffn_norm.weight", E);
+    l.w_gate = L.matrix("blk.0.ffn_gate.weight", hp.n_ff, E);
+    l.w_up = L.matrix("blk.0.ffn_up.weight", hp.n_ff, E);
+    l.w_down = L.matrix("blk.0.ffn_down.weight", E, hp.n_ff);
+}
 
 }  // namespace
 
@@ -340,7 +425,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         hp.yarn_beta_slow = L.opt_float("rope.scaling.yarn_beta_slow", 1.0f);
     }
     hp.rope_style = A == Arch::LLAMA || A == Arch::SMOLLM3 || A == Arch::GRANITE || A == Arch::MISTRAL3 ||
-                            A == Arch::DEEPSEEK2 || A == Arch::LLAMA4
+                            A == Arch::DEEPSEEK2 || A == Arch::LLAMA4 || A == Arch::EAGLE3
                         ? RopeStyle::NORM
                         : RopeStyle::NEOX;
     hp.has_qk_norm = A == Arch::QWEN3 || A == Arch::QWEN3MOE || A == Arch::GEMMA3 || g4 || A == Arch::OLMO2 || q35 ||
@@ -550,6 +635,15 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     }
     hp.has_attn_sinks = hp.has_out_bias = A == Arch::GPT_OSS;
 
+    if (A == Arch::EAGLE3) {
+        bind_eagle3(L, hp, m->tok_embd_, m->output_, m->output_norm_, m->layers_, m->eagle3_);
+        if (f.tensor("rope_freqs.weight")) {
+            hp.has_rope_freqs = true;
+            m->rope_freqs_ = L.vec("rope_freqs.weight", hp.n_rot / 2);
+        }
+        if (opt.repack) m->repack_for_cpu();
+        return m;
+    }
     const GgufTensor* te = f.tensor("token_embd.weight");
     if (!te) L.fail("missing tensor 'token_embd.weight'");
     if (te->n_dims != 2 || te->ne[0] != hp.n_embd) L.fail("tensor 'token_embd.weight' does not have n_embd columns");
@@ -784,7 +878,7 @@ void Model::repack_for_cpu() {
     if (mtp_.eh_proj.data && packable(mtp_.eh_proj.type, mtp_.eh_proj.rows, mtp_.eh_proj.cols))
         todo.push_back(&mtp_.eh_proj);
     if (mtp_own_head && packable(mtp_.head.type, mtp_.head.rows, mtp_.head.cols)) todo.push_back(&mtp_.head);
-    for (Weight* w : {&asst_.pre_proj, &asst_.post_proj})
+    for (Weight* w : {&asst_.pre_proj, &asst_.post_proj, &eagle3_.fc})
         if (w->data && packable(w->type, w->rows, w->cols)) todo.push_back(w);
     // One huge-page buffer for all copies, each matrix at a 64-byte boundary.
     auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };

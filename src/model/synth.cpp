@@ -1,5 +1,6 @@
 #include "tandem/synth.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "quant/quant.h"
@@ -57,6 +58,21 @@ const std::vector<SynthShape>& synth_shapes() {
         s.norm_std = nstd;
         return s;
     };
+    // eagle3: an EAGLE-3 head for a target of hidden size Et, reading the inputs of its layers a, b, c
+    auto eagle3 = [](const char* name, int E, int heads, int kv, int ff, int vocab, int ctx, float theta, int Et, int a,
+                     int b, int c, int draft_vocab, bool own_embd, bool own_output, float wstd, float nstd) {
+        SynthShape s{name, "eagle3", E, 1, heads, kv, ff, vocab, ctx, theta, false, false};
+        s.n_embd_target = Et;
+        s.eagle_layers[0] = a;
+        s.eagle_layers[1] = b;
+        s.eagle_layers[2] = c;
+        s.n_draft_vocab = draft_vocab;
+        s.own_embd = own_embd;
+        s.own_output = own_output;
+        s.weight_std = wstd;
+        s.norm_std = nstd;
+        return s;
+    };
     static const std::vector<SynthShape> shapes = {
         {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, false, false},
         {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, true, true},
@@ -104,6 +120,20 @@ const std::vector<SynthShape>& synth_shapes() {
          128,
          0},
         {"tiny-test", "llama", 256, 2, 4, 2, 512, 1000, 512, 10000.0f, false, false},
+        // an EAGLE-3 head for tiny-test: its own embeddings, the target's output, norm_before_residual
+        [&] {
+            SynthShape s = eagle3("tiny-test-eagle3", 256, 4, 2, 512, 1000, 512, 10000.0f, 256, 0, 1, 1, 0, true, false,
+                                  0.02f, 0.0f);
+            s.norm_before_residual = true;
+            return s;
+        }(),
+        // llama at the references' size, and an EAGLE-3 head for it as llama.cpp's converter writes one for a
+        // Llama 3.1 8B target: the target's embeddings, its own output over 600 of the 1000 tokens (d2t)
+        {"tiny-ref-llama", "llama", 256, 4, 4, 2, 512, 1000, 512, 10000.0f, false, false, 0, 0, 0, 0, 0, 0.05f, 0.1f},
+        eagle3("tiny-ref-eagle3", 256, 4, 2, 512, 1000, 512, 10000.0f, 256, 1, 2, 3, 600, false, true, 0.05f, 0.1f),
+        // Llama 3.1 8B's EAGLE-3 head (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B's shapes: layers 2, 16, 29, 32000 tokens)
+        eagle3("llama-3.1-8b-eagle3", 4096, 32, 8, 14336, 128256, 131072, 500000.0f, 4096, 2, 16, 29, 32000, false,
+               true, 0.02f, 0.0f),
         {"tiny-test-tied", "qwen2", 256, 2, 4, 2, 512, 1008, 512, 10000.0f, true, false},
         {"tiny-test-qwen3moe", "qwen3moe", 256, 2, 4, 2, 512, 1000, 512, 1000000.0f, true, false, 64, 8, 2, 128},
         {"tiny-test-gemma3", "gemma3", 256, 7, 4, 2, 512, 1000, 512, 1000000.0f, true, false, 64, 0, 0, 0, 8},
@@ -373,6 +403,14 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
                                       GgufValue::of_i32(pairs / 3), GgufValue::of_i32(0)};
         if (!next) w.set(a + ".rope.dimension_sections", GgufValue::of_array(GgufType::INT32, std::move(sec)));
     }
+    const bool eagle = a == "eagle3";
+    if (eagle) {  // as llama.cpp's converter writes an EAGLE-3 head
+        std::vector<GgufValue> layers;
+        for (int l : s.eagle_layers) layers.push_back(GgufValue::of_i32(l));
+        w.set(a + ".target_layers", GgufValue::of_array(GgufType::INT32, std::move(layers)));
+        w.set(a + ".target_hidden_size", GgufValue::of_u32(uint32_t(s.n_embd_target)));
+        w.set(a + ".norm_before_residual", GgufValue::of_bool(s.norm_before_residual));
+    }
     if (s.n_swa > 0) w.set(a + ".attention.sliding_window", GgufValue::of_u32(uint32_t(s.n_swa)));
     if (g4) {  // as llama.cpp's converter writes Gemma 4
         std::vector<GgufValue> pattern, kv_heads, ff;
@@ -434,7 +472,24 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     };
     std::vector<T> ts;
     const int64_t q = int64_t(s.n_head) * hd, kv = int64_t(s.n_head_kv) * hd, E = s.n_embd;
-    ts.push_back({"token_embd.weight", {E, n_vocab}, false});
+    const int64_t n_draft = s.n_draft_vocab > 0 ? s.n_draft_vocab : n_vocab;
+    if (eagle) {  // one layer whose attention reads [embedding, fused target states]; no other block below
+        ts.push_back({"fc.weight", {3 * int64_t(s.n_embd_target), E}, false});
+        if (s.own_embd) ts.push_back({"token_embd.weight", {E, n_vocab}, false});
+        ts.push_back({"blk.0.attn_norm.weight", {E}, true});
+        ts.push_back({"blk.0.attn_norm_2.weight", {E}, true});
+        ts.push_back({"blk.0.attn_q.weight", {2 * E, q}, false});
+        ts.push_back({"blk.0.attn_k.weight", {2 * E, kv}, false});
+        ts.push_back({"blk.0.attn_v.weight", {2 * E, kv}, false});
+        ts.push_back({"blk.0.attn_output.weight", {q, E}, false});
+        ts.push_back({"blk.0.ffn_norm.weight", {E}, true});
+        ts.push_back({"blk.0.ffn_gate.weight", {E, s.n_ff}, false});
+        ts.push_back({"blk.0.ffn_up.weight", {E, s.n_ff}, false});
+        ts.push_back({"blk.0.ffn_down.weight", {s.n_ff, E}, false});
+        ts.push_back({"output_norm.weight", {E}, true});
+        if (s.own_output) ts.push_back({"output.weight", {E, n_draft}, false});
+        if (s.n_draft_vocab > 0) ts.push_back({"d2t", {n_draft}, false});
+    } else ts.push_back({"token_embd.weight", {E, n_vocab}, false});
     const int64_t P = s.n_embd_per_layer, PL = P * s.n_layer;
     if (g4 && P > 0) {
         ts.push_back({"per_layer_token_embd.weight", {PL, n_vocab}, false});
@@ -446,7 +501,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         ts.push_back({"rope_factors_long.weight", {n_rot / 2}, true});
         ts.push_back({"rope_factors_short.weight", {n_rot / 2}, true});
     }
-    for (int l = 0; l < s.n_layer + n_nextn; l++) {
+    for (int l = 0; l < (eagle ? 0 : s.n_layer + n_nextn); l++) {
         std::string b = "blk." + std::to_string(l) + ".";
         const bool moe_layer = moe && l >= n_dense_lead && (!l4 || (l + 1) % s.moe_layer_step == 0);
         if (!olmo2) ts.push_back({b + "attn_norm.weight", {E}, true});
@@ -586,8 +641,8 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         ts.push_back({"nextn.pre_projection.weight", {2 * int64_t(s.n_embd_target), E}, false});
         ts.push_back({"nextn.post_projection.weight", {E, s.n_embd_target}, false});
     }
-    ts.push_back({"output_norm.weight", {E}, true});
-    if (!s.tied_output) ts.push_back({"output.weight", {E, n_vocab}, false});
+    if (!eagle) ts.push_back({"output_norm.weight", {E}, true});
+    if (!eagle && !s.tied_output) ts.push_back({"output.weight", {E, n_vocab}, false});
 
     // A plain type (Q8_0, Q4_0, ...) is used for every 2-D weight, output and embeddings included, as in the
     // reference models of ../shared/bench/BASELINE.md; a mix (Q4_K_M, ...) follows llama.cpp's per-tensor rules
@@ -601,7 +656,7 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         const bool keep_f32 = t.ne.size() == 1 || t.name.find(".bias") != std::string::npos ||
                               t.name.find("ffn_gate_inp") != std::string::npos ||
                               t.name.find("ssm_conv1d") != std::string::npos;
-        TensorType ty = keep_f32 ? TensorType::F32 : fallback_type(want, t.ne[0]);
+        TensorType ty = t.name == "d2t" ? TensorType::I64 : keep_f32 ? TensorType::F32 : fallback_type(want, t.ne[0]);
         types.push_back(ty);
         w.add_tensor(t.name, ty, t.ne);
     }
@@ -617,6 +672,17 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
         row.resize(size_t(n));
         qrow.resize(row_bytes(types[i], n));
         if (p.on_progress) p.on_progress(strprintf("%s %s", t.name.c_str(), type_name(types[i])));
+        if (t.name == "d2t") {  // an EAGLE-3 head's vocabulary: n distinct target ids, ascending
+            std::vector<int64_t> ids(static_cast<size_t>(n_vocab));
+            for (int64_t j = 0; j < n_vocab; j++) ids[size_t(j)] = j;
+            Rng pick(p.seed + 7);
+            for (int64_t j = 0; j < n; j++)
+                std::swap(ids[size_t(j)], ids[size_t(j + int64_t(pick.next() % uint64_t(n_vocab - j)))]);
+            ids.resize(size_t(n));
+            std::sort(ids.begin(), ids.end());
+            w.write_tensor_data(ids.data(), ids.size() * sizeof(int64_t));
+            continue;
+        }
         for (int64_t r = 0; r < rows; r++) {
             if (g4 && t.name == "rope_freqs.weight") {  // "proportional" RoPE: a quarter of the pairs rotate
                 for (int64_t j = 0; j < n; j++) row[size_t(j)] = j < n / 4 ? 1.0f : 1e30f;

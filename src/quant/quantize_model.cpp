@@ -46,7 +46,7 @@ TensorType mix_type_for(const std::string& mix_in, const std::string& name, int 
     if (mix == "MXFP4_MOE")  // as llama-quantize's MXFP4_MOE: expert matrices MXFP4, the other matrices Q8_0
         return name.find("_exps.") != std::string::npos ? TensorType::MXFP4 : TensorType::Q8_0;
     auto t = tensor_type_from_name(mix);
-    if (!t)
+    if (!t || is_integer_type(*t))
         throw Error("unknown quantization type '" + mix_in +
                     "' (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M, Q4_K_S, Q5_K_S, "
                     "MXFP4, MXFP4_MOE, F16, BF16, F32)");
@@ -102,6 +102,7 @@ void quantize_model(const std::string& in_path, const std::string& out_path, con
         if (t.n_dims < 2) want = TensorType::F32;  // norms, biases, rope factors
         // MoE routers stay as they are (as llama-quantize does): a small matrix whose rounding moves expert choices.
         if (ends_with(t.name, "ffn_gate_inp.weight")) want = t.type;
+        if (is_integer_type(t.type)) want = t.type;  // tables of ids (an EAGLE-3 head's d2t) are copied
         TensorType got = fallback_type(want, t.ne[0]);
         if (got != want && p.on_note)
             p.on_note(strprintf("%s: row length %lld does not fit %s blocks of %d; using %s", t.name.c_str(),

@@ -29,6 +29,8 @@ const Entry kTypes[] = {
     {TensorType::Q6_K, {"Q6_K", QK_K, sizeof(block_q6_K)}},
     {TensorType::IQ4_NL, {"IQ4_NL", QK4_NL, sizeof(block_iq4_nl)}},
     {TensorType::MXFP4, {"MXFP4", QK_MXFP4, sizeof(block_mxfp4)}},
+    {TensorType::I32, {"I32", 1, 4}},
+    {TensorType::I64, {"I64", 1, 8}},
 };
 }  // namespace
 

@@ -217,8 +217,9 @@ void Engine::slot_action(Slot& s, std::shared_ptr<Job> job) {
 }
 
 Engine::SlotDraft Engine::slot_draft(Slot& s, SpecType type) {
-    auto& session = type == SpecType::SELF ? s.self_draft : type == SpecType::MTP ? s.mtp_draft : s.draft;
-    double& prior = type == SpecType::SELF ? s.self_prior : type == SpecType::MTP ? s.mtp_prior : s.draft_prior;
+    // (an EAGLE-3 head's session is the slot's MTP one: a server has one or the other, has_mtp())
+    auto& session = type == SpecType::SELF ? s.self_draft : reads_target_states(type) ? s.mtp_draft : s.draft;
+    double& prior = type == SpecType::SELF ? s.self_prior : reads_target_states(type) ? s.mtp_prior : s.draft_prior;
     if (!session) {  // the same setup as generate and bench (make_draft)
         // the target model's own layers (an MTP block), or a Gemma 4 assistant as -md
         const bool own = type == SpecType::SELF || (type == SpecType::MTP && !(draft_ && draft_->assistant()));

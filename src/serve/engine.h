@@ -144,7 +144,10 @@ public:
     EngineMetrics metrics() const;
     int n_ctx() const { return n_ctx_; }
     bool has_draft() const { return draft_ != nullptr; }
-    bool has_mtp() const { return target_->mtp() != nullptr; }  // the model has a multi-token-prediction block
+    // the model has a multi-token-prediction block (and no EAGLE-3 head drafts: the slots' sessions that read the
+    // target's states are one per slot)
+    bool has_mtp() const { return target_->mtp() != nullptr && !has_eagle3(); }
+    bool has_eagle3() const { return draft_ && draft_->eagle3(); }  // -md is an EAGLE-3 head
     // What the KV caches take, for the start-up log: slots, positions, types, MiB (target and draft).
     const std::string& kv_summary() const { return kv_summary_; }
     const std::string& context_note() const { return context_note_; }  // empty when -c was given

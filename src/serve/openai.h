@@ -117,6 +117,7 @@ struct ServerLimits {
     int max_n = 8;
     bool has_draft = false;
     bool has_mtp = false;  // the model has a multi-token-prediction block (speculative type mtp)
+    bool has_eagle3 = false;  // -md is an EAGLE-3 head (speculative type eagle3)
     SpecParams spec_defaults;
     // Defaults a request starts from (llama-server: the sampling flags on the command line). seed: UINT64_MAX
     // = a fresh seed per request. n_predict: the default max_tokens (-1: until the end or the context is full).

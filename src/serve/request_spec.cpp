@@ -29,6 +29,10 @@ void parse_spec_type(const json& t, const ServerLimits& lim, SpecParams& spec) {
         throw BadRequest("speculative.type 'draft': the server has no draft model (-md)");
     if (spec.type == SpecType::MTP && !lim.has_mtp)
         throw BadRequest("speculative.type 'mtp': the model has no multi-token-prediction block");
+    if (spec.type == SpecType::EAGLE3 && !lim.has_eagle3)
+        throw BadRequest("speculative.type 'eagle3': the server has no EAGLE-3 head (-md)");
+    if (spec.type == SpecType::DRAFT && lim.has_eagle3)
+        throw BadRequest("speculative.type 'draft': the server's -md is an EAGLE-3 head (speculative.type 'eagle3')");
 }
 
 // Our nested object: {"n_max", "n_min", "p_min", "adaptive", "tree", "tree_width", "latency", "tree_nodes",

@@ -104,6 +104,7 @@ struct Service::Impl {
         lim.max_n = 8;
         lim.has_draft = engine->has_draft();
         lim.has_mtp = engine->has_mtp();
+        lim.has_eagle3 = engine->has_eagle3();
         lim.spec_defaults = spec_defaults;
         lim.sampling = p.sampling;
         lim.n_predict = p.n_predict;
@@ -207,11 +208,9 @@ void Service::load(const std::string& model_path, const std::string& draft_path,
     Impl& I = *impl_;
     auto model = Model::load(model_path);
     std::shared_ptr<const Model> draft;
-    if (ep.spec.type == SpecType::DRAFT) {
+    if (uses_draft_model(ep.spec.type)) {
         draft = Model::load(draft_path);
-        if (pick_assistant(ep.spec, draft.get()))
-            std::fprintf(stderr,
-                         "speculative: -md is a Gemma 4 assistant: it drafts from the target's states and cache\n");
+        if (const char* line = pick_draft_head(ep.spec, draft.get())) std::fprintf(stderr, "%s\n", line);
     }
     if (ep.spec.type == SpecType::DRAFT) {
         ep.spec.vocab_bridge = draft_vocab_bridge(*model, *draft);

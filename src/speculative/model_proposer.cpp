@@ -1,5 +1,6 @@
 // Proposals from a draft session (SpecType::DRAFT: a draft model; SpecType::SELF: the target's first K layers;
-// SpecType::MTP: the target's multi-token-prediction block, reading the target's hidden states):
+// SpecType::MTP: the target's multi-token-prediction block, reading the target's hidden states; SpecType::EAGLE3:
+// an EAGLE-3 head, reading three of the target's layers — the same path as MTP):
 // the draft samples its chain from its own distribution q (under a grammar, the constrained one), stops when its top
 // probability falls below --draft-p-min, and, for token trees, adds alternatives where it is unsure when their
 // expected gain pays for the verified node (EAGLE-2-style dynamic trees, priced by the DraftLengthController).
@@ -159,7 +160,7 @@ void ModelProposer::propose(ProposeRound& r) {
     auto for_draft = [d_vocab](int32_t x) { return x < d_vocab ? x : 0; };
     size_t keep = 0;
     while (keep < cached.size() && base_ + keep < n && cached[keep] == for_draft(history[base_ + keep])) keep++;
-    const bool mtp = type_ == SpecType::MTP;
+    const bool mtp = reads_target_states(type_);
     if (mtp) {
         keep = std::min(keep, mtp_real_);
         if (n + size_t(k) > size_t(d.n_ctx())) return;  // no room for a draft (the target's context is full)
@@ -221,7 +222,7 @@ void ModelProposer::propose(ProposeRound& r) {
 
 std::unique_ptr<Proposer> make_model_proposer(SpecType type, const ModelProposerSetup& setup) {
     TD_ASSERT(uses_draft_session(type) && setup.draft);
-    TD_ASSERT((type == SpecType::MTP) == setup.draft->is_mtp());
+    TD_ASSERT(reads_target_states(type) == setup.draft->is_mtp());
     return std::make_unique<ModelProposer>(type, setup);
 }
 

@@ -9,7 +9,8 @@ std::unique_ptr<Proposer> make_proposer(SpecType type, const ModelProposerSetup&
             if (setup.spec.vocab_bridge) return make_text_draft_proposer(setup);
             return make_model_proposer(type, setup);
         case SpecType::SELF:
-        case SpecType::MTP: return make_model_proposer(type, setup);
+        case SpecType::MTP:
+        case SpecType::EAGLE3: return make_model_proposer(type, setup);
         case SpecType::NGRAM: return make_ngram_proposer(setup.spec.ngram_n, setup.spec.ngram_m);
         case SpecType::SUFFIX: return make_suffix_proposer(setup.spec.suffix);
         case SpecType::NONE: break;

@@ -11,10 +11,20 @@ bool pick_mtp_by_default(SpecParams& spec, const Model& target, bool chosen_else
     return true;
 }
 
-bool pick_assistant(SpecParams& spec, const Model* draft) {
-    if (spec.type != SpecType::DRAFT || !draft || !draft->assistant()) return false;
+const char* pick_draft_head(SpecParams& spec, const Model* draft) {
+    if (!draft) return nullptr;
+    if (spec.type == SpecType::EAGLE3 && !draft->eagle3())
+        throw Error(draft->path() +
+                    ": --spec-type eagle3 needs an EAGLE-3 head as -md (general.architecture eagle3), "
+                    "this is " +
+                    arch_name(draft->hparams().arch));
+    if (draft->eagle3() && (spec.type == SpecType::DRAFT || spec.type == SpecType::EAGLE3)) {
+        spec.type = SpecType::EAGLE3;
+        return "speculative: -md is an EAGLE-3 head: it drafts from three of the target's layers";
+    }
+    if (spec.type != SpecType::DRAFT || !draft->assistant()) return nullptr;
     spec.type = SpecType::MTP;
-    return true;
+    return "speculative: -md is a Gemma 4 assistant: it drafts from the target's states and cache";
 }
 
 int self_draft_layers(const Model& target, int requested) {
@@ -33,6 +43,10 @@ double draft_cost_prior(SpecType type, const Model& target, const Model* draft_m
         return double(draft_model->weights_bytes()) / double(target.weights_bytes());
     if (type == SpecType::SELF)
         return double(self_draft_layers(target, requested_layers)) / double(target.hparams().n_layer);
+    if (type == SpecType::EAGLE3 && draft_model) {  // the head's weights (and the target's output if it has none)
+        const double out = draft_model->output().data ? 0.0 : double(target.output().nbytes());
+        return std::min(1.0, (double(draft_model->weights_bytes()) + out) / target.bytes_per_pass(1));
+    }
     if (type == SpecType::MTP && draft_model && draft_model->assistant())  // a Gemma 4 assistant: its weights
         return std::min(1.0, double(draft_model->weights_bytes()) / target.bytes_per_pass(1));
     if (type == SpecType::MTP) {  // one more layer (its expected share of a pass) and the output matrix again
@@ -64,6 +78,13 @@ DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
         params.n_layers = 0;
         params.mtp_of = target_session;
         d.session = std::make_unique<Session>(assistant ? draft_model : target, params, pool);
+    } else if (type == SpecType::EAGLE3) {
+        if (!draft_model || !draft_model->eagle3())
+            throw Error("speculative type 'eagle3' needs an EAGLE-3 head (-md HEAD.gguf)");
+        if (!target_session) throw Error("speculative type 'eagle3' needs the target's session");
+        params.n_layers = 0;
+        params.mtp_of = target_session;
+        d.session = std::make_unique<Session>(draft_model, params, pool);
     }
     d.cost_prior = draft_cost_prior(type, *target, draft_model.get(), requested_layers);
     return d;

@@ -17,6 +17,7 @@ const char* spec_type_name(SpecType t) {
         case SpecType::SELF: return "self";
         case SpecType::SUFFIX: return "suffix";
         case SpecType::MTP: return "mtp";
+        case SpecType::EAGLE3: return "eagle3";
     }
     return "?";
 }
@@ -32,12 +33,14 @@ SpecType spec_type_from_name(const std::string& s) {
     if (s == "self") return SpecType::SELF;
     if (s == "suffix") return SpecType::SUFFIX;
     if (s == "mtp" || s == "draft-mtp") return SpecType::MTP;
-    if (s == "draft-eagle3" || s == "draft-dflash" || s == "draft-dspark")
+    if (s == "eagle3" || s == "draft-eagle3") return SpecType::EAGLE3;
+    if (s == "draft-dflash" || s == "draft-dspark")
         throw Error("speculative type '" + s +
                     "' needs model-specific draft heads, which tandem does not implement (use "
-                    "draft-simple with -md, ngram, self, or mtp)");
+                    "draft-simple with -md, ngram, self, mtp, or eagle3 with an EAGLE-3 head as -md)");
     throw Error("unknown speculative type '" + s +
-                "' (none, draft, ngram, self, suffix, mtp; llama.cpp's draft-simple, draft-mtp and ngram-* too)");
+                "' (none, draft, ngram, self, suffix, mtp, eagle3; llama.cpp's draft-simple, draft-mtp, draft-eagle3 "
+                "and ngram-* too)");
 }
 
 void set_spec_types(SpecParams& spec, const std::string& list) {
@@ -48,7 +51,8 @@ void set_spec_types(SpecParams& spec, const std::string& list) {
         if (t != SpecType::NONE && std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
     }
     if (std::count_if(types.begin(), types.end(), uses_draft_session) > 1)
-        throw Error("speculative types: at most one of draft, self and mtp (one draft session), got '" + list + "'");
+        throw Error("speculative types: at most one of draft, self, mtp and eagle3 (one draft session), got '" + list +
+                    "'");
     std::stable_partition(types.begin(), types.end(), uses_draft_session);  // the model proposer first
     spec.type = types.empty() ? SpecType::NONE : types[0];
     spec.extra.assign(types.begin() + (types.empty() ? 0 : 1), types.end());
@@ -60,7 +64,11 @@ std::string spec_types_name(const SpecParams& spec) {
     return s;
 }
 
-bool uses_draft_session(SpecType t) { return t == SpecType::DRAFT || t == SpecType::SELF || t == SpecType::MTP; }
+bool uses_draft_session(SpecType t) {
+    return t == SpecType::DRAFT || t == SpecType::SELF || t == SpecType::MTP || t == SpecType::EAGLE3;
+}
+bool uses_draft_model(SpecType t) { return t == SpecType::DRAFT || t == SpecType::EAGLE3; }
+bool reads_target_states(SpecType t) { return t == SpecType::MTP || t == SpecType::EAGLE3; }
 
 bool spec_uses(const SpecParams& spec, SpecType t) {
     return spec.type == t || std::find(spec.extra.begin(), spec.extra.end(), t) != spec.extra.end();
@@ -79,8 +87,9 @@ void validate_spec_params(SpecParams& spec, const SpecSetup* setup) {
     if (spec.type == SpecType::NONE) spec.extra.clear();
     if (spec_uses(spec, SpecType::NGRAM) && spec.ngram_n < 1) throw Error("--spec-ngram-n must be >= 1");
     if (spec_uses(spec, SpecType::NGRAM) && spec.ngram_m < 1) throw Error("--spec-ngram-m must be >= 1");
-    if (setup && spec.type == SpecType::DRAFT && !setup->has_draft_model)
-        throw Error("speculative type 'draft' needs -md DRAFT.gguf (a draft model)");
+    if (setup && uses_draft_model(spec.type) && !setup->has_draft_model)
+        throw Error(std::string("speculative type '") + spec_type_name(spec.type) + "' needs -md " +
+                    (spec.type == SpecType::EAGLE3 ? "HEAD.gguf (an EAGLE-3 head)" : "DRAFT.gguf (a draft model)"));
 }
 
 }  // namespace tandem

@@ -138,7 +138,8 @@ void add_spec_flags(ArgParser& ap, SpecFlags& f) {
     ap.add({"--draft-adaptive"}, "on|off", "adapt the draft length to acceptance and cost (on)",
            [&spec](const std::string& v) { spec.adaptive = to_bool("--draft-adaptive", v); });
     ap.add({"--spec-type"}, "TYPE",
-           "none | draft | ngram | self | suffix | mtp, or a list (draft,ngram,suffix: the best one each round)",
+           "none | draft | ngram | self | suffix | mtp | eagle3 (-md HEAD.gguf), or a list (draft,ngram,suffix: the "
+           "best one each round)",
            [&f](const std::string& v) {
                set_spec_types(f.spec, v);
                f.type_given = true;

@@ -166,7 +166,7 @@ int cmd_generate(int argc, char** argv) {
     if (o.sp.seed == 0xFFFFFFFF || o.sp.seed == UINT64_MAX)
         o.sp.seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
     resolve_spec_flags(o.sf);
-    if (o.spec.type != SpecType::DRAFT && !o.sf.draft_model.empty())
+    if (!uses_draft_model(o.spec.type) && !o.sf.draft_model.empty())
         throw Error(std::string("-md given with --spec-type ") + spec_type_name(o.spec.type));
     if (o.n_threads < 1 || o.n_threads > 512) throw Error("-t must be between 1 and 512");
     for (const auto& n : o.notes) std::fprintf(stderr, "note: %s\n", n.c_str());
@@ -186,9 +186,8 @@ int cmd_generate(int argc, char** argv) {
     dp.type_v = o.cache.type_v_draft;
     tp.recurrent_keep = kRecurrentKeepTarget;
     std::shared_ptr<const Model> draft_model;
-    if (o.spec.type == SpecType::DRAFT) draft_model = Model::load(o.sf.draft_model);
-    if (pick_assistant(o.spec, draft_model.get()))
-        std::fprintf(stderr, "speculative: -md is a Gemma 4 assistant: it drafts from the target's states and cache\n");
+    if (uses_draft_model(o.spec.type)) draft_model = Model::load(o.sf.draft_model);
+    if (const char* line = pick_draft_head(o.spec, draft_model.get())) std::fprintf(stderr, "%s\n", line);
     if (tp.n_ctx <= 0) {  // the model's training context, bounded by memory (with the draft's cache)
         const size_t draft_pp = draft_model && o.n_ctx_draft <= 0
                                     ? kv_bytes_per_position(*draft_model, o.cache.type_k_draft, o.cache.type_v_draft)

@@ -69,6 +69,7 @@ PairedRuns run_pairs(const ModelBench& b, const SpecBench& sb, const SpecParams&
 double draft_cost_ratio(const ModelBench& b, const SpecBench& sb, const std::shared_ptr<const Model>& dmodel) {
     if (sb.spec.type == SpecType::MTP || (dmodel && dmodel->assistant()))  // estimated
         return draft_cost_prior(SpecType::MTP, *b.model, dmodel.get(), 0);
+    if (dmodel && dmodel->eagle3()) return draft_cost_prior(SpecType::EAGLE3, *b.model, dmodel.get(), 0);
     if (sb.spec.type != SpecType::DRAFT && sb.spec.type != SpecType::SELF) return 0;
     auto step_time = [&](std::shared_ptr<const Model> m, int layers) {
         Session s(m, SessionParams{64, layers, 512}, b.pool);
@@ -109,11 +110,9 @@ nlohmann::ordered_json bench_spec(const ModelBench& b, const SpecBench& sb, cons
     auto tok = Tokenizer::from_gguf(b.model->gguf());
     auto ids = tok->encode(sb.prompt, true, false);
     std::shared_ptr<const Model> dmodel;
-    if (sb.spec.type == SpecType::DRAFT) {
-        dmodel = Model::load(sb.draft_path);
-    }
+    if (uses_draft_model(sb.spec.type)) dmodel = Model::load(sb.draft_path);
     SpecParams spec = sb.spec;
-    pick_assistant(spec, dmodel.get());
+    pick_draft_head(spec, dmodel.get());
     if (dmodel && spec.type == SpecType::DRAFT) spec.vocab_bridge = draft_vocab_bridge(*b.model, *dmodel);
     // the draft's cost prior as generate and serve set it (SELF: also checks K < L)
     spec.draft_cost_prior = draft_cost_prior(spec.type, *b.model, dmodel.get(), sb.draft_layers);
