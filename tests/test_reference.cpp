@@ -393,6 +393,43 @@ TEST(AssistantReference, Gemma4AssistantLogitsMatchLlamaCpp) {
     expect_agreement(late, b, " assistant, steps 5-8", 4);
 }
 
+// tests/data/reference-arch/tiny-ref-eagle3-f16.eagle3.json: llama.cpp's draft-eagle3 with an EAGLE-3 head on
+// tiny-ref-llama (reference_logits --eagle3; make.sh): the head's logits at every prompt position P (the token at
+// P + 1 and the fused inputs of target layers 1, 2, 3 at P), then a chain of 8 from the target's next token, each
+// step taking the head's own output state. The head maps its 600 tokens to target ids (d2t) and reads the target's
+// embeddings. tandem: a session of the head on the target's (SessionParams::mtp_of) fed the prompt as the proposer
+// feeds it; its row q is llama.cpp's position q - 1, so its rows 1..n-1 are llama.cpp's "rows".
+TEST(Eagle3Reference, HeadLogitsMatchLlamaCpp) {
+    const ModernCase c{"tiny-ref-eagle3-f16", 0.01, 0.1, 0};
+    ThreadPool pool(2);
+    auto target = Model::load(test::synth_file("tiny-ref-llama", "F16"));
+    auto head = Model::load(test::synth_file("tiny-ref-eagle3", "F16"));
+    json ref = json::parse(
+        test::read_file(std::string(TANDEM_SOURCE_DIR) + "/tests/data/reference-arch/" + c.name + ".eagle3.json"));
+    ASSERT_FALSE(ref.empty());
+    Agreement rows, chain;
+    for (const auto& r : ref) {
+        const auto ids = r["prompt_ids"].get<std::vector<int32_t>>();
+        Session ts(target, SessionParams{}, pool);
+        SessionParams hp;
+        hp.mtp_of = &ts;
+        Session hs(head, hp, pool);
+        ts.decode(ids, false);
+        hs.decode(ids, true);
+        ASSERT_EQ(r["rows"].size() + 1, ids.size());
+        for (size_t i = 1; i < ids.size(); i++)
+            compare_top5(rows, hs.logits(int(i)), r["rows"][i - 1], head->hparams().n_vocab);
+        ASSERT_EQ(r["chain"].size(), 8u);
+        for (const auto& step : r["chain"]) {
+            const int32_t id = step["id"].get<int32_t>();
+            hs.decode(&id, 1, false);
+            compare_top5(chain, hs.last_logits(), step["top5"], head->hparams().n_vocab);
+        }
+    }
+    expect_agreement(c, rows, " prompt rows", 4);
+    expect_agreement(c, chain, " chain", 4);
+}
+
 // tests/data/reference-depth: llama.cpp's 8 greedy steps after a 4096- and a 16384-token prompt (BOS, then
 // 3 + (i * 7919) % (n_vocab - 3)) on tiny-ref-smollm3, with F16 and with Q8_0 K and V caches (llama.cpp: flash
 // attention on for Q8_0, which it requires, off for F16), recorded by scripts/llama-reference/make.sh. At depth the

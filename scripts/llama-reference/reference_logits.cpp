@@ -8,6 +8,7 @@
 //   reference_logits MODEL.gguf --depth D --cache f16|q8_0 STEPS > OUT.json
 //   reference_logits MODEL.gguf --mtp STEPS "prompt" ["prompt" ...] > OUT.json
 //   reference_logits MODEL.gguf --assistant ASSISTANT.gguf STEPS "prompt" ["prompt" ...] > OUT.json
+//   reference_logits MODEL.gguf --eagle3 HEAD.gguf STEPS "prompt" ["prompt" ...] > OUT.json
 // The second form: one prompt of D tokens, BOS then 3 + (i * 7919) % (n_vocab - 3) for i = 1 .. D - 1, fed in
 // pieces of n_batch, then STEPS greedy steps; n_ctx D + STEPS rounded up to 256. q8_0 caches K and V as Q8_0,
 // which llama.cpp allows only with flash attention (on there; off for f16, as in the other references).
@@ -21,6 +22,12 @@
 // draft-mtp drafts with an assistant (its context's ctx_other is the target's, whose cache it reads): the target's
 // greedy next token with the target's last state at the prompt's length, then STEPS - 1 tokens each taking the
 // assistant's greedy token and its own output state, all at that same position ("chain": {id fed, top5}).
+// The fifth form (a target and an EAGLE-3 head, whose context's ctx_other is the target's): the prompt through the
+// target with the inputs of the head's three target layers extracted, fused by the head's encoder (fc), then its
+// decoder as llama.cpp's draft-eagle3 runs it: at position P the token at P + 1 and the fused state at P, for
+// P = 0 .. n - 2 (the top 5 logits of each: "rows"), then a chain: at n - 1 the target's greedy next token with
+// the fused state at n - 1, then STEPS - 1 steps each taking the head's greedy token and its own output state
+// (before its norm) at the next position ("chain": {id fed, top5}).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -294,9 +301,107 @@ int assistant_mode(const char* path, const char* assistant_path, int steps, int 
     return 0;
 }
 
+int eagle3_mode(const char* path, const char* head_path, int steps, int n_prompts, char** prompts) {
+    llama_model_params mp = llama_model_default_params();
+    llama_model* model = llama_model_load_from_file(path, mp);
+    llama_model* head = model ? llama_model_load_from_file(head_path, mp) : nullptr;
+    if (!head) return 1;
+    const llama_vocab* vocab = llama_model_get_vocab(model);
+    const int n_vocab = llama_vocab_n_tokens(vocab), Et = llama_model_n_embd(model), E = llama_model_n_embd(head);
+    const int32_t* layers = llama_model_target_layer_ids(head);
+    const int n_layers = int(llama_model_target_layer_ids_n(head)), Ein = n_layers * Et;
+    std::printf("[");
+    for (int a = 0; a < n_prompts; a++) {
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = 512;
+        cp.n_batch = cp.n_ubatch = 512;
+        cp.n_threads = cp.n_threads_batch = 1;
+        cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+        DraftContexts c;
+        c.tgt = llama_init_from_model(model, cp);
+        llama_context_params ch = cp;
+        ch.ctx_other = c.tgt;
+        c.dft = c.tgt ? llama_init_from_model(head, ch) : nullptr;
+        if (!c.dft) return 1;
+        for (int k = 0; k < n_layers; k++) llama_set_embeddings_layer_inp(c.tgt, uint32_t(layers[k]), true);
+        llama_set_embeddings_nextn(c.dft, true, true);
+        const std::string prompt = prompts[a];
+        const std::vector<llama_token> ids = tokenize(vocab, prompt);
+        const int n = int(ids.size());
+        if (n < 2 || !decode_prompt(c.tgt, ids)) return 1;
+        std::vector<float> feats(size_t(n) * size_t(Ein)), g(size_t(n) * size_t(E));
+        for (int k = 0; k < n_layers; k++) {
+            const float* src = llama_get_embeddings_layer_inp(c.tgt, uint32_t(layers[k]));
+            for (int i = 0; i < n; i++)
+                std::copy_n(src + size_t(i) * size_t(Et), Et, feats.begin() + std::ptrdiff_t(i * Ein + k * Et));
+        }
+        llama_batch eb = {n, nullptr, feats.data(), nullptr, nullptr, nullptr, nullptr};
+        if (const int rc = llama_encode(c.dft, eb); rc != 0) {
+            std::fprintf(stderr, "the head's encoder failed (%d)\n", rc);
+            return 1;
+        }
+        std::copy_n(llama_get_embeddings_nextn(c.dft), size_t(n) * size_t(E), g.begin());
+        const int next = argmax_of(llama_get_logits_ith(c.tgt, n - 1), n_vocab);
+        llama_batch db = llama_batch_init(n, E, 1);
+        db.token = static_cast<llama_token*>(std::malloc(sizeof(llama_token) * size_t(n)));
+        auto run = [&](const std::vector<llama_token>& toks, int pos0, const std::vector<const float*>& gs) {
+            db.n_tokens = int(toks.size());
+            for (int i = 0; i < db.n_tokens; i++) {
+                db.token[i] = toks[size_t(i)];
+                db.pos[i] = pos0 + i;
+                db.n_seq_id[i] = 1;
+                db.seq_id[i][0] = 0;
+                db.logits[i] = 1;
+                std::copy_n(gs[size_t(i)], E, db.embd + size_t(i) * size_t(E));
+            }
+            const int rc = llama_decode(c.dft, db);
+            if (rc != 0) std::fprintf(stderr, "the head's decode at %d failed (%d)\n", pos0, rc);
+            return rc == 0;
+        };
+        std::vector<llama_token> toks(ids.begin() + 1, ids.end());
+        std::vector<const float*> gs;
+        for (int i = 0; i + 1 < n; i++) gs.push_back(g.data() + size_t(i) * size_t(E));
+        if (!run(toks, 0, gs)) return 1;
+        std::printf("%s{\"prompt\": %s, \"prompt_ids\": [", a ? ", " : "", json_string(prompt).c_str());
+        for (int i = 0; i < n; i++) std::printf("%s%d", i ? ", " : "", ids[size_t(i)]);
+        std::printf("], \"rows\": [");
+        for (int i = 0; i + 1 < n; i++) {
+            std::printf("%s", i ? ", " : "");
+            print_top5(llama_get_logits_ith(c.dft, i), n_vocab);
+        }
+        std::printf("], \"chain\": [");
+        llama_token tok = next;
+        std::vector<float> own(g.end() - E, g.end());
+        for (int s = 0; s < steps; s++) {
+            if (!run({tok}, n - 1 + s, {own.data()})) return 1;
+            const float* lg = llama_get_logits_ith(c.dft, 0);
+            std::printf("%s{\"id\": %d, \"top5\": ", s ? ", " : "", tok);
+            print_top5(lg, n_vocab);
+            std::printf("}");
+            std::copy_n(llama_get_embeddings_nextn_ith(c.dft, 0), E, own.begin());
+            tok = argmax_of(lg, n_vocab);
+        }
+        std::printf("]}");
+        std::free(db.token);
+        db.token = nullptr;
+        llama_batch_free(db);
+    }
+    std::printf("]\n");
+    llama_model_free(head);
+    llama_model_free(model);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc >= 6 && std::string(argv[2]) == "--eagle3") {
+        llama_backend_init();
+        if (!std::getenv("REFERENCE_LOG")) llama_log_set([](ggml_log_level, const char*, void*) {}, nullptr);
+        const int rc = eagle3_mode(argv[1], argv[3], std::atoi(argv[4]), argc - 5, argv + 5);
+        llama_backend_free();
+        return rc;
+    }
     if (argc >= 6 && std::string(argv[2]) == "--assistant") {
         llama_backend_init();
         if (!std::getenv("REFERENCE_LOG")) llama_log_set([](ggml_log_level, const char*, void*) {}, nullptr);

@@ -28,9 +28,10 @@ void check_eagle3_target(const Model& head, const Session& target) {
     if (target.is_mtp() || target.model().eagle3() || target.model().assistant())
         throw Error(head.path() + ": an eagle3 head drafts for a target model, not for another drafter");
     if (w.n_embd_target != ht.n_embd || hh.n_vocab != ht.n_vocab)
-        throw Error(strprintf("%s: the eagle3 head is for a target of hidden size %d and %d tokens, the target has %d "
-                              "and %d",
-                              head.path().c_str(), w.n_embd_target, hh.n_vocab, ht.n_embd, ht.n_vocab));
+        throw Error(
+            strprintf("%s: the eagle3 head is for a target of hidden size %d and %d tokens, the target has %d "
+                      "and %d",
+                      head.path().c_str(), w.n_embd_target, hh.n_vocab, ht.n_embd, ht.n_vocab));
     for (int l : w.target_layers)
         if (l >= target.n_layers())
             throw Error(strprintf("%s: the eagle3 head reads the input of target layer %d, the target runs %d layers",
@@ -116,7 +117,8 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
             const RopeTable& rt = s.impl_->rope[0];
             float* qr = &S.q[size_t(r) * qd];
             float* kr = &S.k[size_t(r) * kvd];
-            for (int h = 0; h < nh; h++) rope_head(qr + h * hd, rt.cos_at(pos), rt.sin_at(pos), L.n_rot, hp.rope_style, rt.mscale);
+            for (int h = 0; h < nh; h++)
+                rope_head(qr + h * hd, rt.cos_at(pos), rt.sin_at(pos), L.n_rot, hp.rope_style, rt.mscale);
             for (int h = 0; h < nkv; h++)
                 rope_head(kr + h * hd, rt.cos_at(pos), rt.sin_at(pos), L.n_rot, hp.rope_style, rt.mscale);
             s.impl_->kv.store(0, q, kr, &S.v[size_t(r) * kvd]);

@@ -11,5 +11,6 @@ int cmd_synth(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+int cmd_distill(int argc, char** argv);
 
 }  // namespace tandem::cli

@@ -22,6 +22,7 @@ const char* kUsage =
     "  perplexity perplexity of a text, and a KV cache type's divergence from another (llama-perplexity style)\n"
     "  synth      write a random-weight model of a real shape (tinyllama-1.1b, llama-2-7b, ...)\n"
     "  quantize   convert a model to another tensor type (or keep only its first layers)\n"
+    "  distill    training data for an EAGLE-3 head: the target's own text and hidden states\n"
     "\n"
     "`tandem COMMAND --help` lists a command's options.\n";
 
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
         if (cmd == "synth") return tandem::cli::cmd_synth(argc, argv);
         if (cmd == "bench") return tandem::cli::cmd_bench(argc, argv);
         if (cmd == "perplexity") return tandem::cli::cmd_perplexity(argc, argv);
+        if (cmd == "distill") return tandem::cli::cmd_distill(argc, argv);
 #ifndef TANDEM_NO_SERVER
         if (cmd == "serve") return tandem::cli::cmd_serve(argc, argv);
 #else
