@@ -16,10 +16,11 @@ if ! command -v node >/dev/null 2>&1; then
 fi
 if [ "${1:-}" = "--cpus" ]; then
   # arm64 -dev packages through Debian multiarch: the cross build links them and qemu-aarch64 runs with them
+  # (libstdc++6:arm64 too: the -dev packages do not pull it in, and without it the emulated tests cannot start)
   $SUDO dpkg --add-architecture arm64
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends qemu-user g++-aarch64-linux-gnu binutils-aarch64-linux-gnu \
-    libpcre2-dev:arm64 libgtest-dev:arm64 python3 >/dev/null
+    libpcre2-dev:arm64 libgtest-dev:arm64 libstdc++6:arm64 python3 >/dev/null
 fi
 cd "$(dirname "$0")/.."
 npm ci --prefix tests/server --no-audit --no-fund >/dev/null
