@@ -83,14 +83,19 @@ TEST(Eagle3, LoaderRefusesBrokenHeads) {
     }
     expect_refused(edited_head("repeat", keep_kv, d2t_set(1, first)), "repeated target id");
     expect_refused(edited_head("range", keep_kv, d2t_set(3, 1000)), "invalid target id 1000");
-    expect_refused(edited_head("layers", [](std::string& k, GgufValue&) { if (k == "eagle3.target_layers") k.clear(); },
-                               keep_t),
+    expect_refused(edited_head(
+                       "layers",
+                       [](std::string& k, GgufValue&) {
+                           if (k == "eagle3.target_layers") k.clear();
+                       },
+                       keep_t),
                    "target_layers");
-    expect_refused(edited_head("blocks",
-                               [](std::string& k, GgufValue& v) {
-                                   if (k == "eagle3.block_count") v = GgufValue::of_u32(2);
-                               },
-                               keep_t),
+    expect_refused(edited_head(
+                       "blocks",
+                       [](std::string& k, GgufValue& v) {
+                           if (k == "eagle3.block_count") v = GgufValue::of_u32(2);
+                       },
+                       keep_t),
                    "one decoder layer");
     expect_refused(edited_head("f32d2t", keep_kv,
                                [](TensorEdit& e) {

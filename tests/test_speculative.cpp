@@ -847,6 +847,44 @@ TEST(Speculative, MtpIsTheDefaultForModelsThatCarryIt) {
     EXPECT_EQ(d.type, SpecType::NGRAM);
 }
 
+// Greedy output with a drafter that reads the target's states (an MTP block: head null; a Gemma 4 assistant or an
+// EAGLE-3 head) is the plain output token for token, with chains and with trees.
+void expect_greedy_identity(ThreadPool& pool, const std::shared_ptr<const Model>& target,
+                            const std::shared_ptr<const Model>& head, SpecType type, const std::vector<int32_t>& prompt,
+                            const std::string& what) {
+    const auto plain = run_with(pool, target, nullptr, prompt, 40, greedy(), SpecParams{});
+    for (bool tree : {false, true}) {
+        SpecParams spec = fixed_length(type, 3);
+        spec.tree = tree;
+        if (tree) spec.tree_min_gain = 0.0;
+        SpecStats st;
+        EXPECT_EQ(run_with(pool, target, head, prompt, 40, greedy(), spec, 0, &st), plain)
+            << what << (tree ? " tree" : " chain");
+        EXPECT_GT(st.n_drafted, 0);
+        if (tree) EXPECT_GT(st.n_tree_nodes, 0);
+    }
+}
+
+// Sampled at temperature 1.5 over whole distributions (whose overlap makes the drafts' acceptance), with drafts of 3
+// from such a drafter: the first tokens are distributed as without speculation, the accept-all control is told
+// apart, and enough drafts are accepted for that to say something.
+void expect_head_distribution(ThreadPool& pool, const std::shared_ptr<const Model>& target,
+                              const std::shared_ptr<const Model>& head, SpecType type,
+                              const std::vector<int32_t>& prompt, const char* what) {
+    SamplerParams sp;
+    sp.temp = 1.5f;
+    sp.min_p = 0.0f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    const int runs = 1500;
+    Session ts(target, SessionParams{64, 0, 256}, pool);
+    SessionParams hp{64, 0, 256};
+    hp.mtp_of = &ts;
+    Session hs(head ? head : target, hp, pool);
+    const long long accepted = expect_sampled_distribution(ts, &hs, prompt, sp, fixed_length(type, 3), runs, 4, what);
+    EXPECT_GT(accepted, test::statistical_runs(runs).runs / 10) << what << ": too few drafts accepted to say much";
+}
+
 // MTP drafting (glm4moe's multi-token-prediction block, the target's own states as its input): greedy output with a
 // chain and with a tree is the plain output token for token; sampled at temperature 1.5 (random weights: the MTP's
 // proposals are accepted only where both distributions are spread, so accepted drafts, rejections and the rows
@@ -856,35 +894,11 @@ TEST(Speculative, MtpDraftsAreExact) {
     ThreadPool pool(1);
     const std::vector<int32_t> prompt = {1, 300, 301, 302, 517, 640, 12, 99};
     // deepseek2: MLA in the MTP block too; qwen35: a recurrent target (its state rolled back each round)
-    for (const char* shape : {"tiny-ref-glm4moe", "tiny-ref-deepseek2", "tiny-ref-qwen35"}) {
-        auto m = Model::load(test::synth_file(shape, "Q8_0"));
-        const auto plain = run_with(pool, m, nullptr, prompt, 40, greedy(), SpecParams{});
-        for (bool tree : {false, true}) {
-            SpecParams spec = fixed_length(SpecType::MTP, 3);
-            spec.tree = tree;
-            if (tree) spec.tree_min_gain = 0.0;
-            SpecStats st;
-            EXPECT_EQ(run_with(pool, m, nullptr, prompt, 40, greedy(), spec, 0, &st), plain)
-                << shape << (tree ? " tree" : " chain");
-            EXPECT_GT(st.n_drafted, 0);
-            if (tree) EXPECT_GT(st.n_tree_nodes, 0);
-        }
-    }
-    auto target = Model::load(test::synth_file("tiny-ref-glm4moe", "Q8_0"));
-    SamplerParams sp;
-    sp.temp = 1.5f;
-    sp.min_p = 0.0f;
-    sp.top_k = 0;  // the whole distributions, whose overlap makes the drafts' acceptance
-    sp.top_p = 1.0f;
-    const SpecParams spec = fixed_length(SpecType::MTP, 3);
-    const int runs = 1500;
-    Session ts(target, SessionParams{64, 0, 256}, pool);
-    SessionParams mp{64, 0, 256};
-    mp.mtp_of = &ts;
-    Session ms(target, mp, pool);
-    const long long accepted = expect_sampled_distribution(ts, &ms, prompt, sp, spec, runs, 4, "glm4moe MTP, temp 1.5");
-    EXPECT_GT(accepted, test::statistical_runs(runs).runs / 10)
-        << "too few MTP drafts accepted for the test to say much";
+    for (const char* shape : {"tiny-ref-glm4moe", "tiny-ref-deepseek2", "tiny-ref-qwen35"})
+        expect_greedy_identity(pool, Model::load(test::synth_file(shape, "Q8_0")), nullptr, SpecType::MTP, prompt,
+                               shape);
+    expect_head_distribution(pool, Model::load(test::synth_file("tiny-ref-glm4moe", "Q8_0")), nullptr, SpecType::MTP,
+                             prompt, "glm4moe MTP, temp 1.5");
 }
 
 // A Gemma 4 assistant (model/assistant.cpp) on its gemma4 target (shared-KV layers, per-layer embeddings): -md
@@ -900,29 +914,8 @@ TEST(Speculative, Gemma4AssistantDraftsAreExact) {
     picked.type = SpecType::DRAFT;
     EXPECT_NE(pick_draft_head(picked, asst.get()), nullptr);
     EXPECT_EQ(picked.type, SpecType::MTP);
-    const auto plain = run_with(pool, target, nullptr, prompt, 40, greedy(), SpecParams{});
-    for (bool tree : {false, true}) {
-        SpecParams spec = fixed_length(SpecType::MTP, 3);
-        spec.tree = tree;
-        if (tree) spec.tree_min_gain = 0.0;
-        SpecStats st;
-        EXPECT_EQ(run_with(pool, target, asst, prompt, 40, greedy(), spec, 0, &st), plain) << (tree ? "tree" : "chain");
-        EXPECT_GT(st.n_drafted, 0);
-        if (tree) EXPECT_GT(st.n_tree_nodes, 0);
-    }
-    SamplerParams sp;
-    sp.temp = 1.5f;
-    sp.min_p = 0.0f;
-    sp.top_k = 0;
-    sp.top_p = 1.0f;
-    const int runs = 1500;
-    Session ts(target, SessionParams{64, 0, 256}, pool);
-    SessionParams ap{64, 0, 256};
-    ap.mtp_of = &ts;
-    Session as(asst, ap, pool);
-    const long long accepted = expect_sampled_distribution(ts, &as, prompt, sp, fixed_length(SpecType::MTP, 3), runs, 4,
-                                                           "gemma4 assistant, temp 1.5");
-    EXPECT_GT(accepted, test::statistical_runs(runs).runs / 10) << "too few drafts accepted for the test to say much";
+    expect_greedy_identity(pool, target, asst, SpecType::MTP, prompt, "gemma4 assistant");
+    expect_head_distribution(pool, target, asst, SpecType::MTP, prompt, "gemma4 assistant, temp 1.5");
     EXPECT_THROW(Session(asst, SessionParams{64, 0, 256}, pool), Error);
     auto other = Model::load(test::synth_file("tiny-ref-llama4", "Q8_0"));
     Session os(other, SessionParams{64, 0, 256}, pool);
@@ -946,33 +939,11 @@ TEST(Speculative, Eagle3HeadDraftsAreExact) {
         picked.type = SpecType::DRAFT;
         EXPECT_NE(pick_draft_head(picked, head.get()), nullptr);
         EXPECT_EQ(picked.type, SpecType::EAGLE3);
-        const auto plain = run_with(pool, target, nullptr, prompt, 40, greedy(), SpecParams{});
-        for (bool tree : {false, true}) {
-            SpecParams spec = fixed_length(SpecType::EAGLE3, 3);
-            spec.tree = tree;
-            if (tree) spec.tree_min_gain = 0.0;
-            SpecStats st;
-            EXPECT_EQ(run_with(pool, target, head, prompt, 40, greedy(), spec, 0, &st), plain)
-                << h << (tree ? " tree" : " chain");
-            EXPECT_GT(st.n_drafted, 0);
-            if (tree) EXPECT_GT(st.n_tree_nodes, 0);
-        }
+        expect_greedy_identity(pool, target, head, SpecType::EAGLE3, prompt, h);
     }
     auto target = Model::load(test::synth_file("tiny-ref-llama", "Q8_0"));
     auto head = Model::load(test::synth_file("tiny-ref-eagle3", "Q8_0"));
-    SamplerParams sp;
-    sp.temp = 1.5f;
-    sp.min_p = 0.0f;
-    sp.top_k = 0;
-    sp.top_p = 1.0f;
-    const int runs = 1500;
-    Session ts(target, SessionParams{64, 0, 256}, pool);
-    SessionParams hp{64, 0, 256};
-    hp.mtp_of = &ts;
-    Session hs(head, hp, pool);
-    const long long accepted = expect_sampled_distribution(ts, &hs, prompt, sp, fixed_length(SpecType::EAGLE3, 3), runs,
-                                                           4, "eagle3 head, temp 1.5");
-    EXPECT_GT(accepted, test::statistical_runs(runs).runs / 10) << "too few drafts accepted for the test to say much";
+    expect_head_distribution(pool, target, head, SpecType::EAGLE3, prompt, "eagle3 head, temp 1.5");
     EXPECT_THROW(Session(head, SessionParams{64, 0, 256}, pool), Error);
     auto other = Model::load(test::synth_file("tiny-test-tied", "Q8_0"));  // another vocabulary
     Session os(other, SessionParams{64, 0, 256}, pool);

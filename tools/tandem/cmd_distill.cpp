@@ -28,7 +28,8 @@ int cmd_distill(int argc, char** argv) {
         "per line) on its own; every position's token, the inputs of the three target layers and the target's\n"
         "top-k next-token log-probabilities are written (tandem/distill.h).");
     ap.add({"-m", "--model"}, "FNAME", "target GGUF file", [&](const std::string& v) { model_path = v; });
-    ap.add({"--head"}, "FNAME", "take the target layers of this EAGLE-3 head", [&](const std::string& v) { head_path = v; });
+    ap.add({"--head"}, "FNAME", "take the target layers of this EAGLE-3 head",
+           [&](const std::string& v) { head_path = v; });
     ap.add({"--layers"}, "A,B,C", "the three target layers whose inputs the head reads",
            [&](const std::string& v) { layers = v; });
     ap.add({"-f", "--file"}, "FNAME", "prompts, one per line", [&](const std::string& v) { file = v; });
@@ -37,7 +38,8 @@ int cmd_distill(int argc, char** argv) {
            [&](const std::string& v) { p.n_predict = to_int_in("-n", v, 1, 1 << 20); });
     ap.add({"--top-k"}, "K", "log-probabilities kept per position (32)",
            [&](const std::string& v) { p.top_k = to_int_in("--top-k", v, 1, 1 << 20); });
-    ap.add({"-t", "--threads"}, "N", "threads (2)", [&](const std::string& v) { n_threads = to_int_in("-t", v, 1, 1024); });
+    ap.add({"-t", "--threads"}, "N", "threads (2)",
+           [&](const std::string& v) { n_threads = to_int_in("-t", v, 1, 1024); });
     add_sampling_flags(ap, p.sampling, notes);
     auto pos = ap.parse(argc, argv, 2);
     if (!pos.empty()) throw Error("unexpected argument '" + pos[0] + "'");
