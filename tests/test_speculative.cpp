@@ -1268,10 +1268,27 @@ TEST(Speculative, DraftsOfAnotherVocabularyDraftThroughTextAndStayExact) {
             if (draft == renamed) EXPECT_GT(st.accept_rate(), 0.1) << "the bridge loses what the draft knows";
         }
     }
+    // sampled: the token-level intersection (q over the tokens both have); greedy: the string-level rule
     SpecParams sp = fixed_length(SpecType::DRAFT, 4);
     sp.vocab_bridge = draft_vocab_bridge(*fx().target, *renamed);
-    expect_plain_distribution(fx().tok->encode("Lily and Ben went to the", true, false), hot_sampling(), sp, renamed,
-                              6000, 700000, 900000, "another vocabulary, temp 1.5");
+    // the intersection: the same text on both sides (texts that occur once in each; the renamed ids have none)
+    EXPECT_GT(sp.vocab_bridge->n_shared, 200);
+    for (int d = 0; d < int(sp.vocab_bridge->shared.size()); d++)
+        if (const int32_t t = sp.vocab_bridge->shared[size_t(d)]; t >= 0)
+            EXPECT_EQ(sp.vocab_bridge->draft->token_to_piece(d), fx().tok->token_to_piece(t)) << d;
+    for (int d = 300; d < 340; d++) EXPECT_EQ(sp.vocab_bridge->shared[size_t(d)], -1) << d;
+    const auto ids = fx().tok->encode("Lily and Ben went to the", true, false);
+    for (bool hot : {true, false}) {
+        SpecStats st;
+        run(pool, ids, 64, hot ? hot_sampling() : greedy(), sp, renamed, 0, &st);
+        ASSERT_EQ(st.by_proposer.size(), 1u);
+        EXPECT_STREQ(st.by_proposer[0].rule, hot ? "token-level intersection" : "string-level exact match");
+        std::printf("[ renamed vocabulary, %s ] %s: acceptance %.0f%%\n", hot ? "temp 1.5" : "greedy",
+                    st.by_proposer[0].rule, 100 * st.accept_rate());
+        EXPECT_GT(st.accept_rate(), 0.1) << st.by_proposer[0].rule;
+    }
+    expect_plain_distribution(ids, hot_sampling(), sp, renamed, 6000, 700000, 900000,
+                              "another vocabulary, token-level intersection, temp 1.5");
 }
 
 // Issue 31: greedy speculation stays token-identical with quantized KV caches and at depth (a prompt past the

@@ -22,6 +22,10 @@ class Tokenizer;
 struct VocabBridge {
     std::shared_ptr<const Tokenizer> target, draft;
     std::string difference;  // the first difference found (draft_vocab_difference)
+    // The token-level intersection (Timor et al. 2025): per draft id, the target id of the same text (each text
+    // once in both vocabularies, no control tokens), else -1.
+    std::vector<int32_t> shared;
+    int n_shared = 0;
 };
 
 enum class SpecType { NONE, DRAFT, NGRAM, SELF, SUFFIX, MTP, EAGLE3 };

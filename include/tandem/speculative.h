@@ -66,6 +66,10 @@ struct SpecStats {
     struct ByProposer {
         SpecType type;
         int64_t rounds = 0, drafted = 0, accepted = 0;
+        // the verification rule of its last proposal: "speculative sampling" (min(1, p/q)), "one-hot" (min(1, p)),
+        // and for a draft of another vocabulary "string-level exact match" (one-hot, through text) or "token-level
+        // intersection" (q where both vocabularies share the token)
+        const char* rule = "";
     };
     std::vector<ByProposer> by_proposer;
 

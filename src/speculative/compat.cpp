@@ -1,4 +1,6 @@
 // Whether a draft model's vocabulary is the target's, and the bridge when it is not (tandem/spec_params.h).
+#include <unordered_map>
+
 #include "tandem/error.h"
 #include "tandem/gguf.h"
 #include "tandem/model.h"
@@ -34,6 +36,25 @@ std::shared_ptr<const VocabBridge> draft_vocab_bridge(const Model& target, const
     bridge->draft = Tokenizer::from_gguf(draft.gguf());
     bridge->difference = draft_vocab_difference(*bridge->target, *bridge->draft);
     if (bridge->difference.empty()) return nullptr;
+    // the intersection: texts that occur once in each vocabulary, as ordinary tokens
+    auto unique_texts = [](const Tokenizer& t) {
+        std::unordered_map<std::string, int32_t> m;
+        for (int32_t i = 0; i < t.n_vocab(); i++) {
+            if (t.token_attr(i) == TokenAttr::CONTROL) continue;
+            const std::string s = t.token_to_piece(i, false);
+            if (s.empty()) continue;
+            auto [it, added] = m.emplace(s, i);
+            if (!added) it->second = -1;
+        }
+        return m;
+    };
+    const auto tm = unique_texts(*bridge->target), dm = unique_texts(*bridge->draft);
+    bridge->shared.assign(size_t(bridge->draft->n_vocab()), -1);
+    for (const auto& [s, d] : dm)
+        if (auto it = tm.find(s); d >= 0 && it != tm.end() && it->second >= 0) {
+            bridge->shared[size_t(d)] = it->second;
+            bridge->n_shared++;
+        }
     return bridge;
 }
 

@@ -311,6 +311,7 @@ void Generator::Impl::end_step(std::vector<int32_t>& out, double t_target_ms, st
     }
     if (nd + na > 0) {
         auto& bp = stats_.by_proposer[cur_];
+        bp.rule = props_[cur_].proposer->rule();
         bp.rounds++;
         bp.drafted += nd;
         bp.accepted += accepted;
@@ -380,6 +381,7 @@ void SpecStats::add(const SpecStats& o) {
         auto it =
             std::find_if(by_proposer.begin(), by_proposer.end(), [&](const ByProposer& x) { return x.type == b.type; });
         if (it == by_proposer.end()) it = by_proposer.insert(by_proposer.end(), ByProposer{b.type});
+        if (*b.rule) it->rule = b.rule;
         it->rounds += b.rounds;
         it->drafted += b.drafted;
         it->accepted += b.accepted;

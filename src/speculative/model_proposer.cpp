@@ -46,12 +46,6 @@ float top_tokens(const float* lg, int n, int32_t skip, const uint8_t* allowed, i
     return skip >= 0 && skip < n ? float(std::exp(double(lg[skip] - mx)) / sum) : 0.0f;
 }
 
-// The draft samples with the request's parameters, minus logit biases for ids its vocabulary lacks.
-SamplerParams draft_sampling(SamplerParams p, int draft_vocab) {
-    std::erase_if(p.logit_bias, [draft_vocab](const auto& b) { return b.first >= draft_vocab; });
-    return p;
-}
-
 class ModelProposer final : public Proposer {
 public:
     ModelProposer(SpecType type, const ModelProposerSetup& s)
@@ -219,6 +213,11 @@ void ModelProposer::propose(ProposeRound& r) {
 }
 
 }  // namespace
+
+SamplerParams draft_sampling(SamplerParams p, int draft_vocab) {
+    std::erase_if(p.logit_bias, [draft_vocab](const auto& b) { return b.first >= draft_vocab; });
+    return p;
+}
 
 std::unique_ptr<Proposer> make_model_proposer(SpecType type, const ModelProposerSetup& setup) {
     TD_ASSERT(uses_draft_session(type) && setup.draft);

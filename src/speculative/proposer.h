@@ -52,7 +52,12 @@ public:
     virtual void propose(ProposeRound& r) = 0;
     // The context was shifted (the history rewritten): forget what was derived from the old one.
     virtual void on_context_shift() {}
+    // The verification rule its last proposal takes (statistics: SpecStats::ByProposer::rule).
+    virtual const char* rule() const { return one_hot() ? "one-hot" : "speculative sampling"; }
 };
+
+// A draft's sampling parameters: the request's, minus logit biases for ids its vocabulary (draft_vocab) lacks.
+SamplerParams draft_sampling(SamplerParams p, int draft_vocab);
 
 // What a model proposer needs beyond the round: its draft session (DRAFT: a draft model; SELF: the target limited to
 // its first layers), the request's sampling (the draft samples with it, minus biases for ids it lacks, from the

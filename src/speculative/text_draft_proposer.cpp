@@ -1,11 +1,16 @@
 // A draft model with another vocabulary (issue 28, "drafts with another tokenizer"): the draft reads the text of
 // the target's history in its own tokens, drafts greedily, and its text is re-tokenized into target tokens.
 //
-// Exactness: the proposals are deterministic (the draft's argmax), so they are one-hot and the verifier's one-hot
-// rule applies at every temperature: a proposed x is accepted with probability p(x), and on rejection the target
-// draws from its residual (verify.h). The output is the target's alone; how well the two tokenizations agree
-// only decides how many proposals are accepted. (Timor et al. 2025's token-level intersection rule, which would
-// use the draft's q where both vocabularies share a token, is not implemented: sampled drafting here would need it.)
+// Two rules (Timor et al. 2025, "Accelerating LLM Inference with Lossless Speculative Decoding Algorithms for
+// Heterogeneous Vocabularies"), both exact:
+// - string-level exact match (a greedy target, or under an output constraint): the draft drafts greedily, its text
+//   is re-tokenized into target tokens, and the proposals are one-hot: a proposed x is accepted with probability
+//   p(x), and on rejection the target draws from its residual (verify.h);
+// - token-level intersection (a sampling target): the draft samples with the request's parameters from its
+//   distribution restricted to the tokens both vocabularies have (VocabBridge::shared: the same text, once in
+//   each), each draft token is the one target token of its text, and q (the restricted distribution, mapped to
+//   target ids) goes to the verifier: min(1, p(x)/q(x)) and the residual max(0, p - q), where q is defined.
+// The output is the target's alone; how well the two vocabularies agree only decides how many are accepted.
 //
 // The boundary: the draft's text is re-tokenized as a continuation of the target's (Tokenizer::encode_continuation:
 // no SentencePiece space prefix, so a word the draft finishes continues the target's last token). The draft's
@@ -33,14 +38,27 @@ std::vector<int32_t> encode_start(const Tokenizer& t, const std::string& s) {
 class TextDraftProposer final : public Proposer {
 public:
     TextDraftProposer(const ModelProposerSetup& s)
-        : d_(*s.draft), target_(*s.spec.vocab_bridge->target), draft_(*s.spec.vocab_bridge->draft), spec_(s.spec) {}
+        : d_(*s.draft),
+          target_(*s.spec.vocab_bridge->target),
+          draft_(*s.spec.vocab_bridge->draft),
+          shared_(s.spec.vocab_bridge->shared),
+          spec_(s.spec),
+          target_vocab_(s.target_vocab),
+          intersection_(!s.target_greedy && s.spec.vocab_bridge->n_shared > 0),
+          sampler_(draft_sampling(s.sampling, s.draft->n_vocab()), s.draft->n_vocab()) {
+        sampler_.reseed(derive_seed(s.sampling.seed, 1));
+        for (int32_t t : shared_) allowed_.push_back(t >= 0 ? 1 : 0);
+    }
     SpecType type() const override { return SpecType::DRAFT; }
-    bool one_hot() const override { return true; }
+    bool one_hot() const override { return !tli_now_; }
+    const char* rule() const override { return tli_now_ ? "token-level intersection" : "string-level exact match"; }
     void on_context_shift() override { seen_.clear(), ends_.clear(), text_.clear(); }
 
     void propose(ProposeRound& r) override {
         follow_history(r.history);
+        tli_now_ = intersection_ && !r.constraint.c;  // (a constraint cuts one-hot proposals only)
         if (!sync_draft()) return;
+        if (tli_now_) return propose_intersection(r);
         // draft greedily a little past k target tokens' worth, then keep the whole target tokens of it
         const int budget = r.k + 2;
         std::string drafted;
@@ -61,6 +79,33 @@ public:
     }
 
 private:
+    // Token-level intersection: up to k draft tokens sampled from the draft's distribution over the shared tokens,
+    // each proposed as the target token of its text, with that distribution (in target ids) as q.
+    void propose_intersection(ProposeRound& r) {
+        std::vector<int32_t> hist(dtok_);  // the draft's own tokens, for its sampler's penalties
+        for (int i = 0; i < r.k; i++) {
+            const float* lg = d_.last_logits();
+            const int n = d_.n_vocab();
+            const int32_t best = int32_t(std::max_element(lg, lg + n) - lg);
+            if (spec_.p_min > 0 && top_probability(lg, n, best) < spec_.p_min) break;
+            Distribution qd;
+            if (!sampler_.try_distribution(lg, hist, qd, allowed_.data())) break;
+            const int32_t xd = sampler_.draw(qd);
+            if (r.q.size() <= size_t(i)) r.q.emplace_back();
+            Distribution& qt = r.q[size_t(i)];
+            qt.p.assign(size_t(target_vocab_), 0.0f);
+            qt.support.clear();
+            for (int32_t d : qd.support) {
+                qt.p[size_t(shared_[size_t(d)])] = qd.p[size_t(d)];
+                qt.support.push_back(shared_[size_t(d)]);
+            }
+            r.plan.chain.push_back(shared_[size_t(xd)]);
+            hist.push_back(xd);
+            if (draft_.is_eog(xd) || i + 1 == r.k || d_.n_past() >= d_.n_ctx()) break;
+            d_.decode(&xd, 1, false);
+        }
+    }
+
     static float top_probability(const float* lg, int n, int32_t x) {
         double sum = 0;
         for (int i = 0; i < n; i++) sum += std::exp(double(lg[i] - lg[x]));
@@ -120,7 +165,13 @@ private:
     Session& d_;
     const Tokenizer& target_;
     const Tokenizer& draft_;
+    const std::vector<int32_t>& shared_;  // VocabBridge::shared
+    std::vector<uint8_t> allowed_;  // the draft ids in the intersection
     SpecParams spec_;
+    int target_vocab_;
+    bool intersection_;  // a sampling target: token-level intersection (unless a constraint is on)
+    bool tli_now_ = false;  // the rule of the last proposal
+    Sampler sampler_;
     std::vector<int32_t> seen_;  // the history tokens text_ holds
     std::vector<size_t> ends_;  // text_'s length after each of them
     std::string text_;

@@ -124,6 +124,7 @@ nlohmann::ordered_json spec_json(const SpecParams& sp, const SpecStats& st, int 
     nlohmann::ordered_json by_proposer = nlohmann::ordered_json::array();
     for (const auto& b : st.by_proposer)
         by_proposer.push_back({{"type", spec_type_name(b.type)},
+                               {"rule", b.rule},
                                {"rounds", b.rounds},
                                {"n_drafted", b.drafted},
                                {"n_accept", b.accepted}});
