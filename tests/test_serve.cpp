@@ -324,6 +324,36 @@ TEST(Engine, StopStringsEndTheJobAtTheTokenThatCompletesThem) {
     EXPECT_GE(tried, 10);
 }
 
+// An EAGLE-3 head as the server's -md: every slot has its own head session reading that slot's target, made up
+// front (the engine first made a plain draft session of it there, which a head refuses: the server did not start),
+// and two jobs at once, drafting every round, give the plain greedy tokens.
+TEST(Engine, Eagle3HeadDraftsForEverySlot) {
+    auto target = Model::load(test::synth_file("tiny-ref-llama", "Q8_0"));
+    auto head = Model::load(test::synth_file("tiny-ref-eagle3", "Q8_0"));
+    EngineParams plain;
+    std::vector<int32_t> want;
+    {
+        Engine e(target, nullptr, plain);
+        want = drain(*e.submit(request(32)));
+    }
+    EngineParams ep;
+    ep.n_slots = 2;
+    Engine e(target, head, ep);
+    EXPECT_TRUE(e.has_eagle3());
+    EXPECT_FALSE(e.has_mtp());
+    JobRequest r = request(32);
+    r.spec.type = SpecType::EAGLE3;
+    r.spec.n_max = 4;
+    r.spec.p_min = 0;
+    r.spec.adaptive = false;
+    auto a = e.submit(r), b = e.submit(r);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(drain(*a), want);
+    EXPECT_EQ(drain(*b), want);
+    EXPECT_GT(a->spec.n_drafted, 0);
+    EXPECT_GT(b->spec.n_drafted, 0);
+}
+
 // id_slot pins a job to a slot, even while the other slots are free (a planted 'stop at the first free slot'
 // left such a job queued for ever); an id beyond the slots is a 400.
 TEST(Engine, IdSlotRunsTheJobInThatSlot) {

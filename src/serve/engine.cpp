@@ -81,8 +81,9 @@ Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model>
     const int per_slot = std::max(8, p_.kv_unified ? total : total / int(slots_.size()));
     for (auto& s : slots_) {
         s.target = std::make_unique<Session>(target_, target_params(per_slot), pool_);
-        if (draft_ && !draft_->assistant())
-            slot_draft(s, SpecType::DRAFT);  // the draft caches are allocated up front, like the target's
+        // the draft caches are allocated up front, like the target's (an EAGLE-3 head's reads this target)
+        if (draft_ && draft_->eagle3()) slot_draft(s, SpecType::EAGLE3);
+        else if (draft_ && !draft_->assistant()) slot_draft(s, SpecType::DRAFT);
     }
     n_ctx_ = slots_[0].target->n_ctx();
     {
