@@ -10,8 +10,9 @@
    training ones (128 tokens, --draft-max 4 every round: --draft-adaptive off, --draft-p-min 0) and prints tokens
    per target pass (all tokens / all passes) and the acceptance of each draft position.
 3. llama.cpp (--llama-bin DIR with llama-speculative-simple, built outside the repository from node-llama-cpp@3.22.1):
-   the same head (draft-eagle3, detected from the file) and the Q4_0 draft (draft-simple), same prompts and draft
-   length, temperature 0: accepted drafts / drafted and tokens per target pass (n_predict / (n_predict - n_accept)).
+   the same head (--spec-type draft-eagle3) and the Q4_0 draft (draft-simple), same prompts, seeds and draft length,
+   temperature 0 and 1: accepted drafts / drafted and tokens per target pass (n_predict / (n_predict - n_accept):
+   each pass emits its accepted drafts and one token of its own).
 
   python3 bench/eagle3_head.py [--model ../shared/models/stories260K.gguf] [--bin build/bin/tandem]
                                [--llama-bin DIR] [--head HEAD.gguf] [--steps 800]
@@ -84,18 +85,22 @@ def main():
                       flush=True)
     if not args.llama_bin:
         return
-    print("\nllama.cpp llama-speculative-simple, same prompts, --draft-max 4 --draft-min 0 --draft-p-min 0:")
+    print("\nllama.cpp llama-speculative-simple, same prompts and seeds, --spec-draft-n-max 4 --spec-draft-n-min 0 "
+          "--spec-draft-p-min 0:")
     print("| draft | temp | accepted / drafted | tokens per target pass |")
     print("|---|---|---|---|")
-    for dname in ("eagle3 head", "Q4_0"):
-        for temp in (0,):
+    for dname, stype in (("eagle3 head", "draft-eagle3"), ("Q4_0", "draft-simple")):
+        for temp in (0, 1):
             n_pred = n_drafted = n_accept = 0
             for i, p in enumerate(PROMPTS):
                 cmd = [os.path.join(args.llama_bin, "llama-speculative-simple"), "-m", args.model, "-md", drafts[dname],
-                       "-p", p, "-n", str(args.n), "--temp", str(temp), "-s", str(1000 + i), "--ignore-eos",
-                       "--draft-max", "4", "--draft-min", "0", "--draft-p-min", "0", "-t", "1", "-c", "512"]
+                       "--spec-type", stype, "-p", p, "-n", str(args.n), "--temp", str(temp), "-s", str(1000 + i),
+                       "--ignore-eos", "--spec-draft-n-max", "4", "--spec-draft-n-min", "0", "--spec-draft-p-min", "0",
+                       "-t", "1", "-c", "512"]
                 r = subprocess.run(cmd, capture_output=True, text=True)
                 log = r.stdout + r.stderr
+                if r.returncode != 0 or "n_accept" not in log:
+                    raise SystemExit(f"llama-speculative-simple failed ({' '.join(cmd)}):\n{log[-2000:]}")
                 get = lambda key: int(re.search(rf"{key}\s*=\s*(\d+)", log).group(1))
                 n_pred += get("n_predict")
                 n_drafted += get("n_drafted")

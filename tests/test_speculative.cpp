@@ -932,7 +932,9 @@ TEST(Speculative, Gemma4AssistantDraftsAreExact) {
 TEST(Speculative, Eagle3HeadDraftsAreExact) {
     ThreadPool pool(1);
     const std::vector<int32_t> prompt = {1, 300, 301, 302, 517, 640, 12, 99, 7, 45};
-    for (const auto& [t, h] : {std::pair{"tiny-ref-llama", "tiny-ref-eagle3"}, {"tiny-test", "tiny-test-eagle3"}}) {
+    for (const auto& [t, h] : {std::pair{"tiny-ref-llama", "tiny-ref-eagle3"},
+                               {"tiny-ref-qwen3", "tiny-ref-eagle3"},
+                               {"tiny-test", "tiny-test-eagle3"}}) {
         auto target = Model::load(test::synth_file(t, "Q8_0"));
         auto head = Model::load(test::synth_file(h, "Q8_0"));
         SpecParams picked;

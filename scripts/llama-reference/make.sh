@@ -55,12 +55,14 @@ done
   "${PROMPTS[@]}" > "$OUT/tiny-ref-gemma4-assistant-f16.chain.json"
 echo "wrote $OUT/tiny-ref-gemma4-assistant-f16.chain.json"
 # an EAGLE-3 head on its llama target, as llama.cpp's draft-eagle3 drafts with it
-for shape in tiny-ref-llama tiny-ref-eagle3; do
+for shape in tiny-ref-llama tiny-ref-qwen3 tiny-ref-eagle3; do
   "$TANDEM_BIN" synth "$WORK/$shape-f16.gguf" --shape $shape --type F16 --seed 1
 done
 "$WORK/reference_logits" "$WORK/tiny-ref-llama-f16.gguf" --eagle3 "$WORK/tiny-ref-eagle3-f16.gguf" 8 \
   "${PROMPTS[@]}" > "$OUT/tiny-ref-eagle3-f16.eagle3.json"
-echo "wrote $OUT/tiny-ref-eagle3-f16.eagle3.json"
+"$WORK/reference_logits" "$WORK/tiny-ref-qwen3-f16.gguf" --eagle3 "$WORK/tiny-ref-eagle3-f16.gguf" 8 \
+  "${PROMPTS[@]}" > "$OUT/tiny-ref-eagle3-f16.qwen3.eagle3.json"
+echo "wrote $OUT/tiny-ref-eagle3-f16.eagle3.json and tiny-ref-eagle3-f16.qwen3.eagle3.json"
 DEPTH=$REPO/tests/data/reference-depth
 mkdir -p "$DEPTH"
 for d in 4096 16384; do

@@ -131,6 +131,9 @@ const std::vector<SynthShape>& synth_shapes() {
         // Llama 3.1 8B target: the target's embeddings, its own output over 600 of the 1000 tokens (d2t)
         {"tiny-ref-llama", "llama", 256, 4, 4, 2, 512, 1000, 512, 10000.0f, false, false, 0, 0, 0, 0, 0, 0.05f, 0.1f},
         eagle3("tiny-ref-eagle3", 256, 4, 2, 512, 1000, 512, 10000.0f, 256, 1, 2, 3, 600, false, true, 0.05f, 0.1f),
+        // qwen3 at that size: the same head drafts for it too (the same width, vocabulary and layer count)
+        {"tiny-ref-qwen3", "qwen3", 256, 4, 4, 2, 512, 1000, 512, 1000000.0f, false, false, 64, 0, 0, 0, 0, 0.05f,
+         0.1f},
         // Llama 3.1 8B's EAGLE-3 head (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B's shapes: layers 2, 16, 29, 32000 tokens)
         eagle3("llama-3.1-8b-eagle3", 4096, 32, 8, 14336, 128256, 131072, 500000.0f, 4096, 2, 16, 29, 32000, false,
                true, 0.02f, 0.0f),
