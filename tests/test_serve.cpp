@@ -325,33 +325,48 @@ TEST(Engine, StopStringsEndTheJobAtTheTokenThatCompletesThem) {
 }
 
 // An EAGLE-3 head as the server's -md: every slot has its own head session reading that slot's target, made up
-// front (the engine first made a plain draft session of it there, which a head refuses: the server did not start),
-// and two jobs at once, drafting every round, give the plain greedy tokens.
+// front (the engine first made a plain draft session of it there, which a head refuses: the server did not start).
+// Two jobs with different prompts at once, drafting every round, give their plain greedy tokens and draft exactly
+// what each drafts alone in a one-slot server (a head reading the other slot's target states would not); and the
+// same job again on a slot that holds its prefix drafts as it did the first time (the head keeps its rows).
 TEST(Engine, Eagle3HeadDraftsForEverySlot) {
     auto target = Model::load(test::synth_file("tiny-ref-llama", "Q8_0"));
     auto head = Model::load(test::synth_file("tiny-ref-eagle3", "Q8_0"));
-    EngineParams plain;
-    std::vector<int32_t> want;
-    {
-        Engine e(target, nullptr, plain);
-        want = drain(*e.submit(request(32)));
+    JobRequest r[2] = {request(32), request(32)};
+    r[1].prompt = {1, 517, 640, 12, 99, 7};
+    for (auto& x : r) {
+        x.spec.type = SpecType::EAGLE3;
+        x.spec.n_max = 4;
+        x.spec.p_min = 0;
+        x.spec.adaptive = false;
+    }
+    std::vector<int32_t> want[2];
+    int64_t accepted_alone[2];
+    for (int i = 0; i < 2; i++) {
+        Engine plain(target, nullptr, EngineParams{});
+        JobRequest p = r[i];
+        p.spec = SpecParams{};
+        want[i] = drain(*plain.submit(p));
+        Engine alone(target, head, EngineParams{});
+        auto j = alone.submit(r[i]);
+        EXPECT_EQ(drain(*j), want[i]);
+        accepted_alone[i] = j->spec.n_accept;
+        auto again = alone.submit(r[i]);  // the slot holds this prompt and the head its rows
+        EXPECT_EQ(drain(*again), want[i]);
+        EXPECT_EQ(again->spec.n_accept, accepted_alone[i]) << "the head's rows of the reused prefix";
     }
     EngineParams ep;
     ep.n_slots = 2;
     Engine e(target, head, ep);
     EXPECT_TRUE(e.has_eagle3());
     EXPECT_FALSE(e.has_mtp());
-    JobRequest r = request(32);
-    r.spec.type = SpecType::EAGLE3;
-    r.spec.n_max = 4;
-    r.spec.p_min = 0;
-    r.spec.adaptive = false;
-    auto a = e.submit(r), b = e.submit(r);
+    auto a = e.submit(r[0]), b = e.submit(r[1]);
     ASSERT_TRUE(a && b);
-    EXPECT_EQ(drain(*a), want);
-    EXPECT_EQ(drain(*b), want);
+    EXPECT_EQ(drain(*a), want[0]);
+    EXPECT_EQ(drain(*b), want[1]);
     EXPECT_GT(a->spec.n_drafted, 0);
-    EXPECT_GT(b->spec.n_drafted, 0);
+    EXPECT_EQ(a->spec.n_accept, accepted_alone[0]);
+    EXPECT_EQ(b->spec.n_accept, accepted_alone[1]);
 }
 
 // id_slot pins a job to a slot, even while the other slots are free (a planted 'stop at the first free slot'

@@ -187,6 +187,10 @@ public:
     void release_hidden(int below);  // rows below position `below` are no longer needed
     bool is_mtp() const { return mtp_of_ != nullptr; }
     Session* mtp_target() const { return mtp_of_; }  // an MTP draft session's target (null otherwise)
+    // An MTP, assistant or EAGLE-3 draft session: its first rows made as well as the target's states allow (a row
+    // at q whose q - 1 the target has not decoded read the drafter's own state: a drafted row); a proposer keeps
+    // those across rounds and requests and makes the drafted ones again once the target has verified them.
+    int target_rows() const { return target_rows_; }
 
     size_t kv_bytes() const;
     // Bytes of one recurrent state (every Gated DeltaNet layer's convolution window and state matrices; 0 without
@@ -252,6 +256,9 @@ private:
     Session* mtp_of_ = nullptr;
     int layer0_ = 0;
     int own_pos_ = -1;
+    int target_rows_ = 0;  // target_rows()
+    // After a pass over rows pos0..pos0+n-1 whose first drafted row is first_own (-1: none): target_rows_.
+    void note_target_rows(int pos0, int n, int first_own);
     std::vector<float> own_hidden_;
     struct Impl;
     std::unique_ptr<Impl> impl_;

@@ -121,6 +121,9 @@ bool pick_mtp_by_default(SpecParams& spec, const Model& target, bool chosen_else
 // Returns the line the caller prints when it picked one (null otherwise). Throws tandem::Error for --spec-type
 // eagle3 with a draft model that is no eagle3 head.
 const char* pick_draft_head(SpecParams& spec, const Model* draft);
+// Memory per context position a draft model (-md) adds: its KV cache rows (kv_bytes_per_position) and, for an
+// EAGLE-3 head, the target's three kept layer inputs (3 n_embd_target floats). Commands budget contexts with it.
+size_t draft_bytes_per_position(const Model& draft, TensorType tk, TensorType tv);
 // Whether type `t` drafts with the -md model (DRAFT, EAGLE3), which the command then loads.
 bool uses_draft_model(SpecType t);
 // Whether `t` drafts from the target's hidden states (MTP, EAGLE3): its session is one of the target's

@@ -107,6 +107,7 @@ void Session::assistant_forward(const std::vector<Segment>& segs) {
         s.own_hidden_.resize(size_t(Et));
         matmul(pool, view(aw.post_proj), S.xn.data(), 1, s.own_hidden_.data());
         s.own_pos_ = q;
+        s.note_target_rows(g.pos0, g.n, q >= 1 && q - 1 >= tn ? q : -1);
     }
 }
 

@@ -56,7 +56,11 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
     const int E = hp.n_embd, Ein = 3 * ew.n_embd_target, nh = hp.n_head, nkv = hp.n_head_kv, hd = hp.head_dim;
     const int qd = nh * hd, kvd = nkv * hd;
     int n = 0;
-    for (const auto& g : segs) n += g.n;
+    for (const auto& g : segs) {
+        if (g.parents || g.hidden_out) throw Error("an eagle3 head's session decodes chains only");
+        TD_ASSERT(g.s->mtp_of_->hidden_width() == Ein);
+        n += g.n;
+    }
 
     // g of every row: the target's kept layer inputs at q - 1 through fc (one matmul for all such rows), else the
     // head's own output state of its previous pass at q - 1, else zeros
@@ -64,11 +68,13 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
     S.qg.resize(size_t(n) * Ein);
     std::vector<int> fused;  // rows whose g is the target's
     int r = 0;
-    for (const auto& g : segs)
+    for (const auto& g : segs) {
+        int first_own = -1;
         for (int t = 0; t < g.n; t++, r++) {
             const Session& s = *g.s;
             const int q = g.pos0 + t;
             const float* h = q > 0 && q - 1 < s.mtp_of_->n_past() ? s.mtp_of_->hidden_row(q - 1) : nullptr;
+            if (q > 0 && q - 1 >= s.mtp_of_->n_past() && first_own < 0) first_own = q;  // a drafted row
             if (h) {
                 float* f = &S.qg[fused.size() * size_t(Ein)];
                 if (ew.norm_before_fc) rmsnorm(h, ew.fc_norm.data(), f, Ein, hp.rms_eps);
@@ -78,6 +84,8 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
                 std::copy_n(s.own_hidden_.data(), E, &S.x[size_t(r) * E]);
             }
         }
+        g.s->note_target_rows(g.pos0, g.n, first_own);
+    }
     if (!fused.empty()) {
         S.rows_out.resize(fused.size() * size_t(E));
         matmul(pool, view(ew.fc), S.qg.data(), int(fused.size()), S.rows_out.data());

@@ -101,6 +101,10 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
                     ": a gemma4-assistant drafts beside its gemma4 target only (as -md), from the target's cache");
     if (model_->eagle3() && !params.mtp_of)
         throw Error(model_->path() + ": an eagle3 head drafts beside its target only (as -md), from its hidden states");
+    if (params.mtp_of && params.mtp_of->keep_hidden_)
+        throw Error(
+            "the target already keeps its states for another drafter (one MTP, assistant or EAGLE-3 "
+            "session per target)");
     if (params.mtp_of && model_->eagle3()) {  // an EAGLE-3 head: its one layer, at its target's positions
         check_eagle3_target(*model_, *params.mtp_of);
         mtp_of_ = params.mtp_of;
@@ -162,6 +166,10 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
 
 Session::~Session() {
     if (mtp_of_) mtp_of_->keep_hidden(false);
+}
+
+void Session::note_target_rows(int pos0, int n, int first_own) {
+    if (pos0 <= target_rows_) target_rows_ = first_own >= 0 ? first_own : pos0 + n;
 }
 
 void Session::keep_hidden(bool on, std::vector<int> layers) {
@@ -235,6 +243,8 @@ void Session::truncate(int n) {
     if (impl_->rec && n != n_past()) impl_->rec->rewind(n);
     tokens_.resize(size_t(n));
     if (n == 0) swa_from_ = swa_lost_ = 0;
+    if (own_pos_ >= n) own_pos_ = -1;  // the row whose output state it was is gone
+    target_rows_ = std::min(target_rows_, n);
     if (keep_hidden_) {
         if (n < hidden_from_) hidden_from_ = n;
         hidden_.resize(std::min(hidden_.size(), size_t(n - hidden_from_) * size_t(hidden_width())));
@@ -304,6 +314,8 @@ void Session::shift(int n_keep, int n_discard) {
     if (swa_cap_ > 0) swa_from_ = swa_lost_ = std::max(swa_lost_, swa_new);
     tokens_.erase(tokens_.begin() + n_keep, tokens_.begin() + n_keep + n_discard);
     if (keep_hidden_) keep_hidden(true, hidden_layers_);  // the kept rows' positions moved: start again from here
+    target_rows_ = 0;
+    own_pos_ = -1;
 }
 
 void Session::decode(const int32_t* tokens, int n, bool all_logits) {
@@ -492,7 +504,8 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         // x = eh_proj [rmsnorm(embd(token)) * enorm, rmsnorm(h) * hnorm], h: the state at the row's position - 1
         S.mtp_in.resize(size_t(n) * 2 * E);
         int r = 0;
-        for (const auto& g : segs)
+        for (const auto& g : segs) {
+            int first_own = -1;
             for (int t = 0; t < g.n; t++, r++) {
                 float* er = &S.mtp_in[size_t(r) * 2 * E];
                 embedding_row(emb, g.tokens[t], er);
@@ -500,10 +513,13 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                 const int q = rows[size_t(r)].pos;
                 const Session& s = *g.s;
                 const float* h = q > 0 && q - 1 < s.mtp_of_->n_past() ? s.mtp_of_->hidden_row(q - 1) : nullptr;
+                if (q > 0 && q - 1 >= s.mtp_of_->n_past() && first_own < 0) first_own = q;  // a drafted row
                 if (!h && q > 0 && s.own_pos_ == q - 1) h = s.own_hidden_.data();
                 if (h) rmsnorm(h, mtp->hnorm.data(), er + E, E, hp.rms_eps);
                 else std::fill(er + E, er + 2 * E, 0.0f);
             }
+            g.s->note_target_rows(g.pos0, g.n, first_own);
+        }
         matmul(pool, view(mtp->eh_proj), S.mtp_in.data(), n, S.x.data());
     } else {
         int r = 0;

@@ -242,7 +242,9 @@ size_t Session::load_state(const std::string& path) {
     swa_from_ = swa_cap_ > 0 ? from : 0;
     swa_lost_ = 0;
     tokens_ = std::move(toks);
-    if (keep_hidden_) keep_hidden(true, hidden_layers_);  // no hidden states in a state file: kept again from here
+    if (keep_hidden_) keep_hidden(true, hidden_layers_);
+    target_rows_ = 0;
+    own_pos_ = -1;  // no hidden states in a state file: kept again from here
     return expect;
 }
 

@@ -476,6 +476,9 @@ void synth_model(const std::string& out_path, const SynthParams& p) {
     std::vector<T> ts;
     const int64_t q = int64_t(s.n_head) * hd, kv = int64_t(s.n_head_kv) * hd, E = s.n_embd;
     const int64_t n_draft = s.n_draft_vocab > 0 ? s.n_draft_vocab : n_vocab;
+    if (eagle && n_draft > n_vocab)
+        throw Error(strprintf("shape %s maps %lld draft tokens, more than the vocabulary's %d", s.name.c_str(),
+                              (long long)n_draft, n_vocab));
     if (eagle) {  // one layer whose attention reads [embedding, fused target states]; no other block below
         ts.push_back({"fc.weight", {3 * int64_t(s.n_embd_target), E}, false});
         if (s.own_embd) ts.push_back({"token_embd.weight", {E, n_vocab}, false});

@@ -72,7 +72,7 @@ Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model>
     if (total <= 0) {  // the model's training context, bounded by memory (every slot's target and draft caches)
         const int n_seq = p_.kv_unified ? int(slots_.size()) : 1;
         const size_t draft_pp =
-            draft_ ? kv_bytes_per_position(*draft_, p_.type_k_draft, p_.type_v_draft) * size_t(n_seq) : 0;
+            draft_ ? draft_bytes_per_position(*draft_, p_.type_k_draft, p_.type_v_draft) * size_t(n_seq) : 0;
         const ContextChoice c = choose_context(*target_, target_params(0), p_.memory_budget, n_seq, draft_pp);
         total = c.n_ctx;
         context_note_ =

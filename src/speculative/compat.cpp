@@ -1,4 +1,5 @@
 // Whether a draft model's vocabulary is the target's, and the bridge when it is not (tandem/spec_params.h).
+#include <algorithm>
 #include <unordered_map>
 
 #include "tandem/error.h"
@@ -49,9 +50,11 @@ std::shared_ptr<const VocabBridge> draft_vocab_bridge(const Model& target, const
         return m;
     };
     const auto tm = unique_texts(*bridge->target), dm = unique_texts(*bridge->draft);
-    bridge->shared.assign(size_t(bridge->draft->n_vocab()), -1);
+    // (ids of the models' rows only: a tokenizer may list more tokens than its model has rows)
+    const int nd = draft.hparams().n_vocab, nt = target.hparams().n_vocab;
+    bridge->shared.assign(size_t(std::max(nd, bridge->draft->n_vocab())), -1);
     for (const auto& [s, d] : dm)
-        if (auto it = tm.find(s); d >= 0 && it != tm.end() && it->second >= 0) {
+        if (auto it = tm.find(s); d >= 0 && d < nd && it != tm.end() && it->second >= 0 && it->second < nt) {
             bridge->shared[size_t(d)] = it->second;
             bridge->n_shared++;
         }

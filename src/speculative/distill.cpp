@@ -36,7 +36,7 @@ size_t write_distill_data(const std::shared_ptr<const Model>& target, const std:
     for (int l : p.layers)
         if (l < 0 || l >= hp.n_layer)
             throw Error(strprintf("--layers: the target has layers 0..%d, not %d", hp.n_layer - 1, l));
-    if (K < 1) throw Error("--top-k must be >= 1");
+    if (K < 1) throw Error("--logprobs must be >= 1");
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> fp(std::fopen(path.c_str(), "wb"), std::fclose);
     if (!fp) throw Error(path + ": cannot create the file");
     File out{fp.get(), path};

@@ -63,7 +63,6 @@ public:
     void on_context_shift() override {  // the draft re-reads a window of the (new) history at its next proposal
         d_.truncate(0);
         base_ = 0;
-        mtp_real_ = 0;
     }
 
 private:
@@ -77,9 +76,6 @@ private:
     bool target_greedy_;
     Sampler sampler_;
     size_t base_ = 0;  // history index of the draft cache's position 0
-    // MTP: the draft cache's first rows made from the target's hidden states (its drafted rows read its own: they
-    // are made again from the target's once verified). Its positions are the target's: base_ stays 0.
-    size_t mtp_real_ = 0;
     static constexpr size_t kDraftWindow = 64;  // tokens of recent history a restarted draft sees
 };
 
@@ -156,7 +152,9 @@ void ModelProposer::propose(ProposeRound& r) {
     while (keep < cached.size() && base_ + keep < n && cached[keep] == for_draft(history[base_ + keep])) keep++;
     const bool mtp = reads_target_states(type_);
     if (mtp) {
-        keep = std::min(keep, mtp_real_);
+        // only the rows made from the target's states (Session::target_rows: a drafted row read the head's own;
+        // it is made again once verified), also those of an earlier request on the same sessions
+        keep = std::min(keep, size_t(d.target_rows()));
         if (n + size_t(k) > size_t(d.n_ctx())) return;  // no room for a draft (the target's context is full)
     }
     const size_t window = std::min<size_t>(kDraftWindow, size_t(std::max(1, d.n_ctx() - k - 1)));
@@ -174,10 +172,7 @@ void ModelProposer::propose(ProposeRound& r) {
     std::vector<int32_t> feed(history.begin() + std::ptrdiff_t(base_ + keep), history.end());
     for (int32_t& x : feed) x = for_draft(x);
     d.decode(feed.data(), int(feed.size()), false);
-    if (mtp) {  // rows 0..n-1 now come from the target's states, which it need not keep below n - 2 any more
-        mtp_real_ = n;
-        d.mtp_target()->release_hidden(int(n) - 2);
-    }
+    if (mtp) d.mtp_target()->release_hidden(int(n) - 2);  // rows 0..n-1 are made: older states are not needed
     // The drafted tokens are appended to the history while drafting (the samplers' penalties see them) and
     // removed again before returning; the Generator appends the accepted ones for good.
     const ConstraintView& cv = r.constraint;

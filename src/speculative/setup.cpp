@@ -27,6 +27,11 @@ const char* pick_draft_head(SpecParams& spec, const Model* draft) {
     return "speculative: -md is a Gemma 4 assistant: it drafts from the target's states and cache";
 }
 
+size_t draft_bytes_per_position(const Model& draft, TensorType tk, TensorType tv) {
+    const size_t kept = draft.eagle3() ? 3 * size_t(draft.eagle3()->n_embd_target) * sizeof(float) : 0;
+    return kv_bytes_per_position(draft, tk, tv) + kept;
+}
+
 int self_draft_layers(const Model& target, int requested) {
     const int L = target.hparams().n_layer;
     const int k = requested > 0 ? requested : std::max(1, L / 2);

@@ -47,7 +47,8 @@ public:
           intersection_(!s.target_greedy && s.spec.vocab_bridge->n_shared > 0),
           sampler_(draft_sampling(s.sampling, s.draft->n_vocab()), s.draft->n_vocab()) {
         sampler_.reseed(derive_seed(s.sampling.seed, 1));
-        for (int32_t t : shared_) allowed_.push_back(t >= 0 ? 1 : 0);
+        allowed_.assign(size_t(d_.n_vocab()), 0);  // over the draft model's rows (VocabBridge::shared covers them)
+        for (size_t i = 0; i < allowed_.size() && i < shared_.size(); i++) allowed_[i] = shared_[i] >= 0 ? 1 : 0;
     }
     SpecType type() const override { return SpecType::DRAFT; }
     bool one_hot() const override { return !tli_now_; }

@@ -23,7 +23,7 @@ int cmd_distill(int argc, char** argv) {
     std::vector<std::string> notes;
     ArgParser ap(
         "usage: tandem distill -m TARGET.gguf (--layers A,B,C | --head HEAD.gguf) -f PROMPTS.txt -o OUT.bin\n"
-        "       [-n 128] [--top-k 32] [--temp 1] [--seed 1]\n"
+        "       [-n 128] [--logprobs 32] [--temp 1] [--seed 1] [sampling flags]\n"
         "Training data for an EAGLE-3 head (scripts/eagle3/train_eagle3.py): the target continues each prompt (one\n"
         "per line) on its own; every position's token, the inputs of the three target layers and the target's\n"
         "top-k next-token log-probabilities are written (tandem/distill.h).");
@@ -36,8 +36,8 @@ int cmd_distill(int argc, char** argv) {
     ap.add({"-o", "--output"}, "FNAME", "output file", [&](const std::string& v) { out = v; });
     ap.add({"-n", "--n-predict"}, "N", "tokens the target adds to each prompt (128)",
            [&](const std::string& v) { p.n_predict = to_int_in("-n", v, 1, 1 << 20); });
-    ap.add({"--top-k"}, "K", "log-probabilities kept per position (32)",
-           [&](const std::string& v) { p.top_k = to_int_in("--top-k", v, 1, 1 << 20); });
+    ap.add({"--logprobs"}, "K", "log-probabilities kept per position (32)",
+           [&](const std::string& v) { p.top_k = to_int_in("--logprobs", v, 1, 1 << 20); });
     ap.add({"-t", "--threads"}, "N", "threads (2)",
            [&](const std::string& v) { n_threads = to_int_in("-t", v, 1, 1024); });
     add_sampling_flags(ap, p.sampling, notes);

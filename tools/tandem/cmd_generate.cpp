@@ -191,7 +191,7 @@ int cmd_generate(int argc, char** argv) {
     if (const char* line = pick_draft_head(o.spec, draft_model.get())) std::fprintf(stderr, "%s\n", line);
     if (tp.n_ctx <= 0) {  // the model's training context, bounded by memory (with the draft's cache)
         const size_t draft_pp = draft_model && o.n_ctx_draft <= 0
-                                    ? kv_bytes_per_position(*draft_model, o.cache.type_k_draft, o.cache.type_v_draft)
+                                    ? draft_bytes_per_position(*draft_model, o.cache.type_k_draft, o.cache.type_v_draft)
                                     : 0;
         const ContextChoice c = choose_context(*model, tp, memory_budget_bytes(), 1, draft_pp);
         tp.n_ctx = c.n_ctx;
