@@ -209,3 +209,18 @@ TEST(Eagle3, DistillDataHoldsTheTargetsStatesAndDistribution) {
     bad.layers = {0, 2, 5};
     EXPECT_THROW(write_distill_data(target, prompts, bad, pool, path), Error);
 }
+
+// A drafter whose construction fails (here an MTP session of an MLA model with K and V cache types that differ)
+// leaves its target free: the target keeps nothing for it, so the next drafter is not refused as a second one.
+TEST(Eagle3, AFailedDrafterLeavesItsTargetFree) {
+    ThreadPool pool(1);
+    auto model = Model::load(test::synth_file("tiny-ref-deepseek2", "Q8_0"));
+    Session target(model, SessionParams{64, 0, 256}, pool);
+    SessionParams bad{64, 0, 256};
+    bad.mtp_of = &target;
+    bad.type_v = TensorType::Q8_0;
+    EXPECT_THROW(Session(model, bad, pool), Error);
+    SessionParams good{64, 0, 256};
+    good.mtp_of = &target;
+    EXPECT_NO_THROW(Session(model, good, pool));
+}

@@ -105,31 +105,23 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
         throw Error(
             "the target already keeps its states for another drafter (one MTP, assistant or EAGLE-3 "
             "session per target)");
-    if (params.mtp_of && model_->eagle3()) {  // an EAGLE-3 head: its one layer, at its target's positions
-        check_eagle3_target(*model_, *params.mtp_of);
+    if (params.mtp_of) {  // a drafter reading its target's states: at the target's positions, never windowed apart
         mtp_of_ = params.mtp_of;
         n_ctx_ = mtp_of_->n_ctx();
         swa_cap_ = 0;
+    }
+    if (mtp_of_ && model_->eagle3()) {  // an EAGLE-3 head: its one layer
+        check_eagle3_target(*model_, *mtp_of_);
         layers = kv_layers(*model_, params, n_ctx_);
-        mtp_of_->keep_hidden(true, eagle3_target_layers(*model_));
-    } else if (params.mtp_of &&
-               model_->assistant()) {  // a Gemma 4 assistant: no cache of its own (model/assistant.cpp)
-        mtp_of_ = params.mtp_of;
-        n_ctx_ = mtp_of_->n_ctx();
-        swa_cap_ = 0;
-    } else if (params.mtp_of) {  // an MTP draft session: the one MTP layer, at its target's positions
+    } else if (mtp_of_ && !model_->assistant()) {  // an MTP draft session: the one MTP layer
         if (!model_->mtp())
             throw Error(model_->path() + ": the model has no multi-token-prediction block (--spec-type mtp)");
-        if (&params.mtp_of->model() != model_.get() || params.mtp_of->is_mtp())
+        if (&mtp_of_->model() != model_.get() || mtp_of_->is_mtp())
             throw Error("an MTP draft session needs a target session of the same model");
-        mtp_of_ = params.mtp_of;
         layer0_ = hp.n_layer;
-        n_ctx_ = mtp_of_->n_ctx();
-        swa_cap_ = 0;
         const LayerWeights& ml = model_->layer(hp.n_layer);
         layers.assign(1, {n_ctx_, ml.n_head_kv * ml.head_dim, ml.head_dim});
-        mtp_of_->keep_hidden(true);
-    }
+    }  // (a Gemma 4 assistant keeps no cache of its own: model/assistant.cpp)
     n_layers_ = int(layers.size());
     if (hp.mla && params.type_k != params.type_v)  // as llama.cpp: the latent row is cached once, as both
         throw Error(
@@ -137,10 +129,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
                       "cache types must be the same (-ctk %s, -ctv %s)",
                       type_name(params.type_k), type_name(params.type_v)));
     impl_ = std::make_unique<Impl>(n_ctx_, layers, params.type_k, params.type_v, hp.mla);
-    if (model_->assistant()) {
-        impl_->assist_kv = assistant_cache_layers(*model_, *mtp_of_);
-        mtp_of_->keep_hidden(true);
-    }
+    if (model_->assistant()) impl_->assist_kv = assistant_cache_layers(*model_, *mtp_of_);
     // Gated DeltaNet layers: their state, kept for the last recurrent_keep positions (model/recurrent_state.h)
     size_t rec_floats = 0;
     impl_->rec_off.assign(size_t(n_layers_), 0);
@@ -162,6 +151,9 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
         impl_->rope[1] =
             make_rope_table(hp, hp.n_rot_swa > 0 ? hp.n_rot_swa : hp.n_rot, hp.rope_theta_swa, hp.rope_freq_scale_swa,
                             hp.rope_freqs_global_only ? std::vector<float>{} : factors, n_ctx_);
+    // Last, once nothing can throw (the destructor, which turns it off, does not run for a failed construction):
+    // the target keeps what this drafter reads, its final normed states or an EAGLE-3 head's layers' inputs.
+    if (mtp_of_) mtp_of_->keep_hidden(true, model_->eagle3() ? eagle3_target_layers(*model_) : std::vector<int>{});
 }
 
 Session::~Session() {
