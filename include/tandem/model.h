@@ -13,6 +13,7 @@
 namespace tandem {
 
 class GgufFile;
+class Cluster;
 
 enum class Arch {
     LLAMA,
@@ -287,6 +288,10 @@ struct LoadOptions {
     // Copy Q8_0/Q4_0 matrices into the CPU's faster interleaved layout when it has one (see repack_for_cpu).
     // Off: every matrix is used in place from the file (the tests compare the two paths).
     bool repack = true;
+    // A model split across ranks (tandem/split.h): every rank loads the same file with its Cluster; the ranks agree
+    // on the file (Cluster::agree, refusing a rank whose differs) and each binds only its layers (rank 0 also the
+    // embedding, the output head and an MTP block). Null: the whole model here.
+    std::shared_ptr<Cluster> cluster;
 };
 
 class Model {
@@ -331,6 +336,12 @@ public:
     double macs_per_token(bool output = true) const;
     double expected_experts(int n_tok) const;  // n_expert * (1 - (1 - k / n_expert)^n_tok); 0 for dense models
     std::string describe_type() const;  // the most common matrix type, e.g. "Q8_0"
+    // A split model's cluster (its sessions have twins on the other ranks; this rank binds the layers
+    // [first_layer(), end_layer()) of it); null for a model held whole.
+    Cluster* cluster() const { return cluster_.get(); }
+    // Whether trunk layer i's weights (and a session's cache rows of it) are in this process: every layer of a model
+    // held whole; of a split one, this rank's. (An MTP block is rank 0's.)
+    bool holds_layer(int i) const { return i >= split_lo_ && i < split_hi_; }
 
 private:
     Model() = default;
@@ -343,6 +354,9 @@ private:
     PerLayerEmbd ple_;
     AssistantWeights asst_;
     Eagle3Weights eagle3_;
+    std::shared_ptr<Cluster> cluster_;
+    int split_lo_ = 0, split_hi_ = 1 << 30;
+    void bind_split_share();  // keeps the weights of this rank's share only
     std::shared_ptr<uint8_t> packed_;  // one buffer holding the repacked matrices (see Model::repack_for_cpu)
     size_t packed_bytes_ = 0;
     void repack_for_cpu();

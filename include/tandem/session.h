@@ -12,6 +12,7 @@ namespace tandem {
 
 class ThreadPool;
 class Session;
+class Cluster;
 
 // Prompt ends a recurrent model's session holds for prefix reuse by default (SessionParams::ctx_checkpoints). llama.cpp
 // holds up to 32; each is one recurrent state (50 MiB on Qwen3.5-9B), and the held ones are kept spread over the
@@ -260,6 +261,12 @@ private:
     // After a pass over rows pos0..pos0+n-1 whose first drafted row is first_own (-1: none): target_rows_.
     void note_target_rows(int pos0, int n, int first_own);
     std::vector<float> own_hidden_;
+    // A session of a split model (Model::cluster(); not an MTP draft's, which stays on rank 0): its cluster, and on
+    // rank 0 its twins' id (-1 on the other ranks, where this is a twin).
+    Cluster* split_ = nullptr;
+    int split_id_ = -1;
+    void check_truncate(int n) const;  // throws what truncate(n) would
+    void truncate_here(int n);  // truncate(n) in this process only
     struct Impl;
     std::unique_ptr<Impl> impl_;
     std::vector<float> logits_;  // (n_logits, n_vocab)

@@ -40,6 +40,7 @@
 #include "quant/quant.h"
 #include "tandem/error.h"
 #include "tandem/session.h"
+#include "tandem/split.h"
 #include "tandem/thread_pool.h"
 
 namespace tandem {
@@ -82,6 +83,11 @@ void add_residual(float* x, const float* y, size_t n, float scale) {
         for (size_t i = 0; i < n; i++) x[i] += scale * y[i];
 }
 
+// The cluster's lock for a call of a split session on rank 0 (its command and its pass go out together); none else.
+std::unique_lock<std::recursive_mutex> split_lock(Cluster* c, int id) {
+    return c && id >= 0 ? c->lock() : std::unique_lock<std::recursive_mutex>();
+}
+
 }  // namespace
 
 Session::Session(std::shared_ptr<const Model> model, const SessionParams& params, ThreadPool& pool)
@@ -105,6 +111,10 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
         throw Error(
             "the target already keeps its states for another drafter (one MTP, assistant or EAGLE-3 "
             "session per target)");
+    if (params.mtp_of && params.mtp_of->split_ && (model_->assistant() || model_->eagle3()))
+        throw Error(model_->path() +
+                    ": this drafter reads its target's cache or inner layers, which a split target keeps on other "
+                    "ranks: use a draft model, an MTP block, n-grams or the suffix cache with --split-mode layer");
     if (params.mtp_of) {  // a drafter reading its target's states: at the target's positions, never windowed apart
         mtp_of_ = params.mtp_of;
         n_ctx_ = mtp_of_->n_ctx();
@@ -154,10 +164,19 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
     // Last, once nothing can throw (the destructor, which turns it off, does not run for a failed construction):
     // the target keeps what this drafter reads, its final normed states or an EAGLE-3 head's layers' inputs.
     if (mtp_of_) mtp_of_->keep_hidden(true, model_->eagle3() ? eagle3_target_layers(*model_) : std::vector<int>{});
+    // A split model's session: its twins on the other ranks (rank 0 opens them; there, this is one).
+    if (model_->cluster() && !mtp_of_) {
+        split_ = model_->cluster();
+        if (split_->leader()) split_id_ = split_->open(params);
+    }
 }
 
 Session::~Session() {
     if (mtp_of_) mtp_of_->keep_hidden(false);
+    if (split_id_ >= 0) try {
+            split_->close(split_id_);
+        } catch (...) {  // a broken cluster: the twins are gone with it
+        }
 }
 
 void Session::note_target_rows(int pos0, int n, int first_own) {
@@ -221,6 +240,15 @@ bool Session::can_truncate(int n) const {
 }
 
 void Session::truncate(int n) {
+    auto lk = split_lock(split_, split_id_);
+    if (split_id_ >= 0 && n != n_past()) {
+        check_truncate(n);
+        split_->truncate(split_id_, n);
+    }
+    truncate_here(n);
+}
+
+void Session::check_truncate(int n) const {
     TD_ASSERT(n >= 0 && n <= n_past());
     if (impl_->rec && n != n_past() && !impl_->rec->can_rewind(n))
         throw Error(
@@ -232,6 +260,10 @@ void Session::truncate(int n) {
             strprintf("cannot roll the cache back to %d tokens: its sliding-window layers keep %d positions "
                       "and no longer hold position %d (--swa-full keeps every position)",
                       n, swa_cap_, std::max(0, n - model_->hparams().n_swa + 1)));
+}
+
+void Session::truncate_here(int n) {
+    check_truncate(n);
     if (impl_->rec && n != n_past()) impl_->rec->rewind(n);
     tokens_.resize(size_t(n));
     if (n == 0) swa_from_ = swa_lost_ = 0;
@@ -258,6 +290,8 @@ void Session::shift(int n_keep, int n_discard) {
     TD_ASSERT(n_keep >= 0 && n_discard > 0 && n_keep + n_discard <= n_past() && n_discard < n_ctx_);
     if (impl_->rec)  // as llama.cpp: a recurrent state cannot forget the discarded tokens
         throw Error("context shift is not possible for a model with recurrent (Gated DeltaNet) layers");
+    auto lk = split_lock(split_, split_id_);
+    if (split_id_ >= 0) split_->shift(split_id_, n_keep, n_discard);
     const Model& model = *model_;
     const HParams& hp = model.hparams();
     const int n_after = n_past() - n_discard;
@@ -312,7 +346,9 @@ void Session::shift(int n_keep, int n_discard) {
 
 void Session::decode(const int32_t* tokens, int n, bool all_logits) {
     TD_ASSERT(n >= 1);
+    auto lk = split_lock(split_, split_id_);
     check_decode(tokens, n, std::min(n, n_batch_));
+    if (split_id_ >= 0) split_->decode(split_id_, tokens, n, all_logits);
     const int nv = n_vocab();
     n_logits_ = all_logits ? n : 1;
     logits_.resize(size_t(n_logits_) * size_t(nv));
@@ -328,7 +364,9 @@ void Session::decode(const int32_t* tokens, int n, bool all_logits) {
 
 std::vector<float> Session::embed(const int32_t* tokens, int n) {
     TD_ASSERT(n >= 1);
+    auto lk = split_lock(split_, split_id_);
     check_decode(tokens, n, std::min(n, n_batch_));
+    if (split_id_ >= 0) split_->embed(split_id_, tokens, n);
     const int E = model_->hparams().n_embd;
     std::vector<float> out(size_t(n) * size_t(E));
     n_logits_ = 0;
@@ -356,6 +394,8 @@ void Session::decode_tree(const int32_t* tokens, const int32_t* parents, int n) 
 
 void Session::keep_path(int base, const std::vector<int32_t>& path) {
     TD_ASSERT(base >= 0 && !path.empty() && path[0] == 0 && base + int(path.size()) <= n_past());
+    auto lk = split_lock(split_, split_id_);
+    if (split_id_ >= 0) split_->keep_path(split_id_, base, path);
     if (impl_->rec) impl_->rec->keep_path(base, path);
     for (size_t j = 1; j < path.size(); j++) {
         const int from = base + path[j], to = base + int(j);
@@ -368,7 +408,7 @@ void Session::keep_path(int base, const std::vector<int32_t>& path) {
             std::copy_n(h, E, hidden_.data() + size_t(to - hidden_from_) * E);
         }
     }
-    truncate(base + int(path.size()));
+    truncate_here(base + int(path.size()));
 }
 
 void Session::check_decode(const int32_t* tokens, int n, int pass) const {
@@ -389,6 +429,8 @@ void Session::check_decode(const int32_t* tokens, int n, int pass) const {
 
 void Session::decode_batch(const std::vector<DecodeRequest>& reqs) {
     if (reqs.empty()) return;
+    Session& first = *reqs[0].session;
+    auto lk = split_lock(first.split_, first.split_id_);
     std::vector<Segment> segs;
     for (const auto& r : reqs) {
         TD_ASSERT(r.session && r.n >= 1);
@@ -398,6 +440,12 @@ void Session::decode_batch(const std::vector<DecodeRequest>& reqs) {
         TD_ASSERT(!r.parents || r.all_logits);
         r.session->check_decode(r.tokens, r.n, r.n);
         check_tree(r.parents, r.n);
+        TD_ASSERT((r.session->split_id_ >= 0) == (first.split_id_ >= 0));
+    }
+    if (first.split_id_ >= 0) {
+        std::vector<Cluster::BatchItem> items;
+        for (const auto& r : reqs) items.push_back({r.session->split_id_, r.tokens, r.n, r.all_logits, r.parents});
+        first.split_->decode_batch(items);
     }
     for (const auto& r : reqs) {
         Session& s = *r.session;
@@ -492,7 +540,14 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
 
     const MtpWeights* mtp = S0.mtp_of_ ? model.mtp() : nullptr;
     const Weight& emb = mtp ? mtp->embd : model.tok_embd();
-    if (mtp) {
+    // A split model (tandem/split.h): this rank's layers; the rows come from the previous rank (not rank 0) and go
+    // to the next after them.
+    Cluster* const cl = S0.split_;
+    const int l_lo = cl ? std::min(cl->first_layer(), S0.n_layers_) : 0;
+    const int l_hi = cl ? std::min(cl->end_layer(), S0.n_layers_) : S0.n_layers_;
+    if (cl && !cl->leader()) {
+        cl->recv_hidden(S.x.data(), size_t(n) * E);
+    } else if (mtp) {
         // x = eh_proj [rmsnorm(embd(token)) * enorm, rmsnorm(h) * hnorm], h: the state at the row's position - 1
         S.mtp_in.resize(size_t(n) * 2 * E);
         int r = 0;
@@ -632,7 +687,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             r0 += g.n;
         }
     }
-    for (int l = 0; l < S0.n_layers_; l++) {  // l: the cache's layer; the model's is layer0_ + l (MTP: n_layer)
+    for (int l = l_lo; l < l_hi; l++) {  // l: the cache's layer; the model's is layer0_ + l (MTP: n_layer)
         const LayerWeights& L = model.layer(S0.layer0_ + l);
         for (const auto& [g, r0] : keeps) {  // the layer's input, its place among the kept layers
             const std::vector<int>& ls = g->s->hidden_layers_;
@@ -675,6 +730,12 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             per_layer_apply(pool, hp, L, S0.layer0_ + l, S.ple.data(), n, S.x.data(), S.ple_gate, S.ple_out);
         if (L.out_scale != 1.0f)
             for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] *= L.out_scale;
+    }
+
+    if (cl) {  // on to the next rank; rank 0 goes on with the last rank's rows
+        cl->send_hidden(S.x.data(), size_t(n) * E);
+        if (!cl->leader()) return;
+        cl->recv_hidden(S.x.data(), size_t(n) * E);
     }
 
     // The final normed hidden state (MTP: its head norm), kept where asked: every row for a session that keeps

@@ -54,8 +54,9 @@ std::vector<KvLayer> kv_layers(const Model& m, const SessionParams& p, int n_ctx
     std::vector<KvLayer> layers;
     for (int l = 0; l < n_layer; l++) {
         const LayerWeights& L = m.layer(l);
-        // no rows: a Gated DeltaNet layer, a shared-KV layer, a Gemma 4 assistant's (it reads its target's)
-        const int rows = L.recurrent || L.kv_from >= 0 || m.assistant() ? 0 : L.swa ? swa : n_ctx;
+        // no rows: a Gated DeltaNet layer, a shared-KV layer, a Gemma 4 assistant's (it reads its target's), a layer
+        // of a split model that another rank runs
+        const int rows = L.recurrent || L.kv_from >= 0 || m.assistant() || !m.holds_layer(l) ? 0 : L.swa ? swa : n_ctx;
         layers.push_back({rows, L.n_head_kv * L.head_dim, L.head_dim});
     }
     return layers;

@@ -17,6 +17,7 @@
 #include "tandem/error.h"
 #include "tandem/gguf.h"
 #include "tandem/model.h"
+#include "tandem/split.h"
 
 namespace tandem {
 
@@ -636,6 +637,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     hp.has_attn_sinks = hp.has_out_bias = A == Arch::GPT_OSS;
 
     if (A == Arch::EAGLE3) {
+        if (opt.cluster) L.fail("an EAGLE-3 head is not split across ranks (it drafts on rank 0, beside its target)");
         bind_eagle3(L, hp, m->tok_embd_, m->output_, m->output_norm_, m->layers_, m->eagle3_);
         if (f.tensor("rope_freqs.weight")) {
             hp.has_rope_freqs = true;
@@ -850,8 +852,50 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         w.head = L.has(p + "shared_head_head.weight") ? L.matrix(p + "shared_head_head.weight", hp.n_vocab, hp.n_embd)
                                                       : m->output_;
     }
+    if (opt.cluster) {
+        m->cluster_ = opt.cluster;
+        m->bind_split_share();
+    }
     if (opt.repack) m->repack_for_cpu();
     return m;
+}
+
+// A split model (LoadOptions::cluster): the ranks agree on the file, then the weights of the layers other ranks run
+// are dropped before anything reads or repacks them (their shapes stay: caches and passes are laid out by them), so
+// a rank touches only its share of the mapping. Rank 0 keeps the embedding, the output head and an MTP block.
+void Model::bind_split_share() {
+    Cluster& c = *cluster_;
+    if (hp_.n_embd_per_layer > 0)
+        throw Error(path() + ": a model with per-layer embeddings (Gemma 4 E2B/E4B) is not split across ranks yet");
+    c.agree(model_fingerprint(*this), hp_.n_layer);
+    split_lo_ = c.first_layer();
+    split_hi_ = c.end_layer();
+    for (int i = split_lo_; i < split_hi_; i++)
+        if (const int src = layers_[size_t(i)].kv_from; src >= 0 && src < split_lo_)
+            throw Error(
+                strprintf("%s: layer %d attends to the cache of layer %d, which rank %d runs: choose other "
+                          "shares (-ts) so that they stay on one rank",
+                          path().c_str(), i, src, c.rank() - 1));
+    for (int i = 0; i < int(layers_.size()); i++) {
+        const bool mine = i < hp_.n_layer ? holds_layer(i) : c.leader();  // an MTP block: rank 0's
+        if (mine) continue;
+        LayerWeights& L = layers_[size_t(i)];
+        LayerWeights shape;
+        shape.swa = L.swa;
+        shape.n_head_kv = L.n_head_kv;
+        shape.head_dim = L.head_dim;
+        shape.n_rot = L.n_rot;
+        shape.kv_from = L.kv_from;
+        shape.out_scale = L.out_scale;
+        shape.rope = L.rope;
+        shape.recurrent = L.recurrent;
+        L = std::move(shape);
+    }
+    if (!c.leader()) {
+        tok_embd_ = {};
+        output_ = {};
+        mtp_ = {};
+    }
 }
 
 // At levels with a packed kernel (cpu/isa.h: every SIMD level), Q8_0/Q4_0/Q4_K/Q5_K/Q6_K matrices are copied once into the 16-row interleaved layouts of the

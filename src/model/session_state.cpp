@@ -54,6 +54,7 @@ struct File {
 }  // namespace
 
 size_t Session::save_state(const std::string& path) const {
+    if (split_) throw Error("state files of a model split across ranks are not supported (each rank holds a part)");
     // kv_dim: the first layer's row width (the others follow from the model, which the fingerprint names)
     const uint32_t n = uint32_t(n_past()), kv_dim = uint32_t(impl_->kv.kv_dim(0)), layers = uint32_t(n_layers_);
     const uint64_t fp = fingerprint(*model_);
@@ -113,6 +114,7 @@ size_t Session::save_state(const std::string& path) const {
 }
 
 size_t Session::load_state(const std::string& path) {
+    if (split_) throw Error("state files of a model split across ranks are not supported (each rank holds a part)");
     tokens_.clear();  // whatever happens below, the cache holds nothing half-read
     swa_from_ = swa_lost_ = 0;
     if (impl_->rec) impl_->rec->reset();

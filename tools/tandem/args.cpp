@@ -96,6 +96,25 @@ std::string ArgParser::help() const {
     return out;
 }
 
+void add_split_flags(ArgParser& ap, SplitOptions& f) {
+    ap.add({"-sm", "--split-mode"}, "MODE",
+           "how the target is split across MPI ranks (mpirun -np N tandem ...): layer (default: contiguous layers "
+           "per rank) or none",
+           [&](const std::string& v) { f.mode = parse_split_mode(v); });
+    ap.add({"-ts", "--tensor-split"}, "N,N,...", "the share of the layers of each rank, e.g. 3,1 (default: equal)",
+           [&](const std::string& v) { f.weights = parse_split_weights(v); });
+    ap.add({"--rank-timeout"}, "S", "seconds rank 0 waits for the other ranks' part of a pass (300)",
+           [&](const std::string& v) { f.timeout_s = to_float_in("--rank-timeout", v, 0.1f, 1e6f); });
+}
+
+bool run_as_rank(const SplitOptions& f, const std::string& model, int n_threads, std::shared_ptr<Cluster>& cluster,
+                 int* code) {
+    cluster = join_cluster(f);
+    if (!cluster || cluster->leader()) return false;
+    *code = run_rank(cluster, model, n_threads);
+    return true;
+}
+
 void add_cache_flags(ArgParser& ap, CacheFlags& f, bool with_draft) {
     const std::string names = std::string("KV cache type: ") + kv_cache_type_names() + " (f16)";
     ap.add({"-ctk", "--cache-type-k"}, "TYPE", names + " for keys",

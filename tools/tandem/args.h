@@ -3,10 +3,12 @@
 #pragma once
 #include <functional>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "tandem/session.h"
+#include "tandem/split.h"
 #include "tandem/strings.h"
 #include "tandem/tensor_type.h"
 
@@ -83,6 +85,15 @@ void resolve_spec_flags(SpecFlags& f);
 // Structured output flags (generate, serve): --grammar GBNF, --grammar-file FNAME, -j/--json-schema SCHEMA,
 // -jf/--json-schema-file FNAME; each sets `gbnf` (a JSON schema converted to GBNF; a bad schema is an Error).
 void add_grammar_flags(ArgParser& ap, std::string& gbnf, const std::string& what);
+
+// Splitting the target across MPI ranks (generate, serve, bench; tandem/split.h): -sm/--split-mode none|layer,
+// -ts/--tensor-split 3,1 (a share of the layers per rank), --rank-timeout S.
+void add_split_flags(ArgParser& ap, SplitOptions& f);
+// Every command that loads a target calls this first: when started by mpirun as one of several ranks it joins them
+// (`cluster`, for LoadOptions::cluster); a rank other than 0 then runs its share of `model` until rank 0 ends, and
+// the call returns true with the command's exit code in *code.
+bool run_as_rank(const SplitOptions& f, const std::string& model, int n_threads, std::shared_ptr<Cluster>& cluster,
+                 int* code);
 
 // Value conversions that throw tandem::Error("<flag>: ...") on malformed input.
 int to_int(const std::string& flag, const std::string& v);

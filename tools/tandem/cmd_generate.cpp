@@ -64,6 +64,7 @@ struct Options {
     SpecParams spec;
     SpecFlags sf{spec};  // -md, --draft-layers and whether --spec-type was given
     CacheFlags cache;  // -ctk, -ctv, -ctkd, -ctvd
+    SplitOptions split;  // -sm, -ts, --rank-timeout
     std::string suffix_static, suffix_dynamic;  // suffix cache files: read; read and updated
     bool ignore_eos = false, no_bos = false, escape = true, display_prompt = true, json = false;
     std::string grammar;  // GBNF (--grammar, --json-schema, ...): the output is constrained to it
@@ -111,6 +112,7 @@ void add_flags(ArgParser& ap, Options& o) {
            [&](const std::string& v) { o.suffix_static = v; });
     add_spec_flags(ap, o.sf);
     add_cache_flags(ap, o.cache);
+    add_split_flags(ap, o.split);
     ap.add({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "accepted for compatibility; ignored (no GPU backend)",
            [&](const std::string&) { o.notes.push_back("-ngl (no GPU backend: ignored)"); });
     ap.add({"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, "N", "accepted for compatibility; ignored",
@@ -162,6 +164,8 @@ int cmd_generate(int argc, char** argv) {
     if (!pos.empty()) throw Error("unexpected argument '" + pos[0] + "'");
     if (o.model.empty()) throw Error("-m MODEL is required");
     if (o.have_prompt && !o.file.empty()) throw Error("give -p or -f, not both");
+    std::shared_ptr<Cluster> cluster;  // one of several MPI ranks: rank 0 runs the command, the others their layers
+    if (int rc = 0; run_as_rank(o.split, o.model, o.n_threads, cluster, &rc)) return rc;
     std::string prompt = o.file.empty() ? o.prompt : read_file_bytes(o.file);
     if (o.escape && o.file.empty()) prompt = process_escapes(prompt);
     if (o.sp.seed == 0xFFFFFFFF || o.sp.seed == UINT64_MAX)
@@ -178,7 +182,12 @@ int cmd_generate(int argc, char** argv) {
     if (o.n_threads_draft > 0 && o.n_threads_draft != o.n_threads)
         draft_pool = std::make_unique<ThreadPool>(o.n_threads_draft);
 
-    auto model = Model::load(o.model);
+    LoadOptions load;
+    load.cluster = cluster;
+    auto model = Model::load(o.model, load);
+    if (cluster)
+        std::fprintf(stderr, "split: %d ranks, layers %s (rank 0: layers 0..%d, the embedding and the output)\n",
+                     cluster->size(), split_plan_text(*cluster).c_str(), cluster->end_layer() - 1);
     auto tok = Tokenizer::from_gguf(model->gguf());
     SessionParams tp{o.n_ctx, 0, o.n_batch, o.cache.type_k, o.cache.type_v, o.cache.swa_full};
     tp.ctx_checkpoints = o.cache.ctx_checkpoints;
@@ -238,6 +247,7 @@ int cmd_generate(int argc, char** argv) {
     auto t_start = std::chrono::steady_clock::now();
     gen.start(prompt_ids);
     auto t_prompt = std::chrono::steady_clock::now();
+    const Cluster::Traffic traffic0 = cluster ? cluster->traffic() : Cluster::Traffic{};  // the generation's, below
 
     TextStreamer streamer(*tok);
     std::vector<int32_t> generated, chunk;
@@ -307,6 +317,12 @@ int cmd_generate(int argc, char** argv) {
                         {"itl_p99_ms", itl.p99},
                         {"itl_max_ms", itl.max}};
         if (o.spec.type != SpecType::NONE) j["spec"] = spec_json(gen.spec(), st, n_gen);
+        if (cluster) {
+            const Cluster::Traffic t = cluster->traffic();
+            j["split"] = {{"ranks", cluster->size()},
+                          {"messages", t.messages - traffic0.messages},
+                          {"bytes", t.bytes - traffic0.bytes}};
+        }
         // generated text may end inside a UTF-8 sequence (byte tokens): invalid bytes become U+FFFD, never a crash
         std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     } else {
@@ -319,6 +335,13 @@ int cmd_generate(int argc, char** argv) {
                  n_prompt / std::max(prompt_s, 1e-9));
     std::fprintf(stderr, "decoded %4d tokens in %8.3f seconds, speed: %8.3f t/s\n", n_gen, gen_s,
                  n_gen / std::max(gen_s, 1e-9));
+    if (cluster) {  // rank 0's messages and bytes, sent and received, while generating
+        const Cluster::Traffic t = cluster->traffic();
+        const double per = 1.0 / std::max(1, n_gen);
+        std::fprintf(stderr, "split: %d ranks, rank 0 sent and received %.1f messages and %.0f bytes per token\n",
+                     cluster->size(), double(t.messages - traffic0.messages) * per,
+                     double(t.bytes - traffic0.bytes) * per);
+    }
     if (o.spec.type != SpecType::NONE) {
         std::fprintf(stderr, "\nspec type = %s%s\n", spec_types_name(o.spec).c_str(),
                      o.spec.adaptive ? " (adaptive draft length)" : "");

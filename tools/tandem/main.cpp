@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "tandem/cpu.h"
 #include "tandem/error.h"
+#include "tandem/split.h"
 
 namespace {
 
@@ -26,14 +27,7 @@ const char* kUsage =
     "\n"
     "`tandem COMMAND --help` lists a command's options.\n";
 
-}  // namespace
-
-int main(int argc, char** argv) {
-    if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
-        std::fputs(kUsage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    std::string cmd = argv[1];
+int run(const std::string& cmd, int argc, char** argv) {
     try {
         tandem::cpu_info();  // a bad TANDEM_CPU is reported here, before any work
         if (cmd == "generate") return tandem::cli::cmd_generate(argc, argv);
@@ -61,4 +55,16 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "tandem %s: error: out of memory\n", cmd.c_str());
         return 1;
     }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
+        std::fputs(kUsage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const int rc = run(argv[1], argc, argv);
+    tandem::end_ranks(rc == 0);  // one of several MPI ranks: finalize, or end every rank after a failure
+    return rc;
 }

@@ -1,0 +1,165 @@
+// One model across several processes (ranks), usually on several machines: `mpirun -np N tandem generate|serve|bench
+// -m model.gguf --split-mode layer [-ts 3,1]`.
+//
+// Layer split (a pipeline): rank r runs the contiguous layers [first[r], first[r + 1]) and keeps their KV cache and
+// recurrent state; rank 0 also runs the command itself (CLI or HTTP server, tokenizer, sampling, speculation, every
+// draft), the token embedding and the output head. Every rank maps the same GGUF file and binds (and repacks) only its
+// share. A pass goes rank 0 -> 1 -> ... -> N-1 -> 0 as the rows' hidden states (n x n_embd floats per hop).
+//
+// Replication: a Session of a split model on rank 0 has a twin on every other rank (same id, same parameters). Each
+// public call that changes a session's state (decode, decode_batch, decode_tree, keep_path, embed, truncate, shift)
+// is sent to the other ranks, after rank 0 checked it and before it runs, as a command; they make the same call on
+// the twin, so every rank's token history, cache rows, windows and recurrent states stay in step, and the forward pass
+// differs only in where the layers' input comes from and where their output goes. Commands and hidden states go on
+// separate tags; a rank runs its commands in order, one at a time.
+//
+// Faults: rank 0 waits for a pass at most `timeout_s`; past it, or when a rank reports an error, the cluster is
+// broken: the call throws tandem::Error naming the rank (and host) that did not answer or failed, and every later call
+// of the split model throws at once. A rank that dies ends the job through the runtime (mpirun kills the others and
+// names the rank).
+//
+// Exactness: the layers compute what one process computes (same kernels, same order of sums); only the place changes.
+// A greedy run on N ranks is token-identical to one process.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+class Model;
+class Session;
+class ThreadPool;
+struct SessionParams;
+
+enum class SplitMode { NONE, LAYER, TENSOR };
+
+// The split flags (llama.cpp's spellings: -sm/--split-mode none|layer|row, -ts/--tensor-split 3,1), and the rank
+// timeout (--rank-timeout seconds).
+struct SplitOptions {
+    SplitMode mode = SplitMode::LAYER;  // what several ranks do (one process: nothing)
+    std::vector<float> weights;  // a share per rank (-ts); empty: equal
+    double timeout_s = 300;
+};
+// "layer" / "none"; "row" and "tensor" are refused (not implemented: see README "Several machines").
+SplitMode parse_split_mode(const std::string& v);
+std::vector<float> parse_split_weights(const std::string& v);  // "3,1": each >= 0, at least one > 0
+
+// Contiguous layer ranges for n_ranks ranks: rank r runs [first[r], first[r + 1]) (first has n_ranks + 1 entries,
+// first[0] = 0, first[n_ranks] = n_layer), the counts in proportion to `weights` (empty: equal; largest remainder),
+// every rank at least one layer. Throws tandem::Error when n_layer < n_ranks or the weights do not fit.
+std::vector<int> split_layers(int n_layer, int n_ranks, const std::vector<float>& weights);
+
+// "0..10 | 11..21": each rank's layers (after Cluster::agree), for logs.
+class Cluster;
+std::string split_plan_text(const Cluster& c);
+
+// Messages between ranks: over MPI (mpi_transport) or between threads of one process (local_transports, for tests).
+class Transport {
+public:
+    virtual ~Transport() = default;
+    virtual int rank() const = 0;
+    virtual int size() const = 0;
+    virtual std::string host() const = 0;  // this rank's host name
+    virtual void send(int to, int tag, const void* data, size_t bytes) = 0;
+    // A message from `from` (-1: any rank) with `tag` if one has arrived: its bytes to `out`, its sender to *src.
+    virtual bool try_recv(int from, int tag, std::vector<uint8_t>& out, int* src) = 0;
+    // Ends every rank at once (MPI_Abort); in-process transports mark the world dead instead.
+    virtual void abort(int code) = 0;
+};
+// n ranks as threads of this process (rank i: [i]); a message is copied into the receiver's queue.
+std::vector<std::shared_ptr<Transport>> local_transports(int n);
+// The MPI world when this process was started by mpirun or srun as one of several ranks (MPI_Init_thread on first
+// call); null when started alone. Throws tandem::Error when started as one of several ranks by a build without MPI
+// (CMake option TANDEM_MPI).
+std::shared_ptr<Transport> mpi_transport();
+bool built_with_mpi();
+// At the end of the process (main): MPI_Finalize after a clean run; after a failure MPI_Abort, which ends every rank
+// (one that waits for a rank 0 that failed, or that stalled). Nothing when MPI was not started.
+void end_ranks(bool ok);
+
+// The protocol of a split model over a Transport: start-up agreement, session commands, hidden states, faults.
+class Cluster {
+public:
+    Cluster(std::shared_ptr<Transport> t, const SplitOptions& opt);
+    ~Cluster();
+    int rank() const;
+    int size() const;
+    bool leader() const { return rank() == 0; }
+    std::string host() const;
+    double timeout_s() const;
+
+    // Start-up, on every rank at the same point (Model::load): exchanges `fingerprint` (the binary's version and the
+    // model file's identity, model_fingerprint()) and refuses, on every rank, a rank whose differs, naming it and its
+    // host; then fixes the layer plan (split_layers of n_layer by the weights). Throws tandem::Error.
+    void agree(const std::string& fingerprint, int n_layer);
+    const std::vector<int>& plan() const;  // split_layers' result, after agree()
+    int first_layer() const;  // this rank's layers: [first_layer(), end_layer())
+    int end_layer() const;
+
+    // Rank 0, from Session: the twin commands. Each takes the cluster's lock for itself and the pass it starts
+    // (lock() from the caller's side keeps a call and its pass together).
+    std::unique_lock<std::recursive_mutex> lock();
+    int open(const SessionParams& p);  // a new twin; returns its id
+    void close(int id);
+    void decode(int id, const int32_t* tokens, int n, bool all_logits);
+    void embed(int id, const int32_t* tokens, int n);
+    struct BatchItem {
+        int id;
+        const int32_t* tokens;
+        int n;
+        bool all_logits;
+        const int32_t* parents;
+    };
+    void decode_batch(const std::vector<BatchItem>& items);
+    void keep_path(int id, int base, const std::vector<int32_t>& path);
+    void truncate(int id, int n);
+    void shift(int id, int n_keep, int n_discard);
+    // Rank 0: tells the other ranks to end (their serve() returns); also from the destructor.
+    void stop();
+
+    // The forward pass, on every rank: the rows' input from the previous rank (rank 0: from the last) and the
+    // output to the next. Rank 0 waits at most timeout_s and names the rank that did not answer.
+    void recv_hidden(float* x, size_t n_floats);
+    void send_hidden(const float* x, size_t n_floats);
+
+    // Ranks > 0: runs rank 0's commands on twins of `model`'s sessions until rank 0 stops; a failure is reported to
+    // rank 0 (which throws it, naming this rank) and rethrown here.
+    void serve(const std::shared_ptr<const Model>& model, ThreadPool& pool);
+
+    // Broken: a rank failed or did not answer. Every later command throws `broken_reason()`.
+    bool broken() const;
+    std::string broken_reason() const;
+    // Called once when the cluster breaks (the server stops taking requests and exits non-zero).
+    void on_broken(std::function<void(const std::string&)> fn);
+    void abort(int code);  // ends every rank (the transport's abort)
+
+    // Messages and bytes this rank sent and received (hidden states and commands), for benchmarks.
+    struct Traffic {
+        uint64_t messages = 0, bytes = 0;
+    };
+    Traffic traffic() const;
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+// The identity ranks compare at start: this binary's version and build, and the model file's size, metadata keys,
+// tensor table and the first bytes of every tensor.
+std::string model_fingerprint(const Model& m);
+std::string build_id();
+
+// Every command that loads a target model (generate, serve, bench): the cluster when this process is one of several
+// MPI ranks (null: alone). `mode` NONE with several ranks is refused (every rank would run the whole command).
+std::shared_ptr<Cluster> join_cluster(const SplitOptions& opt);
+// A rank > 0's whole life: loads its share of `model_path`, agrees, runs rank 0's commands until it stops. Returns
+// the exit code (errors are printed, naming this rank and host, and end every rank).
+int run_rank(const std::shared_ptr<Cluster>& cluster, const std::string& model_path, int n_threads);
+
+}  // namespace tandem
