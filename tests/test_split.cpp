@@ -1,0 +1,260 @@
+// A model split across ranks (tandem/split.h), with the ranks as threads of this process (local_transports): the
+// layer plan and flags, twin sessions whose every pass and state change gives the logits of the whole model bit for
+// bit, each rank's share of the weights, and the faults (a rank that does not answer, a rank with another file, a
+// rank that fails). The same protocol over MPI runs in tests/split/run.sh (mpirun, several processes).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "tandem/error.h"
+#include "tandem/model.h"
+#include "tandem/session.h"
+#include "tandem/split.h"
+#include "tandem/thread_pool.h"
+#include "test_util.h"
+
+using namespace tandem;
+using namespace tandem::test;
+
+TEST(Split, LayersFollowTheShares) {
+    EXPECT_EQ(split_layers(5, 2, {}), (std::vector<int>{0, 3, 5}));  // equal shares: the remainder to rank 0
+    EXPECT_EQ(split_layers(32, 2, {3, 1}), (std::vector<int>{0, 24, 32}));
+    EXPECT_EQ(split_layers(32, 4, {}), (std::vector<int>{0, 8, 16, 24, 32}));
+    EXPECT_EQ(split_layers(3, 3, {100, 1, 1}), (std::vector<int>{0, 1, 2, 3}));  // every rank at least one layer
+    EXPECT_EQ(split_layers(80, 3, {2, 1, 1}), (std::vector<int>{0, 40, 60, 80}));
+    EXPECT_THROW(split_layers(2, 3, {}), Error);  // fewer layers than ranks
+    EXPECT_THROW(split_layers(8, 2, {1, 0}), Error);  // a rank without a share
+    EXPECT_THROW(split_layers(8, 2, {1, 1, 1}), Error);  // more shares than ranks
+    EXPECT_EQ(parse_split_weights("3,1"), (std::vector<float>{3, 1}));
+    EXPECT_EQ(parse_split_weights("3/1"), (std::vector<float>{3, 1}));  // llama.cpp's other spelling
+    EXPECT_THROW(parse_split_weights("3,x"), Error);
+    EXPECT_THROW(parse_split_weights("0,0"), Error);
+    EXPECT_EQ(parse_split_mode("layer"), SplitMode::LAYER);
+    EXPECT_EQ(parse_split_mode("none"), SplitMode::NONE);
+    EXPECT_THROW(parse_split_mode("row"), Error);  // not implemented: refused with the reason, never ignored
+    EXPECT_THROW(parse_split_mode("sideways"), Error);
+}
+
+namespace {
+
+// N ranks over one file (or a file per rank): rank 0's model and cluster here, the others in threads that load
+// their share and serve until rank 0's cluster goes (or breaks). `stall`: rank 1 loads and then never serves.
+struct Ranks {
+    std::vector<std::shared_ptr<Transport>> ts;
+    std::shared_ptr<Cluster> c0;
+    std::shared_ptr<const Model> m0;
+    std::vector<std::thread> threads;
+    std::vector<std::string> errors;
+    std::vector<std::shared_ptr<const Model>> models;  // each rank's, to inspect its share (after wait_loaded)
+    std::atomic<int> loaded{0};
+
+    Ranks(const std::vector<std::string>& files, const SplitOptions& opt = {}, bool stall = false)
+        : ts(local_transports(int(files.size()))), errors(files.size()), models(files.size()) {
+        for (size_t r = 1; r < files.size(); r++)
+            threads.emplace_back([this, r, files, opt, stall] {
+                auto c = std::make_shared<Cluster>(ts[r], opt);
+                try {
+                    LoadOptions lo;
+                    lo.cluster = c;
+                    models[r] = Model::load(files[r], lo);
+                    loaded++;
+                    if (stall) return;
+                    ThreadPool p(1);
+                    c->serve(models[r], p);
+                } catch (const std::exception& e) {
+                    errors[r] = e.what();
+                }
+            });
+        c0 = std::make_shared<Cluster>(ts[0], opt);
+        LoadOptions lo;
+        lo.cluster = c0;
+        try {
+            m0 = Model::load(files[0], lo);
+            models[0] = m0;
+        } catch (...) {
+            finish(true);
+            throw;
+        }
+    }
+    void wait_loaded() {
+        while (loaded < int(threads.size())) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    // Rank 0 stops the others (or, after a failure, ends the world so that none waits) and joins them.
+    void finish(bool abort = false) {
+        if (abort || !c0 || c0->broken()) ts[0]->abort(1);
+        else c0->stop();
+        for (auto& t : threads) t.join();
+        threads.clear();
+    }
+    ~Ranks() {
+        if (!threads.empty()) finish();
+    }
+};
+
+void expect_same_logits(const Session& a, const Session& b, const char* what) {
+    ASSERT_EQ(a.n_logits(), b.n_logits()) << what;
+    for (int i = 0; i < a.n_logits(); i++)
+        ASSERT_EQ(0, std::memcmp(a.logits(i), b.logits(i), sizeof(float) * size_t(a.n_vocab())))
+            << what << ": row " << i << " differs from the whole model's";
+}
+
+// The same calls on a session of the whole model and on one of the split model, logits compared bit for bit after
+// each: prompt chunks, a chain, a batch of two sessions, a token tree and its kept path, a truncation, a context
+// shift.
+void expect_split_equals_whole(const std::string& file, int n_ranks, const std::vector<float>& shares = {}) {
+    SCOPED_TRACE(file + " on " + std::to_string(n_ranks) + " ranks");
+    SplitOptions opt;
+    opt.weights = shares;
+    opt.timeout_s = 60;
+    Ranks ranks(std::vector<std::string>(size_t(n_ranks), file), opt);
+    auto whole = Model::load(file);
+    ThreadPool pool(1);
+    SessionParams sp;
+    sp.n_ctx = 128;
+    sp.n_batch = 8;  // a prompt in several chunks, each a pass through every rank
+    Session a(whole, sp, pool), b(ranks.m0, sp, pool);
+    Session a2(whole, sp, pool), b2(ranks.m0, sp, pool);
+    const int nv = a.n_vocab();
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 21; i++) prompt.push_back(int32_t((i * 37 + 5) % nv));
+    a.decode(prompt, false);
+    b.decode(prompt, false);
+    expect_same_logits(a, b, "prompt");
+    a.decode({7, 8, 9}, true);
+    b.decode({7, 8, 9}, true);
+    expect_same_logits(a, b, "verification chain");
+    a2.decode({1, 2, 3, 4}, false);
+    b2.decode({1, 2, 3, 4}, false);
+    // two sessions in one pass (server slots), one of them a token tree
+    const int32_t tree_tokens[5] = {11, 12, 13, 14, 15}, parents[5] = {-1, 0, 0, 1, 2};
+    const int32_t chain[2] = {21, 22};
+    Session::decode_batch({{&a, tree_tokens, 5, true, parents}, {&a2, chain, 2, true}});
+    Session::decode_batch({{&b, tree_tokens, 5, true, parents}, {&b2, chain, 2, true}});
+    expect_same_logits(a, b, "token tree in a batch");
+    expect_same_logits(a2, b2, "chain beside a tree");
+    const int base = a.n_past() - 5;
+    a.keep_path(base, {0, 2, 4});
+    b.keep_path(base, {0, 2, 4});
+    a.decode({30}, false);
+    b.decode({30}, false);
+    expect_same_logits(a, b, "after the kept path");
+    a.truncate(20);
+    b.truncate(20);
+    a.decode({31, 32}, true);
+    b.decode({31, 32}, true);
+    expect_same_logits(a, b, "after a truncation");
+    a.shift(4, 6);
+    b.shift(4, 6);
+    a.decode({33}, false);
+    b.decode({33}, false);
+    expect_same_logits(a, b, "after a context shift");
+    ASSERT_EQ(a.tokens(), b.tokens());
+    EXPECT_THROW(b.save_state(temp_dir() + "/split.state"), Error);  // each rank holds a part: refused
+    ranks.finish();
+    for (size_t r = 1; r < ranks.errors.size(); r++) EXPECT_EQ(ranks.errors[r], "") << "rank " << r;
+}
+
+}  // namespace
+
+TEST(Split, TwinSessionsGiveTheWholeModelsLogits) {
+    expect_split_equals_whole(shared_file("models/stories260K.gguf"), 2);
+    expect_split_equals_whole(shared_file("models/stories260K.gguf"), 3, {1, 2, 2});
+    expect_split_equals_whole(shared_file("models/synth-qwen2-gpt2bpe-bf16.gguf"), 2);  // biases, BF16
+}
+
+TEST(Split, MixtureOfExpertsAndWindowsSplitToo) {
+    expect_split_equals_whole(shared_file("models-modern/synth-qwen3moe-spm-q8_0.gguf"), 2);
+    expect_split_equals_whole(shared_file("models-modern/synth-gemma3-spm-q8_0.gguf"), 2);  // sliding windows
+    expect_split_equals_whole(shared_file("models-modern/synth-gptoss-spm-f16-mxfp4.gguf"), 2);  // sinks, MXFP4
+}
+
+TEST(Split, EachRankBindsOnlyItsLayers) {
+    const std::string file = shared_file("models/stories260K.gguf");
+    Ranks ranks({file, file});
+    ranks.wait_loaded();
+    const Model& m0 = *ranks.models[0];
+    const Model& m1 = *ranks.models[1];
+    const int n = m0.hparams().n_layer, cut = ranks.c0->end_layer();
+    ASSERT_GT(cut, 0);
+    ASSERT_LT(cut, n);
+    for (int l = 0; l < n; l++) {
+        EXPECT_EQ(m0.holds_layer(l), l < cut);
+        EXPECT_EQ(m0.layer(l).wq.data != nullptr, l < cut) << "rank 0, layer " << l;
+        EXPECT_EQ(m1.layer(l).wq.data != nullptr, l >= cut) << "rank 1, layer " << l;
+        EXPECT_EQ(m1.layer(l).w_down.data != nullptr, l >= cut) << "rank 1, layer " << l;
+        EXPECT_EQ(m1.layer(l).head_dim, m0.layer(l).head_dim);  // shapes stay everywhere
+    }
+    EXPECT_NE(m0.tok_embd().data, nullptr);
+    EXPECT_EQ(m1.tok_embd().data, nullptr);  // rank 0's: the embedding and the output head
+    EXPECT_EQ(m1.output().data, nullptr);
+    ThreadPool pool(1);
+    SessionParams sp;
+    sp.n_ctx = 64;
+    Session s(ranks.m0, sp, pool);
+    Session whole(Model::load(file), sp, pool);
+    EXPECT_LT(s.kv_bytes(), whole.kv_bytes());  // rank 0 keeps the cache of its layers only
+    EXPECT_GT(s.kv_bytes(), 0u);
+}
+
+TEST(Split, ARankWithAnotherFileIsRefusedByName) {
+    const std::string a = shared_file("models/synth-llama-spm-q8_0.gguf"), b = shared_file("models/synth-llama-spm-q4_0.gguf");
+    try {
+        Ranks ranks({a, b});
+        FAIL() << "a rank with another file was accepted";
+    } catch (const Error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("rank 1 (local) has another model file or binary"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("synth-llama-spm-q4_0.gguf"), std::string::npos) << msg;
+    }
+}
+
+TEST(Split, ARankThatDoesNotAnswerBreaksTheClusterByName) {
+    const std::string file = shared_file("models/stories260K.gguf");
+    SplitOptions opt;
+    opt.timeout_s = 0.5;
+    Ranks ranks({file, file, file}, opt, /*stall=*/true);  // ranks 1 and 2 load, then never serve
+    ThreadPool pool(1);
+    SessionParams sp;
+    sp.n_ctx = 64;
+    Session s(ranks.m0, sp, pool);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+        s.decode({1, 2, 3}, false);
+        FAIL() << "a pass through ranks that do not answer returned";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("rank 1 (local) did not answer within 0.5 s"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+    EXPECT_TRUE(ranks.c0->broken());
+    EXPECT_THROW(s.decode({4}, false), Error);  // at once from now on
+    EXPECT_THROW(Session(ranks.m0, sp, pool), Error);  // a new session's twins cannot be opened
+    ranks.finish();
+}
+
+TEST(Split, ARankThatFailsIsNamedByRankZero) {
+    const std::string file = shared_file("models/stories260K.gguf");
+    SplitOptions opt;
+    opt.timeout_s = 30;
+    Ranks ranks({file, file}, opt);
+    ThreadPool pool(1);
+    SessionParams sp;
+    sp.n_ctx = 64;
+    Session s(ranks.m0, sp, pool);
+    s.decode({1, 2, 3}, false);
+    // A command rank 1 cannot run (its twin of session 99 does not exist): it reports, rank 0 names it.
+    ranks.c0->truncate(99, 0);
+    try {
+        s.decode({4}, false);
+        FAIL() << "rank 1's failure went unnoticed";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("rank 1 (local) failed: rank 0 named session 99"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_TRUE(ranks.c0->broken());
+    ranks.finish();
+    EXPECT_NE(ranks.errors[1].find("session 99"), std::string::npos);
+}
