@@ -16,7 +16,17 @@ namespace tandem {
 namespace {
 
 enum Tag : int { TAG_CMD = 11, TAG_HIDDEN = 12, TAG_PROGRESS = 13, TAG_ERROR = 14, TAG_AGREE = 15, TAG_VERDICT = 16 };
-enum Op : int32_t { OP_OPEN = 1, OP_CLOSE, OP_DECODE, OP_EMBED, OP_BATCH, OP_KEEP_PATH, OP_TRUNCATE, OP_SHIFT, OP_STOP };
+enum Op : int32_t {
+    OP_OPEN = 1,
+    OP_CLOSE,
+    OP_DECODE,
+    OP_EMBED,
+    OP_BATCH,
+    OP_KEEP_PATH,
+    OP_TRUNCATE,
+    OP_SHIFT,
+    OP_STOP
+};
 
 struct Writer {
     std::vector<uint8_t> b;
@@ -118,8 +128,7 @@ struct Cluster::Impl {
     void check_errors() {
         std::vector<uint8_t> m;
         int src = -1;
-        if (try_recv(-1, TAG_ERROR, m, &src))
-            fail(who(src) + " failed: " + std::string(m.begin(), m.end()));
+        if (try_recv(-1, TAG_ERROR, m, &src)) fail(who(src) + " failed: " + std::string(m.begin(), m.end()));
     }
     void drain_progress() {
         std::vector<uint8_t> m;
@@ -198,9 +207,9 @@ void Cluster::agree(const std::string& fingerprint, int n_layer) {
         }
         for (int r = 1; r < n && verdict.empty(); r++)
             if (prints[size_t(r)] != fingerprint)
-                verdict = strprintf("%s has another model file or binary than rank 0 (%s):\n  rank 0: %s\n  rank %d: %s",
-                                    I.who(r).c_str(), I.hosts[0].c_str(), fingerprint.c_str(), r,
-                                    prints[size_t(r)].c_str());
+                verdict =
+                    strprintf("%s has another model file or binary than rank 0 (%s):\n  rank 0: %s\n  rank %d: %s",
+                              I.who(r).c_str(), I.hosts[0].c_str(), fingerprint.c_str(), r, prints[size_t(r)].c_str());
         if (verdict.empty()) {
             try {
                 I.plan = split_layers(n_layer, n, I.opt.weights);
@@ -433,8 +442,7 @@ void Cluster::serve(const std::shared_ptr<const Model>& model, ThreadPool& pool)
         I.reason = msg;
         try {
             I.send(0, TAG_ERROR, msg.data(), msg.size());
-        } catch (...) {
-        }
+        } catch (...) {}
         throw;
     }
 }

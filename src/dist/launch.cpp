@@ -59,7 +59,8 @@ std::shared_ptr<Cluster> join_cluster(const SplitOptions& opt) {
     std::shared_ptr<Transport> t = mpi_transport();
     if (!t) return nullptr;
     if (opt.mode == SplitMode::NONE)
-        throw Error(strprintf("started as one of %d MPI ranks with --split-mode none: give --split-mode layer", t->size()));
+        throw Error(
+            strprintf("started as one of %d MPI ranks with --split-mode none: give --split-mode layer", t->size()));
     return std::make_shared<Cluster>(t, opt);
 }
 

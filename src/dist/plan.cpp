@@ -39,8 +39,8 @@ std::vector<float> parse_split_weights(const std::string& v) {
 std::vector<int> split_layers(int n_layer, int n_ranks, const std::vector<float>& weights) {
     if (n_ranks < 1) throw Error("a split needs at least one rank");
     if (n_layer < n_ranks)
-        throw Error(strprintf("the model has %d layers, fewer than the %d ranks (each runs at least one)", n_layer,
-                              n_ranks));
+        throw Error(
+            strprintf("the model has %d layers, fewer than the %d ranks (each runs at least one)", n_layer, n_ranks));
     std::vector<double> w(size_t(n_ranks), 1.0);
     if (!weights.empty()) {
         if (int(weights.size()) > n_ranks)

@@ -20,7 +20,8 @@ namespace {
 int launched_world_size() {
     for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"})
         if (const char* s = std::getenv(v)) return std::max(1, std::atoi(s));
-    if (const char* s = std::getenv("SLURM_NTASKS"); s && std::getenv("SLURM_STEP_ID")) return std::max(1, std::atoi(s));
+    if (const char* s = std::getenv("SLURM_NTASKS"); s && std::getenv("SLURM_STEP_ID"))
+        return std::max(1, std::atoi(s));
     return 1;
 }
 }  // namespace
@@ -112,9 +113,10 @@ void end_ranks(bool) {}
 
 std::shared_ptr<Transport> mpi_transport() {
     if (const int n = launched_world_size(); n > 1)
-        throw Error(strprintf("started as one of %d MPI ranks, but this tandem was built without MPI (configure with "
-                              "-DTANDEM_MPI=ON and Open MPI: README \"Several machines\")",
-                              n));
+        throw Error(
+            strprintf("started as one of %d MPI ranks, but this tandem was built without MPI (configure with "
+                      "-DTANDEM_MPI=ON and Open MPI: README \"Several machines\")",
+                      n));
     return nullptr;
 }
 
