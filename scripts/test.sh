@@ -31,7 +31,7 @@ asan_tests() {
   # sanitizer (the full ones run in the release suite); they print so. The static checks (formatting, the ISA
   # leak scan of the binaries, the include boundary) run no code under the sanitizer: the release suite runs them.
   TANDEM_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$jobs" -E '^(format|isa_leaks|include_boundary)$'
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" -E '^(format|isa_leaks|include_boundary|split_mpi)$'
 }
 fuzz() {
   local secs=$1 corpus

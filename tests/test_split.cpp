@@ -28,6 +28,10 @@ TEST(Split, LayersFollowTheShares) {
     EXPECT_THROW(split_layers(2, 3, {}), Error);  // fewer layers than ranks
     EXPECT_THROW(split_layers(8, 2, {1, 0}), Error);  // a rank without a share
     EXPECT_THROW(split_layers(8, 2, {1, 1, 1}), Error);  // more shares than ranks
+    // rank 0's output head counted in layers: it takes fewer
+    EXPECT_EQ(split_layers(22, 2, {}, 2.0), (std::vector<int>{0, 10, 22}));
+    EXPECT_EQ(split_layers(4, 2, {}, 10.0), (std::vector<int>{0, 1, 4}));  // at least one each
+    EXPECT_EQ(split_layers(22, 2, {3, 1}, 2.0), (std::vector<int>{0, 16, 22}));
     EXPECT_EQ(parse_split_weights("3,1"), (std::vector<float>{3, 1}));
     EXPECT_EQ(parse_split_weights("3/1"), (std::vector<float>{3, 1}));  // llama.cpp's other spelling
     EXPECT_THROW(parse_split_weights("3,x"), Error);
@@ -200,7 +204,8 @@ TEST(Split, EachRankBindsOnlyItsLayers) {
 }
 
 TEST(Split, ARankWithAnotherFileIsRefusedByName) {
-    const std::string a = shared_file("models/synth-llama-spm-q8_0.gguf"), b = shared_file("models/synth-llama-spm-q4_0.gguf");
+    const std::string a = shared_file("models/synth-llama-spm-q8_0.gguf"),
+                      b = shared_file("models/synth-llama-spm-q4_0.gguf");
     try {
         Ranks ranks({a, b});
         FAIL() << "a rank with another file was accepted";

@@ -29,7 +29,15 @@
 #include <string>
 #include <vector>
 
+#include "tandem/error.h"
+
 namespace tandem {
+
+// A split model's ranks failed or did not answer (Cluster::broken): the server answers 503, not 500.
+class RankFailure : public Error {
+public:
+    using Error::Error;
+};
 
 class Model;
 class Session;
@@ -50,9 +58,11 @@ SplitMode parse_split_mode(const std::string& v);
 std::vector<float> parse_split_weights(const std::string& v);  // "3,1": each >= 0, at least one > 0
 
 // Contiguous layer ranges for n_ranks ranks: rank r runs [first[r], first[r + 1]) (first has n_ranks + 1 entries,
-// first[0] = 0, first[n_ranks] = n_layer), the counts in proportion to `weights` (empty: equal; largest remainder),
-// every rank at least one layer. Throws tandem::Error when n_layer < n_ranks or the weights do not fit.
-std::vector<int> split_layers(int n_layer, int n_ranks, const std::vector<float>& weights);
+// first[0] = 0, first[n_ranks] = n_layer). Each rank's part of the whole is in proportion to `weights` (empty:
+// equal), the whole being the layers and rank 0's output head, `rank0_extra` layers' worth (its weight bytes over a
+// layer's), so that rank 0 takes fewer layers; largest remainder, every rank at least one layer. Throws
+// tandem::Error when n_layer < n_ranks or the weights do not fit.
+std::vector<int> split_layers(int n_layer, int n_ranks, const std::vector<float>& weights, double rank0_extra = 0);
 
 // "0..10 | 11..21": each rank's layers (after Cluster::agree), for logs.
 class Cluster;
@@ -65,7 +75,9 @@ public:
     virtual int rank() const = 0;
     virtual int size() const = 0;
     virtual std::string host() const = 0;  // this rank's host name
-    virtual void send(int to, int tag, const void* data, size_t bytes) = 0;
+    // Sends and waits until the data may be reused: false when that took longer than timeout_s (> 0; the peer does
+    // not receive), then the send is left pending (the caller ends the run).
+    virtual bool send(int to, int tag, const void* data, size_t bytes, double timeout_s) = 0;
     // A message from `from` (-1: any rank) with `tag` if one has arrived: its bytes to `out`, its sender to *src.
     virtual bool try_recv(int from, int tag, std::vector<uint8_t>& out, int* src) = 0;
     // Ends every rank at once (MPI_Abort); in-process transports mark the world dead instead.
@@ -95,8 +107,9 @@ public:
 
     // Start-up, on every rank at the same point (Model::load): exchanges `fingerprint` (the binary's version and the
     // model file's identity, model_fingerprint()) and refuses, on every rank, a rank whose differs, naming it and its
-    // host; then fixes the layer plan (split_layers of n_layer by the weights). Throws tandem::Error.
-    void agree(const std::string& fingerprint, int n_layer);
+    // host; then fixes the layer plan (split_layers of n_layer by the weights, rank 0's head rank0_extra layers'
+    // worth). Throws tandem::Error.
+    void agree(const std::string& fingerprint, int n_layer, double rank0_extra = 0);
     const std::vector<int>& plan() const;  // split_layers' result, after agree()
     int first_layer() const;  // this rank's layers: [first_layer(), end_layer())
     int end_layer() const;

@@ -108,13 +108,15 @@ struct Cluster::Impl {
             reason = why;
             if (on_broken) on_broken(why);
         }
-        throw Error(reason);
+        throw RankFailure(reason);
     }
     void check_alive() {
-        if (broken) throw Error(reason);
+        if (broken) throw RankFailure(reason);
     }
+    // Rank 0 gives a send timeout_s (a stalled rank breaks the cluster, named); the others wait (rank 0 ends them).
     void send(int to, int tag, const void* p, size_t n) {
-        t->send(to, tag, p, n);
+        if (!t->send(to, tag, p, n, t->rank() == 0 ? opt.timeout_s : 0))
+            fail(strprintf("%s did not take a message within %g s (--rank-timeout)", who(to).c_str(), opt.timeout_s));
         sent.messages++;
         sent.bytes += n;
     }
@@ -188,7 +190,7 @@ Cluster::Traffic Cluster::traffic() const {
 }
 std::unique_lock<std::recursive_mutex> Cluster::lock() { return std::unique_lock<std::recursive_mutex>(impl_->mu); }
 
-void Cluster::agree(const std::string& fingerprint, int n_layer) {
+void Cluster::agree(const std::string& fingerprint, int n_layer, double rank0_extra) {
     Impl& I = *impl_;
     const int n = size();
     I.hosts.assign(size_t(n), "");
@@ -212,7 +214,7 @@ void Cluster::agree(const std::string& fingerprint, int n_layer) {
                               I.who(r).c_str(), I.hosts[0].c_str(), fingerprint.c_str(), r, prints[size_t(r)].c_str());
         if (verdict.empty()) {
             try {
-                I.plan = split_layers(n_layer, n, I.opt.weights);
+                I.plan = split_layers(n_layer, n, I.opt.weights, rank0_extra);
             } catch (const Error& e) {
                 verdict = e.what();
             }
@@ -231,7 +233,7 @@ void Cluster::agree(const std::string& fingerprint, int n_layer) {
         Reader rd{m};
         verdict = rd.str();
         for (auto& h : I.hosts) h = rd.str();
-        if (verdict.empty()) I.plan = split_layers(n_layer, n, I.opt.weights);
+        if (verdict.empty()) I.plan = split_layers(n_layer, n, I.opt.weights, rank0_extra);
     }
     if (!verdict.empty()) I.fail(verdict);
 }

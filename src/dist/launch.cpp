@@ -1,4 +1,5 @@
 // Joining the ranks of a split model, a rank's life, and what ranks compare at start (include/tandem/split.h).
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 
@@ -65,6 +66,10 @@ std::shared_ptr<Cluster> join_cluster(const SplitOptions& opt) {
 }
 
 int run_rank(const std::shared_ptr<Cluster>& cluster, const std::string& model_path, int n_threads) {
+    // SIGINT / SIGTERM (mpirun forwards them to every rank) are rank 0's to act on: a server drains its running
+    // generations, which need every rank, and then stops the others; a rank 0 that dies ends them through mpirun.
+    ::signal(SIGINT, SIG_IGN);
+    ::signal(SIGTERM, SIG_IGN);
     try {
         LoadOptions lo;
         lo.cluster = cluster;

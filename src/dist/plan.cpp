@@ -36,7 +36,7 @@ std::vector<float> parse_split_weights(const std::string& v) {
     return w;
 }
 
-std::vector<int> split_layers(int n_layer, int n_ranks, const std::vector<float>& weights) {
+std::vector<int> split_layers(int n_layer, int n_ranks, const std::vector<float>& weights, double rank0_extra) {
     if (n_ranks < 1) throw Error("a split needs at least one rank");
     if (n_layer < n_ranks)
         throw Error(
@@ -53,20 +53,32 @@ std::vector<int> split_layers(int n_layer, int n_ranks, const std::vector<float>
     for (double x : w)
         if (x <= 0)
             throw Error(strprintf("-ts gives a rank no layers: with %d ranks every one needs a share > 0", n_ranks));
-    // One layer each, the rest by largest remainder of the shares (ties to the earlier rank).
-    const int rest = n_layer - n_ranks;
+    // Each rank's share of the whole (its layers, and rank 0's head too) in layers, then one layer each and the rest
+    // by largest remainder (ties to the earlier rank).
+    const double whole = n_layer + std::max(0.0, rank0_extra);
+    std::vector<double> exact(static_cast<size_t>(n_ranks));
+    for (int r = 0; r < n_ranks; r++) exact[size_t(r)] = whole * w[size_t(r)] / total - (r == 0 ? rank0_extra : 0.0);
     std::vector<int> count(size_t(n_ranks), 1);
     std::vector<std::pair<double, int>> rem;
-    int given = 0;
+    int given = n_ranks;
     for (int r = 0; r < n_ranks; r++) {
-        const double exact = rest * w[size_t(r)] / total;
-        const int whole = int(std::floor(exact));
-        count[size_t(r)] += whole;
-        given += whole;
-        rem.push_back({exact - whole, r});
+        const int more = std::max(0, int(std::floor(exact[size_t(r)])) - 1);
+        count[size_t(r)] += more;
+        given += more;
+        rem.push_back({exact[size_t(r)] - count[size_t(r)], r});  // < 0 where the one-layer minimum gave more
+    }
+    while (given > n_layer) {  // rounding down each could not overshoot, but the minimum of one each may
+        int big = -1;  // the rank most over its share that can give a layer
+        for (int r = 0; r < n_ranks; r++)
+            if (count[size_t(r)] > 1 &&
+                (big < 0 || count[size_t(r)] - exact[size_t(r)] > count[size_t(big)] - exact[size_t(big)]))
+                big = r;
+        TD_ASSERT(big >= 0);
+        count[size_t(big)]--;
+        given--;
     }
     std::stable_sort(rem.begin(), rem.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    for (int i = 0; given < rest; i++, given++) count[size_t(rem[size_t(i)].second)]++;
+    for (size_t i = 0; given < n_layer; i = (i + 1) % rem.size(), given++) count[size_t(rem[i].second)]++;
     std::vector<int> first(size_t(n_ranks) + 1, 0);
     for (int r = 0; r < n_ranks; r++) first[size_t(r) + 1] = first[size_t(r)] + count[size_t(r)];
     return first;

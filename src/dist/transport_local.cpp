@@ -29,11 +29,12 @@ public:
     int rank() const override { return rank_; }
     int size() const override { return int(w_->inbox.size()); }
     std::string host() const override { return "local"; }
-    void send(int to, int tag, const void* data, size_t bytes) override {
+    bool send(int to, int tag, const void* data, size_t bytes, double) override {
         std::lock_guard<std::mutex> lk(w_->mu);
         if (w_->aborted) throw Error(strprintf("rank %d: the world was aborted (code %d)", rank_, w_->abort_code));
         const auto* p = static_cast<const uint8_t*>(data);
         w_->inbox[size_t(to)].push_back({rank_, tag, std::vector<uint8_t>(p, p + bytes)});
+        return true;  // queued: never waits for the receiver
     }
     bool try_recv(int from, int tag, std::vector<uint8_t>& out, int* src) override {
         std::lock_guard<std::mutex> lk(w_->mu);

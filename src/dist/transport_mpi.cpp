@@ -2,7 +2,10 @@
 // mpi_transport() refuses a start as one of several ranks and returns null otherwise.
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <cstdlib>
 #include <mutex>
 
@@ -51,9 +54,25 @@ public:
     int rank() const override { return rank_; }
     int size() const override { return size_; }
     std::string host() const override { return host_; }
-    void send(int to, int tag, const void* data, size_t bytes) override {
+    bool send(int to, int tag, const void* data, size_t bytes, double timeout_s) override {
         if (bytes > size_t(1) << 31) throw Error(strprintf("a message of %zu bytes is too large for one send", bytes));
-        check(MPI_Send(data, int(bytes), MPI_BYTE, to, tag, MPI_COMM_WORLD), "send to", to);
+        // A blocking send waits for a receiver that does not come (a stalled rank) for ever: a non-blocking one is
+        // polled, napping as Cluster's receives do, until it completes or the time is up.
+        MPI_Request req;
+        check(MPI_Isend(data, int(bytes), MPI_BYTE, to, tag, MPI_COMM_WORLD, &req), "send to", to);
+        const auto t0 = std::chrono::steady_clock::now();
+        int nap = 0;
+        for (int spins = 0;; spins++) {
+            int done = 0;
+            check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "send to", to);
+            if (done) return true;
+            if (spins < 200) continue;
+            if (timeout_s > 0 &&
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s)
+                return false;
+            nap = std::min(50, std::max(5, nap * 2));
+            std::this_thread::sleep_for(std::chrono::microseconds(nap));
+        }
     }
     bool try_recv(int from, int tag, std::vector<uint8_t>& out, int* src) override {
         int flag = 0;

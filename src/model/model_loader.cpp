@@ -867,7 +867,15 @@ void Model::bind_split_share() {
     Cluster& c = *cluster_;
     if (hp_.n_embd_per_layer > 0)
         throw Error(path() + ": a model with per-layer embeddings (Gemma 4 E2B/E4B) is not split across ranks yet");
-    c.agree(model_fingerprint(*this), hp_.n_layer);
+    // Rank 0's output head in layers' worth of weight bytes: the plan gives it fewer layers for it.
+    double layer_bytes = 0, head_bytes = 0;
+    for (const GgufTensor& t : file_->tensors()) {
+        if (t.name.rfind("blk.", 0) == 0 && std::atoi(t.name.c_str() + 4) < hp_.n_layer)
+            layer_bytes += double(t.nbytes);
+        if (t.name == (hp_.tied_output ? "token_embd.weight" : "output.weight")) head_bytes = double(t.nbytes);
+    }
+    const double per_layer = layer_bytes / std::max(1, hp_.n_layer);
+    c.agree(model_fingerprint(*this), hp_.n_layer, per_layer > 0 ? head_bytes / per_layer : 0.0);
     split_lo_ = c.first_layer();
     split_hi_ = c.end_layer();
     for (int i = split_lo_; i < split_hi_; i++)

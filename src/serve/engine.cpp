@@ -6,6 +6,7 @@
 
 #include "grammar/grammar.h"
 #include "tandem/error.h"
+#include "tandem/split.h"
 #include "tandem/gguf.h"
 
 namespace tandem::server {
@@ -265,6 +266,7 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
 // The HTTP status of a job that failed while generating: the request's grammar outgrowing the matcher's bounds
 // is the request's problem (400); anything else is the server's (500).
 static int error_status_of(const std::exception& e) {
+    if (dynamic_cast<const RankFailure*>(&e)) return 503;  // a split target's ranks failed: the server is stopping
     return dynamic_cast<const grammar::GrammarLimit*>(&e) ? 400 : 500;
 }
 
@@ -400,7 +402,7 @@ void Engine::step_all() {
         Session::decode_batch(reqs);
     } catch (const std::exception& e) {
         for (Slot* s : active) release(*s, "error", e.what(), error_status_of(e));
-        for (const Prefill& pf : prefilling) release(*pf.s, "error", e.what());
+        for (const Prefill& pf : prefilling) release(*pf.s, "error", e.what(), error_status_of(e));
         return;
     }
     const double t_target = now_ms() - t0;
