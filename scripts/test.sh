@@ -11,7 +11,9 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
 build() {
-  [ -f build/build.ninja ] || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  # a unity build of the library and tools (TANDEM_UNITY: 16 sources per compiler run; the per-ISA units and the
+  # test files one by one): the same code, built in about two thirds of the time
+  [ -f build/build.ninja ] || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_UNITY=ON >/dev/null
   cmake --build build
 }
 run_tests() {

@@ -263,3 +263,24 @@ TEST(Split, ARankThatFailsIsNamedByRankZero) {
     ranks.finish();
     EXPECT_NE(ranks.errors[1].find("session 99"), std::string::npos);
 }
+
+// Emulated links (benchmarks): a message is held for the one-way delay plus its bytes over the rate, in order.
+TEST(Split, EmulatedLinksHoldMessagesForTheirDelay) {
+    auto ts = local_transports(2);
+    auto a = emulate_links(ts[0], 40.0, 0.0), b = emulate_links(ts[1], 40.0, 0.0);  // 20 ms each way
+    const auto t0 = std::chrono::steady_clock::now();
+    const int32_t one = 1, two = 2;
+    ASSERT_TRUE(a->send(1, 7, &one, sizeof one, 0));
+    ASSERT_TRUE(a->send(1, 7, &two, sizeof two, 0));
+    std::vector<uint8_t> m;
+    int src = -1;
+    EXPECT_FALSE(b->try_recv(0, 7, m, &src));  // not there yet
+    while (!b->try_recv(0, 7, m, &src)) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    const double waited_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GE(waited_ms, 20.0);
+    ASSERT_EQ(m.size(), sizeof one);
+    EXPECT_EQ(std::memcmp(m.data(), &one, sizeof one), 0);  // in order
+    EXPECT_EQ(src, 0);
+    while (!b->try_recv(-1, 7, m, &src)) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    EXPECT_EQ(std::memcmp(m.data(), &two, sizeof two), 0);
+}

@@ -377,7 +377,7 @@ void Cluster::serve(const std::shared_ptr<const Model>& model, ThreadPool& pool)
     try {
         for (;;) {
             std::vector<uint8_t> m;
-            I.wait(0, TAG_CMD, m, 0, 2000);
+            I.wait(0, TAG_CMD, m, 0, 200);
             Reader rd{m};
             const int op = rd.i32();
             if (op == OP_STOP) return;

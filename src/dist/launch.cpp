@@ -1,6 +1,7 @@
 // Joining the ranks of a split model, a rank's life, and what ranks compare at start (include/tandem/split.h).
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "tandem/error.h"
@@ -59,6 +60,15 @@ std::string model_fingerprint(const Model& m) {
 std::shared_ptr<Cluster> join_cluster(const SplitOptions& opt) {
     std::shared_ptr<Transport> t = mpi_transport();
     if (!t) return nullptr;
+    if (const char* e = std::getenv("TANDEM_LINK_EMULATION"); e && *e) {  // benchmarks: "RTT_MS[,GBIT]"
+        double rtt = 0, gbit = 0;
+        if (std::sscanf(e, "%lf,%lf", &rtt, &gbit) < 1)
+            throw Error(std::string("TANDEM_LINK_EMULATION=") + e + ": not RTT_MS[,GBIT]");
+        t = emulate_links(t, rtt, gbit);
+        if (t->rank() == 0)
+            std::fprintf(stderr, "split: links emulated in the transport: %g ms round trip, %s\n", rtt,
+                         gbit > 0 ? strprintf("%g Gbit/s", gbit).c_str() : "no rate limit");
+    }
     if (opt.mode == SplitMode::NONE)
         throw Error(
             strprintf("started as one of %d MPI ranks with --split-mode none: give --split-mode layer", t->size()));

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# A model split across "machines" on this host: one network namespace per rank (veth pairs on a bridge), mpirun
+# starting one Open MPI daemon per namespace through `ip netns exec` (as it would over ssh), ranks talking TCP between
+# namespaces. Link latency and rate: tc netem where the kernel has it (LINKS=netem); this machine's kernel
+# (Firecracker) has neither netem nor tbf, so by default they are emulated in tandem's transport
+# (TANDEM_LINK_EMULATION: each message held until its send time + one-way delay + bytes / rate). For each RTT and rank count: tokens/s plain and speculative
+# (n-grams; a draft model when DRAFT is given), messages and bytes per generated token at rank 0, peak RSS per rank.
+#   MODEL=tinyllama-q4_0.gguf [DRAFT=draft.gguf] [RTTS="0.1 1"] [RANKS="1 2 3"] [N=128] bash bench/split_net.sh
+# Needs root (namespaces, tc), iproute2, Open MPI, GNU time. Rank 1 as one process without mpirun is the baseline.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-$PWD/build/bin/tandem}
+MODEL=${MODEL:?MODEL=path/to/target.gguf}
+DRAFT=${DRAFT:-}
+RTTS=${RTTS:-"0.1 1"}
+RANKS=${RANKS:-"1 2 3"}
+N=${N:-128}
+T=${T:-1}  # threads per rank (2 cores here: 1 each, so that 2 ranks do not share a core)
+RATE=${RATE:-1}  # Gbit/s
+LINKS=${LINKS:-emulated}
+PROMPT=${PROMPT:-"The history of the city begins with a small settlement by the river, where"}
+agent=$(mktemp)
+trap 'rm -f "$agent"; for r in 0 1 2; do ip netns del tsn$r 2>/dev/null || true; done; ip link del tsnbr 2>/dev/null || true' EXIT
+cat >"$agent" <<'EOF'
+#!/bin/sh
+host=$1; shift
+exec ip netns exec "$host" sh -c "$*"
+EOF
+chmod +x "$agent"
+
+ip link add tsnbr type bridge
+ip link set tsnbr up
+ip addr add 10.78.0.254/24 dev tsnbr
+for r in 0 1 2; do
+  ip netns add tsn$r
+  ip link add tsv$r type veth peer name tsv${r}p
+  ip link set tsv${r}p netns tsn$r
+  ip link set tsv$r master tsnbr
+  ip link set tsv$r up
+  ip netns exec tsn$r ip addr add 10.78.0.$((r + 1))/24 dev tsv${r}p
+  ip netns exec tsn$r ip link set tsv${r}p up
+  ip netns exec tsn$r ip link set lo up
+  grep -q " tsn$r\$" /etc/hosts || echo "10.78.0.$((r + 1)) tsn$r" >>/etc/hosts
+done
+set_rtt() {  # half the round trip on each side of every link
+  if [ "$LINKS" = netem ]; then
+    local half
+    half=$(python3 -c "print($1 / 2)")
+    for r in 0 1 2; do
+      ip netns exec tsn$r tc qdisc replace dev tsv${r}p root netem delay "${half}ms" rate "${RATE}gbit"
+    done
+  else
+    export TANDEM_LINK_EMULATION="$1,$RATE"
+  fi
+}
+
+run() {  # run NP ARGS...: prints "tokens/s msgs/token bytes/token rss_rank0_MiB rss_rank1_MiB ..."
+  local np=$1; shift
+  local out err
+  out=$(mktemp)
+  err=$(mktemp)
+  if [ "$np" = 1 ]; then
+    /usr/bin/time -f "RSS %M" "$BIN" generate -m "$MODEL" -p "$PROMPT" -n "$N" -t "$T" --temp 0 --json "$@" >"$out" 2>"$err"
+  else
+    local hosts=tsn0
+    for r in $(seq 1 $((np - 1))); do hosts+=",tsn$r"; done
+    mpirun --allow-run-as-root --oversubscribe -x TANDEM_LINK_EMULATION --mca plm_rsh_agent "$agent" --mca oob_tcp_if_include 10.78.0.0/24 \
+      --mca btl self,tcp --mca btl_tcp_if_include 10.78.0.0/24 -H "$hosts" -np "$np" \
+      /usr/bin/time -f "RSS %M" "$BIN" generate -m "$MODEL" -p "$PROMPT" -n "$N" -t "$T" --temp 0 --json "$@" \
+      >"$out" 2>"$err"
+  fi
+  python3 - "$out" "$err" <<'EOF'
+import json, re, sys
+j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+err = open(sys.argv[2]).read()
+rss = [int(x) / 1024 for x in re.findall(r"RSS (\d+)", err)]
+n = max(1, j["timings"]["predicted_n"])
+s = j.get("split", {})
+spec = j.get("spec", {})
+print("%.2f t/s  %.1f msg/tok  %.0f B/tok  accept %s  RSS MiB %s" % (
+    j["timings"]["predicted_per_second"], s.get("messages", 0) / n, s.get("bytes", 0) / n,
+    spec.get("accept_rate", "-") if spec else "-", " / ".join("%.0f" % r for r in rss)))
+EOF
+  rm -f "$out" "$err"
+}
+
+echo "model $(basename "$MODEL") ($(du -m "$MODEL" | cut -f1) MiB), N=$N, $T thread(s) per rank, links $RATE Gbit/s ($LINKS)"
+for rtt in $RTTS; do
+  set_rtt "$rtt"
+  echo "== RTT $rtt ms"
+  for np in $RANKS; do
+    echo "ranks $np plain:     $(run "$np")"
+    echo "ranks $np ngram:     $(run "$np" --spec-type ngram)"
+    [ -n "$DRAFT" ] && echo "ranks $np draft:     $(run "$np" -md "$DRAFT")"
+  done
+done
