@@ -9,7 +9,7 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake ninja-build pkg-config git ca-certificates \
   libgtest-dev libgmock-dev nlohmann-json3-dev libboost-dev zlib1g-dev libpcre2-dev \
-  clang libclang-rt-14-dev clang-format-14 chromium \
+  clang libclang-rt-14-dev clang-format-14 chromium haproxy \
   libopenmpi-dev openmpi-bin >/dev/null
 # Node.js for the server tests (the machine image usually has a recent one; Debian's otherwise).
 if ! command -v node >/dev/null 2>&1; then

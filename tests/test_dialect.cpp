@@ -400,6 +400,41 @@ TEST(Service, AnswersRoutesWithoutASocket) {
     svc.shutdown(0);
 }
 
+// /health answers 503 while loading and again from drain() on, 200 in between: behind a load balancer the first
+// SIGTERM takes the server out of rotation at once, while the requests still sent to it are served until the
+// drain ends; after shutdown() new generations are refused with 503 (not started: a balancer may send them on).
+TEST(Service, HealthAnswers503WhileLoadingAndFromTheDrainOn) {
+    ServeParams sp;
+    Service svc(sp);
+    auto call = [&](void (Service::*route)(Call&), const std::string& body, Recorder& r) {
+        HttpRequest req;
+        req.method = body.empty() ? "GET" : "POST";
+        req.body = body;
+        Call c{req, r, {}};
+        (svc.*route)(c);
+        return c.status;
+    };
+    const std::string gen = R"({"prompt": "Once", "max_tokens": 4})";
+    Recorder loading;
+    EXPECT_EQ(call(&Service::health, "", loading), 503);
+    EngineParams ep;
+    ep.n_ctx = 256;
+    svc.load(test::shared_file("models/stories260K.gguf"), "", ep, SuffixCacheParams{});
+    Recorder up;
+    EXPECT_EQ(call(&Service::health, "", up), 200);
+    EXPECT_EQ(up.body_json()["status"], "ok");
+    svc.drain();
+    Recorder down, served;
+    EXPECT_EQ(call(&Service::health, "", down), 503);
+    EXPECT_NE(down.body.find("shutting down"), std::string::npos) << down.body;
+    EXPECT_EQ(call(&Service::completions, gen, served), 200) << served.body;
+    svc.shutdown(1000);
+    Recorder still_down, refused;
+    EXPECT_EQ(call(&Service::health, "", still_down), 503);
+    EXPECT_EQ(call(&Service::completions, gen, refused), 503);
+    EXPECT_NE(refused.body.find("shutting down"), std::string::npos) << refused.body;
+}
+
 // token_origins (asked for): every token once, in order, with the text it released and its origin, in the stream
 // (spread over the chunks, held back with the chat parser's held text) and in the whole answer; the texts add up
 // to the answer's text. Not asked for: no such field.

@@ -155,7 +155,12 @@ public:
     void load(const std::string& model_path, const std::string& draft_path, EngineParams ep,
               const SuffixCacheParams& suffix);
     bool ready() const;
-    // Graceful stop: no new jobs; queued ones are refused (503); running ones go on for at most grace_ms.
+    // The drain before a graceful stop: /health answers 503 from now on, so that a load balancer takes this
+    // server out of its rotation, while every other route is served as before (a request the balancer still
+    // sends meanwhile is answered, not refused: balancers do not all retry a refusal reliably).
+    void drain();
+    // Graceful stop (implies drain()): no new jobs; queued ones are refused (503); running ones go on for at
+    // most grace_ms.
     void shutdown(int grace_ms);
 
     // Access (Host, Origin, API key, preflight: src/serve/access.h) of a request to `path` (the API prefix
@@ -163,6 +168,8 @@ public:
     bool admit(Call& call, const std::string& path);
     void count_http_request();
 
+    // /health: 200 {"status":"ok"} once ready; 503 while loading and from drain() on. Needs no model.
+    void health(Call& c);
     // The routes (their paths are the caller's table). A route that needs the model must be called once ready().
     void chat_completions(Call& c);  // /v1/chat/completions
     void completions(Call& c);  // /v1/completions

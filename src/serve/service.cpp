@@ -85,6 +85,7 @@ struct Service::Impl {
     ServeParams p;
     AccessPolicy policy;
     std::atomic<bool> ready{false};
+    std::atomic<bool> draining{false};  // drain() or shutdown() was called: /health answers 503
     std::atomic<uint64_t> http_requests{0};
     int64_t start_time = unix_time();
     std::shared_ptr<const Model> model;
@@ -256,8 +257,17 @@ void Service::load(const std::string& model_path, const std::string& draft_path,
 
 bool Service::ready() const { return impl_->ready.load(); }
 
+void Service::drain() { impl_->draining.store(true); }
+
 void Service::shutdown(int grace_ms) {
+    drain();
     if (impl_->engine) impl_->engine->shutdown(grace_ms);
+}
+
+void Service::health(Call& c) {
+    if (impl_->draining.load()) return c.error(503, "the server is shutting down", {{"Connection", "close"}});
+    if (!impl_->ready.load()) return c.error(503, "Loading model", {{"Retry-After", "1"}});
+    c.send(200, "application/json", R"({"status":"ok"})");
 }
 
 void Service::count_http_request() { impl_->http_requests++; }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -44,13 +45,15 @@ int cmd_serve(int argc, char** argv) {
     std::string& draft_path = sf.draft_model;
     SuffixCacheParams suffix_params;
     int grace_s = 5;
+    float drain_s = 0;
     std::vector<std::string> notes;
     std::string hf_repo, hf_file, hf_repo_draft;
     ArgParser ap(
         "usage: tandem serve -m TARGET.gguf [-md DRAFT.gguf | --spec-type ngram|self] [--draft-max N] [--draft-min N]\n"
         "       [--draft-p-min P] [-c CTX] [-cd CTX] [-np N] [--host 127.0.0.1] [--port 8080]\n"
         "       [--api-key KEY | --api-key-file FILE] [--alias NAME] [--chat-template NAME] [-t N] [--queue-max N]\n"
-        "       [--allowed-hosts H,H] [--cors-origins O,O] [--timeout S] [--shutdown-grace S]");
+        "       [--allowed-hosts H,H] [--cors-origins O,O] [--timeout S] [--shutdown-grace S]\n"
+        "       [--shutdown-drain S]");
     ap.add({"-m", "--model"}, "FNAME", "target model", [&](const std::string& v) { model_path = v; });
     ap.add({"-c", "--ctx-size"}, "N",
            "context of all slots together (default: the model's training context, bounded by memory)",
@@ -101,6 +104,10 @@ int cmd_serve(int argc, char** argv) {
            [&](const std::string& v) { sp.timeout_s = to_int_in("--timeout", v, 1, 86400); });
     ap.add({"--shutdown-grace"}, "S", "seconds running generations may continue after SIGTERM (5)",
            [&](const std::string& v) { grace_s = to_int_in("--shutdown-grace", v, 0, 3600); });
+    ap.add({"--shutdown-drain"}, "S",
+           "seconds after SIGTERM during which /health answers 503 and everything else is served as before, so "
+           "that a load balancer takes the server out before it stops (0)",
+           [&](const std::string& v) { drain_s = to_float_in("--shutdown-drain", v, 0.0f, 3600.0f); });
     add_spec_flags(ap, sf);
     CacheFlags cache;
     add_cache_flags(ap, cache);
@@ -263,8 +270,12 @@ int cmd_serve(int argc, char** argv) {
         std::unique_lock<std::mutex> lk(g_sig_mu);
         g_sig_cv.wait(lk, [] { return g_stop; });
     }
-    // Graceful stop: no new connections or requests; queued generations get 503 now; running ones may go on
-    // for the grace period and then end with finish_reason "length"; the answers are written; exit.
+    // Graceful stop. First --shutdown-drain seconds in which /health answers 503 (a load balancer takes the
+    // server out) and the rest is served as before. Then no new connections or requests; queued generations get
+    // 503; running ones may go on for the grace period and then end with finish_reason "length"; the answers
+    // are written; exit.
+    svc.drain();
+    if (drain_s > 0) std::this_thread::sleep_for(std::chrono::milliseconds(int64_t(drain_s * 1000)));
     http.stop_accepting();
     svc.shutdown(grace_s * 1000);
     if (!http.wait_idle(grace_s * 1000 + 3000))

@@ -32,10 +32,7 @@ struct HttpServer::Impl {
     }
 
     void add_routes() {
-        add_page("GET", {"/health", "/v1/health"}, [this](Call& c) {
-            if (!svc.ready()) return c.error(503, "Loading model", {{"Retry-After", "1"}});
-            c.send(200, "application/json", R"({"status":"ok"})");
-        });
+        add_page("GET", {"/health", "/v1/health"}, [this](Call& c) { svc.health(c); });
         auto page = [this](const std::string& path) {
             return [this, path](Call& c) {
                 if (!p.webui) return c.error(404, "the chat page is off (--no-webui)");
