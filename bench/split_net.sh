@@ -3,7 +3,10 @@
 # starting one Open MPI daemon per namespace through `ip netns exec` (as it would over ssh), ranks talking TCP between
 # namespaces. Link latency and rate: tc netem where the kernel has it (LINKS=netem); this machine's kernel
 # (Firecracker) has neither netem nor tbf, so by default they are emulated in tandem's transport
-# (TANDEM_LINK_EMULATION: each message held until its send time + one-way delay + bytes / rate). For each RTT and rank count: tokens/s plain and speculative
+# (TANDEM_LINK_EMULATION: each message held until its send time + one-way delay + bytes / rate).
+# Speculation: n-grams (on random weights nothing is accepted: the cost of failing drafts), a suffix cache holding
+# the same request's earlier answer (a repeated request: long accepted drafts; written by a first one-process run),
+# and a draft model when DRAFT is given. For each RTT and rank count: tokens/s plain and speculative
 # (n-grams; a draft model when DRAFT is given), messages and bytes per generated token at rank 0, peak RSS per rank.
 #   MODEL=tinyllama-q4_0.gguf [DRAFT=draft.gguf] [RTTS="0.1 1"] [RANKS="1 2 3"] [N=128] bash bench/split_net.sh
 # Needs root (namespaces, tc), iproute2, Open MPI, GNU time. Rank 1 as one process without mpirun is the baseline.
@@ -20,7 +23,8 @@ RATE=${RATE:-1}  # Gbit/s
 LINKS=${LINKS:-emulated}
 PROMPT=${PROMPT:-"The history of the city begins with a small settlement by the river, where"}
 agent=$(mktemp)
-trap 'rm -f "$agent"; for r in 0 1 2; do ip netns del tsn$r 2>/dev/null || true; done; ip link del tsnbr 2>/dev/null || true' EXIT
+sfx=""
+trap 'rm -f "$agent" "$sfx"; for r in 0 1 2; do ip netns del tsn$r 2>/dev/null || true; done; ip link del tsnbr 2>/dev/null || true' EXIT
 cat >"$agent" <<'EOF'
 #!/bin/sh
 host=$1; shift
@@ -77,13 +81,16 @@ rss = [int(x) / 1024 for x in re.findall(r"RSS (\d+)", err)]
 n = max(1, j["timings"]["predicted_n"])
 s = j.get("split", {})
 spec = j.get("spec", {})
-print("%.2f t/s  %.1f msg/tok  %.0f B/tok  accept %s  RSS MiB %s" % (
+tpp = spec.get("mean_accepted_length") if spec else None
+print("%7.2f t/s  %5.1f msg/tok  %7.0f B/tok  tokens/pass %s  RSS MiB %s" % (
     j["timings"]["predicted_per_second"], s.get("messages", 0) / n, s.get("bytes", 0) / n,
-    spec.get("accept_rate", "-") if spec else "-", " / ".join("%.0f" % r for r in rss)))
+    "%.2f" % tpp if tpp else "1", " / ".join("%.0f" % r for r in rss)))
 EOF
   rm -f "$out" "$err"
 }
 
+sfx=$(mktemp -u)
+"$BIN" generate -m "$MODEL" -p "$PROMPT" -n "$N" -t "$T" --temp 0 -lcd "$sfx" >/dev/null 2>&1
 echo "model $(basename "$MODEL") ($(du -m "$MODEL" | cut -f1) MiB), N=$N, $T thread(s) per rank, links $RATE Gbit/s ($LINKS)"
 for rtt in $RTTS; do
   set_rtt "$rtt"
@@ -91,6 +98,7 @@ for rtt in $RTTS; do
   for np in $RANKS; do
     echo "ranks $np plain:     $(run "$np")"
     echo "ranks $np ngram:     $(run "$np" --spec-type ngram)"
+    echo "ranks $np suffix:    $(run "$np" -lcs "$sfx")"
     [ -n "$DRAFT" ] && echo "ranks $np draft:     $(run "$np" -md "$DRAFT")"
   done
 done

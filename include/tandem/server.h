@@ -96,6 +96,8 @@ struct EngineParams {
 
 // What `tandem serve`'s flags set besides the engine.
 struct ServeParams {
+    // The target split across MPI ranks (rank 0 serves; tandem/split.h); null: the whole target here.
+    std::shared_ptr<Cluster> cluster;
     std::string host = "127.0.0.1";  // comma-separated: every address listens
     int port = 8080;
     std::string api_key;

@@ -207,7 +207,9 @@ Service::~Service() = default;
 void Service::load(const std::string& model_path, const std::string& draft_path, EngineParams ep,
                    const SuffixCacheParams& suffix) {
     Impl& I = *impl_;
-    auto model = Model::load(model_path);
+    LoadOptions target_load;
+    target_load.cluster = I.p.cluster;
+    auto model = Model::load(model_path, target_load);
     std::shared_ptr<const Model> draft;
     if (uses_draft_model(ep.spec.type)) {
         draft = Model::load(draft_path);

@@ -111,6 +111,8 @@ int cmd_serve(int argc, char** argv) {
     add_spec_flags(ap, sf);
     CacheFlags cache;
     add_cache_flags(ap, cache);
+    SplitOptions split;  // -sm, -ts, --rank-timeout: the target across MPI ranks
+    add_split_flags(ap, split);
     ap.add({"--spec-suffix-max-tokens"}, "N", "tokens of finished requests the suffix cache keeps (1048576)",
            [&](const std::string& v) {
                suffix_params.max_tokens = size_t(to_int_in("--spec-suffix-max-tokens", v, 0, INT32_MAX));
@@ -232,6 +234,11 @@ int cmd_serve(int argc, char** argv) {
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    // One of several MPI ranks: rank 0 serves, the others run their layers of the target until it ends. (After the
+    // mask: the MPI library's own threads inherit it, so that the signals reach the thread below.)
+    std::shared_ptr<Cluster> cluster;
+    if (int rc = 0; run_as_rank(split, model_path, ep.n_threads, cluster, &rc)) return rc;
+    sp.cluster = cluster;
 
     server::Service svc(sp);
     server::HttpServer http(sp, svc);
@@ -263,6 +270,18 @@ int cmd_serve(int argc, char** argv) {
     });
     signals.detach();
 
+    // A split target whose ranks fail: the server stops as on SIGTERM (503 to new requests) and exits non-zero.
+    static std::atomic<bool> cluster_broken{false};
+    if (cluster)
+        cluster->on_broken([](const std::string& why) {
+            std::fprintf(stderr, "split: %s; stopping\n", why.c_str());
+            cluster_broken = true;
+            {
+                std::lock_guard<std::mutex> lk(g_sig_mu);
+                g_stop = true;
+            }
+            g_sig_cv.notify_all();
+        });
     svc.load(model_path, draft_path, ep, suffix_params);
     loaded.store(true);
 
@@ -282,7 +301,7 @@ int cmd_serve(int argc, char** argv) {
         std::fprintf(stderr, "shutdown: requests still open after the grace period; closing them\n");
     http.stop();
     std::fprintf(stderr, "stopped\n");
-    return 0;
+    return cluster_broken ? 1 : 0;
 }
 
 }  // namespace tandem::cli
