@@ -35,6 +35,7 @@ struct BenchFlags {
     SpecParams spec;
     SpecFlags sf{spec};  // -md, --draft-layers and whether --spec-type was given
     CacheFlags cache;  // -ctk, -ctv (the draft's: -ctkd, -ctvd)
+    SplitOptions split;  // -sm, -ts, --rank-timeout: the model across MPI ranks
 };
 
 // Parses argv into f (throws Error); the speculative flags are resolved by the caller (after --tokenize).
@@ -62,6 +63,7 @@ void parse_bench_flags(int argc, char** argv, BenchFlags& f) {
     ap.flag({"--json"}, "print a JSON array instead of a table", [&] { f.json_out = true; });
     ap.flag({"--no-bandwidth"}, "skip the memory bandwidth measurement", [&] { f.skip_bw = true; });
     add_spec_flags(ap, f.sf);
+    add_split_flags(ap, f.split);
     ap.add({"--spec-n"}, "N", "tokens generated in the speculative test (128)",
            [&](const std::string& v) { f.n_spec = to_int_in("--spec-n", v, 1, 1 << 24); });
     ap.add({"--prompt"}, "TEXT", "prompt of the speculative test", [&](const std::string& v) { f.prompt = v; });
@@ -91,8 +93,12 @@ int cmd_bench(int argc, char** argv) {
     resolve_spec_flags(f.sf);
 
     if (auto w = ThreadPool::oversubscription_warning(f.n_threads); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
+    std::shared_ptr<Cluster> cluster;  // one of several MPI ranks: rank 0 measures, the others run their layers
+    if (int rc = 0; run_as_rank(f.split, f.model_path, f.n_threads, cluster, &rc)) return rc;
     ThreadPool pool(f.n_threads);
-    auto model = Model::load(f.model_path);
+    LoadOptions load;
+    load.cluster = cluster;
+    auto model = Model::load(f.model_path, load);
     std::unique_ptr<BandwidthProbe> probe;
     if (!f.skip_bw) probe = std::make_unique<BandwidthProbe>(pool);
     BenchReport rep{f.model_path.substr(f.model_path.find_last_of('/') + 1), f.n_threads, {}, {}, {}};
