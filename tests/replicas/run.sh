@@ -31,8 +31,8 @@ command -v haproxy >/dev/null || die "haproxy not found: bash scripts/install-de
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/tandem-replicas.XXXXXX")"
 PIDS=()
 cleanup() {
+  disown -a # no "Killed" job notices
   for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
