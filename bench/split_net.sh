@@ -68,7 +68,8 @@ run() {  # run NP ARGS...: prints "tokens/s msgs/token bytes/token rss_rank0_MiB
   else
     local hosts=tsn0
     for r in $(seq 1 $((np - 1))); do hosts+=",tsn$r"; done
-    mpirun --allow-run-as-root --oversubscribe -x TANDEM_LINK_EMULATION --mca plm_rsh_agent "$agent" --mca oob_tcp_if_include 10.78.0.0/24 \
+    # --bind-to none: each namespace's daemon would otherwise bind its rank to "its" first core, the same one
+    mpirun --allow-run-as-root --oversubscribe --bind-to none -x TANDEM_LINK_EMULATION --mca plm_rsh_agent "$agent" --mca oob_tcp_if_include 10.78.0.0/24 \
       --mca btl self,tcp --mca btl_tcp_if_include 10.78.0.0/24 -H "$hosts" -np "$np" \
       /usr/bin/time -f "RSS %M" "$BIN" generate -m "$MODEL" -p "$PROMPT" -n "$N" -t "$T" --temp 0 --json "$@" \
       >"$out" 2>"$err"
