@@ -139,7 +139,11 @@ std::string kv_cache_line(const char* what, const Session& s) {
     std::string swa;
     if (s.swa_positions() > 0 && s.swa_positions() < s.n_ctx())
         swa = strprintf(" (sliding-window layers: %d positions)", s.swa_positions());
-    return strprintf("%s KV cache: %d positions x %d layers%s, K %s + V %s = %.1f MiB", what, s.n_ctx(), s.n_layers(),
+    int held = 0;  // a split model's rank keeps the cache of its own layers only
+    for (int l = 0; l < s.n_layers(); l++) held += s.model().holds_layer(l) ? 1 : 0;
+    const std::string layers = held == s.n_layers() ? strprintf("%d layers", held)
+                                                    : strprintf("%d of %d layers (this rank's)", held, s.n_layers());
+    return strprintf("%s KV cache: %d positions x %s%s, K %s + V %s = %.1f MiB", what, s.n_ctx(), layers.c_str(),
                      swa.c_str(), type_name(s.kv_type_k()), type_name(s.kv_type_v()),
                      double(s.kv_bytes()) / (1024.0 * 1024.0));
 }
