@@ -14,7 +14,7 @@ LLAMA=${LLAMA:?LLAMA=path/to/llama.cpp/build}
 MODEL=${MODEL:?MODEL=path/to/model.gguf}
 N=${N:-64}
 R=${R:-3}
-rpc_bin=$(ls "$LLAMA"/bin/ggml-rpc-server "$LLAMA"/bin/rpc-server 2>/dev/null | head -1)
+rpc_bin=$(ls "$LLAMA"/bin/ggml-rpc-server "$LLAMA"/bin/rpc-server 2>/dev/null | head -1 || true)
 agent=$(mktemp)
 cleanup() {
   pkill -f "ggml-rpc-server -H 10.79.0.2" 2>/dev/null || true
