@@ -15,30 +15,10 @@ MODEL=${MODEL:?MODEL=path/to/model.gguf}
 N=${N:-64}
 R=${R:-3}
 rpc_bin=$(ls "$LLAMA"/bin/ggml-rpc-server "$LLAMA"/bin/rpc-server 2>/dev/null | head -1 || true)
-agent=$(mktemp)
-cleanup() {
-  pkill -f "ggml-rpc-server -H 10.79.0.2" 2>/dev/null || true
-  rm -f "$agent"
-  for r in 0 1; do ip netns del tln$r 2>/dev/null || true; done
-  ip link del tlnbr 2>/dev/null || true
-}
-trap cleanup EXIT
-printf '#!/bin/sh\nhost=$1; shift\nexec ip netns exec "$host" sh -c "$*"\n' >"$agent"
-chmod +x "$agent"
-ip link add tlnbr type bridge
-ip link set tlnbr up
-ip addr add 10.79.0.254/24 dev tlnbr
-for r in 0 1; do
-  ip netns add tln$r
-  ip link add tlv$r type veth peer name tlv${r}p
-  ip link set tlv${r}p netns tln$r
-  ip link set tlv$r master tlnbr
-  ip link set tlv$r up
-  ip netns exec tln$r ip addr add 10.79.0.$((r + 1))/24 dev tlv${r}p
-  ip netns exec tln$r ip link set tlv${r}p up
-  ip netns exec tln$r ip link set lo up
-  grep -q " tln$r\$" /etc/hosts || echo "10.79.0.$((r + 1)) tln$r" >>/etc/hosts
-done
+# shellcheck source=bench/netns.sh
+source bench/netns.sh
+trap 'pkill -f "ggml-rpc-server -H 10.79.0.2" 2>/dev/null || true; netns_down' EXIT
+netns_up tln 10.79.0 2
 n_layer=$("$BIN" info "$MODEL" 2>/dev/null | sed -n 's/.*, \([0-9]*\) layers,.*/\1/p' | head -1)
 half=$((n_layer / 2))
 echo "model $(basename "$MODEL"), $n_layer layers, tg$N, 1 thread per machine, $R repetitions"
@@ -56,7 +36,6 @@ pkill -f "ggml-rpc-server -H 10.79.0.2" || true
 tps() { python3 -c "import json,sys; print('%.2f' % json.loads(sys.stdin.read().strip().splitlines()[-1])['timings']['predicted_per_second'])"; }
 for i in $(seq 1 "$R"); do
   echo "tandem, one process:          $(ip netns exec tln0 "$BIN" generate -m "$MODEL" -p "Once upon a time" -n "$N" -t 1 --temp 0 --json 2>/dev/null | tps) t/s"
-  echo "tandem, 2 ranks:              $(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca plm_rsh_agent "$agent" \
-    --mca oob_tcp_if_include 10.79.0.0/24 --mca btl self,tcp --mca btl_tcp_if_include 10.79.0.0/24 -H tln0,tln1 -np 2 \
+  echo "tandem, 2 ranks:              $(netns_mpirun -H tln0,tln1 -np 2 \
     "$BIN" generate -m "$MODEL" -p "Once upon a time" -n "$N" -t 1 --temp 0 --json 2>/dev/null | tps) t/s"
 done

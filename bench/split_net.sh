@@ -22,36 +22,17 @@ T=${T:-1}  # threads per rank (2 cores here: 1 each, so that 2 ranks do not shar
 RATE=${RATE:-1}  # Gbit/s
 LINKS=${LINKS:-emulated}
 PROMPT=${PROMPT:-"The history of the city begins with a small settlement by the river, where"}
-agent=$(mktemp)
 sfx=""
-trap 'rm -f "$agent" "$sfx"; for r in 0 1 2; do ip netns del tsn$r 2>/dev/null || true; done; ip link del tsnbr 2>/dev/null || true' EXIT
-cat >"$agent" <<'EOF'
-#!/bin/sh
-host=$1; shift
-exec ip netns exec "$host" sh -c "$*"
-EOF
-chmod +x "$agent"
-
-ip link add tsnbr type bridge
-ip link set tsnbr up
-ip addr add 10.78.0.254/24 dev tsnbr
-for r in 0 1 2; do
-  ip netns add tsn$r
-  ip link add tsv$r type veth peer name tsv${r}p
-  ip link set tsv${r}p netns tsn$r
-  ip link set tsv$r master tsnbr
-  ip link set tsv$r up
-  ip netns exec tsn$r ip addr add 10.78.0.$((r + 1))/24 dev tsv${r}p
-  ip netns exec tsn$r ip link set tsv${r}p up
-  ip netns exec tsn$r ip link set lo up
-  grep -q " tsn$r\$" /etc/hosts || echo "10.78.0.$((r + 1)) tsn$r" >>/etc/hosts
-done
+# shellcheck source=bench/netns.sh
+source bench/netns.sh
+trap 'rm -f "$sfx"; netns_down' EXIT
+netns_up tsn 10.78.0 3
 set_rtt() {  # half the round trip on each side of every link
   if [ "$LINKS" = netem ]; then
     local half
     half=$(python3 -c "print($1 / 2)")
     for r in 0 1 2; do
-      ip netns exec tsn$r tc qdisc replace dev tsv${r}p root netem delay "${half}ms" rate "${RATE}gbit"
+      ip netns exec tsn$r tc qdisc replace dev tsnv${r}p root netem delay "${half}ms" rate "${RATE}gbit"
     done
   else
     export TANDEM_LINK_EMULATION="$1,$RATE"
@@ -68,9 +49,7 @@ run() {  # run NP ARGS...: prints "tokens/s msgs/token bytes/token rss_rank0_MiB
   else
     local hosts=tsn0
     for r in $(seq 1 $((np - 1))); do hosts+=",tsn$r"; done
-    # --bind-to none: each namespace's daemon would otherwise bind its rank to "its" first core, the same one
-    mpirun --allow-run-as-root --oversubscribe --bind-to none -x TANDEM_LINK_EMULATION --mca plm_rsh_agent "$agent" --mca oob_tcp_if_include 10.78.0.0/24 \
-      --mca btl self,tcp --mca btl_tcp_if_include 10.78.0.0/24 -H "$hosts" -np "$np" \
+    TANDEM_LINK_EMULATION=${TANDEM_LINK_EMULATION:-} netns_mpirun -x TANDEM_LINK_EMULATION -H "$hosts" -np "$np" \
       /usr/bin/time -f "RSS %M" "$BIN" generate -m "$MODEL" -p "$PROMPT" -n "$N" -t "$T" --temp 0 --json "$@" \
       >"$out" 2>"$err"
   fi

@@ -2,11 +2,10 @@
 // progress notes and faults, over any Transport.
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstring>
 #include <map>
-#include <thread>
 
+#include "dist/poll.h"
 #include "tandem/error.h"
 #include "tandem/session.h"
 #include "tandem/split.h"
@@ -81,8 +80,6 @@ struct Reader {
     }
 };
 
-using Clock = std::chrono::steady_clock;
-
 }  // namespace
 
 struct Cluster::Impl {
@@ -143,16 +140,13 @@ struct Cluster::Impl {
     // MPI receive would spin a core that the ranks sharing a host need). Rank 0 also watches for error reports.
     // timeout_s <= 0: no limit. Returns false on timeout.
     bool wait(int from, int tag, std::vector<uint8_t>& out, double timeout_s, int nap_max_us) {
-        const auto t0 = Clock::now();
-        int nap = 0;
-        for (int spins = 0;; spins++) {
-            if (try_recv(from, tag, out, nullptr)) return true;
-            if (t->rank() == 0 && spins % 64 == 0) check_errors();
-            if (spins < 200) continue;
-            if (timeout_s > 0 && std::chrono::duration<double>(Clock::now() - t0).count() > timeout_s) return false;
-            nap = std::min(nap_max_us, std::max(5, nap * 2));
-            std::this_thread::sleep_for(std::chrono::microseconds(nap));
-        }
+        return poll_until(
+            [&](int spin) {
+                if (try_recv(from, tag, out, nullptr)) return true;
+                if (t->rank() == 0 && spin % 64 == 0) check_errors();
+                return false;
+            },
+            timeout_s, nap_max_us);
     }
     void command(const Writer& w) {
         check_alive();

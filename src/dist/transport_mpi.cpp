@@ -2,13 +2,11 @@
 // mpi_transport() refuses a start as one of several ranks and returns null otherwise.
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <thread>
 #include <cstdlib>
 #include <mutex>
 
+#include "dist/poll.h"
 #include "tandem/error.h"
 #include "tandem/split.h"
 
@@ -60,19 +58,13 @@ public:
         // polled, napping as Cluster's receives do, until it completes or the time is up.
         MPI_Request req;
         check(MPI_Isend(data, int(bytes), MPI_BYTE, to, tag, MPI_COMM_WORLD, &req), "send to", to);
-        const auto t0 = std::chrono::steady_clock::now();
-        int nap = 0;
-        for (int spins = 0;; spins++) {
-            int done = 0;
-            check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "send to", to);
-            if (done) return true;
-            if (spins < 200) continue;
-            if (timeout_s > 0 &&
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s)
-                return false;
-            nap = std::min(50, std::max(5, nap * 2));
-            std::this_thread::sleep_for(std::chrono::microseconds(nap));
-        }
+        return poll_until(
+            [&](int) {
+                int done = 0;
+                check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "send to", to);
+                return done != 0;
+            },
+            timeout_s, 50);
     }
     bool try_recv(int from, int tag, std::vector<uint8_t>& out, int* src) override {
         int flag = 0;

@@ -881,9 +881,9 @@ void Model::bind_split_share() {
     for (int i = split_lo_; i < split_hi_; i++)
         if (const int src = layers_[size_t(i)].kv_from; src >= 0 && src < split_lo_)
             throw Error(
-                strprintf("%s: layer %d attends to the cache of layer %d, which rank %d runs: choose other "
-                          "shares (-ts) so that they stay on one rank",
-                          path().c_str(), i, src, c.rank() - 1));
+                strprintf("%s: layer %d (rank %d's) attends to the cache of layer %d, which an earlier rank runs: "
+                          "choose other shares (-ts) so that they stay on one rank",
+                          path().c_str(), i, c.rank(), src));
     for (int i = 0; i < int(layers_.size()); i++) {
         const bool mine = i < hp_.n_layer ? holds_layer(i) : c.leader();  // an MTP block: rank 0's
         if (mine) continue;
