@@ -16,8 +16,7 @@ bool poll_until(Done&& done, double timeout_s, int nap_max_us) {
     for (int spins = 0;; spins++) {
         if (done(spins)) return true;
         if (spins < 200) continue;
-        if (timeout_s > 0 &&
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s)
+        if (timeout_s > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s)
             return false;
         nap = std::min(nap_max_us, std::max(5, nap * 2));
         std::this_thread::sleep_for(std::chrono::microseconds(nap));
