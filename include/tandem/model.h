@@ -206,8 +206,9 @@ struct LayerWeights {
     std::vector<float> ffn_norm;  // (n_embd); empty for gpt-oss (post_attn_norm is its pre-FFN norm) and olmo2
     std::vector<float> post_ffn_norm;  // gemma3, olmo2: (n_embd)
     bool swa = false;  // a sliding-window layer (HParams::n_swa)
-    // The layer's attention shape (set for every layer; gemma4's sliding-window and global layers differ)
-    int n_head_kv = 0, head_dim = 0, n_rot = 0;
+    // The layer's attention shape (set for every layer; gemma4's sliding-window and global layers differ). n_head:
+    // its query heads here (HParams::n_head, or a tensor split's share; n_head_kv too, model/tensor_share.cpp).
+    int n_head = 0, n_head_kv = 0, head_dim = 0, n_rot = 0;
     int kv_from = -1;  // gemma4's shared-KV layers: the layer whose cache rows they attend to (no K/V of their own)
     float out_scale = 1.0f;  // gemma4: the layer's output (the residual stream after it) is multiplied by this
     // gemma4's per-layer embedding input (HParams::n_embd_per_layer): x += rmsnorm(pl_proj (gelu(pl_gate x) * e_l))
@@ -357,6 +358,10 @@ private:
     std::shared_ptr<Cluster> cluster_;
     int split_lo_ = 0, split_hi_ = 1 << 30;
     void bind_split_share();  // keeps the weights of this rank's share only
+    void bind_tensor_share();  // a tensor split's (model/tensor_share.cpp)
+    // Columns [c0, c0 + n) of w: a strided view, or (F32/F16/BF16) a copy held in owned_
+    Weight column_slice(const Weight& w, int64_t c0, int64_t n);
+    std::vector<std::vector<uint8_t>> owned_;
     std::shared_ptr<uint8_t> packed_;  // one buffer holding the repacked matrices (see Model::repack_for_cpu)
     size_t packed_bytes_ = 0;
     void repack_for_cpu();

@@ -1,5 +1,5 @@
 // One model across several processes (ranks), usually on several machines: `mpirun -np N tandem generate|serve|bench
-// -m model.gguf --split-mode layer [-ts 3,1]`.
+// -m model.gguf --split-mode layer|tensor [-ts 3,1]`.
 //
 // Layer split (a pipeline): rank r runs the contiguous layers [first[r], first[r + 1]) and keeps their KV cache and
 // recurrent state; rank 0 also runs the command itself (CLI or HTTP server, tokenizer, sampling, speculation, every
@@ -20,6 +20,18 @@
 //
 // Exactness: the layers compute what one process computes (same kernels, same order of sums); only the place changes.
 // A greedy run on N ranks is token-identical to one process.
+//
+// Tensor split (--split-mode tensor, llama.cpp's "row"): every rank runs every layer on its share of it: a contiguous
+// range of KV heads with their query heads (the rows of wq, wk, wv, the columns of wo, their cache rows) and of the
+// FFN's hidden units (the rows of gate and up, the columns of down), or of a mixture's experts (the router on every
+// rank, a shared expert on rank 0). Each rank's attention output and FFN output are partial sums over its share;
+// Cluster::all_reduce adds them (rank 0 gathers and sums in rank order, then sends the sum back: the same bits on
+// every rank, and the same for a given N on every run), twice per layer. Every rank embeds the tokens (the table is
+// read in place, a row per token); rank 0 runs the output head. Float sums run in another order than one process's,
+// so logits agree to rounding, not bit for bit (model/tensor_share.cpp, tests/test_split.cpp). Slices of quantized
+// matrices are cut at block boundaries: a share that a block would straddle moves to the next boundary.
+// Messages per pass: 2 x n_layer round trips rank 0 <-> each rank, so it wins over the layer split only where links
+// are fast (docs/scaling.md).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -46,14 +58,14 @@ struct SessionParams;
 
 enum class SplitMode { NONE, LAYER, TENSOR };
 
-// The split flags (llama.cpp's spellings: -sm/--split-mode none|layer|row, -ts/--tensor-split 3,1), and the rank
-// timeout (--rank-timeout seconds).
+// The split flags (llama.cpp's spellings: -sm/--split-mode none|layer|row (= tensor), -ts/--tensor-split 3,1), and
+// the rank timeout (--rank-timeout seconds).
 struct SplitOptions {
     SplitMode mode = SplitMode::LAYER;  // what several ranks do (one process: nothing)
     std::vector<float> weights;  // a share per rank (-ts); empty: equal
     double timeout_s = 300;
 };
-// "layer" / "none"; "row" and "tensor" are refused (not implemented: see README "Several machines").
+// "layer", "tensor" (or llama.cpp's "row"), "none".
 SplitMode parse_split_mode(const std::string& v);
 std::vector<float> parse_split_weights(const std::string& v);  // "3,1": each >= 0, at least one > 0
 
@@ -64,7 +76,12 @@ std::vector<float> parse_split_weights(const std::string& v);  // "3,1": each >=
 // tandem::Error when n_layer < n_ranks or the weights do not fit.
 std::vector<int> split_layers(int n_layer, int n_ranks, const std::vector<float>& weights, double rank0_extra = 0);
 
-// "0..10 | 11..21": each rank's layers (after Cluster::agree), for logs.
+// A tensor split's contiguous shares of n_units parts (KV heads, FFN blocks, experts) in proportion to `weights`
+// (split_layers' rule, every rank at least one part); throws tandem::Error naming `what` when there are fewer parts
+// than ranks.
+std::vector<int> tensor_shares(int n_units, int n_ranks, const std::vector<float>& weights, const std::string& what);
+
+// "layers 0..10 | 11..21" (a layer split) or "tensor: every layer's heads and FFN over 2 ranks", for logs.
 class Cluster;
 std::string split_plan_text(const Cluster& c);
 
@@ -106,16 +123,18 @@ public:
     int rank() const;
     int size() const;
     bool leader() const { return rank() == 0; }
+    bool tensor() const;  // a tensor split (every rank runs every layer, on its share of it)
     std::string host() const;
     double timeout_s() const;
+    const SplitOptions& options() const;
 
     // Start-up, on every rank at the same point (Model::load): exchanges `fingerprint` (the binary's version and the
     // model file's identity, model_fingerprint()) and refuses, on every rank, a rank whose differs, naming it and its
     // host; then fixes the layer plan (split_layers of n_layer by the weights, rank 0's head rank0_extra layers'
     // worth). Throws tandem::Error.
     void agree(const std::string& fingerprint, int n_layer, double rank0_extra = 0);
-    const std::vector<int>& plan() const;  // split_layers' result, after agree()
-    int first_layer() const;  // this rank's layers: [first_layer(), end_layer())
+    const std::vector<int>& plan() const;  // split_layers' result, after agree() (a tensor split: {0, n_layer})
+    int first_layer() const;  // this rank's layers: [first_layer(), end_layer()) (a tensor split: all)
     int end_layer() const;
 
     // Rank 0, from Session: the twin commands. Each takes the cluster's lock for itself and the pass it starts
@@ -143,6 +162,10 @@ public:
     // output to the next. Rank 0 waits at most timeout_s and names the rank that did not answer.
     void recv_hidden(float* x, size_t n_floats);
     void send_hidden(const float* x, size_t n_floats);
+    // A tensor split's reduction, on every rank at the same point of a pass: x (n_floats, this rank's partial sums)
+    // becomes the sum over the ranks, p_0 + p_1 + ... + p_{N-1} in that order, the same bits on every rank. Rank 0
+    // waits at most timeout_s for each rank's part and names the one that did not answer.
+    void all_reduce(float* x, size_t n_floats);
 
     // Ranks > 0: runs rank 0's commands on twins of `model`'s sessions until rank 0 stops; a failure is reported to
     // rank 0 (which throws it, naming this rank) and rethrown here.
@@ -165,6 +188,7 @@ public:
 
 private:
     std::unique_ptr<Impl> impl_;
+    std::vector<int> plan_for(int n_layer, double rank0_extra) const;
 };
 
 // The identity ranks compare at start: this binary's version and build, and the model file's size, metadata keys,

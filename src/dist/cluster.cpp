@@ -14,7 +14,15 @@ namespace tandem {
 
 namespace {
 
-enum Tag : int { TAG_CMD = 11, TAG_HIDDEN = 12, TAG_PROGRESS = 13, TAG_ERROR = 14, TAG_AGREE = 15, TAG_VERDICT = 16 };
+enum Tag : int {
+    TAG_CMD = 11,
+    TAG_HIDDEN = 12,
+    TAG_PROGRESS = 13,
+    TAG_ERROR = 14,
+    TAG_AGREE = 15,
+    TAG_VERDICT = 16,
+    TAG_REDUCE = 17
+};
 enum Op : int32_t {
     OP_OPEN = 1,
     OP_CLOSE,
@@ -172,9 +180,11 @@ int Cluster::rank() const { return impl_->t->rank(); }
 int Cluster::size() const { return impl_->t->size(); }
 std::string Cluster::host() const { return impl_->t->host(); }
 double Cluster::timeout_s() const { return impl_->opt.timeout_s; }
+const SplitOptions& Cluster::options() const { return impl_->opt; }
 const std::vector<int>& Cluster::plan() const { return impl_->plan; }
-int Cluster::first_layer() const { return impl_->plan.at(size_t(rank())); }
-int Cluster::end_layer() const { return impl_->plan.at(size_t(rank()) + 1); }
+int Cluster::first_layer() const { return tensor() ? 0 : impl_->plan.at(size_t(rank())); }
+int Cluster::end_layer() const { return tensor() ? impl_->plan.back() : impl_->plan.at(size_t(rank()) + 1); }
+bool Cluster::tensor() const { return impl_->opt.mode == SplitMode::TENSOR; }
 bool Cluster::broken() const { return impl_->broken; }
 std::string Cluster::broken_reason() const { return impl_->reason; }
 void Cluster::on_broken(std::function<void(const std::string&)> fn) { impl_->on_broken = std::move(fn); }
@@ -208,7 +218,7 @@ void Cluster::agree(const std::string& fingerprint, int n_layer, double rank0_ex
                               I.who(r).c_str(), I.hosts[0].c_str(), fingerprint.c_str(), r, prints[size_t(r)].c_str());
         if (verdict.empty()) {
             try {
-                I.plan = split_layers(n_layer, n, I.opt.weights, rank0_extra);
+                I.plan = plan_for(n_layer, rank0_extra);
             } catch (const Error& e) {
                 verdict = e.what();
             }
@@ -227,9 +237,19 @@ void Cluster::agree(const std::string& fingerprint, int n_layer, double rank0_ex
         Reader rd{m};
         verdict = rd.str();
         for (auto& h : I.hosts) h = rd.str();
-        if (verdict.empty()) I.plan = split_layers(n_layer, n, I.opt.weights, rank0_extra);
+        if (verdict.empty()) I.plan = plan_for(n_layer, rank0_extra);
     }
     if (!verdict.empty()) I.fail(verdict);
+}
+
+// A layer split's ranges; a tensor split runs every layer on every rank (its shares: model/tensor_share.cpp).
+std::vector<int> Cluster::plan_for(int n_layer, double rank0_extra) const {
+    if (tensor()) {
+        std::vector<int> all(size_t(size()) + 1, n_layer);
+        all[0] = 0;
+        return all;
+    }
+    return split_layers(n_layer, size(), impl_->opt.weights, rank0_extra);
 }
 
 int Cluster::open(const SessionParams& p) {
@@ -357,6 +377,32 @@ void Cluster::recv_hidden(float* x, size_t n_floats) {
         I.fail(strprintf("%s sent %zu bytes of hidden states, %zu expected (ranks out of step)", I.who(from).c_str(),
                          m.size(), n_floats * sizeof(float)));
     std::memcpy(x, m.data(), m.size());
+}
+
+void Cluster::all_reduce(float* x, size_t n_floats) {
+    Impl& I = *impl_;
+    I.check_alive();
+    const size_t bytes = n_floats * sizeof(float);
+    std::vector<uint8_t> m;
+    if (!leader()) {  // a star, not a ring: no two ranks wait on each other's sends
+        I.send(0, TAG_REDUCE, x, bytes);
+        I.wait(0, TAG_REDUCE, m, 0, 50);
+        if (m.size() != bytes) I.fail(strprintf("rank 0 sent %zu bytes of sums, %zu expected", m.size(), bytes));
+        std::memcpy(x, m.data(), bytes);
+        return;
+    }
+    I.pass++;
+    for (int r = 1; r < size(); r++) {  // in rank order: the sum's order is fixed
+        if (!I.wait(r, TAG_REDUCE, m, I.opt.timeout_s, 50))
+            I.fail(strprintf("%s did not answer within %g s (reduction %llu; --rank-timeout)", I.who(r).c_str(),
+                             I.opt.timeout_s, (unsigned long long)I.pass));
+        if (m.size() != bytes)
+            I.fail(strprintf("%s sent %zu bytes of partial sums, %zu expected (ranks out of step)", I.who(r).c_str(),
+                             m.size(), bytes));
+        const float* p = reinterpret_cast<const float*>(m.data());
+        for (size_t i = 0; i < n_floats; i++) x[i] += p[i];
+    }
+    for (int r = 1; r < size(); r++) I.send(r, TAG_REDUCE, x, bytes);
 }
 
 void Cluster::serve(const std::shared_ptr<const Model>& model, ThreadPool& pool) {

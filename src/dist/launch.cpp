@@ -70,8 +70,8 @@ std::shared_ptr<Cluster> join_cluster(const SplitOptions& opt) {
                          gbit > 0 ? strprintf("%g Gbit/s", gbit).c_str() : "no rate limit");
     }
     if (opt.mode == SplitMode::NONE)
-        throw Error(
-            strprintf("started as one of %d MPI ranks with --split-mode none: give --split-mode layer", t->size()));
+        throw Error(strprintf(
+            "started as one of %d MPI ranks with --split-mode none: give --split-mode layer or tensor", t->size()));
     return std::make_shared<Cluster>(t, opt);
 }
 
@@ -84,8 +84,12 @@ int run_rank(const std::shared_ptr<Cluster>& cluster, const std::string& model_p
         LoadOptions lo;
         lo.cluster = cluster;
         auto model = Model::load(model_path, lo);
-        std::fprintf(stderr, "rank %d (%s): layers %d..%d of %s\n", cluster->rank(), cluster->host().c_str(),
-                     cluster->first_layer(), cluster->end_layer() - 1, model_path.c_str());
+        if (cluster->tensor())
+            std::fprintf(stderr, "rank %d (%s): its heads and FFN units of every layer of %s\n", cluster->rank(),
+                         cluster->host().c_str(), model_path.c_str());
+        else
+            std::fprintf(stderr, "rank %d (%s): layers %d..%d of %s\n", cluster->rank(), cluster->host().c_str(),
+                         cluster->first_layer(), cluster->end_layer() - 1, model_path.c_str());
         ThreadPool pool(n_threads);
         cluster->serve(model, pool);
         return 0;

@@ -13,11 +13,8 @@ namespace tandem {
 SplitMode parse_split_mode(const std::string& v) {
     if (v == "layer") return SplitMode::LAYER;
     if (v == "none") return SplitMode::NONE;
-    if (v == "row" || v == "tensor")
-        throw Error("--split-mode " + v +
-                    ": a tensor (row) split across ranks is not implemented; --split-mode layer splits the layers "
-                    "(README \"Several machines\")");
-    throw Error("--split-mode must be none, layer or row, not '" + v + "'");
+    if (v == "row" || v == "tensor") return SplitMode::TENSOR;
+    throw Error("--split-mode must be none, layer, tensor or row, not '" + v + "'");
 }
 
 std::vector<float> parse_split_weights(const std::string& v) {
@@ -85,7 +82,8 @@ std::vector<int> split_layers(int n_layer, int n_ranks, const std::vector<float>
 }
 
 std::string split_plan_text(const Cluster& c) {
-    std::string s;
+    if (c.tensor()) return strprintf("tensor: every layer's heads and FFN over %d ranks", c.size());
+    std::string s = "layers ";
     for (size_t r = 0; r + 1 < c.plan().size(); r++)
         s += strprintf("%s%d..%d", r ? " | " : "", c.plan()[r], c.plan()[r + 1] - 1);
     return s;

@@ -174,8 +174,8 @@ void moe_ffn(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const f
     s.up.resize(size_t(total) * std::max(F, E));
     std::vector<int> used, off;  // selected experts and the first row of each one's block
     std::vector<int> order;  // block row -> (t * k + j)
-    for (int e = 0; e < ne; e++) {
-        if (rows_of[size_t(e)].empty()) continue;
+    for (int e = 0; e < ne; e++) {  // (a tensor split's rank holds some experts: the others add nothing here)
+        if (rows_of[size_t(e)].empty() || !L.exp_down[size_t(e)].data) continue;
         used.push_back(e);
         off.push_back(int(order.size()));
         for (int tj : rows_of[size_t(e)]) {
@@ -186,7 +186,8 @@ void moe_ffn(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const f
             order.push_back(tj);
         }
     }
-    off.push_back(total);
+    const int routed = int(order.size());  // total, less the rows of experts another rank holds
+    off.push_back(routed);
     // The shared expert (glm4moe) reads every row: its gate and up join the first pass, its down the second.
     const bool shared = L.shexp_gate.data != nullptr;
     const int SF = shared ? int(L.shexp_gate.rows) : 0;
@@ -214,7 +215,7 @@ void moe_ffn(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const f
                     s.gate[size_t(i) * F + c] += L.exp_gate_b[size_t(used[u]) * F + c];
                     s.up[size_t(i) * F + c] += L.exp_up_b[size_t(used[u]) * F + c];
                 }
-    activate(hp.ffn_act, s.gate.data(), s.up.data(), int64_t(total) * F);
+    activate(hp.ffn_act, s.gate.data(), s.up.data(), int64_t(routed) * F);
     if (shared) activate(hp.ffn_act, s.sh_gate.data(), s.sh_up.data(), int64_t(n) * SF);
     float* d = s.up.data();  // (total, E): the up values are consumed
     jobs.clear();

@@ -466,11 +466,11 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     const Model& model = *S0.model_;
     ThreadPool& pool = S0.pool_;
     const HParams& hp = model.hparams();
-    const int E = hp.n_embd, nh = hp.n_head;
+    const int E = hp.n_embd;
     int qd_max = 0, kvd_max = 0;  // the widest layer's q and k/v rows (gemma4's layers differ)
     for (int l = 0; l < S0.n_layers_; l++) {
         const LayerWeights& L = model.layer(S0.layer0_ + l);
-        qd_max = std::max(qd_max, nh * L.head_dim);
+        qd_max = std::max(qd_max, L.n_head * L.head_dim);
         kvd_max = std::max(kvd_max, L.n_head_kv * L.head_dim);
     }
     // A row's position (RoPE, attention window) and its cache slot: the same for a chain. In a token tree the
@@ -540,12 +540,17 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
 
     const MtpWeights* mtp = S0.mtp_of_ ? model.mtp() : nullptr;
     const Weight& emb = mtp ? mtp->embd : model.tok_embd();
-    // A split model (tandem/split.h): this rank's layers; the rows come from the previous rank (not rank 0) and go
-    // to the next after them.
+    // A split model (tandem/split.h). Layer split: this rank's layers; the rows come from the previous rank (not
+    // rank 0) and go to the next after them. Tensor split: every layer on every rank, its attention and FFN outputs
+    // summed over the ranks (`reduce`); every rank embeds, rank 0 alone computes logits.
     Cluster* const cl = S0.split_;
+    Cluster* const tensor = cl && cl->tensor() ? cl : nullptr;
     const int l_lo = cl ? std::min(cl->first_layer(), S0.n_layers_) : 0;
     const int l_hi = cl ? std::min(cl->end_layer(), S0.n_layers_) : S0.n_layers_;
-    if (cl && !cl->leader()) {
+    auto reduce = [&](float* y) {
+        if (tensor) tensor->all_reduce(y, size_t(n) * E);
+    };
+    if (cl && !cl->leader() && !tensor) {
         cl->recv_hidden(S.x.data(), size_t(n) * E);
     } else if (mtp) {
         // x = eh_proj [rmsnorm(embd(token)) * enorm, rmsnorm(h) * hnorm], h: the state at the row's position - 1
@@ -587,7 +592,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     // One attention layer over the pass's rows: the normed input `in` to S.rows_out (before the residual add).
     auto attention_layer = [&](int l, const LayerWeights& L, const float* in) {
         const int rope_set = L.swa ? 1 : 0;
-        const int hd = L.head_dim, nkv = L.n_head_kv, qd = nh * hd, kvd = nkv * hd;
+        const int nh = L.n_head, hd = L.head_dim, nkv = L.n_head_kv, qd = nh * hd, kvd = nkv * hd;
         const bool own_kv = L.kv_from < 0;  // gemma4's shared-KV layers: queries only, over another layer's rows
         if (hp.mla) {  // the latent row is cached once, read as K and as V (S.v unused)
             mla_project(pool, hp, L, in, n, S.q.data(), S.k.data(), S.mla);
@@ -666,6 +671,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         if (hp.attn_gate)
             for (size_t i = 0; i < size_t(n) * qd; i++) S.att[i] *= 1.0f / (1.0f + std::exp(-S.gate[i]));
         matmul(pool, view(L.wo), hp.mla ? S.mla_v.data() : S.att.data(), n, S.rows_out.data());
+        reduce(S.rows_out.data());  // a tensor split's heads: before the bias and the norm, which are not sums
         for (int t = 0; t < n; t++) {
             float* a = &S.rows_out[size_t(t) * E];
             if (!L.bo.empty())
@@ -722,6 +728,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         if (L.moe() && L.w_gate.data)  // gemma4: a dense MLP beside the experts
             ffn_dense_and_experts(pool, hp, L, S.x.data(), in, n, S.rows_out.data(), S.ffn);
         else ffn_forward(pool, hp, L, in, n, S.rows_out.data(), S.ffn);
+        reduce(S.rows_out.data());
         if (hp.has_post_norms)
             for (int t = 0; t < n; t++)
                 rmsnorm(&S.rows_out[size_t(t) * E], L.post_ffn_norm.data(), &S.rows_out[size_t(t) * E], E, hp.rms_eps);
@@ -732,7 +739,8 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] *= L.out_scale;
     }
 
-    if (cl) {  // on to the next rank; rank 0 goes on with the last rank's rows
+    if (tensor && !tensor->leader()) return;
+    if (cl && !tensor) {  // on to the next rank; rank 0 goes on with the last rank's rows
         cl->send_hidden(S.x.data(), size_t(n) * E);
         if (!cl->leader()) return;
         cl->recv_hidden(S.x.data(), size_t(n) * E);

@@ -11,6 +11,7 @@
 
 #include "core/mmap.h"
 #include "cpu/isa.h"
+#include "model/weight_view.h"
 #include "quant/kernels.h"
 #include "quant/matmul_q8.h"
 #include "quant/quant.h"
@@ -184,12 +185,7 @@ struct Loader {
         return out;
     }
     // A (rows, cols) view of `n_rows` rows starting at row `first` of a 2-D tensor (a fused q|k|v or gate|up).
-    static Weight rows_of(const Weight& w, int64_t first, int64_t n_rows) {
-        Weight v = w;
-        v.data = w.data + size_t(first) * w.row_stride;
-        v.rows = n_rows;
-        return v;
-    }
+    static Weight rows_of(const Weight& w, int64_t first, int64_t n_rows) { return weight_rows(w, first, n_rows); }
     // The n_expert (rows, cols) matrices of a 3-D tensor of ggml shape [cols, rows, n_expert].
     std::vector<Weight> experts(const std::string& name, int64_t rows, int64_t cols, int64_t n_expert) const {
         const GgufTensor& t = tensor(name, {cols, rows, n_expert});
@@ -281,6 +277,7 @@ void bind_eagle3(const Loader& L, HParams& hp, Weight& tok_embd, Weight& output,
     output_norm = L.vec("output_norm.weight", E);
     layers.resize(1);
     LayerWeights& l = layers[0];
+    l.n_head = hp.n_head;
     l.n_head_kv = hp.n_head_kv;
     l.head_dim = hp.head_dim;
     l.n_rot = hp.n_rot;
@@ -681,6 +678,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
                                                     : swa_pattern == 0 || i % swa_pattern < swa_pattern - 1);
         // the layer's attention shape: gemma4's sliding-window layers have their own head size, rotated dims and
         // KV heads; its last n_kv_shared layers attend to the cache of the last earlier layer of their kind
+        l.n_head = hp.n_head;
         l.n_head_kv = i < hp.n_layer ? kv_heads[size_t(i)] : hp.n_head_kv;
         l.head_dim = l.swa && hp.head_dim_swa > 0 ? hp.head_dim_swa : hp.head_dim;
         l.n_rot = l.swa && hp.head_dim_swa > 0 ? hp.n_rot_swa : hp.n_rot;
@@ -865,6 +863,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
 // a rank touches only its share of the mapping. Rank 0 keeps the embedding, the output head and an MTP block.
 void Model::bind_split_share() {
     Cluster& c = *cluster_;
+    if (c.tensor()) return bind_tensor_share();
     if (hp_.n_embd_per_layer > 0)
         throw Error(path() + ": a model with per-layer embeddings (Gemma 4 E2B/E4B) is not split across ranks yet");
     // Rank 0's output head in layers' worth of weight bytes: the plan gives it fewer layers for it.
@@ -890,6 +889,7 @@ void Model::bind_split_share() {
         LayerWeights& L = layers_[size_t(i)];
         LayerWeights shape;
         shape.swa = L.swa;
+        shape.n_head = L.n_head;
         shape.n_head_kv = L.n_head_kv;
         shape.head_dim = L.head_dim;
         shape.n_rot = L.n_rot;
@@ -944,10 +944,19 @@ void Model::repack_for_cpu() {
     // Matrices are taken in turn by a few threads (loading is mostly page faults on the file and on the new
     // buffer, which the kernel serves in parallel), each in slices of 256 rows whose file pages are released as
     // soon as they are copied, so the file and its copy are never resident twice for more than a slice per thread.
+    // (only the file's tensor data: a tensor split's strided column views reach past their tensor's end)
+    uintptr_t file_lo = UINTPTR_MAX, file_hi = 0;
+    for (const GgufTensor& t : file_->tensors()) {
+        file_lo = std::min(file_lo, reinterpret_cast<uintptr_t>(t.data));
+        file_hi = std::max(file_hi, reinterpret_cast<uintptr_t>(t.data) + t.nbytes);
+    }
     auto release = [&](const uint8_t* from, size_t bytes) {  // whole pages inside [from, from + bytes)
         if (!file_->owns_mapping()) return;
-        uintptr_t b = (reinterpret_cast<uintptr_t>(from) + uintptr_t(page) - 1) / uintptr_t(page) * uintptr_t(page);
-        uintptr_t e = (reinterpret_cast<uintptr_t>(from) + bytes) / uintptr_t(page) * uintptr_t(page);
+        const uintptr_t lo = std::max(file_lo, reinterpret_cast<uintptr_t>(from));
+        const uintptr_t hi = std::min(file_hi, reinterpret_cast<uintptr_t>(from) + bytes);
+        if (hi <= lo) return;
+        uintptr_t b = (lo + uintptr_t(page) - 1) / uintptr_t(page) * uintptr_t(page);
+        uintptr_t e = hi / uintptr_t(page) * uintptr_t(page);
         if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
     };
     std::atomic<size_t> next{0};

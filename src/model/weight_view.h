@@ -12,6 +12,14 @@ namespace tandem {
 
 inline WeightView view(const Weight& w) { return WeightView{w.data, w.type, w.cols, w.rows, w.row_stride, w.packed}; }
 
+// Rows [first, first + n) of w, in place.
+inline Weight weight_rows(const Weight& w, int64_t first, int64_t n) {
+    Weight v = w;
+    v.data = w.data + size_t(first) * w.row_stride;
+    v.rows = n;
+    return v;
+}
+
 // Row `token` of an embedding table (the repacked copy when there is one) as floats.
 inline void embedding_row(const Weight& emb, int32_t token, float* out) {
     if (emb.packed) dequantize_packed_row(emb.type, emb.packed, emb.cols, token, out);

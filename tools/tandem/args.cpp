@@ -99,9 +99,10 @@ std::string ArgParser::help() const {
 void add_split_flags(ArgParser& ap, SplitOptions& f) {
     ap.add({"-sm", "--split-mode"}, "MODE",
            "how the target is split across MPI ranks (mpirun -np N tandem ...): layer (default: contiguous layers "
-           "per rank) or none",
+           "per rank), tensor or row (every layer's heads and FFN units shared out; for fast links) or none",
            [&](const std::string& v) { f.mode = parse_split_mode(v); });
-    ap.add({"-ts", "--tensor-split"}, "N,N,...", "the share of the layers of each rank, e.g. 3,1 (default: equal)",
+    ap.add({"-ts", "--tensor-split"}, "N,N,...",
+           "the share of each rank (of the layers, or of the heads and FFN units), e.g. 3,1 (default: equal)",
            [&](const std::string& v) { f.weights = parse_split_weights(v); });
     ap.add({"--rank-timeout"}, "S", "seconds rank 0 waits for the other ranks' part of a pass (300)",
            [&](const std::string& v) { f.timeout_s = to_float_in("--rank-timeout", v, 0.1f, 1e6f); });

@@ -86,7 +86,7 @@ void resolve_spec_flags(SpecFlags& f);
 // -jf/--json-schema-file FNAME; each sets `gbnf` (a JSON schema converted to GBNF; a bad schema is an Error).
 void add_grammar_flags(ArgParser& ap, std::string& gbnf, const std::string& what);
 
-// Splitting the target across MPI ranks (generate, serve, bench; tandem/split.h): -sm/--split-mode none|layer,
+// Splitting the target across MPI ranks (generate, serve, bench; tandem/split.h): -sm/--split-mode none|layer|tensor,
 // -ts/--tensor-split 3,1 (a share of the layers per rank), --rank-timeout S.
 void add_split_flags(ArgParser& ap, SplitOptions& f);
 // Every command that loads a target calls this first: when started by mpirun as one of several ranks it joins them

@@ -186,8 +186,8 @@ int cmd_generate(int argc, char** argv) {
     load.cluster = cluster;
     auto model = Model::load(o.model, load);
     if (cluster)
-        std::fprintf(stderr, "split: %d ranks, layers %s (rank 0: layers 0..%d, the embedding and the output)\n",
-                     cluster->size(), split_plan_text(*cluster).c_str(), cluster->end_layer() - 1);
+        std::fprintf(stderr, "split: %d ranks, %s (rank 0: the output head too)\n", cluster->size(),
+                     split_plan_text(*cluster).c_str());
     auto tok = Tokenizer::from_gguf(model->gguf());
     SessionParams tp{o.n_ctx, 0, o.n_batch, o.cache.type_k, o.cache.type_v, o.cache.swa_full};
     tp.ctx_checkpoints = o.cache.ctx_checkpoints;
