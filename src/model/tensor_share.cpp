@@ -39,8 +39,8 @@ std::vector<T> slice_vec(const std::vector<T>& v, size_t first, size_t n) {
 std::vector<int> tensor_shares(int n_units, int n_ranks, const std::vector<float>& weights, const std::string& what) {
     if (n_units < n_ranks)
         throw Error(
-            strprintf("%s: %d parts (after the block cuts), fewer than the %d ranks of the tensor split "
-                      "(--split-mode layer splits by layers)",
+            strprintf("%s: %d to share out, fewer than the %d ranks of the tensor split (--split-mode layer "
+                      "splits by layers)",
                       what.c_str(), n_units, n_ranks));
     return split_layers(n_units, n_ranks, weights, 0);
 }
@@ -100,7 +100,10 @@ void Model::bind_tensor_share() {
         if (u > nkv)
             refuse(strprintf("layer %d's heads cannot be cut at the %s blocks of its output matrix", i,
                              type_name(L.wo.type)));
-        const std::vector<int> hs = tensor_shares(nkv / u, N, w, where + " KV heads");
+        const std::vector<int> hs = tensor_shares(nkv / u, N, w,
+                                                  u == 1 ? where + " KV heads"
+                                                         : strprintf("%s groups of %d KV heads (whole %s blocks of wo)",
+                                                                     where.c_str(), u, type_name(L.wo.type)));
         const int k0 = hs[size_t(rank)] * u, k1 = hs[size_t(rank) + 1] * u;
         const size_t q0 = size_t(k0) * group * hd, qn = size_t(k1 - k0) * group * hd;
         const size_t kv0 = size_t(k0) * hd, kvn = size_t(k1 - k0) * hd;
@@ -123,7 +126,8 @@ void Model::bind_tensor_share() {
             if (rank != 0) L.shexp_gate = L.shexp_up = L.shexp_down = Weight{};
         } else {  // hidden units in whole blocks of w_down's columns
             const int64_t F = L.w_gate.rows, fb = type_traits(L.w_down.type).block_elems;
-            const std::vector<int> fs = tensor_shares(int(F / fb), N, w, where + " FFN");
+            const std::vector<int> fs =
+                tensor_shares(int(F / fb), N, w, strprintf("%s FFN blocks of %d units", where.c_str(), int(fb)));
             const int64_t f0 = fs[size_t(rank)] * fb, fn = fs[size_t(rank) + 1] * fb - f0;
             L.w_gate = weight_rows(L.w_gate, f0, fn);
             L.w_up = weight_rows(L.w_up, f0, fn);

@@ -62,6 +62,33 @@ for spec in "-md $M --draft-adaptive off --draft-max 4 --draft-p-min 0" "--spec-
 done
 same "sampled, draft model, seed 7" 2 "$M" -n 64 --temp 0.9 -s 7 -md "$M" --draft-max 4
 
+# Tensor split: every rank runs every layer on its heads and FFN units (or experts). Its sums run in another order
+# than one process's (tests/test_split.cpp holds the logits to the reference tolerances): greedy output equals one
+# process's where no near-tie flips (these files), and on any file speculative output equals the same ranks' plain
+# output and a run repeats bit for bit.
+same "tensor: stories260K greedy" 2 "$M" -n 64 --temp 0 -sm tensor
+same "tensor: stories260K greedy" 3 "$M" -n 64 --temp 0 -sm tensor
+same "tensor: synth llama Q8_0 greedy" 2 "$SHARED/models/synth-llama-spm-q8_0.gguf" -n 48 --temp 0 -sm tensor
+same "tensor: synth qwen2 BF16 greedy" 2 "$SHARED/models/synth-qwen2-gpt2bpe-bf16.gguf" -n 48 --temp 0 -sm tensor
+same "tensor: synth gpt-oss greedy" 2 "$SHARED/models-modern/synth-gptoss-spm-f16-mxfp4.gguf" -n 32 --temp 0 -sm tensor
+Q=$SHARED/models-modern/synth-qwen3moe-spm-q8_0.gguf
+gen "$work/tp" 2 "$Q" -n 48 --temp 0 -sm tensor
+gen "$work/tp2" 2 "$Q" -n 48 --temp 0 -sm tensor
+gen "$work/ts" 2 "$Q" -n 48 --temp 0 -sm tensor --spec-type ngram
+if [ -s "$work/tp" ] && cmp -s "$work/tp" "$work/tp2" && cmp -s "$work/tp" "$work/ts"; then
+  pass "tensor: qwen3moe (experts shared out) on 2 ranks: a run repeats, n-gram speculation = plain decoding"
+else fail "tensor: qwen3moe on 2 ranks: runs differ: $(grep -i error "$work/tp.err" "$work/ts.err" | head -2)"; fi
+gen "$work/tplain" 3 "$M" -n 64 --temp 0 -sm tensor
+gen "$work/tspec" 3 "$M" -n 64 --temp 0 -sm tensor -md "$M" --draft-adaptive off --draft-max 4 --draft-p-min 0
+if [ -s "$work/tplain" ] && cmp -s "$work/tplain" "$work/tspec"; then
+  pass "tensor: speculative (draft model) on 3 ranks = the same ranks' plain output ($(grep -o 'rank 0 sent.*' "$work/tspec.err"))"
+else fail "tensor: speculative on 3 ranks differs from plain: $(grep -i error "$work/tspec.err" | head -2)"; fi
+"${MPIRUN[@]}" -np 3 "$BIN" generate -m "$SHARED/models/synth-llama-spm-q8_0.gguf" -p "$P" -n 4 -t 1 -sm tensor >"$work/few" 2>"$work/few.err"
+rc=$?
+if [ $rc -ne 0 ] && grep -q "fewer than the 3 ranks of the tensor split" "$work/few.err"; then
+  pass "tensor: more ranks than KV heads refused, exit $rc"
+else fail "tensor: 3 ranks over 2 KV heads: exit $rc, $(grep -i error "$work/few.err" | head -2)"; fi
+
 # A rank with another file: refused by name (MPMD: rank 1 runs another -m)
 "${MPIRUN[@]}" -np 1 "$BIN" generate -m "$SHARED/models/synth-llama-spm-q8_0.gguf" -p "$P" -n 4 -t 1 : \
   -np 1 "$BIN" generate -m "$SHARED/models/synth-llama-spm-q4_0.gguf" -p "$P" -n 4 -t 1 >"$work/mm" 2>"$work/mm.err"
