@@ -5,10 +5,12 @@
 # (Firecracker) has neither netem nor tbf, so by default they are emulated in tandem's transport
 # (TANDEM_LINK_EMULATION: each message held until its send time + one-way delay + bytes / rate).
 # Speculation: n-grams (on random weights nothing is accepted: the cost of failing drafts), a suffix cache holding
-# the same request's earlier answer (a repeated request: long accepted drafts; written by a first one-process run),
+# the same request's earlier answer (a repeated request: long accepted drafts; written by a first run of the same
+# configuration),
 # and a draft model when DRAFT is given. For each RTT and rank count: tokens/s plain and speculative
 # (n-grams; a draft model when DRAFT is given), messages and bytes per generated token at rank 0, peak RSS per rank.
-#   MODEL=tinyllama-q4_0.gguf [DRAFT=draft.gguf] [RTTS="0.1 1"] [RANKS="1 2 3"] [N=128] bash bench/split_net.sh
+#   MODEL=tinyllama-q4_0.gguf [DRAFT=draft.gguf] [RTTS="0.1 1"] [RANKS="1 2 3"] [MODES="layer tensor"] [N=128] \
+#     bash bench/split_net.sh
 # Needs root (namespaces, tc), iproute2, Open MPI, GNU time. Rank 1 as one process without mpirun is the baseline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +19,7 @@ MODEL=${MODEL:?MODEL=path/to/target.gguf}
 DRAFT=${DRAFT:-}
 RTTS=${RTTS:-"0.1 1"}
 RANKS=${RANKS:-"1 2 3"}
+MODES=${MODES:-layer}  # --split-mode of the runs on several ranks
 N=${N:-128}
 T=${T:-1}  # threads per rank (2 cores here: 1 each, so that 2 ranks do not share a core)
 RATE=${RATE:-1}  # Gbit/s
@@ -25,7 +28,7 @@ PROMPT=${PROMPT:-"The history of the city begins with a small settlement by the 
 sfx=""
 # shellcheck source=bench/netns.sh
 source bench/netns.sh
-trap 'rm -f "$sfx"; netns_down' EXIT
+trap 'rm -f "$sfx".*; netns_down' EXIT
 netns_up tsn 10.78.0 3
 set_rtt() {  # half the round trip on each side of every link
   if [ "$LINKS" = netem ]; then
@@ -55,8 +58,12 @@ run() {  # run NP ARGS...: prints "tokens/s msgs/token bytes/token rss_rank0_MiB
   fi
   python3 - "$out" "$err" <<'EOF'
 import json, re, sys
-j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 err = open(sys.argv[2]).read()
+lines = open(sys.argv[1]).read().strip().splitlines()
+if not lines:  # the run failed: say how
+    print("FAILED: " + " | ".join(err.strip().splitlines()[-3:]))
+    sys.exit(0)
+j = json.loads(lines[-1])
 rss = [int(x) / 1024 for x in re.findall(r"RSS (\d+)", err)]
 n = max(1, j["timings"]["predicted_n"])
 s = j.get("split", {})
@@ -70,15 +77,24 @@ EOF
 }
 
 sfx=$(mktemp -u)
-"$BIN" generate -m "$MODEL" -p "$PROMPT" -n "$N" -t "$T" --temp 0 -lcd "$sfx" >/dev/null 2>&1
 echo "model $(basename "$MODEL") ($(du -m "$MODEL" | cut -f1) MiB), N=$N, $T thread(s) per rank, links $RATE Gbit/s ($LINKS)"
 for rtt in $RTTS; do
   set_rtt "$rtt"
   echo "== RTT $rtt ms"
   for np in $RANKS; do
-    echo "ranks $np plain:     $(run "$np")"
-    echo "ranks $np ngram:     $(run "$np" --spec-type ngram)"
-    echo "ranks $np suffix:    $(run "$np" -lcs "$sfx")"
-    [ -n "$DRAFT" ] && echo "ranks $np draft:     $(run "$np" -md "$DRAFT")"
+    for mode in $MODES; do
+      [ "$np" = 1 ] && [ "$mode" != "${MODES%% *}" ] && continue  # one process: no split to vary
+      sm=(-sm "$mode")
+      label="ranks $np"
+      [ "$np" = 1 ] || label+=" $mode"
+      echo "$label plain:     $(run "$np" "${sm[@]}")"
+      echo "$label ngram:     $(run "$np" "${sm[@]}" --spec-type ngram)"
+      # the suffix cache holds this configuration's own earlier answer (a tensor split's sums, in another order
+      # than one process's, may choose other tokens on random weights' near-ties)
+      run "$np" "${sm[@]}" -lcd "$sfx.$np.$mode" >/dev/null
+      echo "$label suffix:    $(run "$np" "${sm[@]}" -lcs "$sfx.$np.$mode")"
+      rm -f "$sfx.$np.$mode"
+      [ -n "$DRAFT" ] && echo "$label draft:     $(run "$np" "${sm[@]}" -md "$DRAFT")"
+    done
   done
 done

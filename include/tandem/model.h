@@ -358,13 +358,17 @@ private:
     std::shared_ptr<Cluster> cluster_;
     int split_lo_ = 0, split_hi_ = 1 << 30;
     void bind_split_share();  // keeps the weights of this rank's share only
-    void bind_tensor_share();  // a tensor split's (model/tensor_share.cpp)
+    void bind_tensor_share(double layer_bytes, double head_bytes);  // a tensor split's (model/tensor_share.cpp)
     // Columns [c0, c0 + n) of w: a strided view, or (F32/F16/BF16) a copy held in owned_
     Weight column_slice(const Weight& w, int64_t c0, int64_t n);
     std::vector<std::vector<uint8_t>> owned_;
     std::shared_ptr<uint8_t> packed_;  // one buffer holding the repacked matrices (see Model::repack_for_cpu)
     size_t packed_bytes_ = 0;
     void repack_for_cpu();
+    // Drops this process's mapping of the file's pages in [from, from + bytes) that lie wholly inside the tensor
+    // data (MADV_DONTNEED on the read-only mapping: re-read from the file if touched again); nothing for a model
+    // parsed from memory.
+    void release_file_pages(const uint8_t* from, size_t bytes) const;
 
 public:
     size_t packed_bytes() const { return packed_bytes_; }  // memory held by repacked copies

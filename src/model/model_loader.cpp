@@ -855,6 +855,17 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         m->bind_split_share();
     }
     if (opt.repack) m->repack_for_cpu();
+    if (m->cluster_) {
+        // A split model's rank read the first bytes of every tensor for the agreement, and the kernel mapped pages
+        // around each (fault-around): the pages of other ranks' weights stay mapped unless dropped. Dropped here,
+        // all of them: what this rank still reads in place (the embedding rows, unpacked matrices) faults back in.
+        const GgufTensor* first = nullptr;
+        size_t end = 0;
+        for (const GgufTensor& t : m->file_->tensors())
+            if (!first || t.data < first->data) first = &t;
+        for (const GgufTensor& t : m->file_->tensors()) end = std::max(end, size_t(t.data - first->data) + t.nbytes);
+        if (first) m->release_file_pages(first->data, end);
+    }
     return m;
 }
 
@@ -863,7 +874,6 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
 // a rank touches only its share of the mapping. Rank 0 keeps the embedding, the output head and an MTP block.
 void Model::bind_split_share() {
     Cluster& c = *cluster_;
-    if (c.tensor()) return bind_tensor_share();
     if (hp_.n_embd_per_layer > 0)
         throw Error(path() + ": a model with per-layer embeddings (Gemma 4 E2B/E4B) is not split across ranks yet");
     // Rank 0's output head in layers' worth of weight bytes: the plan gives it fewer layers for it.
@@ -873,6 +883,7 @@ void Model::bind_split_share() {
             layer_bytes += double(t.nbytes);
         if (t.name == (hp_.tied_output ? "token_embd.weight" : "output.weight")) head_bytes = double(t.nbytes);
     }
+    if (c.tensor()) return bind_tensor_share(layer_bytes, head_bytes);
     const double per_layer = layer_bytes / std::max(1, hp_.n_layer);
     c.agree(model_fingerprint(*this), hp_.n_layer, per_layer > 0 ? head_bytes / per_layer : 0.0);
     split_lo_ = c.first_layer();
@@ -912,7 +923,6 @@ void Model::bind_split_share() {
 // about the file size (the copies are 0-3% larger than the blocks they replace).
 void Model::repack_for_cpu() {
     if (!isa().matmul_packed) return;
-    const long page = sysconf(_SC_PAGESIZE);
     std::vector<Weight*> todo;
     for (auto& l : layers_) {
         for (Weight* w : {&l.wq,         &l.wk,       &l.wv,         &l.wo,      &l.w_gate, &l.w_up,    &l.w_down,
@@ -944,21 +954,7 @@ void Model::repack_for_cpu() {
     // Matrices are taken in turn by a few threads (loading is mostly page faults on the file and on the new
     // buffer, which the kernel serves in parallel), each in slices of 256 rows whose file pages are released as
     // soon as they are copied, so the file and its copy are never resident twice for more than a slice per thread.
-    // (only the file's tensor data: a tensor split's strided column views reach past their tensor's end)
-    uintptr_t file_lo = UINTPTR_MAX, file_hi = 0;
-    for (const GgufTensor& t : file_->tensors()) {
-        file_lo = std::min(file_lo, reinterpret_cast<uintptr_t>(t.data));
-        file_hi = std::max(file_hi, reinterpret_cast<uintptr_t>(t.data) + t.nbytes);
-    }
-    auto release = [&](const uint8_t* from, size_t bytes) {  // whole pages inside [from, from + bytes)
-        if (!file_->owns_mapping()) return;
-        const uintptr_t lo = std::max(file_lo, reinterpret_cast<uintptr_t>(from));
-        const uintptr_t hi = std::min(file_hi, reinterpret_cast<uintptr_t>(from) + bytes);
-        if (hi <= lo) return;
-        uintptr_t b = (lo + uintptr_t(page) - 1) / uintptr_t(page) * uintptr_t(page);
-        uintptr_t e = hi / uintptr_t(page) * uintptr_t(page);
-        if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
-    };
+    auto release = [&](const uint8_t* from, size_t bytes) { release_file_pages(from, bytes); };
     std::atomic<size_t> next{0};
     auto work = [&] {
         constexpr int64_t kSlice = 256;  // rows, a multiple of the packed group
@@ -988,6 +984,22 @@ void Model::repack_for_cpu() {
         if (!mtp_own_head) mtp_.head = output_;
         if (mtp_.embd.data == tok_embd_.data) mtp_.embd = tok_embd_;
     }
+}
+
+void Model::release_file_pages(const uint8_t* from, size_t bytes) const {
+    if (!file_->owns_mapping()) return;
+    // (only the file's tensor data: a tensor split's strided column views reach past their tensor's end)
+    uintptr_t file_lo = UINTPTR_MAX, file_hi = 0;
+    for (const GgufTensor& t : file_->tensors()) {
+        file_lo = std::min(file_lo, reinterpret_cast<uintptr_t>(t.data));
+        file_hi = std::max(file_hi, reinterpret_cast<uintptr_t>(t.data) + t.nbytes);
+    }
+    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = std::max(file_lo, reinterpret_cast<uintptr_t>(from));
+    const uintptr_t hi = std::min(file_hi, reinterpret_cast<uintptr_t>(from) + bytes);
+    if (hi <= lo) return;
+    const uintptr_t b = (lo + page - 1) / page * page, e = hi / page * page;
+    if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
 }
 
 const std::string& Model::path() const { return file_->path(); }

@@ -66,7 +66,10 @@ Weight Model::column_slice(const Weight& w, int64_t c0, int64_t n) {
     return v;
 }
 
-void Model::bind_tensor_share() {
+// layer_bytes: the trunk's weight bytes; head_bytes: the output head's, which rank 0 holds besides its share: without
+// -ts, rank 0's share is lighter by as much (w0 = (L - H (N - 1)) / (L + H) against 1 for each other rank, which
+// gives every rank L / N + ... the same bytes where the cuts allow).
+void Model::bind_tensor_share(double layer_bytes, double head_bytes) {
     Cluster& c = *cluster_;
     const int N = c.size(), rank = c.rank();
     const std::string& p = path();
@@ -88,7 +91,12 @@ void Model::bind_tensor_share() {
     c.agree(model_fingerprint(*this), hp_.n_layer, 0);
     split_lo_ = 0;
     split_hi_ = hp_.n_layer;
-    const std::vector<float>& w = c.options().weights;
+    std::vector<float> w = c.options().weights;
+    if (w.empty() && layer_bytes > 0) {
+        const double L = layer_bytes, H = head_bytes;
+        w.assign(size_t(N), 1.0f);
+        w[0] = float(std::max(0.05, (L - H * (N - 1)) / (L + H)));
+    }
     for (int i = 0; i < hp_.n_layer; i++) {
         LayerWeights& L = layers_[size_t(i)];
         const std::string where = strprintf("%s: layer %d", p.c_str(), i);
