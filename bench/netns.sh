@@ -27,9 +27,11 @@ netns_up() {
     grep -q " $ns\$" /etc/hosts || echo "$NETNS_NET.$((r + 1)) $ns" >>/etc/hosts
   done
 }
-# --bind-to none: each namespace's daemon would otherwise bind its rank to "its" first core, the same one for all
+# --bind-to none: each namespace's daemon would otherwise bind its rank to "its" first core, the same one for all;
+# --mca routed direct: Open MPI's default routing tree between the daemons failed now and then to wire up (its
+# message suggests this)
 netns_mpirun() {
-  mpirun --allow-run-as-root --oversubscribe --bind-to none --mca plm_rsh_agent "$NETNS_AGENT" \
+  mpirun --allow-run-as-root --oversubscribe --bind-to none --mca routed direct --mca plm_rsh_agent "$NETNS_AGENT" \
     --mca oob_tcp_if_include "$NETNS_NET.0/24" --mca btl self,tcp --mca btl_tcp_if_include "$NETNS_NET.0/24" "$@"
 }
 netns_down() {
