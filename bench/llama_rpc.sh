@@ -5,7 +5,7 @@
 # rank per namespace, plain and speculative (a suffix cache holding the same request's earlier answer). Speculation in
 # llama.cpp with the same kind of draft: llama-lookup with a dynamic n-gram cache of the same request's earlier
 # answers (-lcd; it trusts an n-gram after a few occurrences, so the cache is warmed by WARM runs first),
-# --draft-max 16.
+# --spec-draft-n-max 16 (its --draft-max).
 # Added latency: this kernel has no tc netem, so for each round trip in RTTS the delay is emulated on both sides in
 # the same way, each message held for half the round trip plus its bytes over RATE: in tandem's transport
 # (TANDEM_LINK_EMULATION) and, for llama.cpp, by a relay between its client and server (bench/delay_proxy.py; the
@@ -52,7 +52,7 @@ lookup() {  # lookup LABEL [RPC_ADDR]: llama-lookup's tokens/s, the mean of R ru
   local speeds=""
   for _ in $(seq 1 "$R"); do
     speeds+=" $(ip netns exec tln0 "$LLAMA/bin/llama-lookup" -m "$MODEL" -p "$PROMPT" -n "$N" -t 1 --temp 0 \
-      --draft-max 16 -lcd "$sfx.lookup" "${rpc[@]}" 2>&1 | sed -n 's/.*speed: *\([0-9.]*\) t\/s.*/\1/p' | tail -1)"
+      --spec-draft-n-max 16 -lcd "$sfx.lookup" "${rpc[@]}" 2>&1 | sed -n 's/.*speed: *\([0-9.]*\) t\/s.*/\1/p' | tail -1)"
   done
   python3 -c "import sys; v=[float(x) for x in sys.argv[2:]]; print('%-44s %.2f t/s' % (sys.argv[1], sum(v) / len(v)))" "$label" $speeds
 }
