@@ -242,7 +242,8 @@ TEST(Split, TensorSplitOfExpertsSinksAndWindows) {
     expect_split_equals_whole(synth_file("tiny-test-qwen3moe", "F32"), 2, {}, T, 0.003);
     expect_split_equals_whole(synth_file("tiny-test-gptoss", "F32"), 2, {}, T, 0.003);  // sinks, biases
     expect_split_equals_whole(synth_file("tiny-test-gemma3", "F32"), 2, {}, T, 0.003);  // windows, post-norms
-    expect_split_equals_whole(synth_file("tiny-ref-glm4moe", "F32"), 2, {}, T, 0.003);  // a shared expert, a dense layer
+    expect_split_equals_whole(synth_file("tiny-ref-glm4moe", "F32"), 2, {}, T,
+                              0.003);  // a shared expert, a dense layer
     std::printf("tensor split, float weights: the largest logit difference from the whole model %.2g\n", g_worst);
     g_worst = 0;
     expect_split_equals_whole(shared_file("models-modern/synth-qwen3moe-spm-q8_0.gguf"), 2, {}, T, 0.4);
