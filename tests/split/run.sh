@@ -4,7 +4,9 @@
 #     qwen2 (BF16) files, a mixture of experts (qwen3moe) and gpt-oss (sinks, MXFP4);
 #   - speculation across ranks (a draft model, n-grams, a fixed draft length) equal to one process's plain output,
 #     and a sampled run equal to one process's with the same seed;
-#   - a split server answering what one process generates, then stopping cleanly on SIGTERM to rank 0;
+#   - the tensor split (-sm tensor): greedy identity where the files' margins allow, speculative = plain on the same
+#     ranks, a run repeating, more ranks than KV heads refused;
+#   - a split server (both modes) answering what one process generates, then stopping cleanly on SIGTERM to rank 0;
 #   - faults: a rank with another model file refused by name; a rank killed mid-generation ending the run non-zero
 #     with the rank named; a server whose rank stalls past --rank-timeout answering 503 and exiting non-zero.
 # Needs mpirun (Open MPI: scripts/install-deps.sh) and a tandem built with TANDEM_MPI.
@@ -126,24 +128,26 @@ if wait_gone "$mp" 20; then
   else fail "rank 1 killed: exit $rc, $(tail -3 "$work/kill.err")"; fi
 else fail "rank 1 killed: the run hung"; fi
 
-# A split server: answers what one process generates; SIGTERM to rank 0 stops every rank cleanly
-port=$((20000 + RANDOM % 20000))
-"${MPIRUN[@]}" -np 2 "$BIN" serve -m "$M" -t 1 --port $port -np 2 --rank-timeout 2 >"$work/srv" 2>"$work/srv.err" &
-mp=$!
-pids+=("$mp")
-for _ in $(seq 1 100); do curl -sf "localhost:$port/health" >/dev/null && break; sleep 0.1; done
+# A split server (both modes): answers what one process generates; SIGTERM to rank 0 stops every rank cleanly
 "$BIN" generate -m "$M" -p "$P" -n 40 -t 1 --temp 0 --json 2>/dev/null >"$work/ref.json"
 want=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['text'])" "$work/ref.json")
-got=$(curl -s "localhost:$port/completion" -d "{\"prompt\":\"$P\",\"n_predict\":40,\"temperature\":0}" |
-  python3 -c "import json,sys; print(json.load(sys.stdin)['content'])")
-if [ -n "$want" ] && [ "$want" = "$got" ]; then pass "split server (2 ranks) answers what one process generates"
-else fail "split server: '$got' vs '$want'"; fi
-r0=$(rank_pid "$mp" 0)
-kill -TERM "$r0"
-if wait_gone "$mp" 20; then
-  wait "$mp"; rc=$?
-  [ $rc -eq 0 ] && pass "SIGTERM to rank 0: every rank stopped, exit 0" || fail "SIGTERM to rank 0: exit $rc"
-else fail "SIGTERM to rank 0: the ranks did not stop"; fi
+for sm in layer tensor; do
+  port=$((20000 + RANDOM % 20000))
+  "${MPIRUN[@]}" -np 2 "$BIN" serve -m "$M" -t 1 --port $port -np 2 --rank-timeout 2 -sm $sm >"$work/srv" 2>"$work/srv.err" &
+  mp=$!
+  pids+=("$mp")
+  for _ in $(seq 1 100); do curl -sf "localhost:$port/health" >/dev/null && break; sleep 0.1; done
+  got=$(curl -s "localhost:$port/completion" -d "{\"prompt\":\"$P\",\"n_predict\":40,\"temperature\":0}" |
+    python3 -c "import json,sys; print(json.load(sys.stdin)['content'])")
+  if [ -n "$want" ] && [ "$want" = "$got" ]; then pass "split server (2 ranks, $sm) answers what one process generates"
+  else fail "split server ($sm): '$got' vs '$want'"; fi
+  r0=$(rank_pid "$mp" 0)
+  kill -TERM "$r0"
+  if wait_gone "$mp" 20; then
+    wait "$mp"; rc=$?
+    [ $rc -eq 0 ] && pass "SIGTERM to rank 0 ($sm): every rank stopped, exit 0" || fail "SIGTERM to rank 0 ($sm): exit $rc"
+  else fail "SIGTERM to rank 0 ($sm): the ranks did not stop"; fi
+done
 
 # A server whose rank 1 stalls past --rank-timeout: 503, exit non-zero, rank named
 port=$((20000 + RANDOM % 20000))
