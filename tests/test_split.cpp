@@ -7,9 +7,14 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <random>
 #include <cstring>
 #include <thread>
 
+#include "cpu/isa.h"
+#include "quant/kernels.h"
+#include "quant/matmul_q8.h"
+#include "quant/quant.h"
 #include "tandem/error.h"
 #include "tandem/model.h"
 #include "tandem/session.h"
@@ -61,11 +66,14 @@ struct Ranks {
     std::vector<std::shared_ptr<const Model>> models;  // each rank's, to inspect its share (after wait_loaded)
     std::atomic<int> loaded{0};
 
-    Ranks(const std::vector<std::string>& files, const SplitOptions& opt = {}, bool stall = false)
+    // `others`: the options of ranks > 0 when they differ from rank 0's (a rank started with other flags).
+    Ranks(const std::vector<std::string>& files, const SplitOptions& opt = {}, bool stall = false,
+          const SplitOptions* others = nullptr)
         : ts(local_transports(int(files.size()))), errors(files.size()), models(files.size()) {
+        const SplitOptions opt_r = others ? *others : opt;
         for (size_t r = 1; r < files.size(); r++)
-            threads.emplace_back([this, r, files, opt, stall] {
-                auto c = std::make_shared<Cluster>(ts[r], opt);
+            threads.emplace_back([this, r, files, opt_r, stall] {
+                auto c = std::make_shared<Cluster>(ts[r], opt_r);
                 try {
                     LoadOptions lo;
                     lo.cluster = c;
@@ -306,6 +314,48 @@ TEST(Split, TensorSplitRefusesWhatItCannotCut) {
     }
 }
 
+// A tensor split's column slice of a quantized matrix is a view with the file's row stride (model/tensor_share.cpp):
+// every kernel path must give what a contiguous copy of the same blocks gives — unpacked, repacked (the copy holds
+// the slice), and in grouped jobs. The K-quants reach this path on real models (128-wide heads), not on the test
+// files, whose cuts are refused (a Q4_K block spans both ranks' heads).
+TEST(Split, StridedColumnViewsMatchCopies) {
+    ThreadPool pool(2);
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
+                         TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
+                         TensorType::MXFP4, TensorType::IQ4_NL}) {
+        SCOPED_TRACE(type_name(t));
+        const int64_t be = type_traits(t).block_elems, rows = 48, cols = be * 8, c0 = be * 3, n = be * 4;
+        std::mt19937 rng(1);
+        std::normal_distribution<float> nd;
+        std::vector<float> src(size_t(rows * cols));
+        for (float& v : src) v = nd(rng);
+        const size_t rb = row_bytes(t, cols), nrb = row_bytes(t, n);
+        std::vector<uint8_t> q(rb * size_t(rows)), copy(nrb * size_t(rows));
+        for (int64_t r = 0; r < rows; r++) quantize_row_ref(t, &src[size_t(r * cols)], q.data() + size_t(r) * rb, cols);
+        const size_t skip = size_t(c0 / be) * size_t(type_traits(t).block_bytes);
+        for (int64_t r = 0; r < rows; r++)
+            std::memcpy(copy.data() + size_t(r) * nrb, q.data() + size_t(r) * rb + skip, nrb);
+        const WeightView strided{q.data() + skip, t, n, rows, rb, nullptr},
+            whole{copy.data(), t, n, rows, nrb, nullptr};
+        for (int ntok : {1, 5}) {
+            std::vector<float> x(size_t(ntok * n));
+            for (float& v : x) v = nd(rng);
+            std::vector<float> y1(size_t(ntok * rows)), y2(y1.size()), y3(y1.size()), y4(y1.size());
+            matmul(pool, strided, x.data(), ntok, y1.data());
+            matmul(pool, whole, x.data(), ntok, y2.data());
+            EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << "unpacked, " << ntok;
+            MatmulJob jobs[2] = {{strided, x.data(), ntok, y3.data()}, {whole, x.data(), ntok, y4.data()}};
+            matmul_jobs(pool, jobs, 2);
+            EXPECT_EQ(0, std::memcmp(y3.data(), y4.data(), y3.size() * sizeof(float))) << "jobs, " << ntok;
+            if (!isa().matmul_packed || !packable(t, rows, n)) continue;
+            std::vector<uint8_t> p1(packed_bytes(t, rows, n)), p2(p1.size());
+            repack_rows(t, strided.data, strided.row_stride, rows, n, p1.data());
+            repack_rows(t, whole.data, whole.row_stride, rows, n, p2.data());
+            EXPECT_EQ(p1, p2) << "the repacked copies differ";
+        }
+    }
+}
+
 TEST(Split, EachRankBindsOnlyItsLayers) {
     const std::string file = shared_file("models/stories260K.gguf");
     Ranks ranks({file, file});
@@ -404,6 +454,25 @@ void fail_test(SplitMode mode) {
 }
 
 }  // namespace
+
+// Every rank computes its plan or shares from its own flags: a rank started with other ones would cut the model
+// elsewhere (overlapping shares that the sums would add without a word, or a layer split facing a tensor split).
+TEST(Split, ARankWithOtherSplitFlagsIsRefusedByName) {
+    const std::string file = shared_file("models/synth-llama-spm-q8_0.gguf");
+    SplitOptions tensor, tensor31, layer;
+    tensor.mode = tensor31.mode = SplitMode::TENSOR;
+    tensor31.weights = {3, 1};
+    for (const auto& [a, b] : {std::pair{tensor31, tensor}, std::pair{tensor, layer}}) {
+        try {
+            Ranks ranks({file, file}, a, false, &b);
+            FAIL() << "a rank with other split flags was accepted";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("rank 1 (local) was started with other split flags than rank 0"),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+}
 
 TEST(Split, ARankThatDoesNotAnswerBreaksTheClusterByName) {
     for (SplitMode mode : {SplitMode::LAYER, SplitMode::TENSOR}) stall_test(mode);

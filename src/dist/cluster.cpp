@@ -194,14 +194,27 @@ Cluster::Traffic Cluster::traffic() const {
 }
 std::unique_lock<std::recursive_mutex> Cluster::lock() { return std::unique_lock<std::recursive_mutex>(impl_->mu); }
 
+namespace {
+// The flags every rank must share (each computes its own plan and shares from them): "-sm tensor -ts 3,1".
+std::string split_flags_text(const SplitOptions& o) {
+    std::string s = o.mode == SplitMode::TENSOR ? "-sm tensor" : o.mode == SplitMode::LAYER ? "-sm layer" : "-sm none";
+    if (!o.weights.empty()) {
+        s += " -ts ";
+        for (size_t i = 0; i < o.weights.size(); i++) s += strprintf("%s%g", i ? "," : "", double(o.weights[i]));
+    }
+    return s;
+}
+}  // namespace
+
 void Cluster::agree(const std::string& fingerprint, int n_layer, double rank0_extra) {
     Impl& I = *impl_;
+    const std::string flags = split_flags_text(I.opt);
     const int n = size();
     I.hosts.assign(size_t(n), "");
     I.hosts[size_t(rank())] = host();
     std::string verdict;
     if (leader()) {
-        std::vector<std::string> prints(static_cast<size_t>(n));
+        std::vector<std::string> prints(static_cast<size_t>(n)), rank_flags(prints.size());
         prints[0] = fingerprint;
         for (int r = 1; r < n; r++) {
             std::vector<uint8_t> m;
@@ -210,12 +223,17 @@ void Cluster::agree(const std::string& fingerprint, int n_layer, double rank0_ex
             Reader rd{m};
             I.hosts[size_t(r)] = rd.str();
             prints[size_t(r)] = rd.str();
+            rank_flags[size_t(r)] = rd.str();
         }
         for (int r = 1; r < n && verdict.empty(); r++)
             if (prints[size_t(r)] != fingerprint)
                 verdict =
                     strprintf("%s has another model file or binary than rank 0 (%s):\n  rank 0: %s\n  rank %d: %s",
                               I.who(r).c_str(), I.hosts[0].c_str(), fingerprint.c_str(), r, prints[size_t(r)].c_str());
+        for (int r = 1; r < n && verdict.empty(); r++)  // every rank computes its plan or shares from these
+            if (rank_flags[size_t(r)] != flags)
+                verdict = strprintf("%s was started with other split flags than rank 0 (%s): '%s' against '%s'",
+                                    I.who(r).c_str(), I.hosts[0].c_str(), rank_flags[size_t(r)].c_str(), flags.c_str());
         if (verdict.empty()) {
             try {
                 I.plan = plan_for(n_layer, rank0_extra);
@@ -231,6 +249,7 @@ void Cluster::agree(const std::string& fingerprint, int n_layer, double rank0_ex
         Writer w;
         w.str(host());
         w.str(fingerprint);
+        w.str(flags);
         I.send(0, TAG_AGREE, w.b.data(), w.b.size());
         std::vector<uint8_t> m;
         I.wait(0, TAG_VERDICT, m, 0, 1000);
