@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 
+#include "cpu/isa.h"
 #include "dist/poll.h"
 #include "tandem/error.h"
 #include "tandem/session.h"
@@ -195,13 +196,17 @@ Cluster::Traffic Cluster::traffic() const {
 std::unique_lock<std::recursive_mutex> Cluster::lock() { return std::unique_lock<std::recursive_mutex>(impl_->mu); }
 
 namespace {
-// The flags every rank must share (each computes its own plan and shares from them): "-sm tensor -ts 3,1".
+// The flags every rank must share (each computes its own plan and shares from them): "-sm tensor -ts 3,1". A tensor
+// split also needs one SIMD level on every rank: each rank runs the norms, RoPE and a mixture's router itself on
+// the summed rows, and kernels of other levels round differently, so a near-tie could route a row to other experts
+// on one rank (TANDEM_CPU=<level> picks a common one).
 std::string split_flags_text(const SplitOptions& o) {
     std::string s = o.mode == SplitMode::TENSOR ? "-sm tensor" : o.mode == SplitMode::LAYER ? "-sm layer" : "-sm none";
     if (!o.weights.empty()) {
         s += " -ts ";
         for (size_t i = 0; i < o.weights.size(); i++) s += strprintf("%s%g", i ? "," : "", double(o.weights[i]));
     }
+    if (o.mode == SplitMode::TENSOR) s += strprintf(", SIMD level %s", cpu_level_name(isa().level));
     return s;
 }
 }  // namespace
@@ -232,8 +237,10 @@ void Cluster::agree(const std::string& fingerprint, int n_layer, double rank0_ex
                               I.who(r).c_str(), I.hosts[0].c_str(), fingerprint.c_str(), r, prints[size_t(r)].c_str());
         for (int r = 1; r < n && verdict.empty(); r++)  // every rank computes its plan or shares from these
             if (rank_flags[size_t(r)] != flags)
-                verdict = strprintf("%s was started with other split flags than rank 0 (%s): '%s' against '%s'",
-                                    I.who(r).c_str(), I.hosts[0].c_str(), rank_flags[size_t(r)].c_str(), flags.c_str());
+                verdict = strprintf(
+                    "%s was started with other split flags than rank 0 (%s): '%s' against '%s' (a "
+                    "tensor split: TANDEM_CPU=<level> gives every rank the same SIMD level)",
+                    I.who(r).c_str(), I.hosts[0].c_str(), rank_flags[size_t(r)].c_str(), flags.c_str());
         if (verdict.empty()) {
             try {
                 I.plan = plan_for(n_layer, rank0_extra);
