@@ -366,9 +366,10 @@ private:
     size_t packed_bytes_ = 0;
     void repack_for_cpu();
     // Drops this process's mapping of the file's pages in [from, from + bytes) that lie wholly inside the tensor
-    // data (MADV_DONTNEED on the read-only mapping: re-read from the file if touched again); nothing for a model
-    // parsed from memory.
+    // data [data_lo_, data_hi_) (MADV_DONTNEED on the read-only mapping: re-read from the file if touched again;
+    // (nullptr, SIZE_MAX): all of it); nothing for a model parsed from memory.
     void release_file_pages(const uint8_t* from, size_t bytes) const;
+    uintptr_t data_lo_ = UINTPTR_MAX, data_hi_ = 0;
 
 public:
     size_t packed_bytes() const { return packed_bytes_; }  // memory held by repacked copies

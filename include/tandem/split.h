@@ -130,8 +130,9 @@ public:
 
     // Start-up, on every rank at the same point (Model::load): exchanges `fingerprint` (the binary's version and the
     // model file's identity, model_fingerprint()) and the split flags (-sm, -ts: each rank computes its plan and
-    // shares from its own), and refuses, on every rank, a rank whose differ, naming it and its host; then fixes the layer plan (split_layers of n_layer by the weights, rank 0's head rank0_extra layers'
-    // worth). Throws tandem::Error.
+    // shares from its own; a tensor split also the SIMD level), and refuses, on every rank, a rank whose differ,
+    // naming it and its host; then fixes the layer plan (split_layers of n_layer by the weights, rank 0's head
+    // rank0_extra layers' worth; a tensor split: every layer). Throws tandem::Error.
     void agree(const std::string& fingerprint, int n_layer, double rank0_extra = 0);
     const std::vector<int>& plan() const;  // split_layers' result, after agree() (a tensor split: {0, n_layer})
     int first_layer() const;  // this rank's layers: [first_layer(), end_layer()) (a tensor split: all)

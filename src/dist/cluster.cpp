@@ -270,11 +270,7 @@ void Cluster::agree(const std::string& fingerprint, int n_layer, double rank0_ex
 
 // A layer split's ranges; a tensor split runs every layer on every rank (its shares: model/tensor_share.cpp).
 std::vector<int> Cluster::plan_for(int n_layer, double rank0_extra) const {
-    if (tensor()) {
-        std::vector<int> all(size_t(size()) + 1, n_layer);
-        all[0] = 0;
-        return all;
-    }
+    if (tensor()) return {0, n_layer};
     return split_layers(n_layer, size(), impl_->opt.weights, rank0_extra);
 }
 

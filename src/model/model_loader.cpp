@@ -305,6 +305,10 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     if (!arch) throw Error(f.path() + ": missing required metadata 'general.architecture'");
     std::shared_ptr<Model> m(new Model());
     m->file_ = file;
+    for (const GgufTensor& t : file->tensors()) {  // the tensor data's extent (release_file_pages stays inside it)
+        m->data_lo_ = std::min(m->data_lo_, reinterpret_cast<uintptr_t>(t.data));
+        m->data_hi_ = std::max(m->data_hi_, reinterpret_cast<uintptr_t>(t.data) + t.nbytes);
+    }
     HParams& hp = m->hp_;
     bool known = false;
     for (const auto& e : kArchs)
@@ -859,12 +863,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         // A split model's rank read the first bytes of every tensor for the agreement, and the kernel mapped pages
         // around each (fault-around): the pages of other ranks' weights stay mapped unless dropped. Dropped here,
         // all of them: what this rank still reads in place (the embedding rows, unpacked matrices) faults back in.
-        const GgufTensor* first = nullptr;
-        size_t end = 0;
-        for (const GgufTensor& t : m->file_->tensors())
-            if (!first || t.data < first->data) first = &t;
-        for (const GgufTensor& t : m->file_->tensors()) end = std::max(end, size_t(t.data - first->data) + t.nbytes);
-        if (first) m->release_file_pages(first->data, end);
+        m->release_file_pages(nullptr, SIZE_MAX);
     }
     return m;
 }
@@ -989,14 +988,9 @@ void Model::repack_for_cpu() {
 void Model::release_file_pages(const uint8_t* from, size_t bytes) const {
     if (!file_->owns_mapping()) return;
     // (only the file's tensor data: a tensor split's strided column views reach past their tensor's end)
-    uintptr_t file_lo = UINTPTR_MAX, file_hi = 0;
-    for (const GgufTensor& t : file_->tensors()) {
-        file_lo = std::min(file_lo, reinterpret_cast<uintptr_t>(t.data));
-        file_hi = std::max(file_hi, reinterpret_cast<uintptr_t>(t.data) + t.nbytes);
-    }
     const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
-    const uintptr_t lo = std::max(file_lo, reinterpret_cast<uintptr_t>(from));
-    const uintptr_t hi = std::min(file_hi, reinterpret_cast<uintptr_t>(from) + bytes);
+    const uintptr_t lo = std::max(data_lo_, reinterpret_cast<uintptr_t>(from));
+    const uintptr_t hi = std::min(data_hi_, reinterpret_cast<uintptr_t>(from) + bytes);
     if (hi <= lo) return;
     const uintptr_t b = (lo + page - 1) / page * page, e = hi / page * page;
     if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
