@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A TCP relay that holds every chunk it reads for a one-way delay (and its bytes over a rate) before passing it on,
-in each direction, in order: the link model of tandem's emulated links (src/dist/transport_link.cpp) for a program
+in each direction, in order: the link model of tandem's emulated links (src/split/transport_link.cpp) for a program
 that cannot use them, on a kernel without tc netem (bench/llama_rpc.sh puts it between llama.cpp's RPC client and
 server). A benchmark tool, not part of tandem.
 

@@ -15,7 +15,7 @@
 #
 #   bash scripts/test-cpus.sh            the per-submission matrix (CI): ~7 min on 2 cores, the AArch64 cross build included
 #   bash scripts/test-cpus.sh --full     also the speculative, tree and proposer-list suites on every level and
-#                                        emulated CPU (~45 min): run it after any change under src/cpu/, src/quant/
+#                                        emulated CPU (~45 min): run it after any change under src/backend/cpu/, src/quant/
 #                                        or a forward pass
 #   --no-arm                             without the AArch64 part (either mode)
 # Needs qemu-user and, for AArch64, g++-aarch64-linux-gnu and the arm64 -dev packages (scripts/install-deps.sh --cpus).

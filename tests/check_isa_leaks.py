@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks that no SIMD instruction of a level leaks outside that level's code (src/cpu/isa.h).
+"""Checks that no SIMD instruction of a level leaks outside that level's code (src/backend/cpu/isa.h).
 
 Every function of a linked binary is classified by its (demangled) name: code of a per-ISA unit lives in namespace
 tandem::isa_<level>; everything else is baseline code and must run on the architecture's baseline CPU.

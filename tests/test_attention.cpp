@@ -1,4 +1,4 @@
-// Flash-style attention (model/attention.h): the tile kernel of every level against the scalar reference, the
+// Flash-style attention (backend/cpu/attention.h): the tile kernel of every level against the scalar reference, the
 // cache-to-float conversion of every KV type, the tiled driver against a double-precision two-pass reference for
 // every cache type (chains across chunk boundaries, sliding windows, sinks, trees), and the exactness contract:
 // one token at a time, a batch, a tree and any thread count give bit-identical results.
@@ -9,10 +9,10 @@
 #include <random>
 #include <string>
 
-#include "cpu/isa.h"
-#include "model/attention.h"
+#include "backend/cpu/isa.h"
+#include "backend/cpu/attention.h"
 #include "model/kv_cache.h"
-#include "quant/kernels.h"
+#include "backend/cpu/kernels.h"
 #include "tandem/thread_pool.h"
 #include "test_util.h"
 
@@ -27,9 +27,18 @@ const TensorType kKvTypes[] = {TensorType::F32,    TensorType::F16,  TensorType:
                                TensorType::Q8_0,   TensorType::Q4_0, TensorType::Q4_1,
                                TensorType::IQ4_NL, TensorType::Q5_0, TensorType::Q5_1};
 
+// The caches' backend: the CPU's
+backend::Backend& cpu() {
+    static ThreadPool pool(1);
+    static const std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(pool);
+    return *be;
+}
+// Layer 0 of a cache as attention reads it
+KvRows rows_of(const KvCache& kv) { return kv_rows(kv.k_rows(0), kv.v_rows(0), kv.kv_dim(0) / kv.head_dim(0)); }
+
 // A one-layer cache of n_ctx random rows (keys and values of sd 1).
 KvCache random_cache(int n_ctx, int nkv, int hd, TensorType t, uint32_t seed) {
-    KvCache kv(n_ctx, {KvLayer{n_ctx, nkv * hd, hd}}, t, t);
+    KvCache kv(cpu(), n_ctx, {KvLayer{n_ctx, nkv * hd, hd}}, t, t);
     const auto k = gaussian(size_t(n_ctx) * size_t(nkv * hd), seed), v = gaussian(k.size(), seed + 1);
     for (int p = 0; p < n_ctx; p++)
         kv.store(0, p, k.data() + size_t(p) * size_t(nkv * hd), v.data() + size_t(p) * size_t(nkv * hd));
@@ -40,7 +49,7 @@ std::vector<AttnRow> chain(const KvCache& kv, int pos0, int n, int window) {
     std::vector<AttnRow> rows;
     for (int t = 0; t < n; t++) {
         const int pos = pos0 + t;
-        rows.push_back({&kv, pos, window > 0 ? std::max(0, pos - window + 1) : 0, pos0, nullptr});
+        rows.push_back({rows_of(kv), pos, window > 0 ? std::max(0, pos - window + 1) : 0, pos0, nullptr});
     }
     return rows;
 }
@@ -108,7 +117,7 @@ TEST(Attention, CacheTilesConvertExactlyAtEveryLevel) {
             KvCache kv = random_cache(40, 2, hd, t, 7);
             for (int np : {1, 17, kAttnTile}) {
                 const uint8_t* rows[kAttnTile];
-                for (int j = 0; j < np; j++) rows[j] = kv.k(0, 3 + j) + kv.head_bytes_k(0);  // head 1
+                for (int j = 0; j < np; j++) rows[j] = rows_of(kv).krow(3 + j) + rows_of(kv).hk;  // head 1
                 alignas(64) static float a[kAttnTile * 128], b[kAttnTile * 128];
                 std::fill(a, a + kAttnTile * hd, 7.0f);
                 kv_tile_f32_ref(t, rows, np, hd, b);
@@ -133,7 +142,7 @@ TEST(Attention, IntegerKeyTilesConvertExactly) {
             KvCache kv = random_cache(40, 2, hd, t, 7);
             for (int np : {1, 17, kAttnTile}) {
                 const uint8_t* rows[kAttnTile];
-                for (int j = 0; j < np; j++) rows[j] = kv.k(0, 3 + j) + kv.head_bytes_k(0);
+                for (int j = 0; j < np; j++) rows[j] = rows_of(kv).krow(3 + j) + rows_of(kv).hk;
                 alignas(64) static float f[kAttnTile * 128], kd[4 * kAttnTile];
                 alignas(64) static uint8_t ki[kAttnTile * 128];
                 kv_tile_f32_ref(t, rows, np, hd, f);
@@ -173,7 +182,7 @@ TEST(Attention, IntegerTileKernelMatchesReferenceAtEveryLevel) {
                 std::vector<float> mx2 = mx1, l2 = l1, o2 = o1;
                 for (int tile = 0; tile < 3; tile++) {
                     const uint8_t* rows[kAttnTile];
-                    for (int j = 0; j < kAttnTile; j++) rows[j] = kv.k(0, tile * kAttnTile + j);
+                    for (int j = 0; j < kAttnTile; j++) rows[j] = rows_of(kv).krow(tile * kAttnTile + j);
                     alignas(64) static uint8_t ki[kAttnTile * 256];
                     alignas(64) static float kd[8 * kAttnTile], vt[kAttnTile * 256];
                     ASSERT_TRUE(kv_tile_i8(TensorType::Q8_0, rows, kAttnTile, hd, ki, kd));
@@ -210,7 +219,7 @@ TEST(Attention, IntegerReferenceIsTheFloatStepOnDequantizedValues) {
         for (size_t i = 0; i < qf.size(); i++) qdq[i] = float(qs[i]) * qd[i / 32];
         KvCache kv = random_cache(kAttnTile, 1, hd, t, 23);
         const uint8_t* rows[kAttnTile];
-        for (int j = 0; j < kAttnTile; j++) rows[j] = kv.k(0, j);
+        for (int j = 0; j < kAttnTile; j++) rows[j] = rows_of(kv).krow(j);
         alignas(64) static uint8_t ki[kAttnTile * 64];
         alignas(64) static float kd[2 * kAttnTile], kt[kAttnTile * 64], vt[kAttnTile * 64];
         ASSERT_TRUE(kv_tile_i8(t, rows, kAttnTile, hd, ki, kd));
@@ -257,8 +266,8 @@ TEST(Attention, TiledEqualsExactReferenceForEveryCacheType) {
                     if (quick && with_sinks != (window > 0)) continue;
                     const auto rows = chain(kv, n_ctx - 9, 9, window);
                     const auto q = gaussian(rows.size() * size_t(s.nh * s.hd), 17, 0.5f);
-                    const AttnShape sh{
-                        0, s.nh, s.nkv, s.hd, 1.0f / std::sqrt(float(s.hd)), with_sinks ? sinks.data() : nullptr};
+                    const AttnShape sh{s.nh, s.nkv, s.hd, 1.0f / std::sqrt(float(s.hd)),
+                                       with_sinks ? sinks.data() : nullptr};
                     std::vector<float> out(q.size()), ref(q.size()), scratch;
                     attention(pool, sh, rows, q.data(), out.data(), scratch);
                     attention_ref(sh, rows, q.data(), ref.data());
@@ -279,7 +288,7 @@ TEST(Attention, OneTokenBatchTreeAndThreadCountAreBitIdentical) {
     for (TensorType t : {TensorType::Q8_0, TensorType::F16, TensorType::Q4_1}) {
         if (quick && t != TensorType::Q8_0) continue;  // under CPU emulation
         KvCache kv = random_cache(n_ctx, nkv, hd, t, 21);
-        const AttnShape sh{0, nh, nkv, hd, 0.125f, nullptr};
+        const AttnShape sh{nh, nkv, hd, 0.125f, nullptr};
         const int pos0 = kAttnChunk - 5, n = 9;  // the batch straddles a chunk and several tiles
         const auto rows = chain(kv, pos0, n, 0);
         const auto q = gaussian(size_t(n * nh * hd), 23);
@@ -288,7 +297,7 @@ TEST(Attention, OneTokenBatchTreeAndThreadCountAreBitIdentical) {
         attention(one, sh, rows, q.data(), batch1.data(), scratch);
         ASSERT_EQ(batch, batch1) << "thread count changed the result (" << type_name(t) << ")";
         for (int r = 0; r < n; r++) {  // the same token decoded alone: its segment starts at its own position
-            const std::vector<AttnRow> alone{{&kv, pos0 + r, 0, pos0 + r, nullptr}};
+            const std::vector<AttnRow> alone{{rows_of(kv), pos0 + r, 0, pos0 + r, nullptr}};
             std::vector<float> o(static_cast<size_t>(nh * hd));
             attention(two, sh, alone, q.data() + size_t(r * nh * hd), o.data(), scratch);
             for (int i = 0; i < nh * hd; i++)
@@ -299,7 +308,8 @@ TEST(Attention, OneTokenBatchTreeAndThreadCountAreBitIdentical) {
         // chain must give node 4's result bit for bit.
         const int32_t tail4[] = {pos0, pos0 + 2, pos0 + 3, pos0 + 4};
         const int32_t tail1[] = {pos0, pos0 + 1};
-        const std::vector<AttnRow> tree{{&kv, pos0 + 1, 0, pos0, tail1}, {&kv, pos0 + 3, 0, pos0, tail4}};
+        const std::vector<AttnRow> tree{{rows_of(kv), pos0 + 1, 0, pos0, tail1},
+                                        {rows_of(kv), pos0 + 3, 0, pos0, tail4}};
         std::vector<float> qt(static_cast<size_t>(2 * nh * hd));
         std::copy_n(q.data() + size_t(nh * hd), nh * hd, qt.data());  // both nodes take the query of row 1
         std::copy_n(q.data() + size_t(nh * hd), nh * hd, qt.data() + size_t(nh * hd));
@@ -307,7 +317,7 @@ TEST(Attention, OneTokenBatchTreeAndThreadCountAreBitIdentical) {
         attention(two, sh, tree, qt.data(), tout.data(), scratch);
         KvCache moved = random_cache(n_ctx, nkv, hd, t, 21);
         for (int j = 1; j < 4; j++) moved.copy_row(tail4[j], pos0 + j);
-        const std::vector<AttnRow> as_chain{{&moved, pos0 + 3, 0, pos0 + 3, nullptr}};
+        const std::vector<AttnRow> as_chain{{rows_of(moved), pos0 + 3, 0, pos0 + 3, nullptr}};
         std::vector<float> cout(static_cast<size_t>(nh * hd));
         attention(one, sh, as_chain, qt.data() + size_t(nh * hd), cout.data(), scratch);
         for (int i = 0; i < nh * hd; i++)

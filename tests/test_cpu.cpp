@@ -1,10 +1,10 @@
-// The SIMD level dispatch (src/cpu/): detection, forcing, and that the level dispatched is the one expected.
+// The SIMD level dispatch (src/backend/cpu/): detection, forcing, and that the level dispatched is the one expected.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
 
-#include "cpu/isa.h"
+#include "backend/cpu/isa.h"
 #include "tandem/cpu.h"
 #include "tandem/error.h"
 

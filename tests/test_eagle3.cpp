@@ -217,10 +217,10 @@ TEST(Eagle3, AFailedDrafterLeavesItsTargetFree) {
     auto model = Model::load(test::synth_file("tiny-ref-deepseek2", "Q8_0"));
     Session target(model, SessionParams{64, 0, 256}, pool);
     SessionParams bad{64, 0, 256};
-    bad.mtp_of = &target;
+    bad.drafter_of = &target;
     bad.type_v = TensorType::Q8_0;
     EXPECT_THROW(Session(model, bad, pool), Error);
     SessionParams good{64, 0, 256};
-    good.mtp_of = &target;
+    good.drafter_of = &target;
     EXPECT_NO_THROW(Session(model, good, pool));
 }

@@ -4,10 +4,10 @@
 #include <random>
 
 #include "core/fp16.h"
-#include "cpu/isa.h"
+#include "backend/cpu/isa.h"
 #include "quant/blocks.h"
-#include "quant/kernels.h"
-#include "quant/matmul_q8.h"
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/matmul_q8.h"
 #include "quant/quant.h"
 #include "tandem/thread_pool.h"
 #include "test_util.h"

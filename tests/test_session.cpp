@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "cpu/isa.h"
+#include "backend/cpu/isa.h"
 #include "model/delta_net.h"
-#include "quant/kernels.h"
+#include "backend/cpu/kernels.h"
 #include "tandem/error.h"
 #include "tandem/model.h"
 #include "tandem/sampling.h"
@@ -130,7 +130,7 @@ TEST(Session, DecodeBatchOfSeveralSessionsEqualsSeparateDecodes) {
 }
 
 TEST(Session, RepackedWeightsGiveTheSameLogits) {
-    // Matrices copied into the interleaved layout (at every SIMD level, cpu/isa.h) compute the same integer
+    // Matrices copied into the interleaved layout (at every SIMD level, backend/cpu/isa.h) compute the same integer
     // sums as the in-place kernels; only float summation order differs. Covers an untied llama model and a tied
     // qwen2 model, whose embedding rows are then read back from the packed output matrix.
     ThreadPool pool(2);
@@ -206,7 +206,7 @@ TEST(Session, KeptHiddenStatesFollowTheCache) {
     auto plain = Model::load(test::synth_file("tiny-ref-smollm3", "Q8_0"));
     Session t(plain, {}, pool);
     SessionParams mp;
-    mp.mtp_of = &t;
+    mp.drafter_of = &t;
     EXPECT_THROW(Session(plain, mp, pool), Error);
 }
 

@@ -72,7 +72,7 @@ std::vector<int32_t> run_with(ThreadPool& pool, std::shared_ptr<const Model> tar
         draft = std::make_unique<Session>(target, SessionParams{n_ctx, self_layers, 256}, pool);
     if (reads_target_states(spec.type)) {  // the target's own MTP block, a Gemma 4 assistant or an EAGLE-3 head
         SessionParams mp{n_ctx, 0, 256};
-        mp.mtp_of = &ts;
+        mp.drafter_of = &ts;
         const bool head = draft_model && (draft_model->assistant() || draft_model->eagle3());
         draft = std::make_unique<Session>(head ? draft_model : target, mp, pool);
     }
@@ -883,7 +883,7 @@ void expect_head_distribution(ThreadPool& pool, const std::shared_ptr<const Mode
     const int runs = 1500;
     Session ts(target, SessionParams{64, 0, 256}, pool);
     SessionParams hp{64, 0, 256};
-    hp.mtp_of = &ts;
+    hp.drafter_of = &ts;
     Session hs(head ? head : target, hp, pool);
     const long long accepted =
         expect_sampled_distribution(ts, &hs, prompt, sp, fixed_length(type, 3), runs, 4, what, true);
@@ -925,7 +925,7 @@ TEST(Speculative, Gemma4AssistantDraftsAreExact) {
     auto other = Model::load(test::synth_file("tiny-ref-llama4", "Q8_0"));
     Session os(other, SessionParams{64, 0, 256}, pool);
     SessionParams op{64, 0, 256};
-    op.mtp_of = &os;
+    op.drafter_of = &os;
     EXPECT_THROW(Session(asst, op, pool), Error);
 }
 
@@ -956,12 +956,12 @@ TEST(Speculative, Eagle3HeadDraftsAreExact) {
     auto other = Model::load(test::synth_file("tiny-test-tied", "Q8_0"));  // another vocabulary
     Session os(other, SessionParams{64, 0, 256}, pool);
     SessionParams op{64, 0, 256};
-    op.mtp_of = &os;
+    op.drafter_of = &os;
     EXPECT_THROW(Session(head, op, pool), Error);
     {
         Session ts(target, SessionParams{64, 0, 256}, pool);
         SessionParams hp{64, 0, 256};
-        hp.mtp_of = &ts;
+        hp.drafter_of = &ts;
         Session first(head, hp, pool);
         EXPECT_THROW(Session(head, hp, pool), Error);
     }
@@ -1308,7 +1308,7 @@ TEST(Speculative, DraftsOfAnotherVocabularyDraftThroughTextAndStayExact) {
 
 // Issue 31: greedy speculation stays token-identical with quantized KV caches and at depth (a prompt past the
 // first 1024-position attention chunk), for chains and token trees: one token at a time and a verification pass
-// see the same bits (model/attention.h).
+// see the same bits (backend/cpu/attention.h).
 // Window-only caches (issue 31, item 3): a sliding-window target (gemma3's shape, window 8) decoding past its
 // ring (n_swa + kSwaSlack rows), speculating with a self-draft (also window-only) and with n-grams, chains and
 // trees, gives the tokens of plain decoding with every position kept (--swa-full).

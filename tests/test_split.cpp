@@ -11,9 +11,9 @@
 #include <cstring>
 #include <thread>
 
-#include "cpu/isa.h"
-#include "quant/kernels.h"
-#include "quant/matmul_q8.h"
+#include "backend/cpu/isa.h"
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/matmul_q8.h"
 #include "quant/quant.h"
 #include "tandem/error.h"
 #include "tandem/model.h"

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "cpu/isa.h"
+#include "backend/cpu/isa.h"
 #include "tandem/synth.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The SIMD level the engine's kernels run at (src/cpu/isa.h), for tools and embedders.
+// The SIMD level the engine's kernels run at (src/backend/cpu/isa.h), for tools and embedders.
 #pragma once
 #include <cstddef>
 #include <cstdint>

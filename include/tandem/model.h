@@ -1,6 +1,8 @@
 // Model: hyperparameters and immutable weights of a decoder-only transformer, loaded from GGUF. One forward pass
-// (model/forward.cpp) serves every architecture; an architecture is the set of features below that it switches on
-// (QK-norm, post-norms, sliding windows, MoE, sinks, ...), decided once at load (model_loader.cpp).
+// (model/forward.cpp) serves every architecture's trunk and its MTP block; an architecture is the set of features
+// below that it switches on (QK-norm, post-norms, sliding windows, MoE, sinks, ...), decided once at load
+// (model_loader.cpp). Two drafters still have passes of their own over its attention (model/eagle3.cpp, an EAGLE-3
+// head's one layer; model/assistant.cpp, a Gemma 4 assistant's query-only layers), on the same attention op.
 // A Model is read-only after load and may be shared by any number of Sessions (target, draft, server slots).
 #pragma once
 #include <cstdint>
@@ -260,7 +262,7 @@ struct MtpWeights {
 // sliding-window layer's rows, by its kind). From the target's final normed hidden state h (n_embd_target) at
 // position p - 1 and the token t at p: x = pre_proj [embd_target(t) * sqrt(n_embd_target), h]; its layers (gemma4's
 // block, queries at position p); logits = tok_embd rmsnorm(x) * output_norm (tied), and h' = post_proj of that
-// norm is the h of its next draft, at the same position p (model/assistant.cpp, SessionParams::mtp_of).
+// norm is the h of its next draft, at the same position p (model/assistant.cpp, SessionParams::drafter_of).
 struct AssistantWeights {
     int n_embd_target = 0;
     Weight pre_proj;  // (n_embd, 2 n_embd_target)

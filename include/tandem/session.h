@@ -47,6 +47,7 @@ struct SessionParams {
     // rollback of a rejected draft or token tree; a rollback or prompt-prefix reuse further back than that
     // re-reads the prompt (Session::can_truncate).
     bool swa_full = false;
+    // A drafter that reads this target session's states (an MTP block, a Gemma 4 assistant, an EAGLE-3 head).
     // An MTP draft session (Model::mtp()) of this target session of the same model: it runs the model's
     // multi-token-prediction block instead of its layers, with a KV cache of that one layer. Its token at position
     // q reads the target's final normed hidden state at q - 1 while q - 1 is among the target's tokens (the
@@ -56,7 +57,7 @@ struct SessionParams {
     // A session of a Gemma 4 assistant (Model::assistant()) takes its target here too: it keeps no cache, its
     // queries read the target's; its row at q >= the target's length reads the target's state at length - 1 (the
     // first) or its own previous output state, all at the position of the target's length, as llama.cpp runs it.
-    Session* mtp_of = nullptr;
+    Session* drafter_of = nullptr;
     // Recurrent (Gated DeltaNet) models: the positions before the current one whose state is held (the rollback
     // window: kRecurrentKeep, kRecurrentKeepTarget), >= 1. Sessions of other models ignore it.
     int recurrent_keep = kRecurrentKeep;
@@ -186,8 +187,10 @@ public:
     const float* hidden_row(int p) const;
     int hidden_width() const;
     void release_hidden(int below);  // rows below position `below` are no longer needed
-    bool is_mtp() const { return mtp_of_ != nullptr; }
-    Session* mtp_target() const { return mtp_of_; }  // an MTP draft session's target (null otherwise)
+    bool is_drafter() const { return drafter_of_ != nullptr; }
+    // A drafter session (MTP block, Gemma 4 assistant, EAGLE-3 head: SessionParams::drafter_of): its target; null for
+    // any other session (a draft model's session is an ordinary one)
+    Session* drafter_target() const { return drafter_of_; }
     // An MTP, assistant or EAGLE-3 draft session: its first rows made as well as the target's states allow (a row
     // at q whose q - 1 the target has not decoded read the drafter's own state: a drafted row); a proposer keeps
     // those across rounds and requests and makes the drafted ones again once the target has verified them.
@@ -205,10 +208,10 @@ public:
     size_t kv_bytes_seen(int pos) const;
     TensorType kv_type_k() const;
     TensorType kv_type_v() const;
-    int n_layers() const { return n_layers_; }
+    int n_layers() const { return n_layers_; }  // layers this session runs (a self-draft: the first K)
     // Seconds this session's passes spent in attention so far (a pass over several sessions counts it for the
     // first); benchmarks take the difference around what they time.
-    double attention_seconds() const;  // layers this session runs (a self-draft: the first K)
+    double attention_seconds() const;
 
     // State files (llama-server's slot save/restore): the cached tokens and their K/V rows, with a fingerprint of
     // the model and the layer count. save_state returns the bytes written. load_state replaces this session's
@@ -254,7 +257,7 @@ private:
     int hidden_from_ = 0;
     std::vector<float> hidden_;
     // MTP draft session: its target, the layer it runs (n_layer) and its previous pass's last output state
-    Session* mtp_of_ = nullptr;
+    Session* drafter_of_ = nullptr;
     int layer0_ = 0;
     int own_pos_ = -1;
     int target_rows_ = 0;  // target_rows()

@@ -127,7 +127,7 @@ size_t draft_bytes_per_position(const Model& draft, TensorType tk, TensorType tv
 // Whether type `t` drafts with the -md model (DRAFT, EAGLE3), which the command then loads.
 bool uses_draft_model(SpecType t);
 // Whether `t` drafts from the target's hidden states (MTP, EAGLE3): its session is one of the target's
-// (SessionParams::mtp_of).
+// (SessionParams::drafter_of).
 bool reads_target_states(SpecType t);
 // Self-speculation depth: `requested` layers of the target (0: half of them, at least 1). Throws tandem::Error
 // unless 1 <= K < the target's layer count (K = all layers would draft with the target itself).
@@ -137,7 +137,7 @@ int self_draft_layers(const Model& target, int requested);
 // per token / the target's; the other types: 0 (no draft model).
 double draft_cost_prior(SpecType type, const Model& target, const Model* draft_model, int requested_layers);
 // DRAFT: a session on `draft_model`; SELF: a session on the target limited to self_draft_layers(requested_layers);
-// MTP: an MTP draft session of `target_session` (SessionParams::mtp_of; it must outlive the draft session; throws
+// MTP: an MTP draft session of `target_session` (SessionParams::drafter_of; it must outlive the draft session; throws
 // when the model has no MTP block), of `draft_model` when that is a Gemma 4 assistant; EAGLE3: a session of the
 // head `draft_model` on `target_session` (throws for another model); NONE, NGRAM, SUFFIX: no session. The session takes `params` (context, batch,
 // cache types; its n_layers is set here). The cost prior is draft_cost_prior's.

@@ -108,7 +108,7 @@ std::vector<std::shared_ptr<Transport>> local_transports(int n);
 std::shared_ptr<Transport> mpi_transport();
 bool built_with_mpi();
 // `t` with every link given a round trip of rtt_ms and a rate of gbit_per_s (0: unlimited), emulated in the transport
-// (src/dist/transport_link.cpp): for benchmarks of several "machines" on one host whose kernel has no tc netem.
+// (src/split/transport_link.cpp): for benchmarks of several "machines" on one host whose kernel has no tc netem.
 // join_cluster applies it when TANDEM_LINK_EMULATION="RTT_MS[,GBIT]" is set.
 std::shared_ptr<Transport> emulate_links(std::shared_ptr<Transport> t, double rtt_ms, double gbit_per_s);
 // At the end of the process (main): MPI_Finalize after a clean run; after a failure MPI_Abort, which ends every rank

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/attention.h"
+#include "backend/cpu/attention.h"
 #include "model/ffn.h"
 #include "model/norm.h"
 #include "model/rope.h"
@@ -22,7 +22,7 @@ std::vector<int> assistant_cache_layers(const Model& a, const Session& target) {
     const HParams &ha = a.hparams(), &ht = t.hparams();
     const AssistantWeights* aw = a.assistant();
     TD_ASSERT(aw);
-    if (ht.arch != Arch::GEMMA4 || target.is_mtp())
+    if (ht.arch != Arch::GEMMA4 || target.is_drafter())
         throw Error(a.path() + ": a gemma4-assistant drafts for a gemma4 target, not " + arch_name(ht.arch));
     if (aw->n_embd_target != ht.n_embd || ha.n_vocab != ht.n_vocab)
         throw Error(
@@ -55,7 +55,7 @@ void Session::assistant_forward(const std::vector<Segment>& segs) {
         const Model& am = *s.model_;
         const HParams& hp = am.hparams();
         const AssistantWeights& aw = *am.assistant();
-        const Session& T = *s.mtp_of_;
+        const Session& T = *s.drafter_of_;
         const HParams& ht = T.model().hparams();
         ThreadPool& pool = s.pool_;
         Impl& S = *s.impl_;
@@ -90,9 +90,17 @@ void Session::assistant_forward(const std::vector<Segment>& segs) {
             }
             if (tn > 0) {  // the target's rows 0..tn-1, a sliding-window layer's last n_swa of them
                 const int lo = L.swa ? std::max({0, swa_first_visible(ht, pos), T.swa_lost_}) : 0;
-                const std::vector<AttnRow> rows{{&T.impl_->kv, tn - 1, lo, tn - 1, nullptr}};
-                const AttnShape shape{c, nh, T.model().layer(c).n_head_kv, hd, hp.q_scale, nullptr};
-                attention(pool, shape, rows, S.q.data(), S.att.data(), S.attn_scratch);
+                const KvCache& kv = T.impl_->kv;
+                const backend::AttnSegment seg{kv.k_rows(c), kv.v_rows(c), tn - 1};
+                const int zero = 0, at = tn - 1;
+                const backend::AttnArgs aa{
+                    nh, T.model().layer(c).n_head_kv, hd, hp.q_scale, {}, &seg, 1, &zero, &at, &lo, nullptr};
+                backend::Backend& be = *S.be;
+                const auto rows = [&](float* p, int64_t cols) {
+                    return backend::Tensor{
+                        be.host_memory(), uintptr_t(p), TensorType::F32, 1, cols, size_t(cols) * sizeof(float)};
+                };
+                be.attention(aa, rows(S.q.data(), nh * hd), rows(S.att.data(), nh * hd));
             }
             matmul(pool, view(L.wo), S.att.data(), 1, S.rows_out.data());
             rmsnorm(S.rows_out.data(), L.post_attn_norm.data(), S.rows_out.data(), E, hp.rms_eps);

@@ -1,5 +1,5 @@
 // A Gemma 4 assistant's forward pass (Model::assistant(), AssistantWeights in tandem/model.h): a draft session of it
-// (SessionParams::mtp_of = its target's session) keeps no cache; its layers' queries read the target's.
+// (SessionParams::drafter_of = its target's session) keeps no cache; its layers' queries read the target's.
 #pragma once
 #include <vector>
 

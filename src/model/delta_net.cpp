@@ -5,7 +5,7 @@
 
 #include "model/norm.h"
 #include "model/weight_view.h"
-#include "quant/kernels.h"
+#include "backend/cpu/kernels.h"
 #include "tandem/thread_pool.h"
 
 namespace tandem {

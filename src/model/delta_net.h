@@ -10,7 +10,7 @@
 //       M *= exp(g);  d[j] = (v[j] - sum_i M[j][i] k[i]) beta;  M[j][i] += d[j] k[i]
 //       o[j] = sum_i M[j][i] q[i] / sqrt(S)
 //   o_h = rmsnorm(o_h) * ssm_norm * silu(z_h);  out = W_out o
-// (the delta rule of one value head over one row is quant/kernels.h delta_rule, a kernel per SIMD level)
+// (the delta rule of one value head over one row is backend/cpu/kernels.h delta_rule, a kernel per SIMD level)
 // A layer's state per sequence: the convolution window ((ssm_conv - 1) x conv_dim, oldest row first) and the
 // Hv state matrices; model/recurrent_state.h keeps them per position for exact rollback.
 #pragma once

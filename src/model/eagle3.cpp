@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "model/attention.h"
+#include "backend/cpu/attention.h"
 #include "model/ffn.h"
 #include "model/norm.h"
 #include "model/rope.h"
@@ -25,7 +25,7 @@ std::vector<int> eagle3_target_layers(const Model& head) {
 void check_eagle3_target(const Model& head, const Session& target) {
     const Eagle3Weights& w = *head.eagle3();
     const HParams &hh = head.hparams(), &ht = target.model().hparams();
-    if (target.is_mtp() || target.model().eagle3() || target.model().assistant())
+    if (target.is_drafter() || target.model().eagle3() || target.model().assistant())
         throw Error(head.path() + ": an eagle3 head drafts for a target model, not for another drafter");
     if (w.n_embd_target != ht.n_embd || hh.n_vocab != ht.n_vocab)
         throw Error(
@@ -50,7 +50,7 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
     const LayerWeights& L = hm.layer(0);
     ThreadPool& pool = S0.pool_;
     Impl& S = *S0.impl_;
-    const Model& tm = S0.mtp_of_->model();
+    const Model& tm = S0.drafter_of_->model();
     const Weight& emb = hm.tok_embd().data ? hm.tok_embd() : tm.tok_embd();
     const Weight& out_w = hm.output().data ? hm.output() : tm.output();
     const int E = hp.n_embd, Ein = 3 * ew.n_embd_target, nh = hp.n_head, nkv = hp.n_head_kv, hd = hp.head_dim;
@@ -58,7 +58,7 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
     int n = 0;
     for (const auto& g : segs) {
         if (g.parents || g.hidden_out) throw Error("an eagle3 head's session decodes chains only");
-        TD_ASSERT(g.s->mtp_of_->hidden_width() == Ein);
+        TD_ASSERT(g.s->drafter_of_->hidden_width() == Ein);
         n += g.n;
     }
 
@@ -73,8 +73,8 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
         for (int t = 0; t < g.n; t++, r++) {
             const Session& s = *g.s;
             const int q = g.pos0 + t;
-            const float* h = q > 0 && q - 1 < s.mtp_of_->n_past() ? s.mtp_of_->hidden_row(q - 1) : nullptr;
-            if (q > 0 && q - 1 >= s.mtp_of_->n_past() && first_own < 0) first_own = q;  // a drafted row
+            const float* h = q > 0 && q - 1 < s.drafter_of_->n_past() ? s.drafter_of_->hidden_row(q - 1) : nullptr;
+            if (q > 0 && q - 1 >= s.drafter_of_->n_past() && first_own < 0) first_own = q;  // a drafted row
             if (h) {
                 float* f = &S.qg[fused.size() * size_t(Ein)];
                 if (ew.norm_before_fc) rmsnorm(h, ew.fc_norm.data(), f, Ein, hp.rms_eps);
@@ -116,11 +116,13 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
         float* const ys[3] = {S.q.data(), S.k.data(), S.v.data()};
         matmul_shared_input(pool, ws, ys, 3, S.mtp_in.data(), n);
     }
-    std::vector<AttnRow> rows;
+    // attention over each session's cache: row r at position q (the token at q + 1), seeing positions 1..q
+    std::vector<backend::AttnSegment> asegs;
+    std::vector<int> seg_of, pos_of, lo_of;
     r = 0;
-    for (const auto& g : segs)
+    for (const auto& g : segs) {
+        Session& s = *g.s;
         for (int t = 0; t < g.n; t++, r++) {
-            Session& s = *g.s;
             const int q = g.pos0 + t, pos = std::max(0, q - 1);  // llama.cpp's position of the row
             const RopeTable& rt = s.impl_->rope[0];
             float* qr = &S.q[size_t(r) * qd];
@@ -130,10 +132,20 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
             for (int h = 0; h < nkv; h++)
                 rope_head(kr + h * hd, rt.cos_at(pos), rt.sin_at(pos), L.n_rot, hp.rope_style, rt.mscale);
             s.impl_->kv.store(0, q, kr, &S.v[size_t(r) * kvd]);
-            rows.push_back({&s.impl_->kv, q, q > 0 ? 1 : 0, g.pos0, nullptr});  // row 0 is no row of llama.cpp's
+            seg_of.push_back(int(asegs.size()));
+            pos_of.push_back(q);
+            lo_of.push_back(q > 0 ? 1 : 0);  // row 0 is no row of llama.cpp's
         }
-    const AttnShape shape{0, nh, nkv, hd, hp.q_scale, nullptr};
-    attention(pool, shape, rows, S.q.data(), S.att.data(), S.attn_scratch);
+        asegs.push_back({s.impl_->kv.k_rows(0), s.impl_->kv.v_rows(0), g.pos0});
+    }
+    backend::Backend& be = *S.be;
+    const backend::AttnArgs aa{
+        nh,           nkv,    hd, hp.q_scale, {}, asegs.data(), int(asegs.size()), seg_of.data(), pos_of.data(),
+        lo_of.data(), nullptr};
+    const auto rows_of = [&](float* p, int64_t cols) {
+        return backend::Tensor{be.host_memory(), uintptr_t(p), TensorType::F32, n, cols, size_t(cols) * sizeof(float)};
+    };
+    be.attention(aa, rows_of(S.q.data(), qd), rows_of(S.att.data(), qd));
     S.rows_out.resize(size_t(n) * E);
     matmul(pool, view(L.wo), S.att.data(), n, S.rows_out.data());
     for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] += S.rows_out[i];

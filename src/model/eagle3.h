@@ -1,5 +1,5 @@
 // An EAGLE-3 head's draft session (Model::eagle3(), Eagle3Weights in tandem/model.h): a Session of the head with
-// SessionParams::mtp_of = its target's session. The target keeps the inputs of the head's three target layers for
+// SessionParams::drafter_of = its target's session. The target keeps the inputs of the head's three target layers for
 // every row it decodes (Session::keep_hidden with layers); the head's forward pass (Session::eagle3_forward) fuses
 // them through fc.
 //

@@ -8,7 +8,7 @@
 #include "core/fp16.h"
 #include "model/norm.h"
 #include "model/weight_view.h"
-#include "quant/kernels.h"
+#include "backend/cpu/kernels.h"
 #include "tandem/thread_pool.h"
 
 namespace tandem {

@@ -108,11 +108,11 @@ size_t memory_budget_bytes() {
     return kib / 4 * 3 * 1024;
 }
 
-KvCache::KvCache(int n_ctx, const std::vector<KvLayer>& layers, TensorType tk, TensorType tv, bool v_is_k)
-    : n_ctx_(n_ctx), tk_(tk), tv_(tv), v_is_k_(v_is_k) {
+KvCache::KvCache(backend::Backend& be, int n_ctx, const std::vector<KvLayer>& layers, TensorType tk, TensorType tv,
+                 bool v_is_k)
+    : be_(be), n_ctx_(n_ctx), tk_(tk), tv_(tv), v_is_k_(v_is_k) {
     TD_ASSERT(!v_is_k || tk == tv);
     TD_ASSERT(kv_cache_type_supported(tk) && kv_cache_type_supported(tv));
-    size_t k_bytes = 0, v_bytes = 0;
     for (const KvLayer& shape : layers) {
         TD_ASSERT(shape.rows >= 0 && shape.rows <= n_ctx && shape.head_dim > 0 && shape.kv_dim % shape.head_dim == 0);
         for (TensorType t : {tk, tv})
@@ -120,30 +120,64 @@ KvCache::KvCache(int n_ctx, const std::vector<KvLayer>& layers, TensorType tk, T
                 throw Error(
                     strprintf("KV cache type %s needs a head size that is a multiple of %d (this model's is %d)",
                               type_name(t), type_traits(t).block_elems, shape.head_dim));
-        Layer L{shape, row_bytes(tk, shape.kv_dim), row_bytes(tv, shape.kv_dim), k_bytes, v_bytes};
-        k_bytes += size_t(shape.rows) * L.rk;
-        if (!v_is_k) v_bytes += size_t(shape.rows) * L.rv;
+        Layer L{shape, row_bytes(tk, shape.kv_dim), row_bytes(tv, shape.kv_dim), k_bytes_, v_bytes_};
+        k_bytes_ += size_t(shape.rows) * L.rk;
+        if (!v_is_k) v_bytes_ += size_t(shape.rows) * L.rv;
         layers_.push_back(L);
     }
-    k_.resize(k_bytes);
-    v_.resize(v_bytes);
+    k_ = be.alloc(k_bytes_);
+    v_ = be.alloc(v_bytes_);
+}
+
+backend::Tensor KvCache::k_rows(int layer) const {
+    const Layer& L = layers_[size_t(layer)];
+    TD_ASSERT(L.shape.rows > 0);
+    return {k_.get(), L.k0, tk_, L.shape.rows, L.shape.kv_dim, L.rk};
+}
+
+backend::Tensor KvCache::v_rows(int layer) const {
+    if (v_is_k_) return k_rows(layer);
+    const Layer& L = layers_[size_t(layer)];
+    TD_ASSERT(L.shape.rows > 0);
+    return {v_.get(), L.v0, tv_, L.shape.rows, L.shape.kv_dim, L.rv};
+}
+
+backend::Tensor KvCache::row(int layer, int pos, bool v) const {
+    const backend::Tensor t = v ? v_rows(layer) : k_rows(layer);
+    return t.rows_at(pos < t.rows ? pos : pos % t.rows, 1);
 }
 
 void KvCache::store(int layer, int pos, const float* k, const float* v) {
-    quantize_row_ref(tk_, k, k_mut(layer, pos), kv_dim(layer));
-    if (!v_is_k_) quantize_row_ref(tv_, v, v_mut(layer, pos), kv_dim(layer));
+    thread_local std::vector<uint8_t> raw;
+    raw.resize(std::max(row_bytes_k(layer), row_bytes_v(layer)));
+    quantize_row_ref(tk_, k, raw.data(), kv_dim(layer));
+    be_.write(row(layer, pos, false), raw.data());
+    if (v_is_k_) return;
+    quantize_row_ref(tv_, v, raw.data(), kv_dim(layer));
+    be_.write(row(layer, pos, true), raw.data());
 }
 
 void KvCache::read(int layer, int pos, float* k, float* v) const {
-    dequantize_row_ref(tk_, this->k(layer, pos), k, kv_dim(layer));
-    dequantize_row_ref(tv_, this->v(layer, pos), v, kv_dim(layer));
+    thread_local std::vector<uint8_t> raw;
+    raw.resize(std::max(row_bytes_k(layer), row_bytes_v(layer)));
+    be_.read(row(layer, pos, false), raw.data());
+    dequantize_row_ref(tk_, raw.data(), k, kv_dim(layer));
+    be_.read(row(layer, pos, true), raw.data());
+    dequantize_row_ref(tv_, raw.data(), v, kv_dim(layer));
+}
+
+void KvCache::get_raw(int layer, int pos, bool v, uint8_t* dst) const { be_.read(row(layer, pos, v), dst); }
+
+void KvCache::put_raw(int layer, int pos, bool v, const uint8_t* src) {
+    if (v && v_is_k_) return;  // one copy: written as the key
+    be_.write(row(layer, pos, v), src);
 }
 
 void KvCache::copy_row(int from, int to) {
     for (int l = 0; l < n_layer(); l++) {
         if (capacity(l) == 0) continue;
-        std::memcpy(k_mut(l, to), k(l, from), row_bytes_k(l));
-        if (!v_is_k_) std::memcpy(v_mut(l, to), v(l, from), row_bytes_v(l));
+        be_.row_copy(k_rows(l), from, to);
+        if (!v_is_k_) be_.row_copy(v_rows(l), from, to);
     }
 }
 

@@ -11,9 +11,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "tandem/error.h"
 #include "tandem/session.h"  // kv_cache_type_supported
 #include "tandem/tensor_type.h"
@@ -39,56 +41,61 @@ inline int swa_first_visible(const HParams& hp, int pos) {
     return hp.swa_chunked ? pos / hp.n_swa * hp.n_swa : pos - hp.n_swa + 1;
 }
 
+// Storage comes from the session's backend (backend/backend.h): one buffer of key rows and one of value rows,
+// each layer a (capacity, kv_dim) tensor of them; rows are written and read through the backend's ops.
 class KvCache {
 public:
     // Requires kv_cache_type_supported(tk / tv), and of each layer rows in 0..n_ctx and kv_dim % head_dim == 0;
     // throws tandem::Error when a block type does not divide a head size. A layer of n_ctx rows holds every slot, one
     // of fewer is a ring. `v_is_k` (MLA: the latent row is both): one copy of each row, read as the key and as the
     // value (tk == tv; store() keeps the key).
-    KvCache(int n_ctx, const std::vector<KvLayer>& layers, TensorType tk, TensorType tv, bool v_is_k = false);
+    KvCache(backend::Backend& be, int n_ctx, const std::vector<KvLayer>& layers, TensorType tk, TensorType tv,
+            bool v_is_k = false);
 
+    // The layer's key / value rows as tensors (capacity(layer), kv_dim(layer)) of type_k() / type_v(); MLA: the
+    // same tensor twice. The layer keeps rows (capacity(layer) > 0).
+    backend::Tensor k_rows(int layer) const;
+    backend::Tensor v_rows(int layer) const;
     // Writes the key and value rows (kv_dim(layer) floats each) of one position, converted to the cache's types.
     void store(int layer, int pos, const float* k, const float* v);
-    // The row of one slot as stored: row_bytes_k(layer) / row_bytes_v(layer) bytes.
-    const uint8_t* k(int layer, int pos) const { return &k_[index(layer, pos, false)]; }
-    const uint8_t* v(int layer, int pos) const { return v_is_k_ ? k(layer, pos) : &v_[index(layer, pos, true)]; }
-    uint8_t* k_mut(int layer, int pos) { return &k_[index(layer, pos, false)]; }  // state files write rows as they are
-    uint8_t* v_mut(int layer, int pos) { return v_is_k_ ? k_mut(layer, pos) : &v_[index(layer, pos, true)]; }
+    // The same for the rows of a pass: k, v (n, kv_dim) at slots[0..n) (MLA: k only), through the backend's op
+    void store_rows(int layer, const backend::Tensor& k, const backend::Tensor& v, const int* slots) {
+        be_.kv_store(k, v, slots, k_rows(layer), v_is_k_ ? backend::Tensor{} : v_rows(layer));
+    }
     // Row `from` copied onto row `to` in every layer that keeps rows (a token tree's accepted path moved into place).
     void copy_row(int from, int to);
     // The key / value row of one position as floats (kv_dim(layer)).
     void read(int layer, int pos, float* k, float* v) const;
+    // The row of one slot as stored (row_bytes_k / row_bytes_v bytes), to and from host memory: state files.
+    void get_raw(int layer, int pos, bool v, uint8_t* dst) const;
+    void put_raw(int layer, int pos, bool v, const uint8_t* src);
 
     TensorType type_k() const { return tk_; }
     TensorType type_v() const { return tv_; }
     int n_layer() const { return int(layers_.size()); }
     size_t row_bytes_k(int layer) const { return layers_[size_t(layer)].rk; }
     size_t row_bytes_v(int layer) const { return layers_[size_t(layer)].rv; }
-    size_t head_bytes_k(int layer) const { return row_bytes_k(layer) / size_t(kv_dim(layer) / head_dim(layer)); }
-    size_t head_bytes_v(int layer) const { return row_bytes_v(layer) / size_t(kv_dim(layer) / head_dim(layer)); }
     int kv_dim(int layer) const { return layers_[size_t(layer)].shape.kv_dim; }
     int head_dim(int layer) const { return layers_[size_t(layer)].shape.head_dim; }
     int n_ctx() const { return n_ctx_; }
     // rows of that layer (n_ctx: not a ring; 0: it keeps none)
     int capacity(int layer) const { return layers_[size_t(layer)].shape.rows; }
-    size_t bytes() const { return k_.size() + v_.size(); }
+    size_t bytes() const { return k_bytes_ + v_bytes_; }
 
 private:
     struct Layer {
         KvLayer shape;
         size_t rk, rv;  // row bytes
-        size_t k0, v0;  // its first byte in k_ / v_
+        size_t k0, v0;  // its first byte in the key / value buffer
     };
-    size_t index(int layer, int pos, bool v) const {
-        const Layer& L = layers_[size_t(layer)];
-        const int c = L.shape.rows;
-        TD_ASSERT(c > 0);
-        return (v ? L.v0 : L.k0) + size_t(pos < c ? pos : pos % c) * (v ? L.rv : L.rk);
-    }
+    // the one row of a slot (row pos % capacity of a ring)
+    backend::Tensor row(int layer, int pos, bool v) const;
+    backend::Backend& be_;
     int n_ctx_;
     TensorType tk_, tv_;
     std::vector<Layer> layers_;
-    std::vector<uint8_t> k_, v_;
+    std::unique_ptr<backend::Buffer> k_, v_;
+    size_t k_bytes_ = 0, v_bytes_ = 0;
     bool v_is_k_ = false;
 };
 

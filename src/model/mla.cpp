@@ -4,7 +4,7 @@
 
 #include "model/norm.h"
 #include "model/weight_view.h"
-#include "quant/kernels.h"
+#include "backend/cpu/kernels.h"
 
 namespace tandem {
 

@@ -1,6 +1,6 @@
 // Multi-head latent attention (deepseek2; HParams::mla describes the shapes): the projections into the cached
 // latent rows and absorbed queries, and from the attention's latent outputs to the heads' values. The attention
-// itself is the ordinary one (model/attention.h) with one key/value head of head_dim = n_lora_kv + n_rot.
+// itself is the ordinary one (backend/cpu/attention.h) with one key/value head of head_dim = n_lora_kv + n_rot.
 #pragma once
 #include <vector>
 

@@ -10,10 +10,10 @@
 #include <thread>
 
 #include "core/mmap.h"
-#include "cpu/isa.h"
+#include "backend/cpu/isa.h"
 #include "model/weight_view.h"
-#include "quant/kernels.h"
-#include "quant/matmul_q8.h"
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/matmul_q8.h"
 #include "quant/quant.h"
 #include "tandem/error.h"
 #include "tandem/gguf.h"
@@ -916,7 +916,7 @@ void Model::bind_split_share() {
     }
 }
 
-// At levels with a packed kernel (cpu/isa.h: every SIMD level), Q8_0/Q4_0/Q4_K/Q5_K/Q6_K matrices are copied once into the 16-row interleaved layouts of the
+// At levels with a packed kernel (backend/cpu/isa.h: every SIMD level), Q8_0/Q4_0/Q4_K/Q5_K/Q6_K matrices are copied once into the 16-row interleaved layouts of the
 // fast kernels (matmul_packed.cpp, matmul_packed_k.cpp, matmul_packed_q6k.cpp); the file's pages of those tensors are then released
 // (MADV_DONTNEED on the read-only mapping: they are re-read from the file if ever touched again), so memory stays
 // about the file size (the copies are 0-3% larger than the blocks they replace).

@@ -1,4 +1,6 @@
-// A Session's private state, shared by the forward pass (forward.cpp) and state files (session_state.cpp).
+// A Session's private state: its backend, cache, recurrent state, RoPE tables and the pass's scratch; shared by
+// the session (session.cpp), the forward pass (forward.cpp, assistant.cpp, eagle3.cpp) and state files
+// (session_state.cpp).
 #pragma once
 #include <memory>
 #include <vector>
@@ -14,6 +16,7 @@
 namespace tandem {
 
 struct Session::Impl {
+    std::unique_ptr<backend::Backend> be;  // what runs this session's passes and holds its cache (the CPU's)
     KvCache kv;
     // scratch, sized for n_batch tokens
     std::vector<float> x, xn, q, k, v, att, rows_out, logits_tmp, attn_scratch, mtp_in, mla_v, heads_q, heads_o;
@@ -29,8 +32,8 @@ struct Session::Impl {
     double attn_s = 0;  // seconds spent in attention, all passes (Session::attention_seconds)
     std::vector<int> assist_kv;  // a Gemma 4 assistant: the target's cache layer each of its layers reads
     RopeTable rope[2];  // [0] global layers, [1] sliding-window layers (HParams::n_swa > 0)
-    Impl(int n_ctx, const std::vector<KvLayer>& layers, TensorType tk, TensorType tv, bool v_is_k)
-        : kv(n_ctx, layers, tk, tv, v_is_k) {}
+    Impl(ThreadPool& pool, int n_ctx, const std::vector<KvLayer>& layers, TensorType tk, TensorType tv, bool v_is_k)
+        : be(backend::make_cpu_backend(pool)), kv(*be, n_ctx, layers, tk, tv, v_is_k) {}
 };
 
 }  // namespace tandem

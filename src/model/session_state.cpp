@@ -94,14 +94,21 @@ size_t Session::save_state(const std::string& path) const {
     const uint32_t types[2] = {uint32_t(impl_->kv.type_k()), uint32_t(impl_->kv.type_v())};
     put(types, 8);
     put(tokens_.data(), size_t(n) * 4);
+    std::vector<uint8_t> row;
     for (int l = 0; l < n_layers_; l++) {
         // a layer without rows (recurrent, gemma4's shared-KV layers) writes none
         const uint32_t first = impl_->kv.capacity(l) == 0 ? n
                                : model_->layer(l).swa     ? uint32_t(std::min(swa_from_, int(n)))
                                                           : 0;
         put(&first, 4);
-        for (uint32_t t = first; t < n; t++) put(impl_->kv.k(l, int(t)), impl_->kv.row_bytes_k(l));
-        for (uint32_t t = first; t < n; t++) put(impl_->kv.v(l, int(t)), impl_->kv.row_bytes_v(l));
+        for (int which = 0; which < 2; which++) {
+            const size_t rb = which ? impl_->kv.row_bytes_v(l) : impl_->kv.row_bytes_k(l);
+            row.resize(rb);
+            for (uint32_t t = first; t < n; t++) {
+                impl_->kv.get_raw(l, int(t), which == 1, row.data());
+                put(row.data(), rb);
+            }
+        }
     }
     if (impl_->rec) {
         if (impl_->rec->pos() != int(n)) impl_->rec->rewind(int(n));  // a token tree's accepted chain
@@ -216,6 +223,7 @@ size_t Session::load_state(const std::string& path) {
             from = std::max({from, int(first[size_t(l)]), int(n) - kv.capacity(l)});
     const bool same = ft[0] == kv.type_k() && ft[1] == kv.type_v();
     std::vector<float> f;
+    std::vector<uint8_t> conv;
     for (int l = 0; l < n_layers_; l++) {
         const uint32_t keep = model_->layer(l).swa ? uint32_t(from) : 0;
         const int dim = kv.kv_dim(l);
@@ -226,13 +234,14 @@ size_t Session::load_state(const std::string& path) {
             const size_t rb = which ? rv : rk;
             for (uint32_t t = first[size_t(l)]; t < n; t++, at_row += rb) {
                 if (t < keep) continue;  // before what the ring holds
-                uint8_t* dst = which ? kv.v_mut(l, int(t)) : kv.k_mut(l, int(t));
                 if (same) {
-                    std::memcpy(dst, data.data() + at_row, rb);
+                    kv.put_raw(l, int(t), which == 1, reinterpret_cast<const uint8_t*>(data.data()) + at_row);
                     continue;
                 }
                 dequantize_row_ref(ft[which], data.data() + at_row, f.data(), dim);  // another type: through floats
-                quantize_row_ref(which ? kv.type_v() : kv.type_k(), f.data(), dst, dim);
+                conv.resize(which ? kv.row_bytes_v(l) : kv.row_bytes_k(l));
+                quantize_row_ref(which ? kv.type_v() : kv.type_k(), f.data(), conv.data(), dim);
+                kv.put_raw(l, int(t), which == 1, conv.data());
             }
         }
     }

@@ -1,10 +1,10 @@
-// A model's Weight as the kernels see it: the WeightView of quant/kernels.h (the same matrix, its repacked copy when
+// A model's Weight as the kernels see it: the WeightView of backend/cpu/kernels.h (the same matrix, its repacked copy when
 // it has one), and one row of it as floats (an embedding lookup).
 #pragma once
 #include <cstdint>
 
-#include "quant/kernels.h"
-#include "quant/matmul_q8.h"
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/matmul_q8.h"
 #include "quant/quant.h"
 #include "tandem/model.h"
 

@@ -1,10 +1,10 @@
 // Byte layouts of the 16-row packed matrices (the repacking and the reference kernels are in
-// quant/matmul_packed*.cpp, the SIMD kernels of each level under src/cpu/). One layout per type, shared by every
+// backend/cpu/matmul_packed*.cpp, the SIMD kernels of each level under src/backend/cpu/). One layout per type, shared by every
 // level: 16 rows fill one 512-bit register (AVX512-VNNI), two 256-bit halves (AVX2) or four 128-bit quarters
 // (NEON), four consecutive weights of each row side by side.
 //
 // Everything here is a constant or a `static` function, so a unit built for one SIMD level never shares a
-// compiled copy of it with another level (see cpu/isa.h).
+// compiled copy of it with another level (see backend/cpu/isa.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>

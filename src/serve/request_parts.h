@@ -10,7 +10,7 @@
 //   parse_logprobs (logprobs, top_logprobs)    -> parse_native_fields (n_probs, n_top_logprobs)
 // Where the parts live: openai.cpp (the field readers, prompts, parse_request itself), request_chat.cpp,
 // request_grammar.cpp (structured output and the tool-call grammar), request_sampling.cpp, request_answer.cpp
-// (length, count, streaming, logprobs, stop strings, llama-server's native fields) and request_spec.cpp.
+// (length, count, streaming, logprobs, stop strings, llama-server's native fields) and request_speculative.cpp.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -62,7 +62,7 @@ std::vector<std::string> parse_stops(const json& body);
 // return_tokens, verbose, response_fields, timings_per_token. Sets job.n_top_logprobs from r's logprobs fields.
 void parse_native_fields(const json& body, ParsedRequest& r);
 
-// Speculative decoding (request_spec.cpp): job.spec from the server's defaults, llama-server's flat
+// Speculative decoding (request_speculative.cpp): job.spec from the server's defaults, llama-server's flat
 // "speculative.n_max" / "n_min" / "p_min" keys, `n_keep`, and our nested `speculative` object (checked as the
 // command line's flags are); also `id_slot` -> job.id_slot.
 void parse_spec_overrides(const json& body, const ServerLimits& lim, JobRequest& j);

@@ -1,6 +1,7 @@
 // Draft-length controller.
 //
-// Fixed mode: always draft n_max tokens.
+// Fixed mode: draft n_max tokens, fewer where a round of n_max would exceed the round-cost cap
+// (set_round_cost_cap, steady latency).
 // Adaptive mode: keep running estimates of
 //   a  - the probability that a drafted token is accepted (given its predecessors were),
 //   c  - the cost of one draft step relative to one single-token target step,

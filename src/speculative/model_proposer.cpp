@@ -172,7 +172,7 @@ void ModelProposer::propose(ProposeRound& r) {
     std::vector<int32_t> feed(history.begin() + std::ptrdiff_t(base_ + keep), history.end());
     for (int32_t& x : feed) x = for_draft(x);
     d.decode(feed.data(), int(feed.size()), false);
-    if (mtp) d.mtp_target()->release_hidden(int(n) - 2);  // rows 0..n-1 are made: older states are not needed
+    if (mtp) d.drafter_target()->release_hidden(int(n) - 2);  // rows 0..n-1 are made: older states are not needed
     // The drafted tokens are appended to the history while drafting (the samplers' penalties see them) and
     // removed again before returning; the Generator appends the accepted ones for good.
     const ConstraintView& cv = r.constraint;
@@ -216,7 +216,7 @@ SamplerParams draft_sampling(SamplerParams p, int draft_vocab) {
 
 std::unique_ptr<Proposer> make_model_proposer(SpecType type, const ModelProposerSetup& setup) {
     TD_ASSERT(uses_draft_session(type) && setup.draft);
-    TD_ASSERT(reads_target_states(type) == setup.draft->is_mtp());
+    TD_ASSERT(reads_target_states(type) == setup.draft->is_drafter());
     return std::make_unique<ModelProposer>(type, setup);
 }
 

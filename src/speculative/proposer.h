@@ -1,7 +1,9 @@
 // Proposers: what guesses a round's tokens ahead of the target. The Generator picks one per round (the highest
 // expected speed-up, each judged by its own DraftLengthController), asks it for up to k tokens, and verifies them
-// (verify.h). New proposers (EAGLE heads, MTP layers, drafts with another tokenizer) implement this interface in a
-// file of their own; make_proposer() is the one place that maps a SpecType to its implementation.
+// (verify.h). A new proposer implements this interface in a file of its own; make_proposer() is the one place that
+// maps a SpecType to its implementation. Every proposer that runs a model session (a draft model, the target's
+// first layers, an MTP block, an EAGLE-3 head, a Gemma 4 assistant) is the one ModelProposer; a draft with another
+// tokenizer is the text-draft proposer.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -70,7 +72,7 @@ struct ModelProposerSetup {
     bool target_greedy = false;
 };
 
-// The proposer of `type` (DRAFT, SELF, NGRAM, SUFFIX); model types need `setup.draft`.
+// The proposer of `type` (DRAFT, SELF, MTP, EAGLE3: a model session, `setup.draft`; NGRAM, SUFFIX: none).
 std::unique_ptr<Proposer> make_proposer(SpecType type, const ModelProposerSetup& setup);
 
 // The implementations (one file each).

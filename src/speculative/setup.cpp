@@ -81,14 +81,14 @@ DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
                         "and this one has none");
         if (!target_session) throw Error("speculative type 'mtp' needs the target's session");
         params.n_layers = 0;
-        params.mtp_of = target_session;
+        params.drafter_of = target_session;
         d.session = std::make_unique<Session>(assistant ? draft_model : target, params, pool);
     } else if (type == SpecType::EAGLE3) {
         if (!draft_model || !draft_model->eagle3())
             throw Error("speculative type 'eagle3' needs an EAGLE-3 head (-md HEAD.gguf)");
         if (!target_session) throw Error("speculative type 'eagle3' needs the target's session");
         params.n_layers = 0;
-        params.mtp_of = target_session;
+        params.drafter_of = target_session;
         d.session = std::make_unique<Session>(draft_model, params, pool);
     }
     d.cost_prior = draft_cost_prior(type, *target, draft_model.get(), requested_layers);

@@ -176,8 +176,8 @@ void add_spec_flags(ArgParser& ap, SpecFlags& f) {
     ap.add({"--spec-ngram-m", "--spec-ngram-size-m", "--spec-ngram-simple-size-m"}, "M",
            "tokens proposed per n-gram match (16)",
            [&spec](const std::string& v) { spec.ngram_m = to_int_in("--spec-ngram-m", v, 1, 256); });
-    ap.add({"--spec-tree"}, "auto|off",
-           "token trees: verify the draft's alternatives where it is unsure, when they pay (auto)",
+    ap.add({"--spec-tree"}, "auto|on|off",
+           "token trees: verify the draft's alternatives where it is unsure, when they pay (auto; on: the same)",
            [&](const std::string& v) { spec.tree = v == "auto" || to_bool("--spec-tree", v); });
     ap.add({"--spec-tree-width"}, "N", "most candidates per tree position, the chain's own included (3)",
            [&](const std::string& v) { spec.tree_width = to_int_in("--spec-tree-width", v, 1, 64); });

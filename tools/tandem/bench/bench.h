@@ -1,6 +1,6 @@
 // The tests of `tandem bench` (cmd_bench.cpp parses the flags and runs them in order), one file per kind:
 // bench_tokenizer.cpp (tokenizer throughput), bench_decode.cpp (pp: prompt processing, tg: generation),
-// bench_verify.cpp (vbK/vtK: the verification curve), bench_spec.cpp (speculative against plain generation),
+// bench_verify.cpp (vbK/vtK: the verification curve), bench_speculative.cpp (speculative against plain generation),
 // bench_report.cpp (the JSON array and the tables), and the measuring tools here (bench_common.cpp).
 #pragma once
 #include <chrono>

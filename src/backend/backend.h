@@ -1,0 +1,214 @@
+// The seam between the forward pass and the machines that run it: a backend owns buffers and runs ops on tensor
+// views of them. The CPU (backend/cpu/cpu_backend.cpp, the SIMD levels of backend/cpu/isa.h) is the first
+// backend; the scalar reference (backend/reference_backend.cpp) computes every op as its contract below says, in
+// the plainest code, and is what every backend's ops are tested against (tests/test_backend.cpp).
+//
+// A pass is recorded, not called: a backend may run each op at once (the CPU does) or record the ops of one pass
+// into one command stream and run them at sync() (a GPU). The host reads a buffer only through read(), which
+// syncs first; it writes through write(). So the only host round trips of a pass are the reads the caller asks for
+// (logits, kept rows, a split model's exchange), never one inside a layer: every op's inputs that decide its
+// work are tensors or small host arrays given at recording (positions, a pass's row layout), never values a
+// previous op of the same pass computed.
+//
+// BATCH INVARIANCE (every backend, every op): the result of a row is a function of that row's inputs (and for
+// attention, of the cache positions it sees, in position order), never of the other rows of the pass, of their
+// number, or of the row's place in a chain, a batch of sessions or a token tree. One reduction order per output
+// element whatever the number of rows: a kernel that switches its summation order between one row and k rows breaks
+// this and with it greedy speculation's token identity (llama.cpp's GPU backends do). The test every backend runs:
+// tests/test_backend.cpp BatchInvariance (one row alone = the same row among k = 2..16 = inside a tree, bit for bit).
+//
+// Shapes: a Tensor is a 2-D view, `rows` rows of `cols` elements of `type`, `row_stride` bytes apart (the row
+// stride of a column slice is its parent's). Activations are F32 rows; weights any type the backend supports().
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tandem/model.h"
+#include "tandem/tensor_type.h"
+
+namespace tandem {
+class ThreadPool;
+}
+
+namespace tandem::backend {
+
+// Memory of one backend (host memory for the CPU, device memory for a GPU), or host memory lent to it (a file
+// mapping: the CPU reads weights in place).
+class Buffer {
+public:
+    virtual ~Buffer() = default;
+    virtual size_t size() const = 0;
+};
+
+struct Tensor {
+    Buffer* buf = nullptr;
+    size_t offset = 0;  // of row 0 in buf
+    TensorType type = TensorType::F32;
+    int64_t rows = 0, cols = 0;
+    size_t row_stride = 0;  // bytes
+    // A backend's own data about this tensor, carried with the view (as ggml's tensor->extra): the CPU's
+    // interleaved copy of a placed quantized matrix (backend/cpu/matmul_q8.h), null for most views.
+    const void* extra = nullptr;
+    size_t nbytes() const { return row_stride * size_t(rows); }
+    // Rows [r0, r0 + n) of this view.
+    Tensor rows_at(int64_t r0, int64_t n) const {
+        Tensor t = *this;
+        t.offset += size_t(r0) * row_stride;
+        t.rows = n;
+        return t;
+    }
+    explicit operator bool() const { return buf != nullptr; }
+};
+
+// The ops of a forward pass. supports(op, type) says whether a backend runs an op with a weight / cache of that
+// type (for the other ops, the type is F32): asked at load, so a model a backend cannot run is refused by name.
+enum class Op : int {
+    GET_ROWS,  // embedding rows
+    MATMUL,  // y = x W^T
+    MATMUL_ID,  // experts: y = x W_e^T for the experts each row chose
+    RMS_NORM,
+    ROPE,
+    ADD,  // y += s x, and a broadcast row (biases)
+    MUL,  // y *= a broadcast row (a norm's weight, a scale vector)
+    SCALE,
+    GLU,  // gated activations (SwiGLU, GEGLU, gpt-oss's)
+    SOFTCAP,  // c tanh(x / c) after a division by a logit scale
+    TOPK_ROUTE,  // a mixture's router: the top k experts and their weights
+    KV_STORE,  // k and v rows into a cache's slots, converted to its types
+    ROW_COPY,  // cache rows copied (a token tree's accepted path moved into place)
+    ATTENTION,  // over a cache, chains and trees, windows, grouped-query heads, sinks
+    DELTA_RULE,  // the gated delta rule of Gated DeltaNet layers
+    COPY,  // F32 rows copied
+    COUNT
+};
+const char* op_name(Op op);
+
+// FfnAct's three (tandem/model.h), and SIGMOID: gate = sigmoid(gate) * up (qwen35's gated attention output)
+enum class Glu { SILU, GELU_TANH, SWIGLU_OAI, SIGMOID };
+
+// ROPE: each of n_head heads of head_dim values in a row is rotated at its row's position; the rotated dims are
+// [offset, offset + n_rot) of the head (MLA: after the latent part), NORM pairs (2i, 2i+1), NEOX (i, i + n_rot/2);
+// the angle tables are (n_ctx, n_rot / 2) F32 rows of cos and sin; the magnitude mscale multiplies both.
+struct RopeArgs {
+    int n_head = 0, head_dim = 0, n_rot = 0, offset = 0;
+    RopeStyle style = RopeStyle::NORM;
+    float mscale = 1.0f;
+    Tensor cos, sin;
+};
+
+// TOPK_ROUTE: the routing rule of tandem/model.h MoeGating (softmax / softmax over the top k / sigmoid with a
+// choice bias and group-limited choice), the k weights renormalised and scaled as asked.
+struct RouteArgs {
+    int n_expert = 0, k = 0;
+    MoeGating gating = MoeGating::SOFTMAX;
+    bool norm = false;  // renormalise the k weights to sum 1
+    float scale = 0;  // multiplies the weights when != 0
+    int n_groups = 0, n_group_used = 0;
+    bool choose_by_logits = false;  // llama4: the choice by the raw logits (their order; weights as the gating says)
+};
+
+// ATTENTION. n_head / n_head_kv query heads share a KV head (any number: MLA's one latent head serves them all).
+// The pass's rows come in segments, one per session: a segment's keys and values are its cache
+// tensors of this layer (rows: the ring's capacity, a slot s at row s % capacity; cols: n_head_kv * head_dim, of
+// the cache types). Row r of the pass is a token at position pos[r] of segment seg[r]; it sees the positions
+// lo[r]..pos[r]: those below its segment's pos0 at their own slots, and from pos0 on those of its chain (slot =
+// position) or, in a token tree, of its root path (tail[r][v - pos0] the slot of its ancestor at position v).
+// q (n, n_head * head_dim) -> out (n, n_head * head_dim); softmax of scale q.k (+ a sink logit per head, sinks: a
+// (1, n_head) row, or none), grouped-query heads (head h reads KV head h / (n_head / n_head_kv)).
+struct AttnSegment {
+    Tensor k, v;
+    int pos0 = 0;
+};
+struct AttnArgs {
+    int n_head = 0, n_head_kv = 0, head_dim = 0;
+    float scale = 1.0f;
+    Tensor sinks;
+    const AttnSegment* segs = nullptr;
+    int n_segs = 0;
+    const int* seg = nullptr;  // (n)
+    const int* pos = nullptr;  // (n)
+    const int* lo = nullptr;  // (n)
+    const int32_t* const* tail = nullptr;  // (n) null pointers for chains; null: every row a chain
+};
+
+// DELTA_RULE, per row t and value head h (S = state size; the rule of backend/cpu/kernels.h delta_rule): the state
+// m_in row t (Hv S x S) -> m_out row t and o (Hv S), with q, k (Hk S, L2-normed) the key head h % n_k_heads (or
+// h / (Hv / Hk) when grouped), v (Hv S), decay and beta (Hv) per head.
+struct DeltaArgs {
+    int S = 0, n_k_heads = 0, n_v_heads = 0;
+    bool grouped = false;
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;  // "cpu (avx512vnni)", "reference", a device's name
+    virtual bool supports(Op op, TensorType type) const = 0;
+
+    // --- memory ---
+    virtual std::unique_ptr<Buffer> alloc(size_t bytes) = 0;
+    // Host memory the backend may read for as long as the buffer lives (weights from a file mapping): the CPU
+    // uses it in place, a GPU copies it. Never written through.
+    virtual std::unique_ptr<Buffer> map_host(const void* data, size_t bytes) = 0;
+    // A weight matrix's placement: the backend's preferred layout of it (the CPU's interleaved copy of a
+    // quantized matrix, a GPU's upload), made once at load and recorded in w (Tensor::extra), which then names
+    // it in every later op; the backend keeps what it made for as long as w's buffer lives.
+    virtual void place_weight(Tensor& w) { (void)w; }
+    // The host's memory as one buffer of this backend, for a backend that reads and writes it in place (the CPU:
+    // a tensor's offset is its address); null for one that does not (a GPU). While the forward pass still keeps
+    // some activations and weights in host memory (its blocks' own arrays), it names them through this buffer;
+    // a backend without one runs a pass whose every tensor it placed or allocated.
+    virtual Buffer* host_memory() { return nullptr; }
+    virtual void write(const Tensor& dst, const void* src) = 0;  // rows of dst from host memory (nbytes())
+    virtual void read(const Tensor& src, void* dst) = 0;  // syncs, then src's rows to host memory
+    virtual void sync() {}  // runs what was recorded; returns when it is done
+
+    // --- ops (y: outputs; every tensor F32 unless said) ---
+    // y (n, E) = rows ids[0..n) of table (any supported type)
+    virtual void get_rows(const Tensor& table, const int32_t* ids, int n, const Tensor& y) = 0;
+    // y (n, W.rows) = x (n, W.cols) W^T
+    virtual void matmul(const Tensor& w, const Tensor& x, const Tensor& y) = 0;
+    // Several matrices applied to one input (q/k/v, gate/up): ys[i] (n, ws[i].rows) = x ws[i]^T (one quantization
+    // of x and one pass over all of them where the backend can)
+    virtual void matmul_multi(const Tensor* ws, const Tensor* ys, int count, const Tensor& x) {
+        for (int i = 0; i < count; i++) matmul(ws[i], x, ys[i]);
+    }
+    // Experts: ws[e] (R, C) for e < n_expert (null buf: an expert this process lacks: rows never choose it);
+    // ids (n, k) I32; x: (n, C) shared by a row's k choices, or (n k, C) one per choice (x_per_choice);
+    // y (n k, R): y[t k + j] = x[t or t k + j] ws[ids[t k + j]]^T
+    virtual void matmul_id(const Tensor* ws, int n_expert, const int32_t* ids, int k, const Tensor& x,
+                           bool x_per_choice, const Tensor& y) = 0;
+    // y = x / sqrt(mean(x^2) + eps) * w, per row of `width` values (a row of x may hold several: heads); w: a
+    // (1, width) row or none. x and y may be the same tensor.
+    virtual void rms_norm(const Tensor& x, const Tensor& w, int width, float eps, const Tensor& y) = 0;
+    // x rows rotated in place at positions pos[0..x.rows)
+    virtual void rope(const RopeArgs& a, const int* pos, const Tensor& x) = 0;
+    virtual void add(const Tensor& x, float s, const Tensor& y) = 0;  // y += s x (same shape)
+    virtual void add_row(const Tensor& b, const Tensor& y) = 0;  // y[t] += b (a (1, y.cols) row)
+    virtual void mul_row(const Tensor& w, const Tensor& y) = 0;  // y[t] *= w (a (1, y.cols) row)
+    virtual void scale(float s, const Tensor& y) = 0;  // y *= s
+    // gate = act(gate) * up, elementwise over equal shapes
+    virtual void glu(Glu kind, const Tensor& gate, const Tensor& up) = 0;
+    // y = c tanh((y / div) / c) (c > 0), or y / div when c == 0
+    virtual void softcap(float div, float c, const Tensor& y) = 0;
+    // logits (n, n_expert) [+ a (1, n_expert) choice bias for the choice only] -> ids (n, k), weights (n, k)
+    virtual void topk_route(const RouteArgs& a, const Tensor& logits, const Tensor& choice_bias, int32_t* ids,
+                            const Tensor& weights) = 0;
+    // Cache rows: k, v (n, kv_dim) F32 converted into kc, vc (any cache type) at slots[0..n) (row slot % rows)
+    virtual void kv_store(const Tensor& k, const Tensor& v, const int* slots, const Tensor& kc, const Tensor& vc) = 0;
+    // Row `from` of c copied onto row `to`
+    virtual void row_copy(const Tensor& c, int from, int to) = 0;
+    virtual void attention(const AttnArgs& a, const Tensor& q, const Tensor& out) = 0;
+    // m_in, m_out (n, Hv S S); q, k (n, Hk S); v, o (n, Hv S); decay, beta (n, Hv)
+    virtual void delta_rule(const DeltaArgs& a, const Tensor& m_in, const Tensor& q, const Tensor& k, const Tensor& v,
+                            const Tensor& decay, const Tensor& beta, const Tensor& m_out, const Tensor& o) = 0;
+    virtual void copy(const Tensor& x, const Tensor& y) = 0;  // F32 rows, same shape (either may be strided)
+};
+
+// The backends of this build: the CPU's (the active SIMD level, threads of `pool`) and the scalar reference.
+std::unique_ptr<Backend> make_cpu_backend(ThreadPool& pool);
+std::unique_ptr<Backend> make_reference_backend();
+
+}  // namespace tandem::backend

@@ -1,0 +1,348 @@
+// The CPU backend (backend/backend.h): buffers are host memory (a file mapping lent to it is read in place), every
+// op runs when it is called, on the kernels of the active SIMD level (backend/cpu/isa.h) and the threads of the
+// session's pool. Its ops are the very functions the forward pass calls today (matmul and its packed layouts,
+// the flash attention tiles, the delta rule kernel, the norms, RoPE, the gated activations, the router), so a pass
+// written on the seam computes the same bits as the pass that calls them directly.
+// Not yet in this room: rope_head (model/rope.h), the GLUs and the router (model/ffn.h) and the RMSNorm
+// (model/norm.h) are still the model's files, which this backend includes until they move here.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/backend.h"
+#include "backend/cpu/attention.h"
+#include "backend/cpu/isa.h"
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/matmul_q8.h"
+#include "model/ffn.h"
+#include "model/norm.h"
+#include "model/rope.h"
+#include "quant/quant.h"
+#include "tandem/error.h"
+#include "tandem/session.h"  // kv_cache_type_supported
+#include "tandem/thread_pool.h"
+
+namespace tandem::backend {
+
+namespace {
+
+class HostBuffer : public Buffer {
+public:
+    HostBuffer(size_t n) : own_(new uint8_t[n ? n : 1]()), p_(own_.get()), n_(n) {}
+    HostBuffer(const void* p, size_t n) : p_(static_cast<uint8_t*>(const_cast<void*>(p))), n_(n) {}
+    HostBuffer() : p_(nullptr), n_(SIZE_MAX) {}  // the whole address space: offsets are addresses
+    size_t size() const override { return n_; }
+    uint8_t* at(size_t off) const { return p_ ? p_ + off : reinterpret_cast<uint8_t*>(uintptr_t(off)); }
+    // the interleaved copies of the weights placed in this buffer
+    std::vector<std::unique_ptr<uint8_t[]>> packed;
+
+private:
+    std::unique_ptr<uint8_t[]> own_;
+    uint8_t* p_;
+    size_t n_;
+};
+
+HostBuffer& host(const Tensor& t) {
+    TD_ASSERT(t.buf);
+    return static_cast<HostBuffer&>(*t.buf);
+}
+uint8_t* host_ptr(const Tensor& t) { return host(t).at(t.offset); }
+float* f32(const Tensor& t) {
+    TD_ASSERT(t.type == TensorType::F32);
+    return reinterpret_cast<float*>(host_ptr(t));
+}
+// a contiguous F32 tensor (row_stride == cols floats): the layout activations have
+float* rows_f32(const Tensor& t) {
+    TD_ASSERT(t.type == TensorType::F32 && t.row_stride == size_t(t.cols) * sizeof(float));
+    return f32(t);
+}
+
+}  // namespace
+
+class CpuBackend : public Backend {
+public:
+    explicit CpuBackend(ThreadPool& pool) : pool_(pool) {}
+
+    std::string name() const override { return std::string("cpu (") + cpu_level_name(isa().level) + ")"; }
+
+    bool supports(Op op, TensorType type) const override {
+        switch (op) {
+            case Op::GET_ROWS:
+            case Op::MATMUL:
+            case Op::MATMUL_ID: return !is_integer_type(type);
+            case Op::KV_STORE:
+            case Op::ROW_COPY:
+            case Op::ATTENTION: return kv_cache_type_supported(type);
+            default: return type == TensorType::F32;
+        }
+    }
+
+    std::unique_ptr<Buffer> alloc(size_t n) override { return std::make_unique<HostBuffer>(n); }
+    Buffer* host_memory() override { return &host_; }
+    std::unique_ptr<Buffer> map_host(const void* p, size_t n) override { return std::make_unique<HostBuffer>(p, n); }
+
+    // Q8_0 / Q4_0 / K-quant matrices get the level's interleaved copy (Tensor::extra; held by w's buffer) where the
+    // level has a packed kernel; the rest stay as they are.
+    void place_weight(Tensor& w) override {
+        if (w.extra || !isa().matmul_packed || !packable(w.type, w.rows, w.cols)) return;
+        auto copy = std::unique_ptr<uint8_t[]>(new uint8_t[packed_bytes(w.type, w.rows, w.cols)]);
+        repack_rows(w.type, host_ptr(w), w.row_stride, w.rows, w.cols, copy.get());
+        w.extra = copy.get();
+        host(w).packed.push_back(std::move(copy));
+    }
+
+    void write(const Tensor& dst, const void* src) override { copy_rows(dst, static_cast<const uint8_t*>(src)); }
+    void read(const Tensor& src, void* dst) override {
+        const size_t rb = row_bytes(src.type, src.cols);
+        for (int64_t r = 0; r < src.rows; r++)
+            std::memcpy(static_cast<uint8_t*>(dst) + size_t(r) * rb, host_ptr(src) + size_t(r) * src.row_stride, rb);
+    }
+
+    void get_rows(const Tensor& table, const int32_t* ids, int n, const Tensor& y) override {
+        const uint8_t* pk = static_cast<const uint8_t*>(table.extra);
+        for (int t = 0; t < n; t++) {
+            float* out = rows_f32(y) + size_t(t) * size_t(y.cols);
+            if (pk) dequantize_packed_row(table.type, pk, table.cols, ids[t], out);
+            else dequantize_row_ref(table.type, host_ptr(table) + size_t(ids[t]) * table.row_stride, out, table.cols);
+        }
+    }
+
+    void matmul(const Tensor& w, const Tensor& x, const Tensor& y) override {
+        TD_ASSERT(x.cols == w.cols && y.cols == w.rows && x.rows == y.rows);
+        tandem::matmul(pool_, view(w), rows_f32(x), int(x.rows), rows_f32(y));
+    }
+    void matmul_multi(const Tensor* ws, const Tensor* ys, int count, const Tensor& x) override {
+        TD_ASSERT(count <= 4);
+        WeightView wv[4];
+        float* yp[4];
+        for (int i = 0; i < count; i++) {
+            TD_ASSERT(x.cols == ws[i].cols && ys[i].cols == ws[i].rows && ys[i].rows == x.rows);
+            wv[i] = view(ws[i]);
+            yp[i] = rows_f32(ys[i]);
+        }
+        matmul_shared_input(pool_, wv, yp, count, rows_f32(x), int(x.rows));
+    }
+
+    void matmul_id(const Tensor* ws, int n_expert, const int32_t* ids, int k, const Tensor& x, bool x_per_choice,
+                   const Tensor& y) override {
+        // The choices of each expert gathered (in row order), one job per expert that is used, one fork-join for
+        // all (as model/ffn.cpp runs a mixture): each row's product is the kernel's for that row alone.
+        const int64_t n = x_per_choice ? x.rows / k : x.rows, C = x.cols, R = y.cols;
+        std::vector<std::vector<int>> of(static_cast<size_t>(n_expert));
+        for (int64_t i = 0; i < n * k; i++) {
+            TD_ASSERT(ids[i] >= 0 && ids[i] < n_expert && ws[ids[i]].buf);
+            of[size_t(ids[i])].push_back(int(i));
+        }
+        std::vector<size_t> off(static_cast<size_t>(n_expert) + 1, 0);
+        for (int e = 0; e < n_expert; e++) off[size_t(e) + 1] = off[size_t(e)] + of[size_t(e)].size();
+        gx_.resize(off.back() * size_t(C));
+        gy_.resize(off.back() * size_t(R));
+        const float* xs = rows_f32(x);
+        std::vector<MatmulJob> jobs;
+        for (int e = 0; e < n_expert; e++) {
+            if (of[size_t(e)].empty()) continue;
+            for (size_t j = 0; j < of[size_t(e)].size(); j++) {
+                const int i = of[size_t(e)][j];
+                const int64_t src = x_per_choice ? i : i / k;
+                std::copy_n(xs + size_t(src) * size_t(C), size_t(C), &gx_[(off[size_t(e)] + j) * size_t(C)]);
+            }
+            jobs.push_back({view(ws[e]), &gx_[off[size_t(e)] * size_t(C)], int(of[size_t(e)].size()),
+                            &gy_[off[size_t(e)] * size_t(R)]});
+        }
+        matmul_jobs(pool_, jobs.data(), int(jobs.size()));
+        float* ys = rows_f32(y);
+        for (int e = 0; e < n_expert; e++)
+            for (size_t j = 0; j < of[size_t(e)].size(); j++)
+                std::copy_n(&gy_[(off[size_t(e)] + j) * size_t(R)], size_t(R),
+                            ys + size_t(of[size_t(e)][j]) * size_t(R));
+    }
+
+    void rms_norm(const Tensor& x, const Tensor& w, int width, float eps, const Tensor& y) override {
+        TD_ASSERT(x.cols % width == 0 && y.cols == x.cols && y.rows == x.rows);
+        const float* wp = w ? f32(w) : nullptr;
+        for (int64_t t = 0; t < x.rows; t++)
+            for (int64_t c = 0; c < x.cols; c += width)
+                rmsnorm(rows_f32(x) + size_t(t) * size_t(x.cols) + size_t(c), wp,
+                        rows_f32(y) + size_t(t) * size_t(y.cols) + size_t(c), width, eps);
+    }
+
+    void rope(const RopeArgs& a, const int* pos, const Tensor& x) override {
+        const int half = a.n_rot / 2;
+        for (int64_t t = 0; t < x.rows; t++) {
+            const float* cs = f32(a.cos) + size_t(pos[t]) * size_t(half);
+            const float* sn = f32(a.sin) + size_t(pos[t]) * size_t(half);
+            float* row = rows_f32(x) + size_t(t) * size_t(x.cols);
+            for (int h = 0; h < a.n_head; h++)
+                rope_head(row + size_t(h) * size_t(a.head_dim) + size_t(a.offset), cs, sn, a.n_rot, a.style, a.mscale);
+        }
+    }
+
+    void add(const Tensor& x, float s, const Tensor& y) override {
+        const size_t n = size_t(y.rows) * size_t(y.cols);
+        const float* xs = rows_f32(x);
+        float* ys = rows_f32(y);
+        if (s == 1.0f)
+            for (size_t i = 0; i < n; i++) ys[i] += xs[i];
+        else
+            for (size_t i = 0; i < n; i++) ys[i] += s * xs[i];
+    }
+    void add_row(const Tensor& b, const Tensor& y) override {
+        const float* bs = f32(b);
+        for (int64_t t = 0; t < y.rows; t++) {
+            float* r = rows_f32(y) + size_t(t) * size_t(y.cols);
+            for (int64_t i = 0; i < y.cols; i++) r[i] += bs[i];
+        }
+    }
+    void mul_row(const Tensor& w, const Tensor& y) override {
+        const float* ws = f32(w);
+        for (int64_t t = 0; t < y.rows; t++) {
+            float* r = rows_f32(y) + size_t(t) * size_t(y.cols);
+            for (int64_t i = 0; i < y.cols; i++) r[i] *= ws[i];
+        }
+    }
+    void scale(float s, const Tensor& y) override {
+        float* ys = rows_f32(y);
+        for (size_t i = 0; i < size_t(y.rows) * size_t(y.cols); i++) ys[i] *= s;
+    }
+    void glu(Glu kind, const Tensor& gate, const Tensor& up) override {
+        const int64_t n = gate.rows * gate.cols;
+        switch (kind) {
+            case Glu::SILU: silu_mul(rows_f32(gate), rows_f32(up), n); break;
+            case Glu::GELU_TANH: gelu_tanh_mul(rows_f32(gate), rows_f32(up), n); break;
+            case Glu::SWIGLU_OAI: swiglu_oai(rows_f32(gate), rows_f32(up), n); break;
+            case Glu::SIGMOID: {
+                float* g = rows_f32(gate);
+                const float* u = rows_f32(up);
+                for (int64_t i = 0; i < n; i++) g[i] = u[i] * (1.0f / (1.0f + std::exp(-g[i])));
+                break;
+            }
+        }
+    }
+    void softcap(float div, float c, const Tensor& y) override {
+        float* ys = rows_f32(y);
+        const size_t n = size_t(y.rows) * size_t(y.cols);
+        if (div != 1.0f)
+            for (size_t i = 0; i < n; i++) ys[i] /= div;
+        if (c > 0)
+            for (size_t i = 0; i < n; i++) ys[i] = c * std::tanh(ys[i] / c);
+    }
+    void topk_route(const RouteArgs& a, const Tensor& logits, const Tensor& choice_bias, int32_t* ids,
+                    const Tensor& weights) override {
+        HParams hp;  // the router's rule reads these of a model's hyperparameters
+        hp.n_expert = a.n_expert;
+        hp.n_expert_used = a.k;
+        hp.moe_gating = a.gating;
+        hp.expert_weights_norm = a.norm;
+        hp.expert_weights_scale = a.scale;
+        hp.n_expert_groups = a.n_groups;
+        hp.n_group_used = a.n_group_used;
+        hp.moe_weight_before_ffn = a.choose_by_logits;
+        std::vector<int> sel(static_cast<size_t>(a.k));
+        for (int64_t t = 0; t < logits.rows; t++) {
+            moe_select(hp, rows_f32(logits) + size_t(t) * size_t(a.n_expert), choice_bias ? f32(choice_bias) : nullptr,
+                       sel.data(), rows_f32(weights) + size_t(t) * size_t(a.k));
+            for (int j = 0; j < a.k; j++) ids[size_t(t) * size_t(a.k) + size_t(j)] = sel[size_t(j)];
+        }
+    }
+    void kv_store(const Tensor& k, const Tensor& v, const int* slots, const Tensor& kc, const Tensor& vc) override {
+        for (int64_t t = 0; t < k.rows; t++) {
+            quantize_row_ref(kc.type, rows_f32(k) + size_t(t) * size_t(k.cols), slot_row(kc, slots[t]), kc.cols);
+            if (vc)
+                quantize_row_ref(vc.type, rows_f32(v) + size_t(t) * size_t(v.cols), slot_row(vc, slots[t]), vc.cols);
+        }
+    }
+    void row_copy(const Tensor& c, int from, int to) override {
+        std::memcpy(slot_row(c, to), slot_row(c, from), row_bytes(c.type, c.cols));
+    }
+    void attention(const AttnArgs& a, const Tensor& q, const Tensor& out) override {
+        std::vector<KvRows> kv(static_cast<size_t>(a.n_segs));
+        for (int s = 0; s < a.n_segs; s++) kv[size_t(s)] = kv_rows(a.segs[s].k, a.segs[s].v, a.n_head_kv);
+        std::vector<AttnRow> rows(static_cast<size_t>(q.rows));
+        for (int64_t r = 0; r < q.rows; r++)
+            rows[size_t(r)] = {kv[size_t(a.seg[r])], a.pos[r], a.lo[r], a.segs[a.seg[r]].pos0,
+                               a.tail ? a.tail[r] : nullptr};
+        const AttnShape sh{a.n_head, a.n_head_kv, a.head_dim, a.scale, a.sinks ? f32(a.sinks) : nullptr};
+        const float* qp = rows_f32(q);
+        float* op = rows_f32(out);
+        if (a.n_head / a.n_head_kv <= 64) return tandem::attention(pool_, sh, rows, qp, op, attn_scratch_);
+        // More query heads per KV head (MLA's one latent head for DeepSeek V3's 128): groups of 64 heads, their
+        // query and output rows gathered to and from the pass's rows.
+        TD_ASSERT(a.n_head_kv == 1);
+        const size_t n = rows.size(), hd = size_t(a.head_dim), qd = size_t(a.n_head) * hd;
+        for (int h0 = 0; h0 < a.n_head; h0 += 64) {
+            const int nh = std::min(64, a.n_head - h0);
+            heads_q_.resize(n * size_t(nh) * hd);
+            heads_o_.resize(heads_q_.size());
+            for (size_t r = 0; r < n; r++)
+                std::copy_n(qp + r * qd + size_t(h0) * hd, size_t(nh) * hd, &heads_q_[r * size_t(nh) * hd]);
+            AttnShape part = sh;
+            part.n_head = nh;
+            if (sh.sinks) part.sinks = sh.sinks + h0;
+            tandem::attention(pool_, part, rows, heads_q_.data(), heads_o_.data(), attn_scratch_);
+            for (size_t r = 0; r < n; r++)
+                std::copy_n(&heads_o_[r * size_t(nh) * hd], size_t(nh) * hd, op + r * qd + size_t(h0) * hd);
+        }
+    }
+    void delta_rule(const DeltaArgs& a, const Tensor& m_in, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const Tensor& decay, const Tensor& beta, const Tensor& m_out, const Tensor& o) override {
+        const int S = a.S, hv = a.n_v_heads, hk = a.n_k_heads, r = hv / hk;
+        const size_t SS = size_t(S) * size_t(S), jobs = size_t(q.rows) * size_t(hv);
+        pool_.parallel_for(jobs, [&](size_t j0, size_t j1, int) {
+            for (size_t j = j0; j < j1; j++) {
+                const size_t t = j / size_t(hv);
+                const int h = int(j % size_t(hv)), kh = a.grouped ? h / r : h % hk;
+                tandem::delta_rule(rows_f32(m_in) + t * size_t(hv) * SS + size_t(h) * SS,
+                                   rows_f32(m_out) + t * size_t(hv) * SS + size_t(h) * SS,
+                                   rows_f32(q) + t * size_t(q.cols) + size_t(kh) * size_t(S),
+                                   rows_f32(k) + t * size_t(k.cols) + size_t(kh) * size_t(S),
+                                   rows_f32(v) + t * size_t(v.cols) + size_t(h) * size_t(S),
+                                   rows_f32(decay)[t * size_t(hv) + size_t(h)],
+                                   rows_f32(beta)[t * size_t(hv) + size_t(h)], S,
+                                   rows_f32(o) + t * size_t(o.cols) + size_t(h) * size_t(S));
+            }
+        });
+    }
+    void copy(const Tensor& x, const Tensor& y) override {
+        TD_ASSERT(x.rows == y.rows && x.cols == y.cols);
+        for (int64_t r = 0; r < x.rows; r++)
+            std::copy_n(reinterpret_cast<const float*>(host_ptr(x) + size_t(r) * x.row_stride), size_t(x.cols),
+                        reinterpret_cast<float*>(host_ptr(y) + size_t(r) * y.row_stride));
+    }
+
+private:
+    ThreadPool& pool_;
+    HostBuffer host_;  // host_memory()
+    std::vector<float> gx_, gy_, attn_scratch_, heads_q_, heads_o_;
+
+    static WeightView view(const Tensor& w) {
+        return WeightView{host_ptr(w), w.type, w.cols, w.rows, w.row_stride, static_cast<const uint8_t*>(w.extra)};
+    }
+    static uint8_t* slot_row(const Tensor& c, int slot) {
+        return host_ptr(c) + size_t(slot < c.rows ? slot : slot % c.rows) * c.row_stride;
+    }
+    void copy_rows(const Tensor& dst, const uint8_t* src) {
+        const size_t rb = row_bytes(dst.type, dst.cols);
+        for (int64_t r = 0; r < dst.rows; r++)
+            std::memcpy(host_ptr(dst) + size_t(r) * dst.row_stride, src + size_t(r) * rb, rb);
+    }
+};
+
+std::unique_ptr<Backend> make_cpu_backend(ThreadPool& pool) { return std::make_unique<CpuBackend>(pool); }
+
+}  // namespace tandem::backend
+
+namespace tandem {
+
+KvRows kv_rows(const backend::Tensor& k, const backend::Tensor& v, int n_head_kv) {
+    return {backend::host_ptr(k),
+            backend::host_ptr(v),
+            k.row_stride,
+            v.row_stride,
+            row_bytes(k.type, k.cols) / size_t(n_head_kv),
+            row_bytes(v.type, v.cols) / size_t(n_head_kv),
+            int(k.rows),
+            k.type,
+            v.type};
+}
+
+}  // namespace tandem

@@ -1,0 +1,487 @@
+// The backend seam (backend/backend.h): every op of the CPU backend against the scalar reference backend at named
+// tolerances (matmul and embedding rows for every weight type, attention for every cache type, chains and trees,
+// windows and sinks), and the batch-invariance contract that every backend is held to: a row's result alone, among
+// k = 2..16 other rows and inside a token tree is the same, bit for bit. A backend that sums one row one way and k
+// rows another (planted below) fails it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+
+#include "backend/backend.h"
+#include "backend/cpu/isa.h"
+#include "quant/quant.h"
+#include "tandem/thread_pool.h"
+
+using namespace tandem;
+using namespace tandem::backend;
+
+namespace {
+
+std::vector<float> gaussian(size_t n, uint32_t seed, float sd = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, sd);
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng);
+    return v;
+}
+
+// A tensor of a backend holding `rows` rows of `cols` floats, stored as `type`.
+struct Held {
+    std::unique_ptr<Buffer> buf;
+    Tensor t;
+};
+Held make(Backend& b, TensorType type, int64_t rows, int64_t cols, const std::vector<float>& vals = {}) {
+    Held h;
+    const size_t rb = row_bytes(type, cols);
+    h.buf = b.alloc(rb * size_t(rows));
+    h.t = {h.buf.get(), 0, type, rows, cols, rb};
+    if (!vals.empty()) {
+        std::vector<uint8_t> raw(rb * size_t(rows));
+        for (int64_t r = 0; r < rows; r++)
+            quantize_row_ref(type, vals.data() + size_t(r) * size_t(cols), raw.data() + size_t(r) * rb, cols);
+        b.write(h.t, raw.data());
+    }
+    return h;
+}
+std::vector<float> get(Backend& b, const Tensor& t) {
+    std::vector<float> out(size_t(t.rows) * size_t(t.cols));
+    b.read(t, out.data());
+    return out;
+}
+
+// max |a - r| / rms(r)
+double rel_err(const std::vector<float>& a, const std::vector<float>& r) {
+    double e = 0, ss = 0;
+    for (size_t i = 0; i < r.size(); i++) {
+        e = std::max(e, std::fabs(double(a[i]) - double(r[i])));
+        ss += double(r[i]) * double(r[i]);
+    }
+    return e / std::max(1e-30, std::sqrt(ss / double(r.size())));
+}
+
+const TensorType kWeightTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0,
+                                   TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
+                                   TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::MXFP4};
+// The CPU's error against the reference: float weights are exact up to summation order; quantized ones meet
+// activations quantized to 8 bits per 32 values (the integer kernels), which costs ~1% of a product's scale.
+double matmul_tolerance(TensorType t) {
+    if (t == TensorType::F32) return 1e-5;
+    if (t == TensorType::F16 || t == TensorType::BF16) return 1e-4;
+    return 3e-2;
+}
+
+struct Backends {
+    ThreadPool pool{2};
+    std::unique_ptr<Backend> cpu = make_cpu_backend(pool);
+    std::unique_ptr<Backend> ref = make_reference_backend();
+};
+
+}  // namespace
+
+TEST(Backend, OpNamesCoverEveryOp) {
+    for (int i = 0; i < int(Op::COUNT); i++) EXPECT_NE(std::string(op_name(Op(i))), "");
+    Backends B;
+    EXPECT_EQ(B.ref->name(), "reference");
+    EXPECT_EQ(B.cpu->name().rfind("cpu (", 0), 0u);
+    EXPECT_TRUE(B.cpu->supports(Op::MATMUL, TensorType::Q4_K));
+    EXPECT_FALSE(B.cpu->supports(Op::MATMUL, TensorType::I32));
+    EXPECT_TRUE(B.cpu->supports(Op::ATTENTION, TensorType::Q8_0));
+    EXPECT_FALSE(B.cpu->supports(Op::ATTENTION, TensorType::Q4_K));  // no K-quant caches
+}
+
+// Matmul and embedding rows of every weight type, placed (the CPU's interleaved copy) and in place.
+TEST(Backend, MatmulAndGetRowsMatchTheReferenceForEveryType) {
+    Backends B;
+    const int64_t R = 48, C = 256;
+    const int n = 5;
+    const auto w = gaussian(size_t(R * C), 1, 0.05f), x = gaussian(size_t(n * C), 2);
+    for (TensorType t : kWeightTypes)
+        for (bool place : {false, true}) {
+            SCOPED_TRACE(std::string(type_name(t)) + (place ? " placed" : " in place"));
+            Held wc = make(*B.cpu, t, R, C, w), wr = make(*B.ref, t, R, C, w);
+            if (place) B.cpu->place_weight(wc.t);
+            Held xc = make(*B.cpu, TensorType::F32, n, C, x), xr = make(*B.ref, TensorType::F32, n, C, x);
+            Held yc = make(*B.cpu, TensorType::F32, n, R), yr = make(*B.ref, TensorType::F32, n, R);
+            B.cpu->matmul(wc.t, xc.t, yc.t);
+            B.ref->matmul(wr.t, xr.t, yr.t);
+            EXPECT_LE(rel_err(get(*B.cpu, yc.t), get(*B.ref, yr.t)), matmul_tolerance(t));
+            const int32_t ids[3] = {7, 0, 47};
+            Held ec = make(*B.cpu, TensorType::F32, 3, C), er = make(*B.ref, TensorType::F32, 3, C);
+            B.cpu->get_rows(wc.t, ids, 3, ec.t);
+            B.ref->get_rows(wr.t, ids, 3, er.t);
+            EXPECT_EQ(get(*B.cpu, ec.t), get(*B.ref, er.t));  // dequantization is exact on both
+        }
+}
+
+TEST(Backend, ElementwiseOpsMatchTheReference) {
+    Backends B;
+    const int64_t n = 4, C = 128;
+    const auto x = gaussian(size_t(n * C), 3), y = gaussian(size_t(n * C), 4), w = gaussian(size_t(C), 5);
+    auto both = [&](const std::function<void(Backend&, const Tensor&, const Tensor&, const Tensor&)>& op, double tol) {
+        std::vector<float> out[2];
+        Backend* bs[2] = {B.cpu.get(), B.ref.get()};
+        for (int i = 0; i < 2; i++) {
+            Held hx = make(*bs[i], TensorType::F32, n, C, x), hy = make(*bs[i], TensorType::F32, n, C, y);
+            Held hw = make(*bs[i], TensorType::F32, 1, C, w);
+            op(*bs[i], hx.t, hy.t, hw.t);
+            out[i] = get(*bs[i], hy.t);
+        }
+        EXPECT_LE(rel_err(out[0], out[1]), tol);
+    };
+    both([](Backend& b, const Tensor& x, const Tensor& y, const Tensor& w) { b.rms_norm(x, w, 128, 1e-6f, y); }, 1e-6);
+    both([](Backend& b, const Tensor& x, const Tensor& y, const Tensor&) { b.rms_norm(x, Tensor{}, 32, 1e-5f, y); },
+         1e-6);
+    both([](Backend& b, const Tensor& x, const Tensor& y, const Tensor&) { b.add(x, 0.5f, y); }, 0);
+    both([](Backend& b, const Tensor&, const Tensor& y, const Tensor& w) { b.add_row(w, y); }, 0);
+    both([](Backend& b, const Tensor&, const Tensor& y, const Tensor& w) { b.mul_row(w, y); }, 0);
+    both([](Backend& b, const Tensor&, const Tensor& y, const Tensor&) { b.scale(1.5f, y); }, 0);
+    both([](Backend& b, const Tensor& x, const Tensor& y, const Tensor&) { b.copy(x, y); }, 0);
+    both([](Backend& b, const Tensor&, const Tensor& y, const Tensor&) { b.softcap(2.0f, 1.5f, y); }, 1e-6);
+    both([](Backend& b, const Tensor& x, const Tensor& y, const Tensor&) { b.glu(Glu::SILU, y, x); }, 1e-6);
+    both([](Backend& b, const Tensor& x, const Tensor& y, const Tensor&) { b.glu(Glu::SWIGLU_OAI, y, x); }, 1e-6);
+    // GEGLU: the CPU evaluates GELU through ggml's F16 table (model/ffn.cpp: half an F16 step of the GELU, times
+    // up), the reference the formula
+    both([](Backend& b, const Tensor& x, const Tensor& y, const Tensor&) { b.glu(Glu::GELU_TANH, y, x); }, 1e-2);
+    both([](Backend& b, const Tensor& x, const Tensor& y, const Tensor&) { b.glu(Glu::SIGMOID, y, x); }, 1e-6);
+}
+
+TEST(Backend, RopeMatchesTheReference) {
+    Backends B;
+    const int n_ctx = 64, hd = 64, nh = 3;
+    for (RopeStyle style : {RopeStyle::NORM, RopeStyle::NEOX})
+        for (int n_rot : {64, 32}) {
+            const int half = n_rot / 2;
+            std::vector<float> cs(size_t(n_ctx * half)), sn(cs.size());
+            for (int p = 0; p < n_ctx; p++)
+                for (int i = 0; i < half; i++) {
+                    const double th = p * std::pow(10000.0, -2.0 * i / n_rot);
+                    cs[size_t(p * half + i)] = float(std::cos(th));
+                    sn[size_t(p * half + i)] = float(std::sin(th));
+                }
+            const auto x = gaussian(size_t(5 * nh * hd), 6);
+            const int pos[5] = {0, 1, 17, 40, 63};
+            std::vector<float> out[2];
+            Backend* bs[2] = {B.cpu.get(), B.ref.get()};
+            for (int i = 0; i < 2; i++) {
+                Held c = make(*bs[i], TensorType::F32, n_ctx, half, cs),
+                     s = make(*bs[i], TensorType::F32, n_ctx, half, sn);
+                Held hx = make(*bs[i], TensorType::F32, 5, nh * hd, x);
+                bs[i]->rope({nh, hd, n_rot, 0, style, 1.25f, c.t, s.t}, pos, hx.t);
+                out[i] = get(*bs[i], hx.t);
+            }
+            EXPECT_LE(rel_err(out[0], out[1]), 1e-6) << (style == RopeStyle::NORM ? "norm" : "neox") << " " << n_rot;
+        }
+}
+
+TEST(Backend, RoutingMatchesTheReference) {
+    Backends B;
+    const int n = 6, ne = 16, k = 4;
+    const auto lg = gaussian(size_t(n * ne), 7), bias = gaussian(size_t(ne), 8, 0.3f);
+    const RouteArgs cases[] = {{ne, k, MoeGating::SOFTMAX, true, 0, 0, 0, false},
+                               {ne, k, MoeGating::SOFTMAX_WEIGHT, false, 0, 0, 0, false},
+                               {ne, k, MoeGating::SIGMOID, true, 2.5f, 4, 2, false},
+                               {ne, 1, MoeGating::SIGMOID, false, 0, 0, 0, true}};
+    for (const RouteArgs& a : cases) {
+        std::vector<int32_t> ids[2];
+        std::vector<float> w[2];
+        Backend* bs[2] = {B.cpu.get(), B.ref.get()};
+        for (int i = 0; i < 2; i++) {
+            Held hl = make(*bs[i], TensorType::F32, n, ne, lg), hb = make(*bs[i], TensorType::F32, 1, ne, bias);
+            Held hw = make(*bs[i], TensorType::F32, n, a.k);
+            ids[i].resize(size_t(n * a.k));
+            bs[i]->topk_route(a, hl.t, a.gating == MoeGating::SIGMOID ? hb.t : Tensor{}, ids[i].data(), hw.t);
+            w[i] = get(*bs[i], hw.t);
+        }
+        EXPECT_EQ(ids[0], ids[1]) << int(a.gating);
+        EXPECT_LE(rel_err(w[0], w[1]), 1e-6);
+    }
+}
+
+TEST(Backend, MatmulIdMatchesTheReference) {
+    Backends B;
+    const int ne = 4, R = 32, C = 64, n = 5, k = 2;
+    const int32_t ids[n * k] = {0, 3, 1, 3, 3, 2, 0, 1, 2, 0};
+    for (TensorType t : {TensorType::F32, TensorType::Q8_0, TensorType::MXFP4}) {
+        std::vector<float> out[2];
+        Backend* bs[2] = {B.cpu.get(), B.ref.get()};
+        for (int i = 0; i < 2; i++) {
+            std::vector<Held> ws;
+            std::vector<Tensor> wt;
+            for (int e = 0; e < ne; e++) {
+                ws.push_back(make(*bs[i], t, R, C, gaussian(size_t(R * C), 20 + e, 0.1f)));
+                wt.push_back(ws.back().t);
+            }
+            Held x = make(*bs[i], TensorType::F32, n, C, gaussian(size_t(n * C), 9));
+            Held y = make(*bs[i], TensorType::F32, n * k, R);
+            bs[i]->matmul_id(wt.data(), ne, ids, k, x.t, false, y.t);
+            out[i] = get(*bs[i], y.t);
+        }
+        EXPECT_LE(rel_err(out[0], out[1]), matmul_tolerance(t)) << type_name(t);
+    }
+}
+
+namespace {
+
+// A cache layer of n_ctx rows of kv_dim values (keys and values) filled with random rows, and attention of the
+// rows `pos` (a chain from pos0, or a tree through `tails`) over it.
+struct CacheCase {
+    int n_ctx = 96, nh = 4, nkv = 2, hd = 64;
+    TensorType tk = TensorType::F16, tv = TensorType::F16;
+    int window = 0;
+    bool sinks = false;
+};
+std::vector<float> run_attention(Backend& b, const CacheCase& c, const std::vector<int>& pos, int pos0,
+                                 const std::vector<std::vector<int32_t>>& tails, const std::vector<float>& q) {
+    const int kvd = c.nkv * c.hd, n = int(pos.size());
+    Held k = make(b, c.tk, c.n_ctx, kvd, gaussian(size_t(c.n_ctx * kvd), 11));
+    Held v = make(b, c.tv, c.n_ctx, kvd, gaussian(size_t(c.n_ctx * kvd), 12));
+    Held hs = make(b, TensorType::F32, 1, c.nh, gaussian(size_t(c.nh), 13));
+    Held hq = make(b, TensorType::F32, n, c.nh * c.hd, q), out = make(b, TensorType::F32, n, c.nh * c.hd);
+    const AttnSegment seg{k.t, v.t, pos0};
+    std::vector<int> segi(static_cast<size_t>(n), 0), lo(static_cast<size_t>(n));
+    std::vector<const int32_t*> tp(static_cast<size_t>(n), nullptr);
+    for (int r = 0; r < n; r++) {
+        lo[size_t(r)] = c.window > 0 ? std::max(0, pos[size_t(r)] - c.window + 1) : 0;
+        if (!tails.empty()) tp[size_t(r)] = tails[size_t(r)].data();
+    }
+    AttnArgs a{c.nh, c.nkv,       c.hd,       0.125f,    c.sinks ? hs.t : Tensor{},          &seg,
+               1,    segi.data(), pos.data(), lo.data(), tails.empty() ? nullptr : tp.data()};
+    b.attention(a, hq.t, out.t);
+    return get(b, out.t);
+}
+
+}  // namespace
+
+TEST(Backend, AttentionMatchesTheReferenceForEveryCacheType) {
+    Backends B;
+    for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0,
+                         TensorType::Q5_1, TensorType::IQ4_NL})
+        for (int window : {0, 40})
+            for (bool sinks : {false, true}) {
+                CacheCase c;
+                c.tk = c.tv = t;
+                c.window = window;
+                c.sinks = sinks;
+                const std::vector<int> pos = {88, 89, 90, 91, 92};
+                const auto q = gaussian(pos.size() * size_t(c.nh * c.hd), 14);
+                const double err =
+                    rel_err(run_attention(*B.cpu, c, pos, 88, {}, q), run_attention(*B.ref, c, pos, 88, {}, q));
+                // Q8_0 / Q4_0 keys are scored in integers against an 8-bit query where the level has vpdpbusd/sdot
+                // (as llama.cpp's flash attention does): the query's rounding moves the scores by ~1%, the outputs
+                // by up to ~3% of their scale here; the other types are exact up to summation order
+                const bool i8 = (t == TensorType::Q8_0 || t == TensorType::Q4_0) && isa().attn_tile_i8;
+                EXPECT_LE(err, i8 ? 5e-2 : 1e-5) << type_name(t) << " window " << window << " sinks " << sinks;
+            }
+}
+
+namespace {
+
+// The batch-invariance contract, for backend b: op(rows) computed for one row alone, and for the same row placed
+// at every index of passes of k = 2..16 rows (the others random), gives bit-identical output rows.
+// `op(b, X, n)` runs the op on the n rows X (n, cols_in) and returns the (n, cols_out) result.
+using RowOp = std::function<std::vector<float>(Backend&, const std::vector<float>&, int)>;
+testing::AssertionResult rows_are_batch_invariant(Backend& b, const RowOp& op, int cols_in) {
+    const auto row = gaussian(size_t(cols_in), 100);
+    const std::vector<float> alone = op(b, row, 1);
+    const size_t w = alone.size();
+    for (int k = 2; k <= 16; k++)
+        for (int at : {0, k / 2, k - 1}) {
+            auto X = gaussian(size_t(k) * size_t(cols_in), 200 + uint32_t(k));
+            std::copy(row.begin(), row.end(), X.begin() + std::ptrdiff_t(size_t(at) * size_t(cols_in)));
+            const std::vector<float> Y = op(b, X, k);
+            if (std::memcmp(&Y[size_t(at) * w], alone.data(), w * sizeof(float)) != 0)
+                return testing::AssertionFailure()
+                       << b.name() << ": the row alone differs from the same row at " << at << " of " << k;
+        }
+    return testing::AssertionSuccess();
+}
+
+RowOp matmul_op(TensorType t, int64_t R, int64_t C, bool place) {
+    return [=](Backend& b, const std::vector<float>& X, int n) {
+        Held w = make(b, t, R, C, gaussian(size_t(R * C), 300, 0.05f));
+        if (place) b.place_weight(w.t);
+        Held x = make(b, TensorType::F32, n, C, X), y = make(b, TensorType::F32, n, R);
+        b.matmul(w.t, x.t, y.t);
+        return get(b, y.t);
+    };
+}
+
+// Every backend of this build, and a CPU backend with a planted bug: its matmul of more than one row sums each
+// product in a different order (pairs of halves) than one row alone, as a GPU kernel that switches paths would.
+class SplitSumBackend : public Backend {
+public:
+    explicit SplitSumBackend(ThreadPool& pool) : inner_(make_cpu_backend(pool)) {}
+    std::string name() const override { return "cpu with a k-row reduction order"; }
+    bool supports(Op op, TensorType t) const override { return inner_->supports(op, t); }
+    std::unique_ptr<Buffer> alloc(size_t n) override { return inner_->alloc(n); }
+    std::unique_ptr<Buffer> map_host(const void* p, size_t n) override { return inner_->map_host(p, n); }
+    void write(const Tensor& d, const void* s) override { inner_->write(d, s); }
+    void read(const Tensor& s, void* d) override { inner_->read(s, d); }
+    void get_rows(const Tensor& t, const int32_t* ids, int n, const Tensor& y) override {
+        inner_->get_rows(t, ids, n, y);
+    }
+    void matmul(const Tensor& w, const Tensor& x, const Tensor& y) override {
+        if (x.rows == 1) return inner_->matmul(w, x, y);
+        // y = x_lo W_lo^T + x_hi W_hi^T: the two halves of every dot product summed apart
+        const int64_t h = w.cols / 2;
+        std::vector<float> X(size_t(x.rows * x.cols)), Y(size_t(y.rows * y.cols));
+        inner_->read(x, X.data());
+        std::vector<float> W(size_t(w.rows * w.cols));
+        std::vector<uint8_t> raw(w.nbytes());
+        inner_->read(w, raw.data());
+        for (int64_t r = 0; r < w.rows; r++)
+            dequantize_row_ref(w.type, raw.data() + size_t(r) * row_bytes(w.type, w.cols), &W[size_t(r * w.cols)],
+                               w.cols);
+        for (int64_t t = 0; t < x.rows; t++)
+            for (int64_t r = 0; r < w.rows; r++) {
+                float a = 0, c = 0;
+                for (int64_t i = 0; i < h; i++) a += X[size_t(t * x.cols + i)] * W[size_t(r * w.cols + i)];
+                for (int64_t i = h; i < w.cols; i++) c += X[size_t(t * x.cols + i)] * W[size_t(r * w.cols + i)];
+                Y[size_t(t * y.cols + r)] = a + c;
+            }
+        inner_->write(y, Y.data());
+    }
+    void matmul_id(const Tensor* ws, int ne, const int32_t* ids, int k, const Tensor& x, bool pc,
+                   const Tensor& y) override {
+        inner_->matmul_id(ws, ne, ids, k, x, pc, y);
+    }
+    void rms_norm(const Tensor& x, const Tensor& w, int wd, float eps, const Tensor& y) override {
+        inner_->rms_norm(x, w, wd, eps, y);
+    }
+    void rope(const RopeArgs& a, const int* pos, const Tensor& x) override { inner_->rope(a, pos, x); }
+    void add(const Tensor& x, float s, const Tensor& y) override { inner_->add(x, s, y); }
+    void add_row(const Tensor& b, const Tensor& y) override { inner_->add_row(b, y); }
+    void mul_row(const Tensor& w, const Tensor& y) override { inner_->mul_row(w, y); }
+    void scale(float s, const Tensor& y) override { inner_->scale(s, y); }
+    void glu(Glu g, const Tensor& a, const Tensor& u) override { inner_->glu(g, a, u); }
+    void softcap(float d, float c, const Tensor& y) override { inner_->softcap(d, c, y); }
+    void topk_route(const RouteArgs& a, const Tensor& l, const Tensor& cb, int32_t* ids, const Tensor& w) override {
+        inner_->topk_route(a, l, cb, ids, w);
+    }
+    void kv_store(const Tensor& k, const Tensor& v, const int* s, const Tensor& kc, const Tensor& vc) override {
+        inner_->kv_store(k, v, s, kc, vc);
+    }
+    void row_copy(const Tensor& c, int f, int t) override { inner_->row_copy(c, f, t); }
+    void attention(const AttnArgs& a, const Tensor& q, const Tensor& o) override { inner_->attention(a, q, o); }
+    void delta_rule(const DeltaArgs& a, const Tensor& mi, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const Tensor& d, const Tensor& be, const Tensor& mo, const Tensor& o) override {
+        inner_->delta_rule(a, mi, q, k, v, d, be, mo, o);
+    }
+    void copy(const Tensor& x, const Tensor& y) override { inner_->copy(x, y); }
+
+private:
+    std::unique_ptr<Backend> inner_;
+};
+
+}  // namespace
+
+// The contract every backend is held to (a new backend adds itself to `all`).
+TEST(Backend, BatchInvariance) {
+    Backends B;
+    Backend* all[] = {B.cpu.get(), B.ref.get()};
+    const int64_t R = 64, C = 256;
+    for (Backend* b : all) {
+        SCOPED_TRACE(b->name());
+        for (TensorType t : kWeightTypes) {
+            EXPECT_TRUE(rows_are_batch_invariant(*b, matmul_op(t, R, C, false), int(C))) << type_name(t);
+            EXPECT_TRUE(rows_are_batch_invariant(*b, matmul_op(t, R, C, true), int(C))) << type_name(t) << " placed";
+        }
+        const auto w = gaussian(size_t(C), 400);
+        EXPECT_TRUE(rows_are_batch_invariant(
+            *b,
+            [&](Backend& be, const std::vector<float>& X, int n) {
+                Held x = make(be, TensorType::F32, n, C, X), hw = make(be, TensorType::F32, 1, C, w);
+                be.rms_norm(x.t, hw.t, int(C), 1e-6f, x.t);
+                be.glu(Glu::SILU, x.t, x.t);
+                return get(be, x.t);
+            },
+            int(C)));
+        // Attention: the query of the row at position 90 alone (a decode step), as the last row of a verification
+        // chain of k rows from 91 - k, and as a node of a token tree whose ancestors are the chain's slots.
+        for (TensorType t : {TensorType::F16, TensorType::Q8_0, TensorType::Q4_0}) {
+            CacheCase c;
+            c.tk = c.tv = t;
+            const size_t qd = size_t(c.nh * c.hd);
+            const auto q = gaussian(16 * qd, 500);
+            const std::vector<float> q_last(q.end() - std::ptrdiff_t(qd), q.end());
+            const auto alone = run_attention(*b, c, {90}, 90, {}, q_last);
+            for (int k = 2; k <= 16; k++) {
+                std::vector<int> pos;
+                for (int i = 0; i < k; i++) pos.push_back(91 - k + i);
+                const std::vector<float> qk(q.end() - std::ptrdiff_t(size_t(k) * qd), q.end());
+                const auto chain = run_attention(*b, c, pos, 91 - k, {}, qk);
+                EXPECT_EQ(0, std::memcmp(&chain[size_t(k - 1) * qd], alone.data(), qd * sizeof(float)))
+                    << type_name(t) << " chain of " << k;
+                // a tree: row i at depth i (position 91 - k + i) with its ancestors at the chain's slots
+                std::vector<std::vector<int32_t>> tails;
+                for (int i = 0; i < k; i++) {
+                    std::vector<int32_t> tl;
+                    for (int j = 0; j <= i; j++) tl.push_back(91 - k + j);
+                    tails.push_back(tl);
+                }
+                const auto tree = run_attention(*b, c, pos, 91 - k, tails, qk);
+                EXPECT_EQ(0, std::memcmp(&tree[size_t(k - 1) * qd], alone.data(), qd * sizeof(float)))
+                    << type_name(t) << " tree of " << k;
+            }
+        }
+    }
+}
+
+// The test above can fail: a backend whose matmul sums k rows in another order than one row is caught.
+TEST(Backend, BatchInvarianceCatchesAPlantedReductionOrder) {
+    ThreadPool pool(2);
+    SplitSumBackend bad(pool);
+    EXPECT_FALSE(rows_are_batch_invariant(bad, matmul_op(TensorType::F32, 64, 256, false), 256));
+    EXPECT_FALSE(rows_are_batch_invariant(bad, matmul_op(TensorType::Q8_0, 64, 256, false), 256));
+}
+
+TEST(Backend, KvStoreRowCopyAndDeltaRuleMatchTheReference) {
+    Backends B;
+    Backend* bs[2] = {B.cpu.get(), B.ref.get()};
+    // kv_store into a ring of 8 rows at slots 3, 9 (row 1), 12 (row 4); row_copy 4 -> 6
+    std::vector<float> kv_out[2];
+    for (int i = 0; i < 2; i++) {
+        Held k = make(*bs[i], TensorType::F32, 3, 64, gaussian(192, 15)),
+             v = make(*bs[i], TensorType::F32, 3, 64, gaussian(192, 16));
+        Held kc = make(*bs[i], TensorType::Q8_0, 8, 64, std::vector<float>(512, 0.0f));
+        Held vc = make(*bs[i], TensorType::F16, 8, 64, std::vector<float>(512, 0.0f));
+        const int slots[3] = {3, 9, 12};
+        bs[i]->kv_store(k.t, v.t, slots, kc.t, vc.t);
+        bs[i]->row_copy(kc.t, 4, 6);
+        bs[i]->row_copy(vc.t, 4, 6);
+        std::vector<uint8_t> raw(kc.t.nbytes() + vc.t.nbytes());
+        bs[i]->read(kc.t, raw.data());
+        bs[i]->read(vc.t, raw.data() + kc.t.nbytes());
+        kv_out[i].assign(raw.begin(), raw.end());
+    }
+    EXPECT_EQ(kv_out[0], kv_out[1]);
+    // the delta rule of 2 rows, 4 value heads over 2 key heads, S = 16
+    const int S = 16, hv = 4, hk = 2, n = 2;
+    std::vector<float> o[2], m[2];
+    for (int i = 0; i < 2; i++) {
+        auto unit = [](std::vector<float> x, int S) {  // L2-normalised heads
+            for (size_t h = 0; h < x.size() / size_t(S); h++) {
+                double s = 0;
+                for (int j = 0; j < S; j++) s += double(x[h * size_t(S) + size_t(j)]) * x[h * size_t(S) + size_t(j)];
+                for (int j = 0; j < S; j++)
+                    x[h * size_t(S) + size_t(j)] = float(x[h * size_t(S) + size_t(j)] / std::sqrt(s));
+            }
+            return x;
+        };
+        Held mi = make(*bs[i], TensorType::F32, n, hv * S * S, gaussian(size_t(n * hv * S * S), 17, 0.1f));
+        Held q = make(*bs[i], TensorType::F32, n, hk * S, unit(gaussian(size_t(n * hk * S), 18), S));
+        Held k = make(*bs[i], TensorType::F32, n, hk * S, unit(gaussian(size_t(n * hk * S), 19), S));
+        Held v = make(*bs[i], TensorType::F32, n, hv * S, gaussian(size_t(n * hv * S), 20));
+        Held d = make(*bs[i], TensorType::F32, n, hv, std::vector<float>(size_t(n * hv), 0.9f));
+        Held be = make(*bs[i], TensorType::F32, n, hv, std::vector<float>(size_t(n * hv), 0.4f));
+        Held mo = make(*bs[i], TensorType::F32, n, hv * S * S), ho = make(*bs[i], TensorType::F32, n, hv * S);
+        bs[i]->delta_rule({S, hk, hv, true}, mi.t, q.t, k.t, v.t, d.t, be.t, mo.t, ho.t);
+        o[i] = get(*bs[i], ho.t);
+        m[i] = get(*bs[i], mo.t);
+    }
+    EXPECT_LE(rel_err(o[0], o[1]), 1e-5);
+    EXPECT_LE(rel_err(m[0], m[1]), 1e-5);
+}
