@@ -6,6 +6,7 @@
 // A Model is read-only after load and may be shared by any number of Sessions (target, draft, server slots).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -327,6 +328,21 @@ public:
     };
     const PerLayerEmbd& per_layer_embd() const { return ple_; }
 
+    // Every tensor of the model, visited one way (model/weights.cpp): its matrices (the layers', an expert's slice of
+    // a 3-D tensor each, the embedding and output, gemma4's per-layer embedding, the MTP block's, a Gemma 4
+    // assistant's and an EAGLE-3 head's projections) and its vectors (norms, biases, sinks, router biases and
+    // scales, the Gated DeltaNet's per-head constants, RoPE factors). `layer`: the layer, or -1 for the model's own;
+    // `index`: an expert's or head's number, else -1. A matrix that is another's view (a tied output, gemma4's v = k,
+    // the MTP block's defaults) is visited once, as the first. Placement (the CPU's repacking) and the tests of
+    // completeness (every 2-D tensor of the file reached) go through these.
+    struct WeightVisit {
+        const char* name;
+        int layer;
+        int index;
+    };
+    void for_each_matrix(const std::function<void(const WeightVisit&, const Weight&)>& fn) const;
+    void for_each_vector(const std::function<void(const WeightVisit&, const std::vector<float>&)>& fn) const;
+
     int64_t n_params() const;
     size_t weights_bytes() const;
     // Weight bytes one forward pass over n_tok tokens reads: every matrix but the embedding tables (one row per
@@ -367,6 +383,9 @@ private:
     std::shared_ptr<uint8_t> packed_;  // one buffer holding the repacked matrices (see Model::repack_for_cpu)
     size_t packed_bytes_ = 0;
     void repack_for_cpu();
+    // The visit of for_each_matrix / for_each_vector over a const or a mutable model (model/weights.cpp)
+    template <class Self, class MatrixFn, class VectorFn>
+    static void visit(Self& self, MatrixFn&& matrix, VectorFn&& vector);
     // Drops this process's mapping of the file's pages in [from, from + bytes) that lie wholly inside the tensor
     // data [data_lo_, data_hi_) (MADV_DONTNEED on the read-only mapping: re-read from the file if touched again;
     // (nullptr, SIZE_MAX): all of it); nothing for a model parsed from memory.

@@ -107,6 +107,20 @@ double accept_probability(float px, float qx);
 // residual has no mass (only through rounding: a rejection implies p(x) < q(x) somewhere).
 Distribution residual_distribution(const Distribution& p, const Distribution& q);
 
+// The one speculative setup of `generate`, `serve` and `bench`, once per target model before any session (sessions
+// then come from make_draft, below): the draft model loaded from `draft_path` when spec.type drafts with one (-md),
+// a drafting head picked (pick_draft_head: an EAGLE-3 head, a Gemma 4 assistant), the vocabulary bridge of a draft
+// of another tokenizer, the target's MTP block as the default proposer (pick_mtp_by_default, unless
+// `type_chosen`: --spec-type or -md was given), the self-draft depth checked (K < L) and an MTP type checked
+// against the model. `notes`: what it decided, the lines a command prints. Throws tandem::Error naming the file or
+// flag for a setup that cannot run.
+struct Speculation {
+    std::shared_ptr<const Model> draft_model;  // null unless uses_draft_model(spec.type)
+    std::vector<std::string> notes;
+};
+Speculation build_speculation(const std::shared_ptr<const Model>& target, SpecParams& spec,
+                              const std::string& draft_path, bool type_chosen, int self_layers);
+
 // The draft side of a speculative setup, built the same way by `generate`, `bench` and `serve`.
 struct DraftSetup {
     std::unique_ptr<Session> session;  // null for NONE and NGRAM

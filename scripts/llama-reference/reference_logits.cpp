@@ -6,6 +6,7 @@
 //
 //   reference_logits MODEL.gguf STEPS "prompt" ["prompt" ...] > OUT.json
 //   reference_logits MODEL.gguf --depth D --cache f16|q8_0 STEPS > OUT.json
+//   reference_logits MODEL.gguf --kv-f32 STEPS "prompt" ["prompt" ...] > OUT.json   (an F32 KV cache)
 //   reference_logits MODEL.gguf --mtp STEPS "prompt" ["prompt" ...] > OUT.json
 //   reference_logits MODEL.gguf --assistant ASSISTANT.gguf STEPS "prompt" ["prompt" ...] > OUT.json
 //   reference_logits MODEL.gguf --eagle3 HEAD.gguf STEPS "prompt" ["prompt" ...] > OUT.json
@@ -426,8 +427,15 @@ int main(int argc, char** argv) {
         llama_backend_free();
         return rc;
     }
+    // --kv-f32: an F32 KV cache (the F32 references: an F32 file through an F32 cache, nothing rounded to F16)
+    const bool kv_f32 = argc >= 3 && std::string(argv[2]) == "--kv-f32";
+    if (kv_f32) {
+        argv[2] = argv[1];
+        argv++;
+        argc--;
+    }
     if (argc < 4) {
-        std::fprintf(stderr, "usage: %s MODEL.gguf STEPS PROMPT...\n", argv[0]);
+        std::fprintf(stderr, "usage: %s MODEL.gguf [--kv-f32] STEPS PROMPT...\n", argv[0]);
         return 2;
     }
     const int steps = std::atoi(argv[2]);
@@ -449,6 +457,7 @@ int main(int argc, char** argv) {
         cp.n_ubatch = 512;
         cp.n_threads = cp.n_threads_batch = 1;
         cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+        if (kv_f32) cp.type_k = cp.type_v = GGML_TYPE_F32;
         llama_context* ctx = llama_init_from_model(model, cp);
         if (!ctx) {
             std::fprintf(stderr, "cannot make a context\n");

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "model/host_tensors.h"
 #include "model/norm.h"
 #include "model/weight_view.h"
 #include "backend/cpu/kernels.h"
@@ -132,16 +133,27 @@ void moe_select(const HParams& hp, const float* logits, const float* choice_bias
 
 namespace {
 
-void dense_ffn(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* out,
+backend::Glu glu_of(FfnAct act) {
+    switch (act) {
+        case FfnAct::GELU_TANH: return backend::Glu::GELU_TANH;
+        case FfnAct::SWIGLU_OAI: return backend::Glu::SWIGLU_OAI;
+        case FfnAct::SILU: break;
+    }
+    return backend::Glu::SILU;
+}
+
+// down(act(gate xn, up xn)) on the backend
+void dense_ffn(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* out,
                FfnScratch& s) {
     const int F = int(L.w_gate.rows);  // gemma4's widths differ by layer
     s.gate.resize(size_t(n) * F);
     s.up.resize(size_t(n) * F);
-    const WeightView ws[2] = {view(L.w_gate), view(L.w_up)};
-    float* const ys[2] = {s.gate.data(), s.up.data()};
-    matmul_shared_input(pool, ws, ys, 2, xn, n);
-    activate(hp.ffn_act, s.gate.data(), s.up.data(), int64_t(n) * F);
-    matmul(pool, view(L.w_down), s.gate.data(), n, out);
+    const HostTensors H{be.host_memory()};
+    const backend::Tensor gate = H.rows(s.gate.data(), n, F), up = H.rows(s.up.data(), n, F);
+    const backend::Tensor ws[2] = {H.weight(L.w_gate), H.weight(L.w_up)}, ys[2] = {gate, up};
+    be.matmul_multi(ws, ys, 2, H.rows(xn, n, hp.n_embd));
+    be.glu(glu_of(hp.ffn_act), gate, up);
+    be.matmul(H.weight(L.w_down), gate, H.rows(out, n, hp.n_embd));
 }
 
 // The experts (and a shared expert) over xn, routed by the router's logits of router_in.
@@ -246,16 +258,16 @@ void moe_ffn(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const f
 
 }  // namespace
 
-void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* out,
-                 FfnScratch& s) {
+void ffn_forward(backend::Backend& be, ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn,
+                 int n, float* out, FfnScratch& s) {
     if (L.moe()) moe_ffn(pool, hp, L, xn, xn, n, out, s);
-    else dense_ffn(pool, hp, L, xn, n, out, s);
+    else dense_ffn(be, hp, L, xn, n, out, s);
 }
 
-void ffn_dense_and_experts(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* x, const float* xn,
-                           int n, float* out, FfnScratch& s) {
+void ffn_dense_and_experts(backend::Backend& be, ThreadPool& pool, const HParams& hp, const LayerWeights& L,
+                           const float* x, const float* xn, int n, float* out, FfnScratch& s) {
     const int E = hp.n_embd;
-    dense_ffn(pool, hp, L, xn, n, out, s);
+    dense_ffn(be, hp, L, xn, n, out, s);
     s.xn2.resize(size_t(n) * E);
     s.router_in.resize(size_t(n) * E);
     s.out.resize(size_t(n) * E);

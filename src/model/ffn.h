@@ -4,6 +4,10 @@
 
 #include "tandem/model.h"
 
+namespace tandem::backend {
+class Backend;
+}
+
 namespace tandem {
 
 class ThreadPool;
@@ -21,17 +25,20 @@ struct FfnScratch {
 //   dense: down(act(gate xn, up xn))                                      hidden (n, n_ff)
 //   MoE:   sum over the k selected experts e of w_e * down_e(act(gate_e xn + b, up_e xn + b)) + b
 //          [+ the shared expert: down_s(act(gate_s xn, up_s xn))]
-// Dense or MoE per layer (LayerWeights::moe(): glm4moe's first layers are dense).
+// Dense or MoE per layer (LayerWeights::moe(): glm4moe's first layers are dense). The dense FFN runs on the backend
+// `be` (xn and out: host rows of its host buffer, model/host_tensors.h); the mixture still on the CPU's kernels
+// with `pool` (it needs the backend ops of a routed sum in expert order, per-expert bias rows and the shared
+// expert's gate first).
 // The rows routed to one expert are gathered so each selected expert's weights are streamed once per batch.
-void ffn_forward(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* out,
-                 FfnScratch& s);
+void ffn_forward(backend::Backend& be, ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn,
+                 int n, float* out, FfnScratch& s);
 
 // gemma4's MoE layers (26B-A4B; LayerWeights::moe() with a dense w_gate too), as llama.cpp's gemma4 graph: out =
 //   rmsnorm(dense(xn)) * ffn_post_norm_1  +  rmsnorm(experts(rmsnorm(x) * ffn_pre_norm_2)) * ffn_post_norm_2
 // xn: x normed by ffn_norm; the router reads rmsnorm(x) / sqrt(n_embd) * router_in_scale (softmax, the top k
 // renormalised), and each expert's output is times its exp_down_scale.
-void ffn_dense_and_experts(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* x, const float* xn,
-                           int n, float* out, FfnScratch& s);
+void ffn_dense_and_experts(backend::Backend& be, ThreadPool& pool, const HParams& hp, const LayerWeights& L,
+                           const float* x, const float* xn, int n, float* out, FfnScratch& s);
 
 // Router decision for one row (exposed for tests): the k experts and their weights from the n_expert logits.
 // `choice_bias` (SIGMOID gating; may be null) shifts the scores experts are chosen by, not their weights.

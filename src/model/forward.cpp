@@ -33,6 +33,7 @@
 #include "backend/cpu/attention.h"
 #include "model/eagle3.h"
 #include "model/ffn.h"
+#include "model/host_tensors.h"
 #include "model/mla.h"
 #include "model/norm.h"
 #include "model/per_layer_embd.h"
@@ -49,26 +50,6 @@
 
 namespace tandem {
 
-namespace {
-
-// The pass names the host memory its blocks still use (scratch rows, the model's weights and norms) as tensors of
-// the backend's host buffer (backend/backend.h host_memory()).
-struct HostTensors {
-    backend::Buffer* host;
-    backend::Tensor rows(const float* p, int64_t n, int64_t cols) const {
-        return {host, uintptr_t(p), TensorType::F32, n, cols, size_t(cols) * sizeof(float)};
-    }
-    // a weight matrix, with its repacked copy as the CPU's placement of it
-    backend::Tensor weight(const Weight& w) const {
-        return {host, uintptr_t(w.data), w.type, w.rows, w.cols, w.row_stride, w.packed};
-    }
-    // a norm's weight or a bias: one row; none for an empty vector
-    backend::Tensor vec(const std::vector<float>& v) const {
-        return v.empty() ? backend::Tensor{} : rows(v.data(), 1, int64_t(v.size()));
-    }
-};
-
-}  // namespace
 void Session::forward_segments(const std::vector<Segment>& segs) {
     // One forward pass over the rows of every segment: the weights are read once for all of them, each row
     // attends to its own session's cache.
@@ -366,8 +347,8 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         if (hp.has_pre_norms)
             be.rms_norm(x, H.vec(L.ffn_norm.empty() ? L.post_attn_norm : L.ffn_norm), E, hp.rms_eps, xn);
         if (L.moe() && L.w_gate.data)  // gemma4: a dense MLP beside the experts
-            ffn_dense_and_experts(pool, hp, L, S.x.data(), in, n, S.rows_out.data(), S.ffn);
-        else ffn_forward(pool, hp, L, in, n, S.rows_out.data(), S.ffn);
+            ffn_dense_and_experts(be, pool, hp, L, S.x.data(), in, n, S.rows_out.data(), S.ffn);
+        else ffn_forward(be, pool, hp, L, in, n, S.rows_out.data(), S.ffn);
         reduce(S.rows_out.data());
         if (hp.has_post_norms) be.rms_norm(out_rows, H.vec(L.post_ffn_norm), E, hp.rms_eps, out_rows);
         be.add(out_rows, hp.residual_scale, x);

@@ -210,23 +210,9 @@ void Service::load(const std::string& model_path, const std::string& draft_path,
     LoadOptions target_load;
     target_load.cluster = I.p.cluster;
     auto model = Model::load(model_path, target_load);
-    std::shared_ptr<const Model> draft;
-    if (uses_draft_model(ep.spec.type)) {
-        draft = Model::load(draft_path);
-        if (const char* line = pick_draft_head(ep.spec, draft.get())) std::fprintf(stderr, "%s\n", line);
-    }
-    if (ep.spec.type == SpecType::DRAFT) {
-        ep.spec.vocab_bridge = draft_vocab_bridge(*model, *draft);
-        if (ep.spec.vocab_bridge)
-            std::fprintf(stderr, "draft: another vocabulary (%s): it drafts through text, re-tokenized\n",
-                         ep.spec.vocab_bridge->difference.c_str());
-    }
-    if (ep.spec.type == SpecType::SELF || ep.self_draft_layers > 0)
-        self_draft_layers(*model, ep.self_draft_layers);  // K < L
-    if (pick_mtp_by_default(ep.spec, *model, !ep.spec_auto_mtp))
-        std::fprintf(stderr, "speculative: the model's multi-token-prediction block drafts (--spec-type none: off)\n");
-    if (ep.spec.type == SpecType::MTP && !model->mtp() && !(draft && draft->assistant()))
-        throw Error(model_path + ": --spec-type mtp needs a model with a multi-token-prediction block (nextn layers)");
+    const Speculation spec = build_speculation(model, ep.spec, draft_path, !ep.spec_auto_mtp, ep.self_draft_layers);
+    for (const std::string& line : spec.notes) std::fprintf(stderr, "%s\n", line.c_str());
+    const std::shared_ptr<const Model>& draft = spec.draft_model;
     ep.spec.suffix = std::make_shared<SuffixCache>(suffix);  // server-wide; every request feeds it
     ep.spec.cost_memory = std::make_shared<SpecCostMemory>();  // server-wide: measured costs carry over
     I.spec_defaults = ep.spec;

@@ -5,6 +5,28 @@
 
 namespace tandem {
 
+Speculation build_speculation(const std::shared_ptr<const Model>& target, SpecParams& spec,
+                              const std::string& draft_path, bool type_chosen, int self_layers) {
+    Speculation out;
+    if (uses_draft_model(spec.type)) {
+        out.draft_model = Model::load(draft_path);
+        if (const char* line = pick_draft_head(spec, out.draft_model.get())) out.notes.push_back(line);
+    }
+    if (spec.type == SpecType::DRAFT) {
+        spec.vocab_bridge = draft_vocab_bridge(*target, *out.draft_model);
+        if (spec.vocab_bridge)
+            out.notes.push_back("draft: another vocabulary (" + spec.vocab_bridge->difference +
+                                "): it drafts through text, re-tokenized");
+    }
+    if (spec.type == SpecType::SELF || self_layers > 0) self_draft_layers(*target, self_layers);  // K < L
+    if (pick_mtp_by_default(spec, *target, type_chosen))
+        out.notes.push_back("speculative: the model's multi-token-prediction block drafts (--spec-type none: off)");
+    if (spec.type == SpecType::MTP && !target->mtp() && !(out.draft_model && out.draft_model->assistant()))
+        throw Error(target->path() +
+                    ": --spec-type mtp needs a model with a multi-token-prediction block (nextn layers)");
+    return out;
+}
+
 bool pick_mtp_by_default(SpecParams& spec, const Model& target, bool chosen_elsewhere) {
     if (chosen_elsewhere || spec.type != SpecType::NONE || !target.mtp()) return false;
     spec.type = SpecType::MTP;

@@ -195,9 +195,11 @@ int cmd_generate(int argc, char** argv) {
     dp.type_k = o.cache.type_k_draft;
     dp.type_v = o.cache.type_v_draft;
     tp.recurrent_keep = kRecurrentKeepTarget;
-    std::shared_ptr<const Model> draft_model;
-    if (uses_draft_model(o.spec.type)) draft_model = Model::load(o.sf.draft_model);
-    if (const char* line = pick_draft_head(o.spec, draft_model.get())) std::fprintf(stderr, "%s\n", line);
+    const Speculation spec =
+        build_speculation(model, o.spec, o.sf.draft_model, o.sf.type_given || !o.sf.draft_model.empty(),
+                          o.spec.type == SpecType::SELF ? o.sf.draft_layers : 0);
+    for (const std::string& line : spec.notes) std::fprintf(stderr, "%s\n", line.c_str());
+    const std::shared_ptr<const Model>& draft_model = spec.draft_model;
     if (tp.n_ctx <= 0) {  // the model's training context, bounded by memory (with the draft's cache)
         const size_t draft_pp = draft_model && o.n_ctx_draft <= 0
                                     ? draft_bytes_per_position(*draft_model, o.cache.type_k_draft, o.cache.type_v_draft)
@@ -208,15 +210,6 @@ int cmd_generate(int argc, char** argv) {
     }
     Session target(model, tp, pool);
     std::fprintf(stderr, "%s\n", kv_cache_line("target", target).c_str());
-    if (pick_mtp_by_default(o.spec, *model, o.sf.type_given || !o.sf.draft_model.empty()))
-        std::fprintf(stderr, "speculative: the model's multi-token-prediction block drafts (--spec-type none: off)\n");
-
-    if (o.spec.type == SpecType::DRAFT) {
-        o.spec.vocab_bridge = draft_vocab_bridge(*model, *draft_model);
-        if (o.spec.vocab_bridge)
-            std::fprintf(stderr, "draft: another vocabulary (%s): it drafts through text, re-tokenized\n",
-                         o.spec.vocab_bridge->difference.c_str());
-    }
     dp.n_ctx = o.spec.type == SpecType::DRAFT && o.n_ctx_draft > 0 ? o.n_ctx_draft : target.n_ctx();
     DraftSetup ds = make_draft(o.spec.type, model, draft_model, dp, o.sf.draft_layers,
                                o.spec.type == SpecType::DRAFT && draft_pool ? *draft_pool : pool, &target);

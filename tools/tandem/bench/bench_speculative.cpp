@@ -109,11 +109,10 @@ nlohmann::ordered_json projections(const VerifyCurve& curve, double c, int n_max
 nlohmann::ordered_json bench_spec(const ModelBench& b, const SpecBench& sb, const VerifyCurve& curve) {
     auto tok = Tokenizer::from_gguf(b.model->gguf());
     auto ids = tok->encode(sb.prompt, true, false);
-    std::shared_ptr<const Model> dmodel;
-    if (uses_draft_model(sb.spec.type)) dmodel = Model::load(sb.draft_path);
     SpecParams spec = sb.spec;
-    pick_draft_head(spec, dmodel.get());
-    if (dmodel && spec.type == SpecType::DRAFT) spec.vocab_bridge = draft_vocab_bridge(*b.model, *dmodel);
+    const std::shared_ptr<const Model> dmodel =
+        build_speculation(b.model, spec, sb.draft_path, true, spec.type == SpecType::SELF ? sb.draft_layers : 0)
+            .draft_model;
     // the draft's cost prior as generate and serve set it (SELF: also checks K < L)
     spec.draft_cost_prior = draft_cost_prior(spec.type, *b.model, dmodel.get(), sb.draft_layers);
     const PairedRuns runs = run_pairs(b, sb, spec, dmodel, ids);

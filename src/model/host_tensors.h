@@ -1,0 +1,29 @@
+// The host memory the forward pass and its blocks still use (scratch rows, the model's weights, norms and biases),
+// named as tensors of the backend's host buffer (backend/backend.h host_memory(); the CPU backend's, whose offsets
+// are addresses). What a GPU backend cannot take: it is the part of the pass that has yet to move onto tensors the
+// backend allocates and places.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "tandem/model.h"
+
+namespace tandem {
+
+struct HostTensors {
+    backend::Buffer* host;
+    backend::Tensor rows(const float* p, int64_t n, int64_t cols) const {
+        return {host, uintptr_t(p), TensorType::F32, n, cols, size_t(cols) * sizeof(float)};
+    }
+    // a weight matrix, with its repacked copy as the CPU's placement of it
+    backend::Tensor weight(const Weight& w) const {
+        return {host, uintptr_t(w.data), w.type, w.rows, w.cols, w.row_stride, w.packed};
+    }
+    // a norm's weight or a bias: one row; none for an empty vector
+    backend::Tensor vec(const std::vector<float>& v) const {
+        return v.empty() ? backend::Tensor{} : rows(v.data(), 1, int64_t(v.size()));
+    }
+};
+
+}  // namespace tandem
