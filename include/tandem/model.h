@@ -17,6 +17,7 @@ namespace tandem {
 
 class GgufFile;
 class Cluster;
+struct ArchLoad;
 
 enum class Arch {
     LLAMA,
@@ -383,6 +384,7 @@ private:
     std::shared_ptr<uint8_t> packed_;  // one buffer holding the repacked matrices (see Model::repack_for_cpu)
     size_t packed_bytes_ = 0;
     void repack_for_cpu();
+    void bind_extras(const ArchLoad& a, bool mtp);  // the assistant's, per-layer embeddings', MTP's tensors
     // The visit of for_each_matrix / for_each_vector over a const or a mutable model (model/weights.cpp)
     template <class Self, class MatrixFn, class VectorFn>
     static void visit(Self& self, MatrixFn&& matrix, VectorFn&& vector);

@@ -41,8 +41,6 @@ std::vector<float> ref_row(const Tensor& t, int64_t r) {
 }
 int64_t ref_slot_row(const Tensor& c, int slot) { return slot < c.rows ? slot : slot % c.rows; }
 
-}  // namespace
-
 class ReferenceBackend : public Backend {
 public:
     std::string name() const override { return "reference"; }
@@ -287,6 +285,8 @@ public:
             for (int64_t c = 0; c < y.cols; c++) ref_at(y, t, c) = ref_at(x, t, c);
     }
 };
+
+}  // namespace
 
 std::unique_ptr<Backend> make_reference_backend() { return std::make_unique<ReferenceBackend>(); }
 

@@ -57,8 +57,6 @@ float* rows_f32(const Tensor& t) {
     return f32(t);
 }
 
-}  // namespace
-
 class CpuBackend : public Backend {
 public:
     explicit CpuBackend(ThreadPool& pool) : pool_(pool) {}
@@ -326,6 +324,8 @@ private:
             std::memcpy(host_ptr(dst) + size_t(r) * dst.row_stride, src + size_t(r) * rb, rb);
     }
 };
+
+}  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(ThreadPool& pool) { return std::make_unique<CpuBackend>(pool); }
 
