@@ -13,7 +13,9 @@
 #include "backend/backend.h"
 #include "backend/cpu/isa.h"
 #include "quant/quant.h"
+#include "tandem/model.h"
 #include "tandem/thread_pool.h"
+#include "test_util.h"
 
 using namespace tandem;
 using namespace tandem::backend;
@@ -378,6 +380,17 @@ private:
 
 }  // namespace
 
+// A backend without K-quant kernels: what a model it cannot run is refused with.
+class NoKQuants : public SplitSumBackend {
+public:
+    using SplitSumBackend::SplitSumBackend;
+    std::string name() const override { return "no-k-quants"; }
+    bool supports(Op op, TensorType t) const override {
+        return t != TensorType::Q4_K && t != TensorType::Q5_K && t != TensorType::Q6_K &&
+               SplitSumBackend::supports(op, t);
+    }
+};
+
 // The contract every backend is held to (a new backend adds itself to `all`).
 TEST(Backend, BatchInvariance) {
     Backends B;
@@ -484,4 +497,18 @@ TEST(Backend, KvStoreRowCopyAndDeltaRuleMatchTheReference) {
     }
     EXPECT_LE(rel_err(o[0], o[1]), 1e-5);
     EXPECT_LE(rel_err(m[0], m[1]), 1e-5);
+}
+
+// supports(op, type) asked for a model: the first weight (or cache type) a backend cannot run, by name; a session
+// on such a backend is refused with it (Session's constructor).
+TEST(Backend, AModelABackendCannotRunIsNamed) {
+    auto m = Model::load(test::shared_file("models/synth-llama-spm-q4_k_m.gguf"));
+    ThreadPool pool(1);
+    NoKQuants b(pool);
+    const std::string why = unsupported(b, *m, TensorType::F16, TensorType::F16);
+    EXPECT_NE(why.find("no-k-quants"), std::string::npos) << why;
+    EXPECT_NE(why.find("_K weights ("), std::string::npos) << why;
+    Backends B;
+    EXPECT_EQ(unsupported(*B.cpu, *m, TensorType::F16, TensorType::Q8_0), "");
+    EXPECT_NE(unsupported(*B.cpu, *m, TensorType::F16, TensorType::Q4_K), "");  // no K-quant caches
 }

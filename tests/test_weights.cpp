@@ -22,7 +22,7 @@ bool single_number(const GgufTensor& t) { return t.n_elements() == 1; }
 void expect_every_tensor_visited(const std::string& path) {
     SCOPED_TRACE(path);
     LoadOptions lo;
-    lo.repack = false;
+    lo.place = false;
     auto m = Model::load(path, lo);
     std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
     std::set<std::string> names;

@@ -185,7 +185,9 @@ struct Weight {
     int64_t rows = 0;
     int64_t cols = 0;
     size_t row_stride = 0;
-    const uint8_t* packed = nullptr;  // a faster layout made at load (owned by the Model), or null
+    // The backend's placement of this matrix, made at load (the CPU's interleaved copy for its packed kernels;
+    // owned by the Model; its layout is the backend's own), or null: the matrix is used in place.
+    const void* placement = nullptr;
     size_t nbytes() const { return row_stride * size_t(rows); }
 };
 
@@ -290,9 +292,10 @@ struct Eagle3Weights {
 };
 
 struct LoadOptions {
-    // Copy Q8_0/Q4_0 matrices into the CPU's faster interleaved layout when it has one (see repack_for_cpu).
-    // Off: every matrix is used in place from the file (the tests compare the two paths).
-    bool repack = true;
+    // Let the backend place the weights in the layout its kernels read fastest (the CPU: quantized matrices copied
+    // into interleaved row groups where the SIMD level has packed kernels). Off: every matrix is used in place from
+    // the file (the tests compare the two).
+    bool place = true;
     // A model split across ranks (tandem/split.h): every rank loads the same file with its Cluster; the ranks agree
     // on the file (Cluster::agree, refusing a rank whose differs) and each binds only its layers (rank 0 also the
     // embedding, the output head and an MTP block). Null: the whole model here.

@@ -207,6 +207,11 @@ public:
     virtual void copy(const Tensor& x, const Tensor& y) = 0;  // F32 rows, same shape (either may be strided)
 };
 
+// What a backend cannot run of a model with these cache types: "" when it runs all of it, else the first weight
+// (by its registry name, tandem/model.h for_each_matrix) or cache type it does not support, named. Asked when a
+// session is made, so that a model a backend cannot run is refused by name before any pass.
+std::string unsupported(const Backend& b, const Model& m, TensorType type_k, TensorType type_v);
+
 // The backends of this build: the CPU's (the active SIMD level, threads of `pool`) and the scalar reference.
 std::unique_ptr<Backend> make_cpu_backend(ThreadPool& pool);
 std::unique_ptr<Backend> make_reference_backend();

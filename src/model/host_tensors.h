@@ -18,7 +18,7 @@ struct HostTensors {
     }
     // a weight matrix, with its repacked copy as the CPU's placement of it
     backend::Tensor weight(const Weight& w) const {
-        return {host, uintptr_t(w.data), w.type, w.rows, w.cols, w.row_stride, w.packed};
+        return {host, uintptr_t(w.data), w.type, w.rows, w.cols, w.row_stride, w.placement};
     }
     // a norm's weight or a bias: one row; none for an empty vector
     backend::Tensor vec(const std::vector<float>& v) const {

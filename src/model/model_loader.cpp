@@ -415,7 +415,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             hp.has_rope_freqs = true;
             m->rope_freqs_ = L.vec("rope_freqs.weight", hp.n_rot / 2);
         }
-        if (opt.repack) m->repack_for_cpu();
+        if (opt.place) m->repack_for_cpu();
         return m;
     }
     // The model's own tensors: embedding, output, RoPE factors.
@@ -455,7 +455,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         m->cluster_ = opt.cluster;
         m->bind_split_share();
     }
-    if (opt.repack) m->repack_for_cpu();
+    if (opt.place) m->repack_for_cpu();
     if (m->cluster_) {
         // A split model's rank read the first bytes of every tensor for the agreement, and the kernel mapped pages
         // around each (fault-around): the pages of other ranks' weights stay mapped unless dropped. Dropped here,

@@ -73,6 +73,9 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
                       "cache types must be the same (-ctk %s, -ctv %s)",
                       type_name(params.type_k), type_name(params.type_v)));
     impl_ = std::make_unique<Impl>(pool_, n_ctx_, layers, params.type_k, params.type_v, hp.mla);
+    // a model (or cache type) the session's backend cannot run is refused here, by name, before any pass
+    if (const std::string why = backend::unsupported(*impl_->be, *model_, params.type_k, params.type_v); !why.empty())
+        throw Error(model_->path() + ": " + why);
     if (model_->assistant()) impl_->assist_kv = assistant_cache_layers(*model_, *drafter_of_);
     // Gated DeltaNet layers: their state, kept for the last recurrent_keep positions (model/recurrent_state.h)
     size_t rec_floats = 0;

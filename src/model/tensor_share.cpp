@@ -50,7 +50,7 @@ Weight Model::column_slice(const Weight& w, int64_t c0, int64_t n) {
     TD_ASSERT(c0 % tt.block_elems == 0 && n % tt.block_elems == 0 && c0 + n <= w.cols);
     Weight v = w;
     v.cols = n;
-    v.packed = nullptr;
+    v.placement = nullptr;
     const size_t skip = size_t(c0 / tt.block_elems) * size_t(tt.block_bytes);
     if (!is_float_type(w.type)) {  // a strided view: row r at data + r * row_stride + skip
         v.data = w.data + skip;

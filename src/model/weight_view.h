@@ -10,7 +10,9 @@
 
 namespace tandem {
 
-inline WeightView view(const Weight& w) { return WeightView{w.data, w.type, w.cols, w.rows, w.row_stride, w.packed}; }
+inline WeightView view(const Weight& w) {
+    return WeightView{w.data, w.type, w.cols, w.rows, w.row_stride, static_cast<const uint8_t*>(w.placement)};
+}
 
 // Rows [first, first + n) of w, in place.
 inline Weight weight_rows(const Weight& w, int64_t first, int64_t n) {
@@ -22,7 +24,8 @@ inline Weight weight_rows(const Weight& w, int64_t first, int64_t n) {
 
 // Row `token` of an embedding table (the repacked copy when there is one) as floats.
 inline void embedding_row(const Weight& emb, int32_t token, float* out) {
-    if (emb.packed) dequantize_packed_row(emb.type, emb.packed, emb.cols, token, out);
+    if (emb.placement)
+        dequantize_packed_row(emb.type, static_cast<const uint8_t*>(emb.placement), emb.cols, token, out);
     else dequantize_row_ref(emb.type, emb.data + size_t(token) * emb.row_stride, out, emb.cols);
 }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <thread>
+#include <unordered_set>
 
 #include "backend/cpu/isa.h"
 #include "backend/cpu/matmul_q8.h"
@@ -16,13 +17,9 @@ namespace tandem {
 
 template <class Self, class MatrixFn, class VectorFn>
 void Model::visit(Self& self, MatrixFn&& matrix, VectorFn&& vector) {
-    std::vector<const uint8_t*> seen;  // the data of the matrices visited: a view of one of them is not visited again
+    std::unordered_set<const uint8_t*> seen;  // the matrices visited: a view of one of them is not visited again
     auto mat = [&](const char* name, int layer, int index, auto& w) {
-        if (!w.data) return;
-        for (const uint8_t* d : seen)
-            if (d == w.data) return;
-        seen.push_back(w.data);
-        matrix(WeightVisit{name, layer, index}, w);
+        if (w.data && seen.insert(w.data).second) matrix(WeightVisit{name, layer, index}, w);
     };
     auto vec = [&](const char* name, int layer, auto& v) {
         if (!v.empty()) vector(WeightVisit{name, layer, -1}, v);
@@ -165,7 +162,7 @@ void Model::repack_for_cpu() {
                 repack_rows(w->type, src, w->row_stride, n, w->cols, dst + tandem::packed_bytes(w->type, r0, w->cols));
                 release(src, size_t(n) * w->row_stride);
             }
-            w->packed = dst;
+            w->placement = dst;
             release(w->data, w->nbytes());  // the pages that straddled two slices
         }
     };
@@ -175,9 +172,9 @@ void Model::repack_for_cpu() {
     work();
     for (auto& t : threads) t.join();
     packed_bytes_ = total;
-    if (hp_.tied_output) tok_embd_.packed = output_.packed;
+    if (hp_.tied_output) tok_embd_.placement = output_.placement;
     for (auto& l : layers_)
-        if (l.wv.data && l.wv.data == l.wk.data) l.wv.packed = l.wk.packed;
+        if (l.wv.data && l.wv.data == l.wk.data) l.wv.placement = l.wk.placement;
     if (mtp_.eh_proj.data) {  // the MTP block's defaults are the model's own matrices: their packed copies too
         if (!mtp_own_head) mtp_.head = output_;
         if (mtp_.embd.data == tok_embd_.data) mtp_.embd = tok_embd_;
