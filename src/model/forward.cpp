@@ -192,6 +192,8 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
 
     // One attention layer over the pass's rows: the normed input `in` to S.rows_out (before the residual add).
     const backend::Tensor out_rows = H.rows(S.rows_out.data(), n, E);
+    std::vector<backend::AttnSegment> aseg;  // each segment's cache rows of the layer (reused by every layer)
+    aseg.reserve(segs.size());
     auto attention_layer = [&](int l, const LayerWeights& L, const float* in) {
         const int wset = L.swa ? 1 : 0;  // the layer's RoPE table and window
         const int nh = L.n_head, hd = L.head_dim, nkv = L.n_head_kv, qd = nh * hd, kvd = nkv * hd;
@@ -266,7 +268,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                 if (f != 1.0f) be.scale(f, q.rows_at(t, 1));
             }
         const int kv_layer = own_kv ? l : L.kv_from - S0.layer0_;
-        std::vector<backend::AttnSegment> aseg;
+        aseg.clear();
         r0 = 0;
         for (const auto& g : segs) {
             KvCache& kv = g.s->impl_->kv;

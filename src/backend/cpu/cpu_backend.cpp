@@ -158,18 +158,20 @@ public:
     void rms_norm(const Tensor& x, const Tensor& w, int width, float eps, const Tensor& y) override {
         TD_ASSERT(x.cols % width == 0 && y.cols == x.cols && y.rows == x.rows);
         const float* wp = w ? f32(w) : nullptr;
-        for (int64_t t = 0; t < x.rows; t++)
-            for (int64_t c = 0; c < x.cols; c += width)
-                rmsnorm(rows_f32(x) + size_t(t) * size_t(x.cols) + size_t(c), wp,
-                        rows_f32(y) + size_t(t) * size_t(y.cols) + size_t(c), width, eps);
+        const float* xp = rows_f32(x);
+        float* yp = rows_f32(y);
+        const size_t n = size_t(x.rows) * size_t(x.cols);
+        for (size_t at = 0; at < n; at += size_t(width)) rmsnorm(xp + at, wp, yp + at, width, eps);
     }
 
     void rope(const RopeArgs& a, const int* pos, const Tensor& x) override {
         const int half = a.n_rot / 2;
+        const float *cos0 = f32(a.cos), *sin0 = f32(a.sin);
+        float* xp = rows_f32(x);
         for (int64_t t = 0; t < x.rows; t++) {
-            const float* cs = f32(a.cos) + size_t(pos[t]) * size_t(half);
-            const float* sn = f32(a.sin) + size_t(pos[t]) * size_t(half);
-            float* row = rows_f32(x) + size_t(t) * size_t(x.cols);
+            const float* cs = cos0 + size_t(pos[t]) * size_t(half);
+            const float* sn = sin0 + size_t(pos[t]) * size_t(half);
+            float* row = xp + size_t(t) * size_t(x.cols);
             for (int h = 0; h < a.n_head; h++)
                 rope_head(row + size_t(h) * size_t(a.head_dim) + size_t(a.offset), cs, sn, a.n_rot, a.style, a.mscale);
         }
@@ -186,15 +188,17 @@ public:
     }
     void add_row(const Tensor& b, const Tensor& y) override {
         const float* bs = f32(b);
+        float* yp = rows_f32(y);
         for (int64_t t = 0; t < y.rows; t++) {
-            float* r = rows_f32(y) + size_t(t) * size_t(y.cols);
+            float* r = yp + size_t(t) * size_t(y.cols);
             for (int64_t i = 0; i < y.cols; i++) r[i] += bs[i];
         }
     }
     void mul_row(const Tensor& w, const Tensor& y) override {
         const float* ws = f32(w);
+        float* yp = rows_f32(y);
         for (int64_t t = 0; t < y.rows; t++) {
-            float* r = rows_f32(y) + size_t(t) * size_t(y.cols);
+            float* r = yp + size_t(t) * size_t(y.cols);
             for (int64_t i = 0; i < y.cols; i++) r[i] *= ws[i];
         }
     }
@@ -253,9 +257,11 @@ public:
         std::memcpy(slot_row(c, to), slot_row(c, from), row_bytes(c.type, c.cols));
     }
     void attention(const AttnArgs& a, const Tensor& q, const Tensor& out) override {
-        std::vector<KvRows> kv(static_cast<size_t>(a.n_segs));
+        std::vector<KvRows>& kv = attn_kv_;  // (kept between calls: no allocation per layer)
+        std::vector<AttnRow>& rows = attn_rows_;
+        kv.resize(static_cast<size_t>(a.n_segs));
+        rows.resize(static_cast<size_t>(q.rows));
         for (int s = 0; s < a.n_segs; s++) kv[size_t(s)] = kv_rows(a.segs[s].k, a.segs[s].v, a.n_head_kv);
-        std::vector<AttnRow> rows(static_cast<size_t>(q.rows));
         for (int64_t r = 0; r < q.rows; r++)
             rows[size_t(r)] = {kv[size_t(a.seg[r])], a.pos[r], a.lo[r], a.segs[a.seg[r]].pos0,
                                a.tail ? a.tail[r] : nullptr};
@@ -311,6 +317,8 @@ private:
     ThreadPool& pool_;
     HostBuffer host_;  // host_memory()
     std::vector<float> gx_, gy_, attn_scratch_, heads_q_, heads_o_;
+    std::vector<KvRows> attn_kv_;
+    std::vector<AttnRow> attn_rows_;
 
     static WeightView view(const Tensor& w) {
         return WeightView{host_ptr(w), w.type, w.cols, w.rows, w.row_stride, static_cast<const uint8_t*>(w.extra)};
