@@ -54,6 +54,20 @@ std::vector<float> get(Backend& b, const Tensor& t) {
     return out;
 }
 
+// An (n, k) I32 table of expert choices
+Held make_ids(Backend& b, int64_t n, int64_t k, const int32_t* vals = nullptr) {
+    Held h;
+    h.buf = b.alloc(size_t(n * k) * sizeof(int32_t));
+    h.t = {h.buf.get(), 0, TensorType::I32, n, k, size_t(k) * sizeof(int32_t)};
+    if (vals) b.write(h.t, vals);
+    return h;
+}
+std::vector<int32_t> get_ids(Backend& b, const Tensor& t) {
+    std::vector<int32_t> out(size_t(t.rows) * size_t(t.cols));
+    b.read(t, out.data());
+    return out;
+}
+
 // max |a - r| / rms(r)
 double rel_err(const std::vector<float>& a, const std::vector<float>& r) {
     double e = 0, ss = 0;
@@ -193,9 +207,10 @@ TEST(Backend, RoutingMatchesTheReference) {
         for (int i = 0; i < 2; i++) {
             Held hl = make(*bs[i], TensorType::F32, n, ne, lg), hb = make(*bs[i], TensorType::F32, 1, ne, bias);
             Held hw = make(*bs[i], TensorType::F32, n, a.k);
-            ids[i].resize(size_t(n * a.k));
-            bs[i]->topk_route(a, hl.t, a.gating == MoeGating::SIGMOID ? hb.t : Tensor{}, ids[i].data(), hw.t);
+            Held hi = make_ids(*bs[i], n, a.k);
+            bs[i]->topk_route(a, hl.t, a.gating == MoeGating::SIGMOID ? hb.t : Tensor{}, hi.t, hw.t);
             w[i] = get(*bs[i], hw.t);
+            ids[i] = get_ids(*bs[i], hi.t);
         }
         EXPECT_EQ(ids[0], ids[1]) << int(a.gating);
         EXPECT_LE(rel_err(w[0], w[1]), 1e-6);
@@ -217,11 +232,55 @@ TEST(Backend, MatmulIdMatchesTheReference) {
                 wt.push_back(ws.back().t);
             }
             Held x = make(*bs[i], TensorType::F32, n, C, gaussian(size_t(n * C), 9));
-            Held y = make(*bs[i], TensorType::F32, n * k, R);
-            bs[i]->matmul_id(wt.data(), ne, ids, k, x.t, false, y.t);
+            Held y = make(*bs[i], TensorType::F32, n * k, R), hi = make_ids(*bs[i], n, k, ids);
+            bs[i]->matmul_id(wt.data(), ne, hi.t, x.t, false, y.t);
             out[i] = get(*bs[i], y.t);
         }
         EXPECT_LE(rel_err(out[0], out[1]), matmul_tolerance(t)) << type_name(t);
+    }
+}
+
+// The mixture's other ops: expert biases by choice, llama4's weighted inputs, the weighted sum in expert order (an
+// expert another rank holds left out, a per-expert scale), a shared expert's gated add.
+TEST(Backend, MixtureOpsMatchTheReference) {
+    Backends B;
+    const int ne = 4, C = 48, n = 5, k = 2;
+    const int32_t ids[n * k] = {3, 0, 1, 3, 2, 3, 0, 1, 1, 2};
+    std::vector<float> out[2][6];
+    Backend* bs[2] = {B.cpu.get(), B.ref.get()};
+    for (int i = 0; i < 2; i++) {
+        Backend& b = *bs[i];
+        Held hi = make_ids(b, n, k, ids), bias = make(b, TensorType::F32, ne, C, gaussian(size_t(ne * C), 30));
+        Held w = make(b, TensorType::F32, n, k, gaussian(size_t(n * k), 31)), x = make(b, TensorType::F32, n, C,
+                                                                                        gaussian(size_t(n * C), 32));
+        Held xk = make(b, TensorType::F32, n * k, C, gaussian(size_t(n * k * C), 33));
+        b.add_id(bias.t, hi.t, xk.t);
+        out[i][0] = get(b, xk.t);
+        Held sc = make(b, TensorType::F32, n * k, C);
+        b.scale_choices(x.t, w.t, sc.t);
+        out[i][1] = get(b, sc.t);
+        Held escale = make(b, TensorType::F32, 1, ne, gaussian(size_t(ne), 34));
+        std::vector<Held> ws;
+        std::vector<Tensor> wt;
+        for (int e = 0; e < ne; e++) {
+            ws.push_back(make(b, TensorType::F32, C, 16));
+            wt.push_back(e == 2 ? Tensor{} : ws.back().t);  // expert 2: another rank's
+        }
+        Held y = make(b, TensorType::F32, n, C);
+        b.moe_sum(xk.t, hi.t, w.t, bias.t, escale.t, wt.data(), y.t);
+        out[i][2] = get(b, y.t);
+        b.moe_sum(xk.t, hi.t, Tensor{}, Tensor{}, Tensor{}, wt.data(), y.t);
+        out[i][3] = get(b, y.t);
+        Held gw = make(b, TensorType::F32, 1, C, gaussian(size_t(C), 35, 0.2f));
+        b.gated_add(x.t, x.t, gw.t, y.t);
+        out[i][4] = get(b, y.t);
+        b.gated_add(x.t, x.t, Tensor{}, y.t);
+        out[i][5] = get(b, y.t);
+    }
+    for (int j = 0; j < 6; j++) EXPECT_LE(rel_err(out[0][j], out[1][j]), 2e-6) << j;
+    // the sum leaves expert 2 out: row 2 chose 2 and 3, so its sum is its choice of 3 alone
+    for (int c = 0; c < C; c++) {
+        EXPECT_EQ(out[0][3][size_t(2 * C + c)], out[0][0][size_t(5 * C + c)]) << c;
     }
 }
 
@@ -311,6 +370,31 @@ RowOp matmul_op(TensorType t, int64_t R, int64_t C, bool place) {
     };
 }
 
+// A mixture's routed sum of a row: its router logits, choice, experts' products and their sum in expert order
+RowOp mixture_op(int64_t C) {
+    return [=](Backend& b, const std::vector<float>& X, int n) {
+        const int ne = 8, k = 3, R = 32;
+        Held router = make(b, TensorType::F32, ne, C, gaussian(size_t(ne * C), 600, 0.1f));
+        std::vector<Held> ws;
+        std::vector<Tensor> up, down;
+        for (int e = 0; e < ne; e++) {
+            ws.push_back(make(b, TensorType::Q8_0, R, C, gaussian(size_t(R * C), 610 + uint32_t(e), 0.05f)));
+            up.push_back(ws.back().t);
+            ws.push_back(make(b, TensorType::F32, C, R, gaussian(size_t(R * C), 620 + uint32_t(e), 0.05f)));
+            down.push_back(ws.back().t);
+        }
+        Held x = make(b, TensorType::F32, n, C, X), lg = make(b, TensorType::F32, n, ne), hi = make_ids(b, n, k);
+        Held w = make(b, TensorType::F32, n, k), h = make(b, TensorType::F32, n * k, R);
+        Held d = make(b, TensorType::F32, n * k, C), y = make(b, TensorType::F32, n, C);
+        b.matmul(router.t, x.t, lg.t);
+        b.topk_route({ne, k, MoeGating::SOFTMAX, true, 0, 0, 0, false}, lg.t, Tensor{}, hi.t, w.t);
+        b.matmul_id(up.data(), ne, hi.t, x.t, false, h.t);
+        b.matmul_id(down.data(), ne, hi.t, h.t, true, d.t);
+        b.moe_sum(d.t, hi.t, w.t, Tensor{}, Tensor{}, down.data(), y.t);
+        return get(b, y.t);
+    };
+}
+
 // Every backend of this build, and a CPU backend with a planted bug: its matmul of more than one row sums each
 // product in a different order (pairs of halves) than one row alone, as a GPU kernel that switches paths would.
 class SplitSumBackend : public Backend {
@@ -346,9 +430,8 @@ public:
             }
         inner_->write(y, Y.data());
     }
-    void matmul_id(const Tensor* ws, int ne, const int32_t* ids, int k, const Tensor& x, bool pc,
-                   const Tensor& y) override {
-        inner_->matmul_id(ws, ne, ids, k, x, pc, y);
+    void matmul_id(const Tensor* ws, int ne, const Tensor& ids, const Tensor& x, bool pc, const Tensor& y) override {
+        inner_->matmul_id(ws, ne, ids, x, pc, y);
     }
     void rms_norm(const Tensor& x, const Tensor& w, int wd, float eps, const Tensor& y) override {
         inner_->rms_norm(x, w, wd, eps, y);
@@ -360,8 +443,17 @@ public:
     void scale(float s, const Tensor& y) override { inner_->scale(s, y); }
     void glu(Glu g, const Tensor& a, const Tensor& u) override { inner_->glu(g, a, u); }
     void softcap(float d, float c, const Tensor& y) override { inner_->softcap(d, c, y); }
-    void topk_route(const RouteArgs& a, const Tensor& l, const Tensor& cb, int32_t* ids, const Tensor& w) override {
+    void topk_route(const RouteArgs& a, const Tensor& l, const Tensor& cb, const Tensor& ids, const Tensor& w) override {
         inner_->topk_route(a, l, cb, ids, w);
+    }
+    void add_id(const Tensor& b, const Tensor& ids, const Tensor& y) override { inner_->add_id(b, ids, y); }
+    void scale_choices(const Tensor& x, const Tensor& w, const Tensor& y) override { inner_->scale_choices(x, w, y); }
+    void moe_sum(const Tensor& x, const Tensor& ids, const Tensor& w, const Tensor& b, const Tensor& sc,
+                 const Tensor* ws, const Tensor& y) override {
+        inner_->moe_sum(x, ids, w, b, sc, ws, y);
+    }
+    void gated_add(const Tensor& x, const Tensor& gi, const Tensor& gw, const Tensor& y) override {
+        inner_->gated_add(x, gi, gw, y);
     }
     void kv_store(const Tensor& k, const Tensor& v, const int* s, const Tensor& kc, const Tensor& vc) override {
         inner_->kv_store(k, v, s, kc, vc);
@@ -412,6 +504,7 @@ TEST(Backend, BatchInvariance) {
                 return get(be, x.t);
             },
             int(C)));
+        EXPECT_TRUE(rows_are_batch_invariant(*b, mixture_op(C), int(C))) << "mixture";
         // Attention: the query of the row at position 90 alone (a decode step), as the last row of a verification
         // chain of k rows from 91 - k, and as a node of a token tree whose ancestors are the chain's slots.
         for (TensorType t : {TensorType::F16, TensorType::Q8_0, TensorType::Q4_0}) {

@@ -59,6 +59,13 @@ struct Tensor {
         t.rows = n;
         return t;
     }
+    // Columns [c0, c0 + n) of every row (a slice of each row: the same rows and stride)
+    Tensor cols_at(int64_t c0, int64_t n) const {
+        Tensor t = *this;
+        t.offset += row_bytes(type, c0);
+        t.cols = n;
+        return t;
+    }
     explicit operator bool() const { return buf != nullptr; }
 };
 
@@ -81,6 +88,7 @@ enum class Op : int {
     ATTENTION,  // over a cache, chains and trees, windows, grouped-query heads, sinks
     DELTA_RULE,  // the gated delta rule of Gated DeltaNet layers
     COPY,  // F32 rows copied
+    MOE_SUM,  // a mixture's weighted sum of its experts' outputs, in expert order
     COUNT
 };
 const char* op_name(Op op);
@@ -175,13 +183,16 @@ public:
     virtual void matmul_multi(const Tensor* ws, const Tensor* ys, int count, const Tensor& x) {
         for (int i = 0; i < count; i++) matmul(ws[i], x, ys[i]);
     }
-    // Experts: ws[e] (R, C) for e < n_expert (null buf: an expert this process lacks: rows never choose it);
-    // ids (n, k) I32; x: (n, C) shared by a row's k choices, or (n k, C) one per choice (x_per_choice);
-    // y (n k, R): y[t k + j] = x[t or t k + j] ws[ids[t k + j]]^T
-    virtual void matmul_id(const Tensor* ws, int n_expert, const int32_t* ids, int k, const Tensor& x,
-                           bool x_per_choice, const Tensor& y) = 0;
+    // Experts: ws[e] (R, C) for e < n_expert; ids (n, k) I32, as topk_route wrote them (a tensor of the backend:
+    // a GPU reads the choice where the router made it, no read-back); x: (n, C) shared by a row's k choices, or
+    // (n k, C) one per choice (x_per_choice); y (n k, R): y[t k + j] = x[t or t k + j] ws[ids[t k + j]]^T (x and
+    // y may be column slices: MLA's heads are experts of one choice each).
+    // An expert this process lacks (ws[e].buf null: a tensor split's other rank holds it) leaves its rows of y as
+    // they were (moe_sum leaves them out).
+    virtual void matmul_id(const Tensor* ws, int n_expert, const Tensor& ids, const Tensor& x, bool x_per_choice,
+                           const Tensor& y) = 0;
     // y = x / sqrt(mean(x^2) + eps) * w, per row of `width` values (a row of x may hold several: heads); w: a
-    // (1, width) row or none. x and y may be the same tensor.
+    // (1, width) row or none. x and y may be the same tensor, either a column slice (strided rows).
     virtual void rms_norm(const Tensor& x, const Tensor& w, int width, float eps, const Tensor& y) = 0;
     // x rows rotated in place at positions pos[0..x.rows)
     virtual void rope(const RopeArgs& a, const int* pos, const Tensor& x) = 0;
@@ -193,9 +204,22 @@ public:
     virtual void glu(Glu kind, const Tensor& gate, const Tensor& up) = 0;
     // y = c tanh((y / div) / c) (c > 0), or y / div when c == 0
     virtual void softcap(float div, float c, const Tensor& y) = 0;
-    // logits (n, n_expert) [+ a (1, n_expert) choice bias for the choice only] -> ids (n, k), weights (n, k)
-    virtual void topk_route(const RouteArgs& a, const Tensor& logits, const Tensor& choice_bias, int32_t* ids,
+    // logits (n, n_expert) [+ a (1, n_expert) choice bias for the choice only] -> ids (n, k) I32, weights (n, k)
+    virtual void topk_route(const RouteArgs& a, const Tensor& logits, const Tensor& choice_bias, const Tensor& ids,
                             const Tensor& weights) = 0;
+    // y[i] += b[ids[i]] for the n k choices i: b (n_expert, C) one bias row per expert, y (n k, C)
+    virtual void add_id(const Tensor& b, const Tensor& ids, const Tensor& y) = 0;
+    // y[t k + j] = x[t] * weights[t][j]: x (n, C), weights (n, k), y (n k, C) (llama4 weighs an expert's input)
+    virtual void scale_choices(const Tensor& x, const Tensor& weights, const Tensor& y) = 0;
+    // A mixture's output, y (n, C) = the sum over row t's k choices, in ascending expert order (one order of a
+    // row's terms whatever the pass), of w * (x[t k + j] + b[e]), e = ids[t k + j], w = weights[t][j] (1 when
+    // none) * scale[e] (when given); starting from 0. b: (n_expert, C) or none; scale: (1, n_expert) or none.
+    // ws: the experts' matrices of matmul_id (a choice of an expert with ws[e].buf null is left out).
+    virtual void moe_sum(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& b, const Tensor& scale,
+                         const Tensor* ws, const Tensor& y) = 0;
+    // y[t] += g_t x[t], g_t = sigmoid(gate_in[t] . gate_w) (gate_w a (1, gate_in.cols) row: a shared expert's
+    // gate), or g_t = 1 without gate_w
+    virtual void gated_add(const Tensor& x, const Tensor& gate_in, const Tensor& gate_w, const Tensor& y) = 0;
     // Cache rows: k, v (n, kv_dim) F32 converted into kc, vc (any cache type) at slots[0..n) (row slot % rows)
     virtual void kv_store(const Tensor& k, const Tensor& v, const int* slots, const Tensor& kc, const Tensor& vc) = 0;
     // Row `from` of c copied onto row `to`

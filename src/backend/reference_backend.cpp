@@ -39,6 +39,10 @@ std::vector<float> ref_row(const Tensor& t, int64_t r) {
     dequantize_row_ref(t.type, ref_bytes(t) + size_t(r) * t.row_stride, out.data(), t.cols);
     return out;
 }
+int32_t& ref_id(const Tensor& ids, int64_t i) {  // choice i (row i / k, column i % k) of an (n, k) I32 tensor
+    TD_ASSERT(ids.type == TensorType::I32);
+    return reinterpret_cast<int32_t*>(ref_bytes(ids) + size_t(i / ids.cols) * ids.row_stride)[i % ids.cols];
+}
 int64_t ref_slot_row(const Tensor& c, int slot) { return slot < c.rows ? slot : slot % c.rows; }
 
 class ReferenceBackend : public Backend {
@@ -78,12 +82,14 @@ public:
             }
         }
     }
-    void matmul_id(const Tensor* ws, int n_expert, const int32_t* ids, int k, const Tensor& x, bool x_per_choice,
+    void matmul_id(const Tensor* ws, int n_expert, const Tensor& ids, const Tensor& x, bool x_per_choice,
                    const Tensor& y) override {
-        const int64_t n = x_per_choice ? x.rows / k : x.rows;
+        const int64_t k = ids.cols, n = ids.rows;
         for (int64_t i = 0; i < n * k; i++) {
-            TD_ASSERT(ids[i] >= 0 && ids[i] < n_expert);
-            const Tensor& w = ws[ids[i]];
+            const int32_t e = ref_id(ids, i);
+            TD_ASSERT(e >= 0 && e < n_expert);
+            const Tensor& w = ws[e];
+            if (!w.buf) continue;
             const int64_t src = x_per_choice ? i : i / k;
             for (int64_t o = 0; o < w.rows; o++) {
                 const std::vector<float> wr = ref_row(w, o);
@@ -163,7 +169,7 @@ public:
                 ref_at(y, t, i) = float(c > 0 ? c * std::tanh(v / c) : v);
             }
     }
-    void topk_route(const RouteArgs& a, const Tensor& logits, const Tensor& choice_bias, int32_t* ids,
+    void topk_route(const RouteArgs& a, const Tensor& logits, const Tensor& choice_bias, const Tensor& ids,
                     const Tensor& weights) override {
         const int ne = a.n_expert, k = a.k;
         for (int64_t t = 0; t < logits.rows; t++) {
@@ -206,9 +212,48 @@ public:
                 for (double& v : w) v /= s;
             }
             for (int j = 0; j < k; j++) {
-                ids[t * k + j] = idx[size_t(j)];
+                ref_id(ids, t * k + j) = idx[size_t(j)];
                 ref_at(weights, t, j) = float(a.scale != 0 ? w[size_t(j)] * a.scale : w[size_t(j)]);
             }
+        }
+    }
+    void add_id(const Tensor& b, const Tensor& ids, const Tensor& y) override {
+        for (int64_t i = 0; i < y.rows; i++)
+            for (int64_t c = 0; c < y.cols; c++) ref_at(y, i, c) += ref_at(b, ref_id(ids, i), c);
+    }
+    void scale_choices(const Tensor& x, const Tensor& weights, const Tensor& y) override {
+        const int64_t k = weights.cols;
+        for (int64_t i = 0; i < y.rows; i++)
+            for (int64_t c = 0; c < y.cols; c++) ref_at(y, i, c) = ref_at(x, i / k, c) * ref_at(weights, i / k, i % k);
+    }
+    void moe_sum(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& b, const Tensor& scale,
+                 const Tensor* ws, const Tensor& y) override {
+        const int64_t k = ids.cols;
+        for (int64_t t = 0; t < y.rows; t++) {
+            std::vector<std::pair<int32_t, int64_t>> order;  // (expert, choice)
+            for (int64_t j = 0; j < k; j++) order.push_back({ref_id(ids, t * k + j), j});
+            std::sort(order.begin(), order.end());
+            for (int64_t c = 0; c < y.cols; c++) {
+                double s = 0;
+                for (const auto& [e, j] : order) {
+                    if (!ws[e].buf) continue;
+                    const double w = (weights ? double(ref_at(weights, t, j)) : 1.0) *
+                                     (scale ? double(ref_at(scale, 0, e)) : 1.0);
+                    s += w * (double(ref_at(x, t * k + j, c)) + (b ? double(ref_at(b, e, c)) : 0.0));
+                }
+                ref_at(y, t, c) = float(s);
+            }
+        }
+    }
+    void gated_add(const Tensor& x, const Tensor& gate_in, const Tensor& gate_w, const Tensor& y) override {
+        for (int64_t t = 0; t < y.rows; t++) {
+            double g = 1.0;
+            if (gate_w) {
+                double d = 0;
+                for (int64_t c = 0; c < gate_in.cols; c++) d += double(ref_at(gate_in, t, c)) * ref_at(gate_w, 0, c);
+                g = 1.0 / (1.0 + std::exp(-d));
+            }
+            for (int64_t c = 0; c < y.cols; c++) ref_at(y, t, c) = float(ref_at(y, t, c) + g * ref_at(x, t, c));
         }
     }
     void kv_store(const Tensor& k, const Tensor& v, const int* slots, const Tensor& kc, const Tensor& vc) override {

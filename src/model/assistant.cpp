@@ -106,7 +106,7 @@ void Session::assistant_forward(const std::vector<Segment>& segs) {
             rmsnorm(S.rows_out.data(), L.post_attn_norm.data(), S.rows_out.data(), E, hp.rms_eps);
             for (int i = 0; i < E; i++) S.x[size_t(i)] += S.rows_out[size_t(i)];
             rmsnorm(S.x.data(), L.ffn_norm.data(), S.xn.data(), E, hp.rms_eps);
-            ffn_forward(*S.be, pool, hp, L, S.xn.data(), 1, S.rows_out.data(), S.ffn);
+            ffn_forward(*S.be, hp, L, S.xn.data(), 1, S.rows_out.data(), S.ffn);
             rmsnorm(S.rows_out.data(), L.post_ffn_norm.data(), S.rows_out.data(), E, hp.rms_eps);
             for (int i = 0; i < E; i++) S.x[size_t(i)] = (S.x[size_t(i)] + S.rows_out[size_t(i)]) * L.out_scale;
         }

@@ -150,7 +150,7 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
     matmul(pool, view(L.wo), S.att.data(), n, S.rows_out.data());
     for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] += S.rows_out[i];
     for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], L.ffn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
-    ffn_forward(*S.be, pool, hp, L, S.xn.data(), n, S.rows_out.data(), S.ffn);
+    ffn_forward(*S.be, hp, L, S.xn.data(), n, S.rows_out.data(), S.ffn);
     for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] += S.rows_out[i];
 
     // the last row's state is the g of the next draft; logits of the rows asked for, mapped to target ids

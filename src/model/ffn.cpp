@@ -7,24 +7,8 @@
 
 #include "core/fp16.h"
 #include "model/host_tensors.h"
-#include "model/norm.h"
-#include "model/weight_view.h"
-#include "backend/cpu/kernels.h"
-#include "tandem/thread_pool.h"
 
 namespace tandem {
-
-namespace {
-
-void activate(FfnAct act, float* gate, const float* up, int64_t n) {
-    switch (act) {
-        case FfnAct::SILU: silu_mul(gate, up, n); return;
-        case FfnAct::GELU_TANH: gelu_tanh_mul(gate, up, n); return;
-        case FfnAct::SWIGLU_OAI: swiglu_oai(gate, up, n); return;
-    }
-}
-
-}  // namespace
 
 float gelu_tanh(float x) {
     const float c = 0.7978845608028654f;  // sqrt(2/pi)
@@ -156,135 +140,111 @@ void dense_ffn(backend::Backend& be, const HParams& hp, const LayerWeights& L, c
     be.matmul(H.weight(L.w_down), gate, H.rows(out, n, hp.n_embd));
 }
 
-// The experts (and a shared expert) over xn, routed by the router's logits of router_in.
-void moe_ffn(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn, const float* router_in, int n,
-             float* out, FfnScratch& s) {
-    const int E = hp.n_embd;
-    // Route: router logits (n, n_expert) (+ bias), then k experts and weights per row.
-    const int ne = hp.n_expert, k = hp.n_expert_used, F = hp.n_ff_exp;
-    s.router.resize(size_t(n) * ne);
-    matmul(pool, view(L.router), router_in, n, s.router.data());
-    s.sel.resize(size_t(n) * k);
-    s.sel_w.resize(size_t(n) * k);
-    for (int t = 0; t < n; t++) {
-        float* lg = &s.router[size_t(t) * ne];
-        if (!L.router_b.empty())
-            for (int e = 0; e < ne; e++) lg[e] += L.router_b[size_t(e)];
-        moe_select(hp, lg, L.exp_probs_b.empty() ? nullptr : L.exp_probs_b.data(), &s.sel[size_t(t) * k],
-                   &s.sel_w[size_t(t) * k]);
-    }
-    std::fill(out, out + size_t(n) * E, 0.0f);
+backend::RouteArgs route_args(const HParams& hp) {
+    backend::RouteArgs a;
+    a.n_expert = hp.n_expert;
+    a.k = hp.n_expert_used;
+    a.gating = hp.moe_gating;
+    a.norm = hp.expert_weights_norm;
+    a.scale = hp.expert_weights_scale;
+    a.n_groups = hp.n_expert_groups;
+    a.n_group_used = hp.n_group_used;
+    a.choose_by_logits = hp.moe_weight_before_ffn;
+    return a;
+}
 
-    // Group the (row, slot) pairs by expert, gather each expert's rows into one block of xs, and run every selected
-    // expert over its block: gate and up of all experts in one pass of the pool, then down in another.
-    std::vector<std::vector<int>> rows_of(static_cast<size_t>(ne));  // entries t * k + j
-    for (int t = 0; t < n; t++)
-        for (int j = 0; j < k; j++) rows_of[size_t(s.sel[size_t(t) * k + j])].push_back(t * k + j);
-    const int total = n * k;
-    s.xs.resize(size_t(total) * E);
-    s.gate.resize(size_t(total) * F);
-    s.up.resize(size_t(total) * std::max(F, E));
-    std::vector<int> used, off;  // selected experts and the first row of each one's block
-    std::vector<int> order;  // block row -> (t * k + j)
-    for (int e = 0; e < ne; e++) {  // (a tensor split's rank holds some experts: the others add nothing here)
-        if (rows_of[size_t(e)].empty() || !L.exp_down[size_t(e)].data) continue;
-        used.push_back(e);
-        off.push_back(int(order.size()));
-        for (int tj : rows_of[size_t(e)]) {
-            float* xe = &s.xs[order.size() * E];
-            std::copy_n(xn + size_t(tj / k) * E, E, xe);
-            if (hp.moe_weight_before_ffn)  // llama4: the expert runs on its weight times the input
-                for (int c = 0; c < E; c++) xe[c] *= s.sel_w[size_t(tj)];
-            order.push_back(tj);
-        }
+// The experts (and a shared expert) over xn, routed by the router's logits of router_in, on the backend: the
+// router's choice stays a tensor of the backend from topk_route to the experts' products and their sum.
+void moe_ffn(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* xn, const float* router_in,
+             int n, float* out, FfnScratch& s) {
+    using backend::Tensor;
+    const HostTensors H{be.host_memory()};
+    const int E = hp.n_embd, ne = hp.n_expert, k = hp.n_expert_used, F = hp.n_ff_exp, nk = n * k;
+    // Route: router logits (n, n_expert) (+ bias), then k experts and weights per row.
+    s.router.resize(size_t(n) * ne);
+    const Tensor logits = H.rows(s.router.data(), n, ne), x = H.rows(xn, n, E);
+    be.matmul(H.weight(L.router), H.rows(router_in, n, E), logits);
+    if (!L.router_b.empty()) be.add_row(H.vec(L.router_b), logits);
+    s.ids.resize(size_t(nk));
+    s.sel_w.resize(size_t(nk));
+    const Tensor ids = H.ids(s.ids.data(), n, k), w = H.rows(s.sel_w.data(), n, k);
+    be.topk_route(route_args(hp), logits, H.vec(L.exp_probs_b), ids, w);
+    // Each choice's gate and up (+ the expert's biases), the activation, and down.
+    s.wg.resize(size_t(ne));
+    s.wu.resize(size_t(ne));
+    s.wd.resize(size_t(ne));
+    for (int e = 0; e < ne; e++) {  // (a tensor split's rank holds some experts: the others are null here)
+        s.wg[size_t(e)] = H.weight(L.exp_gate[size_t(e)]);
+        s.wu[size_t(e)] = H.weight(L.exp_up[size_t(e)]);
+        s.wd[size_t(e)] = H.weight(L.exp_down[size_t(e)]);
     }
-    const int routed = int(order.size());  // total, less the rows of experts another rank holds
-    off.push_back(routed);
-    // The shared expert (glm4moe) reads every row: its gate and up join the first pass, its down the second.
-    const bool shared = L.shexp_gate.data != nullptr;
-    const int SF = shared ? int(L.shexp_gate.rows) : 0;
-    if (shared) {
+    Tensor in = x;
+    if (hp.moe_weight_before_ffn) {  // llama4: an expert runs on its weight times the input
+        s.xs.resize(size_t(nk) * E);
+        in = H.rows(s.xs.data(), nk, E);
+        be.scale_choices(x, w, in);
+    }
+    s.gate.resize(size_t(nk) * F);
+    s.up.resize(size_t(nk) * std::max(F, E));
+    const Tensor gate = H.rows(s.gate.data(), nk, F), up = H.rows(s.up.data(), nk, F);
+    be.matmul_id(s.wg.data(), ne, ids, in, hp.moe_weight_before_ffn, gate);
+    be.matmul_id(s.wu.data(), ne, ids, in, hp.moe_weight_before_ffn, up);
+    if (!L.exp_gate_b.empty()) {
+        be.add_id(H.rows(L.exp_gate_b.data(), ne, F), ids, gate);
+        be.add_id(H.rows(L.exp_up_b.data(), ne, F), ids, up);
+    }
+    be.glu(glu_of(hp.ffn_act), gate, up);
+    const Tensor d = H.rows(s.up.data(), nk, E);  // the up values are consumed
+    be.matmul_id(s.wd.data(), ne, ids, gate, true, d);
+    const Tensor y = H.rows(out, n, E);
+    be.moe_sum(d, ids, hp.moe_weight_before_ffn ? Tensor{} : w,
+               L.exp_down_b.empty() ? Tensor{} : H.rows(L.exp_down_b.data(), ne, E), H.vec(L.exp_down_scale),
+               s.wd.data(), y);
+    // The shared expert (glm4moe, qwen35moe, qwen3next) reads every row; qwen's output gated by sigmoid(x . g).
+    if (L.shexp_gate.data) {
+        const int SF = int(L.shexp_gate.rows);
         s.sh_gate.resize(size_t(n) * SF);
         s.sh_up.resize(size_t(n) * SF);
         s.sh_out.resize(size_t(n) * E);
+        const Tensor sg = H.rows(s.sh_gate.data(), n, SF), su = H.rows(s.sh_up.data(), n, SF);
+        const Tensor sw[2] = {H.weight(L.shexp_gate), H.weight(L.shexp_up)}, sy[2] = {sg, su};
+        be.matmul_multi(sw, sy, 2, x);
+        be.glu(glu_of(hp.ffn_act), sg, su);
+        const Tensor so = H.rows(s.sh_out.data(), n, E);
+        be.matmul(H.weight(L.shexp_down), sg, so);
+        be.gated_add(so, x, H.vec(L.shexp_gate_inp), y);
     }
-    std::vector<MatmulJob> jobs;
-    if (shared) {
-        jobs.push_back({view(L.shexp_gate), xn, n, s.sh_gate.data()});
-        jobs.push_back({view(L.shexp_up), xn, n, s.sh_up.data()});
-    }
-    for (size_t u = 0; u < used.size(); u++) {
-        const int e = used[u], m = off[u + 1] - off[u];
-        const float* x = &s.xs[size_t(off[u]) * E];
-        jobs.push_back({view(L.exp_gate[size_t(e)]), x, m, &s.gate[size_t(off[u]) * F]});
-        jobs.push_back({view(L.exp_up[size_t(e)]), x, m, &s.up[size_t(off[u]) * F]});
-    }
-    matmul_jobs(pool, jobs.data(), int(jobs.size()));
-    if (!L.exp_gate_b.empty())
-        for (size_t u = 0; u < used.size(); u++)
-            for (int i = off[u]; i < off[u + 1]; i++)
-                for (int c = 0; c < F; c++) {
-                    s.gate[size_t(i) * F + c] += L.exp_gate_b[size_t(used[u]) * F + c];
-                    s.up[size_t(i) * F + c] += L.exp_up_b[size_t(used[u]) * F + c];
-                }
-    activate(hp.ffn_act, s.gate.data(), s.up.data(), int64_t(routed) * F);
-    if (shared) activate(hp.ffn_act, s.sh_gate.data(), s.sh_up.data(), int64_t(n) * SF);
-    float* d = s.up.data();  // (total, E): the up values are consumed
-    jobs.clear();
-    if (shared) jobs.push_back({view(L.shexp_down), s.sh_gate.data(), n, s.sh_out.data()});
-    for (size_t u = 0; u < used.size(); u++)
-        jobs.push_back({view(L.exp_down[size_t(used[u])]), &s.gate[size_t(off[u]) * F], off[u + 1] - off[u],
-                        d + size_t(off[u]) * E});
-    matmul_jobs(pool, jobs.data(), int(jobs.size()));
-    for (size_t u = 0; u < used.size(); u++) {
-        const float* b = L.exp_down_b.empty() ? nullptr : &L.exp_down_b[size_t(used[u]) * E];
-        for (int i = off[u]; i < off[u + 1]; i++) {
-            const int tj = order[size_t(i)];
-            float w = hp.moe_weight_before_ffn ? 1.0f : s.sel_w[size_t(tj)];
-            if (!L.exp_down_scale.empty()) w *= L.exp_down_scale[size_t(used[u])];  // gemma4's per-expert scale
-            float* o = out + size_t(tj / k) * E;
-            const float* di = d + size_t(i) * E;
-            for (int c = 0; c < E; c++) o[c] += w * (di[c] + (b ? b[c] : 0.0f));
-        }
-    }
-    if (shared)  // qwen35moe, qwen3next: its output gated by sigmoid(x . g) per row; else as it is (x 1, exact)
-        for (int t = 0; t < n; t++) {
-            const float g = L.shexp_gate_inp.empty()
-                                ? 1.0f
-                                : 1.0f / (1.0f + std::exp(-dot_f32(xn + size_t(t) * E, L.shexp_gate_inp.data(), E)));
-            for (int c = 0; c < E; c++) out[size_t(t) * E + c] += g * s.sh_out[size_t(t) * E + c];
-        }
 }
 
 }  // namespace
 
-void ffn_forward(backend::Backend& be, ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn,
-                 int n, float* out, FfnScratch& s) {
-    if (L.moe()) moe_ffn(pool, hp, L, xn, xn, n, out, s);
+void ffn_forward(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* out,
+                 FfnScratch& s) {
+    if (L.moe()) moe_ffn(be, hp, L, xn, xn, n, out, s);
     else dense_ffn(be, hp, L, xn, n, out, s);
 }
 
-void ffn_dense_and_experts(backend::Backend& be, ThreadPool& pool, const HParams& hp, const LayerWeights& L,
-                           const float* x, const float* xn, int n, float* out, FfnScratch& s) {
+void ffn_dense_and_experts(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* x,
+                           const float* xn, int n, float* out, FfnScratch& s) {
+    using backend::Tensor;
+    const HostTensors H{be.host_memory()};
     const int E = hp.n_embd;
     dense_ffn(be, hp, L, xn, n, out, s);
     s.xn2.resize(size_t(n) * E);
     s.router_in.resize(size_t(n) * E);
     s.out.resize(size_t(n) * E);
+    s.router_scale.resize(size_t(E));
     const float r = 1.0f / std::sqrt(float(E));
-    for (int t = 0; t < n; t++) {
-        const size_t o = size_t(t) * E;
-        rmsnorm(out + o, L.ffn_post_norm_1.data(), out + o, E, hp.rms_eps);
-        rmsnorm(x + o, L.ffn_pre_norm_2.data(), &s.xn2[o], E, hp.rms_eps);
-        rmsnorm(x + o, nullptr, &s.router_in[o], E, hp.rms_eps);
-        for (int c = 0; c < E; c++) s.router_in[o + size_t(c)] *= r * L.router_in_scale[size_t(c)];
-    }
-    moe_ffn(pool, hp, L, s.xn2.data(), s.router_in.data(), n, s.out.data(), s);
-    for (int t = 0; t < n; t++) {
-        const size_t o = size_t(t) * E;
-        rmsnorm(&s.out[o], L.ffn_post_norm_2.data(), &s.out[o], E, hp.rms_eps);
-        for (int c = 0; c < E; c++) out[o + size_t(c)] += s.out[o + size_t(c)];
-    }
+    for (int c = 0; c < E; c++) s.router_scale[size_t(c)] = r * L.router_in_scale[size_t(c)];
+    const Tensor X = H.rows(x, n, E), y = H.rows(out, n, E), xn2 = H.rows(s.xn2.data(), n, E);
+    const Tensor ri = H.rows(s.router_in.data(), n, E), experts = H.rows(s.out.data(), n, E);
+    be.rms_norm(y, H.vec(L.ffn_post_norm_1), E, hp.rms_eps, y);
+    be.rms_norm(X, H.vec(L.ffn_pre_norm_2), E, hp.rms_eps, xn2);
+    be.rms_norm(X, Tensor{}, E, hp.rms_eps, ri);
+    be.mul_row(H.vec(s.router_scale), ri);
+    moe_ffn(be, hp, L, s.xn2.data(), s.router_in.data(), n, s.out.data(), s);
+    be.rms_norm(experts, H.vec(L.ffn_post_norm_2), E, hp.rms_eps, experts);
+    be.add(experts, 1.0f, y);
 }
 
 }  // namespace tandem

@@ -2,43 +2,38 @@
 #pragma once
 #include <vector>
 
+#include "backend/backend.h"
 #include "tandem/model.h"
 
-namespace tandem::backend {
-class Backend;
-}
-
 namespace tandem {
-
-class ThreadPool;
 
 // Scratch reused across calls (owned by the session's Impl).
 struct FfnScratch {
     std::vector<float> gate, up, out, router, xs;
-    std::vector<int> sel;
-    std::vector<float> sel_w;
+    std::vector<int32_t> ids;  // the router's choice, (n, k)
+    std::vector<float> sel_w;  // and its weights
+    std::vector<backend::Tensor> wg, wu, wd;  // the experts' matrices
     std::vector<float> sh_gate, sh_up, sh_out;  // the shared expert's
-    std::vector<float> xn2, router_in;  // gemma4's experts' input and router input
+    std::vector<float> xn2, router_in, router_scale;  // gemma4's experts' input, router input and its scale
 };
 
-// out (n, n_embd) = FFN(xn (n, n_embd)) for layer L, overwriting out.
+// out (n, n_embd) = FFN(xn (n, n_embd)) for layer L, overwriting out, on the backend `be` (xn and out: host rows of
+// its host buffer, model/host_tensors.h).
 //   dense: down(act(gate xn, up xn))                                      hidden (n, n_ff)
 //   MoE:   sum over the k selected experts e of w_e * down_e(act(gate_e xn + b, up_e xn + b)) + b
-//          [+ the shared expert: down_s(act(gate_s xn, up_s xn))]
-// Dense or MoE per layer (LayerWeights::moe(): glm4moe's first layers are dense). The dense FFN runs on the backend
-// `be` (xn and out: host rows of its host buffer, model/host_tensors.h); the mixture still on the CPU's kernels
-// with `pool` (it needs the backend ops of a routed sum in expert order, per-expert bias rows and the shared
-// expert's gate first).
-// The rows routed to one expert are gathered so each selected expert's weights are streamed once per batch.
-void ffn_forward(backend::Backend& be, ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn,
-                 int n, float* out, FfnScratch& s);
+//          [+ the shared expert: down_s(act(gate_s xn, up_s xn)), gated by sigmoid(xn . g) where it has g]
+// Dense or MoE per layer (LayerWeights::moe(): glm4moe's first layers are dense). The mixture's rule is the ops'
+// (backend/backend.h topk_route, matmul_id, moe_sum): a row's experts summed in ascending expert order, the choice
+// never read back by the host.
+void ffn_forward(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* out,
+                 FfnScratch& s);
 
 // gemma4's MoE layers (26B-A4B; LayerWeights::moe() with a dense w_gate too), as llama.cpp's gemma4 graph: out =
 //   rmsnorm(dense(xn)) * ffn_post_norm_1  +  rmsnorm(experts(rmsnorm(x) * ffn_pre_norm_2)) * ffn_post_norm_2
 // xn: x normed by ffn_norm; the router reads rmsnorm(x) / sqrt(n_embd) * router_in_scale (softmax, the top k
 // renormalised), and each expert's output is times its exp_down_scale.
-void ffn_dense_and_experts(backend::Backend& be, ThreadPool& pool, const HParams& hp, const LayerWeights& L,
-                           const float* x, const float* xn, int n, float* out, FfnScratch& s);
+void ffn_dense_and_experts(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* x,
+                           const float* xn, int n, float* out, FfnScratch& s);
 
 // Router decision for one row (exposed for tests): the k experts and their weights from the n_expert logits.
 // `choice_bias` (SIGMOID gating; may be null) shifts the scores experts are chosen by, not their weights.

@@ -180,14 +180,14 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             }
             g.s->note_target_rows(g.pos0, g.n, first_own);
         }
-        matmul(pool, view(mtp->eh_proj), S.mtp_in.data(), n, S.x.data());
+        be.matmul(H.weight(mtp->eh_proj), H.rows(S.mtp_in.data(), n, 2 * E), H.rows(S.x.data(), n, E));
     } else {
         std::vector<int32_t> toks;
         for (const auto& g : segs) toks.insert(toks.end(), g.tokens, g.tokens + g.n);
         be.get_rows(H.weight(emb), toks.data(), n, H.rows(S.x.data(), n, E));
         if (hp.embd_scale != 1.0f) be.scale(hp.embd_scale, H.rows(S.x.data(), n, E));
         if (hp.n_embd_per_layer > 0)  // gemma4's per-layer inputs, from the tokens and their embeddings
-            per_layer_inputs(pool, model, toks.data(), S.x.data(), n, S.ple);
+            per_layer_inputs(be, model, toks.data(), S.x.data(), n, S.ple);
     }
 
     // One attention layer over the pass's rows: the normed input `in` to S.rows_out (before the residual add).
@@ -202,7 +202,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                               v = H.rows(S.v.data(), n, kvd), att = H.rows(S.att.data(), n, qd);
         backend::Tensor gate;  // qwen35's gated attention: each head's gate
         if (hp.mla) {  // the latent row is cached once, read as K and as V (S.v unused)
-            mla_project(pool, hp, L, in, n, S.q.data(), S.k.data(), S.mla);
+            mla_project(be, hp, L, in, n, S.q.data(), S.k.data(), S.mla);
         } else if (!own_kv) {
             be.matmul(H.weight(L.wq), H.rows(in, n, E), q);
         } else {
@@ -293,7 +293,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         backend::Tensor wo_in = att;
         if (hp.mla) {  // the heads' values from their latent outputs
             S.mla_v.resize(size_t(n) * nh * hp.mla_v);
-            mla_values(pool, hp, L, S.att.data(), n, S.mla_v.data(), S.mla);
+            mla_values(be, hp, L, S.att.data(), n, S.mla_v.data(), S.mla);
             wo_in = H.rows(S.mla_v.data(), n, int64_t(nh) * hp.mla_v);
         }
         if (hp.attn_gate) {  // att * sigmoid(gate), into gate
@@ -349,13 +349,13 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         if (hp.has_pre_norms)
             be.rms_norm(x, H.vec(L.ffn_norm.empty() ? L.post_attn_norm : L.ffn_norm), E, hp.rms_eps, xn);
         if (L.moe() && L.w_gate.data)  // gemma4: a dense MLP beside the experts
-            ffn_dense_and_experts(be, pool, hp, L, S.x.data(), in, n, S.rows_out.data(), S.ffn);
-        else ffn_forward(be, pool, hp, L, in, n, S.rows_out.data(), S.ffn);
+            ffn_dense_and_experts(be, hp, L, S.x.data(), in, n, S.rows_out.data(), S.ffn);
+        else ffn_forward(be, hp, L, in, n, S.rows_out.data(), S.ffn);
         reduce(S.rows_out.data());
         if (hp.has_post_norms) be.rms_norm(out_rows, H.vec(L.post_ffn_norm), E, hp.rms_eps, out_rows);
         be.add(out_rows, hp.residual_scale, x);
         if (hp.n_embd_per_layer > 0 && !mtp)
-            per_layer_apply(pool, hp, L, S0.layer0_ + l, S.ple.data(), n, S.x.data(), S.ple_gate, S.ple_out);
+            per_layer_apply(be, hp, L, S0.layer0_ + l, n, S.x.data(), S.ple);
         if (L.out_scale != 1.0f) be.scale(L.out_scale, x);
     }
 

@@ -16,6 +16,14 @@ struct HostTensors {
     backend::Tensor rows(const float* p, int64_t n, int64_t cols) const {
         return {host, uintptr_t(p), TensorType::F32, n, cols, size_t(cols) * sizeof(float)};
     }
+    // n rows of `cols` floats, `stride` floats apart (a slice of each row of a wider table)
+    backend::Tensor strided(const float* p, int64_t n, int64_t cols, int64_t stride) const {
+        return {host, uintptr_t(p), TensorType::F32, n, cols, size_t(stride) * sizeof(float)};
+    }
+    // an (n, k) table of I32 ids (a router's choice)
+    backend::Tensor ids(const int32_t* p, int64_t n, int64_t k) const {
+        return {host, uintptr_t(p), TensorType::I32, n, k, size_t(k) * sizeof(int32_t)};
+    }
     // a weight matrix, with its repacked copy as the CPU's placement of it
     backend::Tensor weight(const Weight& w) const {
         return {host, uintptr_t(w.data), w.type, w.rows, w.cols, w.row_stride, w.placement};

@@ -4,25 +4,27 @@
 #pragma once
 #include <vector>
 
+#include "backend/backend.h"
 #include "tandem/model.h"
 
 namespace tandem {
 
-class ThreadPool;
-
 struct MlaScratch {
-    std::vector<float> qa, qf, kva, qn, qabs, lat, vo;
+    std::vector<float> qa, qf, kva;
+    std::vector<int32_t> heads;  // (n, n_head): row t's head h is "expert" h of matmul_id
+    std::vector<backend::Tensor> wk, wv;  // wk_b, wv_b per head
 };
 
 // From n normed rows xn (n, n_embd):
 //   q (n, n_head * head_dim): per head [wk_b[h] q_nope (n_lora_kv) | q_pe (n_rot)]
 //   kv (n, head_dim): [rmsnorm(latent) * kv_a_norm (n_lora_kv) | k_pe (n_rot)], the row cached as K and as V
-// before RoPE (the caller rotates the last n_rot of each q head and of kv: HParams::rope_offset).
-void mla_project(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* q,
+// before RoPE (the caller rotates the last n_rot of each q head and of kv: HParams::rope_offset). On the backend
+// `be` (host rows of its host buffer): the heads' products are one matmul_id, a head an expert every row chose.
+void mla_project(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* q,
                  float* kv, MlaScratch& s);
 
 // out (n, n_head * mla_v): per head wv_b[h] times the first n_lora_kv of its attention output (n, n_head * head_dim).
-void mla_values(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* att, int n, float* out,
+void mla_values(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* att, int n, float* out,
                 MlaScratch& s);
 
 }  // namespace tandem

@@ -6,18 +6,23 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "tandem/model.h"
-#include "tandem/thread_pool.h"
 
 namespace tandem {
 
-// out (n, n_layer * P): e of each row, from its token and its input embedding x (n, n_embd).
-void per_layer_inputs(ThreadPool& pool, const Model& m, const int32_t* tokens, const float* x, int n,
-                      std::vector<float>& out);
+struct PerLayerScratch {
+    std::vector<float> e;  // (n, n_layer * P): every layer's input of the pass's rows
+    std::vector<float> rows, gate, el, proj;
+};
 
-// Layer l's per-layer input added to the rows x (n, n_embd); e as per_layer_inputs wrote it. `gate`, `proj`:
-// scratch.
-void per_layer_apply(ThreadPool& pool, const HParams& hp, const LayerWeights& L, int l, const float* e, int n, float* x,
-                     std::vector<float>& gate, std::vector<float>& proj);
+// s.e (n, n_layer * P): e of each row, from its token and its input embedding x (n, n_embd), on the backend `be`
+// (host rows of its host buffer).
+void per_layer_inputs(backend::Backend& be, const Model& m, const int32_t* tokens, const float* x, int n,
+                      PerLayerScratch& s);
+
+// Layer l's per-layer input (s.e as per_layer_inputs wrote it) added to the rows x (n, n_embd).
+void per_layer_apply(backend::Backend& be, const HParams& hp, const LayerWeights& L, int l, int n, float* x,
+                     PerLayerScratch& s);
 
 }  // namespace tandem

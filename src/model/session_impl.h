@@ -9,6 +9,7 @@
 #include "model/ffn.h"
 #include "model/kv_cache.h"
 #include "model/mla.h"
+#include "model/per_layer_embd.h"
 #include "model/recurrent_state.h"
 #include "model/rope.h"
 #include "tandem/session.h"
@@ -20,7 +21,7 @@ struct Session::Impl {
     KvCache kv;
     // scratch, sized for n_batch tokens
     std::vector<float> x, xn, q, k, v, att, rows_out, logits_tmp, attn_scratch, mtp_in, mla_v, heads_q, heads_o;
-    std::vector<float> ple, ple_gate, ple_out;  // gemma4's per-layer embeddings of the pass's rows, its scratch
+    PerLayerScratch ple;  // gemma4's per-layer embeddings of the pass's rows, its scratch
     FfnScratch ffn;
     MlaScratch mla;
     // Gated DeltaNet layers (null: none): their state per position, each layer's offset in a state, scratch; gated

@@ -52,6 +52,10 @@ float* f32(const Tensor& t) {
     return reinterpret_cast<float*>(host_ptr(t));
 }
 // a contiguous F32 tensor (row_stride == cols floats): the layout activations have
+int32_t* ids_of(const Tensor& t) {  // an (n, k) I32 tensor of expert choices, contiguous
+    TD_ASSERT(t.type == TensorType::I32 && t.row_stride == size_t(t.cols) * sizeof(int32_t));
+    return reinterpret_cast<int32_t*>(host_ptr(t));
+}
 float* rows_f32(const Tensor& t) {
     TD_ASSERT(t.type == TensorType::F32 && t.row_stride == size_t(t.cols) * sizeof(float));
     return f32(t);
@@ -121,47 +125,53 @@ public:
         matmul_shared_input(pool_, wv, yp, count, rows_f32(x), int(x.rows));
     }
 
-    void matmul_id(const Tensor* ws, int n_expert, const int32_t* ids, int k, const Tensor& x, bool x_per_choice,
+    void matmul_id(const Tensor* ws, int n_expert, const Tensor& ids, const Tensor& x, bool x_per_choice,
                    const Tensor& y) override {
         // The choices of each expert gathered (in row order), one job per expert that is used, one fork-join for
-        // all (as model/ffn.cpp runs a mixture): each row's product is the kernel's for that row alone.
-        const int64_t n = x_per_choice ? x.rows / k : x.rows, C = x.cols, R = y.cols;
-        std::vector<std::vector<int>> of(static_cast<size_t>(n_expert));
+        // all: each row's product is the kernel's for that row alone.
+        const int64_t k = ids.cols, n = ids.rows, C = x.cols, R = y.cols;
+        const int32_t* id = ids_of(ids);
+        std::vector<std::vector<int>>& of = id_rows_;
+        of.resize(static_cast<size_t>(n_expert));
+        for (auto& v : of) v.clear();
         for (int64_t i = 0; i < n * k; i++) {
-            TD_ASSERT(ids[i] >= 0 && ids[i] < n_expert && ws[ids[i]].buf);
-            of[size_t(ids[i])].push_back(int(i));
+            TD_ASSERT(id[i] >= 0 && id[i] < n_expert);
+            if (ws[id[i]].buf) of[size_t(id[i])].push_back(int(i));
         }
         std::vector<size_t> off(static_cast<size_t>(n_expert) + 1, 0);
         for (int e = 0; e < n_expert; e++) off[size_t(e) + 1] = off[size_t(e)] + of[size_t(e)].size();
         gx_.resize(off.back() * size_t(C));
         gy_.resize(off.back() * size_t(R));
-        const float* xs = rows_f32(x);
+        const uint8_t* xs = host_ptr(x);  // (rows may be strided: MLA's heads)
+        TD_ASSERT(x.type == TensorType::F32 && y.type == TensorType::F32);
         std::vector<MatmulJob> jobs;
         for (int e = 0; e < n_expert; e++) {
             if (of[size_t(e)].empty()) continue;
             for (size_t j = 0; j < of[size_t(e)].size(); j++) {
                 const int i = of[size_t(e)][j];
                 const int64_t src = x_per_choice ? i : i / k;
-                std::copy_n(xs + size_t(src) * size_t(C), size_t(C), &gx_[(off[size_t(e)] + j) * size_t(C)]);
+                std::copy_n(reinterpret_cast<const float*>(xs + size_t(src) * x.row_stride), size_t(C),
+                            &gx_[(off[size_t(e)] + j) * size_t(C)]);
             }
             jobs.push_back({view(ws[e]), &gx_[off[size_t(e)] * size_t(C)], int(of[size_t(e)].size()),
                             &gy_[off[size_t(e)] * size_t(R)]});
         }
         matmul_jobs(pool_, jobs.data(), int(jobs.size()));
-        float* ys = rows_f32(y);
+        uint8_t* ys = host_ptr(y);
         for (int e = 0; e < n_expert; e++)
             for (size_t j = 0; j < of[size_t(e)].size(); j++)
                 std::copy_n(&gy_[(off[size_t(e)] + j) * size_t(R)], size_t(R),
-                            ys + size_t(of[size_t(e)][j]) * size_t(R));
+                            reinterpret_cast<float*>(ys + size_t(of[size_t(e)][j]) * y.row_stride));
     }
 
     void rms_norm(const Tensor& x, const Tensor& w, int width, float eps, const Tensor& y) override {
         TD_ASSERT(x.cols % width == 0 && y.cols == x.cols && y.rows == x.rows);
         const float* wp = w ? f32(w) : nullptr;
-        const float* xp = rows_f32(x);
-        float* yp = rows_f32(y);
-        const size_t n = size_t(x.rows) * size_t(x.cols);
-        for (size_t at = 0; at < n; at += size_t(width)) rmsnorm(xp + at, wp, yp + at, width, eps);
+        for (int64_t t = 0; t < x.rows; t++) {  // (rows may be strided: a slice of each row)
+            const float* xp = reinterpret_cast<const float*>(host_ptr(x) + size_t(t) * x.row_stride);
+            float* yp = reinterpret_cast<float*>(host_ptr(y) + size_t(t) * y.row_stride);
+            for (int64_t at = 0; at < x.cols; at += width) rmsnorm(xp + at, wp, yp + at, width, eps);
+        }
     }
 
     void rope(const RopeArgs& a, const int* pos, const Tensor& x) override {
@@ -228,7 +238,7 @@ public:
         if (c > 0)
             for (size_t i = 0; i < n; i++) ys[i] = c * std::tanh(ys[i] / c);
     }
-    void topk_route(const RouteArgs& a, const Tensor& logits, const Tensor& choice_bias, int32_t* ids,
+    void topk_route(const RouteArgs& a, const Tensor& logits, const Tensor& choice_bias, const Tensor& ids,
                     const Tensor& weights) override {
         HParams hp;  // the router's rule reads these of a model's hyperparameters
         hp.n_expert = a.n_expert;
@@ -243,7 +253,57 @@ public:
         for (int64_t t = 0; t < logits.rows; t++) {
             moe_select(hp, rows_f32(logits) + size_t(t) * size_t(a.n_expert), choice_bias ? f32(choice_bias) : nullptr,
                        sel.data(), rows_f32(weights) + size_t(t) * size_t(a.k));
-            for (int j = 0; j < a.k; j++) ids[size_t(t) * size_t(a.k) + size_t(j)] = sel[size_t(j)];
+            for (int j = 0; j < a.k; j++) ids_of(ids)[size_t(t) * size_t(a.k) + size_t(j)] = sel[size_t(j)];
+        }
+    }
+    void add_id(const Tensor& b, const Tensor& ids, const Tensor& y) override {
+        const int32_t* id = ids_of(ids);
+        float* yp = rows_f32(y);
+        for (int64_t i = 0; i < y.rows; i++) {
+            const float* bp = rows_f32(b) + size_t(id[i]) * size_t(y.cols);
+            float* r = yp + size_t(i) * size_t(y.cols);
+            for (int64_t c = 0; c < y.cols; c++) r[c] += bp[c];
+        }
+    }
+    void scale_choices(const Tensor& x, const Tensor& weights, const Tensor& y) override {
+        const int64_t k = weights.cols, C = y.cols;
+        const float *xp = rows_f32(x), *wp = rows_f32(weights);
+        float* yp = rows_f32(y);
+        for (int64_t i = 0; i < y.rows; i++)
+            for (int64_t c = 0; c < C; c++) yp[size_t(i * C + c)] = xp[size_t((i / k) * C + c)] * wp[size_t(i)];
+    }
+    void moe_sum(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& b, const Tensor& scale,
+                 const Tensor* ws, const Tensor& y) override {
+        const int64_t k = ids.cols, C = y.cols;
+        const int32_t* id = ids_of(ids);
+        const float *xp = rows_f32(x), *wp = weights ? rows_f32(weights) : nullptr;
+        const float *bp = b ? rows_f32(b) : nullptr, *sp = scale ? f32(scale) : nullptr;
+        std::vector<std::pair<int32_t, int64_t>> order(static_cast<size_t>(k));  // (expert, choice)
+        for (int64_t t = 0; t < y.rows; t++) {
+            float* o = rows_f32(y) + size_t(t * C);
+            std::fill(o, o + C, 0.0f);
+            for (int64_t j = 0; j < k; j++) order[size_t(j)] = {id[t * k + j], j};
+            std::sort(order.begin(), order.end());
+            for (const auto& [e, j] : order) {
+                if (!ws[e].buf) continue;
+                float w = wp ? wp[t * k + j] : 1.0f;
+                if (sp) w *= sp[e];
+                const float* xi = xp + size_t((t * k + j) * C);
+                const float* be = bp ? bp + size_t(e) * size_t(C) : nullptr;
+                for (int64_t c = 0; c < C; c++) o[c] += w * (xi[c] + (be ? be[c] : 0.0f));
+            }
+        }
+    }
+    void gated_add(const Tensor& x, const Tensor& gate_in, const Tensor& gate_w, const Tensor& y) override {
+        const int64_t C = y.cols;
+        const float* xp = rows_f32(x);
+        float* yp = rows_f32(y);
+        for (int64_t t = 0; t < y.rows; t++) {
+            const float g =
+                gate_w ? 1.0f / (1.0f + std::exp(-dot_f32(rows_f32(gate_in) + size_t(t * gate_in.cols), f32(gate_w),
+                                                          gate_in.cols)))
+                       : 1.0f;
+            for (int64_t c = 0; c < C; c++) yp[size_t(t * C + c)] += g * xp[size_t(t * C + c)];
         }
     }
     void kv_store(const Tensor& k, const Tensor& v, const int* slots, const Tensor& kc, const Tensor& vc) override {
@@ -319,6 +379,7 @@ private:
     std::vector<float> gx_, gy_, attn_scratch_, heads_q_, heads_o_;
     std::vector<KvRows> attn_kv_;
     std::vector<AttnRow> attn_rows_;
+    std::vector<std::vector<int>> id_rows_;  // matmul_id's choices of each expert
 
     static WeightView view(const Tensor& w) {
         return WeightView{host_ptr(w), w.type, w.cols, w.rows, w.row_stride, static_cast<const uint8_t*>(w.extra)};
