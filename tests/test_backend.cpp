@@ -251,8 +251,8 @@ TEST(Backend, MixtureOpsMatchTheReference) {
     for (int i = 0; i < 2; i++) {
         Backend& b = *bs[i];
         Held hi = make_ids(b, n, k, ids), bias = make(b, TensorType::F32, ne, C, gaussian(size_t(ne * C), 30));
-        Held w = make(b, TensorType::F32, n, k, gaussian(size_t(n * k), 31)), x = make(b, TensorType::F32, n, C,
-                                                                                        gaussian(size_t(n * C), 32));
+        Held w = make(b, TensorType::F32, n, k, gaussian(size_t(n * k), 31)),
+             x = make(b, TensorType::F32, n, C, gaussian(size_t(n * C), 32));
         Held xk = make(b, TensorType::F32, n * k, C, gaussian(size_t(n * k * C), 33));
         b.add_id(bias.t, hi.t, xk.t);
         out[i][0] = get(b, xk.t);
@@ -443,7 +443,8 @@ public:
     void scale(float s, const Tensor& y) override { inner_->scale(s, y); }
     void glu(Glu g, const Tensor& a, const Tensor& u) override { inner_->glu(g, a, u); }
     void softcap(float d, float c, const Tensor& y) override { inner_->softcap(d, c, y); }
-    void topk_route(const RouteArgs& a, const Tensor& l, const Tensor& cb, const Tensor& ids, const Tensor& w) override {
+    void topk_route(const RouteArgs& a, const Tensor& l, const Tensor& cb, const Tensor& ids,
+                    const Tensor& w) override {
         inner_->topk_route(a, l, cb, ids, w);
     }
     void add_id(const Tensor& b, const Tensor& ids, const Tensor& y) override { inner_->add_id(b, ids, y); }
@@ -460,9 +461,20 @@ public:
     }
     void row_copy(const Tensor& c, int f, int t) override { inner_->row_copy(c, f, t); }
     void attention(const AttnArgs& a, const Tensor& q, const Tensor& o) override { inner_->attention(a, q, o); }
-    void delta_rule(const DeltaArgs& a, const Tensor& mi, const Tensor& q, const Tensor& k, const Tensor& v,
-                    const Tensor& d, const Tensor& be, const Tensor& mo, const Tensor& o) override {
-        inner_->delta_rule(a, mi, q, k, v, d, be, mo, o);
+    void delta_rule(const DeltaArgs& a, const Tensor* mi, const Tensor* mo, const Tensor& q, const Tensor& k,
+                    const Tensor& v, const Tensor& d, const Tensor& be, const Tensor& o) override {
+        inner_->delta_rule(a, mi, mo, q, k, v, d, be, o);
+    }
+    void conv1d(int K, bool silu, const Tensor& x, const Tensor& taps, const Tensor* wi, const Tensor* wo,
+                const Tensor& y) override {
+        inner_->conv1d(K, silu, x, taps, wi, wo, y);
+    }
+    void l2_norm(const Tensor& x, int w, float eps, const Tensor& y) override { inner_->l2_norm(x, w, eps, y); }
+    void delta_gates(const Tensor& dt, const Tensor& a, const Tensor& b, const Tensor& al) override {
+        inner_->delta_gates(dt, a, b, al);
+    }
+    void rms_norm_gated(const Tensor& x, const Tensor& w, int wd, float eps, const Tensor& z) override {
+        inner_->rms_norm_gated(x, w, wd, eps, z);
     }
     void copy(const Tensor& x, const Tensor& y) override { inner_->copy(x, y); }
 
@@ -544,7 +556,7 @@ TEST(Backend, BatchInvarianceCatchesAPlantedReductionOrder) {
     EXPECT_FALSE(rows_are_batch_invariant(bad, matmul_op(TensorType::Q8_0, 64, 256, false), 256));
 }
 
-TEST(Backend, KvStoreRowCopyAndDeltaRuleMatchTheReference) {
+TEST(Backend, KvStoreAndRowCopyMatchTheReference) {
     Backends B;
     Backend* bs[2] = {B.cpu.get(), B.ref.get()};
     // kv_store into a ring of 8 rows at slots 3, 9 (row 1), 12 (row 4); row_copy 4 -> 6
@@ -564,36 +576,57 @@ TEST(Backend, KvStoreRowCopyAndDeltaRuleMatchTheReference) {
         kv_out[i].assign(raw.begin(), raw.end());
     }
     EXPECT_EQ(kv_out[0], kv_out[1]);
-    // the delta rule of 2 rows, 4 value heads over 2 key heads, S = 16
-    const int S = 16, hv = 4, hk = 2, n = 2;
-    std::vector<float> o[2], m[2];
-    for (int i = 0; i < 2; i++) {
-        auto unit = [](std::vector<float> x, int S) {  // L2-normalised heads
-            for (size_t h = 0; h < x.size() / size_t(S); h++) {
-                double s = 0;
-                for (int j = 0; j < S; j++) s += double(x[h * size_t(S) + size_t(j)]) * x[h * size_t(S) + size_t(j)];
-                for (int j = 0; j < S; j++)
-                    x[h * size_t(S) + size_t(j)] = float(x[h * size_t(S) + size_t(j)] / std::sqrt(s));
-            }
-            return x;
-        };
-        Held mi = make(*bs[i], TensorType::F32, n, hv * S * S, gaussian(size_t(n * hv * S * S), 17, 0.1f));
-        Held q = make(*bs[i], TensorType::F32, n, hk * S, unit(gaussian(size_t(n * hk * S), 18), S));
-        Held k = make(*bs[i], TensorType::F32, n, hk * S, unit(gaussian(size_t(n * hk * S), 19), S));
-        Held v = make(*bs[i], TensorType::F32, n, hv * S, gaussian(size_t(n * hv * S), 20));
-        Held d = make(*bs[i], TensorType::F32, n, hv, std::vector<float>(size_t(n * hv), 0.9f));
-        Held be = make(*bs[i], TensorType::F32, n, hv, std::vector<float>(size_t(n * hv), 0.4f));
-        Held mo = make(*bs[i], TensorType::F32, n, hv * S * S), ho = make(*bs[i], TensorType::F32, n, hv * S);
-        bs[i]->delta_rule({S, hk, hv, true}, mi.t, q.t, k.t, v.t, d.t, be.t, mo.t, ho.t);
-        o[i] = get(*bs[i], ho.t);
-        m[i] = get(*bs[i], mo.t);
-    }
-    EXPECT_LE(rel_err(o[0], o[1]), 1e-5);
-    EXPECT_LE(rel_err(m[0], m[1]), 1e-5);
 }
 
-// supports(op, type) asked for a model: the first weight (or cache type) a backend cannot run, by name; a session
-// on such a backend is refused with it (Session's constructor).
+// A Gated DeltaNet layer's ops over 3 rows of a chain: row 0 from a state, row 1 from row 0's (in order), row 2 in
+// place on row 1's; the convolution's windows the same way.
+TEST(Backend, RecurrentOpsMatchTheReference) {
+    Backends B;
+    Backend* bs[2] = {B.cpu.get(), B.ref.get()};
+    const int S = 16, hv = 4, hk = 2, n = 3, K = 4, C = 2 * hk * S + hv * S;
+    const int64_t mat = int64_t(hv) * S * S, win = int64_t(K - 1) * C;
+    std::vector<float> res[2][8];
+    for (int i = 0; i < 2; i++) {
+        Backend& b = *bs[i];
+        // states: [window | matrices] of 3 buffers (row 2 runs in place on buffer 2)
+        Held st = make(b, TensorType::F32, 3, win + mat, gaussian(size_t(3 * (win + mat)), 17, 0.1f));
+        const Tensor s0 = st.t.rows_at(0, 1), s1 = st.t.rows_at(1, 1), s2 = st.t.rows_at(2, 1);
+        const Tensor in[n] = {s0, s1, s2}, out[n] = {s1, s2, s2};
+        std::vector<Tensor> wi, wo, mi, mo;
+        for (int t = 0; t < n; t++) {
+            wi.push_back(in[t].cols_at(0, win));
+            wo.push_back(out[t].cols_at(0, win));
+            mi.push_back(in[t].cols_at(win, mat));
+            mo.push_back(out[t].cols_at(win, mat));
+        }
+        Held x = make(b, TensorType::F32, n, C, gaussian(size_t(n * C), 18));
+        Held taps = make(b, TensorType::F32, C, K, gaussian(size_t(C * K), 19, 0.5f));
+        Held conv = make(b, TensorType::F32, n, C);
+        b.conv1d(K, true, x.t, taps.t, wi.data(), wo.data(), conv.t);
+        res[i][0] = get(b, conv.t);
+        const Tensor qk = conv.t.cols_at(0, 2 * hk * S);
+        b.l2_norm(qk, S, 1e-6f, qk);
+        res[i][1] = get(b, conv.t);
+        Held beta = make(b, TensorType::F32, n, hv, gaussian(size_t(n * hv), 20));
+        Held alpha = make(b, TensorType::F32, n, hv, gaussian(size_t(n * hv), 21));
+        Held dt = make(b, TensorType::F32, 1, hv, gaussian(size_t(hv), 22)),
+             a = make(b, TensorType::F32, 1, hv, gaussian(size_t(hv), 23, 0.3f));
+        b.delta_gates(dt.t, a.t, beta.t, alpha.t);
+        res[i][2] = get(b, beta.t);
+        res[i][3] = get(b, alpha.t);
+        Held o = make(b, TensorType::F32, n, hv * S);
+        b.delta_rule({S, hk, hv, true}, mi.data(), mo.data(), conv.t.cols_at(0, hk * S), conv.t.cols_at(hk * S, hk * S),
+                     conv.t.cols_at(2 * hk * S, hv * S), alpha.t, beta.t, o.t);
+        res[i][4] = get(b, o.t);
+        res[i][5] = get(b, st.t);
+        Held z = make(b, TensorType::F32, n, hv * S, gaussian(size_t(n * hv * S), 24));
+        Held w = make(b, TensorType::F32, 1, S, gaussian(size_t(S), 25));
+        b.rms_norm_gated(o.t, w.t, S, 1e-6f, z.t);
+        res[i][6] = get(b, o.t);
+    }
+    for (int j = 0; j < 7; j++) EXPECT_LE(rel_err(res[0][j], res[1][j]), 1e-5) << j;
+}
+
 TEST(Backend, AModelABackendCannotRunIsNamed) {
     auto m = Model::load(test::shared_file("models/synth-llama-spm-q4_k_m.gguf"));
     ThreadPool pool(1);

@@ -159,6 +159,38 @@ DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
                       const std::shared_ptr<const Model>& draft_model, SessionParams params, int requested_layers,
                       ThreadPool& pool, Session* target_session = nullptr);
 
+// The drafter sessions of one target session (a server slot), one per kind a request may choose: the -md model's
+// (DRAFT), the target's own first layers (SELF), and one that reads the target's states (MTP or EAGLE3: a model has
+// one or the other). Each is made on first use by make_draft, with its cost prior. Declared after its target
+// session, so that it is destroyed first (a drafter of the target's states reads the target).
+class DrafterSet {
+public:
+    struct Config {
+        std::shared_ptr<const Model> target, draft_model;  // draft_model: -md (null without)
+        SessionParams params;  // the drafters' (cache types, batch, ...); n_ctx: the -md model's (0: the target's)
+        int self_layers = 0;  // SELF's requested depth (self_draft_layers)
+    };
+    DrafterSet(Config c, ThreadPool& pool, Session& target) : c_(std::move(c)), pool_(pool), target_(target) {}
+    struct Drafter {
+        Session* session = nullptr;
+        double cost_prior = 0;
+    };
+    // The drafter of `type` (uses_draft_session(type)), made now when it was not; throws as make_draft.
+    Drafter get(SpecType type);
+    // Every drafter made so far: back to n tokens (a slot erased: 0), and their caches' bytes.
+    void truncate(int n);
+    size_t kv_bytes() const;
+    const Session* model_draft() const { return s_[MODEL].get(); }  // the -md model's, when made
+
+private:
+    enum Kind { MODEL, SELF, TARGET_STATES, KINDS };
+    Config c_;
+    ThreadPool& pool_;
+    Session& target_;
+    std::unique_ptr<Session> s_[KINDS];
+    double prior_[KINDS] = {};
+};
+
 // Sets spec.type and spec.extra from a list of names ("draft", "ngram,suffix", "draft,ngram,suffix", llama.cpp's
 // names as spec_type_from_name): the model proposer (draft or self) becomes `type`, the others `extra`. Throws
 // tandem::Error for an unknown name or two model proposers.

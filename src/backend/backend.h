@@ -86,7 +86,7 @@ enum class Op : int {
     KV_STORE,  // k and v rows into a cache's slots, converted to its types
     ROW_COPY,  // cache rows copied (a token tree's accepted path moved into place)
     ATTENTION,  // over a cache, chains and trees, windows, grouped-query heads, sinks
-    DELTA_RULE,  // the gated delta rule of Gated DeltaNet layers
+    DELTA_RULE,  // the gated delta rule of Gated DeltaNet layers, its convolution, norms and gates
     COPY,  // F32 rows copied
     MOE_SUM,  // a mixture's weighted sum of its experts' outputs, in expert order
     COUNT
@@ -142,8 +142,10 @@ struct AttnArgs {
 };
 
 // DELTA_RULE, per row t and value head h (S = state size; the rule of backend/cpu/kernels.h delta_rule): the state
-// m_in row t (Hv S x S) -> m_out row t and o (Hv S), with q, k (Hk S, L2-normed) the key head h % n_k_heads (or
-// h / (Hv / Hk) when grouped), v (Hv S), decay and beta (Hv) per head.
+// m_in[t] (a (1, Hv S S) row: Hv matrices S x S) -> m_out[t] and o (Hv S), with q, k (Hk S, L2-normed) the key
+// head h % n_k_heads (or h / (Hv / Hk) when grouped), v (Hv S), decay and beta (Hv) per head. A row's state may be
+// the previous row's output (m_in[t + 1] == m_out[t]: a chain) or its own input (in place): the rows of a head run
+// in order. The same ordering holds for conv1d's windows.
 struct DeltaArgs {
     int S = 0, n_k_heads = 0, n_v_heads = 0;
     bool grouped = false;
@@ -174,7 +176,7 @@ public:
     virtual void sync() {}  // runs what was recorded; returns when it is done
 
     // --- ops (y: outputs; every tensor F32 unless said) ---
-    // y (n, E) = rows ids[0..n) of table (any supported type)
+    // y (n, E) = rows ids[0..n) of table (any supported type); y may be a column slice
     virtual void get_rows(const Tensor& table, const int32_t* ids, int n, const Tensor& y) = 0;
     // y (n, W.rows) = x (n, W.cols) W^T
     virtual void matmul(const Tensor& w, const Tensor& x, const Tensor& y) = 0;
@@ -199,7 +201,7 @@ public:
     virtual void add(const Tensor& x, float s, const Tensor& y) = 0;  // y += s x (same shape)
     virtual void add_row(const Tensor& b, const Tensor& y) = 0;  // y[t] += b (a (1, y.cols) row)
     virtual void mul_row(const Tensor& w, const Tensor& y) = 0;  // y[t] *= w (a (1, y.cols) row)
-    virtual void scale(float s, const Tensor& y) = 0;  // y *= s
+    virtual void scale(float s, const Tensor& y) = 0;  // y *= s (y may be a column slice)
     // gate = act(gate) * up, elementwise over equal shapes
     virtual void glu(Glu kind, const Tensor& gate, const Tensor& up) = 0;
     // y = c tanh((y / div) / c) (c > 0), or y / div when c == 0
@@ -215,8 +217,8 @@ public:
     // row's terms whatever the pass), of w * (x[t k + j] + b[e]), e = ids[t k + j], w = weights[t][j] (1 when
     // none) * scale[e] (when given); starting from 0. b: (n_expert, C) or none; scale: (1, n_expert) or none.
     // ws: the experts' matrices of matmul_id (a choice of an expert with ws[e].buf null is left out).
-    virtual void moe_sum(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& b, const Tensor& scale,
-                         const Tensor* ws, const Tensor& y) = 0;
+    virtual void moe_sum(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& b,
+                         const Tensor& scale, const Tensor* ws, const Tensor& y) = 0;
     // y[t] += g_t x[t], g_t = sigmoid(gate_in[t] . gate_w) (gate_w a (1, gate_in.cols) row: a shared expert's
     // gate), or g_t = 1 without gate_w
     virtual void gated_add(const Tensor& x, const Tensor& gate_in, const Tensor& gate_w, const Tensor& y) = 0;
@@ -225,9 +227,24 @@ public:
     // Row `from` of c copied onto row `to`
     virtual void row_copy(const Tensor& c, int from, int to) = 0;
     virtual void attention(const AttnArgs& a, const Tensor& q, const Tensor& out) = 0;
-    // m_in, m_out (n, Hv S S); q, k (n, Hk S); v, o (n, Hv S); decay, beta (n, Hv)
-    virtual void delta_rule(const DeltaArgs& a, const Tensor& m_in, const Tensor& q, const Tensor& k, const Tensor& v,
-                            const Tensor& decay, const Tensor& beta, const Tensor& m_out, const Tensor& o) = 0;
+    // m_in, m_out: n state rows (above); q, k (n, Hk S); v, o (n, Hv S); decay, beta (n, Hv) (column slices allowed)
+    virtual void delta_rule(const DeltaArgs& a, const Tensor* m_in, const Tensor* m_out, const Tensor& q,
+                            const Tensor& k, const Tensor& v, const Tensor& decay, const Tensor& beta,
+                            const Tensor& o) = 0;
+    // A causal convolution of K taps over the rows, in order (Gated DeltaNet's): x, y (n, C), taps (C, K) F32;
+    // win_in[t], win_out[t]: (1, (K - 1) C) rows, the previous K - 1 inputs, oldest first.
+    //   y[t][c] = taps[c][K-1] x[t][c] + sum_{r < K-1} taps[c][r] win_in[t][r][c]   (this order of the sum)
+    //   win_out[t] = win_in[t] moved up one row, x[t] last; then y = y / (1 + exp(-y)) when silu
+    virtual void conv1d(int K, bool silu, const Tensor& x, const Tensor& taps, const Tensor* win_in,
+                        const Tensor* win_out, const Tensor& y) = 0;
+    // y = x / sqrt(sum x^2 + eps) per `width` values, as llama.cpp computes it (an RMS norm with eps / width,
+    // times 1 / sqrt(width)); x, y may be the same tensor or column slices
+    virtual void l2_norm(const Tensor& x, int width, float eps, const Tensor& y) = 0;
+    // Gated DeltaNet's gates, per row and head h: beta = sigmoid(beta), alpha = exp(softplus(alpha + dt[h]) a[h])
+    // (softplus(x) = x above 20); beta, alpha (n, Hv), dt and a (1, Hv) rows
+    virtual void delta_gates(const Tensor& dt, const Tensor& a, const Tensor& beta, const Tensor& alpha) = 0;
+    // x = rms_norm(x, w, width, eps) * silu(z), silu(z) = z / (1 + exp(-z)) (a normed output gated by z)
+    virtual void rms_norm_gated(const Tensor& x, const Tensor& w, int width, float eps, const Tensor& z) = 0;
     virtual void copy(const Tensor& x, const Tensor& y) = 0;  // F32 rows, same shape (either may be strided)
 };
 

@@ -237,8 +237,8 @@ public:
                 double s = 0;
                 for (const auto& [e, j] : order) {
                     if (!ws[e].buf) continue;
-                    const double w = (weights ? double(ref_at(weights, t, j)) : 1.0) *
-                                     (scale ? double(ref_at(scale, 0, e)) : 1.0);
+                    const double w =
+                        (weights ? double(ref_at(weights, t, j)) : 1.0) * (scale ? double(ref_at(scale, 0, e)) : 1.0);
                     s += w * (double(ref_at(x, t * k + j, c)) + (b ? double(ref_at(b, e, c)) : 0.0));
                 }
                 ref_at(y, t, c) = float(s);
@@ -301,17 +301,17 @@ public:
             }
         }
     }
-    void delta_rule(const DeltaArgs& a, const Tensor& m_in, const Tensor& q, const Tensor& k, const Tensor& v,
-                    const Tensor& decay, const Tensor& beta, const Tensor& m_out, const Tensor& o) override {
+    void delta_rule(const DeltaArgs& a, const Tensor* m_in, const Tensor* m_out, const Tensor& q, const Tensor& k,
+                    const Tensor& v, const Tensor& decay, const Tensor& beta, const Tensor& o) override {
         const int S = a.S, hv = a.n_v_heads, r = hv / a.n_k_heads;
-        for (int64_t t = 0; t < q.rows; t++)
+        for (int64_t t = 0; t < q.rows; t++)  // rows in order: a row may start from the one before it
             for (int h = 0; h < hv; h++) {
                 const int kh = a.grouped ? h / r : h % a.n_k_heads;
                 const double dc = ref_at(decay, t, h), b = ref_at(beta, t, h);
                 std::vector<double> M(static_cast<size_t>(S) * S);
                 for (int j = 0; j < S; j++)
                     for (int i = 0; i < S; i++)
-                        M[size_t(j) * S + i] = dc * ref_at(m_in, t, int64_t(h) * S * S + int64_t(j) * S + i);
+                        M[size_t(j) * S + i] = dc * ref_at(m_in[t], 0, int64_t(h) * S * S + int64_t(j) * S + i);
                 for (int j = 0; j < S; j++) {
                     double mk = 0, mq = 0;
                     for (int i = 0; i < S; i++) mk += M[size_t(j) * S + i] * ref_at(k, t, int64_t(kh) * S + i);
@@ -322,7 +322,48 @@ public:
                     }
                     ref_at(o, t, int64_t(h) * S + j) = float(mq / std::sqrt(double(S)));
                 }
-                for (size_t i = 0; i < M.size(); i++) ref_at(m_out, t, int64_t(h) * S * S + int64_t(i)) = float(M[i]);
+                for (size_t i = 0; i < M.size(); i++)
+                    ref_at(m_out[t], 0, int64_t(h) * S * S + int64_t(i)) = float(M[i]);
+            }
+    }
+    void conv1d(int K, bool silu, const Tensor& x, const Tensor& taps, const Tensor* win_in, const Tensor* win_out,
+                const Tensor& y) override {
+        const int64_t C = x.cols;
+        for (int64_t t = 0; t < x.rows; t++) {
+            std::vector<double> win(size_t((K - 1) * C));
+            for (int64_t i = 0; i < (K - 1) * C; i++) win[size_t(i)] = ref_at(win_in[t], 0, i);
+            for (int64_t c = 0; c < C; c++) {
+                double acc = double(ref_at(taps, c, K - 1)) * ref_at(x, t, c);
+                for (int j = 0; j < K - 1; j++) acc += double(ref_at(taps, c, j)) * win[size_t(j * C + c)];
+                ref_at(y, t, c) = float(silu ? acc / (1.0 + std::exp(-acc)) : acc);
+            }
+            for (int64_t i = 0; i < (K - 2) * C; i++) ref_at(win_out[t], 0, i) = float(win[size_t(C + i)]);
+            for (int64_t c = 0; c < C; c++) ref_at(win_out[t], 0, (K - 2) * C + c) = ref_at(x, t, c);
+        }
+    }
+    void l2_norm(const Tensor& x, int width, float eps, const Tensor& y) override {
+        for (int64_t t = 0; t < x.rows; t++)
+            for (int64_t c0 = 0; c0 < x.cols; c0 += width) {
+                double ss = 0;
+                for (int i = 0; i < width; i++) ss += double(ref_at(x, t, c0 + i)) * ref_at(x, t, c0 + i);
+                const double r = 1.0 / std::sqrt(ss + double(eps));
+                for (int i = 0; i < width; i++) ref_at(y, t, c0 + i) = float(ref_at(x, t, c0 + i) * r);
+            }
+    }
+    void delta_gates(const Tensor& dt, const Tensor& a, const Tensor& beta, const Tensor& alpha) override {
+        for (int64_t t = 0; t < beta.rows; t++)
+            for (int64_t h = 0; h < beta.cols; h++) {
+                ref_at(beta, t, h) = float(1.0 / (1.0 + std::exp(-double(ref_at(beta, t, h)))));
+                const double x = double(ref_at(alpha, t, h)) + ref_at(dt, 0, h);
+                ref_at(alpha, t, h) = float(std::exp((x > 20.0 ? x : std::log1p(std::exp(x))) * ref_at(a, 0, h)));
+            }
+    }
+    void rms_norm_gated(const Tensor& x, const Tensor& w, int width, float eps, const Tensor& z) override {
+        rms_norm(x, w, width, eps, x);
+        for (int64_t t = 0; t < x.rows; t++)
+            for (int64_t c = 0; c < x.cols; c++) {
+                const double g = ref_at(z, t, c);
+                ref_at(x, t, c) = float(ref_at(x, t, c) * g / (1.0 + std::exp(-g)));
             }
     }
     void copy(const Tensor& x, const Tensor& y) override {

@@ -6,14 +6,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu/attention.h"
 #include "model/ffn.h"
-#include "model/norm.h"
 #include "model/rope.h"
 #include "model/session_impl.h"
-#include "model/weight_view.h"
 #include "tandem/error.h"
-#include "tandem/thread_pool.h"
 
 namespace tandem {
 
@@ -57,7 +53,6 @@ void Session::assistant_forward(const std::vector<Segment>& segs) {
         const AssistantWeights& aw = *am.assistant();
         const Session& T = *s.drafter_of_;
         const HParams& ht = T.model().hparams();
-        ThreadPool& pool = s.pool_;
         Impl& S = *s.impl_;
         const int E = hp.n_embd, Et = aw.n_embd_target, nh = hp.n_head;
         // the row: its token, its position (a draft beyond the target's length stays at that length, as
@@ -65,29 +60,31 @@ void Session::assistant_forward(const std::vector<Segment>& segs) {
         const int q = g.pos0 + g.n - 1, tn = T.n_past(), pos = std::min(q, tn);
         const float* h = q >= 1 && q - 1 < tn ? T.hidden_row(q - 1) : nullptr;
         if (!h && s.own_pos_ == q - 1 && !s.own_hidden_.empty()) h = s.own_hidden_.data();
+        using backend::Tensor;
+        backend::Backend& be = *S.be;
+        const HostTensors H{be.host_memory()};
         S.mtp_in.resize(size_t(2 * Et));
-        embedding_row(T.model().tok_embd(), g.tokens[g.n - 1], S.mtp_in.data());
-        const float embd_scale = std::sqrt(float(Et));
-        for (int i = 0; i < Et; i++) S.mtp_in[size_t(i)] *= embd_scale;
-        if (h) std::copy_n(h, Et, S.mtp_in.data() + Et);
+        const Tensor in = H.rows(S.mtp_in.data(), 1, 2 * Et);
+        be.get_rows(H.weight(T.model().tok_embd()), &g.tokens[g.n - 1], 1, in.cols_at(0, Et));
+        be.scale(std::sqrt(float(Et)), in.cols_at(0, Et));
+        if (h) std::copy_n(h, Et, S.mtp_in.data() + Et);  // (the target's row or its own: host memory)
         else std::fill(S.mtp_in.begin() + Et, S.mtp_in.end(), 0.0f);
         S.x.resize(size_t(E));
         S.xn.resize(size_t(E));
         S.rows_out.resize(size_t(E));
-        matmul(pool, view(aw.pre_proj), S.mtp_in.data(), 1, S.x.data());
+        const Tensor x = H.rows(S.x.data(), 1, E), xn = H.rows(S.xn.data(), 1, E),
+                     out = H.rows(S.rows_out.data(), 1, E);
+        be.matmul(H.weight(aw.pre_proj), in, x);
         for (int l = 0; l < s.n_layers_; l++) {
             const LayerWeights& L = am.layer(l);
             const int hd = L.head_dim, c = S.assist_kv[size_t(l)];
             S.q.resize(size_t(nh * hd));
             S.att.assign(size_t(nh * hd), 0.0f);
-            rmsnorm(S.x.data(), L.attn_norm.data(), S.xn.data(), E, hp.rms_eps);
-            matmul(pool, view(L.wq), S.xn.data(), 1, S.q.data());
-            const RopeTable& rt = S.rope[L.swa ? 1 : 0];
-            for (int hh = 0; hh < nh; hh++) {
-                float* qh = S.q.data() + size_t(hh * hd);
-                rmsnorm(qh, L.q_norm.data(), qh, hd, hp.rms_eps);
-                rope_head(qh, rt.cos_at(pos), rt.sin_at(pos), L.n_rot, hp.rope_style, rt.mscale);
-            }
+            const Tensor qt = H.rows(S.q.data(), 1, nh * hd), att = H.rows(S.att.data(), 1, nh * hd);
+            be.rms_norm(x, H.vec(L.attn_norm), E, hp.rms_eps, xn);
+            be.matmul(H.weight(L.wq), xn, qt);
+            be.rms_norm(qt, H.vec(L.q_norm), hd, hp.rms_eps, qt);
+            be.rope(S.rope[L.swa ? 1 : 0].args(H, nh, hd, L.n_rot, 0, hp.rope_style), &pos, qt);
             if (tn > 0) {  // the target's rows 0..tn-1, a sliding-window layer's last n_swa of them
                 const int lo = L.swa ? std::max({0, swa_first_visible(ht, pos), T.swa_lost_}) : 0;
                 const KvCache& kv = T.impl_->kv;
@@ -95,25 +92,21 @@ void Session::assistant_forward(const std::vector<Segment>& segs) {
                 const int zero = 0, at = tn - 1;
                 const backend::AttnArgs aa{
                     nh, T.model().layer(c).n_head_kv, hd, hp.q_scale, {}, &seg, 1, &zero, &at, &lo, nullptr};
-                backend::Backend& be = *S.be;
-                const auto rows = [&](float* p, int64_t cols) {
-                    return backend::Tensor{
-                        be.host_memory(), uintptr_t(p), TensorType::F32, 1, cols, size_t(cols) * sizeof(float)};
-                };
-                be.attention(aa, rows(S.q.data(), nh * hd), rows(S.att.data(), nh * hd));
+                be.attention(aa, qt, att);
             }
-            matmul(pool, view(L.wo), S.att.data(), 1, S.rows_out.data());
-            rmsnorm(S.rows_out.data(), L.post_attn_norm.data(), S.rows_out.data(), E, hp.rms_eps);
-            for (int i = 0; i < E; i++) S.x[size_t(i)] += S.rows_out[size_t(i)];
-            rmsnorm(S.x.data(), L.ffn_norm.data(), S.xn.data(), E, hp.rms_eps);
-            ffn_forward(*S.be, hp, L, S.xn.data(), 1, S.rows_out.data(), S.ffn);
-            rmsnorm(S.rows_out.data(), L.post_ffn_norm.data(), S.rows_out.data(), E, hp.rms_eps);
-            for (int i = 0; i < E; i++) S.x[size_t(i)] = (S.x[size_t(i)] + S.rows_out[size_t(i)]) * L.out_scale;
+            be.matmul(H.weight(L.wo), att, out);
+            be.rms_norm(out, H.vec(L.post_attn_norm), E, hp.rms_eps, out);
+            be.add(out, 1.0f, x);
+            be.rms_norm(x, H.vec(L.ffn_norm), E, hp.rms_eps, xn);
+            ffn_forward(be, hp, L, S.xn.data(), 1, S.rows_out.data(), S.ffn);
+            be.rms_norm(out, H.vec(L.post_ffn_norm), E, hp.rms_eps, out);
+            be.add(out, 1.0f, x);
+            be.scale(L.out_scale, x);
         }
-        rmsnorm(S.x.data(), am.output_norm().data(), S.xn.data(), E, hp.rms_eps);
-        if (g.logits_out) matmul(pool, view(am.output()), S.xn.data(), 1, g.logits_out);
+        be.rms_norm(x, H.vec(am.output_norm()), E, hp.rms_eps, xn);
+        if (g.logits_out) be.matmul(H.weight(am.output()), xn, H.rows(g.logits_out, 1, int64_t(am.output().rows)));
         s.own_hidden_.resize(size_t(Et));
-        matmul(pool, view(aw.post_proj), S.xn.data(), 1, s.own_hidden_.data());
+        be.matmul(H.weight(aw.post_proj), xn, H.rows(s.own_hidden_.data(), 1, Et));
         s.own_pos_ = q;
         s.note_target_rows(g.pos0, g.n, q >= 1 && q - 1 >= tn ? q : -1);
     }

@@ -17,11 +17,10 @@
 #include <cstddef>
 #include <vector>
 
+#include "backend/backend.h"
 #include "tandem/model.h"
 
 namespace tandem {
-
-class ThreadPool;
 
 // Floats of one recurrent layer's state, and of a state of a session running the model's first n_layers layers
 // (every recurrent one's, in layer order; 0 for a model without such layers).
@@ -30,12 +29,16 @@ size_t recurrent_state_floats(const Model& m, int n_layers);
 
 struct DeltaNetScratch {
     std::vector<float> mixed, z, beta, alpha, ba, conv, o;
+    std::vector<backend::Tensor> win_in, win_out, m_in, m_out;  // each row's parts of its state
 };
 
-// One layer over n rows: x (n, n_embd) normed input -> out (n, n_embd). state_in[t] / state_out[t]: this layer's
-// state before and after row t (equal for a row that runs in place; row t's state_in is the state_out of the row
-// it follows, which precedes it). Rows of several sequences may share the pass: each row's pointers say whose.
-void delta_net_layer(ThreadPool& pool, const HParams& hp, const LayerWeights& L, const float* x, int n,
-                     const float* const* state_in, float* const* state_out, float* out, DeltaNetScratch& s);
+// One layer over n rows on the backend `be`: x (n, n_embd) normed input -> out (n, n_embd) (host rows of its host
+// buffer). state_in[t] / state_out[t]: this layer's state before and after row t, (1, delta_net_layer_floats) rows
+// of the backend's memory (model/recurrent_state.h; equal for a row that runs in place; row t's state_in is the
+// state_out of the row it follows, which precedes it). Rows of several sequences may share the pass: each row's
+// state says whose. The ops (backend/backend.h): matmuls, conv1d, l2_norm, delta_gates, delta_rule,
+// rms_norm_gated.
+void delta_net_layer(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* x, int n,
+                     const backend::Tensor* state_in, const backend::Tensor* state_out, float* out, DeltaNetScratch& s);
 
 }  // namespace tandem

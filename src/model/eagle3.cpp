@@ -5,14 +5,10 @@
 #include <cmath>
 #include <limits>
 
-#include "backend/cpu/attention.h"
 #include "model/ffn.h"
-#include "model/norm.h"
 #include "model/rope.h"
 #include "model/session_impl.h"
-#include "model/weight_view.h"
 #include "tandem/error.h"
-#include "tandem/thread_pool.h"
 
 namespace tandem {
 
@@ -48,8 +44,9 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
     const HParams& hp = hm.hparams();
     const Eagle3Weights& ew = *hm.eagle3();
     const LayerWeights& L = hm.layer(0);
-    ThreadPool& pool = S0.pool_;
     Impl& S = *S0.impl_;
+    backend::Backend& be = *S.be;
+    const HostTensors H{be.host_memory()};
     const Model& tm = S0.drafter_of_->model();
     const Weight& emb = hm.tok_embd().data ? hm.tok_embd() : tm.tok_embd();
     const Weight& out_w = hm.output().data ? hm.output() : tm.output();
@@ -75,10 +72,10 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
             const int q = g.pos0 + t;
             const float* h = q > 0 && q - 1 < s.drafter_of_->n_past() ? s.drafter_of_->hidden_row(q - 1) : nullptr;
             if (q > 0 && q - 1 >= s.drafter_of_->n_past() && first_own < 0) first_own = q;  // a drafted row
-            if (h) {
-                float* f = &S.qg[fused.size() * size_t(Ein)];
-                if (ew.norm_before_fc) rmsnorm(h, ew.fc_norm.data(), f, Ein, hp.rms_eps);
-                else std::copy_n(h, Ein, f);
+            if (h) {  // (the target's row, host memory of the same backend)
+                const backend::Tensor hr = H.rows(h, 1, Ein), f = H.rows(&S.qg[fused.size() * size_t(Ein)], 1, Ein);
+                if (ew.norm_before_fc) be.rms_norm(hr, H.vec(ew.fc_norm), Ein, hp.rms_eps, f);
+                else be.copy(hr, f);
                 fused.push_back(r);
             } else if (q > 0 && s.own_pos_ == q - 1) {
                 std::copy_n(s.own_hidden_.data(), E, &S.x[size_t(r) * E]);
@@ -86,72 +83,68 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
         }
         g.s->note_target_rows(g.pos0, g.n, first_own);
     }
+    using backend::Tensor;
     if (!fused.empty()) {
         S.rows_out.resize(fused.size() * size_t(E));
-        matmul(pool, view(ew.fc), S.qg.data(), int(fused.size()), S.rows_out.data());
+        be.matmul(H.weight(ew.fc), H.rows(S.qg.data(), int64_t(fused.size()), Ein),
+                  H.rows(S.rows_out.data(), int64_t(fused.size()), E));
         for (size_t i = 0; i < fused.size(); i++)
-            std::copy_n(&S.rows_out[i * size_t(E)], E, &S.x[size_t(fused[i]) * E]);
+            be.copy(H.rows(&S.rows_out[i * size_t(E)], 1, E), H.rows(&S.x[size_t(fused[i]) * E], 1, E));
     }
 
     // the attention's input [rmsnorm(embd(t)) * attn_norm, rmsnorm(g) * hidden_norm]; the residual g (or its norm)
     S.mtp_in.resize(size_t(n) * 2 * E);
     S.xn.resize(size_t(n) * E);
-    r = 0;
-    for (const auto& g : segs)
-        for (int t = 0; t < g.n; t++, r++) {
-            float* in = &S.mtp_in[size_t(r) * 2 * E];
-            float* x = &S.x[size_t(r) * E];
-            embedding_row(emb, g.tokens[t], S.xn.data());
-            rmsnorm(S.xn.data(), L.attn_norm.data(), in, E, hp.rms_eps);
-            rmsnorm(x, ew.hidden_norm.data(), in + E, E, hp.rms_eps);
-            if (ew.norm_before_residual) std::copy_n(in + E, E, x);
-        }
+    std::vector<int32_t> toks;
+    for (const auto& g : segs) toks.insert(toks.end(), g.tokens, g.tokens + g.n);
+    const Tensor in = H.rows(S.mtp_in.data(), n, 2 * E), x = H.rows(S.x.data(), n, E), xn = H.rows(S.xn.data(), n, E);
+    be.get_rows(H.weight(emb), toks.data(), n, xn);
+    be.rms_norm(xn, H.vec(L.attn_norm), E, hp.rms_eps, in.cols_at(0, E));
+    be.rms_norm(x, H.vec(ew.hidden_norm), E, hp.rms_eps, in.cols_at(E, E));
+    if (ew.norm_before_residual) be.copy(in.cols_at(E, E), x);
 
     S.q.resize(size_t(n) * qd);
     S.k.resize(size_t(n) * kvd);
     S.v.resize(size_t(n) * kvd);
     S.att.resize(size_t(n) * qd);
+    const Tensor q = H.rows(S.q.data(), n, qd), k = H.rows(S.k.data(), n, kvd), v = H.rows(S.v.data(), n, kvd);
+    const Tensor att = H.rows(S.att.data(), n, qd);
     {
-        const WeightView ws[3] = {view(L.wq), view(L.wk), view(L.wv)};
-        float* const ys[3] = {S.q.data(), S.k.data(), S.v.data()};
-        matmul_shared_input(pool, ws, ys, 3, S.mtp_in.data(), n);
+        const Tensor ws[3] = {H.weight(L.wq), H.weight(L.wk), H.weight(L.wv)}, ys[3] = {q, k, v};
+        be.matmul_multi(ws, ys, 3, in);
     }
     // attention over each session's cache: row r at position q (the token at q + 1), seeing positions 1..q
     std::vector<backend::AttnSegment> asegs;
-    std::vector<int> seg_of, pos_of, lo_of;
+    std::vector<int> seg_of, pos_of, lo_of, rope_pos;
     r = 0;
     for (const auto& g : segs) {
         Session& s = *g.s;
-        for (int t = 0; t < g.n; t++, r++) {
-            const int q = g.pos0 + t, pos = std::max(0, q - 1);  // llama.cpp's position of the row
-            const RopeTable& rt = s.impl_->rope[0];
-            float* qr = &S.q[size_t(r) * qd];
-            float* kr = &S.k[size_t(r) * kvd];
-            for (int h = 0; h < nh; h++)
-                rope_head(qr + h * hd, rt.cos_at(pos), rt.sin_at(pos), L.n_rot, hp.rope_style, rt.mscale);
-            for (int h = 0; h < nkv; h++)
-                rope_head(kr + h * hd, rt.cos_at(pos), rt.sin_at(pos), L.n_rot, hp.rope_style, rt.mscale);
-            s.impl_->kv.store(0, q, kr, &S.v[size_t(r) * kvd]);
+        for (int t = 0; t < g.n; t++) {
+            const int qp = g.pos0 + t;
             seg_of.push_back(int(asegs.size()));
-            pos_of.push_back(q);
-            lo_of.push_back(q > 0 ? 1 : 0);  // row 0 is no row of llama.cpp's
+            pos_of.push_back(qp);
+            rope_pos.push_back(std::max(0, qp - 1));  // llama.cpp's position of the row
+            lo_of.push_back(qp > 0 ? 1 : 0);  // row 0 is no row of llama.cpp's
         }
+        backend::RopeArgs ra = s.impl_->rope[0].args(H, nh, hd, L.n_rot, 0, hp.rope_style);
+        be.rope(ra, &rope_pos[size_t(r)], q.rows_at(r, g.n));
+        ra.n_head = nkv;
+        be.rope(ra, &rope_pos[size_t(r)], k.rows_at(r, g.n));
+        s.impl_->kv.store_rows(0, k.rows_at(r, g.n), v.rows_at(r, g.n), &pos_of[size_t(r)]);
         asegs.push_back({s.impl_->kv.k_rows(0), s.impl_->kv.v_rows(0), g.pos0});
+        r += g.n;
     }
-    backend::Backend& be = *S.be;
     const backend::AttnArgs aa{
         nh,           nkv,    hd, hp.q_scale, {}, asegs.data(), int(asegs.size()), seg_of.data(), pos_of.data(),
         lo_of.data(), nullptr};
-    const auto rows_of = [&](float* p, int64_t cols) {
-        return backend::Tensor{be.host_memory(), uintptr_t(p), TensorType::F32, n, cols, size_t(cols) * sizeof(float)};
-    };
-    be.attention(aa, rows_of(S.q.data(), qd), rows_of(S.att.data(), qd));
+    be.attention(aa, q, att);
     S.rows_out.resize(size_t(n) * E);
-    matmul(pool, view(L.wo), S.att.data(), n, S.rows_out.data());
-    for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] += S.rows_out[i];
-    for (int t = 0; t < n; t++) rmsnorm(&S.x[size_t(t) * E], L.ffn_norm.data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
-    ffn_forward(*S.be, hp, L, S.xn.data(), n, S.rows_out.data(), S.ffn);
-    for (size_t i = 0; i < size_t(n) * E; i++) S.x[i] += S.rows_out[i];
+    const Tensor out = H.rows(S.rows_out.data(), n, E);
+    be.matmul(H.weight(L.wo), att, out);
+    be.add(out, 1.0f, x);
+    be.rms_norm(x, H.vec(L.ffn_norm), E, hp.rms_eps, xn);
+    ffn_forward(be, hp, L, S.xn.data(), n, S.rows_out.data(), S.ffn);
+    be.add(out, 1.0f, x);
 
     // the last row's state is the g of the next draft; logits of the rows asked for, mapped to target ids
     const int n_draft = int(out_w.rows);
@@ -162,11 +155,10 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
         s.own_pos_ = g.pos0 + g.n - 1;
         if (g.logits_out) {
             const int first = g.all_logits ? 0 : g.n - 1, m = g.n - first;
-            for (int t = 0; t < m; t++)
-                rmsnorm(&S.x[size_t(r + first + t) * E], hm.output_norm().data(), &S.xn[size_t(t) * E], E, hp.rms_eps);
+            be.rms_norm(x.rows_at(r + first, m), H.vec(hm.output_norm()), E, hp.rms_eps, xn.rows_at(0, m));
             S.logits_tmp.resize(size_t(m) * size_t(n_draft));
             float* dst = ew.d2t.empty() ? g.logits_out : S.logits_tmp.data();
-            matmul(pool, view(out_w), S.xn.data(), m, dst);
+            be.matmul(H.weight(out_w), xn.rows_at(0, m), H.rows(dst, m, n_draft));
             if (!ew.d2t.empty())
                 for (int t = 0; t < m; t++) {
                     float* lg = g.logits_out + size_t(t) * size_t(hp.n_vocab);

@@ -28,25 +28,17 @@
 #include <chrono>
 #include <cmath>
 
-#include "core/fp16.h"
 #include "model/assistant.h"
-#include "backend/cpu/attention.h"
 #include "model/eagle3.h"
 #include "model/ffn.h"
 #include "model/host_tensors.h"
 #include "model/mla.h"
-#include "model/norm.h"
 #include "model/per_layer_embd.h"
 #include "model/rope.h"
 #include "model/session_impl.h"
-#include "model/weight_view.h"
-#include "backend/cpu/kernels.h"
-#include "backend/cpu/matmul_q8.h"
-#include "quant/quant.h"
 #include "tandem/error.h"
 #include "tandem/session.h"
 #include "tandem/split.h"
-#include "tandem/thread_pool.h"
 
 namespace tandem {
 
@@ -57,7 +49,6 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     if (S0.drafter_of_ && S0.model_->assistant()) return assistant_forward(segs);
     if (S0.drafter_of_ && S0.model_->eagle3()) return eagle3_forward(segs);
     const Model& model = *S0.model_;
-    ThreadPool& pool = S0.pool_;
     const HParams& hp = model.hparams();
     const int E = hp.n_embd;
     int qd_max = 0, kvd_max = 0;  // the widest layer's q and k/v rows (gemma4's layers differ)
@@ -132,11 +123,9 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     S.rows_out.resize(size_t(n) * E);
 
     // Gated DeltaNet layers: each row's state before and after it (its session's, model/recurrent_state.h)
-    std::vector<const float*> rec_in, lin;
-    std::vector<float*> rec_out, lout;
+    std::vector<backend::Tensor> rec_in, rec_out, lin, lout;
     if (S0.impl_->rec) {
-        std::vector<const float*> gi;
-        std::vector<float*> go;
+        std::vector<backend::Tensor> gi, go;
         for (const auto& g : segs) {
             g.s->impl_->rec->begin_pass(g.n, g.parents, g.all_logits, gi, go);
             rec_in.insert(rec_in.end(), gi.begin(), gi.end());
@@ -163,20 +152,22 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     } else if (mtp) {
         // x = eh_proj [rmsnorm(embd(token)) * enorm, rmsnorm(h) * hnorm], h: the state at the row's position - 1
         S.mtp_in.resize(size_t(n) * 2 * E);
+        const backend::Tensor in = H.rows(S.mtp_in.data(), n, 2 * E), er = in.cols_at(0, E);
+        std::vector<int32_t> toks;
+        for (const auto& g : segs) toks.insert(toks.end(), g.tokens, g.tokens + g.n);
+        be.get_rows(H.weight(emb), toks.data(), n, er);
+        be.rms_norm(er, H.vec(mtp->enorm), E, hp.rms_eps, er);
         int r = 0;
         for (const auto& g : segs) {
             int first_own = -1;
-            for (int t = 0; t < g.n; t++, r++) {
-                float* er = &S.mtp_in[size_t(r) * 2 * E];
-                embedding_row(emb, g.tokens[t], er);
-                rmsnorm(er, mtp->enorm.data(), er, E, hp.rms_eps);
+            for (int t = 0; t < g.n; t++, r++) {  // h: the target's row or the draft's own (host memory)
                 const int q = rows[size_t(r)].pos;
                 const Session& s = *g.s;
                 const float* h = q > 0 && q - 1 < s.drafter_of_->n_past() ? s.drafter_of_->hidden_row(q - 1) : nullptr;
                 if (q > 0 && q - 1 >= s.drafter_of_->n_past() && first_own < 0) first_own = q;  // a drafted row
                 if (!h && q > 0 && s.own_pos_ == q - 1) h = s.own_hidden_.data();
-                if (h) rmsnorm(h, mtp->hnorm.data(), er + E, E, hp.rms_eps);
-                else std::fill(er + E, er + 2 * E, 0.0f);
+                if (h) be.rms_norm(H.rows(h, 1, E), H.vec(mtp->hnorm), E, hp.rms_eps, in.rows_at(r, 1).cols_at(E, E));
+                else std::fill(&S.mtp_in[size_t(r) * 2 * E + E], &S.mtp_in[size_t(r + 1) * 2 * E], 0.0f);
             }
             g.s->note_target_rows(g.pos0, g.n, first_own);
         }
@@ -236,16 +227,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         int r0 = 0;
         for (const auto& g : segs) {  // RoPE at each session's table (phi3: its context picks the factors)
             if (L.rope) {
-                const RopeTable& rt = g.s->impl_->rope[wset];
-                const int64_t half = rt.half, n_pos = int64_t(rt.cos.size()) / std::max<int64_t>(1, half);
-                backend::RopeArgs ra{nh,
-                                     hd,
-                                     L.n_rot,
-                                     hp.rope_offset,
-                                     hp.rope_style,
-                                     rt.mscale,
-                                     H.rows(rt.cos.data(), n_pos, half),
-                                     H.rows(rt.sin.data(), n_pos, half)};
+                backend::RopeArgs ra = g.s->impl_->rope[wset].args(H, nh, hd, L.n_rot, hp.rope_offset, hp.rope_style);
                 be.rope(ra, &row_pos[size_t(r0)], q.rows_at(r0, g.n));
                 if (own_kv) {
                     ra.n_head = nkv;
@@ -306,7 +288,8 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         if (hp.has_post_norms) be.rms_norm(out_rows, H.vec(L.post_attn_norm), E, hp.rms_eps, out_rows);
     };
 
-    // Sessions that keep layers' inputs (an EAGLE-3 head's target: keep_hidden with layers): their rows' places
+    // Drafter tap: sessions that keep layers' inputs (an EAGLE-3 head's target: keep_hidden with layers) get each
+    // kept layer's input rows (the head reads them as its g), copied into their hidden rows before the layer runs.
     std::vector<std::pair<const Segment*, int>> keeps;  // (segment, its first row in the pass)
     {
         int r0 = 0;
@@ -319,28 +302,32 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             r0 += g.n;
         }
     }
-    for (int l = l_lo; l < l_hi; l++) {  // l: the cache's layer; the model's is layer0_ + l (MTP: n_layer)
-        const LayerWeights& L = model.layer(S0.layer0_ + l);
-        for (const auto& [g, r0] : keeps) {  // the layer's input, its place among the kept layers
+    auto tap_layer_input = [&](int model_layer) {
+        for (const auto& [g, r0] : keeps) {
             const std::vector<int>& ls = g->s->hidden_layers_;
             for (size_t k = 0; k < ls.size(); k++)
-                if (ls[k] == S0.layer0_ + l)
-                    for (int t = 0; t < g->n; t++)
-                        std::copy_n(
-                            &S.x[size_t(r0 + t) * E], E,
-                            &g->s->hidden_[size_t(g->pos0 + t - g->s->hidden_from_) * size_t(g->s->hidden_width()) +
-                                           k * size_t(E)]);
+                if (ls[k] == model_layer)  // its place among the kept layers: columns k E .. (k + 1) E of a row
+                    be.copy(
+                        H.rows(&S.x[size_t(r0) * E], g->n, E),
+                        H.strided(&g->s->hidden_[size_t(g->pos0 - g->s->hidden_from_) * size_t(g->s->hidden_width()) +
+                                                 k * size_t(E)],
+                                  g->n, E, g->s->hidden_width()));
         }
+    };
+    for (int l = l_lo; l < l_hi; l++) {  // l: the cache's layer; the model's is layer0_ + l (MTP: n_layer)
+        const LayerWeights& L = model.layer(S0.layer0_ + l);
+        if (!keeps.empty()) tap_layer_input(S0.layer0_ + l);
         // the attention's and the FFN's input: the normed rows, or the rows themselves (olmo2: no pre-norms)
         const float* in = hp.has_pre_norms ? S.xn.data() : S.x.data();
         const backend::Tensor x = H.rows(S.x.data(), n, E), xn = H.rows(S.xn.data(), n, E);
         if (hp.has_pre_norms) be.rms_norm(x, H.vec(L.attn_norm), E, hp.rms_eps, xn);
         if (L.recurrent) {
-            for (int t = 0; t < n; t++) {
-                lin[size_t(t)] = rec_in[size_t(t)] + S.rec_off[size_t(l)];
-                lout[size_t(t)] = rec_out[size_t(t)] + S.rec_off[size_t(l)];
+            const int64_t lf = int64_t(delta_net_layer_floats(hp));
+            for (int t = 0; t < n; t++) {  // the layer's part of each row's state
+                lin[size_t(t)] = rec_in[size_t(t)].cols_at(int64_t(S.rec_off[size_t(l)]), lf);
+                lout[size_t(t)] = rec_out[size_t(t)].cols_at(int64_t(S.rec_off[size_t(l)]), lf);
             }
-            delta_net_layer(pool, hp, L, in, n, lin.data(), lout.data(), S.rows_out.data(), S.dn);
+            delta_net_layer(be, hp, L, in, n, lin.data(), lout.data(), S.rows_out.data(), S.dn);
         } else {
             attention_layer(l, L, in);
         }
@@ -354,8 +341,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         reduce(S.rows_out.data());
         if (hp.has_post_norms) be.rms_norm(out_rows, H.vec(L.post_ffn_norm), E, hp.rms_eps, out_rows);
         be.add(out_rows, hp.residual_scale, x);
-        if (hp.n_embd_per_layer > 0 && !mtp)
-            per_layer_apply(be, hp, L, S0.layer0_ + l, n, S.x.data(), S.ple);
+        if (hp.n_embd_per_layer > 0 && !mtp) per_layer_apply(be, hp, L, S0.layer0_ + l, n, S.x.data(), S.ple);
         if (L.out_scale != 1.0f) be.scale(L.out_scale, x);
     }
 
@@ -375,13 +361,13 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             Session& s = *g.s;
             if (s.keep_hidden_ && s.hidden_layers_.empty() && g.pos0 >= s.hidden_from_) {
                 s.hidden_.resize(size_t(g.pos0 + g.n - s.hidden_from_) * E);
-                for (int t = 0; t < g.n; t++)
-                    rmsnorm(&S.x[size_t(r0 + t) * E], final_norm.data(),
-                            &s.hidden_[size_t(g.pos0 + t - s.hidden_from_) * E], E, hp.rms_eps);
+                be.rms_norm(H.rows(&S.x[size_t(r0) * E], g.n, E), H.vec(final_norm), E, hp.rms_eps,
+                            H.rows(&s.hidden_[size_t(g.pos0 - s.hidden_from_) * E], g.n, E));
             }
             if (mtp) {
                 s.own_hidden_.resize(size_t(E));
-                rmsnorm(&S.x[size_t(r0 + g.n - 1) * E], final_norm.data(), s.own_hidden_.data(), E, hp.rms_eps);
+                be.rms_norm(H.rows(&S.x[size_t(r0 + g.n - 1) * E], 1, E), H.vec(final_norm), E, hp.rms_eps,
+                            H.rows(s.own_hidden_.data(), 1, E));
                 s.own_pos_ = rows[size_t(r0 + g.n - 1)].pos;
             }
             r0 += g.n;

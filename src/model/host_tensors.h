@@ -24,8 +24,10 @@ struct HostTensors {
     backend::Tensor ids(const int32_t* p, int64_t n, int64_t k) const {
         return {host, uintptr_t(p), TensorType::I32, n, k, size_t(k) * sizeof(int32_t)};
     }
-    // a weight matrix, with its repacked copy as the CPU's placement of it
+    // a weight matrix, with its repacked copy as the CPU's placement of it; none for a matrix this process lacks
+    // (a tensor split's other rank's expert)
     backend::Tensor weight(const Weight& w) const {
+        if (!w.data) return {};
         return {host, uintptr_t(w.data), w.type, w.rows, w.cols, w.row_stride, w.placement};
     }
     // a norm's weight or a bias: one row; none for an empty vector

@@ -6,14 +6,14 @@
 
 namespace tandem {
 
-RecurrentState::RecurrentState(size_t floats_per_state, int keep, int checkpoints)
-    : n_(floats_per_state), keep_(std::max(1, keep)), max_checkpoints_(std::max(0, checkpoints)) {
+RecurrentState::RecurrentState(backend::Backend& be, size_t floats_per_state, int keep, int checkpoints)
+    : be_(be), n_(floats_per_state), keep_(std::max(1, keep)), max_checkpoints_(std::max(0, checkpoints)) {
     reset();
 }
 
-std::vector<float> RecurrentState::take() {
-    if (free_.empty()) return std::vector<float>(n_);
-    std::vector<float> v = std::move(free_.back());
+RecurrentState::Buf RecurrentState::take() {
+    if (free_.empty()) return be_.alloc(n_ * sizeof(float));
+    Buf v = std::move(free_.back());
     free_.pop_back();
     return v;
 }
@@ -26,15 +26,15 @@ void RecurrentState::reset() {
     tree_.clear();
     ckpt_.clear();
     tree_base_ = -1;
-    std::vector<float> z = take();
-    std::fill(z.begin(), z.end(), 0.0f);
+    Buf z = take();
+    be_.write(tensor(z), std::vector<float>(n_, 0.0f).data());
     hist_.push_back({0, std::move(z)});
 }
 
 void RecurrentState::assign(int n, const float* state) {
     reset();
     hist_.back().pos = n;
-    std::copy_n(state, n_, hist_.back().v.data());
+    be_.write(tensor(hist_.back().v), state);
 }
 
 void RecurrentState::add_checkpoint(Snap s) {
@@ -80,8 +80,8 @@ void RecurrentState::settle_tree() {
     keep_path(tree_base_, chain);
 }
 
-void RecurrentState::begin_pass(int n, const int32_t* parents, bool keep_all, std::vector<const float*>& in,
-                                std::vector<float*>& out) {
+void RecurrentState::begin_pass(int n, const int32_t* parents, bool keep_all, std::vector<backend::Tensor>& in,
+                                std::vector<backend::Tensor>& out) {
     TD_ASSERT(n >= 1);
     settle_tree();
     trim();
@@ -94,22 +94,22 @@ void RecurrentState::begin_pass(int n, const int32_t* parents, bool keep_all, st
         tree_.resize(size_t(n));
         for (int t = 0; t < n; t++) {
             tree_[size_t(t)] = take();
-            in[size_t(t)] = t == 0 ? current() : tree_[size_t(parents[t])].data();
-            out[size_t(t)] = tree_[size_t(t)].data();
+            in[size_t(t)] = t == 0 ? current() : tensor(tree_[size_t(parents[t])]);
+            out[size_t(t)] = tensor(tree_[size_t(t)]);
         }
         return;
     }
     last_pass_pos0_ = pos();
     const int pos0 = pos(), first_kept = keep_all && n <= kKeepAllRows ? 0 : std::max(0, n - keep_);
-    if (first_kept > 0) work_.resize(n_);
-    const float* prev = current();
+    if (first_kept > 0 && !work_) work_ = be_.alloc(n_ * sizeof(float));
+    backend::Tensor prev = current();
     for (int t = 0; t < n; t++) {
-        float* o;
+        backend::Tensor o;
         if (t < first_kept) {
-            o = work_.data();
+            o = tensor(work_);
         } else {
             hist_.push_back({pos0 + t + 1, take()});
-            o = hist_.back().v.data();
+            o = tensor(hist_.back().v);
         }
         in[size_t(t)] = prev;
         out[size_t(t)] = o;
@@ -192,11 +192,11 @@ void RecurrentState::keep_path(int base, const std::vector<int32_t>& path) {
     }
     TD_ASSERT(tree_base_ == base && base == pos() && path.size() <= tree_.size());
     for (size_t j = 0; j < path.size(); j++) {
-        TD_ASSERT(path[j] >= 0 && size_t(path[j]) < tree_.size() && !tree_[size_t(path[j])].empty());
+        TD_ASSERT(path[j] >= 0 && size_t(path[j]) < tree_.size() && tree_[size_t(path[j])]);
         hist_.push_back({base + int(j) + 1, std::move(tree_[size_t(path[j])])});
     }
     for (auto& t : tree_)
-        if (!t.empty()) free_.push_back(std::move(t));
+        if (t) free_.push_back(std::move(t));
     tree_.clear();
     tree_base_ = -1;
 }

@@ -2,7 +2,8 @@
 // and state matrices; model/delta_net.h), kept per position so that speculation rolls back exactly.
 //
 // A state is one buffer of floats_per_state values (every recurrent layer's, one after the other), the state after
-// a given number of tokens. The store holds the state at the session's current position and those of the last
+// a given number of tokens, in the memory of the session's backend (its ops read and write it: conv1d, delta_rule;
+// the host reads it only for state files). The store holds the state at the session's current position and those of the last
 // `keep` positions before it: a verification pass writes each row's state into a buffer of its own (the same
 // traffic as updating one in place, as every value of a DeltaNet state changes each token) instead of overwriting
 // its input, so rolling back rejected draft tokens is taking an earlier buffer: no copy, nothing recomputed.
@@ -22,8 +23,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <vector>
 
+#include "backend/backend.h"
 #include "tandem/session.h"  // kRecurrentPassRows
 
 namespace tandem {
@@ -32,11 +35,11 @@ class RecurrentState {
 public:
     // `keep`: the positions before the current one whose states are kept (the furthest rollback), >= 1.
     // `checkpoints`: prompt ends held beyond them (>= 0).
-    RecurrentState(size_t floats_per_state, int keep, int checkpoints = 0);
+    RecurrentState(backend::Backend& be, size_t floats_per_state, int keep, int checkpoints = 0);
 
-    // Position of the current state (the number of tokens it has seen).
+    // Position of the current state (the number of tokens it has seen), and the state: a (1, floats()) F32 row
     int pos() const { return hist_.back().pos; }
-    const float* current() const { return hist_.back().v.data(); }
+    backend::Tensor current() const { return tensor(hist_.back().v); }
     size_t floats() const { return n_; }
     int keep() const { return keep_; }
 
@@ -47,8 +50,8 @@ public:
     // keep_all (a verification pass, up to kKeepAllRows rows): every row's state is kept, so any prefix of the
     // pass can be rolled back to whatever `keep` is.
     static constexpr int kKeepAllRows = kRecurrentPassRows;
-    void begin_pass(int n, const int32_t* parents, bool keep_all, std::vector<const float*>& in,
-                    std::vector<float*>& out);
+    void begin_pass(int n, const int32_t* parents, bool keep_all, std::vector<backend::Tensor>& in,
+                    std::vector<backend::Tensor>& out);
 
     // Whether the state after n tokens is held: the current one, one of the last `keep` before it (or back to the
     // start of the last pass when it kept every row), a checkpoint, a pending tree's chain prefix (rows
@@ -68,28 +71,33 @@ public:
     void assign(int n, const float* state);
 
 private:
+    using Buf = std::unique_ptr<backend::Buffer>;
+    backend::Tensor tensor(const Buf& b) const {
+        return {b.get(), 0, TensorType::F32, 1, int64_t(n_), n_ * sizeof(float)};
+    }
     struct Snap {
         int pos;
-        std::vector<float> v;
+        Buf v;
         bool checkpoint = false;  // the end of a prompt pass: held as a checkpoint when it leaves hist_
     };
-    std::vector<float> take();  // a buffer of n_ values (recycled when one is free; contents undefined)
+    Buf take();  // a buffer of n_ values (recycled when one is free; contents undefined)
     void settle_tree();  // a pending tree that no keep_path() resolved: its rows are a chain (positions in order)
     void trim();  // at most keep_ + 1 states
     void add_checkpoint(Snap s);
+    backend::Backend& be_;
     size_t n_;
     int keep_;
     int max_checkpoints_;
     std::deque<Snap> hist_;  // ascending positions, the current state last
     std::vector<Snap> ckpt_;  // ascending positions, all before hist_'s
-    std::vector<std::vector<float>> free_;
+    std::vector<Buf> free_;
     // a tree pass not yet resolved: node t's state in tree_[t]; rows start at tree_base_ (-1: none)
-    std::vector<std::vector<float>> tree_;
+    std::vector<Buf> tree_;
     std::vector<int32_t> tree_parents_;
     int tree_base_ = -1;
     int last_pass_pos0_ = 0;  // where the last chain pass started (a keep_all pass can roll back to it)
     int max_pass_rows_ = 0;  // the most rows of a verification pass or tree so far (spare buffers kept for them)
-    std::vector<float> work_;
+    Buf work_;
 };
 
 }  // namespace tandem

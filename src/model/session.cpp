@@ -86,7 +86,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
             rec_floats += delta_net_layer_floats(hp);
         }
     if (rec_floats > 0)
-        impl_->rec = std::make_unique<RecurrentState>(rec_floats, std::max(1, params.recurrent_keep),
+        impl_->rec = std::make_unique<RecurrentState>(*impl_->be, rec_floats, std::max(1, params.recurrent_keep),
                                                       std::max(0, params.ctx_checkpoints));
 
     // RoPE tables: one for global layers, one for sliding-window layers when the model has them. phi3's

@@ -114,7 +114,9 @@ size_t Session::save_state(const std::string& path) const {
         if (impl_->rec->pos() != int(n)) impl_->rec->rewind(int(n));  // a token tree's accepted chain
         const uint64_t count = impl_->rec->floats();
         put(&count, 8);
-        put(impl_->rec->current(), size_t(count) * 4);
+        std::vector<float> st(count);
+        impl_->be->read(impl_->rec->current(), st.data());
+        put(st.data(), size_t(count) * 4);
     }
     if (std::fflush(out.f) != 0) throw Error(strprintf("%s: write failed: %s", path.c_str(), std::strerror(errno)));
     return written;

@@ -82,18 +82,22 @@ Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model>
     const int per_slot = std::max(8, p_.kv_unified ? total : total / int(slots_.size()));
     for (auto& s : slots_) {
         s.target = std::make_unique<Session>(target_, target_params(per_slot), pool_);
+        s.drafters = std::make_unique<DrafterSet>(
+            DrafterSet::Config{target_, draft_, session_params(p_.n_ctx_draft, p_.type_k_draft, p_.type_v_draft),
+                               p_.self_draft_layers},
+            pool_, *s.target);
         // the draft caches are allocated up front, like the target's (an EAGLE-3 head's reads this target)
-        if (draft_ && draft_->eagle3()) slot_draft(s, SpecType::EAGLE3);
-        else if (draft_ && !draft_->assistant()) slot_draft(s, SpecType::DRAFT);
+        if (draft_ && draft_->eagle3()) s.drafters->get(SpecType::EAGLE3);
+        else if (draft_ && !draft_->assistant()) s.drafters->get(SpecType::DRAFT);
     }
     n_ctx_ = slots_[0].target->n_ctx();
     {
         const Session& t = *slots_[0].target;
         size_t bytes = 0;
-        for (const auto& s : slots_) bytes += s.target->kv_bytes() + (s.draft ? s.draft->kv_bytes() : 0);
+        for (const auto& s : slots_) bytes += s.target->kv_bytes() + s.drafters->kv_bytes();
         kv_summary_ = strprintf("KV cache: %zu slot(s) x %d positions, K %s + V %s", slots_.size(), t.n_ctx(),
                                 type_name(t.kv_type_k()), type_name(t.kv_type_v()));
-        if (const Session* d = slots_[0].draft.get())
+        if (const Session* d = slots_[0].drafters->model_draft())
             kv_summary_ += strprintf("; draft %d positions, K %s + V %s", d->n_ctx(), type_name(d->kv_type_k()),
                                      type_name(d->kv_type_v()));
         kv_summary_ += strprintf(" = %.1f MiB", double(bytes) / (1024.0 * 1024.0));
@@ -205,8 +209,8 @@ void Engine::slot_action(Slot& s, std::shared_ptr<Job> job) {
                 break;
             case JobRequest::SlotAction::ERASE:
                 job->n_slot_tokens = s.target->n_past();
-                for (Session* ss : {s.target.get(), s.draft.get(), s.self_draft.get(), s.mtp_draft.get()})
-                    if (ss) ss->truncate(0);
+                s.target->truncate(0);
+                s.drafters->truncate(0);
                 break;
             case JobRequest::SlotAction::NONE: break;
         }
@@ -216,23 +220,6 @@ void Engine::slot_action(Slot& s, std::shared_ptr<Job> job) {
     }
     job->prompt_ms = now_ms() - t0;
     job->finish("stop");
-}
-
-Engine::SlotDraft Engine::slot_draft(Slot& s, SpecType type) {
-    // (an EAGLE-3 head's session is the slot's MTP one: a server has one or the other, has_mtp())
-    auto& session = type == SpecType::SELF ? s.self_draft : reads_target_states(type) ? s.mtp_draft : s.draft;
-    double& prior = type == SpecType::SELF ? s.self_prior : reads_target_states(type) ? s.mtp_prior : s.draft_prior;
-    if (!session) {  // the same setup as generate and bench (make_draft)
-        // the target model's own layers (an MTP block), or a Gemma 4 assistant as -md
-        const bool own = type == SpecType::SELF || (type == SpecType::MTP && !(draft_ && draft_->assistant()));
-        const int n_ctx = own || p_.n_ctx_draft <= 0 ? s.target->n_ctx() : p_.n_ctx_draft;
-        DraftSetup d =
-            make_draft(type, target_, own ? nullptr : draft_, session_params(n_ctx, p_.type_k_draft, p_.type_v_draft),
-                       type == SpecType::SELF ? p_.self_draft_layers : 0, pool_, s.target.get());
-        session = std::move(d.session);
-        prior = d.cost_prior;
-    }
-    return {session.get(), prior};
 }
 
 void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
@@ -246,7 +233,7 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
     SpecParams spec = r.spec;
     Session* draft = nullptr;
     if (uses_draft_session(spec.type)) {
-        SlotDraft d = slot_draft(s, spec.type);
+        const DrafterSet::Drafter d = s.drafters->get(spec.type);
         draft = d.session;
         spec.draft_cost_prior = d.cost_prior;
     }

@@ -154,9 +154,8 @@ public:
 
 private:
     struct Slot {
-        // drafts made on first use (make_draft); an MTP draft reads its target: declared after it, destroyed first
-        std::unique_ptr<Session> target, draft, self_draft, mtp_draft;
-        double draft_prior = 0, self_prior = 0, mtp_prior = 0;
+        std::unique_ptr<Session> target;
+        std::unique_ptr<DrafterSet> drafters;  // made on first use; declared after the target, destroyed first
         std::unique_ptr<Generator> gen;
         std::unique_ptr<TextPipeline> text;
         std::shared_ptr<Job> job;
@@ -166,13 +165,6 @@ private:
     };
     void loop();
     void admit(Slot& s, std::shared_ptr<Job> job);
-    // The slot's draft session of this type (DRAFT: the -md model; SELF: the target's first layers), made on
-    // first use, and its cost prior.
-    struct SlotDraft {
-        Session* session = nullptr;
-        double cost_prior = 0;
-    };
-    SlotDraft slot_draft(Slot& s, SpecType type);
     SessionParams target_params(int n_ctx) const {  // a slot's target session
         SessionParams sp = session_params(n_ctx, p_.type_k, p_.type_v);
         sp.recurrent_keep = kRecurrentKeepTarget;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/softmax.h"
 #include "model/weight_view.h"
 #include "tandem/error.h"
 #include "tandem/model.h"
@@ -80,10 +81,7 @@ size_t write_distill_data(const std::shared_ptr<const Model>& target, const std:
         std::vector<int> order(static_cast<size_t>(V));
         for (int t = 0; t < T; t++) {
             const float* lg = s.logits(t);
-            const float mx = *std::max_element(lg, lg + V);
-            double sum = 0;
-            for (int j = 0; j < V; j++) sum += std::exp(double(lg[j] - mx));
-            const float lse = mx + float(std::log(sum));
+            const float lse = softmax_norm(lg, V).log_sum_exp();
             for (int j = 0; j < V; j++) order[size_t(j)] = j;
             std::partial_sort(order.begin(), order.begin() + K, order.end(),
                               [&](int a, int b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/softmax.h"
 #include "grammar/grammar.h"
 #include "speculative/constraint.h"
 #include "speculative/draft_control.h"
@@ -143,11 +144,7 @@ void Generator::Impl::prefill_advance(int n) {
 namespace {
 
 TokenLogprob logprob_of(const float* logits, int n_vocab, int32_t id, int n_top) {
-    float mx = logits[0];
-    for (int i = 1; i < n_vocab; i++) mx = std::max(mx, logits[i]);
-    double sum = 0;
-    for (int i = 0; i < n_vocab; i++) sum += std::exp(double(logits[i] - mx));
-    const float lse = mx + float(std::log(sum));
+    const float lse = softmax_norm(logits, n_vocab).log_sum_exp();
     TokenLogprob r;
     r.id = id;
     r.logprob = logits[id] - lse;

@@ -9,6 +9,7 @@
 
 #include "speculative/draft_control.h"
 #include "speculative/proposer.h"
+#include "core/softmax.h"
 #include "tandem/error.h"
 #include "tandem/session.h"
 
@@ -17,13 +18,7 @@ namespace tandem::speculative {
 namespace {
 
 // Largest softmax probability of raw logits (temperature 1), used for --draft-p-min as llama.cpp does.
-float top_prob(const float* logits, int n) {
-    float mx = logits[0];
-    for (int i = 1; i < n; i++) mx = std::max(mx, logits[i]);
-    double sum = 0;
-    for (int i = 0; i < n; i++) sum += std::exp(double(logits[i] - mx));
-    return float(1.0 / sum);
-}
+float top_prob(const float* logits, int n) { return float(1.0 / softmax_norm(logits, n).sum); }
 
 // The draft's `max` most probable tokens after `lg` (softmax at temperature 1, as top_prob) other than `skip`,
 // allowed by `allowed` and below `n_target`, most probable first, with their probabilities.
@@ -31,10 +26,7 @@ float top_prob(const float* logits, int n) {
 float top_tokens(const float* lg, int n, int32_t skip, const uint8_t* allowed, int n_target, int max,
                  std::vector<std::pair<int32_t, float>>& out) {
     out.clear();
-    float mx = lg[0];
-    for (int i = 1; i < n; i++) mx = std::max(mx, lg[i]);
-    double sum = 0;
-    for (int i = 0; i < n; i++) sum += std::exp(double(lg[i] - mx));
+    const SoftmaxNorm sm = softmax_norm(lg, n);
     for (int i = 0; i < std::min(n, n_target); i++) {
         if (i == skip || (allowed && !allowed[i])) continue;
         if (int(out.size()) == max && lg[i] <= out.back().second) continue;
@@ -42,8 +34,8 @@ float top_tokens(const float* lg, int n, int32_t skip, const uint8_t* allowed, i
         auto at = std::find_if(out.begin(), out.end(), [&](const auto& e) { return lg[i] > e.second; });
         out.insert(at, {int32_t(i), lg[i]});
     }
-    for (auto& e : out) e.second = float(std::exp(double(e.second - mx)) / sum);
-    return skip >= 0 && skip < n ? float(std::exp(double(lg[skip] - mx)) / sum) : 0.0f;
+    for (auto& e : out) e.second = sm.prob(e.second);
+    return skip >= 0 && skip < n ? sm.prob(lg[skip]) : 0.0f;
 }
 
 class ModelProposer final : public Proposer {

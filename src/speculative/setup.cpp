@@ -117,4 +117,32 @@ DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
     return d;
 }
 
+DrafterSet::Drafter DrafterSet::get(SpecType type) {
+    const Kind k = type == SpecType::SELF ? SELF : reads_target_states(type) ? TARGET_STATES : MODEL;
+    if (!s_[k]) {
+        // the target model's own layers (an MTP block), or a Gemma 4 assistant as -md, run at the target's context
+        const bool own =
+            type == SpecType::SELF || (type == SpecType::MTP && !(c_.draft_model && c_.draft_model->assistant()));
+        SessionParams sp = c_.params;
+        sp.n_ctx = own || sp.n_ctx <= 0 ? target_.n_ctx() : sp.n_ctx;
+        DraftSetup d = make_draft(type, c_.target, own ? nullptr : c_.draft_model, sp,
+                                  type == SpecType::SELF ? c_.self_layers : 0, pool_, &target_);
+        s_[k] = std::move(d.session);
+        prior_[k] = d.cost_prior;
+    }
+    return {s_[k].get(), prior_[k]};
+}
+
+void DrafterSet::truncate(int n) {
+    for (auto& s : s_)
+        if (s) s->truncate(n);
+}
+
+size_t DrafterSet::kv_bytes() const {
+    size_t b = 0;
+    for (const auto& s : s_)
+        if (s) b += s->kv_bytes();
+    return b;
+}
+
 }  // namespace tandem

@@ -56,6 +56,12 @@ int32_t* ids_of(const Tensor& t) {  // an (n, k) I32 tensor of expert choices, c
     TD_ASSERT(t.type == TensorType::I32 && t.row_stride == size_t(t.cols) * sizeof(int32_t));
     return reinterpret_cast<int32_t*>(host_ptr(t));
 }
+// row r of an F32 tensor (a column slice's too)
+float* row(const Tensor& t, int64_t r) {
+    TD_ASSERT(t.type == TensorType::F32);
+    return reinterpret_cast<float*>(host_ptr(t) + size_t(r) * t.row_stride);
+}
+float silu_of(float x) { return x / (1.0f + std::exp(-x)); }  // the scalar formula (conv1d, rms_norm_gated)
 float* rows_f32(const Tensor& t) {
     TD_ASSERT(t.type == TensorType::F32 && t.row_stride == size_t(t.cols) * sizeof(float));
     return f32(t);
@@ -103,7 +109,7 @@ public:
     void get_rows(const Tensor& table, const int32_t* ids, int n, const Tensor& y) override {
         const uint8_t* pk = static_cast<const uint8_t*>(table.extra);
         for (int t = 0; t < n; t++) {
-            float* out = rows_f32(y) + size_t(t) * size_t(y.cols);
+            float* out = row(y, t);
             if (pk) dequantize_packed_row(table.type, pk, table.cols, ids[t], out);
             else dequantize_row_ref(table.type, host_ptr(table) + size_t(ids[t]) * table.row_stride, out, table.cols);
         }
@@ -213,8 +219,10 @@ public:
         }
     }
     void scale(float s, const Tensor& y) override {
-        float* ys = rows_f32(y);
-        for (size_t i = 0; i < size_t(y.rows) * size_t(y.cols); i++) ys[i] *= s;
+        for (int64_t t = 0; t < y.rows; t++) {  // (a column slice too)
+            float* ys = row(y, t);
+            for (int64_t i = 0; i < y.cols; i++) ys[i] *= s;
+        }
     }
     void glu(Glu kind, const Tensor& gate, const Tensor& up) override {
         const int64_t n = gate.rows * gate.cols;
@@ -299,10 +307,9 @@ public:
         const float* xp = rows_f32(x);
         float* yp = rows_f32(y);
         for (int64_t t = 0; t < y.rows; t++) {
-            const float g =
-                gate_w ? 1.0f / (1.0f + std::exp(-dot_f32(rows_f32(gate_in) + size_t(t * gate_in.cols), f32(gate_w),
-                                                          gate_in.cols)))
-                       : 1.0f;
+            const float g = gate_w ? 1.0f / (1.0f + std::exp(-dot_f32(rows_f32(gate_in) + size_t(t * gate_in.cols),
+                                                                      f32(gate_w), gate_in.cols)))
+                                   : 1.0f;
             for (int64_t c = 0; c < C; c++) yp[size_t(t * C + c)] += g * xp[size_t(t * C + c)];
         }
     }
@@ -347,24 +354,81 @@ public:
                 std::copy_n(&heads_o_[r * size_t(nh) * hd], size_t(nh) * hd, op + r * qd + size_t(h0) * hd);
         }
     }
-    void delta_rule(const DeltaArgs& a, const Tensor& m_in, const Tensor& q, const Tensor& k, const Tensor& v,
-                    const Tensor& decay, const Tensor& beta, const Tensor& m_out, const Tensor& o) override {
+    void delta_rule(const DeltaArgs& a, const Tensor* m_in, const Tensor* m_out, const Tensor& q, const Tensor& k,
+                    const Tensor& v, const Tensor& decay, const Tensor& beta, const Tensor& o) override {
         const int S = a.S, hv = a.n_v_heads, hk = a.n_k_heads, r = hv / hk;
-        const size_t SS = size_t(S) * size_t(S), jobs = size_t(q.rows) * size_t(hv);
-        pool_.parallel_for(jobs, [&](size_t j0, size_t j1, int) {
-            for (size_t j = j0; j < j1; j++) {
-                const size_t t = j / size_t(hv);
-                const int h = int(j % size_t(hv)), kh = a.grouped ? h / r : h % hk;
-                tandem::delta_rule(rows_f32(m_in) + t * size_t(hv) * SS + size_t(h) * SS,
-                                   rows_f32(m_out) + t * size_t(hv) * SS + size_t(h) * SS,
-                                   rows_f32(q) + t * size_t(q.cols) + size_t(kh) * size_t(S),
-                                   rows_f32(k) + t * size_t(k.cols) + size_t(kh) * size_t(S),
-                                   rows_f32(v) + t * size_t(v.cols) + size_t(h) * size_t(S),
-                                   rows_f32(decay)[t * size_t(hv) + size_t(h)],
-                                   rows_f32(beta)[t * size_t(hv) + size_t(h)], S,
-                                   rows_f32(o) + t * size_t(o.cols) + size_t(h) * size_t(S));
+        const size_t mat = size_t(S) * size_t(S);
+        // value head by value head, the rows of a head in order (a row may start from the one before it)
+        pool_.parallel_for(size_t(hv), [&](size_t h0, size_t h1, int) {
+            for (size_t h = h0; h < h1; h++) {
+                const size_t kh = a.grouped ? h / size_t(r) : h % size_t(hk);
+                for (int64_t t = 0; t < q.rows; t++)
+                    tandem::delta_rule(f32(m_in[t]) + h * mat, f32(m_out[t]) + h * mat, row(q, t) + kh * size_t(S),
+                                       row(k, t) + kh * size_t(S), row(v, t) + h * size_t(S), row(decay, t)[h],
+                                       row(beta, t)[h], S, row(o, t) + h * size_t(S));
             }
         });
+    }
+    void conv1d(int K, bool silu, const Tensor& x, const Tensor& taps, const Tensor* win_in, const Tensor* win_out,
+                const Tensor& y) override {
+        TD_ASSERT(K >= 2 && taps.cols == K && taps.rows == x.cols);
+        const size_t C = size_t(x.cols);
+        const float* tp = rows_f32(taps);
+        // a range of channels per thread, rows in order (each reads the window the row before it wrote; in place
+        // when they share a buffer), the channels of a row contiguous in the inner loops
+        pool_.parallel_for(C, [&](size_t c0, size_t c1, int) {
+            const size_t nc = c1 - c0;
+            for (int64_t t = 0; t < x.rows; t++) {
+                const float* win = f32(win_in[t]) + c0;
+                float* wout = f32(win_out[t]) + c0;
+                const float* xt = row(x, t) + c0;
+                float* yt = row(y, t) + c0;
+                for (size_t c = 0; c < nc; c++) {
+                    const float* tc = tp + (c0 + c) * size_t(K);
+                    float acc = tc[K - 1] * xt[c];
+                    for (int j = 0; j < K - 1; j++) acc += tc[j] * win[size_t(j) * C + c];
+                    yt[c] = acc;
+                }
+                for (int j = 0; j + 1 < K - 1; j++)  // the window moves up one row (forward: safe in place)
+                    std::copy_n(win + size_t(j + 1) * C, nc, wout + size_t(j) * C);
+                std::copy_n(xt, nc, wout + size_t(K - 2) * C);
+                if (silu)
+                    for (size_t c = 0; c < nc; c++) yt[c] = silu_of(yt[c]);
+            }
+        });
+    }
+    void l2_norm(const Tensor& x, int width, float eps, const Tensor& y) override {
+        TD_ASSERT(x.cols % width == 0 && y.cols == x.cols && y.rows == x.rows);
+        for (int64_t t = 0; t < x.rows; t++)
+            for (int64_t at = 0; at < x.cols; at += width) {
+                const float* xp = row(x, t) + at;
+                float* yp = row(y, t) + at;
+                double ss = 0;
+                for (int i = 0; i < width; i++) ss += double(xp[i]) * double(xp[i]);
+                const float r = 1.0f / std::sqrt(float(ss / width) + eps / float(width)) / std::sqrt(float(width));
+                for (int i = 0; i < width; i++) yp[i] = xp[i] * r;
+            }
+    }
+    void delta_gates(const Tensor& dt, const Tensor& a, const Tensor& beta, const Tensor& alpha) override {
+        const float *dp = f32(dt), *ap = f32(a);
+        for (int64_t t = 0; t < beta.rows; t++) {
+            float *b = row(beta, t), *al = row(alpha, t);
+            for (int64_t h = 0; h < beta.cols; h++) {
+                b[h] = 1.0f / (1.0f + std::exp(-b[h]));
+                const float x = al[h] + dp[h], sp = x > 20.0f ? x : std::log1p(std::exp(x));  // ggml's threshold
+                al[h] = std::exp(sp * ap[h]);
+            }
+        }
+    }
+    void rms_norm_gated(const Tensor& x, const Tensor& w, int width, float eps, const Tensor& z) override {
+        const float* wp = w ? f32(w) : nullptr;
+        for (int64_t t = 0; t < x.rows; t++)
+            for (int64_t at = 0; at < x.cols; at += width) {
+                float* o = row(x, t) + at;
+                const float* zp = row(z, t) + at;
+                rmsnorm(o, wp, o, width, eps);
+                for (int j = 0; j < width; j++) o[j] *= silu_of(zp[j]);
+            }
     }
     void copy(const Tensor& x, const Tensor& y) override {
         TD_ASSERT(x.rows == y.rows && x.cols == y.cols);
