@@ -35,14 +35,4 @@ void ffn_forward(backend::Backend& be, const HParams& hp, const LayerWeights& L,
 void ffn_dense_and_experts(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* x,
                            const float* xn, int n, float* out, FfnScratch& s);
 
-// Router decision for one row (exposed for tests): the k experts and their weights from the n_expert logits.
-// `choice_bias` (SIGMOID gating; may be null) shifts the scores experts are chosen by, not their weights.
-void moe_select(const HParams& hp, const float* logits, const float* choice_bias, int* experts, float* weights);
-
-// Gated activations, scalar (the feed-forward's share of the work is in the matmuls):
-// gate = gelu_tanh(gate) * up, GELU as ggml evaluates it (an F16 table; ffn.cpp); gelu_tanh: the formula itself
-void gelu_tanh_mul(float* gate, const float* up, int64_t n);
-float gelu_tanh(float x);
-void swiglu_oai(float* gate, const float* up, int64_t n);  // gpt-oss: see FfnAct::SWIGLU_OAI
-
 }  // namespace tandem

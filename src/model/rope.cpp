@@ -47,15 +47,4 @@ RopeTable make_rope_table(const HParams& hp, int n_rot, float theta, float freq_
     return t;
 }
 
-void rope_head(float* h, const float* cs, const float* sn, int n_rot, RopeStyle style, float mscale) {
-    const int half = n_rot / 2;
-    for (int i = 0; i < half; i++) {
-        const int a = style == RopeStyle::NORM ? 2 * i : i;
-        const int b = style == RopeStyle::NORM ? 2 * i + 1 : i + half;
-        const float x0 = h[a], x1 = h[b];
-        h[a] = (x0 * cs[i] - x1 * sn[i]) * mscale;
-        h[b] = (x0 * sn[i] + x1 * cs[i]) * mscale;
-    }
-}
-
 }  // namespace tandem

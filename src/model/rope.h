@@ -42,7 +42,4 @@ struct RopeTable {
 RopeTable make_rope_table(const HParams& hp, int n_rot, float theta, float freq_scale,
                           const std::vector<float>& factors, int n_ctx);
 
-// Rotates one head vector in place: pairs (2i, 2i+1) for NORM, (i, i + n_rot/2) for NEOX; dims >= n_rot pass.
-void rope_head(float* h, const float* cs, const float* sn, int n_rot, RopeStyle style, float mscale);
-
 }  // namespace tandem

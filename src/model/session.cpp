@@ -249,11 +249,19 @@ void Session::shift(int n_keep, int n_discard) {
         const RopeTable& rt = impl_->rope[L.swa ? 1 : 0];
         const float* cs = rt.cos_at(n_discard);
         for (int i = 0; i < half; i++) sn[size_t(i)] = -rt.sin_at(n_discard)[i];
+        const HostTensors H{impl_->be->host_memory()};
+        const backend::RopeArgs by{L.n_head_kv,
+                                   L.head_dim,
+                                   L.n_rot,
+                                   hp.rope_offset,
+                                   hp.rope_style,
+                                   1.0f,
+                                   H.rows(cs, 1, half),
+                                   H.rows(sn.data(), 1, half)};
         auto rotate = [&](float* kr) {
             if (!L.rope) return;  // a NoPE layer's keys carry no position
-            for (int h = 0; h < L.n_head_kv; h++)
-                rope_head(kr + size_t(h) * size_t(L.head_dim) + size_t(hp.rope_offset), cs, sn.data(), L.n_rot,
-                          hp.rope_style, 1.0f);
+            const int at = 0;  // the table's one row
+            impl_->be->rope(by, &at, H.rows(kr, 1, kv_dim));
         };
         if (impl_->kv.capacity(l) == n_ctx_) {  // rows are positions: moved down in order, each read before written
             for (int p = n_keep + n_discard; p < n_past(); p++) {

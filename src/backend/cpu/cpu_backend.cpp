@@ -3,8 +3,7 @@
 // session's pool. Its ops are the very functions the forward pass calls today (matmul and its packed layouts,
 // the flash attention tiles, the delta rule kernel, the norms, RoPE, the gated activations, the router), so a pass
 // written on the seam computes the same bits as the pass that calls them directly.
-// Not yet in this room: rope_head (model/rope.h), the GLUs and the router (model/ffn.h) and the RMSNorm
-// (model/norm.h) are still the model's files, which this backend includes until they move here.
+// The scalar row functions of its norms, RoPE, activations and router are backend/cpu/row_ops.h.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -14,9 +13,7 @@
 #include "backend/cpu/isa.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/matmul_q8.h"
-#include "model/ffn.h"
-#include "model/norm.h"
-#include "model/rope.h"
+#include "backend/cpu/row_ops.h"
 #include "quant/quant.h"
 #include "tandem/error.h"
 #include "tandem/session.h"  // kv_cache_type_supported
@@ -248,18 +245,9 @@ public:
     }
     void topk_route(const RouteArgs& a, const Tensor& logits, const Tensor& choice_bias, const Tensor& ids,
                     const Tensor& weights) override {
-        HParams hp;  // the router's rule reads these of a model's hyperparameters
-        hp.n_expert = a.n_expert;
-        hp.n_expert_used = a.k;
-        hp.moe_gating = a.gating;
-        hp.expert_weights_norm = a.norm;
-        hp.expert_weights_scale = a.scale;
-        hp.n_expert_groups = a.n_groups;
-        hp.n_group_used = a.n_group_used;
-        hp.moe_weight_before_ffn = a.choose_by_logits;
         std::vector<int> sel(static_cast<size_t>(a.k));
         for (int64_t t = 0; t < logits.rows; t++) {
-            moe_select(hp, rows_f32(logits) + size_t(t) * size_t(a.n_expert), choice_bias ? f32(choice_bias) : nullptr,
+            moe_select(a, rows_f32(logits) + size_t(t) * size_t(a.n_expert), choice_bias ? f32(choice_bias) : nullptr,
                        sel.data(), rows_f32(weights) + size_t(t) * size_t(a.k));
             for (int j = 0; j < a.k; j++) ids_of(ids)[size_t(t) * size_t(a.k) + size_t(j)] = sel[size_t(j)];
         }
