@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "serve/answer_json.h"
 #include "serve/dialect.h"
 #include "serve/engine.h"
 #include "serve/front_end.h"
@@ -400,6 +401,54 @@ TEST(Service, AnswersRoutesWithoutASocket) {
     svc.shutdown(0);
 }
 
+// What llama.cpp's web UI and clients ask of llama-server beyond the completions (issue 49): its tools and CORS
+// proxy answer 403 "feature_disabled" (the UI treats only that as "off"), the resumable streams as a server with
+// none buffered, a model by its id, and /v1/models in Anthropic's shape for Anthropic's client.
+TEST(Service, AnswersTheWebUisOtherEndpointsAsLlamaServer) {
+    ServeParams sp;
+    sp.alias = "tiny,stories";
+    Service svc(sp);
+    EngineParams ep;
+    ep.n_ctx = 128;
+    svc.load(test::shared_file("models/stories260K.gguf"), "", ep, SuffixCacheParams{});
+    ASSERT_TRUE(svc.ready());
+    auto call = [&](auto route, const std::string& method, const std::string& query, const std::string& body,
+                    Recorder& r, Headers headers = {}) {
+        HttpRequest req;
+        req.method = method;
+        req.query = query;
+        req.body = body;
+        req.headers = std::move(headers);
+        Call c{req, r, {}};
+        route(c);
+        return c.status;
+    };
+    Recorder tools;
+    EXPECT_EQ(call([&](Call& c) { svc.feature_disabled(c); }, "GET", "", "", tools), 403);
+    EXPECT_EQ(tools.body_json()["error"]["type"], "feature_disabled");
+    Recorder lookup, bad_lookup, get, del, del_missing;
+    EXPECT_EQ(call([&](Call& c) { svc.streams_lookup(c); }, "POST", "", R"({"conversation_ids": ["a"]})", lookup), 200);
+    EXPECT_EQ(lookup.body_json(), json::array());
+    EXPECT_EQ(call([&](Call& c) { svc.streams_lookup(c); }, "POST", "", "{", bad_lookup), 400);
+    EXPECT_EQ(call([&](Call& c) { svc.stream_get(c); }, "GET", "conv_id=a&from=0", "", get), 404);
+    EXPECT_EQ(call([&](Call& c) { svc.stream_delete(c); }, "DELETE", "conv_id=a", "", del), 204);
+    EXPECT_EQ(call([&](Call& c) { svc.stream_delete(c); }, "DELETE", "", "", del_missing), 400);
+    Recorder one, alias, none;
+    EXPECT_EQ(call([&](Call& c) { svc.model(c, "tiny"); }, "GET", "", "", one), 200);
+    EXPECT_EQ(one.body_json()["id"], "tiny");
+    EXPECT_EQ(call([&](Call& c) { svc.model(c, "stories"); }, "GET", "", "", alias), 200);
+    EXPECT_EQ(call([&](Call& c) { svc.model(c, "gpt-4"); }, "GET", "", "", none), 404);
+    Recorder oai, anth;
+    EXPECT_EQ(call([&](Call& c) { svc.models(c); }, "GET", "", "", oai), 200);
+    EXPECT_EQ(oai.body_json()["object"], "list");
+    EXPECT_EQ(call([&](Call& c) { svc.models(c); }, "GET", "", "", anth, {{"anthropic-version", "2023-06-01"}}), 200);
+    const json a = anth.body_json();
+    EXPECT_EQ(a["data"][0]["type"], "model");
+    EXPECT_EQ(a["first_id"], a["data"][0]["id"]);
+    EXPECT_EQ(a["has_more"], false);
+    svc.shutdown(0);
+}
+
 // /health answers 503 while loading and again from drain() on, 200 in between: behind a load balancer the first
 // SIGTERM takes the server out of rotation at once, while the requests still sent to it are served until the
 // drain ends; after shutdown() new generations are refused with 503 (not started: a balancer may send them on).
@@ -488,4 +537,33 @@ TEST(Dialect, TokenOriginsFollowEveryToken) {
         EXPECT_EQ(plain.whole().dump().find("token_origins"), std::string::npos) << what;
         for (const auto& e : plain.stream().events) EXPECT_EQ(e.data.find("token_origins"), std::string::npos) << what;
     }
+}
+
+// timings_per_token's chunks count as the final timings do: the prompt tokens processed, the cached ones apart (they
+// counted cached tokens in prompt_n, with no cache_n, and came out ~65x fast); an answer of n choices times them
+// all (its timings described one choice while usage counted all).
+TEST(Timings, LiveChunksCountCachedTokensApartAndChoicesTogether) {
+    JobProgress p;
+    p.n_prompt = 100;
+    p.n_cached = 90;
+    p.prompt_ms = 10;
+    const json live = live_timings_json(p);
+    EXPECT_EQ(live["prompt_n"], 10);
+    EXPECT_EQ(live["cache_n"], 90);
+    EXPECT_DOUBLE_EQ(live["prompt_per_second"].get<double>(), 1000.0);
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (int c = 0; c < 3; c++) {
+        jobs.push_back(finished_job({"a", "b", "c", "d", "e"}));
+        jobs.back()->n_generated = 50;
+        jobs.back()->gen_ms = 100.0 + c;
+        jobs.back()->spec.n_drafted = 10;
+        jobs.back()->spec.n_accept = 4;
+    }
+    const json t = timings_json(jobs);
+    EXPECT_EQ(t["predicted_n"], 150);  // = usage.completion_tokens
+    EXPECT_EQ(usage_json(jobs, 5)["completion_tokens"], 150);
+    EXPECT_DOUBLE_EQ(t["predicted_ms"].get<double>(), 102.0);
+    EXPECT_EQ(t["draft_n"], 30);
+    EXPECT_EQ(t["draft_n_accepted"], 12);
+    EXPECT_EQ(timings_json(*jobs[0])["predicted_n"], 50);  // a choice's own
 }

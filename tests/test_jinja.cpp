@@ -436,3 +436,31 @@ TEST(Jinja, HostileTemplatesEndWithAnErrorNamingTheBound) {
                      R"({"messages": [{"role": "user", "content": "hi"}]})"),
               "user: hi");
 }
+
+// parallel_tool_calls' default follows the template, as llama-server's (issue 49): a template that renders every
+// call of an assistant turn says yes, one that renders the first only or refuses two says no; the official
+// Llama 3.1 template raises on two calls ("only supports single tool-calls"), Qwen2.5's renders both.
+TEST(ChatFormatter, ParallelToolCallsAreWhatTheTemplateRenders) {
+    ChatFormatterOptions o;
+    o.model_template =
+        "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% if m.tool_calls %}{% for c in m.tool_calls %}"
+        "[{{ c.function.name }}]{% endfor %}{% endif %}{% endfor %}";
+    EXPECT_TRUE(ChatFormatter(o).renders_parallel_tool_calls());
+    o.model_template =
+        "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% if m.tool_calls %}[{{ m.tool_calls[0].function.name "
+        "}}]{% endif %}{% endfor %}";
+    EXPECT_FALSE(ChatFormatter(o).renders_parallel_tool_calls());
+    o.model_template =
+        "{% for m in messages %}{% if m.tool_calls and m.tool_calls | length > 1 %}{{ raise_exception('one call') }}"
+        "{% endif %}<{{ m.role }}>{{ m.content }}{% endfor %}";
+    EXPECT_FALSE(ChatFormatter(o).renders_parallel_tool_calls());
+    const char* env = std::getenv("TANDEM_CHAT_TEMPLATES");
+    const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "/root";
+    const std::string dir = env && *env ? env : home + "/.cache/tandem/chat-templates";
+    o.model_template = test::read_file(dir + "/meta-llama-Llama-3.1-8B-Instruct.jinja");
+    ASSERT_FALSE(o.model_template.empty()) << "run scripts/fetch-chat-templates.sh";
+    EXPECT_FALSE(ChatFormatter(o).renders_parallel_tool_calls());
+    o.model_template = test::read_file(dir + "/Qwen-Qwen2.5-7B-Instruct.jinja");
+    ASSERT_FALSE(o.model_template.empty());
+    EXPECT_TRUE(ChatFormatter(o).renders_parallel_tool_calls());
+}

@@ -99,6 +99,64 @@ TEST(Access, PreflightPassesWithoutTheKeyAndTheKeyGuardsTheRest) {
     EXPECT_EQ(check(p, "GET", "/metrics", "localhost").status, 401);
 }
 
+// The server's flags bound a request's speculation: a client asks for less, never more (issue 49: n_max 256 with
+// the adaptive controller off drafted 90,670 tokens for 21 and slowed the other slot 100-fold).
+TEST(Requests, SpeculationIsBoundedByTheServersFlags) {
+    ServerLimits lim;
+    lim.n_vocab = 50;
+    lim.has_draft = true;
+    lim.spec_defaults.type = SpecType::DRAFT;
+    lim.spec_defaults.n_max = 4;
+    lim.spec_defaults.n_min = 0;
+    lim.spec_defaults.tree_width = 2;
+    lim.spec_defaults.tree_nodes = 16;
+    auto spec_of = [&](const char* body) { return parse_request(json::parse(body), false, lim).job.spec; };
+    const SpecParams big = spec_of(
+        R"({"prompt": "hi", "speculative": {"n_max": 256, "n_min": 200, "adaptive": false, "p_min": 0, "tree_width": 64, "tree_nodes": 1024}})");
+    EXPECT_EQ(big.n_max, 4);
+    EXPECT_EQ(big.n_min, 4);
+    EXPECT_EQ(big.tree_width, 2);
+    EXPECT_EQ(big.tree_nodes, 16);
+    EXPECT_FALSE(big.adaptive);  // what a request may choose within the bounds it keeps
+    EXPECT_EQ(spec_of(R"({"prompt": "hi", "speculative.n_max": 100})").n_max, 4);
+    const SpecParams small =
+        spec_of(R"({"prompt": "hi", "speculative": {"n_max": 2, "tree_width": 1, "tree_nodes": 4}})");
+    EXPECT_EQ(small.n_max, 2);
+    EXPECT_EQ(small.tree_width, 1);
+    EXPECT_EQ(small.tree_nodes, 4);
+}
+
+// One rule for "draft" with a drafting head as -md: the server drafts with the EAGLE-3 head as eagle3, as
+// `tandem generate -md HEAD --spec-type draft` does (pick_draft_head), where it answered 400 (issue 49).
+TEST(Requests, DraftWithAnEagle3HeadIsEagle3AsInGenerate) {
+    ServerLimits lim;
+    lim.n_vocab = 50;
+    lim.has_draft = lim.has_eagle3 = true;
+    lim.draft_model = Model::load(test::synth_file("tiny-ref-eagle3", "F16"));
+    for (const char* body : {R"({"prompt": "hi", "speculative": {"type": "draft"}})",
+                             R"({"prompt": "hi", "speculative": {"type": "eagle3"}})"})
+        EXPECT_EQ(parse_request(json::parse(body), false, lim).job.spec.type, SpecType::EAGLE3) << body;
+    lim.draft_model.reset();  // a draft model that is no head: eagle3 refused
+    lim.has_eagle3 = false;
+    EXPECT_THROW(parse_request(json::parse(R"({"prompt": "hi", "speculative": {"type": "eagle3"}})"), false, lim),
+                 BadRequest);
+}
+
+// parallel_tool_calls: the request's value, else the server's default (the template's capability)
+TEST(Requests, ParallelToolCallsDefaultToTheTemplatesCapability) {
+    for (bool def : {false, true}) {
+        ServerLimits lim;
+        lim.n_vocab = 50;
+        lim.parallel_tool_calls = def;
+        const json msgs = json::parse(R"([{"role": "user", "content": "hi"}])");
+        EXPECT_EQ(parse_request(json{{"messages", msgs}}, true, lim).parallel_tool_calls, def);
+        for (bool asked : {false, true})
+            EXPECT_EQ(
+                parse_request(json{{"messages", msgs}, {"parallel_tool_calls", asked}}, true, lim).parallel_tool_calls,
+                asked);
+    }
+}
+
 TEST(Requests, LogitBiasThatBansEveryTokenIsRefusedBeforeGeneration) {
     ServerLimits lim;
     lim.n_vocab = 50;
@@ -1427,7 +1485,12 @@ TEST(OpenAI, ParsesToolsAndToolChoice) {
             R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": ""}]})",
             R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 1, "value": ")" +
                 std::string(300, 'a') + R"("}]})",
-            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": "a"})"})
+            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": "a"})",
+            // a type beyond 32 bits is no small one (it once acted as 2 and as 0)
+            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 4294967298, "value": "a"}]})",
+            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 4294967296, "value": "a"}]})",
+            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": -4294967294, "value": "a"}]})",
+            R"({"grammar": "root ::= \"x\"", "grammar_lazy": true, "grammar_triggers": [{"type": 18446744073709551615, "value": "a"}]})"})
         EXPECT_THROW(req(bad), BadRequest) << bad;
     json with_prompt = messages_with_tool_prompt(json::parse(R"([{"role": "user", "content": "hi"}])"), tools);
     ASSERT_EQ(with_prompt.size(), 2u);

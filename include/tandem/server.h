@@ -185,7 +185,16 @@ public:
     void embeddings(Call& c);  // /v1/embeddings, /embedding(s)
     void tokenize(Call& c);
     void detokenize(Call& c);
-    void models(Call& c);  // /v1/models
+    void models(Call& c);  // /v1/models (Anthropic's shape when asked with an anthropic-version header)
+    void model(Call& c, const std::string& id);  // /v1/models/{id}: the model by its id or an alias, else 404
+    // llama-server's endpoints of features tandem does not have, answered as llama-server answers with them off:
+    // /tools and /cors-proxy (its server tools and MCP proxy) 403 "feature_disabled"; the resumable streams
+    // (/v1/streams/lookup, /v1/stream) as a server that holds no stream's buffer: a lookup finds none (200 []), a
+    // replay 404, a delete 204 (a client's Stop still ends the job: it closes the request's connection).
+    void feature_disabled(Call& c);
+    void streams_lookup(Call& c);  // POST /v1/streams/lookup
+    void stream_get(Call& c);  // GET /v1/stream?conv_id=
+    void stream_delete(Call& c);  // DELETE /v1/stream?conv_id=
     void metrics(Call& c);  // Prometheus text (--metrics)
     void props_get(Call& c);
     void props_post(Call& c);

@@ -114,6 +114,10 @@ std::shared_ptr<Transport> emulate_links(std::shared_ptr<Transport> t, double rt
 // At the end of the process (main): MPI_Finalize after a clean run; after a failure MPI_Abort, which ends every rank
 // (one that waits for a rank 0 that failed, or that stalled). Nothing when MPI was not started.
 void end_ranks(bool ok);
+// A cluster of this process broke (a rank failed, stalled or did not acknowledge the stop): end_ranks then aborts
+// even when the process otherwise ended well, and main exits non-zero.
+void note_ranks_failed();
+bool ranks_failed();
 
 // The protocol of a split model over a Transport: start-up agreement, session commands, hidden states, faults.
 class Cluster {

@@ -51,6 +51,37 @@ std::string ChatFormatter::description() const {
     return std::string(chat_template_name(builtin_)) + " (" + origin_ + ")";
 }
 
+bool ChatFormatter::renders_parallel_tool_calls() const {
+    if (!jinja_) return true;
+    auto call = [](const char* name) {
+        return ojson{{"id", std::string("call_") + name},
+                     {"type", "function"},
+                     {"function", {{"name", name}, {"arguments", ojson{{"arg", "value"}}}}}};
+    };
+    const ojson messages =
+        ojson::array({{{"role", "user"}, {"content", "User message"}},
+                      {{"role", "assistant"},
+                       {"content", ""},
+                       {"tool_calls", ojson::array({call("tandem_probe_one"), call("tandem_probe_two")})}},
+                      {{"role", "tool"}, {"content", "Tool response"}, {"tool_call_id", "call_tandem_probe_one"}},
+                      {{"role", "assistant"}, {"content", "The tool response was 'Tool response'"}},
+                      {{"role", "user"}, {"content", "User message"}}});
+    const ojson tools =
+        ojson::array({{{"type", "function"},
+                       {"function",
+                        {{"name", "tandem_probe_one"},
+                         {"description", "Tool description"},
+                         {"parameters",
+                          {{"type", "object"},
+                           {"properties", {{"arg", {{"type", "string"}, {"description", "Arg description"}}}}},
+                           {"required", ojson::array({"arg"})}}}}}}});
+    try {
+        return apply(messages, tools, false, ojson::object(), false).find("tandem_probe_two") != std::string::npos;
+    } catch (const std::exception&) {
+        return false;
+    }
+}
+
 std::string ChatFormatter::apply(const ojson& messages, const ojson& tools, bool gen, const ojson& kwargs,
                                  bool add_bos) const {
     std::string out;

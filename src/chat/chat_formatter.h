@@ -47,6 +47,11 @@ public:
     std::string apply(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                       bool add_generation_prompt, const nlohmann::ordered_json& kwargs, bool add_bos) const;
 
+    // Whether the template renders an assistant message's second tool call (llama.cpp's template capability
+    // supports_parallel_tool_calls: a probe conversation of two calls, the second's name looked for in the text; a
+    // template that fails on it renders none). A built-in renderer (no tool calls in its text) counts as yes.
+    bool renders_parallel_tool_calls() const;
+
     bool is_jinja() const { return jinja_ != nullptr; }
     const std::string& source() const { return source_; }  // the template text, or the built-in's name
     std::string description() const;  // for logs and /props: "jinja (the model's)" / "llama3 (built-in)"

@@ -42,7 +42,20 @@ std::string stop_type(const Job& j) {
     return "none";
 }
 
-json timings_json(const Job& j) {
+namespace {
+
+// What a `timings` object is made of: one finished job's, or those of an answer's choices together.
+struct TimingParts {
+    int n_prompt = 0, n_cached = 0, n_generated = 0;
+    double prompt_ms = 0, gen_ms = 0;
+    SpecStats spec;
+    LatencySummary itl;
+};
+TimingParts parts_of(const Job& j) {
+    return {j.n_prompt, j.n_cached, j.n_generated, j.prompt_ms, j.gen_ms, j.spec, j.itl};
+}
+
+json timings_of(const TimingParts& j) {
     const int processed = j.n_prompt - j.n_cached;  // as llama-server: prompt_n + cache_n = the prompt
     const SpecStats& s = j.spec;
     json t = {{"prompt_n", processed},
@@ -74,10 +87,32 @@ json timings_json(const Job& j) {
     return t;
 }
 
+}  // namespace
+
+json timings_json(const Job& j) { return timings_of(parts_of(j)); }
+
+json timings_json(const std::vector<std::shared_ptr<Job>>& jobs) {
+    TimingParts t = parts_of(*jobs[0]);
+    for (size_t c = 1; c < jobs.size(); c++) {
+        const Job& j = *jobs[c];
+        t.n_generated += j.n_generated;
+        t.gen_ms = std::max(t.gen_ms, j.gen_ms);  // the choices are generated side by side
+        t.spec.add(j.spec);
+        if (j.itl.max > t.itl.max) t.itl = j.itl;  // the choice with the longest gap
+    }
+    return timings_of(t);
+}
+
+json prompt_progress_json(const PromptProgress& p) {
+    return {{"total", p.total}, {"cache", p.cache}, {"processed", p.processed}, {"time_ms", p.time_ms}};
+}
+
 json live_timings_json(const JobProgress& p) {
-    return {{"prompt_n", p.n_prompt},
+    const int processed = p.n_prompt - p.n_cached;  // as the final timings: prompt_n + cache_n = the prompt
+    return {{"prompt_n", processed},
             {"prompt_ms", p.prompt_ms},
-            {"prompt_per_second", p.prompt_ms > 0 ? p.n_prompt / (p.prompt_ms / 1e3) : 0.0},
+            {"prompt_per_second", p.prompt_ms > 0 ? processed / (p.prompt_ms / 1e3) : 0.0},
+            {"cache_n", p.n_cached},
             {"predicted_n", p.n_generated},
             {"predicted_ms", p.gen_ms},
             {"predicted_per_second", p.gen_ms > 0 ? p.n_generated / (p.gen_ms / 1e3) : 0.0},

@@ -37,7 +37,14 @@ std::string stop_type(const Job& j);
 // llama-server's `timings` of a finished job (prompt, generation, speculation, inter-token latency; with a list of
 // proposers, flat numbers per proposer), and of a running one (timings_per_token).
 json timings_json(const Job& j);
+// llama-server's prompt_progress object: total, cache, processed, time_ms
+json prompt_progress_json(const PromptProgress& p);
 json live_timings_json(const JobProgress& p);
+// An answer's `timings` over its n choices (n > 1): prompt and cache of the first (the same prompt), predicted_n the
+// choices' tokens together (usage.completion_tokens), predicted_ms the longest choice's (they run side by side, so
+// predicted_per_second is the answer's rate), speculation counters summed, the inter-token latency of the choice
+// with the longest gap. A streamed choice's last chunk carries that choice's own timings.
+json timings_json(const std::vector<std::shared_ptr<Job>>& jobs);
 // OpenAI's usage of a whole answer: every prompt, every choice.
 json usage_json(const std::vector<std::shared_ptr<Job>>& jobs, int prompt_tokens);
 

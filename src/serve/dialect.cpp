@@ -103,7 +103,7 @@ void answer_stream(Call& call, Generation& g, Dialect& d) {
     bool more = true;
     for (;;) {
         more = g.jobs[0]->wait(out, 100);
-        if (!out.toks.empty() || !out.text.empty() || !more) break;
+        if (!out.toks.empty() || !out.text.empty() || !out.progress.empty() || !more) break;
         if (call.res.client_gone()) return;
     }
     if (!more && out.toks.empty() && !g.jobs[0]->error.empty())
@@ -127,13 +127,16 @@ void answer_stream(Call& call, Generation& g, Dialect& d) {
             return send_all(sink, ev);
         };
         for (;;) {
-            if (out.toks.empty() && out.text.empty() && more) {
+            if (out.toks.empty() && out.text.empty() && out.progress.empty() && more) {
                 more = job.wait(out, 100);
-                if (out.toks.empty() && out.text.empty()) {
+                if (out.toks.empty() && out.text.empty() && out.progress.empty()) {
                     if (more && !sink.write("")) return;  // nothing to say: is the client still there?
                     if (more) continue;
                 }
             }
+            for (const PromptProgress& p : out.progress) d.progress(c, p, ev);  // (return_progress)
+            out.progress.clear();
+            if (!send_all(sink, ev)) return;
             size_t at = 0, tok_at = 0;  // text sent; text released by the tokens so far
             for (size_t i = 0; i < out.toks.size(); i++) {
                 held.toks.push_back(out.toks[i]);

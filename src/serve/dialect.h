@@ -89,6 +89,9 @@ public:
     virtual bool end_choice(size_t c, Held& held, SseEvents& ev) = 0;
     virtual void fail(const Job& job, SseEvents& ev) = 0;  // the job failed after the stream began
     virtual void close(SseEvents&) {}  // after the last choice
+    // A stream's prompt-processing progress of choice c (return_progress; llama-server's prompt_progress chunks:
+    // its completion APIs; the others send none)
+    virtual void progress(size_t, const PromptProgress&, SseEvents&) {}
 
 protected:
     // The parser of choice c's chat answer: reasoning, content and (with tools) tool calls.

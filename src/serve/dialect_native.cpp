@@ -38,6 +38,18 @@ public:
         ev.push_back({"", dump(o)});
     }
 
+    void progress(size_t c, const PromptProgress& p, SseEvents& ev) override {
+        const Job& job = *g_.jobs[c];
+        ev.push_back({"", dump(json{{"index", c},
+                                    {"content", ""},
+                                    {"tokens", json::array()},
+                                    {"stop", false},
+                                    {"id_slot", job.slot.load()},
+                                    {"tokens_predicted", 0},
+                                    {"tokens_evaluated", job.req.prompt.size()},
+                                    {"prompt_progress", prompt_progress_json(p)}})});
+    }
+
     bool end_choice(size_t c, Held& held, SseEvents& ev) override {
         if (!held.toks.empty()) piece(c, "", held, ev);  // tokens whose text never came
         ev.push_back({"", dump(final_object(c, JobOutput{}, true))});

@@ -46,7 +46,7 @@ public:
                     {"system_fingerprint", "tandem"},
                     {"choices", choices},
                     {"usage", usage_json(g_.jobs, g_.prompt_tokens())},
-                    {"timings", timings_json(*g_.jobs.back())}};
+                    {"timings", timings_json(g_.jobs)}};
         if (ctx_.verbose || pr.verbose)
             res["__verbose"] = {{"prompt", tok.decode(g_.prompts[0].ids, false, true)}, {"content", outs[0].text}};
         return res;
@@ -71,6 +71,12 @@ public:
         if (g_.request.timings_per_token) o["timings"] = live_timings_json(g_.jobs[c]->progress());
         if (g_.request.token_origins) o["token_origins"] = origins_of(held);
         held.clear();
+        ev.push_back({"", dump(o)});
+    }
+
+    void progress(size_t c, const PromptProgress& p, SseEvents& ev) override {
+        json o = chunk(c, chat_ ? json{{"role", "assistant"}, {"content", nullptr}} : json(""), nullptr, nullptr);
+        o["prompt_progress"] = prompt_progress_json(p);
         ev.push_back({"", dump(o)});
     }
 
@@ -104,7 +110,7 @@ public:
                       {"model", ctx_.model_id},
                       {"choices", json::array()},
                       {"usage", usage_json(g_.jobs, g_.prompt_tokens())},
-                      {"timings", timings_json(*g_.jobs.back())}};
+                      {"timings", timings_json(g_.jobs)}};
             ev.push_back({"", dump(u)});
         }
         ev.push_back({"", "[DONE]"});

@@ -19,8 +19,10 @@ double now_ms() {
 
 bool Job::wait(JobOutput& out, int timeout_ms) {
     std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms),
-                 [&] { return done_ || !pending_.toks.empty() || !pending_.text.empty(); });
+    cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [&] {
+        return done_ || !pending_.toks.empty() || !pending_.text.empty() || !pending_.progress.empty();
+    });
+    out.progress.insert(out.progress.end(), pending_.progress.begin(), pending_.progress.end());
     for (size_t e : pending_.text_end) out.text_end.push_back(out.text.size() + e);
     out.text += pending_.text;
     out.toks.insert(out.toks.end(), pending_.toks.begin(), pending_.toks.end());
@@ -38,6 +40,14 @@ JobProgress Job::progress() const {
 void Job::set_progress(const JobProgress& p) {
     std::lock_guard<std::mutex> lk(mu_);
     progress_ = p;
+}
+
+void Job::prompt_progress(const PromptProgress& p) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        pending_.progress.push_back(p);
+    }
+    cv_.notify_all();
 }
 
 void Job::push(const std::string& text, const std::vector<int32_t>& toks, const std::vector<TokenLogprob>& lp,
@@ -248,6 +258,16 @@ void Engine::admit(Slot& s, std::shared_ptr<Job> job) {
     if (p_.prefill_chunk > 0) s.gen->start_deferred(r.prompt);
     else s.gen->start(r.prompt);
     s.t_prompt_done = now_ms();
+    report_prompt(s);
+}
+
+void Engine::report_prompt(Slot& s) {
+    if (!s.job || !s.job->req.return_progress) return;
+    // processed: the tokens in the cache; once no piece is left, the whole prompt (its last token rides in the
+    // first step's pass, with the first drafts)
+    const int total = int(s.job->req.prompt.size());
+    s.job->prompt_progress({total, s.gen->n_cached(), s.gen->prefill_pending() ? s.target->n_past() : total,
+                            int64_t(now_ms() - s.t_start)});
 }
 
 // The HTTP status of a job that failed while generating: the request's grammar outgrowing the matcher's bounds
@@ -326,7 +346,7 @@ void Engine::deliver(Slot& s, std::vector<int32_t>& toks, std::vector<TokenLogpr
     }
     const SpecStats& st = s.gen->stats();
     j.set_progress({int(j.req.prompt.size()), s.generated, int(st.n_drafted), int(st.n_accept),
-                    s.t_prompt_done - s.t_start, now_ms() - s.t_prompt_done});
+                    s.t_prompt_done - s.t_start, now_ms() - s.t_prompt_done, s.gen->n_cached()});
     std::vector<TokenSource> src = s.gen->round_sources();
     src.resize(keep);
     j.push(text, toks, lp, ends, src);
@@ -396,6 +416,7 @@ void Engine::step_all() {
     for (const Prefill& pf : prefilling) {
         pf.s->gen->prefill_advance(pf.n);
         if (!pf.s->gen->prefill_pending()) pf.s->t_prompt_done = now_ms();
+        report_prompt(*pf.s);
     }
     {
         std::lock_guard<std::mutex> lk(mu_);

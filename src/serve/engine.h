@@ -32,6 +32,7 @@ struct JobRequest {
     SpecParams spec;
     int max_tokens = 128;
     bool ignore_eos = false;
+    bool return_progress = false;  // llama-server's: prompt-processing progress events (Job::prompt_progress)
     int n_top_logprobs = -1;  // -1: no logprobs
     std::vector<std::string> stop;  // the generation ends at the first of these (it is not part of the text)
     std::vector<int32_t> shown_special;  // control tokens whose text is part of the answer (tool-call markers)
@@ -52,7 +53,15 @@ struct JobRequest {
 // What a job produced since the last wait: its text (stop strings never included, UTF-8 complete) and the tokens
 // and log-probabilities behind it (the tokens of a text piece may come before the piece itself, while their text
 // is held back).
+// llama-server's prompt_progress: the prompt's tokens, those the cache held, those in the cache now (held and
+// processed), and the time since the job was admitted.
+struct PromptProgress {
+    int total = 0, cache = 0, processed = 0;
+    int64_t time_ms = 0;
+};
+
 struct JobOutput {
+    std::vector<PromptProgress> progress;  // prompt processing so far (return_progress), before any token
     std::string text;
     std::vector<int32_t> toks;
     std::vector<TokenLogprob> lps;
@@ -64,6 +73,7 @@ struct JobOutput {
 struct JobProgress {
     int n_prompt = 0, n_generated = 0, n_drafted = 0, n_accepted = 0;  // n_drafted, n_accepted: SpecStats'
     double prompt_ms = 0, gen_ms = 0;
+    int n_cached = 0;  // of n_prompt, the tokens the slot's cache already held
 };
 
 // Results of one generation, filled by the inference thread, read by an HTTP thread.
@@ -89,6 +99,8 @@ public:
 
     JobProgress progress() const;
     void set_progress(const JobProgress& p);
+    // Inference side: the prompt processing got this far (delivered through wait() as JobOutput::progress).
+    void prompt_progress(const PromptProgress& p);
 
     std::atomic<int> slot{-1};  // the slot generating it, once admitted
 
@@ -148,6 +160,7 @@ public:
     // target's states are one per slot)
     bool has_mtp() const { return target_->mtp() != nullptr && !has_eagle3(); }
     bool has_eagle3() const { return draft_ && draft_->eagle3(); }  // -md is an EAGLE-3 head
+
     // What the KV caches take, for the start-up log: slots, positions, types, MiB (target and draft).
     const std::string& kv_summary() const { return kv_summary_; }
     const std::string& context_note() const { return context_note_; }  // empty when -c was given
@@ -175,6 +188,7 @@ private:
         sp.ctx_checkpoints = p_.ctx_checkpoints;
         return sp;
     }
+    void report_prompt(Slot& s);  // the job's prompt_progress, when it asked (return_progress)
     void embed(Slot& s, std::shared_ptr<Job> job);  // runs an embedding job to the end at once
     void slot_action(Slot& s, std::shared_ptr<Job> job);  // save, restore or erase the slot's cache
     void step_all();  // one round of every busy slot, their target passes merged into one forward pass

@@ -39,6 +39,7 @@ FrontEnd::FrontEnd(const Model& model, const FrontEndOptions& opt)
     co.eos_token = tok_->eos() >= 0 ? tok_->token_to_piece(tok_->eos(), true) : "";
     co.kwargs = opt.chat_template_kwargs;
     chat_ = std::make_unique<ChatFormatter>(co);
+    parallel_calls_ = chat_->renders_parallel_tool_calls();
     // Tool calls (src/serve/tool_calls.h): the template's format; its markers that are control tokens are shown in
     // answers (and may be forced by a tool grammar), as llama.cpp's preserved tokens.
     tool_format_ = chat_->is_jinja() ? tool_format_for_template(chat_->source()) : ToolFormat::NONE;

@@ -93,6 +93,8 @@ public:
 
     const Tokenizer& tokenizer() const { return *tok_; }
     const ChatFormatter& chat() const { return *chat_; }
+    // Whether the chat template renders parallel tool calls (asked once, at construction)
+    bool parallel_tool_calls() const { return parallel_calls_; }
     ToolFormat tool_format() const { return tool_format_; }
     const ThinkTags& think_tags() const { return think_tags_; }
     // The template's tool-call and thinking markers that are control tokens: shown in chat answers (and allowed by
@@ -103,6 +105,7 @@ private:
     FrontEndOptions opt_;
     std::unique_ptr<Tokenizer> tok_;
     std::unique_ptr<ChatFormatter> chat_;
+    bool parallel_calls_ = true;
     ToolFormat tool_format_ = ToolFormat::NONE;
     ThinkTags think_tags_;
     std::vector<int32_t> shown_special_;

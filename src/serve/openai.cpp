@@ -259,7 +259,7 @@ ParsedRequest parse_request(const json& body, bool chat, const ServerLimits& lim
     if (body.contains("model") && !body["model"].is_string() && !body["model"].is_null())
         throw BadRequest("'model' must be a string");
     if (chat) {
-        request::parse_chat(body, r);
+        request::parse_chat(body, lim.parallel_tool_calls, r);
     } else {
         auto it = body.find("prompt");
         if (it == body.end()) throw BadRequest("'prompt' is required");

@@ -118,6 +118,14 @@ struct ServerLimits {
     bool has_draft = false;
     bool has_mtp = false;  // the model has a multi-token-prediction block (speculative type mtp)
     bool has_eagle3 = false;  // -md is an EAGLE-3 head (speculative type eagle3)
+    // -md: a request's "draft" with a drafting head takes the head's type, as generate's --spec-type draft
+    // (pick_draft_head: an EAGLE-3 head drafts as eagle3, a Gemma 4 assistant as mtp)
+    std::shared_ptr<const Model> draft_model;
+    // parallel_tool_calls when a request leaves it out: as llama-server, whether the chat template renders an
+    // assistant message's second tool call (ChatFormatter::renders_parallel_tool_calls). OpenAI's default is on;
+    // a drop-in for llama-server follows the template, so that a template of one call per turn does not get a
+    // call list that a small model extends until max_tokens.
+    bool parallel_tool_calls = true;
     SpecParams spec_defaults;
     // Defaults a request starts from (llama-server: the sampling flags on the command line). seed: UINT64_MAX
     // = a fresh seed per request. n_predict: the default max_tokens (-1: until the end or the context is full).

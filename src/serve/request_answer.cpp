@@ -72,6 +72,7 @@ void parse_native_fields(const json& body, ParsedRequest& r) {
         }
     }
     r.timings_per_token = boolean(body, "timings_per_token", false);
+    r.job.return_progress = boolean(body, "return_progress", false);
     r.token_origins = boolean(body, "token_origins", false);
 }
 

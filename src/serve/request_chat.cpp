@@ -107,7 +107,7 @@ void parse_tool_choice(const json& body, ParsedRequest& r) {
 
 }  // namespace
 
-void parse_chat(const json& body, ParsedRequest& r) {
+void parse_chat(const json& body, bool parallel_default, ParsedRequest& r) {
     auto it = body.find("messages");
     if (it == body.end() || !it->is_array() || it->empty()) throw BadRequest("'messages' must be a non-empty array");
     for (size_t i = 0; i < it->size(); i++) r.chat_messages.push_back(template_message((*it)[i], i));
@@ -120,7 +120,7 @@ void parse_chat(const json& body, ParsedRequest& r) {
     }
     parse_tool_list(body, r);
     parse_tool_choice(body, r);
-    r.parallel_tool_calls = boolean(body, "parallel_tool_calls", true);
+    r.parallel_tool_calls = boolean(body, "parallel_tool_calls", parallel_default);
     if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
         if (!kw->is_object()) throw BadRequest("'chat_template_kwargs' must be an object");
         r.template_kwargs = *kw;

@@ -53,7 +53,10 @@ std::shared_ptr<const grammar::TriggerSpec> parse_grammar_triggers(const json& b
             if (!t.is_object() || !t.contains("type") || !t["type"].is_number_integer() || !t.contains("value") ||
                 !t["value"].is_string())
                 throw BadRequest(where + " must be {\"type\": 0, 1, 2 or 3, \"value\": string}");
-            const int type = t["type"];
+            const json& ty = t["type"];  // read whole: 4294967298 is no 2
+            const bool in_range =
+                ty.is_number_unsigned() ? ty.get<uint64_t>() <= 3 : ty.get<int64_t>() >= 0 && ty.get<int64_t>() <= 3;
+            const int type = in_range ? int(ty.get<int64_t>()) : -1;
             if (type < 0 || type > 3)
                 throw BadRequest(where + ".type must be 0 (token), 1 (word), 2 (pattern) or 3 (whole-answer pattern)");
             const std::string value = t["value"];

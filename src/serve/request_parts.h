@@ -32,7 +32,8 @@ bool boolean(const json& body, const char* key, bool def);
 // Chat requests (request_chat.cpp).
 // `messages` (required, non-empty) -> r.chat_messages; `reasoning_format`; `tools`, `tool_choice`,
 // `parallel_tool_calls`; `chat_template_kwargs` -> r.template_kwargs.
-void parse_chat(const json& body, ParsedRequest& r);
+// parallel_default: parallel_tool_calls when the request leaves it out (ServerLimits::parallel_tool_calls)
+void parse_chat(const json& body, bool parallel_default, ParsedRequest& r);
 // `continue_final_message` and `add_generation_prompt` (these two exclude each other in every request); chat
 // (chat = true): r.add_generation_prompt and r.prefill_assistant, from r.chat_messages.
 void parse_chat_continuation(const json& body, bool chat, ParsedRequest& r);

@@ -1,5 +1,7 @@
 // A request's speculative decoding (serve/request_parts.h): the server's defaults, llama-server's flat
 // "speculative.*" keys and n_keep, and our nested `speculative` object; and id_slot.
+#include <algorithm>
+
 #include "serve/request_parts.h"
 #include "tandem/error.h"
 
@@ -22,17 +24,16 @@ void parse_spec_type(const json& t, const ServerLimits& lim, SpecParams& spec) {
     }
     try {
         set_spec_types(spec, list);
+        pick_draft_head(spec, lim.draft_model.get());  // one rule with generate's --spec-type draft -md HEAD
     } catch (const Error& e) {
-        throw BadRequest(e.what());
+        throw BadRequest(std::string("speculative.type: ") + e.what());
     }
     if (spec.type == SpecType::DRAFT && !lim.has_draft)
         throw BadRequest("speculative.type 'draft': the server has no draft model (-md)");
-    if (spec.type == SpecType::MTP && !lim.has_mtp)
+    if (spec.type == SpecType::MTP && !lim.has_mtp && !(lim.draft_model && lim.draft_model->assistant()))
         throw BadRequest("speculative.type 'mtp': the model has no multi-token-prediction block");
     if (spec.type == SpecType::EAGLE3 && !lim.has_eagle3)
         throw BadRequest("speculative.type 'eagle3': the server has no EAGLE-3 head (-md)");
-    if (spec.type == SpecType::DRAFT && lim.has_eagle3)
-        throw BadRequest("speculative.type 'draft': the server's -md is an EAGLE-3 head (speculative.type 'eagle3')");
 }
 
 // Our nested object: {"n_max", "n_min", "p_min", "adaptive", "tree", "tree_width", "latency", "tree_nodes",
@@ -73,6 +74,15 @@ void parse_spec_overrides(const json& body, const ServerLimits& lim, JobRequest&
     j.id_slot = int(integer(body, "id_slot", -1, -1, 1 << 20));  // read here: its errors come in this order
     j.spec.n_keep = int(integer(body, "n_keep", j.spec.n_keep, -1, INT32_MAX));  // context shift (llama-server)
     if (auto it = body.find("speculative"); it != body.end() && !it->is_null()) parse_spec_object(*it, lim, j.spec);
+    // The operator's flags bound what a request may ask: a request may draft less than --draft-max and make a
+    // narrower, smaller token tree than the server's, never more (a client's n_max 256 with the adaptive
+    // controller off would make every round of every slot draft 256 tokens). Clamped, not refused, as
+    // llama.cpp's UI sends its own speculative settings with every request.
+    const SpecParams& d = lim.spec_defaults;
+    j.spec.n_max = std::min(j.spec.n_max, d.n_max);
+    j.spec.n_min = std::min(j.spec.n_min, j.spec.n_max);
+    j.spec.tree_width = std::min(j.spec.tree_width, d.tree_width);
+    j.spec.tree_nodes = std::min(j.spec.tree_nodes, d.tree_nodes);
 }
 
 }  // namespace tandem::server::request

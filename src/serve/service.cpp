@@ -1,6 +1,7 @@
 // The server's routes without HTTP (tandem/server.h): each parses its request through the model's front end,
 // submits jobs to the engine, and answers through a dialect (dialect.h).
 #include <algorithm>
+#include <ctime>
 #include <mutex>
 
 #include "grammar/grammar.h"
@@ -88,7 +89,7 @@ struct Service::Impl {
     std::atomic<bool> draining{false};  // drain() or shutdown() was called: /health answers 503
     std::atomic<uint64_t> http_requests{0};
     int64_t start_time = unix_time();
-    std::shared_ptr<const Model> model;
+    std::shared_ptr<const Model> model, draft_model;  // draft_model: -md (null without)
     std::shared_ptr<Engine> engine;
     std::unique_ptr<FrontEnd> fe;  // the model's request front end (front_end.h)
     std::unique_ptr<AnswerContext> answers;  // what the dialects write from
@@ -106,6 +107,8 @@ struct Service::Impl {
         lim.has_draft = engine->has_draft();
         lim.has_mtp = engine->has_mtp();
         lim.has_eagle3 = engine->has_eagle3();
+        lim.draft_model = draft_model;
+        lim.parallel_tool_calls = fe->parallel_tool_calls();
         lim.spec_defaults = spec_defaults;
         lim.sampling = p.sampling;
         lim.n_predict = p.n_predict;
@@ -220,6 +223,7 @@ void Service::load(const std::string& model_path, const std::string& draft_path,
     if (!I.engine->context_note().empty()) std::fprintf(stderr, "%s\n", I.engine->context_note().c_str());
     std::fprintf(stderr, "%s\n", I.engine->kv_summary().c_str());
     I.model = model;
+    I.draft_model = draft;
     I.fe = std::make_unique<FrontEnd>(
         *model, FrontEndOptions{I.p.chat_template, I.p.chat_template_text, I.p.jinja, I.p.chat_template_kwargs});
     if (I.p.embeddings && !I.p.pooling) I.p.pooling = default_pooling(model->gguf());
@@ -376,10 +380,41 @@ void Service::detokenize(Call& c) {
     });
 }
 
+namespace {
+
+// The value of `name` in a query string (undecoded), "" when absent.
+std::string query_param(const std::string& query, const std::string& name) {
+    for (size_t at = 0; at <= query.size();) {
+        size_t end = query.find('&', at);
+        if (end == std::string::npos) end = query.size();
+        const std::string kv = query.substr(at, end - at);
+        if (kv.rfind(name + "=", 0) == 0) return kv.substr(name.size() + 1);
+        at = end + 1;
+    }
+    return "";
+}
+
+// RFC 3339 of a Unix time (Anthropic's created_at)
+std::string rfc3339(int64_t t) {
+    const std::time_t tt = std::time_t(t);
+    std::tm tm{};
+    gmtime_r(&tt, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+}  // namespace
+
 void Service::models(Call& c) {
     const Impl& I = *impl_;
     const HParams& hp = I.model->hparams();
     const std::string& id = I.answers->model_id;
+    if (c.req.has_header("anthropic-version")) {  // Anthropic's client asks: its list's shape
+        const json m = {{"type", "model"}, {"id", id}, {"display_name", id}, {"created_at", rfc3339(unix_time())}};
+        c.json_ok({{"data", json::array({m})}, {"has_more", false}, {"first_id", id}, {"last_id", id}});
+        return;
+    }
     json m = {{"id", id},
               {"object", "model"},
               {"created", unix_time()},
@@ -407,6 +442,42 @@ void Service::models(Call& c) {
                    {"parameters", ""},
                    {"details", json::object()}};
     c.json_ok({{"object", "list"}, {"data", json::array({m})}, {"models", json::array({legacy})}});
+}
+
+void Service::model(Call& c, const std::string& id) {
+    const Impl& I = *impl_;
+    bool known = id == I.answers->model_id;
+    for (const auto& a : I.aliases) known = known || a.get<std::string>() == id;
+    if (!known) {
+        c.error(404, "The model '" + id + "' does not exist");
+        return;
+    }
+    if (c.req.has_header("anthropic-version")) {
+        c.json_ok({{"type", "model"}, {"id", id}, {"display_name", id}, {"created_at", rfc3339(unix_time())}});
+        return;
+    }
+    c.json_ok({{"id", id}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "tandem"}});
+}
+
+void Service::feature_disabled(Call& c) {
+    c.send(403, "application/json; charset=utf-8",
+           json{{"error", {{"message", "this feature is disabled"}, {"type", "feature_disabled"}}}}.dump());
+}
+
+void Service::streams_lookup(Call& c) {
+    const json body = json::parse(c.req.body.empty() ? std::string("{}") : c.req.body, nullptr, false);
+    if (body.is_discarded()) return c.error(400, "invalid body: not JSON");
+    c.json_ok(json::array());  // no stream's buffer is held: none to resume
+}
+
+void Service::stream_get(Call& c) {
+    if (query_param(c.req.query, "conv_id").empty()) return c.error(400, "Missing conversation id in path");
+    c.error(404, "Stream not found or expired");
+}
+
+void Service::stream_delete(Call& c) {
+    if (query_param(c.req.query, "conv_id").empty()) return c.error(400, "Missing conversation id in path");
+    c.send(204, "application/json", "");
 }
 
 void Service::metrics(Call& c) {

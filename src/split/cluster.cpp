@@ -1,5 +1,6 @@
 // The protocol of a split model (include/tandem/split.h): start-up agreement, twin-session commands, hidden states,
 // progress notes and faults, over any Transport.
+#include <cstdio>
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -22,7 +23,8 @@ enum Tag : int {
     TAG_ERROR = 14,
     TAG_AGREE = 15,
     TAG_VERDICT = 16,
-    TAG_REDUCE = 17
+    TAG_REDUCE = 17,
+    TAG_STOP_ACK = 18
 };
 enum Op : int32_t {
     OP_OPEN = 1,
@@ -110,6 +112,7 @@ struct Cluster::Impl {
         return r < int(hosts.size()) ? strprintf("rank %d (%s)", r, hosts[size_t(r)].c_str()) : strprintf("rank %d", r);
     }
     [[noreturn]] void fail(const std::string& why) {
+        note_ranks_failed();  // the process then ends every rank (end_ranks: abort, not a finalize that waits)
         if (!broken.exchange(true)) {
             reason = why;
             if (on_broken) on_broken(why);
@@ -173,8 +176,9 @@ Cluster::Cluster(std::shared_ptr<Transport> t, const SplitOptions& opt) : impl_(
 Cluster::~Cluster() {
     try {
         stop();
-    } catch (...) {  // a broken cluster: nothing more to tell the others
-    }
+    } catch (const std::exception& e) {  // a broken cluster: nothing more to tell the others (end_ranks aborts)
+        std::fprintf(stderr, "split: error: %s\n", e.what());
+    } catch (...) {}
 }
 
 int Cluster::rank() const { return impl_->t->rank(); }
@@ -361,6 +365,14 @@ void Cluster::stop() {
     Writer w;
     w.i32(OP_STOP);
     impl_->command(w);
+    // Acknowledged by every rank within the rank timeout: a stalled rank (a partition, SIGSTOP) breaks the
+    // cluster here, named, and the process then aborts the job (end_ranks) instead of waiting in MPI_Finalize
+    // without limit.
+    std::vector<uint8_t> m;
+    for (int r = 1; r < size(); r++)
+        if (!impl_->wait(r, TAG_STOP_ACK, m, impl_->opt.timeout_s, 1000))
+            impl_->fail(strprintf("%s did not acknowledge the stop within %g s (--rank-timeout)", impl_->who(r).c_str(),
+                                  impl_->opt.timeout_s));
 }
 
 void Cluster::send_hidden(const float* x, size_t n_floats) {
@@ -442,7 +454,11 @@ void Cluster::serve(const std::shared_ptr<const Model>& model, ThreadPool& pool)
             I.wait(0, TAG_CMD, m, 0, 200);
             Reader rd{m};
             const int op = rd.i32();
-            if (op == OP_STOP) return;
+            if (op == OP_STOP) {
+                const uint8_t ack = 1;
+                I.send(0, TAG_STOP_ACK, &ack, 1);
+                return;
+            }
             const int id = op == OP_BATCH ? 0 : rd.i32();
             switch (op) {
                 case OP_OPEN: {

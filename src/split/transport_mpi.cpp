@@ -2,6 +2,7 @@
 // mpi_transport() refuses a start as one of several ranks and returns null otherwise.
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -15,6 +16,13 @@
 #endif
 
 namespace tandem {
+
+namespace {
+std::atomic<bool> g_ranks_failed{false};
+}  // namespace
+
+void note_ranks_failed() { g_ranks_failed = true; }
+bool ranks_failed() { return g_ranks_failed; }
 
 namespace {
 // The world size the launcher gave this process (mpirun: Open MPI's, MPICH's / Slurm's PMI variables); 1 alone.
@@ -113,8 +121,8 @@ void end_ranks(bool ok) {
     if (!g_world) return;
     std::fflush(stdout);
     std::fflush(stderr);
-    if (ok) MPI_Finalize();
-    else MPI_Abort(MPI_COMM_WORLD, 1);
+    if (ok && !ranks_failed()) MPI_Finalize();
+    else MPI_Abort(MPI_COMM_WORLD, 1);  // (a rank that stalled would keep MPI_Finalize waiting without limit)
 }
 
 #else

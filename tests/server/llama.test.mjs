@@ -214,6 +214,31 @@ test('--context-shift: generation goes on past a full context; without it, it st
   }
 });
 
+test('return_progress: prompt_progress chunks while a long prompt is processed (native and OpenAI streams), then the same text', async () => {
+  const srv = await startServer(['-m', STORIES, '--temp', '0', '-c', '1024', '--no-webui']);
+  const events = (r) => r.text.split('\n\n').filter((e) => e.startsWith('data: ') && e !== 'data: [DONE]').map((e) => JSON.parse(e.slice(6)));
+  try {
+    const base = 'there was a little girl who lived by the sea. '.repeat(20);
+    let k = 0;
+    for (const [route, mk, textOf] of [
+      ['/completion', (prompt) => ({ prompt, n_predict: 6, stream: true }), (c) => c.content || ''],
+      ['/v1/chat/completions', (prompt) => ({ messages: [{ role: 'user', content: prompt }], max_tokens: 6, stream: true }),
+        (c) => c.choices?.[0]?.delta?.content || ''],
+    ]) {
+      const prompt = `Story ${k++}: once upon a time ${base}`;  // a prompt of its own: nothing cached
+      const withp = events(await post(srv.base, route, { ...mk(prompt), return_progress: true }));
+      const prog = withp.filter((c) => c.prompt_progress).map((c) => c.prompt_progress);
+      assert.ok(prog.length >= 2, `${route}: a long prompt is processed in several pieces (${prog.length} events)`);
+      for (let i = 1; i < prog.length; i++) assert.ok(prog[i].processed > prog[i - 1].processed, JSON.stringify(prog));
+      assert.equal(prog.at(-1).processed, prog.at(-1).total, 'the last event: the whole prompt');
+      assert.ok(prog.every((p) => p.total > 200 && p.cache >= 0 && p.time_ms >= 0));
+      const plain = events(await post(srv.base, route, mk(prompt)));  // (its prompt cached now: the same answer)
+      assert.ok(plain.every((c) => !('prompt_progress' in c)), 'none unless asked');
+      assert.equal(withp.map(textOf).join(''), plain.map(textOf).join(''), 'the same answer');
+    }
+  } finally { await done(srv); }
+});
+
 test('--embeddings: the OpenAI SDK (base64 and float), llama-server /embedding, pooling none, errors', async () => {
   const plain = await startServer(['-m', STORIES]);
   try {

@@ -177,5 +177,27 @@ if wait_gone "$mp" 30; then
 else fail "rank 1 stalled: the server did not stop"; kill -9 "$r1"; fi
 kill -9 "$r1" 2>/dev/null
 
+# An idle split server whose rank 1 stalls, then SIGTERM to rank 0 (issue 49: it waited in MPI_Finalize without
+# limit, in both modes): the stop is bounded by --rank-timeout, exit non-zero, the rank named
+for sm in layer tensor; do
+  port=$((20000 + RANDOM % 20000))
+  "${MPIRUN[@]}" -np 2 "$BIN" serve -m "$M" -t 1 --port $port -np 1 --rank-timeout 2 --shutdown-grace 1 -sm $sm \
+    >"$work/idle" 2>"$work/idle.err" &
+  mp=$!
+  pids+=("$mp")
+  for _ in $(seq 1 100); do curl -sf "localhost:$port/health" >/dev/null && break; sleep 0.1; done
+  r0=$(rank_pid "$mp" 0)
+  r1=$(rank_pid "$mp" 1)
+  kill -STOP "$r1"
+  kill -TERM "$r0"
+  if wait_gone "$mp" 20; then
+    wait "$mp"; rc=$?
+    if [ $rc -ne 0 ] && grep -qE "rank 1 \(.*\) did not acknowledge the stop within 2 s" "$work/idle.err"; then
+      pass "idle server, rank 1 stalled, SIGTERM ($sm): stopped within the rank timeout, exit $rc, rank 1 named"
+    else fail "idle server, rank 1 stalled ($sm): exit $rc, $(grep -E 'rank|error' "$work/idle.err" | tail -3)"; fi
+  else fail "idle server, rank 1 stalled, SIGTERM ($sm): the ranks did not stop"; fi
+  kill -9 "$r1" 2>/dev/null
+done
+
 echo "split tests: $fails failure(s) in $(( $(date +%s) - t0 )) s"
 [ $fails -eq 0 ]

@@ -129,3 +129,25 @@ test('settings: bad values are refused with the field named', () => {
   s.sampling = { top_p: '7' };
   assert.throws(() => buildRequest(s, []), /Top-p/);
 });
+
+test('store: an import keeps each optional field only in the shape the page reads (issue 49: they threw when opened)', () => {
+  const to = new ConversationStore(new MemStorage());
+  const bad = [{
+    title: { x: 1 },
+    messages: [{ role: 'user', content: 'q', attachments: 'abc' },
+      { role: 'assistant', content: 'a', origins: [5, null], timings: { predicted_per_second: 'abc', predicted_n: 3 },
+        toolCalls: 5, rounds: [null], reasoning: 7, extra: { evil: true } },
+      { role: 'assistant', content: 'b', origins: [['b', 'draft', 1, null]], rounds: [{ round: 1, n: 1, proposer: null, t: 0 }],
+        toolCalls: [{ id: 'c', name: 'f', arguments: '{}' }, { name: 5 }], attachments: [{ name: 'a.txt', text: 't' }, null] }],
+  }];
+  assert.equal(to.importJson(JSON.stringify(bad)), 1);
+  const c = to.list()[0];
+  assert.equal(c.title, 'Imported chat');
+  assert.deepEqual(c.messages[0], { role: 'user', content: 'q' });
+  assert.deepEqual(c.messages[1], { role: 'assistant', content: 'a', timings: { predicted_n: 3 } });
+  assert.deepEqual(c.messages[2].origins, [['b', 'draft', 1, null]]);
+  assert.deepEqual(c.messages[2].rounds, [{ round: 1, n: 1, proposer: null, t: 0 }]);
+  assert.deepEqual(c.messages[2].toolCalls, [{ id: 'c', name: 'f', arguments: '{}' }]);
+  assert.deepEqual(c.messages[2].attachments, [{ name: 'a.txt', text: 't' }]);
+  assert.doesNotThrow(() => specSummary(c.messages[2].origins, c.messages[2].timings));
+});

@@ -74,3 +74,14 @@ test('highlighting: languages by family, unknown ones escaped only', () => {
   assert.equal(highlight('SELECT 1 -- n', 'sql'), '<span class="hl-keyword">SELECT</span> <span class="hl-number">1</span> <span class="hl-comment">-- n</span>');
   assert.equal(highlight('<a> if', ''), '&lt;a&gt; if');
 });
+
+test('placeholders: text that looks like one stays text (issue 49: it broke a conversation, or copied a link)', () => {
+  assert.equal(renderInline('a \u00017\u0001 b'), 'a \uFFFD7\uFFFD b');
+  assert.doesNotMatch(renderInline('`c` \u00009\u0000'), /undefined/);
+  assert.equal(renderInline('`c` \u00009\u0000'), '<code>c</code> \uFFFD9\uFFFD');
+  const twice = renderInline('[l](http://a) \u00010\u0001');
+  assert.equal(twice.match(/<a /g).length, 1);
+  assert.equal(renderInline('[`x`](http://a)'),
+    '<a href="http://a" target="_blank" rel="noopener noreferrer"><code>x</code></a>');
+  assert.doesNotThrow(() => renderMarkdown('# \u00013\u0001\n\n- \u00000\u0000 `y`'));
+});

@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
         std::fputs(kUsage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    const int rc = run(argv[1], argc, argv);
+    int rc = run(argv[1], argc, argv);
+    if (rc == 0 && tandem::ranks_failed()) rc = 1;  // e.g. a rank that did not acknowledge the stop (named above)
     tandem::end_ranks(rc == 0);  // one of several MPI ranks: finalize, or end every rank after a failure
     return rc;
 }

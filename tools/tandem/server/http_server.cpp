@@ -69,6 +69,11 @@ struct HttpServer::Impl {
         add("POST", {"/v1/messages"}, &Service::anthropic_messages);
         add("POST", {"/v1/responses", "/responses"}, &Service::responses);
         add("POST", {"/v1/messages/count_tokens"}, &Service::anthropic_count_tokens);
+        for (const char* method : {"GET", "POST"})
+            add_page(method, {"/tools", "/cors-proxy"}, [this](Call& c) { svc.feature_disabled(c); });
+        add_page("POST", {"/v1/streams/lookup"}, [this](Call& c) { svc.streams_lookup(c); });
+        add_page("GET", {"/v1/stream"}, [this](Call& c) { svc.stream_get(c); });
+        add_page("DELETE", {"/v1/stream"}, [this](Call& c) { svc.stream_delete(c); });
         auto not_implemented = [](Call& c) {
             c.error(501, "this endpoint (" + c.req.path +
                              ") is not implemented by tandem (see README, llama-server compatibility)");
@@ -94,6 +99,11 @@ struct HttpServer::Impl {
         if (call.req.path.size() > 7 && path.rfind("/slots/", 0) == 0 && call.req.method == "POST") {
             if (!svc.ready()) return call.error(503, "the model is loading", {{"Retry-After", "1"}});
             return svc.slot_action(call, path.substr(7));
+        }
+        if (path.size() > 11 && path.rfind("/v1/models/", 0) == 0 &&
+            (call.req.method == "GET" || call.req.method == "HEAD")) {
+            if (!svc.ready()) return call.error(503, "the model is loading", {{"Retry-After", "1"}});
+            return svc.model(call, path.substr(11));
         }
         auto it = routes.find(path);
         if (it == routes.end()) return call.error(404, "no such endpoint");

@@ -20,11 +20,17 @@ function safeUrl(url) {
   return u;
 }
 
-// Inline markup of one block's text (escaped here).
+// Inline markup of one block's text (escaped here). Code spans and links are set aside as placeholders (\u0000N\u0000,
+// \u0001N\u0001) while the rest is marked up; those two characters are replaced in the input first, so that no text
+// can name a placeholder (model text once broke a conversation for good, or copied another link anywhere).
 export function renderInline(text) {
-  const codes = [];
+  return inline(String(text).replace(/[\u0000\u0001]/g, '\uFFFD'), []);
+}
+
+// codes: the code spans of the whole block (a link's label, marked up on its own, refers to them)
+function inline(text, codes) {
   // code spans first: their content is literal
-  let s = String(text).replace(/(`+)([\s\S]*?[^`])\1(?!`)/g, (_, ticks, code) => {
+  let s = text.replace(/(`+)([\s\S]*?[^`])\1(?!`)/g, (_, ticks, code) => {
     codes.push(`<code>${escapeHtml(code.replace(/^ (.*) $/s, '$1'))}</code>`);
     return `\u0000${codes.length - 1}\u0000`;
   });
@@ -32,7 +38,7 @@ export function renderInline(text) {
   s = s.replace(/\[([^\]\n]+)\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g, (all, label, url) => {
     const href = safeUrl(url);
     if (href === null) return all;
-    links.push([renderInline(label), href]);
+    links.push([inline(label, codes), href]);
     return `\u0001${links.length - 1}\u0001`;
   });
   s = s.replace(/\bhttps?:\/\/[^\s<>()\u0000\u0001]+[^\s<>()\u0000\u0001.,;:!?'"]/g, (url) => {

@@ -91,12 +91,46 @@ export class ConversationStore {
       const id = typeof c.id === 'string' && !ids.has(c.id) ? c.id : this.newId() + i;
       ids.add(id);
       const t = this.now();
-      list.push({ ...c, id, title: String(c.title || 'Imported chat'), created: Number(c.created) || t, updated: Number(c.updated) || t });
+      const title = typeof c.title === 'string' && c.title ? c.title : 'Imported chat';
+      list.push({ id, title, created: Number(c.created) || t, updated: Number(c.updated) || t, messages: c.messages.map(cleanMessage) });
       n++;
     }
     this.write(list);
     return n;
   }
+}
+
+// An imported message as the page writes them: role and content (checked by the caller), and each optional field
+// kept only in the shape the page reads (a field of another shape is dropped, not rendered: an export edited by
+// hand, or by another program, must not leave a conversation that throws every time it is opened).
+const isNum = (x) => typeof x === 'number' && Number.isFinite(x);
+const isStr = (x) => typeof x === 'string';
+export function cleanMessage(m) {
+  const out = { role: m.role, content: m.content };
+  if (isStr(m.reasoning)) out.reasoning = m.reasoning;
+  if (isStr(m.error)) out.error = m.error;
+  if (m.stopped === true) out.stopped = true;
+  if (isStr(m.tool_call_id)) out.tool_call_id = m.tool_call_id;
+  if (isStr(m.name)) out.name = m.name;
+  if (Array.isArray(m.attachments)) {
+    const a = m.attachments.filter((f) => f && isStr(f.name) && isStr(f.text)).map((f) => ({ name: f.name, text: f.text }));
+    if (a.length) out.attachments = a;
+  }
+  if (Array.isArray(m.toolCalls)) {
+    const calls = m.toolCalls.filter((c) => c && isStr(c.name) && isStr(c.arguments))
+      .map((c) => ({ id: isStr(c.id) ? c.id : '', name: c.name, arguments: c.arguments }));
+    if (calls.length) out.toolCalls = calls;
+  }
+  if (Array.isArray(m.origins) && m.origins.length && m.origins.every((o) => Array.isArray(o) && o.length === 4 &&
+      isStr(o[0]) && isStr(o[1]) && isNum(o[2]) && (o[3] === null || isStr(o[3])))) out.origins = m.origins;
+  if (out.origins && Array.isArray(m.rounds) && m.rounds.every((r) => r && isNum(r.round) && isNum(r.n) && isNum(r.t) &&
+      (r.proposer === null || r.proposer === undefined || isStr(r.proposer))))
+    out.rounds = m.rounds.map(({ round, n, proposer, t }) => ({ round, n, proposer: proposer ?? null, t }));
+  if (m.timings && typeof m.timings === 'object' && !Array.isArray(m.timings)) {
+    const t = Object.fromEntries(Object.entries(m.timings).filter(([, v]) => isNum(v)));
+    if (Object.keys(t).length) out.timings = t;
+  }
+  return out;
 }
 
 // A title from the first user message: its first line, cut to 48 characters.
