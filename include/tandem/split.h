@@ -99,6 +99,10 @@ public:
     virtual bool try_recv(int from, int tag, std::vector<uint8_t>& out, int* src) = 0;
     // Ends every rank at once (MPI_Abort); in-process transports mark the world dead instead.
     virtual void abort(int code) = 0;
+    // A rank whose process is known to have ended (killed, crashed), or -1; rank 0 learns it of every rank, another
+    // rank of rank 0. Does not wait. The MPI transport knows it from a connection each rank holds to rank 0
+    // (src/split/liveness.h); a stalled rank has not ended (the rank timeout's).
+    virtual int ended_rank() { return -1; }
 };
 // n ranks as threads of this process (rank i: [i]); a message is copied into the receiver's queue.
 std::vector<std::shared_ptr<Transport>> local_transports(int n);

@@ -124,8 +124,10 @@ struct Cluster::Impl {
     }
     // Rank 0 gives a send timeout_s (a stalled rank breaks the cluster, named); the others wait (rank 0 ends them).
     void send(int to, int tag, const void* p, size_t n) {
-        if (!t->send(to, tag, p, n, t->rank() == 0 ? opt.timeout_s : 0))
+        if (!t->send(to, tag, p, n, t->rank() == 0 ? opt.timeout_s : 0)) {
+            if (t->rank() == 0) check_errors();  // (a rank that ended is named as such)
             fail(strprintf("%s did not take a message within %g s (--rank-timeout)", who(to).c_str(), opt.timeout_s));
+        }
         sent.messages++;
         sent.bytes += n;
     }
@@ -135,11 +137,13 @@ struct Cluster::Impl {
         received.bytes += out.size();
         return true;
     }
-    // Rank 0: a rank's error report, if one came: the cluster breaks, naming it.
+    // Rank 0: a rank's error report, if one came, or a rank whose process ended: the cluster breaks, naming it.
     void check_errors() {
         std::vector<uint8_t> m;
         int src = -1;
         if (try_recv(-1, TAG_ERROR, m, &src)) fail(who(src) + " failed: " + std::string(m.begin(), m.end()));
+        if (const int r = t->ended_rank(); r > 0)
+            fail(who(r) + " ended: its process exited or was killed (its connection to rank 0 closed)");
     }
     void drain_progress() {
         std::vector<uint8_t> m;

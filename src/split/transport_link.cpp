@@ -60,6 +60,7 @@ public:
         return false;
     }
     void abort(int code) override { in_->abort(code); }
+    int ended_rank() override { return in_->ended_rank(); }
 
 private:
     struct Held {

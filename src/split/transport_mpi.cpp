@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "split/liveness.h"
 #include "split/poll.h"
 #include "tandem/error.h"
 #include "tandem/split.h"
@@ -55,7 +56,9 @@ public:
         int len = 0;
         MPI_Get_processor_name(name, &len);
         host_.assign(name, size_t(len));
+        watch_ranks();
     }
+    ~MpiTransport() override { liveness::close_all(peers_); }
     // (MPI_Finalize / MPI_Abort: end_ranks, at the end of the process)
     int rank() const override { return rank_; }
     int size() const override { return size_; }
@@ -66,13 +69,17 @@ public:
         // polled, napping as Cluster's receives do, until it completes or the time is up.
         MPI_Request req;
         check(MPI_Isend(data, int(bytes), MPI_BYTE, to, tag, MPI_COMM_WORLD, &req), "send to", to);
-        return poll_until(
-            [&](int) {
-                int done = 0;
-                check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "send to", to);
-                return done != 0;
+        // A receiver whose process ended does not take it either: false as soon as that is known.
+        bool ended = false;
+        const bool done = poll_until(
+            [&](int spin) {
+                int sent = 0;
+                check(MPI_Test(&req, &sent, MPI_STATUS_IGNORE), "send to", to);
+                if (!sent && spin % 64 == 63) ended = liveness::first_ended(peers_) == (rank_ == 0 ? to : 0);
+                return sent != 0 || ended;
             },
             timeout_s, 50);
+        return done && !ended;
     }
     bool try_recv(int from, int tag, std::vector<uint8_t>& out, int* src) override {
         int flag = 0;
@@ -88,8 +95,37 @@ public:
         return true;
     }
     void abort(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }
+    int ended_rank() override { return liveness::first_ended(peers_); }
 
 private:
+    // Every rank connects to rank 0 once (src/split/liveness.h): rank 0 then sees a rank's process end when it does.
+    // A rank that cannot connect (a firewall) is said, and its end is found by the rank timeout only.
+    void watch_ranks() {
+        liveness::Listener l;
+        if (rank_ == 0) l = liveness::listen_for_ranks();
+        int len = int(l.contact.size());
+        MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        std::string contact(size_t(len), '\0');
+        if (rank_ == 0) contact = l.contact;
+        MPI_Bcast(contact.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+        int fd = -1;
+        if (rank_ != 0 && len > 0) fd = liveness::connect_to_leader(contact, rank_, 5.0);
+        int connected = fd >= 0;
+        std::vector<int> all(size_t(size_), 0);
+        MPI_Gather(&connected, 1, MPI_INT, all.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (rank_ != 0) {
+            peers_.assign(1, fd);  // held open for the process's life: its end is what rank 0 sees
+            return;
+        }
+        peers_ = liveness::accept_ranks(l.fd, all, 5.0);
+        for (int r = 1; r < size_; r++)
+            if (peers_[size_t(r)] < 0)
+                std::fprintf(stderr,
+                             "split: warning: rank %d could not connect to rank 0 (port and addresses \"%s\"): if its "
+                             "process ends, it is found by --rank-timeout only\n",
+                             r, contact.c_str());
+    }
+
     void check(int rc, const char* what, int peer) const {
         if (rc == MPI_SUCCESS) return;
         char msg[MPI_MAX_ERROR_STRING] = {};
@@ -99,6 +135,7 @@ private:
     }
     int rank_ = 0, size_ = 1;
     std::string host_;
+    std::vector<int> peers_;  // rank 0: each rank's liveness connection (-1: none); another rank: its own
 };
 }  // namespace
 

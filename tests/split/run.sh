@@ -8,7 +8,8 @@
 #     ranks, a run repeating, more ranks than KV heads refused;
 #   - a split server (both modes) answering what one process generates, then stopping cleanly on SIGTERM to rank 0;
 #   - faults: a rank with another model file refused by name; a rank killed mid-generation ending the run non-zero
-#     with the rank named; a server whose rank stalls past --rank-timeout answering 503 and exiting non-zero.
+#     with the rank named; a server whose rank stalls past --rank-timeout answering 503 and exiting non-zero; a
+#     server whose rank is killed answering 503 / an error event at once, whatever the rank timeout.
 # Needs mpirun (Open MPI: scripts/install-deps.sh) and a tandem built with TANDEM_MPI.
 #   bash tests/split/run.sh [path/to/tandem]
 set -uo pipefail
@@ -176,6 +177,44 @@ if wait_gone "$mp" 30; then
   else fail "rank 1 stalled: exit $rc, $(grep -E 'split|error' "$work/stall.err" | head -3)"; fi
 else fail "rank 1 stalled: the server did not stop"; kill -9 "$r1"; fi
 kill -9 "$r1" 2>/dev/null
+
+# A rank killed (kill -9) during a request, with a rank timeout longer than mpirun waits before it ends the job
+# (issue 49: the connection closed with no status line, or the stream ended after an ordinary chunk): rank 0 sees
+# the rank's process end (its liveness connection closes) and answers 503, or an SSE error event, naming it
+for sm in layer tensor; do
+  for stream in false true; do
+    port=$((20000 + RANDOM % 20000))
+    "${MPIRUN[@]}" -np 2 "$BIN" serve -m "$M" -t 1 --port $port -np 1 -c 4096 --rank-timeout 60 --shutdown-grace 1 \
+      -sm $sm >"$work/dead" 2>"$work/dead.err" &
+    mp=$!
+    pids+=("$mp")
+    for _ in $(seq 1 100); do curl -sf "localhost:$port/health" >/dev/null && break; sleep 0.1; done
+    r1=$(rank_pid "$mp" 1)
+    : >"$work/dead.body"
+    # not streamed: rank 1 held first, so that the kill lands inside the request; streamed: killed after the
+    # stream's first chunks (a long generation)
+    [ "$stream" = false ] && kill -STOP "$r1"
+    curl -s -N -o "$work/dead.body" -w '%{http_code}' "localhost:$port/completion" \
+      -d "{\"prompt\":\"$P\",\"n_predict\":4000,\"ignore_eos\":true,\"stream\":$stream}" >"$work/dead.code" &
+    cp=$!
+    if [ "$stream" = true ]; then
+      for _ in $(seq 1 100); do grep -q '^data' "$work/dead.body" && break; sleep 0.05; done
+    else sleep 0.5; fi
+    kill -9 "$r1"
+    wait "$cp"
+    code=$(cat "$work/dead.code")
+    label="rank 1 killed during a request ($sm, stream $stream)"
+    if [ "$stream" = false ] && [ "$code" = 503 ] && grep -q 'rank 1 (.*) ended' "$work/dead.body"; then
+      pass "$label: 503 ($(head -c 120 "$work/dead.body"))"
+    elif [ "$stream" = true ] && [ "$code" = 200 ] && tail -n 3 "$work/dead.body" | grep -q '"error".*rank 1 (.*) ended'; then
+      pass "$label: the stream ends with an error event naming rank 1"
+    else fail "$label: status $code, $(tail -c 200 "$work/dead.body")"; fi
+    if wait_gone "$mp" 20; then
+      wait "$mp"; rc=$?
+      [ $rc -ne 0 ] && pass "$label: the job ended, exit $rc" || fail "$label: exit 0"
+    else fail "$label: the job did not end"; fi
+  done
+done
 
 # An idle split server whose rank 1 stalls, then SIGTERM to rank 0 (issue 49: it waited in MPI_Finalize without
 # limit, in both modes): the stop is bounded by --rank-timeout, exit non-zero, the rank named
