@@ -120,6 +120,7 @@ struct ServeParams {
     bool jinja = true;  // --jinja (default) / --no-jinja (recognise templates, render built-ins)
     nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();  // --chat-template-kwargs
     bool webui = true;
+    std::string public_path;  // --path: a directory served at / instead of the chat page (tools/.../static_files.h)
     std::string api_prefix;  // every route also under this prefix
     bool slots_endpoint = true, props_post = false, metrics = false;
     std::string slot_save_path;
@@ -166,8 +167,9 @@ public:
     void shutdown(int grace_ms);
 
     // Access (Host, Origin, API key, preflight: src/serve/access.h) of a request to `path` (the API prefix
-    // removed). Sets call.cors; answers a preflight or a refusal itself and then returns false.
-    bool admit(Call& call, const std::string& path);
+    // removed). Sets call.cors; answers a preflight or a refusal itself and then returns false. page_file: the
+    // path names a file of --path's directory (open without the key).
+    bool admit(Call& call, const std::string& path, bool page_file = false);
     void count_http_request();
 
     // /health: 200 {"status":"ok"} once ready; 503 while loading and from drain() on. Needs no model.

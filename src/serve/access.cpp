@@ -113,7 +113,7 @@ AccessDecision check_access(const AccessPolicy& P, const AccessRequest& r) {
     // 4. Key
     const bool open = r.path == "/health" || r.path == "/v1/health" || r.path == "/v1/models" || r.path == "/models" ||
                       r.path == "/" || r.path == "/index.html" || r.path == "/sw.js" ||
-                      r.path == "/manifest.webmanifest" || r.path.rfind("/webui/", 0) == 0;
+                      r.path == "/manifest.webmanifest" || r.path.rfind("/webui/", 0) == 0 || r.page_file;
     if (!P.api_key.empty() && !open) {
         const std::string prefix = "Bearer ";
         if (r.authorization.rfind(prefix, 0) != 0 ||

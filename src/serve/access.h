@@ -11,8 +11,8 @@
 //             foreign page cannot drive a keyless local server even with a "simple" text/plain POST.
 //   3. OPTIONS preflight of an allowed origin: 200 (as llama-server) with the Access-Control-Allow-* headers,
 //             before the key check (a preflight carries no key).
-//   4. Key    with --api-key every path but /health, /v1/health, /, /index.html, /sw.js, /v1/models and /models
-//             needs "Authorization: Bearer KEY" (the caller maps llama-server's X-Api-Key: KEY to it), compared
+//   4. Key    with --api-key every path but /health, /v1/health, /, /index.html, /sw.js, /v1/models, /models and
+//             the files of --path needs "Authorization: Bearer KEY" (the caller maps llama-server's X-Api-Key: KEY to it), compared
 //             in constant time: 401.
 // Responses to an allowed cross-origin request carry Access-Control-Allow-Origin: <origin> and Vary: Origin.
 #pragma once
@@ -33,6 +33,7 @@ struct AccessRequest {
     std::string method, path;
     std::string host, origin, authorization;  // header values, empty when absent
     std::string request_headers;  // Access-Control-Request-Headers of a preflight
+    bool page_file = false;  // a file of --path's directory: open without the key, as the built-in page
 };
 
 struct AccessDecision {

@@ -264,12 +264,12 @@ void Service::health(Call& c) {
 
 void Service::count_http_request() { impl_->http_requests++; }
 
-bool Service::admit(Call& call, const std::string& path) {
+bool Service::admit(Call& call, const std::string& path, bool page_file) {
     const HttpRequest& req = call.req;
     std::string auth = req.header("authorization");
     if (auth.empty() && req.has_header("x-api-key")) auth = "Bearer " + req.header("x-api-key");  // llama-server
     AccessDecision d = check_access(impl_->policy, {req.method, path, req.header("host"), req.header("origin"), auth,
-                                                    req.header("access-control-request-headers")});
+                                                    req.header("access-control-request-headers"), page_file});
     call.cors = d.headers;
     if (d.status == 200) call.send(200, "text/plain", "");  // preflight
     else if (d.status) call.error(d.status, d.message);

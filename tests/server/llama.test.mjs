@@ -837,3 +837,60 @@ test('grammars past the matcher\'s bounds are a 400 before the engine; a grammar
     assert.doesNotMatch(free.json.content, /<\/s>/);
   } finally { await done(srv); }
 });
+
+test('--path DIR serves another web UI\'s files at / as llama-server: never a file outside DIR, open without the key, the API beside it', async () => {
+  const dir = fs.mkdtempSync(path.join(tmpDir(), 'ui-'));
+  fs.mkdirSync(path.join(dir, '_app', 'immutable'), { recursive: true });
+  fs.writeFileSync(path.join(dir, 'index.html'), '<!doctype html><title>other ui</title>');
+  fs.writeFileSync(path.join(dir, '_app', 'version.json'), '{"version":"1"}');
+  fs.writeFileSync(path.join(dir, '_app', 'immutable', 'app.js'), 'export const a = 1;');
+  fs.writeFileSync(path.join(dir, 'a b.css'), 'body{}');
+  const outside = path.join(tmpDir(), 'outside-secret.txt');
+  fs.writeFileSync(outside, 'secret');
+  fs.symlinkSync(outside, path.join(dir, 'link.txt'));
+  const srv = await startServer(['-m', STORIES, '--path', dir, '--api-key', 'k']);
+  try {
+    const get = async (p, headers = {}) => {
+      const r = await fetch(srv.base + p, { headers });
+      return { status: r.status, type: r.headers.get('content-type'), text: await r.text() };
+    };
+    let r = await get('/');
+    assert.equal(r.status, 200);
+    assert.match(r.text, /other ui/);
+    assert.match(r.type, /^text\/html/);
+    r = await get('/_app/immutable/app.js');
+    assert.equal(r.status, 200, 'a UI\'s scripts load without the key');
+    assert.match(r.type, /^text\/javascript/);
+    r = await get('/_app/version.json');
+    assert.deepEqual([r.status, r.type], [200, 'application/json']);
+    assert.equal((await get('/a%20b.css')).status, 200, 'the path is percent-decoded');
+    // fetch() normalizes "..": raw requests over a socket keep them
+    const raw = async (p) => {
+      const net = await import('node:net');
+      return new Promise((resolve, reject) => {
+        const s = net.connect(srv.port, '127.0.0.1', () => s.write(`GET ${p} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`));
+        let data = '';
+        s.on('data', (d) => { data += d; });
+        s.on('end', () => resolve(data));
+        s.on('error', reject);
+      });
+    };
+    for (const p of ['/../outside-secret.txt', '/_app/../../outside-secret.txt', '/%2e%2e/outside-secret.txt',
+      '/_app/%2E%2E/%2e%2e/outside-secret.txt', '/link.txt', '/_app/..%2f..%2foutside-secret.txt', '/index.html%00.js']) {
+      const answer = await raw(p);
+      assert.doesNotMatch(answer, /secret(?!-)/, `${p} must not reach a file outside --path`);
+      assert.match(answer, /^HTTP\/1\.1 (401|404)/, `${p}: ${answer.slice(0, 80)}`);
+    }
+    // the API is beside the files, with its key
+    assert.equal((await get('/health')).status, 200);
+    assert.equal((await get('/props')).status, 401);
+    assert.equal((await get('/props', { Authorization: 'Bearer k' })).status, 200);
+    assert.equal((await get('/webui/app.js')).status, 404, 'the built-in page is replaced, not added');
+  } finally { await done(srv); }
+  // a directory that is not there: an error naming it, exit 1 (llama-server: "static assets path not found")
+  let failed = null;
+  try { execFileSync(BIN, ['serve', '-m', STORIES, '--port', '0', '--path', path.join(dir, 'missing')], { stdio: 'pipe' }); } catch (e) { failed = e; }
+  assert.ok(failed, 'serve with a missing --path must fail');
+  assert.equal(failed.status, 1);
+  assert.match(failed.stderr.toString(), /--path .*missing: static assets path not found/);
+});

@@ -153,6 +153,9 @@ int cmd_serve(int argc, char** argv) {
             [&] { sp.jinja = false; });
     ap.flag({"--ui", "--webui"}, "serve the chat page at / (default)", [&] { sp.webui = true; });
     ap.flag({"--no-ui", "--no-webui"}, "do not serve the chat page", [&] { sp.webui = false; });
+    ap.add({"--path"}, "DIR",
+           "serve the files of DIR at / instead of the chat page (another web UI, e.g. llama.cpp's built with npm)",
+           [&](const std::string& v) { sp.public_path = v; });
     ap.add({"--api-prefix"}, "PREFIX", "serve every path under PREFIX (e.g. /api)", [&](const std::string& v) {
         if (!v.empty() && v[0] != '/') throw Error("--api-prefix: must start with '/'");
         sp.api_prefix = v;

@@ -154,7 +154,6 @@ constexpr CompatFlag kFlags[] = {
     {"-mm --mmproj", true, Kind::Refuse, "multimodal projectors are not supported"},
     {"--ssl-key-file --ssl-cert-file", true, Kind::Refuse, "no TLS: put a TLS-terminating reverse proxy in front"},
     {"--rerank --reranking", false, Kind::Refuse, "reranking is not implemented"},
-    {"--path", true, Kind::Refuse, "static files are not served (only the built-in page)"},
     {"--models-dir --models-preset --models-max", true, Kind::Refuse,
      "router mode (several models in one server) is not supported: run one tandem serve per model"},
     {"--models-autoload --no-models-autoload", false, Kind::Refuse, "router mode is not supported"},

@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "server/http_transport.h"
+#include "server/static_files.h"
 #include "server/webui.h"
 #include "tandem/strings.h"
 
@@ -21,8 +23,11 @@ struct HttpServer::Impl {
         bool needs_model = true;
     };
     std::map<std::string, std::map<std::string, Entry>> routes;  // path -> method -> route
+    std::optional<StaticFiles> files;  // --path (with the page on): served before the routes, as llama-server
 
-    Impl(const ServeParams& params, Service& s) : p(params), svc(s) {}
+    Impl(const ServeParams& params, Service& s) : p(params), svc(s) {
+        if (p.webui && !p.public_path.empty()) files.emplace(p.public_path);
+    }
 
     void add(const char* method, std::initializer_list<const char*> paths, void (Service::*r)(Call&)) {
         for (const char* path : paths) routes[path][method] = {[this, r](Call& c) { (svc.*r)(c); }, true};
@@ -43,15 +48,17 @@ struct HttpServer::Impl {
                         {"Cache-Control", "no-cache"}});
             };
         };
-        add_page("GET", {"/", "/index.html"}, page("/webui/index.html"));
-        for (size_t i = 0; i < kWebAssetCount; i++) add_page("GET", {kWebAssets[i].path}, page(kWebAssets[i].path));
-        add_page("GET", {"/sw.js"}, [](Call& c) {  // the llama.cpp web UI registers one; tandem's page needs none
-            c.send(200, "application/javascript", "// tandem: no service worker\n");
-        });
-        add_page("GET", {"/manifest.webmanifest"}, [](Call& c) {
-            c.send(200, "application/manifest+json",
-                   R"({"name":"tandem","short_name":"tandem","start_url":"/","display":"standalone"})");
-        });
+        if (!files) {  // (--path replaces the built-in page)
+            add_page("GET", {"/", "/index.html"}, page("/webui/index.html"));
+            for (size_t i = 0; i < kWebAssetCount; i++) add_page("GET", {kWebAssets[i].path}, page(kWebAssets[i].path));
+            add_page("GET", {"/sw.js"}, [](Call& c) {  // the llama.cpp web UI registers one; tandem's page needs none
+                c.send(200, "application/javascript", "// tandem: no service worker\n");
+            });
+            add_page("GET", {"/manifest.webmanifest"}, [](Call& c) {
+                c.send(200, "application/manifest+json",
+                       R"({"name":"tandem","short_name":"tandem","start_url":"/","display":"standalone"})");
+            });
+        }
         add("POST", {"/chat/completions/input_tokens", "/v1/chat/completions/input_tokens"}, &Service::input_tokens);
         add("GET", {"/v1/models", "/models"}, &Service::models);
         add("GET", {"/metrics"}, &Service::metrics);
@@ -90,7 +97,14 @@ struct HttpServer::Impl {
         if (!p.api_prefix.empty() && path.rfind(p.api_prefix, 0) == 0) path = path.substr(p.api_prefix.size());
         if (path.empty()) path = "/";
         Call call{req, res, {}};
-        if (svc.admit(call, path)) dispatch(call, path);
+        std::optional<StaticFile> file;
+        if (files && (req.method == "GET" || req.method == "HEAD")) file = files->find(path);
+        if (svc.admit(call, path, file.has_value())) {
+            if (file)
+                call.send(200, file->type, file->body,
+                          {{"X-Content-Type-Options", "nosniff"}, {"Cache-Control", "no-cache"}});
+            else dispatch(call, path);
+        }
         std::fprintf(stderr, "%s %s %d %zu bytes\n", req.method.c_str(), req.path.c_str(), call.status,
                      req.body.size());
     }
