@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs what tandem needs to build and test on Debian 12 (bookworm). Uses sudo when not root.
+# Installs what tandem needs to build and test on Debian 12 (bookworm). Uses sudo when not root. The Vulkan
+# packages give the Vulkan backend its loader, headers and shader compiler, and the tests a Vulkan device without a
+# GPU (Mesa's lavapipe) with the validation layer.
 #   --cpus  also what scripts/test-cpus.sh needs: qemu-user, the AArch64 cross compiler and the arm64 libraries
 set -euo pipefail
 SUDO=""
@@ -10,7 +12,8 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake ninja-build pkg-config git ca-certificates \
   libgtest-dev libgmock-dev nlohmann-json3-dev libboost-dev zlib1g-dev libpcre2-dev \
   clang libclang-rt-14-dev clang-format-14 chromium haproxy \
-  libopenmpi-dev openmpi-bin >/dev/null
+  libopenmpi-dev openmpi-bin \
+  libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers spirv-tools >/dev/null
 # Node.js for the server tests (the machine image usually has a recent one; Debian's otherwise).
 if ! command -v node >/dev/null 2>&1; then
   $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null

@@ -125,7 +125,7 @@ same haswell native-avx2
 if [ "$ARM" = 1 ]; then
   t0=$(date +%s)
   [ -f build-arm64/build.ninja ] || cmake -S . -B build-arm64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DTANDEM_SERVER=OFF -DTANDEM_UNITY=ON -DTANDEM_MPI=OFF >/dev/null
+    -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DTANDEM_SERVER=OFF -DTANDEM_UNITY=ON -DTANDEM_MPI=OFF -DTANDEM_VULKAN=OFF >/dev/null
   cmake --build build-arm64 --target tandem tandem_tests >/dev/null
   echo "AArch64 cross build: $(( $(date +%s) - t0 )) s"
   python3 tests/check_isa_leaks.py --objdump aarch64-linux-gnu-objdump build-arm64/bin/tandem build-arm64/bin/tandem_tests || fail=1

@@ -16,7 +16,21 @@ build() {
   [ -f build/build.ninja ] || cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_UNITY=ON >/dev/null
   cmake --build build
 }
+# The Vulkan tests (Vulkan.*) run where this build has the Vulkan backend and the machine a Vulkan device (Mesa's
+# lavapipe counts): then they are required (TANDEM_REQUIRE_VULKAN=1: a missing device fails them) and run with the
+# validation layer; elsewhere they skip, and this says so.
+vulkan_tests() {
+  local tree=$1 devs
+  devs=$("$tree/bin/tandem" --list-devices 2>/dev/null | grep -c '^  [0-9]' || true)
+  if [ "${devs:-0}" -gt 0 ]; then
+    export TANDEM_REQUIRE_VULKAN=1
+    echo "Vulkan tests: on $("$tree/bin/tandem" --list-devices 2>/dev/null | sed -n 's/^  0: //p')"
+  else
+    echo "Vulkan tests: skipped ($("$tree/bin/tandem" --list-devices 2>&1 | tail -n 1))"
+  fi
+}
 run_tests() {
+  vulkan_tests build
   ctest --test-dir build --output-on-failure -j "$jobs"
 }
 # The sanitizer tree: clang (faster to build than g++ under ASan), -O1 with line tables (symbolized stacks without
@@ -35,6 +49,7 @@ asan_tests() {
   # Left to the release suite too: split_mpi (mpirun: Open MPI's own allocations; its in-process twin Split.* runs
   # here) and replicas (HAProxy in front of two servers: what it tests is the balancer's configuration and the
   # drain, whose code the server suites here exercise).
+  vulkan_tests build-asan
   TANDEM_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -E '^(format|isa_leaks|include_boundary|split_mpi|replicas)$'
 }

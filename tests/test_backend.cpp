@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -13,6 +14,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/isa.h"
 #include "quant/quant.h"
+#include "tandem/error.h"
 #include "tandem/model.h"
 #include "tandem/thread_pool.h"
 #include "test_util.h"
@@ -637,4 +639,172 @@ TEST(Backend, AModelABackendCannotRunIsNamed) {
     Backends B;
     EXPECT_EQ(unsupported(*B.cpu, *m, TensorType::F16, TensorType::Q8_0), "");
     EXPECT_NE(unsupported(*B.cpu, *m, TensorType::F16, TensorType::Q4_K), "");  // no K-quant caches
+}
+
+// --- The Vulkan backend (src/backend/vulkan/), on the first Vulkan device: in CI Mesa's lavapipe, which proves
+// correctness and never speed. Optional where there is no device (each test says so and skips); required where
+// TANDEM_REQUIRE_VULKAN=1 (the README's test command sets it when lavapipe is installed), and then run with the
+// validation layer (TANDEM_VK_VALIDATION=1), every message of which fails the test.
+namespace {
+
+bool vulkan_required() {
+    const char* e = std::getenv("TANDEM_REQUIRE_VULKAN");
+    return e && *e && std::string(e) != "0";
+}
+
+std::unique_ptr<Backend> vulkan_backend(std::string& why) {
+    if (!built_with_vulkan()) {
+        why = "this build has no Vulkan backend (TANDEM_VULKAN off, or no Vulkan loader / glslc)";
+        return nullptr;
+    }
+    if (vulkan_required() && !std::getenv("TANDEM_VK_VALIDATION")) setenv("TANDEM_VK_VALIDATION", "1", 1);
+    if (gpu_devices().empty()) {
+        why = "no Vulkan device (Debian: mesa-vulkan-drivers gives lavapipe)";
+        return nullptr;
+    }
+    return make_vulkan_backend(-1);
+}
+
+}  // namespace
+
+#define VULKAN_OR_SKIP(var)                                                                                       \
+    std::string vk_why;                                                                                           \
+    std::unique_ptr<Backend> var = vulkan_backend(vk_why);                                                        \
+    if (!var) {                                                                                                   \
+        if (vulkan_required()) FAIL() << vk_why << " (TANDEM_REQUIRE_VULKAN is set)";                             \
+        GTEST_SKIP() << vk_why << ": the Vulkan tests are optional here (TANDEM_REQUIRE_VULKAN=1 requires them)"; \
+    }                                                                                                             \
+    const uint64_t vk_messages0 = vulkan_validation_messages()
+#define VULKAN_NO_MESSAGES() EXPECT_EQ(vulkan_validation_messages(), vk_messages0) << "Vulkan validation messages"
+
+const TensorType kVulkanWeightTypes[] = {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
+                                         TensorType::Q4_0};
+
+TEST(Vulkan, NamesItsDeviceAndWhatItRuns) {
+    VULKAN_OR_SKIP(vk);
+    EXPECT_EQ(vk->name().rfind("vulkan (", 0), 0u) << vk->name();
+    const auto devs = gpu_devices();
+    ASSERT_FALSE(devs.empty());
+    EXPECT_FALSE(devs[0].name.empty());
+    EXPECT_FALSE(devs[0].driver.empty());
+    for (TensorType t : kVulkanWeightTypes) EXPECT_TRUE(vk->supports(Op::MATMUL, t)) << type_name(t);
+    EXPECT_FALSE(vk->supports(Op::MATMUL, TensorType::Q4_K));  // not yet: refused by name at load
+    EXPECT_FALSE(vk->supports(Op::ATTENTION, TensorType::F16));
+    VULKAN_NO_MESSAGES();
+}
+
+// Matmul of every type it runs against the reference (float sums of the same dequantized weights: within float
+// rounding), over column slices of x and y too; embedding rows exact; more weight rows than one dispatch row.
+TEST(Vulkan, MatmulAndGetRowsMatchTheReference) {
+    VULKAN_OR_SKIP(vk);
+    auto ref = make_reference_backend();
+    const int64_t R = 80, C = 256;
+    const int n = 11;
+    const auto w = gaussian(size_t(R * C), 1, 0.05f), x = gaussian(size_t(n * (C + 32)), 2);
+    for (TensorType t : kVulkanWeightTypes) {
+        SCOPED_TRACE(type_name(t));
+        std::vector<float> out[2], emb[2];
+        Backend* bs[2] = {vk.get(), ref.get()};
+        for (int i = 0; i < 2; i++) {
+            Held hw = make(*bs[i], t, R, C, w);
+            Held hx = make(*bs[i], TensorType::F32, n, C + 32, x), hy = make(*bs[i], TensorType::F32, n, R + 8);
+            bs[i]->matmul(hw.t, hx.t.cols_at(32, C), hy.t.cols_at(8, R));
+            out[i] = get(*bs[i], hy.t);
+            const int32_t ids[4] = {7, 0, 79, 7};
+            Held he = make(*bs[i], TensorType::F32, 4, C);
+            bs[i]->get_rows(hw.t, ids, 4, he.t);
+            emb[i] = get(*bs[i], he.t);
+        }
+        EXPECT_LE(rel_err(out[0], out[1]), 2e-6);
+        EXPECT_EQ(emb[0], emb[1]);
+    }
+    VULKAN_NO_MESSAGES();
+}
+
+TEST(Vulkan, NormsAndElementwiseOpsMatchTheReference) {
+    VULKAN_OR_SKIP(vk);
+    auto ref = make_reference_backend();
+    const int64_t n = 5, C = 192;
+    const auto x = gaussian(size_t(n * C), 3), y = gaussian(size_t(n * C), 4), w = gaussian(size_t(C), 5);
+    auto both = [&](const char* what,
+                    const std::function<void(Backend&, const Tensor&, const Tensor&, const Tensor&)>& op, double tol) {
+        SCOPED_TRACE(what);
+        std::vector<float> out[2];
+        Backend* bs[2] = {vk.get(), ref.get()};
+        for (int i = 0; i < 2; i++) {
+            Held hx = make(*bs[i], TensorType::F32, n, C, x), hy = make(*bs[i], TensorType::F32, n, C, y);
+            Held hw = make(*bs[i], TensorType::F32, 1, C, w);
+            op(*bs[i], hx.t, hy.t, hw.t);
+            out[i] = get(*bs[i], hy.t);
+        }
+        EXPECT_LE(rel_err(out[0], out[1]), tol);
+    };
+    both(
+        "rms_norm",
+        [](Backend& b, const Tensor& x, const Tensor& y, const Tensor& w) { b.rms_norm(x, w, 192, 1e-6f, y); }, 1e-6);
+    both(
+        "rms_norm of heads, in place",
+        [](Backend& b, const Tensor&, const Tensor& y, const Tensor&) { b.rms_norm(y, Tensor{}, 64, 1e-5f, y); }, 1e-6);
+    both(
+        "rms_norm of a column slice",
+        [](Backend& b, const Tensor& x, const Tensor& y, const Tensor& w) {
+            b.rms_norm(x.cols_at(64, 128), w.cols_at(0, 128), 128, 1e-6f, y.cols_at(32, 128));
+        },
+        1e-6);
+    both(
+        "add", [](Backend& b, const Tensor& x, const Tensor& y, const Tensor&) { b.add(x, 0.5f, y); }, 1e-7);
+    both(
+        "add_row", [](Backend& b, const Tensor&, const Tensor& y, const Tensor& w) { b.add_row(w, y); }, 0);
+    both(
+        "mul_row", [](Backend& b, const Tensor&, const Tensor& y, const Tensor& w) { b.mul_row(w, y); }, 0);
+    both(
+        "scale of a slice",
+        [](Backend& b, const Tensor&, const Tensor& y, const Tensor&) { b.scale(1.5f, y.cols_at(5, 7)); }, 0);
+    both(
+        "copy",
+        [](Backend& b, const Tensor& x, const Tensor& y, const Tensor&) {
+            b.copy(x.cols_at(1, 100), y.cols_at(50, 100));
+        },
+        0);
+    both(
+        "softcap", [](Backend& b, const Tensor&, const Tensor& y, const Tensor&) { b.softcap(2.0f, 1.5f, y); }, 1e-6);
+    both(
+        "softcap 0", [](Backend& b, const Tensor&, const Tensor& y, const Tensor&) { b.softcap(3.0f, 0.0f, y); }, 1e-7);
+    for (Glu g : {Glu::SILU, Glu::GELU_TANH, Glu::SWIGLU_OAI, Glu::SIGMOID})
+        both(
+            "glu", [g](Backend& b, const Tensor& x, const Tensor& y, const Tensor&) { b.glu(g, y, x); }, 1e-6);
+    VULKAN_NO_MESSAGES();
+}
+
+// The contract on the Vulkan backend: a row's matmul result alone = among k = 2..16 rows, bit for bit, for every
+// weight type (one pass over W per 8 rows, whatever the count), and the norm-then-gate chain of a layer.
+TEST(Vulkan, BatchInvariance) {
+    VULKAN_OR_SKIP(vk);
+    const int64_t R = 64, C = 256;
+    for (TensorType t : kVulkanWeightTypes)
+        EXPECT_TRUE(rows_are_batch_invariant(*vk, matmul_op(t, R, C, false), int(C))) << type_name(t);
+    const auto w = gaussian(size_t(C), 400);
+    EXPECT_TRUE(rows_are_batch_invariant(
+        *vk,
+        [&](Backend& be, const std::vector<float>& X, int n) {
+            Held x = make(be, TensorType::F32, n, C, X), hw = make(be, TensorType::F32, 1, C, w);
+            be.rms_norm(x.t, hw.t, int(C), 1e-6f, x.t);
+            be.glu(Glu::SILU, x.t, x.t);
+            return get(be, x.t);
+        },
+        int(C)));
+    VULKAN_NO_MESSAGES();
+}
+
+// What the backend does not run yet is said, by name, before any pass: a model needing it is refused at load.
+TEST(Vulkan, OpsItDoesNotRunYetAreRefusedByName) {
+    VULKAN_OR_SKIP(vk);
+    Held q = make(*vk, TensorType::F32, 1, 64);
+    try {
+        vk->rope(RopeArgs{}, nullptr, q.t);
+        FAIL() << "rope ran";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("does not run rope yet"), std::string::npos) << e.what();
+    }
+    VULKAN_NO_MESSAGES();
 }

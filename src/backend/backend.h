@@ -24,7 +24,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "tandem/gpu.h"
 #include "tandem/model.h"
 #include "tandem/tensor_type.h"
 
@@ -256,5 +258,10 @@ std::string unsupported(const Backend& b, const Model& m, TensorType type_k, Ten
 // The backends of this build: the CPU's (the active SIMD level, threads of `pool`) and the scalar reference.
 std::unique_ptr<Backend> make_cpu_backend(ThreadPool& pool);
 std::unique_ptr<Backend> make_reference_backend();
+
+// The Vulkan backend (src/backend/vulkan/) on device `index` of tandem/gpu.h's gpu_devices() (< 0: the first). Throws tandem::Error naming why not.
+std::unique_ptr<Backend> make_vulkan_backend(int index);
+// Messages of the Vulkan validation layer so far (enabled by TANDEM_VK_VALIDATION=1; each is printed to stderr).
+uint64_t vulkan_validation_messages();
 
 }  // namespace tandem::backend

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "tandem/cpu.h"
 #include "tandem/error.h"
+#include "tandem/gpu.h"
 #include "tandem/split.h"
 
 namespace {
@@ -25,7 +26,23 @@ const char* kUsage =
     "  quantize   convert a model to another tensor type (or keep only its first layers)\n"
     "  distill    training data for an EAGLE-3 head: the target's own text and hidden states\n"
     "\n"
+    "\n"
+    "  --list-devices  the GPUs this build can use (Vulkan), as llama.cpp's flag\n"
     "`tandem COMMAND --help` lists a command's options.\n";
+
+// llama.cpp's --list-devices: the devices, best first, with the index --device names
+int list_devices() {
+    std::printf("Available devices:\n");
+    const auto devs = tandem::gpu_devices();
+    for (const auto& d : devs)
+        std::printf("  %d: %s (%s; %s; %llu MiB)\n", d.index, d.name.c_str(), d.type.c_str(), d.driver.c_str(),
+                    (unsigned long long)(d.memory_bytes >> 20));
+    if (devs.empty())
+        std::printf("  none (%s)\n", tandem::built_with_vulkan()
+                                         ? "no Vulkan device found: is a Vulkan driver installed?"
+                                         : "this build has no Vulkan backend: -DTANDEM_VULKAN=ON");
+    return 0;
+}
 
 int run(const std::string& cmd, int argc, char** argv) {
     try {
@@ -64,6 +81,7 @@ int main(int argc, char** argv) {
         std::fputs(kUsage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!std::strcmp(argv[1], "--list-devices")) return list_devices();
     int rc = run(argv[1], argc, argv);
     if (rc == 0 && tandem::ranks_failed()) rc = 1;  // e.g. a rank that did not acknowledge the stop (named above)
     tandem::end_ranks(rc == 0);  // one of several MPI ranks: finalize, or end every rank after a failure

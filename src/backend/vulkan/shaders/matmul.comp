@@ -1,0 +1,49 @@
+// y (n, R) = x (n, C) W^T for one weight type (WTYPE, common.glsl). One workgroup per weight row r: it reads the
+// row once for up to 8 rows of x at a time (a verification pass of k rows costs one pass over W per 8 rows).
+// Batch invariance: y[t][r] is the sum of its 64 lanes' partial sums in one fixed tree, and lane i sums the blocks
+// i, i + 64, ... in that order, whatever n is and wherever row t sits among the rows: the same bits for a row alone
+// or among k.
+#version 450
+#extension GL_GOOGLE_include_directive : enable
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer Wq { uint wq[]; };
+layout(std430, binding = 1) readonly buffer X { float x[]; };
+layout(std430, binding = 2) buffer Y { float y[]; };
+layout(push_constant) uniform P {
+    uint w_off, w_stride;  // bytes
+    uint x_off, x_stride, y_off, y_stride;  // floats
+    uint rows, cols, n;
+} p;
+#include "common.glsl"
+
+shared float red[8][64];
+
+void main() {
+    const uint r = gl_WorkGroupID.x + gl_WorkGroupID.y * 65535u;
+    const uint lane = gl_LocalInvocationID.x;
+    if (r >= p.rows) return;  // (the whole workgroup: no barrier is skipped by some lanes only)
+    const uint nb = p.cols / BLOCK;
+    const uint row = p.w_off + r * p.w_stride;
+    for (uint t0 = 0u; t0 < p.n; t0 += 8u) {
+        const uint nt = min(8u, p.n - t0);
+        float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+        for (uint b = lane; b < nb; b += 64u) {
+            const uint o = row + b * BLOCK_BYTES;
+            for (uint j = 0u; j < BLOCK; j++) {
+                const float wv = weight_at(o, j);
+                const uint c = b * BLOCK + j;
+                for (uint t = 0u; t < nt; t++) acc[t] += wv * x[p.x_off + (t0 + t) * p.x_stride + c];
+            }
+        }
+        for (uint t = 0u; t < 8u; t++) red[t][lane] = acc[t];
+        barrier();
+        for (uint s = 32u; s > 0u; s >>= 1u) {
+            if (lane < s)
+                for (uint t = 0u; t < 8u; t++) red[t][lane] += red[t][lane + s];
+            barrier();
+        }
+        if (lane == 0u)
+            for (uint t = 0u; t < nt; t++) y[p.y_off + (t0 + t) * p.y_stride + r] = red[t][0];
+        barrier();
+    }
+}

@@ -1,0 +1,100 @@
+// The Vulkan device under the Vulkan backend (vulkan_backend.cpp): instance and device, memory, the compute
+// pipelines of the embedded SPIR-V (shaders/, compiled by glslc at build time), and one command stream per pass.
+// Nothing Vulkan outside src/backend/vulkan/.
+//
+// A pass is recorded into one command buffer: every dispatch and copy is followed by a memory barrier (compute and
+// transfer, writes before reads), and nothing runs until sync() submits it and waits for its fence. Host data an op
+// takes at recording (positions, row ids) and the bytes of write() are copied at once into host-visible staging
+// memory that lives until that sync. Buffers are bound whole and ops get their offsets as push constants, so a
+// tensor may start at any byte offset of its buffer.
+#pragma once
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tandem::backend::vk {
+
+struct DeviceMemory {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    void* mapped = nullptr;  // host-visible memory: its mapping
+    size_t size = 0;
+};
+
+struct Pipeline {
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    VkPipelineLayout layout = VK_NULL_HANDLE;
+    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+    uint32_t bindings = 0, push_bytes = 0;
+};
+
+// One binding of a dispatch: a whole buffer
+struct Bind {
+    const DeviceMemory* mem;
+};
+
+class Device {
+public:
+    // index < 0: the first discrete GPU, else integrated, virtual, then a CPU device (lavapipe). Throws
+    // tandem::Error naming what is missing (no loader, no device, the index out of range).
+    explicit Device(int index);
+    ~Device();
+    Device(const Device&) = delete;
+    Device& operator=(const Device&) = delete;
+
+    std::string name() const { return name_; }
+    std::string driver() const { return driver_; }
+
+    // Device-local memory where there is some (else any), for storage and copies.
+    DeviceMemory alloc(size_t bytes);
+    // Host-visible, coherent, mapped: staging and small host arrays.
+    DeviceMemory alloc_host(size_t bytes);
+    void free(DeviceMemory& m);  // waits for the pass in flight first when one is recorded
+
+    // A pipeline of the embedded shader `name` (bindings storage buffers, push_bytes of push constants).
+    const Pipeline& pipeline(const std::string& name, uint32_t bindings, uint32_t push_bytes);
+
+    // --- recording ---
+    void dispatch(const Pipeline& p, const std::vector<Bind>& binds, const void* push, uint32_t gx, uint32_t gy,
+                  uint32_t gz = 1);
+    void copy(const DeviceMemory& src, size_t src_off, const DeviceMemory& dst, size_t dst_off, size_t bytes);
+    // Staging memory of n bytes holding `data`, valid until the next sync (for write() and host arrays).
+    const DeviceMemory& stage(const void* data, size_t bytes);
+    // Runs what was recorded and waits; then the staging memory is released.
+    void sync();
+    bool recording() const { return recording_; }
+    static constexpr uint32_t kSetsPerPass = 1024;  // descriptor sets of one recorded stream (then it is run)
+
+private:
+    void begin();
+    void barrier();
+    uint32_t memory_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags fallback) const;
+    DeviceMemory make(size_t bytes, VkMemoryPropertyFlags want, VkMemoryPropertyFlags fallback);
+
+    VkInstance instance_ = VK_NULL_HANDLE;
+    VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+    VkPhysicalDevice phys_ = VK_NULL_HANDLE;
+    VkDevice dev_ = VK_NULL_HANDLE;
+    VkQueue queue_ = VK_NULL_HANDLE;
+    uint32_t queue_family_ = 0;
+    VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
+    VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+    VkDescriptorPool desc_pool_ = VK_NULL_HANDLE;
+    VkFence fence_ = VK_NULL_HANDLE;
+    VkPipelineCache cache_ = VK_NULL_HANDLE;
+    VkPhysicalDeviceMemoryProperties mem_props_{};
+    std::map<std::string, Pipeline> pipelines_;
+    std::vector<DeviceMemory> staged_;
+    uint32_t sets_used_ = 0;
+    bool recording_ = false;
+    std::string name_, driver_;
+};
+
+// The embedded SPIR-V of a shader (generated/vk_shaders.cpp), or null.
+const std::vector<uint32_t>* find_shader(const std::string& name);
+
+}  // namespace tandem::backend::vk

@@ -1,0 +1,234 @@
+// The Vulkan backend (backend.h): tensors in device memory, ops as compute shaders (shaders/, one SPIR-V per weight
+// type), one recorded command stream per pass, run at sync() or when the host reads. What it runs so far is what
+// supports() says: matmul and embedding rows of F32, F16, BF16, Q8_0 and Q4_0 weights, RMS norms and the
+// elementwise ops; the other ops of the seam are refused by name (backend::unsupported, at load) until they come.
+#include <cstring>
+
+#include "backend/backend.h"
+#include "backend/vulkan/vk_device.h"
+#include "tandem/error.h"
+
+namespace tandem::backend {
+
+namespace {
+
+using vk::Bind;
+using vk::Device;
+using vk::DeviceMemory;
+
+class VulkanBuffer : public Buffer {
+public:
+    VulkanBuffer(Device& d, DeviceMemory m) : dev_(d), mem_(m) {}
+    ~VulkanBuffer() override { dev_.free(mem_); }
+    size_t size() const override { return mem_.size; }
+    const DeviceMemory& mem() const { return mem_; }
+
+private:
+    Device& dev_;
+    DeviceMemory mem_;
+};
+
+const DeviceMemory& mem(const Tensor& t) { return static_cast<const VulkanBuffer&>(*t.buf).mem(); }
+
+uint32_t u32(size_t v, const char* what) {
+    if (v > UINT32_MAX) throw Error(strprintf("vulkan: %s of %zu is past 32 bits", what, v));
+    return uint32_t(v);
+}
+// A float tensor's offset and row stride in floats
+uint32_t f_off(const Tensor& t) {
+    TD_ASSERT(t.offset % 4 == 0 && t.row_stride % 4 == 0);
+    return u32(t.offset / 4, "a tensor's offset");
+}
+uint32_t f_stride(const Tensor& t) { return u32(t.row_stride / 4, "a row stride"); }
+
+// The shaders' weight types (shaders/common.glsl WTYPE)
+int wtype(TensorType t) {
+    switch (t) {
+        case TensorType::F32: return 0;
+        case TensorType::F16: return 1;
+        case TensorType::BF16: return 2;
+        case TensorType::Q8_0: return 3;
+        case TensorType::Q4_0: return 4;
+        default: return -1;
+    }
+}
+
+struct MatmulPush {
+    uint32_t w_off, w_stride, x_off, x_stride, y_off, y_stride, rows, cols, n;
+};
+struct GetRowsPush {
+    uint32_t w_off, w_stride, ids_off, y_off, y_stride, cols, n;
+};
+struct NormPush {
+    uint32_t x_off, x_stride, w_off, y_off, y_stride, width, pieces, rows, has_w;
+    float eps;
+};
+struct RowsPush {
+    uint32_t mode, rows, cols, x_off, x_stride, x_bcast, y_off, y_stride;
+    float s, c;
+};
+enum RowsMode : uint32_t { COPY = 0, ADD, MUL, SCALE, SOFTCAP, GLU_SILU, GLU_GELU_TANH, GLU_SWIGLU_OAI, GLU_SIGMOID };
+
+uint32_t groups(int64_t n, int64_t per) { return uint32_t((n + per - 1) / per); }
+
+class VulkanBackend : public Backend {
+public:
+    explicit VulkanBackend(int index) : dev_(index) {}
+    std::string name() const override { return "vulkan (" + dev_.name() + ")"; }
+    bool supports(Op op, TensorType type) const override {
+        switch (op) {
+            case Op::GET_ROWS:
+            case Op::MATMUL: return wtype(type) >= 0;
+            case Op::RMS_NORM:
+            case Op::ADD:
+            case Op::MUL:
+            case Op::SCALE:
+            case Op::GLU:
+            case Op::SOFTCAP:
+            case Op::COPY: return type == TensorType::F32;
+            default: return false;
+        }
+    }
+
+    std::unique_ptr<Buffer> alloc(size_t bytes) override {
+        auto b = std::make_unique<VulkanBuffer>(dev_, dev_.alloc(bytes));
+        // zeroed, as the CPU's: a fill through a staged copy
+        std::vector<uint8_t> zero(bytes);
+        if (bytes) dev_.copy(dev_.stage(zero.data(), bytes), 0, b->mem(), 0, bytes);
+        return b;
+    }
+    std::unique_ptr<Buffer> map_host(const void* data, size_t bytes) override {
+        auto b = std::make_unique<VulkanBuffer>(dev_, dev_.alloc(bytes));
+        if (bytes) dev_.copy(dev_.stage(data, bytes), 0, b->mem(), 0, bytes);
+        return b;
+    }
+    void write(const Tensor& dst, const void* src) override {
+        const size_t rb = row_bytes(dst.type, dst.cols);
+        const DeviceMemory& s = dev_.stage(src, rb * size_t(dst.rows));
+        if (dst.row_stride == rb) return dev_.copy(s, 0, mem(dst), dst.offset, rb * size_t(dst.rows));
+        for (int64_t r = 0; r < dst.rows; r++)
+            dev_.copy(s, size_t(r) * rb, mem(dst), dst.offset + size_t(r) * dst.row_stride, rb);
+    }
+    void read(const Tensor& src, void* dst) override {
+        const size_t rb = row_bytes(src.type, src.cols), n = rb * size_t(src.rows);
+        DeviceMemory host = dev_.alloc_host(n);
+        if (src.row_stride == rb) dev_.copy(mem(src), src.offset, host, 0, n);
+        else
+            for (int64_t r = 0; r < src.rows; r++)
+                dev_.copy(mem(src), src.offset + size_t(r) * src.row_stride, host, size_t(r) * rb, rb);
+        dev_.sync();
+        if (n) std::memcpy(dst, host.mapped, n);
+        dev_.free(host);
+    }
+    void sync() override { dev_.sync(); }
+
+    void get_rows(const Tensor& table, const int32_t* ids, int n, const Tensor& y) override {
+        const DeviceMemory& idm = dev_.stage(ids, size_t(n) * sizeof(int32_t));
+        const GetRowsPush p{u32(table.offset, "a table's offset"),
+                            u32(table.row_stride, "a row stride"),
+                            0,
+                            f_off(y),
+                            f_stride(y),
+                            uint32_t(table.cols),
+                            uint32_t(n)};
+        dev_.dispatch(typed("get_rows", table.type, 3, sizeof p), {{&mem(table)}, {&idm}, {&mem(y)}}, &p,
+                      groups(table.cols, 64), uint32_t(n));
+    }
+    void matmul(const Tensor& w, const Tensor& x, const Tensor& y) override {
+        TD_ASSERT(x.cols == w.cols && y.cols == w.rows && y.rows == x.rows);
+        const MatmulPush p{u32(w.offset, "a weight's offset"),
+                           u32(w.row_stride, "a row stride"),
+                           f_off(x),
+                           f_stride(x),
+                           f_off(y),
+                           f_stride(y),
+                           uint32_t(w.rows),
+                           uint32_t(w.cols),
+                           uint32_t(x.rows)};
+        const uint32_t gx = uint32_t(std::min<int64_t>(w.rows, 65535));
+        dev_.dispatch(typed("matmul", w.type, 3, sizeof p), {{&mem(w)}, {&mem(x)}, {&mem(y)}}, &p, gx,
+                      groups(w.rows, 65535));
+    }
+    void rms_norm(const Tensor& x, const Tensor& w, int width, float eps, const Tensor& y) override {
+        TD_ASSERT(width > 0 && x.cols % width == 0);
+        const NormPush p{f_off(x),
+                         f_stride(x),
+                         w ? f_off(w) : 0u,
+                         f_off(y),
+                         f_stride(y),
+                         uint32_t(width),
+                         uint32_t(x.cols / width),
+                         uint32_t(x.rows),
+                         w ? 1u : 0u,
+                         eps};
+        dev_.dispatch(dev_.pipeline("rms_norm", 3, sizeof p), {{&mem(x)}, {w ? &mem(w) : &mem(x)}, {&mem(y)}}, &p,
+                      uint32_t(x.cols / width), uint32_t(x.rows));
+    }
+    void add(const Tensor& x, float s, const Tensor& y) override { rows(ADD, x, false, y, s, 0); }
+    void add_row(const Tensor& b, const Tensor& y) override { rows(ADD, b, true, y, 1.0f, 0); }
+    void mul_row(const Tensor& w, const Tensor& y) override { rows(MUL, w, true, y, 0, 0); }
+    void scale(float s, const Tensor& y) override { rows(SCALE, y, false, y, s, 0); }
+    void glu(Glu kind, const Tensor& gate, const Tensor& up) override {
+        const RowsMode m = kind == Glu::SILU        ? GLU_SILU
+                           : kind == Glu::GELU_TANH ? GLU_GELU_TANH
+                           : kind == Glu::SIGMOID   ? GLU_SIGMOID
+                                                    : GLU_SWIGLU_OAI;
+        rows(m, up, false, gate, 0, 0);
+    }
+    void softcap(float div, float c, const Tensor& y) override { rows(SOFTCAP, y, false, y, div, c); }
+    void copy(const Tensor& x, const Tensor& y) override { rows(COPY, x, false, y, 0, 0); }
+
+    // --- not yet on this backend (supports() says so; a model using them is refused at load) ---
+    void rope(const RopeArgs&, const int*, const Tensor&) override { missing(Op::ROPE); }
+    void matmul_id(const Tensor*, int, const Tensor&, const Tensor&, bool, const Tensor&) override {
+        missing(Op::MATMUL_ID);
+    }
+    void topk_route(const RouteArgs&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {
+        missing(Op::TOPK_ROUTE);
+    }
+    void add_id(const Tensor&, const Tensor&, const Tensor&) override { missing(Op::MATMUL_ID); }
+    void scale_choices(const Tensor&, const Tensor&, const Tensor&) override { missing(Op::MATMUL_ID); }
+    void moe_sum(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor*,
+                 const Tensor&) override {
+        missing(Op::MOE_SUM);
+    }
+    void gated_add(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override { missing(Op::MOE_SUM); }
+    void kv_store(const Tensor&, const Tensor&, const int*, const Tensor&, const Tensor&) override {
+        missing(Op::KV_STORE);
+    }
+    void row_copy(const Tensor&, int, int) override { missing(Op::ROW_COPY); }
+    void attention(const AttnArgs&, const Tensor&, const Tensor&) override { missing(Op::ATTENTION); }
+    void delta_rule(const DeltaArgs&, const Tensor*, const Tensor*, const Tensor&, const Tensor&, const Tensor&,
+                    const Tensor&, const Tensor&, const Tensor&) override {
+        missing(Op::DELTA_RULE);
+    }
+    void conv1d(int, bool, const Tensor&, const Tensor&, const Tensor*, const Tensor*, const Tensor&) override {
+        missing(Op::DELTA_RULE);
+    }
+    void l2_norm(const Tensor&, int, float, const Tensor&) override { missing(Op::DELTA_RULE); }
+    void delta_gates(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override { missing(Op::DELTA_RULE); }
+    void rms_norm_gated(const Tensor&, const Tensor&, int, float, const Tensor&) override { missing(Op::DELTA_RULE); }
+
+private:
+    [[noreturn]] void missing(Op op) const {
+        throw Error(strprintf("the Vulkan backend does not run %s yet (%s)", op_name(op), name().c_str()));
+    }
+    const vk::Pipeline& typed(const char* shader, TensorType t, uint32_t bindings, uint32_t push) {
+        if (wtype(t) < 0) throw Error(strprintf("the Vulkan backend has no %s for %s weights", shader, type_name(t)));
+        return dev_.pipeline(strprintf("%s_%d", shader, wtype(t)), bindings, push);
+    }
+    void rows(RowsMode m, const Tensor& x, bool bcast, const Tensor& y, float s, float c) {
+        const RowsPush p{
+            m, uint32_t(y.rows), uint32_t(y.cols), f_off(x), f_stride(x), bcast ? 1u : 0u, f_off(y), f_stride(y), s, c};
+        dev_.dispatch(dev_.pipeline("rows", 2, sizeof p), {{&mem(x)}, {&mem(y)}}, &p, groups(y.cols, 64),
+                      uint32_t(y.rows));
+    }
+
+    Device dev_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_vulkan_backend(int index) { return std::make_unique<VulkanBackend>(index); }
+
+}  // namespace tandem::backend
