@@ -166,9 +166,11 @@ TEST(Backend, ElementwiseOpsMatchTheReference) {
     both([](Backend& b, const Tensor& x, const Tensor& y, const Tensor&) { b.glu(Glu::SIGMOID, y, x); }, 1e-6);
 }
 
-TEST(Backend, RopeMatchesTheReference) {
-    Backends B;
+namespace {
+// RoPE of 3 heads of 5 rows against the reference, NORM and NEOX, whole and partial rotation: the largest error.
+double rope_error(Backend& be, Backend& ref) {
     const int n_ctx = 64, hd = 64, nh = 3;
+    double worst = 0;
     for (RopeStyle style : {RopeStyle::NORM, RopeStyle::NEOX})
         for (int n_rot : {64, 32}) {
             const int half = n_rot / 2;
@@ -182,7 +184,7 @@ TEST(Backend, RopeMatchesTheReference) {
             const auto x = gaussian(size_t(5 * nh * hd), 6);
             const int pos[5] = {0, 1, 17, 40, 63};
             std::vector<float> out[2];
-            Backend* bs[2] = {B.cpu.get(), B.ref.get()};
+            Backend* bs[2] = {&be, &ref};
             for (int i = 0; i < 2; i++) {
                 Held c = make(*bs[i], TensorType::F32, n_ctx, half, cs),
                      s = make(*bs[i], TensorType::F32, n_ctx, half, sn);
@@ -190,8 +192,15 @@ TEST(Backend, RopeMatchesTheReference) {
                 bs[i]->rope({nh, hd, n_rot, 0, style, 1.25f, c.t, s.t}, pos, hx.t);
                 out[i] = get(*bs[i], hx.t);
             }
-            EXPECT_LE(rel_err(out[0], out[1]), 1e-6) << (style == RopeStyle::NORM ? "norm" : "neox") << " " << n_rot;
+            worst = std::max(worst, rel_err(out[0], out[1]));
         }
+    return worst;
+}
+}  // namespace
+
+TEST(Backend, RopeMatchesTheReference) {
+    Backends B;
+    EXPECT_LE(rope_error(*B.cpu, *B.ref), 1e-6);
 }
 
 TEST(Backend, RoutingMatchesTheReference) {
@@ -497,6 +506,40 @@ public:
     }
 };
 
+namespace {
+// Attention: the query of the row at position 90 alone (a decode step), as the last row of a verification chain
+// of k rows from 91 - k, and as a node of a token tree whose ancestors are the chain's slots, bit for bit.
+void expect_attention_batch_invariant(Backend& b) {
+    for (TensorType t : {TensorType::F16, TensorType::Q8_0, TensorType::Q4_0}) {
+        CacheCase c;
+        c.tk = c.tv = t;
+        const size_t qd = size_t(c.nh * c.hd);
+        const auto q = gaussian(16 * qd, 500);
+        const std::vector<float> q_last(q.end() - std::ptrdiff_t(qd), q.end());
+        const auto alone = run_attention(b, c, {90}, 90, {}, q_last);
+        for (int k = 2; k <= 16; k++) {
+            std::vector<int> pos;
+            for (int i = 0; i < k; i++) pos.push_back(91 - k + i);
+            const std::vector<float> qk(q.end() - std::ptrdiff_t(size_t(k) * qd), q.end());
+            const auto chain = run_attention(b, c, pos, 91 - k, {}, qk);
+            EXPECT_EQ(0, std::memcmp(&chain[size_t(k - 1) * qd], alone.data(), qd * sizeof(float)))
+                << type_name(t) << " chain of " << k;
+            // a tree: row i at depth i (position 91 - k + i) with its ancestors at the chain's slots
+            std::vector<std::vector<int32_t>> tails;
+            for (int i = 0; i < k; i++) {
+                std::vector<int32_t> tl;
+                for (int j = 0; j <= i; j++) tl.push_back(91 - k + j);
+                tails.push_back(tl);
+            }
+            const auto tree = run_attention(b, c, pos, 91 - k, tails, qk);
+            EXPECT_EQ(0, std::memcmp(&tree[size_t(k - 1) * qd], alone.data(), qd * sizeof(float)))
+                << type_name(t) << " tree of " << k;
+        }
+    }
+}
+
+}  // namespace
+
 // The contract every backend is held to (a new backend adds itself to `all`).
 TEST(Backend, BatchInvariance) {
     Backends B;
@@ -519,34 +562,7 @@ TEST(Backend, BatchInvariance) {
             },
             int(C)));
         EXPECT_TRUE(rows_are_batch_invariant(*b, mixture_op(C), int(C))) << "mixture";
-        // Attention: the query of the row at position 90 alone (a decode step), as the last row of a verification
-        // chain of k rows from 91 - k, and as a node of a token tree whose ancestors are the chain's slots.
-        for (TensorType t : {TensorType::F16, TensorType::Q8_0, TensorType::Q4_0}) {
-            CacheCase c;
-            c.tk = c.tv = t;
-            const size_t qd = size_t(c.nh * c.hd);
-            const auto q = gaussian(16 * qd, 500);
-            const std::vector<float> q_last(q.end() - std::ptrdiff_t(qd), q.end());
-            const auto alone = run_attention(*b, c, {90}, 90, {}, q_last);
-            for (int k = 2; k <= 16; k++) {
-                std::vector<int> pos;
-                for (int i = 0; i < k; i++) pos.push_back(91 - k + i);
-                const std::vector<float> qk(q.end() - std::ptrdiff_t(size_t(k) * qd), q.end());
-                const auto chain = run_attention(*b, c, pos, 91 - k, {}, qk);
-                EXPECT_EQ(0, std::memcmp(&chain[size_t(k - 1) * qd], alone.data(), qd * sizeof(float)))
-                    << type_name(t) << " chain of " << k;
-                // a tree: row i at depth i (position 91 - k + i) with its ancestors at the chain's slots
-                std::vector<std::vector<int32_t>> tails;
-                for (int i = 0; i < k; i++) {
-                    std::vector<int32_t> tl;
-                    for (int j = 0; j <= i; j++) tl.push_back(91 - k + j);
-                    tails.push_back(tl);
-                }
-                const auto tree = run_attention(*b, c, pos, 91 - k, tails, qk);
-                EXPECT_EQ(0, std::memcmp(&tree[size_t(k - 1) * qd], alone.data(), qd * sizeof(float)))
-                    << type_name(t) << " tree of " << k;
-            }
-        }
+        expect_attention_batch_invariant(*b);
     }
 }
 
@@ -558,26 +574,27 @@ TEST(Backend, BatchInvarianceCatchesAPlantedReductionOrder) {
     EXPECT_FALSE(rows_are_batch_invariant(bad, matmul_op(TensorType::Q8_0, 64, 256, false), 256));
 }
 
+namespace {
+// kv_store into a ring of 8 rows at slots 3, 9 (row 1), 12 (row 4), then row_copy 4 -> 6: the caches' bytes.
+std::vector<uint8_t> kv_store_bytes(Backend& b, TensorType tk, TensorType tv) {
+    Held k = make(b, TensorType::F32, 3, 64, gaussian(192, 15)), v = make(b, TensorType::F32, 3, 64, gaussian(192, 16));
+    Held kc = make(b, tk, 8, 64, std::vector<float>(512, 0.0f));
+    Held vc = make(b, tv, 8, 64, std::vector<float>(512, 0.0f));
+    const int slots[3] = {3, 9, 12};
+    b.kv_store(k.t, v.t, slots, kc.t, vc.t);
+    b.row_copy(kc.t, 4, 6);
+    b.row_copy(vc.t, 4, 6);
+    std::vector<uint8_t> raw(kc.t.nbytes() + vc.t.nbytes());
+    b.read(kc.t, raw.data());
+    b.read(vc.t, raw.data() + kc.t.nbytes());
+    return raw;
+}
+}  // namespace
+
 TEST(Backend, KvStoreAndRowCopyMatchTheReference) {
     Backends B;
-    Backend* bs[2] = {B.cpu.get(), B.ref.get()};
-    // kv_store into a ring of 8 rows at slots 3, 9 (row 1), 12 (row 4); row_copy 4 -> 6
-    std::vector<float> kv_out[2];
-    for (int i = 0; i < 2; i++) {
-        Held k = make(*bs[i], TensorType::F32, 3, 64, gaussian(192, 15)),
-             v = make(*bs[i], TensorType::F32, 3, 64, gaussian(192, 16));
-        Held kc = make(*bs[i], TensorType::Q8_0, 8, 64, std::vector<float>(512, 0.0f));
-        Held vc = make(*bs[i], TensorType::F16, 8, 64, std::vector<float>(512, 0.0f));
-        const int slots[3] = {3, 9, 12};
-        bs[i]->kv_store(k.t, v.t, slots, kc.t, vc.t);
-        bs[i]->row_copy(kc.t, 4, 6);
-        bs[i]->row_copy(vc.t, 4, 6);
-        std::vector<uint8_t> raw(kc.t.nbytes() + vc.t.nbytes());
-        bs[i]->read(kc.t, raw.data());
-        bs[i]->read(vc.t, raw.data() + kc.t.nbytes());
-        kv_out[i].assign(raw.begin(), raw.end());
-    }
-    EXPECT_EQ(kv_out[0], kv_out[1]);
+    EXPECT_EQ(kv_store_bytes(*B.cpu, TensorType::Q8_0, TensorType::F16),
+              kv_store_bytes(*B.ref, TensorType::Q8_0, TensorType::F16));
 }
 
 // A Gated DeltaNet layer's ops over 3 rows of a chain: row 0 from a state, row 1 from row 0's (in order), row 2 in
@@ -689,7 +706,8 @@ TEST(Vulkan, NamesItsDeviceAndWhatItRuns) {
     EXPECT_FALSE(devs[0].driver.empty());
     for (TensorType t : kVulkanWeightTypes) EXPECT_TRUE(vk->supports(Op::MATMUL, t)) << type_name(t);
     EXPECT_FALSE(vk->supports(Op::MATMUL, TensorType::Q4_K));  // not yet: refused by name at load
-    EXPECT_FALSE(vk->supports(Op::ATTENTION, TensorType::F16));
+    EXPECT_FALSE(vk->supports(Op::TOPK_ROUTE, TensorType::F32));
+    EXPECT_TRUE(vk->supports(Op::ATTENTION, TensorType::Q8_0));
     VULKAN_NO_MESSAGES();
 }
 
@@ -793,18 +811,63 @@ TEST(Vulkan, BatchInvariance) {
             return get(be, x.t);
         },
         int(C)));
+    expect_attention_batch_invariant(*vk);
     VULKAN_NO_MESSAGES();
 }
 
 // What the backend does not run yet is said, by name, before any pass: a model needing it is refused at load.
 TEST(Vulkan, OpsItDoesNotRunYetAreRefusedByName) {
     VULKAN_OR_SKIP(vk);
-    Held q = make(*vk, TensorType::F32, 1, 64);
+    Held b = make(*vk, TensorType::F32, 1, 4), a = make(*vk, TensorType::F32, 1, 4);
     try {
-        vk->rope(RopeArgs{}, nullptr, q.t);
-        FAIL() << "rope ran";
+        vk->delta_gates(a.t, a.t, b.t, b.t);
+        FAIL() << "delta_gates ran";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("does not run rope yet"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("does not run delta_rule yet"), std::string::npos) << e.what();
     }
+    VULKAN_NO_MESSAGES();
+}
+
+TEST(Vulkan, RopeKvStoreAndRowCopyMatchTheReference) {
+    VULKAN_OR_SKIP(vk);
+    auto ref = make_reference_backend();
+    EXPECT_LE(rope_error(*vk, *ref), 1e-6);
+    // the caches' bytes exactly as tandem's quantize_row_ref writes them, for every cache type it takes
+    for (TensorType t : kVulkanWeightTypes)
+        EXPECT_EQ(kv_store_bytes(*vk, t, TensorType::F16), kv_store_bytes(*ref, t, TensorType::F16)) << type_name(t);
+    EXPECT_EQ(kv_store_bytes(*vk, TensorType::Q4_0, TensorType::Q8_0),
+              kv_store_bytes(*ref, TensorType::Q4_0, TensorType::Q8_0));
+    VULKAN_NO_MESSAGES();
+}
+
+// Attention over every cache type it takes (and a mixed pair), windows and sinks, grouped-query heads, a chain and
+// a tree: within float rounding of the reference's double sums.
+TEST(Vulkan, AttentionMatchesTheReference) {
+    VULKAN_OR_SKIP(vk);
+    auto ref = make_reference_backend();
+    std::vector<std::pair<TensorType, TensorType>> types;
+    for (TensorType t : kVulkanWeightTypes) types.push_back({t, t});
+    types.push_back({TensorType::Q8_0, TensorType::F16});
+    for (auto [tk, tv] : types)
+        for (int window : {0, 40})
+            for (bool sinks : {false, true}) {
+                CacheCase c;
+                c.tk = tk;
+                c.tv = tv;
+                c.window = window;
+                c.sinks = sinks;
+                const std::vector<int> pos = {88, 89, 90, 91, 92};
+                const auto q = gaussian(pos.size() * size_t(c.nh * c.hd), 14);
+                EXPECT_LE(rel_err(run_attention(*vk, c, pos, 88, {}, q), run_attention(*ref, c, pos, 88, {}, q)), 1e-5)
+                    << type_name(tk) << "/" << type_name(tv) << " window " << window << " sinks " << sinks;
+                // a tree: rows 88..92 where 90 and 91 are siblings under 89 (slots 88, 89, 90 | 91, 92)
+                const std::vector<std::vector<int32_t>> tails = {
+                    {88}, {88, 89}, {88, 89, 90}, {88, 89, 91}, {88, 89, 91, 92}};
+                const std::vector<int> tpos = {88, 89, 90, 90, 91};
+                EXPECT_LE(
+                    rel_err(run_attention(*vk, c, tpos, 88, tails, q), run_attention(*ref, c, tpos, 88, tails, q)),
+                    1e-5)
+                    << "tree " << type_name(tk);
+            }
     VULKAN_NO_MESSAGES();
 }

@@ -1,7 +1,9 @@
 // The Vulkan backend (backend.h): tensors in device memory, ops as compute shaders (shaders/, one SPIR-V per weight
 // type), one recorded command stream per pass, run at sync() or when the host reads. What it runs so far is what
-// supports() says: matmul and embedding rows of F32, F16, BF16, Q8_0 and Q4_0 weights, RMS norms and the
-// elementwise ops; the other ops of the seam are refused by name (backend::unsupported, at load) until they come.
+// supports() says: matmul and embedding rows of F32, F16, BF16, Q8_0 and Q4_0 weights, RMS norms, RoPE, the
+// elementwise ops, and caches of those types (stores, row copies, attention over chains, trees, windows, sinks and
+// grouped-query heads); the other ops of the seam (the mixture's, the delta rule's) are refused by name
+// (backend::unsupported, at load) until they come.
 #include <cstring>
 
 #include "backend/backend.h"
@@ -67,6 +69,19 @@ struct RowsPush {
     uint32_t mode, rows, cols, x_off, x_stride, x_bcast, y_off, y_stride;
     float s, c;
 };
+struct RopePush {
+    uint32_t x_off, x_stride, cos_off, cos_stride, sin_off, sin_stride, n_head, head_dim, n_rot, offset, neox, rows;
+    float mscale;
+};
+struct KvPush {
+    uint32_t x_off, x_stride, c_off, c_stride, c_rows, type, cols, rows;
+};
+struct AttnPush {
+    uint32_t q_off, q_stride, o_off, o_stride;
+    uint32_t k_off, k_stride, k_rows, k_type, v_off, v_stride, v_rows, v_type;
+    uint32_t n_head, n_head_kv, head_dim, pos0, has_sinks, sinks_off;
+    float scale;
+};
 enum RowsMode : uint32_t { COPY = 0, ADD, MUL, SCALE, SOFTCAP, GLU_SILU, GLU_GELU_TANH, GLU_SWIGLU_OAI, GLU_SIGMOID };
 
 uint32_t groups(int64_t n, int64_t per) { return uint32_t((n + per - 1) / per); }
@@ -85,7 +100,11 @@ public:
             case Op::SCALE:
             case Op::GLU:
             case Op::SOFTCAP:
-            case Op::COPY: return type == TensorType::F32;
+            case Op::COPY:
+            case Op::ROPE: return type == TensorType::F32;
+            case Op::KV_STORE:
+            case Op::ROW_COPY:
+            case Op::ATTENTION: return wtype(type) >= 0;  // the caches' types (shaders/cache_io.glsl)
             default: return false;
         }
     }
@@ -179,7 +198,24 @@ public:
     void copy(const Tensor& x, const Tensor& y) override { rows(COPY, x, false, y, 0, 0); }
 
     // --- not yet on this backend (supports() says so; a model using them is refused at load) ---
-    void rope(const RopeArgs&, const int*, const Tensor&) override { missing(Op::ROPE); }
+    void rope(const RopeArgs& a, const int* pos, const Tensor& x) override {
+        const DeviceMemory& pm = dev_.stage(pos, size_t(x.rows) * sizeof(int));
+        const RopePush p{f_off(x),
+                         f_stride(x),
+                         f_off(a.cos),
+                         f_stride(a.cos),
+                         f_off(a.sin),
+                         f_stride(a.sin),
+                         uint32_t(a.n_head),
+                         uint32_t(a.head_dim),
+                         uint32_t(a.n_rot),
+                         uint32_t(a.offset),
+                         a.style == RopeStyle::NEOX ? 1u : 0u,
+                         uint32_t(x.rows),
+                         a.mscale};
+        dev_.dispatch(dev_.pipeline("rope", 4, sizeof p), {{&mem(x)}, {&mem(a.cos)}, {&mem(a.sin)}, {&pm}}, &p,
+                      groups(a.n_rot / 2, 64), uint32_t(a.n_head), uint32_t(x.rows));
+    }
     void matmul_id(const Tensor*, int, const Tensor&, const Tensor&, bool, const Tensor&) override {
         missing(Op::MATMUL_ID);
     }
@@ -193,11 +229,60 @@ public:
         missing(Op::MOE_SUM);
     }
     void gated_add(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override { missing(Op::MOE_SUM); }
-    void kv_store(const Tensor&, const Tensor&, const int*, const Tensor&, const Tensor&) override {
-        missing(Op::KV_STORE);
+    void kv_store(const Tensor& k, const Tensor& v, const int* slots, const Tensor& kc, const Tensor& vc) override {
+        const DeviceMemory& sm = dev_.stage(slots, size_t(k.rows) * sizeof(int));
+        store(k, sm, kc);
+        if (vc) store(v, sm, vc);
     }
-    void row_copy(const Tensor&, int, int) override { missing(Op::ROW_COPY); }
-    void attention(const AttnArgs&, const Tensor&, const Tensor&) override { missing(Op::ATTENTION); }
+    void row_copy(const Tensor& c, int from, int to) override {
+        dev_.copy(mem(c), c.offset + size_t(from % c.rows) * c.row_stride, mem(c),
+                  c.offset + size_t(to % c.rows) * c.row_stride, row_bytes(c.type, c.cols));
+    }
+    void attention(const AttnArgs& a, const Tensor& q, const Tensor& out) override {
+        TD_ASSERT(a.head_dim <= 256 && a.n_head % a.n_head_kv == 0);
+        // every row's tail (the slots of its root path from pos0) in one array, each row's at its offset
+        std::vector<int32_t> tails;
+        std::vector<std::vector<int32_t>> meta(size_t(a.n_segs));
+        for (int64_t r = 0; r < q.rows; r++) {
+            int32_t toff = -1;
+            if (a.tail && a.tail[r]) {
+                const int len = a.pos[r] - a.segs[a.seg[r]].pos0 + 1;
+                toff = int32_t(tails.size());
+                tails.insert(tails.end(), a.tail[r], a.tail[r] + std::max(0, len));
+            }
+            meta[size_t(a.seg[r])].insert(meta[size_t(a.seg[r])].end(), {int32_t(r), a.pos[r], a.lo[r], toff});
+        }
+        if (tails.empty()) tails.push_back(0);
+        const DeviceMemory& tm = dev_.stage(tails.data(), tails.size() * sizeof(int32_t));
+        for (int s = 0; s < a.n_segs; s++) {  // one dispatch per segment: its cache is its own buffers
+            if (meta[size_t(s)].empty()) continue;
+            const AttnSegment& g = a.segs[s];
+            const DeviceMemory& mm = dev_.stage(meta[size_t(s)].data(), meta[size_t(s)].size() * sizeof(int32_t));
+            const AttnPush p{f_off(q),
+                             f_stride(q),
+                             f_off(out),
+                             f_stride(out),
+                             u32(g.k.offset, "a cache's offset"),
+                             u32(g.k.row_stride, "a row stride"),
+                             uint32_t(g.k.rows),
+                             uint32_t(wtype(g.k.type)),
+                             u32(g.v.offset, "a cache's offset"),
+                             u32(g.v.row_stride, "a row stride"),
+                             uint32_t(g.v.rows),
+                             uint32_t(wtype(g.v.type)),
+                             uint32_t(a.n_head),
+                             uint32_t(a.n_head_kv),
+                             uint32_t(a.head_dim),
+                             uint32_t(g.pos0),
+                             a.sinks ? 1u : 0u,
+                             a.sinks ? f_off(a.sinks) : 0u,
+                             a.scale};
+            const DeviceMemory& sinks = a.sinks ? mem(a.sinks) : mem(q);
+            dev_.dispatch(dev_.pipeline("attention", 7, sizeof p),
+                          {{&mem(q)}, {&mem(out)}, {&mem(g.k)}, {&mem(g.v)}, {&mm}, {&tm}, {&sinks}}, &p,
+                          uint32_t(meta[size_t(s)].size() / 4), uint32_t(a.n_head));
+        }
+    }
     void delta_rule(const DeltaArgs&, const Tensor*, const Tensor*, const Tensor&, const Tensor&, const Tensor&,
                     const Tensor&, const Tensor&, const Tensor&) override {
         missing(Op::DELTA_RULE);
@@ -216,6 +301,20 @@ private:
     const vk::Pipeline& typed(const char* shader, TensorType t, uint32_t bindings, uint32_t push) {
         if (wtype(t) < 0) throw Error(strprintf("the Vulkan backend has no %s for %s weights", shader, type_name(t)));
         return dev_.pipeline(strprintf("%s_%d", shader, wtype(t)), bindings, push);
+    }
+    void store(const Tensor& x, const DeviceMemory& slots, const Tensor& c) {
+        if (wtype(c.type) < 0) throw Error(strprintf("the Vulkan backend has no %s caches", type_name(c.type)));
+        const KvPush p{f_off(x),
+                       f_stride(x),
+                       u32(c.offset, "a cache's offset"),
+                       u32(c.row_stride, "a row stride"),
+                       uint32_t(c.rows),
+                       uint32_t(wtype(c.type)),
+                       uint32_t(c.cols),
+                       uint32_t(x.rows)};
+        const int64_t per = wtype(c.type) <= 2 ? 1 : 32;
+        dev_.dispatch(dev_.pipeline("kv_store", 3, sizeof p), {{&mem(x)}, {&mem(c)}, {&slots}}, &p,
+                      groups(c.cols / per, 64), uint32_t(x.rows));
     }
     void rows(RowsMode m, const Tensor& x, bool bcast, const Tensor& y, float s, float c) {
         const RowsPush p{
