@@ -1,5 +1,9 @@
 #include "backend/vulkan/vk_device.h"
 
+// Vulkan's structures are initialized as Info x{VK_STRUCTURE_TYPE_...}: sType first, every other member zero, the
+// idiom of the API; the warning about the members not named is off for this file.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -329,8 +333,9 @@ const Pipeline& Device::pipeline(const std::string& name, uint32_t bindings, uin
     sm.pCode = code->data();
     VkShaderModule mod;
     check(vkCreateShaderModule(dev_, &sm, nullptr, &mod), "vkCreateShaderModule");
-    VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
-    ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+    VkComputePipelineCreateInfo ci{};
+    ci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+    ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
     ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
     ci.stage.module = mod;
     ci.stage.pName = "main";

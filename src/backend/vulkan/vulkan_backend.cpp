@@ -1,6 +1,7 @@
 // The Vulkan backend (backend.h): tensors in device memory, ops as compute shaders (shaders/, one SPIR-V per weight
 // type), one recorded command stream per pass, run at sync() or when the host reads. What it runs so far is what
-// supports() says: matmul and embedding rows of F32, F16, BF16, Q8_0 and Q4_0 weights, RMS norms, RoPE, the
+// supports() says: matmul and embedding rows of F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K and
+// MXFP4 weights, RMS norms, RoPE, the
 // elementwise ops, and caches of those types (stores, row copies, attention over chains, trees, windows, sinks and
 // grouped-query heads); the other ops of the seam (the mixture's, the delta rule's) are refused by name
 // (backend::unsupported, at load) until they come.
@@ -43,7 +44,8 @@ uint32_t f_off(const Tensor& t) {
 }
 uint32_t f_stride(const Tensor& t) { return u32(t.row_stride / 4, "a row stride"); }
 
-// The shaders' weight types (shaders/common.glsl WTYPE)
+// The shaders' weight types (shaders/common.glsl WTYPE); the first five are also the cache types
+// (shaders/cache_io.glsl)
 int wtype(TensorType t) {
     switch (t) {
         case TensorType::F32: return 0;
@@ -51,6 +53,13 @@ int wtype(TensorType t) {
         case TensorType::BF16: return 2;
         case TensorType::Q8_0: return 3;
         case TensorType::Q4_0: return 4;
+        case TensorType::Q4_1: return 5;
+        case TensorType::Q5_0: return 6;
+        case TensorType::Q5_1: return 7;
+        case TensorType::Q4_K: return 8;
+        case TensorType::Q5_K: return 9;
+        case TensorType::Q6_K: return 10;
+        case TensorType::MXFP4: return 11;
         default: return -1;
     }
 }
@@ -104,7 +113,7 @@ public:
             case Op::ROPE: return type == TensorType::F32;
             case Op::KV_STORE:
             case Op::ROW_COPY:
-            case Op::ATTENTION: return wtype(type) >= 0;  // the caches' types (shaders/cache_io.glsl)
+            case Op::ATTENTION: return wtype(type) >= 0 && wtype(type) <= 4;  // shaders/cache_io.glsl
             default: return false;
         }
     }
@@ -303,7 +312,8 @@ private:
         return dev_.pipeline(strprintf("%s_%d", shader, wtype(t)), bindings, push);
     }
     void store(const Tensor& x, const DeviceMemory& slots, const Tensor& c) {
-        if (wtype(c.type) < 0) throw Error(strprintf("the Vulkan backend has no %s caches", type_name(c.type)));
+        if (wtype(c.type) < 0 || wtype(c.type) > 4)
+            throw Error(strprintf("the Vulkan backend has no %s caches", type_name(c.type)));
         const KvPush p{f_off(x),
                        f_stride(x),
                        u32(c.offset, "a cache's offset"),
