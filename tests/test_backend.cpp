@@ -203,8 +203,10 @@ TEST(Backend, RopeMatchesTheReference) {
     EXPECT_LE(rope_error(*B.cpu, *B.ref), 1e-6);
 }
 
-TEST(Backend, RoutingMatchesTheReference) {
-    Backends B;
+namespace {
+// The router's choice and weights against the reference, for each gating (and groups, a choice bias, a choice by
+// the logits): the same experts, weights within tol.
+void expect_routing_matches(Backend& be, Backend& ref, double tol) {
     const int n = 6, ne = 16, k = 4;
     const auto lg = gaussian(size_t(n * ne), 7), bias = gaussian(size_t(ne), 8, 0.3f);
     const RouteArgs cases[] = {{ne, k, MoeGating::SOFTMAX, true, 0, 0, 0, false},
@@ -214,7 +216,7 @@ TEST(Backend, RoutingMatchesTheReference) {
     for (const RouteArgs& a : cases) {
         std::vector<int32_t> ids[2];
         std::vector<float> w[2];
-        Backend* bs[2] = {B.cpu.get(), B.ref.get()};
+        Backend* bs[2] = {&be, &ref};
         for (int i = 0; i < 2; i++) {
             Held hl = make(*bs[i], TensorType::F32, n, ne, lg), hb = make(*bs[i], TensorType::F32, 1, ne, bias);
             Held hw = make(*bs[i], TensorType::F32, n, a.k);
@@ -224,17 +226,24 @@ TEST(Backend, RoutingMatchesTheReference) {
             ids[i] = get_ids(*bs[i], hi.t);
         }
         EXPECT_EQ(ids[0], ids[1]) << int(a.gating);
-        EXPECT_LE(rel_err(w[0], w[1]), 1e-6);
+        EXPECT_LE(rel_err(w[0], w[1]), tol);
     }
 }
+}  // namespace
 
-TEST(Backend, MatmulIdMatchesTheReference) {
+TEST(Backend, RoutingMatchesTheReference) {
     Backends B;
+    expect_routing_matches(*B.cpu, *B.ref, 1e-6);
+}
+
+namespace {
+// Experts chosen per row, each in its own buffer, against the reference: within tol(type).
+void expect_matmul_id_matches(Backend& be, Backend& ref, const std::function<double(TensorType)>& tol) {
     const int ne = 4, R = 32, C = 64, n = 5, k = 2;
     const int32_t ids[n * k] = {0, 3, 1, 3, 3, 2, 0, 1, 2, 0};
     for (TensorType t : {TensorType::F32, TensorType::Q8_0, TensorType::MXFP4}) {
         std::vector<float> out[2];
-        Backend* bs[2] = {B.cpu.get(), B.ref.get()};
+        Backend* bs[2] = {&be, &ref};
         for (int i = 0; i < 2; i++) {
             std::vector<Held> ws;
             std::vector<Tensor> wt;
@@ -247,18 +256,26 @@ TEST(Backend, MatmulIdMatchesTheReference) {
             bs[i]->matmul_id(wt.data(), ne, hi.t, x.t, false, y.t);
             out[i] = get(*bs[i], y.t);
         }
-        EXPECT_LE(rel_err(out[0], out[1]), matmul_tolerance(t)) << type_name(t);
+        EXPECT_LE(rel_err(out[0], out[1]), tol(t)) << type_name(t);
     }
+}
+}  // namespace
+
+TEST(Backend, MatmulIdMatchesTheReference) {
+    Backends B;
+    expect_matmul_id_matches(*B.cpu, *B.ref, matmul_tolerance);
 }
 
 // The mixture's other ops: expert biases by choice, llama4's weighted inputs, the weighted sum in expert order (an
 // expert another rank holds left out, a per-expert scale), a shared expert's gated add.
-TEST(Backend, MixtureOpsMatchTheReference) {
-    Backends B;
+namespace {
+// add_id, scale_choices, moe_sum (with and without weights, biases and scales; an expert another rank holds left
+// out) and gated_add against the reference.
+void expect_mixture_ops_match(Backend& be, Backend& ref) {
     const int ne = 4, C = 48, n = 5, k = 2;
     const int32_t ids[n * k] = {3, 0, 1, 3, 2, 3, 0, 1, 1, 2};
     std::vector<float> out[2][6];
-    Backend* bs[2] = {B.cpu.get(), B.ref.get()};
+    Backend* bs[2] = {&be, &ref};
     for (int i = 0; i < 2; i++) {
         Backend& b = *bs[i];
         Held hi = make_ids(b, n, k, ids), bias = make(b, TensorType::F32, ne, C, gaussian(size_t(ne * C), 30));
@@ -278,9 +295,9 @@ TEST(Backend, MixtureOpsMatchTheReference) {
             wt.push_back(e == 2 ? Tensor{} : ws.back().t);  // expert 2: another rank's
         }
         Held y = make(b, TensorType::F32, n, C);
-        b.moe_sum(xk.t, hi.t, w.t, bias.t, escale.t, wt.data(), y.t);
+        b.moe_sum(xk.t, hi.t, w.t, bias.t, escale.t, wt.data(), ne, y.t);
         out[i][2] = get(b, y.t);
-        b.moe_sum(xk.t, hi.t, Tensor{}, Tensor{}, Tensor{}, wt.data(), y.t);
+        b.moe_sum(xk.t, hi.t, Tensor{}, Tensor{}, Tensor{}, wt.data(), ne, y.t);
         out[i][3] = get(b, y.t);
         Held gw = make(b, TensorType::F32, 1, C, gaussian(size_t(C), 35, 0.2f));
         b.gated_add(x.t, x.t, gw.t, y.t);
@@ -293,6 +310,12 @@ TEST(Backend, MixtureOpsMatchTheReference) {
     for (int c = 0; c < C; c++) {
         EXPECT_EQ(out[0][3][size_t(2 * C + c)], out[0][0][size_t(5 * C + c)]) << c;
     }
+}
+}  // namespace
+
+TEST(Backend, MixtureOpsMatchTheReference) {
+    Backends B;
+    expect_mixture_ops_match(*B.cpu, *B.ref);
 }
 
 namespace {
@@ -401,7 +424,7 @@ RowOp mixture_op(int64_t C) {
         b.topk_route({ne, k, MoeGating::SOFTMAX, true, 0, 0, 0, false}, lg.t, Tensor{}, hi.t, w.t);
         b.matmul_id(up.data(), ne, hi.t, x.t, false, h.t);
         b.matmul_id(down.data(), ne, hi.t, h.t, true, d.t);
-        b.moe_sum(d.t, hi.t, w.t, Tensor{}, Tensor{}, down.data(), y.t);
+        b.moe_sum(d.t, hi.t, w.t, Tensor{}, Tensor{}, down.data(), ne, y.t);
         return get(b, y.t);
     };
 }
@@ -461,8 +484,8 @@ public:
     void add_id(const Tensor& b, const Tensor& ids, const Tensor& y) override { inner_->add_id(b, ids, y); }
     void scale_choices(const Tensor& x, const Tensor& w, const Tensor& y) override { inner_->scale_choices(x, w, y); }
     void moe_sum(const Tensor& x, const Tensor& ids, const Tensor& w, const Tensor& b, const Tensor& sc,
-                 const Tensor* ws, const Tensor& y) override {
-        inner_->moe_sum(x, ids, w, b, sc, ws, y);
+                 const Tensor* ws, int ne, const Tensor& y) override {
+        inner_->moe_sum(x, ids, w, b, sc, ws, ne, y);
     }
     void gated_add(const Tensor& x, const Tensor& gi, const Tensor& gw, const Tensor& y) override {
         inner_->gated_add(x, gi, gw, y);
@@ -707,7 +730,7 @@ TEST(Vulkan, NamesItsDeviceAndWhatItRuns) {
     EXPECT_FALSE(devs[0].driver.empty());
     for (TensorType t : kWeightTypes) EXPECT_TRUE(vk->supports(Op::MATMUL, t)) << type_name(t);
     EXPECT_FALSE(vk->supports(Op::ATTENTION, TensorType::Q4_K));  // no K-quant caches (nor on the CPU)
-    EXPECT_FALSE(vk->supports(Op::TOPK_ROUTE, TensorType::F32));
+    EXPECT_FALSE(vk->supports(Op::DELTA_RULE, TensorType::F32));
     EXPECT_TRUE(vk->supports(Op::ATTENTION, TensorType::Q8_0));
     VULKAN_NO_MESSAGES();
 }
@@ -812,6 +835,7 @@ TEST(Vulkan, BatchInvariance) {
             return get(be, x.t);
         },
         int(C)));
+    EXPECT_TRUE(rows_are_batch_invariant(*vk, mixture_op(C), int(C))) << "mixture";
     expect_attention_batch_invariant(*vk);
     VULKAN_NO_MESSAGES();
 }
@@ -870,5 +894,16 @@ TEST(Vulkan, AttentionMatchesTheReference) {
                     1e-5)
                     << "tree " << type_name(tk);
             }
+    VULKAN_NO_MESSAGES();
+}
+
+// The mixture of experts on the device: the router's choice (an I32 tensor of the backend, never read back), the
+// experts' products of every weight type, their biases, weights and sum, the shared expert's gate.
+TEST(Vulkan, MixtureOpsMatchTheReference) {
+    VULKAN_OR_SKIP(vk);
+    auto ref = make_reference_backend();
+    expect_routing_matches(*vk, *ref, 1e-6);
+    expect_matmul_id_matches(*vk, *ref, [](TensorType) { return 2e-6; });
+    expect_mixture_ops_match(*vk, *ref);
     VULKAN_NO_MESSAGES();
 }

@@ -218,9 +218,9 @@ public:
     // A mixture's output, y (n, C) = the sum over row t's k choices, in ascending expert order (one order of a
     // row's terms whatever the pass), of w * (x[t k + j] + b[e]), e = ids[t k + j], w = weights[t][j] (1 when
     // none) * scale[e] (when given); starting from 0. b: (n_expert, C) or none; scale: (1, n_expert) or none.
-    // ws: the experts' matrices of matmul_id (a choice of an expert with ws[e].buf null is left out).
+    // ws: the n_expert experts' matrices of matmul_id (a choice of an expert with ws[e].buf null is left out).
     virtual void moe_sum(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& b,
-                         const Tensor& scale, const Tensor* ws, const Tensor& y) = 0;
+                         const Tensor& scale, const Tensor* ws, int n_expert, const Tensor& y) = 0;
     // y[t] += g_t x[t], g_t = sigmoid(gate_in[t] . gate_w) (gate_w a (1, gate_in.cols) row: a shared expert's
     // gate), or g_t = 1 without gate_w
     virtual void gated_add(const Tensor& x, const Tensor& gate_in, const Tensor& gate_w, const Tensor& y) = 0;

@@ -227,7 +227,7 @@ public:
             for (int64_t c = 0; c < y.cols; c++) ref_at(y, i, c) = ref_at(x, i / k, c) * ref_at(weights, i / k, i % k);
     }
     void moe_sum(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& b, const Tensor& scale,
-                 const Tensor* ws, const Tensor& y) override {
+                 const Tensor* ws, int n_expert, const Tensor& y) override {
         const int64_t k = ids.cols;
         for (int64_t t = 0; t < y.rows; t++) {
             std::vector<std::pair<int32_t, int64_t>> order;  // (expert, choice)
@@ -236,6 +236,7 @@ public:
             for (int64_t c = 0; c < y.cols; c++) {
                 double s = 0;
                 for (const auto& [e, j] : order) {
+                    TD_ASSERT(e >= 0 && e < n_expert);
                     if (!ws[e].buf) continue;
                     const double w =
                         (weights ? double(ref_at(weights, t, j)) : 1.0) * (scale ? double(ref_at(scale, 0, e)) : 1.0);

@@ -94,7 +94,7 @@ void moe_ffn(backend::Backend& be, const HParams& hp, const LayerWeights& L, con
     const Tensor y = H.rows(out, n, E);
     be.moe_sum(d, ids, hp.moe_weight_before_ffn ? Tensor{} : w,
                L.exp_down_b.empty() ? Tensor{} : H.rows(L.exp_down_b.data(), ne, E), H.vec(L.exp_down_scale),
-               s.wd.data(), y);
+               s.wd.data(), ne, y);
     // The shared expert (glm4moe, qwen35moe, qwen3next) reads every row; qwen's output gated by sigmoid(x . g).
     if (L.shexp_gate.data) {
         const int SF = int(L.shexp_gate.rows);

@@ -269,7 +269,7 @@ public:
             for (int64_t c = 0; c < C; c++) yp[size_t(i * C + c)] = xp[size_t((i / k) * C + c)] * wp[size_t(i)];
     }
     void moe_sum(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& b, const Tensor& scale,
-                 const Tensor* ws, const Tensor& y) override {
+                 const Tensor* ws, int n_expert, const Tensor& y) override {
         const int64_t k = ids.cols, C = y.cols;
         const int32_t* id = ids_of(ids);
         const float *xp = rows_f32(x), *wp = weights ? rows_f32(weights) : nullptr;
@@ -281,6 +281,7 @@ public:
             for (int64_t j = 0; j < k; j++) order[size_t(j)] = {id[t * k + j], j};
             std::sort(order.begin(), order.end());
             for (const auto& [e, j] : order) {
+                TD_ASSERT(e >= 0 && e < n_expert);
                 if (!ws[e].buf) continue;
                 float w = wp ? wp[t * k + j] : 1.0f;
                 if (sp) w *= sp[e];

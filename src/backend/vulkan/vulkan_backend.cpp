@@ -5,6 +5,7 @@
 // elementwise ops, and caches of those types (stores, row copies, attention over chains, trees, windows, sinks and
 // grouped-query heads); the other ops of the seam (the mixture's, the delta rule's) are refused by name
 // (backend::unsupported, at load) until they come.
+#include <algorithm>
 #include <cstring>
 
 #include "backend/backend.h"
@@ -43,6 +44,9 @@ uint32_t f_off(const Tensor& t) {
     return u32(t.offset / 4, "a tensor's offset");
 }
 uint32_t f_stride(const Tensor& t) { return u32(t.row_stride / 4, "a row stride"); }
+// An I32 tensor's (a router's choice) in ints: the same words
+uint32_t i_off(const Tensor& t) { return f_off(t); }
+uint32_t i_stride(const Tensor& t) { return f_stride(t); }
 
 // The shaders' weight types (shaders/common.glsl WTYPE); the first five are also the cache types
 // (shaders/cache_io.glsl)
@@ -91,6 +95,24 @@ struct AttnPush {
     uint32_t n_head, n_head_kv, head_dim, pos0, has_sinks, sinks_off;
     float scale;
 };
+struct MatmulIdPush {
+    uint32_t w_stride, x_off, x_stride, y_off, y_stride, ids_off, ids_stride, k, rows, cols, nk, x_per_choice;
+};
+struct RoutePush {
+    uint32_t lg_off, lg_stride, has_bias, bias_off, ids_off, ids_stride, w_off, w_stride;
+    uint32_t ne, k, gating, norm, n_groups, n_group_used, by_logits, rows;
+    float scale;
+};
+struct MoeRowsPush {
+    uint32_t mode, a_off, a_stride, ids_off, ids_stride, fw_off, fw_stride, k, y_off, y_stride, cols, rows;
+};
+struct MoeSumPush {
+    uint32_t x_off, x_stride, ids_off, ids_stride, k, w_off, w_stride, has_w, b_off, b_stride, has_b, s_off, has_s;
+    uint32_t y_off, y_stride, cols, rows;
+};
+struct GatedPush {
+    uint32_t x_off, x_stride, gi_off, gi_stride, gi_cols, gw_off, has_gw, y_off, y_stride, cols;
+};
 enum RowsMode : uint32_t { COPY = 0, ADD, MUL, SCALE, SOFTCAP, GLU_SILU, GLU_GELU_TANH, GLU_SWIGLU_OAI, GLU_SIGMOID };
 
 uint32_t groups(int64_t n, int64_t per) { return uint32_t((n + per - 1) / per); }
@@ -102,7 +124,10 @@ public:
     bool supports(Op op, TensorType type) const override {
         switch (op) {
             case Op::GET_ROWS:
-            case Op::MATMUL: return wtype(type) >= 0;
+            case Op::MATMUL:
+            case Op::MATMUL_ID: return wtype(type) >= 0;
+            case Op::TOPK_ROUTE:
+            case Op::MOE_SUM:
             case Op::RMS_NORM:
             case Op::ADD:
             case Op::MUL:
@@ -225,19 +250,131 @@ public:
         dev_.dispatch(dev_.pipeline("rope", 4, sizeof p), {{&mem(x)}, {&mem(a.cos)}, {&mem(a.sin)}, {&pm}}, &p,
                       groups(a.n_rot / 2, 64), uint32_t(a.n_head), uint32_t(x.rows));
     }
-    void matmul_id(const Tensor*, int, const Tensor&, const Tensor&, bool, const Tensor&) override {
-        missing(Op::MATMUL_ID);
+    void matmul_id(const Tensor* ws, int n_expert, const Tensor& ids, const Tensor& x, bool x_per_choice,
+                   const Tensor& y) override {
+        // one dispatch per buffer holding experts (a model's experts are slices of one tensor: one dispatch)
+        const Tensor* first = nullptr;
+        for (int e = 0; e < n_expert && !first; e++)
+            if (ws[e].buf) first = &ws[e];
+        if (!first) return;
+        const int64_t nk = ids.rows * ids.cols;
+        std::vector<const Buffer*> done;
+        for (int e0 = 0; e0 < n_expert; e0++) {
+            const Buffer* buf = ws[e0].buf;
+            if (!buf || std::find(done.begin(), done.end(), buf) != done.end()) continue;
+            done.push_back(buf);
+            std::vector<uint32_t> offs(size_t(n_expert), 0xFFFFFFFFu);
+            for (int e = 0; e < n_expert; e++)
+                if (ws[e].buf == buf) {
+                    TD_ASSERT(ws[e].type == first->type && ws[e].rows == first->rows && ws[e].cols == first->cols &&
+                              ws[e].row_stride == first->row_stride);
+                    offs[size_t(e)] = u32(ws[e].offset, "an expert's offset");
+                }
+            const DeviceMemory& om = dev_.stage(offs.data(), offs.size() * sizeof(uint32_t));
+            const MatmulIdPush p{u32(first->row_stride, "a row stride"),
+                                 f_off(x),
+                                 f_stride(x),
+                                 f_off(y),
+                                 f_stride(y),
+                                 i_off(ids),
+                                 i_stride(ids),
+                                 uint32_t(ids.cols),
+                                 uint32_t(first->rows),
+                                 uint32_t(first->cols),
+                                 uint32_t(nk),
+                                 x_per_choice ? 1u : 0u};
+            dev_.dispatch(typed("matmul_id", first->type, 5, sizeof p),
+                          {{&mem(ws[e0])}, {&mem(x)}, {&mem(y)}, {&mem(ids)}, {&om}}, &p,
+                          uint32_t(std::min<int64_t>(first->rows, 65535)), uint32_t(nk), groups(first->rows, 65535));
+        }
     }
-    void topk_route(const RouteArgs&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {
-        missing(Op::TOPK_ROUTE);
+    void topk_route(const RouteArgs& a, const Tensor& logits, const Tensor& choice_bias, const Tensor& ids,
+                    const Tensor& weights) override {
+        TD_ASSERT(a.n_expert <= 512 && a.k <= 64 && a.n_groups <= 64);
+        const RoutePush p{f_off(logits),
+                          f_stride(logits),
+                          choice_bias ? 1u : 0u,
+                          choice_bias ? f_off(choice_bias) : 0u,
+                          i_off(ids),
+                          i_stride(ids),
+                          f_off(weights),
+                          f_stride(weights),
+                          uint32_t(a.n_expert),
+                          uint32_t(a.k),
+                          uint32_t(a.gating == MoeGating::SOFTMAX          ? 0
+                                   : a.gating == MoeGating::SOFTMAX_WEIGHT ? 1
+                                                                           : 2),
+                          a.norm ? 1u : 0u,
+                          uint32_t(a.n_groups),
+                          uint32_t(a.n_group_used),
+                          a.choose_by_logits ? 1u : 0u,
+                          uint32_t(logits.rows),
+                          a.scale};
+        const DeviceMemory& bias = choice_bias ? mem(choice_bias) : mem(logits);
+        dev_.dispatch(dev_.pipeline("topk_route", 4, sizeof p), {{&mem(logits)}, {&bias}, {&mem(ids)}, {&mem(weights)}},
+                      &p, groups(logits.rows, 64), 1);
     }
-    void add_id(const Tensor&, const Tensor&, const Tensor&) override { missing(Op::MATMUL_ID); }
-    void scale_choices(const Tensor&, const Tensor&, const Tensor&) override { missing(Op::MATMUL_ID); }
-    void moe_sum(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor*,
-                 const Tensor&) override {
-        missing(Op::MOE_SUM);
+    void add_id(const Tensor& b, const Tensor& ids, const Tensor& y) override {
+        const MoeRowsPush p{0, f_off(b),           f_stride(b), i_off(ids),  i_stride(ids),    0,
+                            0, uint32_t(ids.cols), f_off(y),    f_stride(y), uint32_t(y.cols), uint32_t(y.rows)};
+        dev_.dispatch(dev_.pipeline("moe_rows", 4, sizeof p), {{&mem(b)}, {&mem(ids)}, {&mem(b)}, {&mem(y)}}, &p,
+                      groups(y.cols, 64), uint32_t(y.rows));
     }
-    void gated_add(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override { missing(Op::MOE_SUM); }
+    void scale_choices(const Tensor& x, const Tensor& weights, const Tensor& y) override {
+        const MoeRowsPush p{1,        f_off(x),       f_stride(x),       0,
+                            0,        f_off(weights), f_stride(weights), uint32_t(weights.cols),
+                            f_off(y), f_stride(y),    uint32_t(y.cols),  uint32_t(y.rows)};
+        dev_.dispatch(dev_.pipeline("moe_rows", 4, sizeof p), {{&mem(x)}, {&mem(x)}, {&mem(weights)}, {&mem(y)}}, &p,
+                      groups(y.cols, 64), uint32_t(y.rows));
+    }
+    void moe_sum(const Tensor& x, const Tensor& ids, const Tensor& weights, const Tensor& b, const Tensor& scale,
+                 const Tensor* ws, int n_expert, const Tensor& y) override {
+        TD_ASSERT(ids.cols <= 32 && n_expert > 0);
+        std::vector<int32_t> held;  // the experts held here: those with a matrix
+        for (int e = 0; e < n_expert; e++) held.push_back(ws[e].buf ? 1 : 0);
+        const DeviceMemory& hm = dev_.stage(held.data(), held.size() * sizeof(int32_t));
+        const MoeSumPush p{f_off(x),
+                           f_stride(x),
+                           i_off(ids),
+                           i_stride(ids),
+                           uint32_t(ids.cols),
+                           weights ? f_off(weights) : 0u,
+                           weights ? f_stride(weights) : 0u,
+                           weights ? 1u : 0u,
+                           b ? f_off(b) : 0u,
+                           b ? f_stride(b) : 0u,
+                           b ? 1u : 0u,
+                           scale ? f_off(scale) : 0u,
+                           scale ? 1u : 0u,
+                           f_off(y),
+                           f_stride(y),
+                           uint32_t(y.cols),
+                           uint32_t(y.rows)};
+        dev_.dispatch(dev_.pipeline("moe_sum", 7, sizeof p),
+                      {{&mem(x)},
+                       {&mem(ids)},
+                       {weights ? &mem(weights) : &mem(x)},
+                       {b ? &mem(b) : &mem(x)},
+                       {scale ? &mem(scale) : &mem(x)},
+                       {&hm},
+                       {&mem(y)}},
+                      &p, groups(y.cols, 64), uint32_t(y.rows));
+    }
+    void gated_add(const Tensor& x, const Tensor& gate_in, const Tensor& gate_w, const Tensor& y) override {
+        const GatedPush p{f_off(x),
+                          f_stride(x),
+                          gate_w ? f_off(gate_in) : 0u,
+                          gate_w ? f_stride(gate_in) : 0u,
+                          gate_w ? uint32_t(gate_in.cols) : 0u,
+                          gate_w ? f_off(gate_w) : 0u,
+                          gate_w ? 1u : 0u,
+                          f_off(y),
+                          f_stride(y),
+                          uint32_t(y.cols)};
+        dev_.dispatch(dev_.pipeline("gated_add", 4, sizeof p),
+                      {{&mem(x)}, {gate_w ? &mem(gate_in) : &mem(x)}, {gate_w ? &mem(gate_w) : &mem(x)}, {&mem(y)}}, &p,
+                      uint32_t(y.rows), 1);
+    }
     void kv_store(const Tensor& k, const Tensor& v, const int* slots, const Tensor& kc, const Tensor& vc) override {
         const DeviceMemory& sm = dev_.stage(slots, size_t(k.rows) * sizeof(int));
         store(k, sm, kc);

@@ -1,0 +1,41 @@
+// Experts (backend.h matmul_id): y[i] (R) = x[i or i / k] W_e^T for choice i = t k + j of expert e = ids[t][j],
+// one workgroup per (weight row, choice), the same lanes and tree as matmul.comp (batch invariant). The experts of
+// one dispatch are those in one buffer: offs[e] is expert e's byte offset there, or ~0 for one elsewhere (another
+// dispatch's) or held by no one here (a tensor split's other rank), whose rows of y are left as they were.
+#version 450
+#extension GL_GOOGLE_include_directive : enable
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer Wq { uint wq[]; };
+layout(std430, binding = 1) readonly buffer X { float x[]; };
+layout(std430, binding = 2) buffer Y { float y[]; };
+layout(std430, binding = 3) readonly buffer Ids { int ids[]; };
+layout(std430, binding = 4) readonly buffer Offs { uint offs[]; };
+layout(push_constant) uniform P {
+    uint w_stride;  // bytes
+    uint x_off, x_stride, y_off, y_stride, ids_off, ids_stride;  // floats, ints
+    uint k, rows, cols, nk, x_per_choice;
+} p;
+#include "common.glsl"
+
+shared float red[64];
+
+void main() {
+    const uint r = gl_WorkGroupID.x + gl_WorkGroupID.z * 65535u, i = gl_WorkGroupID.y;
+    const uint lane = gl_LocalInvocationID.x;
+    if (r >= p.rows || i >= p.nk) return;
+    const uint e = uint(ids[p.ids_off + (i / p.k) * p.ids_stride + i % p.k]);
+    const uint off = offs[e];
+    if (off == 0xFFFFFFFFu) return;  // (uniform over the workgroup)
+    const uint row = off + r * p.w_stride;
+    const uint xr = p.x_off + (p.x_per_choice != 0u ? i : i / p.k) * p.x_stride;
+    float acc = 0.0;
+    for (uint b = lane; b < p.cols / BLOCK; b += 64u)
+        for (uint j = 0u; j < BLOCK; j++) acc += weight_at(row + b * BLOCK_BYTES, j) * x[xr + b * BLOCK + j];
+    red[lane] = acc;
+    barrier();
+    for (uint s = 32u; s > 0u; s >>= 1u) {
+        if (lane < s) red[lane] += red[lane + s];
+        barrier();
+    }
+    if (lane == 0u) y[p.y_off + i * p.y_stride + r] = red[0];
+}
