@@ -622,9 +622,11 @@ TEST(Backend, KvStoreAndRowCopyMatchTheReference) {
 
 // A Gated DeltaNet layer's ops over 3 rows of a chain: row 0 from a state, row 1 from row 0's (in order), row 2 in
 // place on row 1's; the convolution's windows the same way.
-TEST(Backend, RecurrentOpsMatchTheReference) {
-    Backends B;
-    Backend* bs[2] = {B.cpu.get(), B.ref.get()};
+namespace {
+// Gated DeltaNet's ops over a chain of 3 rows whose last runs in place: conv1d, l2_norm, delta_gates, delta_rule,
+// rms_norm_gated, every output and the states against the reference.
+void expect_recurrent_ops_match(Backend& be, Backend& ref) {
+    Backend* bs[2] = {&be, &ref};
     const int S = 16, hv = 4, hk = 2, n = 3, K = 4, C = 2 * hk * S + hv * S;
     const int64_t mat = int64_t(hv) * S * S, win = int64_t(K - 1) * C;
     std::vector<float> res[2][8];
@@ -667,6 +669,12 @@ TEST(Backend, RecurrentOpsMatchTheReference) {
         res[i][6] = get(b, o.t);
     }
     for (int j = 0; j < 7; j++) EXPECT_LE(rel_err(res[0][j], res[1][j]), 1e-5) << j;
+}
+}  // namespace
+
+TEST(Backend, RecurrentOpsMatchTheReference) {
+    Backends B;
+    expect_recurrent_ops_match(*B.cpu, *B.ref);
 }
 
 TEST(Backend, AModelABackendCannotRunIsNamed) {
@@ -730,7 +738,7 @@ TEST(Vulkan, NamesItsDeviceAndWhatItRuns) {
     EXPECT_FALSE(devs[0].driver.empty());
     for (TensorType t : kWeightTypes) EXPECT_TRUE(vk->supports(Op::MATMUL, t)) << type_name(t);
     EXPECT_FALSE(vk->supports(Op::ATTENTION, TensorType::Q4_K));  // no K-quant caches (nor on the CPU)
-    EXPECT_FALSE(vk->supports(Op::DELTA_RULE, TensorType::F32));
+    EXPECT_TRUE(vk->supports(Op::DELTA_RULE, TensorType::F32));
     EXPECT_TRUE(vk->supports(Op::ATTENTION, TensorType::Q8_0));
     VULKAN_NO_MESSAGES();
 }
@@ -841,14 +849,24 @@ TEST(Vulkan, BatchInvariance) {
 }
 
 // What the backend does not run yet is said, by name, before any pass: a model needing it is refused at load.
-TEST(Vulkan, OpsItDoesNotRunYetAreRefusedByName) {
+TEST(Vulkan, RecurrentOpsMatchTheReference) {
     VULKAN_OR_SKIP(vk);
-    Held b = make(*vk, TensorType::F32, 1, 4), a = make(*vk, TensorType::F32, 1, 4);
+    auto ref = make_reference_backend();
+    expect_recurrent_ops_match(*vk, *ref);
+    VULKAN_NO_MESSAGES();
+}
+
+// A cache type it does not take is refused by name, before any pass (as on the CPU: no K-quant caches).
+TEST(Vulkan, ACacheTypeItDoesNotTakeIsRefusedByName) {
+    VULKAN_OR_SKIP(vk);
+    EXPECT_FALSE(vk->supports(Op::KV_STORE, TensorType::Q4_K));
+    Held k = make(*vk, TensorType::F32, 1, 256), kc = make(*vk, TensorType::Q4_K, 4, 256);
+    const int slot = 0;
     try {
-        vk->delta_gates(a.t, a.t, b.t, b.t);
-        FAIL() << "delta_gates ran";
+        vk->kv_store(k.t, k.t, &slot, kc.t, Tensor{});
+        FAIL() << "a Q4_K cache was taken";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("does not run delta_rule yet"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("no Q4_K caches"), std::string::npos) << e.what();
     }
     VULKAN_NO_MESSAGES();
 }

@@ -1,10 +1,9 @@
 // The Vulkan backend (backend.h): tensors in device memory, ops as compute shaders (shaders/, one SPIR-V per weight
-// type), one recorded command stream per pass, run at sync() or when the host reads. What it runs so far is what
-// supports() says: matmul and embedding rows of F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K and
-// MXFP4 weights, RMS norms, RoPE, the
-// elementwise ops, and caches of those types (stores, row copies, attention over chains, trees, windows, sinks and
-// grouped-query heads); the other ops of the seam (the mixture's, the delta rule's) are refused by name
-// (backend::unsupported, at load) until they come.
+// type where the op reads weights), one recorded command stream per pass, run at sync() or when the host reads.
+// Every op of the seam: matmul, matmul_id and embedding rows of every weight type (F32, F16, BF16, Q8_0, Q4_0, Q4_1,
+// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4), norms, RoPE, the elementwise ops, caches of F32, F16, BF16, Q8_0 and Q4_0
+// (stores, row copies, attention over chains, trees, windows, sinks and grouped-query heads), the mixture's ops and
+// Gated DeltaNet's. Each reduction has one order per output element whatever the pass (batch invariance).
 #include <algorithm>
 #include <cstring>
 
@@ -75,8 +74,17 @@ struct GetRowsPush {
     uint32_t w_off, w_stride, ids_off, y_off, y_stride, cols, n;
 };
 struct NormPush {
-    uint32_t x_off, x_stride, w_off, y_off, y_stride, width, pieces, rows, has_w;
+    uint32_t x_off, x_stride, w_off, y_off, y_stride, width, pieces, rows, has_w, l2;
     float eps;
+};
+struct DeltaPush {
+    uint32_t mi_off, mo_off, q_off, k_off, v_off, d_off, b_off, o_off, S, n_k_heads, n_v_heads, grouped;
+};
+struct ConvPush {
+    uint32_t x_off, t_off, t_stride, wi_off, wo_off, y_off, C, K, silu;
+};
+struct GatesPush {
+    uint32_t dt_off, a_off, b_off, b_stride, al_off, al_stride, heads, rows;
 };
 struct RowsPush {
     uint32_t mode, rows, cols, x_off, x_stride, x_bcast, y_off, y_stride;
@@ -113,7 +121,18 @@ struct MoeSumPush {
 struct GatedPush {
     uint32_t x_off, x_stride, gi_off, gi_stride, gi_cols, gw_off, has_gw, y_off, y_stride, cols;
 };
-enum RowsMode : uint32_t { COPY = 0, ADD, MUL, SCALE, SOFTCAP, GLU_SILU, GLU_GELU_TANH, GLU_SWIGLU_OAI, GLU_SIGMOID };
+enum RowsMode : uint32_t {
+    COPY = 0,
+    ADD,
+    MUL,
+    SCALE,
+    SOFTCAP,
+    GLU_SILU,
+    GLU_GELU_TANH,
+    GLU_SWIGLU_OAI,
+    GLU_SIGMOID,
+    GATE_SILU
+};
 
 uint32_t groups(int64_t n, int64_t per) { return uint32_t((n + per - 1) / per); }
 
@@ -135,7 +154,8 @@ public:
             case Op::GLU:
             case Op::SOFTCAP:
             case Op::COPY:
-            case Op::ROPE: return type == TensorType::F32;
+            case Op::ROPE:
+            case Op::DELTA_RULE: return type == TensorType::F32;
             case Op::KV_STORE:
             case Op::ROW_COPY:
             case Op::ATTENTION: return wtype(type) >= 0 && wtype(type) <= 4;  // shaders/cache_io.glsl
@@ -203,19 +223,7 @@ public:
                       groups(w.rows, 65535));
     }
     void rms_norm(const Tensor& x, const Tensor& w, int width, float eps, const Tensor& y) override {
-        TD_ASSERT(width > 0 && x.cols % width == 0);
-        const NormPush p{f_off(x),
-                         f_stride(x),
-                         w ? f_off(w) : 0u,
-                         f_off(y),
-                         f_stride(y),
-                         uint32_t(width),
-                         uint32_t(x.cols / width),
-                         uint32_t(x.rows),
-                         w ? 1u : 0u,
-                         eps};
-        dev_.dispatch(dev_.pipeline("rms_norm", 3, sizeof p), {{&mem(x)}, {w ? &mem(w) : &mem(x)}, {&mem(y)}}, &p,
-                      uint32_t(x.cols / width), uint32_t(x.rows));
+        norm(x, w, width, eps, y, false);
     }
     void add(const Tensor& x, float s, const Tensor& y) override { rows(ADD, x, false, y, s, 0); }
     void add_row(const Tensor& b, const Tensor& y) override { rows(ADD, b, true, y, 1.0f, 0); }
@@ -429,24 +437,86 @@ public:
                           uint32_t(meta[size_t(s)].size() / 4), uint32_t(a.n_head));
         }
     }
-    void delta_rule(const DeltaArgs&, const Tensor*, const Tensor*, const Tensor&, const Tensor&, const Tensor&,
-                    const Tensor&, const Tensor&, const Tensor&) override {
-        missing(Op::DELTA_RULE);
+    void delta_rule(const DeltaArgs& a, const Tensor* m_in, const Tensor* m_out, const Tensor& q, const Tensor& k,
+                    const Tensor& v, const Tensor& decay, const Tensor& beta, const Tensor& o) override {
+        for (int64_t t = 0; t < q.rows; t++) {  // a row at a time, in order: it may start from the previous row's state
+            const uint32_t T = uint32_t(t);
+            const DeltaPush p{f_off(m_in[t]),
+                              f_off(m_out[t]),
+                              f_off(q) + T * f_stride(q),
+                              f_off(k) + T * f_stride(k),
+                              f_off(v) + T * f_stride(v),
+                              f_off(decay) + T * f_stride(decay),
+                              f_off(beta) + T * f_stride(beta),
+                              f_off(o) + T * f_stride(o),
+                              uint32_t(a.S),
+                              uint32_t(a.n_k_heads),
+                              uint32_t(a.n_v_heads),
+                              a.grouped ? 1u : 0u};
+            dev_.dispatch(dev_.pipeline("delta_rule", 8, sizeof p),
+                          {{&mem(m_in[t])},
+                           {&mem(m_out[t])},
+                           {&mem(q)},
+                           {&mem(k)},
+                           {&mem(v)},
+                           {&mem(decay)},
+                           {&mem(beta)},
+                           {&mem(o)}},
+                          &p, uint32_t(a.n_v_heads), 1);
+        }
     }
-    void conv1d(int, bool, const Tensor&, const Tensor&, const Tensor*, const Tensor*, const Tensor&) override {
-        missing(Op::DELTA_RULE);
+    void conv1d(int K, bool silu, const Tensor& x, const Tensor& taps, const Tensor* win_in, const Tensor* win_out,
+                const Tensor& y) override {
+        TD_ASSERT(K >= 2 && K <= 17);
+        for (int64_t t = 0; t < x.rows; t++) {  // in order: a row's window may be the previous row's output
+            const ConvPush p{f_off(x) + uint32_t(t) * f_stride(x),
+                             f_off(taps),
+                             f_stride(taps),
+                             f_off(win_in[t]),
+                             f_off(win_out[t]),
+                             f_off(y) + uint32_t(t) * f_stride(y),
+                             uint32_t(x.cols),
+                             uint32_t(K),
+                             silu ? 1u : 0u};
+            dev_.dispatch(dev_.pipeline("conv1d", 5, sizeof p),
+                          {{&mem(x)}, {&mem(taps)}, {&mem(win_in[t])}, {&mem(win_out[t])}, {&mem(y)}}, &p,
+                          groups(x.cols, 64), 1);
+        }
     }
-    void l2_norm(const Tensor&, int, float, const Tensor&) override { missing(Op::DELTA_RULE); }
-    void delta_gates(const Tensor&, const Tensor&, const Tensor&, const Tensor&) override { missing(Op::DELTA_RULE); }
-    void rms_norm_gated(const Tensor&, const Tensor&, int, float, const Tensor&) override { missing(Op::DELTA_RULE); }
+    void l2_norm(const Tensor& x, int width, float eps, const Tensor& y) override {
+        norm(x, Tensor{}, width, eps, y, true);
+    }
+    void delta_gates(const Tensor& dt, const Tensor& a, const Tensor& beta, const Tensor& alpha) override {
+        const GatesPush p{f_off(dt),    f_off(a),        f_off(beta),         f_stride(beta),
+                          f_off(alpha), f_stride(alpha), uint32_t(beta.cols), uint32_t(beta.rows)};
+        dev_.dispatch(dev_.pipeline("delta_gates", 4, sizeof p), {{&mem(dt)}, {&mem(a)}, {&mem(beta)}, {&mem(alpha)}},
+                      &p, groups(beta.cols, 64), uint32_t(beta.rows));
+    }
+    void rms_norm_gated(const Tensor& x, const Tensor& w, int width, float eps, const Tensor& z) override {
+        norm(x, w, width, eps, x, false);
+        rows(GATE_SILU, z, false, x, 0, 0);
+    }
 
 private:
-    [[noreturn]] void missing(Op op) const {
-        throw Error(strprintf("the Vulkan backend does not run %s yet (%s)", op_name(op), name().c_str()));
-    }
     const vk::Pipeline& typed(const char* shader, TensorType t, uint32_t bindings, uint32_t push) {
         if (wtype(t) < 0) throw Error(strprintf("the Vulkan backend has no %s for %s weights", shader, type_name(t)));
         return dev_.pipeline(strprintf("%s_%d", shader, wtype(t)), bindings, push);
+    }
+    void norm(const Tensor& x, const Tensor& w, int width, float eps, const Tensor& y, bool l2) {
+        TD_ASSERT(width > 0 && x.cols % width == 0);
+        const NormPush p{f_off(x),
+                         f_stride(x),
+                         w ? f_off(w) : 0u,
+                         f_off(y),
+                         f_stride(y),
+                         uint32_t(width),
+                         uint32_t(x.cols / width),
+                         uint32_t(x.rows),
+                         w ? 1u : 0u,
+                         l2 ? 1u : 0u,
+                         eps};
+        dev_.dispatch(dev_.pipeline("rms_norm", 3, sizeof p), {{&mem(x)}, {w ? &mem(w) : &mem(x)}, {&mem(y)}}, &p,
+                      uint32_t(x.cols / width), uint32_t(x.rows));
     }
     void store(const Tensor& x, const DeviceMemory& slots, const Tensor& c) {
         if (wtype(c.type) < 0 || wtype(c.type) > 4)

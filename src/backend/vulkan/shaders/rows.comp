@@ -1,6 +1,7 @@
 // Elementwise ops over (rows, cols) with row strides (column slices allowed), x optionally one broadcast row:
 //   0 copy y = x   1 add y += s x   2 mul y *= x   3 scale y *= s   4 softcap y = c tanh(y / div / c) or y / div
 //   5 glu silu: y = silu(y) * x (y the gate, x the up)   6 glu gelu_tanh   7 glu swiglu_oai   8 glu sigmoid
+//   9 gated by silu(x): y = y x / (1 + exp(-x))
 #version 450
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer X { float x[]; };
@@ -33,5 +34,6 @@ void main() {
         const float g = min(v, 7.0), u = clamp(x[xi], -7.0, 7.0);
         v = g / (1.0 + exp(-1.702 * g)) * (u + 1.0);
     } else if (p.mode == 8u) v = 1.0 / (1.0 + exp(-v)) * x[xi];
+    else if (p.mode == 9u) v = v * x[xi] / (1.0 + exp(-x[xi]));
     y[yi] = v;
 }
