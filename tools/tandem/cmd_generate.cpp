@@ -113,10 +113,11 @@ void add_flags(ArgParser& ap, Options& o) {
     add_spec_flags(ap, o.sf);
     add_cache_flags(ap, o.cache);
     add_split_flags(ap, o.split);
-    ap.add({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "accepted for compatibility; ignored (no GPU backend)",
-           [&](const std::string&) { o.notes.push_back("-ngl (no GPU backend: ignored)"); });
+    ap.add({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N",
+           "accepted for compatibility; ignored (no model runs on a GPU yet: README \"GPU\")",
+           [&](const std::string&) { o.notes.push_back("-ngl (no GPU backend for a model yet: ignored)"); });
     ap.add({"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, "N", "accepted for compatibility; ignored",
-           [&](const std::string&) { o.notes.push_back("-ngld (no GPU backend: ignored)"); });
+           [&](const std::string&) { o.notes.push_back("-ngld (no GPU backend for a model yet: ignored)"); });
 }
 
 nlohmann::ordered_json spec_json(const SpecParams& sp, const SpecStats& st, int n_predict) {

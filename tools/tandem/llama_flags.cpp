@@ -28,7 +28,8 @@ struct CompatFlag {
 // `tandem serve` does not implement itself. The implemented ones are registered by cmd_serve.cpp first and win.
 constexpr CompatFlag kFlags[] = {
     // hardware placement, memory mapping, threads: no meaning on this CPU engine
-    {"-ngl --gpu-layers --n-gpu-layers", true, Kind::Notice, "no GPU backend: every layer runs on the CPU"},
+    {"-ngl --gpu-layers --n-gpu-layers", true, Kind::Notice,
+     "no GPU backend for a model yet (the Vulkan backend's ops exist, README \"GPU\"): every layer runs on the CPU"},
     {"-ngld --gpu-layers-draft --n-gpu-layers-draft --spec-draft-ngl", true, Kind::Notice,
      "no GPU backend: the draft runs on the CPU"},
     {"-sm --split-mode", true, Kind::Notice, "no GPU backend"},
