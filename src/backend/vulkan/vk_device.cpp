@@ -426,7 +426,7 @@ void Device::sync() {
         check(vkResetDescriptorPool(dev_, desc_pool_, 0), "vkResetDescriptorPool");
         sets_used_ = 0;
     }
-    std::vector<DeviceMemory> staged;
+    std::deque<DeviceMemory> staged;
     staged.swap(staged_);
     for (auto& m : staged) free(m);
 }

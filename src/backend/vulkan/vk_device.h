@@ -11,6 +11,7 @@
 #include <vulkan/vulkan.h>
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -88,7 +89,7 @@ private:
     VkPipelineCache cache_ = VK_NULL_HANDLE;
     VkPhysicalDeviceMemoryProperties mem_props_{};
     std::map<std::string, Pipeline> pipelines_;
-    std::vector<DeviceMemory> staged_;
+    std::deque<DeviceMemory> staged_;  // (a deque: stage() hands out references that later stages keep valid)
     uint32_t sets_used_ = 0;
     bool recording_ = false;
     std::string name_, driver_;
