@@ -13,6 +13,8 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/isa.h"
+#include "model/device_weights.h"
+#include "model/host_tensors.h"
 #include "quant/quant.h"
 #include "tandem/error.h"
 #include "tandem/model.h"
@@ -949,5 +951,42 @@ TEST(Vulkan, AttentionOverSeveralSessionsMatchesTheReference) {
         out[i] = get(*bs[i], ho.t);
     }
     EXPECT_LE(rel_err(out[0], out[1]), 1e-5);
+    VULKAN_NO_MESSAGES();
+}
+
+// A model's weights placed on the device through the registry: every matrix's rows read back are the file's bytes,
+// the output head multiplies as the CPU's does, a view (tied output) names its first visit's copy.
+TEST(Vulkan, AModelsWeightsArePlacedThroughTheRegistry) {
+    VULKAN_OR_SKIP(vk);
+    ThreadPool pool(1);
+    auto cpu = make_cpu_backend(pool);
+    for (const char* rel : {"models/stories260K.gguf", "models/synth-llama-spm-q8_0.gguf"}) {
+        SCOPED_TRACE(rel);
+        auto model = Model::load(test::shared_file(rel));
+        DeviceWeights dw(*vk, *model);
+        EXPECT_GT(dw.matrices(), 0u);
+        EXPECT_GE(dw.bytes(), model->weights_bytes() / 2);
+        int checked = 0;
+        model->for_each_matrix([&](const Model::WeightVisit& v, const Weight& w) {
+            if (!w.data || checked++ % 3) return;  // every third matrix, to keep the test short
+            const backend::Tensor t = dw.matrix(w);
+            std::vector<uint8_t> got(row_bytes(w.type, w.cols) * size_t(w.rows));
+            vk->read(t, got.data());
+            for (int64_t r = 0; r < w.rows; r++)
+                ASSERT_EQ(0, std::memcmp(got.data() + size_t(r) * row_bytes(w.type, w.cols),
+                                         w.data + size_t(r) * w.row_stride, row_bytes(w.type, w.cols)))
+                    << v.name << " layer " << v.layer << " row " << r;
+        });
+        const Weight& out = model->output();
+        const int64_t E = out.cols;
+        const auto x = gaussian(size_t(3 * E), 50);
+        Held xv = make(*vk, TensorType::F32, 3, E, x), yv = make(*vk, TensorType::F32, 3, out.rows);
+        vk->matmul(dw.matrix(out), xv.t, yv.t);
+        const HostTensors H{cpu->host_memory()};
+        std::vector<float> yc(size_t(3 * out.rows));
+        cpu->matmul(H.weight(out), H.rows(x.data(), 3, E), H.rows(yc.data(), 3, out.rows));
+        EXPECT_LE(rel_err(get(*vk, yv.t), yc), matmul_tolerance(out.type));
+        EXPECT_EQ(dw.vec(model->output_norm()).cols, E);
+    }
     VULKAN_NO_MESSAGES();
 }
