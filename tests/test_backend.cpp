@@ -990,3 +990,22 @@ TEST(Vulkan, AModelsWeightsArePlacedThroughTheRegistry) {
     }
     VULKAN_NO_MESSAGES();
 }
+
+// A pass of more dispatches than one descriptor pool holds is run in pieces: the piece that ends inside an op must
+// keep that op's staged host arrays (row ids here) alive for the dispatch that follows.
+TEST(Vulkan, ALongPassRunsInPiecesWithoutLosingStagedArrays) {
+    VULKAN_OR_SKIP(vk);
+    const int64_t R = 16, C = 64;
+    const auto w = gaussian(size_t(R * C), 60);
+    Held table = make(*vk, TensorType::F32, R, C, w), y = make(*vk, TensorType::F32, 4, C);
+    for (int i = 0; i < 2600; i++) {  // 2.5 pools' worth of dispatches, no read in between
+        const int32_t id = int32_t((i * 7) % R);
+        vk->get_rows(table.t, &id, 1, y.t.rows_at(i % 4, 1));
+    }
+    const auto got = get(*vk, y.t);
+    for (int i = 2596; i < 2600; i++) {
+        const int32_t id = int32_t((i * 7) % R);
+        for (int64_t c = 0; c < C; c++) ASSERT_EQ(got[size_t((i % 4) * C + c)], w[size_t(id * C + c)]) << i;
+    }
+    VULKAN_NO_MESSAGES();
+}

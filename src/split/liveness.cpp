@@ -134,7 +134,9 @@ std::vector<int> accept_ranks(int listen_fd, const std::vector<int>& connected, 
     const auto end = after(timeout_s);
     for (size_t got = 0; got < want;) {
         pollfd pf{listen_fd, POLLIN, 0};
-        if (::poll(&pf, 1, ms_left(end)) <= 0) break;
+        const int ready = ::poll(&pf, 1, ms_left(end));
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) break;
         const int fd = cloexec(::accept(listen_fd, nullptr, nullptr));
         if (fd < 0) continue;
         int32_t r = -1;

@@ -182,6 +182,7 @@ Device::Device(int index) {
     name_ = props.deviceName;
     driver_ = driver_of(phys_);
     vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
+    for (int i = 0; i < 3; i++) max_groups_[i] = props.limits.maxComputeWorkGroupCount[i];
 
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, nullptr);
@@ -214,7 +215,7 @@ Device::Device(int index) {
     cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     cai.commandBufferCount = 1;
     check(vkAllocateCommandBuffers(dev_, &cai, &cmd_), "vkAllocateCommandBuffers");
-    VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 4 * kSetsPerPass};
+    VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kBindingsPerSet * kSetsPerPass};
     VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
     dpi.maxSets = kSetsPerPass;
     dpi.poolSizeCount = 1;
@@ -299,7 +300,7 @@ DeviceMemory Device::alloc_host(size_t bytes) {
 
 void Device::free(DeviceMemory& m) {
     if (!m.buffer) return;
-    if (recording_) sync();  // (recorded commands may use it)
+    if (recording_) run();  // (recorded commands may use it; staged memory stays until sync)
     if (m.mapped) vkUnmapMemory(dev_, m.memory);
     vkDestroyBuffer(dev_, m.buffer, nullptr);
     vkFreeMemory(dev_, m.memory, nullptr);
@@ -366,7 +367,13 @@ void Device::barrier() {
 void Device::dispatch(const Pipeline& p, const std::vector<Bind>& binds, const void* push, uint32_t gx, uint32_t gy,
                       uint32_t gz) {
     if (gx == 0 || gy == 0 || gz == 0) return;
-    if (sets_used_ == kSetsPerPass) sync();  // a long pass: run what is recorded, go on with a fresh pool
+    if (gx > max_groups_[0] || gy > max_groups_[1] || gz > max_groups_[2])  // (past them: undefined behaviour)
+        throw Error(strprintf("vulkan: a dispatch of %u x %u x %u workgroups is past %s's limits (%u x %u x %u)", gx,
+                              gy, gz, name_.c_str(), max_groups_[0], max_groups_[1], max_groups_[2]));
+    TD_ASSERT(p.bindings <= kBindingsPerSet && binds.size() == p.bindings);
+    // a long pass: run what is recorded and go on with a fresh pool (the staged memory stays: the op recording
+    // this dispatch may bind it again)
+    if (sets_used_ == kSetsPerPass) run();
     begin();
     VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
     ai.descriptorPool = desc_pool_;
@@ -408,9 +415,15 @@ const DeviceMemory& Device::stage(const void* data, size_t bytes) {
     return staged_.back();
 }
 
-void Device::sync() {
+void Device::run() {
     if (recording_) {
         recording_ = false;
+        // the device's writes made visible to the host's reads after the fence (the fence alone covers the device)
+        VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+        mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+        mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+        vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
         check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
         VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
         si.commandBufferCount = 1;
@@ -426,6 +439,10 @@ void Device::sync() {
         check(vkResetDescriptorPool(dev_, desc_pool_, 0), "vkResetDescriptorPool");
         sets_used_ = 0;
     }
+}
+
+void Device::sync() {
+    run();
     std::deque<DeviceMemory> staged;
     staged.swap(staged_);
     for (auto& m : staged) free(m);

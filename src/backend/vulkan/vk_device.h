@@ -67,8 +67,13 @@ public:
     const DeviceMemory& stage(const void* data, size_t bytes);
     // Runs what was recorded and waits; then the staging memory is released.
     void sync();
+    // Runs what was recorded and waits, keeping the staging memory (a flush inside a pass: an op that staged its
+    // host arrays may still bind them).
+    void run();
     bool recording() const { return recording_; }
-    static constexpr uint32_t kSetsPerPass = 1024;  // descriptor sets of one recorded stream (then it is run)
+    static constexpr uint32_t kSetsPerPass = 1024;
+    static constexpr uint32_t kBindingsPerSet =
+        8;  // the most storage buffers a pipeline binds (delta_rule)  // descriptor sets of one recorded stream (then it is run)
 
 private:
     void begin();
@@ -91,6 +96,7 @@ private:
     std::map<std::string, Pipeline> pipelines_;
     std::deque<DeviceMemory> staged_;  // (a deque: stage() hands out references that later stages keep valid)
     uint32_t sets_used_ = 0;
+    uint32_t max_groups_[3] = {65535, 65535, 65535};
     bool recording_ = false;
     std::string name_, driver_;
 };

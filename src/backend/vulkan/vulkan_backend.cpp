@@ -393,7 +393,9 @@ public:
                   c.offset + size_t(to % c.rows) * c.row_stride, row_bytes(c.type, c.cols));
     }
     void attention(const AttnArgs& a, const Tensor& q, const Tensor& out) override {
-        TD_ASSERT(a.head_dim <= 256 && a.n_head % a.n_head_kv == 0);
+        TD_ASSERT(a.n_head % a.n_head_kv == 0);
+        if (a.head_dim > 256)  // (attention.comp: 4 output dims per lane; MLA's 576-wide latent head needs more)
+            throw Error(strprintf("the Vulkan backend's attention takes heads of up to 256 dims, not %d", a.head_dim));
         // every row's tail (the slots of its root path from pos0) in one array, each row's at its offset
         std::vector<int32_t> tails;
         std::vector<std::vector<int32_t>> meta(size_t(a.n_segs));

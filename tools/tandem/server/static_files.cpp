@@ -25,9 +25,12 @@ bool is_dir(const std::string& p) {
     return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// A regular file of at most kMaxFileBytes (a web UI's files are small; a larger one is not read into memory per
+// request: not served)
+constexpr off_t kMaxFileBytes = off_t(256) << 20;
 bool is_file(const std::string& p) {
     struct stat st {};
-    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= kMaxFileBytes;
 }
 
 int hex(char c) {

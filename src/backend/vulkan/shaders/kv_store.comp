@@ -72,7 +72,10 @@ void main() {
         const float d = amax / 127.0, id = d != 0.0 ? 1.0 / d : 0.0;
         const uint o = row + unit * 34u;
         put_u16(o, f16_bits(d));
-        for (uint j = 0u; j < 32u; j++) put_byte(o + 2u + j, uint(int(roundEven(x[xr + e0 + j] * id))));
+        for (uint j = 0u; j < 32u; j++) {
+            precise float v = x[xr + e0 + j] * id;
+            put_byte(o + 2u + j, uint(int(roundEven(v))));
+        }
         return;
     }
     float amax = 0.0, maxv = 0.0;
@@ -87,8 +90,10 @@ void main() {
     const uint o = row + unit * 18u;
     put_u16(o, f16_bits(d));
     for (uint j = 0u; j < 16u; j++) {
-        const uint a = uint(min(15, int(x[xr + e0 + j] * id + 8.5)));
-        const uint b = uint(min(15, int(x[xr + e0 + j + 16u] * id + 8.5)));
+        precise float va = x[xr + e0 + j] * id + 8.5;  // (no FMA: the CPU rounds the product first)
+        precise float vb = x[xr + e0 + j + 16u] * id + 8.5;
+        const uint a = uint(min(15, int(va)));
+        const uint b = uint(min(15, int(vb)));
         put_byte(o + 2u + j, a | (b << 4u));
     }
 }
