@@ -82,6 +82,21 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& r) {
     return e / std::max(1e-30, std::sqrt(ss / double(r.size())));
 }
 
+// An op over x, y (n, C) (random rows) and a (1, C) row w, run on be and on ref: the error of y against ref's
+using ElementOp = std::function<void(Backend&, const Tensor&, const Tensor&, const Tensor&)>;
+double op_error(Backend& be, Backend& ref, int64_t n, int64_t C, const ElementOp& op) {
+    const auto x = gaussian(size_t(n * C), 3), y = gaussian(size_t(n * C), 4), w = gaussian(size_t(C), 5);
+    std::vector<float> out[2];
+    Backend* bs[2] = {&be, &ref};
+    for (int i = 0; i < 2; i++) {
+        Held hx = make(*bs[i], TensorType::F32, n, C, x), hy = make(*bs[i], TensorType::F32, n, C, y);
+        Held hw = make(*bs[i], TensorType::F32, 1, C, w);
+        op(*bs[i], hx.t, hy.t, hw.t);
+        out[i] = get(*bs[i], hy.t);
+    }
+    return rel_err(out[0], out[1]);
+}
+
 const TensorType kWeightTypes[] = {TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0,
                                    TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
                                    TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::MXFP4};
@@ -138,19 +153,7 @@ TEST(Backend, MatmulAndGetRowsMatchTheReferenceForEveryType) {
 
 TEST(Backend, ElementwiseOpsMatchTheReference) {
     Backends B;
-    const int64_t n = 4, C = 128;
-    const auto x = gaussian(size_t(n * C), 3), y = gaussian(size_t(n * C), 4), w = gaussian(size_t(C), 5);
-    auto both = [&](const std::function<void(Backend&, const Tensor&, const Tensor&, const Tensor&)>& op, double tol) {
-        std::vector<float> out[2];
-        Backend* bs[2] = {B.cpu.get(), B.ref.get()};
-        for (int i = 0; i < 2; i++) {
-            Held hx = make(*bs[i], TensorType::F32, n, C, x), hy = make(*bs[i], TensorType::F32, n, C, y);
-            Held hw = make(*bs[i], TensorType::F32, 1, C, w);
-            op(*bs[i], hx.t, hy.t, hw.t);
-            out[i] = get(*bs[i], hy.t);
-        }
-        EXPECT_LE(rel_err(out[0], out[1]), tol);
-    };
+    auto both = [&](const ElementOp& op, double tol) { EXPECT_LE(op_error(*B.cpu, *B.ref, 4, 128, op), tol); };
     both([](Backend& b, const Tensor& x, const Tensor& y, const Tensor& w) { b.rms_norm(x, w, 128, 1e-6f, y); }, 1e-6);
     both([](Backend& b, const Tensor& x, const Tensor& y, const Tensor&) { b.rms_norm(x, Tensor{}, 32, 1e-5f, y); },
          1e-6);
@@ -565,29 +568,38 @@ void expect_attention_batch_invariant(Backend& b) {
 
 }  // namespace
 
-// The contract every backend is held to (a new backend adds itself to `all`).
+namespace {
+// Every op kind's batch invariance on one backend: matmul of every weight type (and, where the backend places
+// weights, placed), a norm-and-gate chain, a whole mixture, attention over chains and trees.
+void expect_batch_invariant(Backend& b, bool placed_too) {
+    const int64_t R = 64, C = 256;
+    for (TensorType t : kWeightTypes) {
+        EXPECT_TRUE(rows_are_batch_invariant(b, matmul_op(t, R, C, false), int(C))) << type_name(t);
+        if (placed_too)
+            EXPECT_TRUE(rows_are_batch_invariant(b, matmul_op(t, R, C, true), int(C))) << type_name(t) << " placed";
+    }
+    const auto w = gaussian(size_t(C), 400);
+    EXPECT_TRUE(rows_are_batch_invariant(
+        b,
+        [&](Backend& be, const std::vector<float>& X, int n) {
+            Held x = make(be, TensorType::F32, n, C, X), hw = make(be, TensorType::F32, 1, C, w);
+            be.rms_norm(x.t, hw.t, int(C), 1e-6f, x.t);
+            be.glu(Glu::SILU, x.t, x.t);
+            return get(be, x.t);
+        },
+        int(C)));
+    EXPECT_TRUE(rows_are_batch_invariant(b, mixture_op(C), int(C))) << "mixture";
+    expect_attention_batch_invariant(b);
+}
+}  // namespace
+
+// The contract every backend is held to (a new backend adds itself to `all`, or, optional, a test of its own).
 TEST(Backend, BatchInvariance) {
     Backends B;
     Backend* all[] = {B.cpu.get(), B.ref.get()};
-    const int64_t R = 64, C = 256;
     for (Backend* b : all) {
         SCOPED_TRACE(b->name());
-        for (TensorType t : kWeightTypes) {
-            EXPECT_TRUE(rows_are_batch_invariant(*b, matmul_op(t, R, C, false), int(C))) << type_name(t);
-            EXPECT_TRUE(rows_are_batch_invariant(*b, matmul_op(t, R, C, true), int(C))) << type_name(t) << " placed";
-        }
-        const auto w = gaussian(size_t(C), 400);
-        EXPECT_TRUE(rows_are_batch_invariant(
-            *b,
-            [&](Backend& be, const std::vector<float>& X, int n) {
-                Held x = make(be, TensorType::F32, n, C, X), hw = make(be, TensorType::F32, 1, C, w);
-                be.rms_norm(x.t, hw.t, int(C), 1e-6f, x.t);
-                be.glu(Glu::SILU, x.t, x.t);
-                return get(be, x.t);
-            },
-            int(C)));
-        EXPECT_TRUE(rows_are_batch_invariant(*b, mixture_op(C), int(C))) << "mixture";
-        expect_attention_batch_invariant(*b);
+        expect_batch_invariant(*b, true);
     }
 }
 
@@ -776,20 +788,8 @@ TEST(Vulkan, MatmulAndGetRowsMatchTheReference) {
 TEST(Vulkan, NormsAndElementwiseOpsMatchTheReference) {
     VULKAN_OR_SKIP(vk);
     auto ref = make_reference_backend();
-    const int64_t n = 5, C = 192;
-    const auto x = gaussian(size_t(n * C), 3), y = gaussian(size_t(n * C), 4), w = gaussian(size_t(C), 5);
-    auto both = [&](const char* what,
-                    const std::function<void(Backend&, const Tensor&, const Tensor&, const Tensor&)>& op, double tol) {
-        SCOPED_TRACE(what);
-        std::vector<float> out[2];
-        Backend* bs[2] = {vk.get(), ref.get()};
-        for (int i = 0; i < 2; i++) {
-            Held hx = make(*bs[i], TensorType::F32, n, C, x), hy = make(*bs[i], TensorType::F32, n, C, y);
-            Held hw = make(*bs[i], TensorType::F32, 1, C, w);
-            op(*bs[i], hx.t, hy.t, hw.t);
-            out[i] = get(*bs[i], hy.t);
-        }
-        EXPECT_LE(rel_err(out[0], out[1]), tol);
+    auto both = [&](const char* what, const ElementOp& op, double tol) {
+        EXPECT_LE(op_error(*vk, *ref, 5, 192, op), tol) << what;
     };
     both(
         "rms_norm",
@@ -832,21 +832,7 @@ TEST(Vulkan, NormsAndElementwiseOpsMatchTheReference) {
 // weight type (one pass over W per 8 rows, whatever the count), and the norm-then-gate chain of a layer.
 TEST(Vulkan, BatchInvariance) {
     VULKAN_OR_SKIP(vk);
-    const int64_t R = 64, C = 256;
-    for (TensorType t : kWeightTypes)
-        EXPECT_TRUE(rows_are_batch_invariant(*vk, matmul_op(t, R, C, false), int(C))) << type_name(t);
-    const auto w = gaussian(size_t(C), 400);
-    EXPECT_TRUE(rows_are_batch_invariant(
-        *vk,
-        [&](Backend& be, const std::vector<float>& X, int n) {
-            Held x = make(be, TensorType::F32, n, C, X), hw = make(be, TensorType::F32, 1, C, w);
-            be.rms_norm(x.t, hw.t, int(C), 1e-6f, x.t);
-            be.glu(Glu::SILU, x.t, x.t);
-            return get(be, x.t);
-        },
-        int(C)));
-    EXPECT_TRUE(rows_are_batch_invariant(*vk, mixture_op(C), int(C))) << "mixture";
-    expect_attention_batch_invariant(*vk);
+    expect_batch_invariant(*vk, false);
     VULKAN_NO_MESSAGES();
 }
 
