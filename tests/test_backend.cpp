@@ -709,22 +709,9 @@ TEST(Backend, AModelABackendCannotRunIsNamed) {
 // validation layer (TANDEM_VK_VALIDATION=1), every message of which fails the test.
 namespace {
 
-bool vulkan_required() {
-    const char* e = std::getenv("TANDEM_REQUIRE_VULKAN");
-    return e && *e && std::string(e) != "0";
-}
-
 std::unique_ptr<Backend> vulkan_backend(std::string& why) {
-    if (!built_with_vulkan()) {
-        why = "this build has no Vulkan backend (TANDEM_VULKAN off, or no Vulkan loader / glslc)";
-        return nullptr;
-    }
-    if (vulkan_required() && !std::getenv("TANDEM_VK_VALIDATION")) setenv("TANDEM_VK_VALIDATION", "1", 1);
-    if (gpu_devices().empty()) {
-        why = "no Vulkan device (Debian: mesa-vulkan-drivers gives lavapipe)";
-        return nullptr;
-    }
-    return make_vulkan_backend(-1);
+    why = test::vulkan_unavailable();
+    return why.empty() ? make_vulkan_backend(-1) : nullptr;
 }
 
 }  // namespace
@@ -733,7 +720,7 @@ std::unique_ptr<Backend> vulkan_backend(std::string& why) {
     std::string vk_why;                                                                                           \
     std::unique_ptr<Backend> var = vulkan_backend(vk_why);                                                        \
     if (!var) {                                                                                                   \
-        if (vulkan_required()) FAIL() << vk_why << " (TANDEM_REQUIRE_VULKAN is set)";                             \
+        if (test::vulkan_required()) FAIL() << vk_why << " (TANDEM_REQUIRE_VULKAN is set)";                       \
         GTEST_SKIP() << vk_why << ": the Vulkan tests are optional here (TANDEM_REQUIRE_VULKAN=1 requires them)"; \
     }                                                                                                             \
     const uint64_t vk_messages0 = vulkan_validation_messages()

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/gguf.h"
+#include "tandem/gpu.h"
 #include "tandem/model.h"
 #include "tandem/sampling.h"
 #include "tandem/quantize.h"
@@ -124,19 +125,37 @@ TEST(Reference, Stories260KGreedyReproducesEveryId) {
 
 class SynthReference : public ::testing::TestWithParam<std::string> {};
 
+void check_synth(const std::shared_ptr<const Model>& model, const json& ref, const std::string& name, ThreadPool& pool,
+                 const SessionParams& sp) {
+    const Agreement a = teacher_force(model, ref, name, 0.1, pool, sp);
+    std::printf("[ %s ] largest top-5 logit deviation from llama.cpp: %.4f (argmax checked at %d steps)\n",
+                name.c_str(), a.max_dev, a.checked);
+    EXPECT_EQ(a.misses, 0) << "every argmax with a reference margin above 0.1 must agree";
+    const bool half = name.find("f16") != std::string::npos;
+    EXPECT_LT(a.max_dev, half ? kTolHalf : kTolQuant);
+}
+
 TEST_P(SynthReference, TeacherForcedLogitsMatch) {
     const std::string name = GetParam();
     ThreadPool pool(2);
     auto model = Model::load(test::shared_file("models/" + name + ".gguf"));
     json ref = load_reference(name);
     ASSERT_FALSE(ref.empty());
-    const Agreement a = teacher_force(model, ref, name, 0.1, pool);
-    std::printf("[ %s ] largest top-5 logit deviation from llama.cpp: %.4f (argmax checked at %d steps)\n",
-                name.c_str(), a.max_dev, a.checked);
-    EXPECT_EQ(a.misses, 0) << "every argmax with a reference margin above 0.1 must agree";
-    const double max_dev = a.max_dev;
-    const bool half = name.find("f16") != std::string::npos;
-    EXPECT_LT(max_dev, half ? kTolHalf : kTolQuant);
+    check_synth(model, ref, name, pool, {});
+}
+
+// The same files on the GPU (the first Vulkan device: lavapipe in CI), at the same tolerances.
+TEST_P(SynthReference, OnTheGpuTeacherForcedLogitsMatch) {
+    GPU_OR_SKIP();
+    const std::string name = GetParam();
+    ThreadPool pool(2);
+    auto model = Model::load(test::shared_file("models/" + name + ".gguf"));
+    json ref = load_reference(name);
+    ASSERT_FALSE(ref.empty());
+    SessionParams sp;
+    sp.gpu = place_on_gpu(model, -1);
+    check_synth(model, ref, name + " on the GPU", pool, sp);
+    GPU_NO_MESSAGES();
 }
 
 INSTANTIATE_TEST_SUITE_P(AllSynth, SynthReference,
@@ -178,19 +197,33 @@ std::string case_name(const ::testing::TestParamInfo<ModernCase>& info) {
 
 class ModernReference : public ::testing::TestWithParam<ModernCase> {};
 
+void check_modern(const ModernCase& c, const Agreement& a, const char* where) {
+    std::printf("[ %s%s ] largest top-5 logit deviation from llama.cpp: %.4f; argmax agrees at %d of %d steps\n",
+                c.name.c_str(), where, a.max_dev, a.checked - a.misses, a.checked);
+    EXPECT_LE(a.misses, c.argmax_misses);
+    EXPECT_LT(a.max_dev, c.tol);
+}
+
 TEST_P(ModernReference, TeacherForcedLogitsMatch) {
     const ModernCase c = GetParam();
     ThreadPool pool(2);
     auto model = Model::load(test::shared_file("models-modern/" + c.name + ".gguf"));
     json ref = json::parse(test::read_file(test::shared_file("reference-modern/" + c.name + ".greedy.json")));
     ASSERT_FALSE(ref.empty());
-    const Agreement a = teacher_force(model, ref, c.name, c.margin, pool);
-    std::printf("[ %s ] largest top-5 logit deviation from llama.cpp: %.4f; argmax agrees at %d of %d steps\n",
-                c.name.c_str(), a.max_dev, a.checked - a.misses, a.checked);
-    const int misses = a.misses;
-    const double max_dev = a.max_dev;
-    EXPECT_LE(misses, c.argmax_misses);
-    EXPECT_LT(max_dev, c.tol);
+    check_modern(c, teacher_force(model, ref, c.name, c.margin, pool), "");
+}
+
+TEST_P(ModernReference, OnTheGpuTeacherForcedLogitsMatch) {
+    GPU_OR_SKIP();
+    const ModernCase c = GetParam();
+    ThreadPool pool(2);
+    auto model = Model::load(test::shared_file("models-modern/" + c.name + ".gguf"));
+    json ref = json::parse(test::read_file(test::shared_file("reference-modern/" + c.name + ".greedy.json")));
+    ASSERT_FALSE(ref.empty());
+    SessionParams sp;
+    sp.gpu = place_on_gpu(model, -1);
+    check_modern(c, teacher_force(model, ref, c.name, c.margin, pool, sp), " on the GPU");
+    GPU_NO_MESSAGES();
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModern, ModernReference,
@@ -283,6 +316,24 @@ TEST_P(ArchReference, TeacherForcedLogitsMatch) {
         test::read_file(std::string(TANDEM_SOURCE_DIR) + "/tests/data/reference-arch/" + c.name + ".greedy.json"));
     ASSERT_FALSE(ref.empty());
     expect_agreement(c, teacher_force(model, ref, c.name, c.margin, pool), "", 48);
+}
+
+// The same on the GPU, at the same tolerances (an architecture the GPU does not run yet is refused by name, and
+// that is the test's failure).
+TEST_P(ArchReference, OnTheGpuTeacherForcedLogitsMatch) {
+    GPU_OR_SKIP();
+    const ModernCase c = GetParam();
+    ThreadPool pool(2);
+    auto model = Model::load(synth_of(c.name));
+    if (!gpu_unsupported(*model).empty())
+        GTEST_SKIP() << c.name << " does not run on a GPU: " << gpu_unsupported(*model);
+    json ref = json::parse(
+        test::read_file(std::string(TANDEM_SOURCE_DIR) + "/tests/data/reference-arch/" + c.name + ".greedy.json"));
+    ASSERT_FALSE(ref.empty());
+    SessionParams sp;
+    sp.gpu = place_on_gpu(model, -1);
+    expect_agreement(c, teacher_force(model, ref, c.name, c.margin, pool, sp), " on the GPU", 48);
+    GPU_NO_MESSAGES();
 }
 
 INSTANTIATE_TEST_SUITE_P(AllArch, ArchReference,

@@ -3,6 +3,8 @@
 #include <cmath>
 #include "test_util.h"
 
+#include "tandem/gpu.h"
+
 #include <random>
 #include <cstdio>
 #include <cstdlib>
@@ -150,6 +152,19 @@ StatRuns statistical_runs(int full) {
     const int runs = std::min(full, 200);
     std::printf("[ quick ] TANDEM_TEST_QUICK=1: %d of %d samples, p values printed, not asserted\n", runs, full);
     return {runs, false};
+}
+
+bool vulkan_required() {
+    const char* e = std::getenv("TANDEM_REQUIRE_VULKAN");
+    return e && *e && std::string(e) != "0";
+}
+
+std::string vulkan_unavailable() {
+    if (!built_with_vulkan())
+        return "this build has no Vulkan backend (TANDEM_VULKAN off, or no Vulkan loader / glslc)";
+    if (vulkan_required() && !std::getenv("TANDEM_VK_VALIDATION")) setenv("TANDEM_VK_VALIDATION", "1", 1);
+    if (gpu_devices().empty()) return "no Vulkan device (Debian: mesa-vulkan-drivers gives lavapipe)";
+    return "";
 }
 
 }  // namespace tandem::test

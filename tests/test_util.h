@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
+
 namespace tandem {
 struct IsaKernels;
 }
@@ -49,6 +51,13 @@ struct ParamName {
 };
 void write_file(const std::string& path, const std::string& bytes);
 
+// The GPU tests' rule (Vulkan, src/backend/vulkan/): optional where there is no device (the test says why and
+// skips), required where TANDEM_REQUIRE_VULKAN=1 (the README's test command sets it when lavapipe is installed),
+// and then run with the validation layer (TANDEM_VK_VALIDATION=1), every message of which fails the test.
+bool vulkan_required();
+// "" when a Vulkan device can be used (turning the validation layer on when required), else why not.
+std::string vulkan_unavailable();
+
 // Chi-square test of homogeneity between two count tables (category -> count); categories with a pooled expected
 // count below 5 are merged into one. Returns the p-value (Wilson-Hilferty approximation); *df_out the degrees of
 // freedom. Used by the distribution-identity tests of speculative sampling.
@@ -67,3 +76,14 @@ struct StatRuns {
 StatRuns statistical_runs(int full);
 
 }  // namespace tandem::test
+
+// In a GPU test: skips (saying why) where no Vulkan device can be used, fails where one is required; remembers the
+// validation layer's message count, which GPU_NO_MESSAGES() then holds unchanged.
+#define GPU_OR_SKIP()                                                                                        \
+    if (const std::string why_ = ::tandem::test::vulkan_unavailable(); !why_.empty()) {                      \
+        if (::tandem::test::vulkan_required()) FAIL() << why_ << " (TANDEM_REQUIRE_VULKAN is set)";          \
+        GTEST_SKIP() << why_ << ": the GPU tests are optional here (TANDEM_REQUIRE_VULKAN=1 requires them)"; \
+    }                                                                                                        \
+    const uint64_t vk_messages0 = ::tandem::backend::vulkan_validation_messages()
+#define GPU_NO_MESSAGES() \
+    EXPECT_EQ(::tandem::backend::vulkan_validation_messages(), vk_messages0) << "Vulkan validation messages"

@@ -1,6 +1,8 @@
 // GPUs this build can use: the Vulkan backend's devices (src/backend/vulkan/; CMake option TANDEM_VULKAN).
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,5 +18,48 @@ struct GpuDevice {
 // the Vulkan backend or on a machine without a Vulkan driver.
 std::vector<GpuDevice> gpu_devices();
 bool built_with_vulkan();
+
+class Model;
+// A model placed on a GPU: its weights uploaded to the device once, shared by every session of the model there
+// (SessionParams::gpu). The forward pass is the CPU's code on the device's ops (README "GPU").
+class GpuModel;
+
+// Why a model's forward pass cannot run on a GPU yet ("" when it can): the passes that still run on the CPU only
+// (an EAGLE-3 head's, a Gemma 4 assistant's, a model split over processes) and heads wider than the GPU's attention.
+std::string gpu_unsupported(const Model& m);
+// Places every weight of `model` on device `device` of gpu_devices() (< 0: the first). Throws tandem::Error naming
+// the device and why not (no device, gpu_unsupported, a weight type, memory the device lacks).
+std::shared_ptr<const GpuModel> place_on_gpu(std::shared_ptr<const Model> model, int device);
+struct GpuPlacementInfo {
+    std::string device, driver;
+    size_t weight_bytes = 0, matrices = 0;
+    std::string backend;  // the backend's name
+};
+GpuPlacementInfo gpu_placement_info(const GpuModel& g);
+
+// llama.cpp's -ngl / -ngld value: a layer count, "all" or "auto" (also -1). Throws tandem::Error for anything else.
+struct GpuLayers {
+    bool given = false;  // the flag was given (else: the CPU, as before)
+    int n = 0;  // layers asked for (n >= the model's layers: all of them)
+    bool all = false, automatic = false;
+};
+GpuLayers parse_gpu_layers(const std::string& value, const char* flag);
+// llama.cpp's -dev / --device value: "none" (-1: the CPU), "VulkanN" or N (N), a comma list's first entry; -2 when
+// not given (then -mg or the first). Throws tandem::Error for a name no device has.
+int parse_gpu_device(const std::string& value);
+
+// Where a command runs a model, from -ngl, -dev / -mg and the memory its caches will take there (as llama.cpp
+// decides): every layer on the GPU when -ngl covers them (or "all", or "auto" and it fits), else the CPU, with
+// `log` saying which and why for the start-up log (the device, its driver, the memory the weights take there).
+// Errors (tandem::Error): an -ngl layer count the device cannot hold (naming the sizes), a device that fails. A
+// model whose pass cannot run on a GPU yet, no usable device, or -ngl below the model's layer count (partial
+// offload, not built yet): the CPU with a warning, as llama.cpp's -ngl without a GPU.
+struct GpuChoice {
+    std::shared_ptr<const GpuModel> gpu;  // null: the CPU
+    std::string log;  // empty when -ngl was not given
+    bool warning = false;  // log is a warning (the GPU was asked for and is not used)
+};
+GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuLayers& ngl, int device, size_t cache_bytes,
+                     const char* what);
 
 }  // namespace tandem

@@ -92,6 +92,10 @@ struct EngineParams {
     SpecParams spec;  // server defaults (requests may override n_max, n_min, p_min, type)
     // No --spec-type and no -md: a model with a multi-token-prediction block drafts with it (as generate does)
     bool spec_auto_mtp = false;
+    // GPU placement (tandem/gpu.h choose_gpu, after the context is chosen): -ngl / -dev for the target, -ngld /
+    // -devd for the draft model (ngld not given: as ngl); -2: the first device, -1: none
+    GpuLayers ngl, ngld;
+    int device = -2, device_draft = -2;
 };
 
 // What `tandem serve`'s flags set besides the engine.

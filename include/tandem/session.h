@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/gpu.h"
 #include "tandem/model.h"
 
 namespace tandem {
@@ -66,6 +67,9 @@ struct SessionParams {
     // on from the latest checkpoint before that end (reuse_prefix) instead of from the start. Each costs one
     // state_bytes(). 0: none. Sessions of other models ignore it.
     int ctx_checkpoints = kCtxCheckpoints;
+    // The model's placement on a GPU (tandem/gpu.h place_on_gpu, of this session's model): the session's passes,
+    // cache and scratch run there. Null: the CPU.
+    std::shared_ptr<const GpuModel> gpu;
 };
 
 // Slack of a window-only cache beyond the window: the largest pass (and rollback) it takes, at least n_batch.
@@ -112,6 +116,8 @@ public:
 
     const Model& model() const { return *model_; }
     int n_ctx() const { return n_ctx_; }
+    // The model's GPU placement this session runs on (SessionParams::gpu); null on the CPU.
+    std::shared_ptr<const GpuModel> gpu() const;
     int n_past() const { return int(tokens_.size()); }
     int n_vocab() const { return model_->hparams().n_vocab; }
     const std::vector<int32_t>& tokens() const { return tokens_; }  // tokens held in the cache, in order

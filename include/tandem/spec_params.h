@@ -155,6 +155,8 @@ double draft_cost_prior(SpecType type, const Model& target, const Model* draft_m
 // when the model has no MTP block), of `draft_model` when that is a Gemma 4 assistant; EAGLE3: a session of the
 // head `draft_model` on `target_session` (throws for another model); NONE, NGRAM, SUFFIX: no session. The session takes `params` (context, batch,
 // cache types; its n_layers is set here). The cost prior is draft_cost_prior's.
+// params.gpu: the draft model's GPU placement (-ngld); the target's own layers (SELF, its MTP block) run where the
+// target session does.
 DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
                       const std::shared_ptr<const Model>& draft_model, SessionParams params, int requested_layers,
                       ThreadPool& pool, Session* target_session = nullptr);

@@ -84,7 +84,7 @@ void Session::assistant_forward(const std::vector<Segment>& segs) {
             be.rms_norm(x, H.vec(L.attn_norm), E, hp.rms_eps, xn);
             be.matmul(H.weight(L.wq), xn, qt);
             be.rms_norm(qt, H.vec(L.q_norm), hd, hp.rms_eps, qt);
-            be.rope(S.rope[L.swa ? 1 : 0].args(H, nh, hd, L.n_rot, 0, hp.rope_style), &pos, qt);
+            be.rope(S.rope[L.swa ? 1 : 0].args(nh, hd, L.n_rot, 0, hp.rope_style), &pos, qt);
             if (tn > 0) {  // the target's rows 0..tn-1, a sliding-window layer's last n_swa of them
                 const int lo = L.swa ? std::max({0, swa_first_visible(ht, pos), T.swa_lost_}) : 0;
                 const KvCache& kv = T.impl_->kv;
@@ -98,7 +98,7 @@ void Session::assistant_forward(const std::vector<Segment>& segs) {
             be.rms_norm(out, H.vec(L.post_attn_norm), E, hp.rms_eps, out);
             be.add(out, 1.0f, x);
             be.rms_norm(x, H.vec(L.ffn_norm), E, hp.rms_eps, xn);
-            ffn_forward(be, hp, L, S.xn.data(), 1, S.rows_out.data(), S.ffn);
+            ffn_forward(be, ModelTensors{H.host}, hp, L, xn, out, S.ffn);
             be.rms_norm(out, H.vec(L.post_ffn_norm), E, hp.rms_eps, out);
             be.add(out, 1.0f, x);
             be.scale(L.out_scale, x);

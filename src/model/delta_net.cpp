@@ -1,7 +1,5 @@
 #include "model/delta_net.h"
 
-#include "model/host_tensors.h"
-
 namespace tandem {
 
 size_t delta_net_layer_floats(const HParams& hp) {
@@ -17,35 +15,28 @@ size_t recurrent_state_floats(const Model& m, int n_layers) {
     return n;
 }
 
-void delta_net_layer(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* x, int n,
-                     const backend::Tensor* state_in, const backend::Tensor* state_out, float* out,
-                     DeltaNetScratch& s) {
+void delta_net_layer(backend::Backend& be, const ModelTensors& M, const HParams& hp, const LayerWeights& L,
+                     const backend::Tensor& X, const backend::Tensor* state_in, const backend::Tensor* state_out,
+                     const backend::Tensor& out, DeltaNetScratch& s) {
     using backend::Tensor;
-    const HostTensors H{be.host_memory()};
+    const int64_t n = X.rows;
     const int K = hp.ssm_conv, S = hp.ssm_state, hk = hp.ssm_k_heads, hv = hp.ssm_v_heads, C = hp.ssm_conv_dim();
     const int vd = hv * S, r = hv / hk;  // value heads per key head
     const int64_t conv_floats = int64_t(K - 1) * C;
     const size_t rows = size_t(n);
-    s.mixed.resize(rows * size_t(C));
-    s.z.resize(rows * size_t(vd));
-    s.beta.resize(rows * size_t(hv));
-    s.alpha.resize(rows * size_t(hv));
-    s.conv.resize(rows * size_t(C));
-    s.o.resize(rows * size_t(vd));
-    const Tensor X = H.rows(x, n, hp.n_embd), mixed = H.rows(s.mixed.data(), n, C), z = H.rows(s.z.data(), n, vd);
-    const Tensor beta = H.rows(s.beta.data(), n, hv), alpha = H.rows(s.alpha.data(), n, hv);
-    const Tensor conv = H.rows(s.conv.data(), n, C), o = H.rows(s.o.data(), n, vd);
+    const Tensor mixed = s.mixed.rows(be, n, C), z = s.z.rows(be, n, vd);
+    const Tensor beta = s.beta.rows(be, n, hv), alpha = s.alpha.rows(be, n, hv);
+    const Tensor conv = s.conv.rows(be, n, C), o = s.o.rows(be, n, vd);
     if (L.ssm_ba.data) {  // qwen3next: per key head g, rows [beta of its r value heads | their alpha]
-        s.ba.resize(rows * size_t(2 * hv));
-        const Tensor ba = H.rows(s.ba.data(), n, 2 * hv);
-        const Tensor ws[3] = {H.weight(L.ssm_in), H.weight(L.ssm_z), H.weight(L.ssm_ba)}, ys[3] = {mixed, z, ba};
+        const Tensor ba = s.ba.rows(be, n, 2 * hv);
+        const Tensor ws[3] = {M.weight(L.ssm_in), M.weight(L.ssm_z), M.weight(L.ssm_ba)}, ys[3] = {mixed, z, ba};
         be.matmul_multi(ws, ys, 3, X);
         for (int g = 0; g < hk; g++) {
             be.copy(ba.cols_at(int64_t(g) * 2 * r, r), beta.cols_at(int64_t(g) * r, r));
             be.copy(ba.cols_at(int64_t(g) * 2 * r + r, r), alpha.cols_at(int64_t(g) * r, r));
         }
     } else {
-        const Tensor ws[4] = {H.weight(L.ssm_in), H.weight(L.ssm_z), H.weight(L.ssm_beta), H.weight(L.ssm_alpha)};
+        const Tensor ws[4] = {M.weight(L.ssm_in), M.weight(L.ssm_z), M.weight(L.ssm_beta), M.weight(L.ssm_alpha)};
         const Tensor ys[4] = {mixed, z, beta, alpha};
         be.matmul_multi(ws, ys, 4, X);
     }
@@ -60,15 +51,15 @@ void delta_net_layer(backend::Backend& be, const HParams& hp, const LayerWeights
         s.m_in[t] = state_in[t].cols_at(conv_floats, int64_t(hv) * S * S);
         s.m_out[t] = state_out[t].cols_at(conv_floats, int64_t(hv) * S * S);
     }
-    be.conv1d(K, true, mixed, H.rows(L.ssm_conv1d.data(), C, K), s.win_in.data(), s.win_out.data(), conv);
+    be.conv1d(K, true, mixed, M.table(L.ssm_conv1d, C, K), s.win_in.data(), s.win_out.data(), conv);
     const Tensor qk = conv.cols_at(0, int64_t(2) * hk * S);  // the q and k heads
     be.l2_norm(qk, S, hp.rms_eps, qk);
-    be.delta_gates(H.vec(L.ssm_dt), H.vec(L.ssm_a), beta, alpha);
+    be.delta_gates(M.vec(L.ssm_dt), M.vec(L.ssm_a), beta, alpha);
     be.delta_rule({S, hk, hv, hp.ssm_grouped_heads}, s.m_in.data(), s.m_out.data(), conv.cols_at(0, int64_t(hk) * S),
                   conv.cols_at(int64_t(hk) * S, int64_t(hk) * S), conv.cols_at(int64_t(2) * hk * S, vd), alpha, beta,
                   o);
-    be.rms_norm_gated(o, H.vec(L.ssm_norm), S, hp.rms_eps, z);
-    be.matmul(H.weight(L.ssm_out), o, H.rows(out, n, hp.n_embd));
+    be.rms_norm_gated(o, M.vec(L.ssm_norm), S, hp.rms_eps, z);
+    be.matmul(M.weight(L.ssm_out), o, out);
 }
 
 }  // namespace tandem

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/pass_tensors.h"
 #include "tandem/model.h"
 
 namespace tandem {
@@ -28,7 +29,7 @@ size_t delta_net_layer_floats(const HParams& hp);
 size_t recurrent_state_floats(const Model& m, int n_layers);
 
 struct DeltaNetScratch {
-    std::vector<float> mixed, z, beta, alpha, ba, conv, o;
+    Scratch mixed, z, beta, alpha, ba, conv, o;
     std::vector<backend::Tensor> win_in, win_out, m_in, m_out;  // each row's parts of its state
 };
 
@@ -38,7 +39,8 @@ struct DeltaNetScratch {
 // state_out of the row it follows, which precedes it). Rows of several sequences may share the pass: each row's
 // state says whose. The ops (backend/backend.h): matmuls, conv1d, l2_norm, delta_gates, delta_rule,
 // rms_norm_gated.
-void delta_net_layer(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* x, int n,
-                     const backend::Tensor* state_in, const backend::Tensor* state_out, float* out, DeltaNetScratch& s);
+void delta_net_layer(backend::Backend& be, const ModelTensors& M, const HParams& hp, const LayerWeights& L,
+                     const backend::Tensor& x, const backend::Tensor* state_in, const backend::Tensor* state_out,
+                     const backend::Tensor& out, DeltaNetScratch& s);
 
 }  // namespace tandem

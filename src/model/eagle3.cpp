@@ -126,7 +126,7 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
             rope_pos.push_back(std::max(0, qp - 1));  // llama.cpp's position of the row
             lo_of.push_back(qp > 0 ? 1 : 0);  // row 0 is no row of llama.cpp's
         }
-        backend::RopeArgs ra = s.impl_->rope[0].args(H, nh, hd, L.n_rot, 0, hp.rope_style);
+        backend::RopeArgs ra = s.impl_->rope[0].args(nh, hd, L.n_rot, 0, hp.rope_style);
         be.rope(ra, &rope_pos[size_t(r)], q.rows_at(r, g.n));
         ra.n_head = nkv;
         be.rope(ra, &rope_pos[size_t(r)], k.rows_at(r, g.n));
@@ -143,7 +143,7 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
     be.matmul(H.weight(L.wo), att, out);
     be.add(out, 1.0f, x);
     be.rms_norm(x, H.vec(L.ffn_norm), E, hp.rms_eps, xn);
-    ffn_forward(be, hp, L, S.xn.data(), n, S.rows_out.data(), S.ffn);
+    ffn_forward(be, ModelTensors{H.host}, hp, L, xn, out, S.ffn);
     be.add(out, 1.0f, x);
 
     // the last row's state is the g of the next draft; logits of the rows asked for, mapped to target ids

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "core/fp16.h"
-#include "model/host_tensors.h"
 
 namespace tandem {
 
@@ -22,17 +21,14 @@ backend::Glu glu_of(FfnAct act) {
 }
 
 // down(act(gate xn, up xn)) on the backend
-void dense_ffn(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* out,
-               FfnScratch& s) {
-    const int F = int(L.w_gate.rows);  // gemma4's widths differ by layer
-    s.gate.resize(size_t(n) * F);
-    s.up.resize(size_t(n) * F);
-    const HostTensors H{be.host_memory()};
-    const backend::Tensor gate = H.rows(s.gate.data(), n, F), up = H.rows(s.up.data(), n, F);
-    const backend::Tensor ws[2] = {H.weight(L.w_gate), H.weight(L.w_up)}, ys[2] = {gate, up};
-    be.matmul_multi(ws, ys, 2, H.rows(xn, n, hp.n_embd));
+void dense_ffn(backend::Backend& be, const ModelTensors& M, const HParams& hp, const LayerWeights& L,
+               const backend::Tensor& xn, const backend::Tensor& out, FfnScratch& s) {
+    const int64_t n = xn.rows, F = L.w_gate.rows;  // gemma4's widths differ by layer
+    const backend::Tensor gate = s.gate.rows(be, n, F), up = s.up.rows(be, n, F);
+    const backend::Tensor ws[2] = {M.weight(L.w_gate), M.weight(L.w_up)}, ys[2] = {gate, up};
+    be.matmul_multi(ws, ys, 2, xn);
     be.glu(glu_of(hp.ffn_act), gate, up);
-    be.matmul(H.weight(L.w_down), gate, H.rows(out, n, hp.n_embd));
+    be.matmul(M.weight(L.w_down), gate, out);
 }
 
 backend::RouteArgs route_args(const HParams& hp) {
@@ -50,95 +46,87 @@ backend::RouteArgs route_args(const HParams& hp) {
 
 // The experts (and a shared expert) over xn, routed by the router's logits of router_in, on the backend: the
 // router's choice stays a tensor of the backend from topk_route to the experts' products and their sum.
-void moe_ffn(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* xn, const float* router_in,
-             int n, float* out, FfnScratch& s) {
+void moe_ffn(backend::Backend& be, const ModelTensors& M, const HParams& hp, const LayerWeights& L,
+             const backend::Tensor& x, const backend::Tensor& router_in, const backend::Tensor& y, FfnScratch& s) {
     using backend::Tensor;
-    const HostTensors H{be.host_memory()};
-    const int E = hp.n_embd, ne = hp.n_expert, k = hp.n_expert_used, F = hp.n_ff_exp, nk = n * k;
+    const int64_t n = x.rows;
+    const int E = hp.n_embd, ne = hp.n_expert, k = hp.n_expert_used, F = hp.n_ff_exp;
+    const int64_t nk = n * k;
     // Route: router logits (n, n_expert) (+ bias), then k experts and weights per row.
-    s.router.resize(size_t(n) * ne);
-    const Tensor logits = H.rows(s.router.data(), n, ne), x = H.rows(xn, n, E);
-    be.matmul(H.weight(L.router), H.rows(router_in, n, E), logits);
-    if (!L.router_b.empty()) be.add_row(H.vec(L.router_b), logits);
-    s.ids.resize(size_t(nk));
-    s.sel_w.resize(size_t(nk));
-    const Tensor ids = H.ids(s.ids.data(), n, k), w = H.rows(s.sel_w.data(), n, k);
-    be.topk_route(route_args(hp), logits, H.vec(L.exp_probs_b), ids, w);
+    const Tensor logits = s.router.rows(be, n, ne);
+    be.matmul(M.weight(L.router), router_in, logits);
+    if (!L.router_b.empty()) be.add_row(M.vec(L.router_b), logits);
+    const Tensor ids = s.ids.rows(be, n, k, TensorType::I32), w = s.sel_w.rows(be, n, k);
+    be.topk_route(route_args(hp), logits, M.vec(L.exp_probs_b), ids, w);
     // Each choice's gate and up (+ the expert's biases), the activation, and down.
     s.wg.resize(size_t(ne));
     s.wu.resize(size_t(ne));
     s.wd.resize(size_t(ne));
     for (int e = 0; e < ne; e++) {  // (a tensor split's rank holds some experts: the others are null here)
-        s.wg[size_t(e)] = H.weight(L.exp_gate[size_t(e)]);
-        s.wu[size_t(e)] = H.weight(L.exp_up[size_t(e)]);
-        s.wd[size_t(e)] = H.weight(L.exp_down[size_t(e)]);
+        s.wg[size_t(e)] = M.weight(L.exp_gate[size_t(e)]);
+        s.wu[size_t(e)] = M.weight(L.exp_up[size_t(e)]);
+        s.wd[size_t(e)] = M.weight(L.exp_down[size_t(e)]);
     }
     Tensor in = x;
     if (hp.moe_weight_before_ffn) {  // llama4: an expert runs on its weight times the input
-        s.xs.resize(size_t(nk) * E);
-        in = H.rows(s.xs.data(), nk, E);
+        in = s.xs.rows(be, nk, E);
         be.scale_choices(x, w, in);
     }
-    s.gate.resize(size_t(nk) * F);
-    s.up.resize(size_t(nk) * std::max(F, E));
-    const Tensor gate = H.rows(s.gate.data(), nk, F), up = H.rows(s.up.data(), nk, F);
+    const Tensor gate = s.gate.rows(be, nk, F), up_all = s.up.rows(be, nk, std::max(F, E));
+    const Tensor up{up_all.buf, 0, TensorType::F32, nk, F, size_t(F) * sizeof(float)};
     be.matmul_id(s.wg.data(), ne, ids, in, hp.moe_weight_before_ffn, gate);
     be.matmul_id(s.wu.data(), ne, ids, in, hp.moe_weight_before_ffn, up);
     if (!L.exp_gate_b.empty()) {
-        be.add_id(H.rows(L.exp_gate_b.data(), ne, F), ids, gate);
-        be.add_id(H.rows(L.exp_up_b.data(), ne, F), ids, up);
+        be.add_id(M.table(L.exp_gate_b, ne, F), ids, gate);
+        be.add_id(M.table(L.exp_up_b, ne, F), ids, up);
     }
     be.glu(glu_of(hp.ffn_act), gate, up);
-    const Tensor d = H.rows(s.up.data(), nk, E);  // the up values are consumed
+    const Tensor d{up_all.buf, 0, TensorType::F32, nk, E, size_t(E) * sizeof(float)};  // the up values are consumed
     be.matmul_id(s.wd.data(), ne, ids, gate, true, d);
-    const Tensor y = H.rows(out, n, E);
     be.moe_sum(d, ids, hp.moe_weight_before_ffn ? Tensor{} : w,
-               L.exp_down_b.empty() ? Tensor{} : H.rows(L.exp_down_b.data(), ne, E), H.vec(L.exp_down_scale),
-               s.wd.data(), ne, y);
+               L.exp_down_b.empty() ? Tensor{} : M.table(L.exp_down_b, ne, E), M.vec(L.exp_down_scale), s.wd.data(), ne,
+               y);
     // The shared expert (glm4moe, qwen35moe, qwen3next) reads every row; qwen's output gated by sigmoid(x . g).
     if (L.shexp_gate.data) {
-        const int SF = int(L.shexp_gate.rows);
-        s.sh_gate.resize(size_t(n) * SF);
-        s.sh_up.resize(size_t(n) * SF);
-        s.sh_out.resize(size_t(n) * E);
-        const Tensor sg = H.rows(s.sh_gate.data(), n, SF), su = H.rows(s.sh_up.data(), n, SF);
-        const Tensor sw[2] = {H.weight(L.shexp_gate), H.weight(L.shexp_up)}, sy[2] = {sg, su};
+        const int64_t SF = L.shexp_gate.rows;
+        const Tensor sg = s.sh_gate.rows(be, n, SF), su = s.sh_up.rows(be, n, SF);
+        const Tensor sw[2] = {M.weight(L.shexp_gate), M.weight(L.shexp_up)}, sy[2] = {sg, su};
         be.matmul_multi(sw, sy, 2, x);
         be.glu(glu_of(hp.ffn_act), sg, su);
-        const Tensor so = H.rows(s.sh_out.data(), n, E);
-        be.matmul(H.weight(L.shexp_down), sg, so);
-        be.gated_add(so, x, H.vec(L.shexp_gate_inp), y);
+        const Tensor so = s.sh_out.rows(be, n, E);
+        be.matmul(M.weight(L.shexp_down), sg, so);
+        be.gated_add(so, x, M.vec(L.shexp_gate_inp), y);
     }
 }
 
 }  // namespace
 
-void ffn_forward(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* out,
-                 FfnScratch& s) {
-    if (L.moe()) moe_ffn(be, hp, L, xn, xn, n, out, s);
-    else dense_ffn(be, hp, L, xn, n, out, s);
+void ffn_forward(backend::Backend& be, const ModelTensors& M, const HParams& hp, const LayerWeights& L,
+                 const backend::Tensor& xn, const backend::Tensor& out, FfnScratch& s) {
+    if (L.moe()) moe_ffn(be, M, hp, L, xn, xn, out, s);
+    else dense_ffn(be, M, hp, L, xn, out, s);
 }
 
-void ffn_dense_and_experts(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* x,
-                           const float* xn, int n, float* out, FfnScratch& s) {
+void ffn_dense_and_experts(backend::Backend& be, const ModelTensors& M, const HParams& hp, const LayerWeights& L,
+                           const backend::Tensor& X, const backend::Tensor& xn, const backend::Tensor& y,
+                           FfnScratch& s) {
     using backend::Tensor;
-    const HostTensors H{be.host_memory()};
+    const int64_t n = X.rows;
     const int E = hp.n_embd;
-    dense_ffn(be, hp, L, xn, n, out, s);
-    s.xn2.resize(size_t(n) * E);
-    s.router_in.resize(size_t(n) * E);
-    s.out.resize(size_t(n) * E);
-    s.router_scale.resize(size_t(E));
+    dense_ffn(be, M, hp, L, xn, y, s);
+    // the router's input scale: 1 / sqrt(n_embd) times the layer's, computed on the host, written once per pass
+    s.router_scale_host.resize(size_t(E));
     const float r = 1.0f / std::sqrt(float(E));
-    for (int c = 0; c < E; c++) s.router_scale[size_t(c)] = r * L.router_in_scale[size_t(c)];
-    const Tensor X = H.rows(x, n, E), y = H.rows(out, n, E), xn2 = H.rows(s.xn2.data(), n, E);
-    const Tensor ri = H.rows(s.router_in.data(), n, E), experts = H.rows(s.out.data(), n, E);
-    be.rms_norm(y, H.vec(L.ffn_post_norm_1), E, hp.rms_eps, y);
-    be.rms_norm(X, H.vec(L.ffn_pre_norm_2), E, hp.rms_eps, xn2);
+    for (int c = 0; c < E; c++) s.router_scale_host[size_t(c)] = r * L.router_in_scale[size_t(c)];
+    const Tensor scale = s.router_scale.rows(be, 1, E);
+    be.write(scale, s.router_scale_host.data());
+    const Tensor xn2 = s.xn2.rows(be, n, E), ri = s.router_in.rows(be, n, E), experts = s.out.rows(be, n, E);
+    be.rms_norm(y, M.vec(L.ffn_post_norm_1), E, hp.rms_eps, y);
+    be.rms_norm(X, M.vec(L.ffn_pre_norm_2), E, hp.rms_eps, xn2);
     be.rms_norm(X, Tensor{}, E, hp.rms_eps, ri);
-    be.mul_row(H.vec(s.router_scale), ri);
-    moe_ffn(be, hp, L, s.xn2.data(), s.router_in.data(), n, s.out.data(), s);
-    be.rms_norm(experts, H.vec(L.ffn_post_norm_2), E, hp.rms_eps, experts);
+    be.mul_row(scale, ri);
+    moe_ffn(be, M, hp, L, xn2, ri, experts, s);
+    be.rms_norm(experts, M.vec(L.ffn_post_norm_2), E, hp.rms_eps, experts);
     be.add(experts, 1.0f, y);
 }
 

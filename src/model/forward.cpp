@@ -1,8 +1,9 @@
 // The decoder forward pass over a batch of tokens, shared by every architecture's trunk and MTP block (model.h lists
 // the features; the EAGLE-3 head and the Gemma 4 assistant have passes of their own, eagle3.cpp and assistant.cpp).
-// It runs on the session's backend (backend/backend.h): the embedding, norms, projections, RoPE, cache stores,
-// attention, residuals and logits are the backend's ops; the FFN/MoE, MLA, Gated DeltaNet and per-layer-embedding
-// blocks still compute on host arrays (the CPU's), which the pass names through the backend's host buffer.
+// It runs on the session's backend (backend/backend.h), the CPU's or a GPU's, as the same code: every step is an op
+// on tensors of that backend (model/pass_tensors.h: the model's weights as the backend holds them, the pass's
+// scratch arrays in its buffers); the host reads back only the logits and the rows a drafter or a split model's
+// next rank needs, at the pass's end (and a kept layer's input for an EAGLE-3 head).
 //
 // x = embd(tokens) * embd_scale                              x, xn: (n, n_embd)
 // Per layer, for n tokens at positions pos0..pos0+n-1:
@@ -31,7 +32,7 @@
 #include "model/assistant.h"
 #include "model/eagle3.h"
 #include "model/ffn.h"
-#include "model/host_tensors.h"
+#include "model/pass_tensors.h"
 #include "model/mla.h"
 #include "model/per_layer_embd.h"
 #include "model/rope.h"
@@ -112,15 +113,11 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
 
     Impl& S = *S0.impl_;
     backend::Backend& be = *S.be;
-    const HostTensors H{be.host_memory()};
-    TD_ASSERT(H.host);  // the CPU backend's: the blocks below still use host arrays
-    S.x.resize(size_t(n) * E);
-    S.xn.resize(size_t(n) * E);
-    S.q.resize(size_t(n) * qd_max);
-    S.k.resize(size_t(n) * kvd_max);
-    S.v.resize(size_t(n) * kvd_max);
-    S.att.resize(size_t(n) * qd_max);
-    S.rows_out.resize(size_t(n) * E);
+    const ModelTensors M = S.tensors();
+    PassScratch& P = S.pass;
+    const backend::Tensor x = P.x.rows(be, n, E), xn = P.xn.rows(be, n, E), out_rows = P.rows_out.rows(be, n, E);
+    for (Scratch* a : {&P.q, &P.att}) a->rows(be, n, qd_max);  // sized for the widest layer before recording
+    for (Scratch* a : {&P.k, &P.v}) a->rows(be, n, kvd_max);
 
     // Gated DeltaNet layers: each row's state before and after it (its session's, model/recurrent_state.h)
     std::vector<backend::Tensor> rec_in, rec_out, lin, lout;
@@ -139,24 +136,30 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     const Weight& emb = mtp ? mtp->embd : model.tok_embd();
     // A split model (tandem/split.h). Layer split: this rank's layers; the rows come from the previous rank (not
     // rank 0) and go to the next after them. Tensor split: every layer on every rank, its attention and FFN outputs
-    // summed over the ranks (`reduce`); every rank embeds, rank 0 alone computes logits.
+    // summed over the ranks (`reduce`); every rank embeds, rank 0 alone computes logits. The rows travel through
+    // host memory (S.xfer).
     Cluster* const cl = S0.split_;
     Cluster* const tensor = cl && cl->tensor() ? cl : nullptr;
     const int l_lo = cl ? std::min(cl->first_layer(), S0.n_layers_) : 0;
     const int l_hi = cl ? std::min(cl->end_layer(), S0.n_layers_) : S0.n_layers_;
-    auto reduce = [&](float* y) {
-        if (tensor) tensor->all_reduce(y, size_t(n) * E);
+    S.xfer.resize(size_t(n) * E);
+    auto reduce = [&](const backend::Tensor& y) {
+        if (!tensor) return;
+        be.read(y, S.xfer.data());
+        tensor->all_reduce(S.xfer.data(), size_t(n) * E);
+        be.write(y, S.xfer.data());
     };
     if (cl && !cl->leader() && !tensor) {
-        cl->recv_hidden(S.x.data(), size_t(n) * E);
+        cl->recv_hidden(S.xfer.data(), size_t(n) * E);
+        be.write(x, S.xfer.data());
     } else if (mtp) {
         // x = eh_proj [rmsnorm(embd(token)) * enorm, rmsnorm(h) * hnorm], h: the state at the row's position - 1
-        S.mtp_in.resize(size_t(n) * 2 * E);
-        const backend::Tensor in = H.rows(S.mtp_in.data(), n, 2 * E), er = in.cols_at(0, E);
+        const backend::Tensor in = P.mtp_in.rows(be, n, 2 * E), er = in.cols_at(0, E);
         std::vector<int32_t> toks;
         for (const auto& g : segs) toks.insert(toks.end(), g.tokens, g.tokens + g.n);
-        be.get_rows(H.weight(emb), toks.data(), n, er);
-        be.rms_norm(er, H.vec(mtp->enorm), E, hp.rms_eps, er);
+        be.get_rows(M.weight(emb), toks.data(), n, er);
+        be.rms_norm(er, M.vec(mtp->enorm), E, hp.rms_eps, er);
+        const std::vector<float> zeros(size_t(E), 0.0f);
         int r = 0;
         for (const auto& g : segs) {
             int first_own = -1;
@@ -166,68 +169,66 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                 const float* h = q > 0 && q - 1 < s.drafter_of_->n_past() ? s.drafter_of_->hidden_row(q - 1) : nullptr;
                 if (q > 0 && q - 1 >= s.drafter_of_->n_past() && first_own < 0) first_own = q;  // a drafted row
                 if (!h && q > 0 && s.own_pos_ == q - 1) h = s.own_hidden_.data();
-                if (h) be.rms_norm(H.rows(h, 1, E), H.vec(mtp->hnorm), E, hp.rms_eps, in.rows_at(r, 1).cols_at(E, E));
-                else std::fill(&S.mtp_in[size_t(r) * 2 * E + E], &S.mtp_in[size_t(r + 1) * 2 * E], 0.0f);
+                const backend::Tensor hr = in.rows_at(r, 1).cols_at(E, E);
+                be.write(hr, h ? h : zeros.data());
+                if (h) be.rms_norm(hr, M.vec(mtp->hnorm), E, hp.rms_eps, hr);
             }
             g.s->note_target_rows(g.pos0, g.n, first_own);
         }
-        be.matmul(H.weight(mtp->eh_proj), H.rows(S.mtp_in.data(), n, 2 * E), H.rows(S.x.data(), n, E));
+        be.matmul(M.weight(mtp->eh_proj), in, x);
     } else {
         std::vector<int32_t> toks;
         for (const auto& g : segs) toks.insert(toks.end(), g.tokens, g.tokens + g.n);
-        be.get_rows(H.weight(emb), toks.data(), n, H.rows(S.x.data(), n, E));
-        if (hp.embd_scale != 1.0f) be.scale(hp.embd_scale, H.rows(S.x.data(), n, E));
+        be.get_rows(M.weight(emb), toks.data(), n, x);
+        if (hp.embd_scale != 1.0f) be.scale(hp.embd_scale, x);
         if (hp.n_embd_per_layer > 0)  // gemma4's per-layer inputs, from the tokens and their embeddings
-            per_layer_inputs(be, model, toks.data(), S.x.data(), n, S.ple);
+            per_layer_inputs(be, M, model, toks.data(), x, S.ple);
     }
 
-    // One attention layer over the pass's rows: the normed input `in` to S.rows_out (before the residual add).
-    const backend::Tensor out_rows = H.rows(S.rows_out.data(), n, E);
+    // One attention layer over the pass's rows: the normed input `in` to out_rows (before the residual add).
     std::vector<backend::AttnSegment> aseg;  // each segment's cache rows of the layer (reused by every layer)
     aseg.reserve(segs.size());
-    auto attention_layer = [&](int l, const LayerWeights& L, const float* in) {
+    auto attention_layer = [&](int l, const LayerWeights& L, const backend::Tensor& in) {
         const int wset = L.swa ? 1 : 0;  // the layer's RoPE table and window
         const int nh = L.n_head, hd = L.head_dim, nkv = L.n_head_kv, qd = nh * hd, kvd = nkv * hd;
         const bool own_kv = L.kv_from < 0;  // gemma4's shared-KV layers: queries only, over another layer's rows
-        const backend::Tensor q = H.rows(S.q.data(), n, qd), k = H.rows(S.k.data(), n, kvd),
-                              v = H.rows(S.v.data(), n, kvd), att = H.rows(S.att.data(), n, qd);
+        const backend::Tensor q = P.q.rows(be, n, qd), k = P.k.rows(be, n, kvd), v = P.v.rows(be, n, kvd),
+                              att = P.att.rows(be, n, qd);
         backend::Tensor gate;  // qwen35's gated attention: each head's gate
-        if (hp.mla) {  // the latent row is cached once, read as K and as V (S.v unused)
-            mla_project(be, hp, L, in, n, S.q.data(), S.k.data(), S.mla);
+        if (hp.mla) {  // the latent row is cached once, read as K and as V (v unused)
+            mla_project(be, M, hp, L, in, q, k, S.mla);
         } else if (!own_kv) {
-            be.matmul(H.weight(L.wq), H.rows(in, n, E), q);
+            be.matmul(M.weight(L.wq), in, q);
         } else {
-            if (hp.attn_gate) S.qg.resize(size_t(n) * 2 * qd);
-            const backend::Tensor ws[3] = {H.weight(L.wq), H.weight(L.wk), H.weight(L.wv)};
-            const backend::Tensor ys[3] = {hp.attn_gate ? H.rows(S.qg.data(), n, 2 * qd) : q, k, v};
-            be.matmul_multi(ws, ys, 3, H.rows(in, n, E));
+            const backend::Tensor qg = hp.attn_gate ? P.qg.rows(be, n, 2 * qd) : q;
+            const backend::Tensor ws[3] = {M.weight(L.wq), M.weight(L.wk), M.weight(L.wv)};
+            const backend::Tensor ys[3] = {qg, k, v};
+            be.matmul_multi(ws, ys, 3, in);
             if (hp.attn_gate) {  // each head's query, then its gate
-                S.gate.resize(size_t(n) * qd);
-                gate = H.rows(S.gate.data(), n, qd);
+                gate = P.gate.rows(be, n, qd);
                 const size_t stride = 2 * size_t(hd) * sizeof(float);
-                be.copy({H.host, uintptr_t(S.qg.data()), TensorType::F32, int64_t(n) * nh, hd, stride},
-                        H.rows(S.q.data(), int64_t(n) * nh, hd));
-                be.copy({H.host, uintptr_t(S.qg.data() + hd), TensorType::F32, int64_t(n) * nh, hd, stride},
-                        H.rows(S.gate.data(), int64_t(n) * nh, hd));
+                const backend::Tensor heads{qg.buf, qg.offset, TensorType::F32, int64_t(n) * nh, hd, stride};
+                be.copy(heads, P.q.rows(be, int64_t(n) * nh, hd));
+                be.copy(heads.cols_at(hd, hd), P.gate.rows(be, int64_t(n) * nh, hd));
             }
         }
         if (hp.has_qkv_bias) {
-            be.add_row(H.vec(L.bq), q);
-            be.add_row(H.vec(L.bk), k);
-            be.add_row(H.vec(L.bv), v);
+            be.add_row(M.vec(L.bq), q);
+            be.add_row(M.vec(L.bk), k);
+            be.add_row(M.vec(L.bv), v);
         }
         if (hp.qk_norm_whole) {
-            be.rms_norm(q, H.vec(L.q_norm), qd, hp.rms_eps, q);
-            be.rms_norm(k, H.vec(L.k_norm), kvd, hp.rms_eps, k);
+            be.rms_norm(q, M.vec(L.q_norm), qd, hp.rms_eps, q);
+            be.rms_norm(k, M.vec(L.k_norm), kvd, hp.rms_eps, k);
         } else if (hp.has_qk_norm) {
-            be.rms_norm(q, H.vec(L.q_norm), hd, hp.rms_eps, q);
-            if (own_kv) be.rms_norm(k, H.vec(L.k_norm), hd, hp.rms_eps, k);
+            be.rms_norm(q, M.vec(L.q_norm), hd, hp.rms_eps, q);
+            if (own_kv) be.rms_norm(k, M.vec(L.k_norm), hd, hp.rms_eps, k);
         }
         if (hp.v_norm && own_kv) be.rms_norm(v, backend::Tensor{}, hd, hp.rms_eps, v);  // gemma4: no weight
         int r0 = 0;
         for (const auto& g : segs) {  // RoPE at each session's table (phi3: its context picks the factors)
             if (L.rope) {
-                backend::RopeArgs ra = g.s->impl_->rope[wset].args(H, nh, hd, L.n_rot, hp.rope_offset, hp.rope_style);
+                backend::RopeArgs ra = g.s->impl_->rope[wset].args(nh, hd, L.n_rot, hp.rope_offset, hp.rope_style);
                 be.rope(ra, &row_pos[size_t(r0)], q.rows_at(r0, g.n));
                 if (own_kv) {
                     ra.n_head = nkv;
@@ -262,7 +263,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                                    nkv,
                                    hd,
                                    hp.q_scale,
-                                   hp.has_attn_sinks ? H.vec(L.sinks) : backend::Tensor{},
+                                   hp.has_attn_sinks ? M.vec(L.sinks) : backend::Tensor{},
                                    aseg.data(),
                                    int(aseg.size()),
                                    row_seg.data(),
@@ -274,18 +275,17 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         S.attn_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_attn).count();
         backend::Tensor wo_in = att;
         if (hp.mla) {  // the heads' values from their latent outputs
-            S.mla_v.resize(size_t(n) * nh * hp.mla_v);
-            mla_values(be, hp, L, S.att.data(), n, S.mla_v.data(), S.mla);
-            wo_in = H.rows(S.mla_v.data(), n, int64_t(nh) * hp.mla_v);
+            wo_in = P.mla_v.rows(be, n, int64_t(nh) * hp.mla_v);
+            mla_values(be, M, hp, L, att, wo_in, S.mla);
         }
         if (hp.attn_gate) {  // att * sigmoid(gate), into gate
             be.glu(backend::Glu::SIGMOID, gate, att);
             wo_in = gate;
         }
-        be.matmul(H.weight(L.wo), wo_in, out_rows);
-        reduce(S.rows_out.data());  // a tensor split's heads: before the bias and the norm, which are not sums
-        if (!L.bo.empty()) be.add_row(H.vec(L.bo), out_rows);
-        if (hp.has_post_norms) be.rms_norm(out_rows, H.vec(L.post_attn_norm), E, hp.rms_eps, out_rows);
+        be.matmul(M.weight(L.wo), wo_in, out_rows);
+        reduce(out_rows);  // a tensor split's heads: before the bias and the norm, which are not sums
+        if (!L.bo.empty()) be.add_row(M.vec(L.bo), out_rows);
+        if (hp.has_post_norms) be.rms_norm(out_rows, M.vec(L.post_attn_norm), E, hp.rms_eps, out_rows);
     };
 
     // Drafter tap: sessions that keep layers' inputs (an EAGLE-3 head's target: keep_hidden with layers) get each
@@ -306,100 +306,105 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         for (const auto& [g, r0] : keeps) {
             const std::vector<int>& ls = g->s->hidden_layers_;
             for (size_t k = 0; k < ls.size(); k++)
-                if (ls[k] == model_layer)  // its place among the kept layers: columns k E .. (k + 1) E of a row
-                    be.copy(
-                        H.rows(&S.x[size_t(r0) * E], g->n, E),
-                        H.strided(&g->s->hidden_[size_t(g->pos0 - g->s->hidden_from_) * size_t(g->s->hidden_width()) +
-                                                 k * size_t(E)],
-                                  g->n, E, g->s->hidden_width()));
+                if (ls[k] == model_layer) {  // its place among the kept layers: columns k E .. (k + 1) E of a row
+                    be.read(x.rows_at(r0, g->n), S.xfer.data());
+                    const size_t w = size_t(g->s->hidden_width());
+                    float* dst = &g->s->hidden_[size_t(g->pos0 - g->s->hidden_from_) * w + k * size_t(E)];
+                    for (int t = 0; t < g->n; t++) std::copy_n(&S.xfer[size_t(t) * E], E, dst + size_t(t) * w);
+                }
         }
     };
     for (int l = l_lo; l < l_hi; l++) {  // l: the cache's layer; the model's is layer0_ + l (MTP: n_layer)
         const LayerWeights& L = model.layer(S0.layer0_ + l);
         if (!keeps.empty()) tap_layer_input(S0.layer0_ + l);
         // the attention's and the FFN's input: the normed rows, or the rows themselves (olmo2: no pre-norms)
-        const float* in = hp.has_pre_norms ? S.xn.data() : S.x.data();
-        const backend::Tensor x = H.rows(S.x.data(), n, E), xn = H.rows(S.xn.data(), n, E);
-        if (hp.has_pre_norms) be.rms_norm(x, H.vec(L.attn_norm), E, hp.rms_eps, xn);
+        const backend::Tensor& in = hp.has_pre_norms ? xn : x;
+        if (hp.has_pre_norms) be.rms_norm(x, M.vec(L.attn_norm), E, hp.rms_eps, xn);
         if (L.recurrent) {
             const int64_t lf = int64_t(delta_net_layer_floats(hp));
             for (int t = 0; t < n; t++) {  // the layer's part of each row's state
                 lin[size_t(t)] = rec_in[size_t(t)].cols_at(int64_t(S.rec_off[size_t(l)]), lf);
                 lout[size_t(t)] = rec_out[size_t(t)].cols_at(int64_t(S.rec_off[size_t(l)]), lf);
             }
-            delta_net_layer(be, hp, L, in, n, lin.data(), lout.data(), S.rows_out.data(), S.dn);
+            delta_net_layer(be, M, hp, L, in, lin.data(), lout.data(), out_rows, S.dn);
         } else {
             attention_layer(l, L, in);
         }
         be.add(out_rows, hp.residual_scale, x);
 
         if (hp.has_pre_norms)
-            be.rms_norm(x, H.vec(L.ffn_norm.empty() ? L.post_attn_norm : L.ffn_norm), E, hp.rms_eps, xn);
+            be.rms_norm(x, M.vec(L.ffn_norm.empty() ? L.post_attn_norm : L.ffn_norm), E, hp.rms_eps, xn);
         if (L.moe() && L.w_gate.data)  // gemma4: a dense MLP beside the experts
-            ffn_dense_and_experts(be, hp, L, S.x.data(), in, n, S.rows_out.data(), S.ffn);
-        else ffn_forward(be, hp, L, in, n, S.rows_out.data(), S.ffn);
-        reduce(S.rows_out.data());
-        if (hp.has_post_norms) be.rms_norm(out_rows, H.vec(L.post_ffn_norm), E, hp.rms_eps, out_rows);
+            ffn_dense_and_experts(be, M, hp, L, x, in, out_rows, S.ffn);
+        else ffn_forward(be, M, hp, L, in, out_rows, S.ffn);
+        reduce(out_rows);
+        if (hp.has_post_norms) be.rms_norm(out_rows, M.vec(L.post_ffn_norm), E, hp.rms_eps, out_rows);
         be.add(out_rows, hp.residual_scale, x);
-        if (hp.n_embd_per_layer > 0 && !mtp) per_layer_apply(be, hp, L, S0.layer0_ + l, n, S.x.data(), S.ple);
+        if (hp.n_embd_per_layer > 0 && !mtp) per_layer_apply(be, M, hp, L, S0.layer0_ + l, x, S.ple);
         if (L.out_scale != 1.0f) be.scale(L.out_scale, x);
     }
 
-    if (tensor && !tensor->leader()) return;
+    if (tensor && !tensor->leader()) return be.sync();
     if (cl && !tensor) {  // on to the next rank; rank 0 goes on with the last rank's rows
-        cl->send_hidden(S.x.data(), size_t(n) * E);
+        be.read(x, S.xfer.data());
+        cl->send_hidden(S.xfer.data(), size_t(n) * E);
         if (!cl->leader()) return;
-        cl->recv_hidden(S.x.data(), size_t(n) * E);
+        cl->recv_hidden(S.xfer.data(), size_t(n) * E);
+        be.write(x, S.xfer.data());
     }
 
     // The final normed hidden state (MTP: its head norm), kept where asked: every row for a session that keeps
-    // them (an MTP draft's target), the last row of an MTP session's segment (its next pass's h).
+    // them (an MTP draft's target), the last row of an MTP session's segment (its next pass's h); read back into
+    // the sessions' host rows, which their drafters read.
     const std::vector<float>& final_norm = mtp ? mtp->head_norm : model.output_norm();
+    auto normed_to_host = [&](int r0, int rows_n, float* dst) {
+        const backend::Tensor h = P.hidden.rows(be, rows_n, E);
+        be.rms_norm(x.rows_at(r0, rows_n), M.vec(final_norm), E, hp.rms_eps, h);
+        be.read(h, dst);
+    };
     {
         int r0 = 0;
         for (const auto& g : segs) {
             Session& s = *g.s;
             if (s.keep_hidden_ && s.hidden_layers_.empty() && g.pos0 >= s.hidden_from_) {
                 s.hidden_.resize(size_t(g.pos0 + g.n - s.hidden_from_) * E);
-                be.rms_norm(H.rows(&S.x[size_t(r0) * E], g.n, E), H.vec(final_norm), E, hp.rms_eps,
-                            H.rows(&s.hidden_[size_t(g.pos0 - s.hidden_from_) * E], g.n, E));
+                normed_to_host(r0, g.n, &s.hidden_[size_t(g.pos0 - s.hidden_from_) * E]);
             }
             if (mtp) {
                 s.own_hidden_.resize(size_t(E));
-                be.rms_norm(H.rows(&S.x[size_t(r0 + g.n - 1) * E], 1, E), H.vec(final_norm), E, hp.rms_eps,
-                            H.rows(s.own_hidden_.data(), 1, E));
+                normed_to_host(r0 + g.n - 1, 1, s.own_hidden_.data());
                 s.own_pos_ = rows[size_t(r0 + g.n - 1)].pos;
             }
+            if (g.hidden_out)  // embeddings: the normed hidden state of every row (what the logits are computed from)
+                normed_to_host(r0, g.n, g.hidden_out);
             r0 += g.n;
         }
     }
 
-    // Logits of the rows asked for, all in one matmul, then handed to their segments.
+    // Logits of the rows asked for, all in one matmul, then read back into their segments.
     const Weight& out_w = mtp ? mtp->head : model.output();
-    std::vector<float*> outs;
     int r0 = 0, n_out = 0;
     for (const auto& g : segs) {
-        if (g.hidden_out)  // embeddings: the normed hidden state of every row (what the logits are computed from)
-            be.rms_norm(H.rows(&S.x[size_t(r0) * E], g.n, E), H.vec(final_norm), E, hp.rms_eps,
-                        H.rows(g.hidden_out, g.n, E));
         if (g.logits_out) {
             const int first = g.all_logits ? 0 : g.n - 1;
-            be.rms_norm(H.rows(&S.x[size_t(r0 + first) * E], g.n - first, E), H.vec(final_norm), E, hp.rms_eps,
-                        H.rows(&S.xn[size_t(n_out) * E], g.n - first, E));
-            for (int t = first; t < g.n; t++, n_out++)
-                outs.push_back(g.logits_out + size_t(t - first) * size_t(hp.n_vocab));
+            be.rms_norm(x.rows_at(r0 + first, g.n - first), M.vec(final_norm), E, hp.rms_eps,
+                        xn.rows_at(n_out, g.n - first));
+            n_out += g.n - first;
         }
         r0 += g.n;
     }
-    if (n_out == 0) return;
+    if (n_out == 0) return be.sync();
     // one matmul for every row asked; granite's logit scale, then the softcap
-    float* const lg =
-        segs.size() == 1 ? outs[0] : (S.logits_tmp.resize(size_t(n_out) * size_t(hp.n_vocab)), S.logits_tmp.data());
-    const backend::Tensor logits = H.rows(lg, n_out, hp.n_vocab);
-    be.matmul(H.weight(out_w), H.rows(S.xn.data(), n_out, E), logits);
+    const backend::Tensor logits = P.logits.rows(be, n_out, hp.n_vocab);
+    be.matmul(M.weight(out_w), xn.rows_at(0, n_out), logits);
     if (hp.logit_scale != 1.0f || hp.logit_softcap > 0) be.softcap(hp.logit_scale, hp.logit_softcap, logits);
-    if (segs.size() > 1)  // the rows to their segments
-        for (int i = 0; i < n_out; i++) std::copy_n(lg + size_t(i) * size_t(hp.n_vocab), hp.n_vocab, outs[size_t(i)]);
+    n_out = 0;
+    for (const auto& g : segs)
+        if (g.logits_out) {
+            const int rows_n = g.all_logits ? g.n : 1;
+            be.read(logits.rows_at(n_out, rows_n), g.logits_out);
+            n_out += rows_n;
+        }
 }
 
 }  // namespace tandem

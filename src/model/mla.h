@@ -5,13 +5,15 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/pass_tensors.h"
 #include "tandem/model.h"
 
 namespace tandem {
 
 struct MlaScratch {
-    std::vector<float> qa, qf, kva;
-    std::vector<int32_t> heads;  // (n, n_head): row t's head h is "expert" h of matmul_id
+    Scratch qa, qf, kva;
+    std::vector<int32_t> heads_host;
+    Scratch heads;  // (n, n_head) I32: row t's head h is "expert" h of matmul_id
     std::vector<backend::Tensor> wk, wv;  // wk_b, wv_b per head
 };
 
@@ -20,11 +22,13 @@ struct MlaScratch {
 //   kv (n, head_dim): [rmsnorm(latent) * kv_a_norm (n_lora_kv) | k_pe (n_rot)], the row cached as K and as V
 // before RoPE (the caller rotates the last n_rot of each q head and of kv: HParams::rope_offset). On the backend
 // `be` (host rows of its host buffer): the heads' products are one matmul_id, a head an expert every row chose.
-void mla_project(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* xn, int n, float* q,
-                 float* kv, MlaScratch& s);
+// xn (n, n_embd) -> q (n, n_head head_dim), kv (n, head_dim): tensors of the backend
+void mla_project(backend::Backend& be, const ModelTensors& M, const HParams& hp, const LayerWeights& L,
+                 const backend::Tensor& xn, const backend::Tensor& q, const backend::Tensor& kv, MlaScratch& s);
 
 // out (n, n_head * mla_v): per head wv_b[h] times the first n_lora_kv of its attention output (n, n_head * head_dim).
-void mla_values(backend::Backend& be, const HParams& hp, const LayerWeights& L, const float* att, int n, float* out,
-                MlaScratch& s);
+// att (n, n_head head_dim) -> out (n, n_head mla_v)
+void mla_values(backend::Backend& be, const ModelTensors& M, const HParams& hp, const LayerWeights& L,
+                const backend::Tensor& att, const backend::Tensor& out, MlaScratch& s);
 
 }  // namespace tandem

@@ -7,22 +7,23 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/pass_tensors.h"
 #include "tandem/model.h"
 
 namespace tandem {
 
 struct PerLayerScratch {
-    std::vector<float> e;  // (n, n_layer * P): every layer's input of the pass's rows
-    std::vector<float> rows, gate, el, proj;
+    Scratch e;  // (n, n_layer * P): every layer's input of the pass's rows
+    Scratch rows, gate, el, proj;
 };
 
 // s.e (n, n_layer * P): e of each row, from its token and its input embedding x (n, n_embd), on the backend `be`
 // (host rows of its host buffer).
-void per_layer_inputs(backend::Backend& be, const Model& m, const int32_t* tokens, const float* x, int n,
-                      PerLayerScratch& s);
+void per_layer_inputs(backend::Backend& be, const ModelTensors& M, const Model& m, const int32_t* tokens,
+                      const backend::Tensor& x, PerLayerScratch& s);
 
 // Layer l's per-layer input (s.e as per_layer_inputs wrote it) added to the rows x (n, n_embd).
-void per_layer_apply(backend::Backend& be, const HParams& hp, const LayerWeights& L, int l, int n, float* x,
-                     PerLayerScratch& s);
+void per_layer_apply(backend::Backend& be, const ModelTensors& M, const HParams& hp, const LayerWeights& L, int l,
+                     const backend::Tensor& x, PerLayerScratch& s);
 
 }  // namespace tandem

@@ -47,4 +47,23 @@ RopeTable make_rope_table(const HParams& hp, int n_rot, float theta, float freq_
     return t;
 }
 
+void RopeTable::place(backend::Backend& be) {
+    const int64_t n_pos = int64_t(cos.size()) / std::max<int64_t>(1, half);
+    if (backend::Buffer* host = be.host_memory()) {
+        const HostTensors H{host};
+        cos_t = H.rows(cos.data(), n_pos, half);
+        sin_t = H.rows(sin.data(), n_pos, half);
+        return;
+    }
+    const size_t bytes = cos.size() * sizeof(float);
+    copy = be.alloc(std::max<size_t>(2 * bytes, 64));
+    cos_t = {copy.get(), 0, TensorType::F32, n_pos, half, size_t(half) * sizeof(float)};
+    sin_t = cos_t;
+    sin_t.offset = bytes;
+    if (n_pos > 0 && half > 0) {
+        be.write(cos_t, cos.data());
+        be.write(sin_t, sin.data());
+    }
+}
+
 }  // namespace tandem

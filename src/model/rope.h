@@ -9,6 +9,7 @@
 // The tables hold the plain cos/sin; `mscale` is applied by rope_head so a cache shift can rotate by -n exactly.
 #pragma once
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "model/host_tensors.h"
@@ -22,18 +23,14 @@ struct RopeTable {
     std::vector<float> cos, sin;  // (n_ctx, half)
     const float* cos_at(int pos) const { return &cos[size_t(pos) * size_t(half)]; }
     const float* sin_at(int pos) const { return &sin[size_t(pos) * size_t(half)]; }
-    // The backend's rope op over n_head heads of head_dim at this table (its host rows)
-    backend::RopeArgs args(const HostTensors& H, int n_head, int head_dim, int n_rot, int offset,
-                           RopeStyle style) const {
-        const int64_t n_pos = int64_t(cos.size()) / std::max<int64_t>(1, half);
-        return {n_head,
-                head_dim,
-                n_rot,
-                offset,
-                style,
-                mscale,
-                H.rows(cos.data(), n_pos, half),
-                H.rows(sin.data(), n_pos, half)};
+    // The tables as tensors of the session's backend (place()): host rows on a backend with host memory, else a
+    // copy in its memory
+    backend::Tensor cos_t, sin_t;
+    std::shared_ptr<backend::Buffer> copy;
+    void place(backend::Backend& be);
+    // The backend's rope op over n_head heads of head_dim at this table (placed)
+    backend::RopeArgs args(int n_head, int head_dim, int n_rot, int offset, RopeStyle style) const {
+        return {n_head, head_dim, n_rot, offset, style, mscale, cos_t, sin_t};
     }
 };
 

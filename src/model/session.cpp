@@ -6,6 +6,7 @@
 
 #include "model/assistant.h"
 #include "model/eagle3.h"
+#include "model/host_tensors.h"
 #include "model/rope.h"
 #include "model/session_impl.h"
 #include "tandem/error.h"
@@ -72,10 +73,20 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
             strprintf("this model's multi-head latent attention caches one row as key and value: the K and V "
                       "cache types must be the same (-ctk %s, -ctv %s)",
                       type_name(params.type_k), type_name(params.type_v)));
-    impl_ = std::make_unique<Impl>(pool_, n_ctx_, layers, params.type_k, params.type_v, hp.mla);
+    if (params.gpu) {
+        if (&params.gpu->model() != model_.get())
+            throw Error(model_->path() + ": SessionParams::gpu is another model's placement");
+        if (const std::string why = gpu_unsupported(*model_); !why.empty())
+            throw Error(model_->path() + ": not on a GPU: " + why);
+    }
+    impl_ = std::make_unique<Impl>(pool_, params.gpu, n_ctx_, layers, params.type_k, params.type_v, hp.mla);
     // a model (or cache type) the session's backend cannot run is refused here, by name, before any pass
     if (const std::string why = backend::unsupported(*impl_->be, *model_, params.type_k, params.type_v); !why.empty())
         throw Error(model_->path() + ": " + why);
+    if (model_->assistant() && drafter_of_->impl_->gpu)
+        throw Error(model_->path() +
+                    ": a gemma4-assistant reads its target's cache on the CPU: the target runs on a GPU (-ngl): "
+                    "use -ngl 0 with this drafter");
     if (model_->assistant()) impl_->assist_kv = assistant_cache_layers(*model_, *drafter_of_);
     // Gated DeltaNet layers: their state, kept for the last recurrent_keep positions (model/recurrent_state.h)
     size_t rec_floats = 0;
@@ -98,6 +109,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
         impl_->rope[1] =
             make_rope_table(hp, hp.n_rot_swa > 0 ? hp.n_rot_swa : hp.n_rot, hp.rope_theta_swa, hp.rope_freq_scale_swa,
                             hp.rope_freqs_global_only ? std::vector<float>{} : factors, n_ctx_);
+    for (RopeTable& t : impl_->rope) t.place(*impl_->be);
     // Last, once nothing can throw (the destructor, which turns it off, does not run for a failed construction):
     // the target keeps what this drafter reads, its final normed states or an EAGLE-3 head's layers' inputs.
     if (drafter_of_)
@@ -108,6 +120,8 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
         if (split_->leader()) split_id_ = split_->open(params);
     }
 }
+
+std::shared_ptr<const GpuModel> Session::gpu() const { return impl_->gpu; }
 
 Session::~Session() {
     if (drafter_of_) drafter_of_->keep_hidden(false);
@@ -237,7 +251,13 @@ void Session::shift(int n_keep, int n_discard) {
     // new + n_discard from n_keep); what lies below is lost to the sliding-window layers.
     const int swa_new = swa_from_ <= n_keep ? swa_from_ : std::max(n_keep, std::min(n_after, swa_from_ - n_discard));
     std::vector<float> sn, k, v;
-    std::vector<float> ring_k, ring_v;  // a ring layer's moved rows, read before any is written (slots wrap)
+    std::vector<float> ring_k, ring_v;
+    // the rotation runs on host rows (read from the cache and stored back): on the CPU's backend, the session's
+    // own or, for a session on a GPU, one made for it
+    std::unique_ptr<backend::Backend> cpu;
+    if (!impl_->be->host_memory()) cpu = backend::make_cpu_backend(pool_);
+    backend::Backend& hb =
+        cpu ? *cpu : *impl_->be;  // a ring layer's moved rows, read before any is written (slots wrap)
     for (int l = 0; l < n_layers_; l++) {
         if (impl_->kv.capacity(l) == 0) continue;  // no rows of its own (gemma4's shared-KV layers)
         const LayerWeights& L = model.layer(layer0_ + l);
@@ -249,7 +269,7 @@ void Session::shift(int n_keep, int n_discard) {
         const RopeTable& rt = impl_->rope[L.swa ? 1 : 0];
         const float* cs = rt.cos_at(n_discard);
         for (int i = 0; i < half; i++) sn[size_t(i)] = -rt.sin_at(n_discard)[i];
-        const HostTensors H{impl_->be->host_memory()};
+        const HostTensors H{hb.host_memory()};
         const backend::RopeArgs by{L.n_head_kv,
                                    L.head_dim,
                                    L.n_rot,
@@ -261,7 +281,7 @@ void Session::shift(int n_keep, int n_discard) {
         auto rotate = [&](float* kr) {
             if (!L.rope) return;  // a NoPE layer's keys carry no position
             const int at = 0;  // the table's one row
-            impl_->be->rope(by, &at, H.rows(kr, 1, kv_dim));
+            hb.rope(by, &at, H.rows(kr, 1, kv_dim));
         };
         if (impl_->kv.capacity(l) == n_ctx_) {  // rows are positions: moved down in order, each read before written
             for (int p = n_keep + n_discard; p < n_past(); p++) {

@@ -7,8 +7,10 @@
 
 #include "model/delta_net.h"
 #include "model/ffn.h"
+#include "model/gpu_model.h"
 #include "model/kv_cache.h"
 #include "model/mla.h"
+#include "model/pass_tensors.h"
 #include "model/per_layer_embd.h"
 #include "model/recurrent_state.h"
 #include "model/rope.h"
@@ -16,11 +18,21 @@
 
 namespace tandem {
 
+// The forward pass's scratch arrays (model/forward.cpp), buffers of the session's backend
+struct PassScratch {
+    Scratch x, xn, q, k, v, att, rows_out, logits, mtp_in, mla_v, qg, gate, hidden;
+};
+
 struct Session::Impl {
-    std::unique_ptr<backend::Backend> be;  // what runs this session's passes and holds its cache (the CPU's)
+    // What runs this session's passes and holds its cache: the CPU's backend (one per session), or a GPU's, shared
+    // with every session of the model on that device together with the model's weights there (model/gpu_model.h)
+    std::shared_ptr<backend::Backend> be;
+    std::shared_ptr<const GpuModel> gpu;  // null on the CPU
     KvCache kv;
-    // scratch, sized for n_batch tokens
-    std::vector<float> x, xn, q, k, v, att, rows_out, logits_tmp, attn_scratch, mtp_in, mla_v, heads_q, heads_o;
+    PassScratch pass;
+    std::vector<float> xfer;  // rows through host memory: a split model's exchange, a drafter's kept inputs
+    // the EAGLE-3 head's and the Gemma 4 assistant's passes' host arrays (they run on the CPU's backend)
+    std::vector<float> x, xn, q, k, v, att, rows_out, logits_tmp, mtp_in;
     PerLayerScratch ple;  // gemma4's per-layer embeddings of the pass's rows, its scratch
     FfnScratch ffn;
     MlaScratch mla;
@@ -29,12 +41,17 @@ struct Session::Impl {
     std::unique_ptr<RecurrentState> rec;
     std::vector<size_t> rec_off;
     DeltaNetScratch dn;
-    std::vector<float> qg, gate;
+    std::vector<float> qg;
     double attn_s = 0;  // seconds spent in attention, all passes (Session::attention_seconds)
     std::vector<int> assist_kv;  // a Gemma 4 assistant: the target's cache layer each of its layers reads
     RopeTable rope[2];  // [0] global layers, [1] sliding-window layers (HParams::n_swa > 0)
-    Impl(ThreadPool& pool, int n_ctx, const std::vector<KvLayer>& layers, TensorType tk, TensorType tv, bool v_is_k)
-        : be(backend::make_cpu_backend(pool)), kv(*be, n_ctx, layers, tk, tv, v_is_k) {}
+    Impl(ThreadPool& pool, std::shared_ptr<const GpuModel> on_gpu, int n_ctx, const std::vector<KvLayer>& layers,
+         TensorType tk, TensorType tv, bool v_is_k)
+        : be(on_gpu ? on_gpu->backend() : std::shared_ptr<backend::Backend>(backend::make_cpu_backend(pool))),
+          gpu(std::move(on_gpu)),
+          kv(*be, n_ctx, layers, tk, tv, v_is_k) {}
+    // the model's weights as this session's backend reads them
+    ModelTensors tensors() const { return {be->host_memory(), gpu ? &gpu->weights() : nullptr}; }
 };
 
 }  // namespace tandem

@@ -90,12 +90,28 @@ Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model>
             c.note + (p_.kv_unified || slots_.size() == 1 ? "" : strprintf(", shared by %zu slots", slots_.size()));
     }
     const int per_slot = std::max(8, p_.kv_unified ? total : total / int(slots_.size()));
+    {  // the GPU (-ngl), with every slot's caches (and the draft model, -ngld, with its own)
+        const GpuChoice t =
+            choose_gpu(target_, p_.ngl, p_.device,
+                       kv_cache_bytes(*target_, target_params(per_slot), per_slot) * slots_.size(), "target");
+        gpu_ = t.gpu;
+        gpu_note_ = t.log;
+        if (draft_ && draft_ != target_) {
+            const int dctx = p_.n_ctx_draft > 0 ? p_.n_ctx_draft : per_slot;
+            const GpuChoice d = choose_gpu(
+                draft_, p_.ngld.given ? p_.ngld : p_.ngl, p_.device_draft != -2 ? p_.device_draft : p_.device,
+                kv_cache_bytes(*draft_, session_params(dctx, p_.type_k_draft, p_.type_v_draft), dctx) * slots_.size(),
+                "draft");
+            draft_gpu_ = d.gpu;
+            if (!d.log.empty()) gpu_note_ += (gpu_note_.empty() ? "" : "\n") + d.log;
+        }
+    }
     for (auto& s : slots_) {
         s.target = std::make_unique<Session>(target_, target_params(per_slot), pool_);
-        s.drafters = std::make_unique<DrafterSet>(
-            DrafterSet::Config{target_, draft_, session_params(p_.n_ctx_draft, p_.type_k_draft, p_.type_v_draft),
-                               p_.self_draft_layers},
-            pool_, *s.target);
+        SessionParams dp = session_params(p_.n_ctx_draft, p_.type_k_draft, p_.type_v_draft);
+        dp.gpu = draft_gpu_;  // the draft model's; the target's own layers take the target's (make_draft)
+        s.drafters = std::make_unique<DrafterSet>(DrafterSet::Config{target_, draft_, dp, p_.self_draft_layers}, pool_,
+                                                  *s.target);
         // the draft caches are allocated up front, like the target's (an EAGLE-3 head's reads this target)
         if (draft_ && draft_->eagle3()) s.drafters->get(SpecType::EAGLE3);
         else if (draft_ && !draft_->assistant()) s.drafters->get(SpecType::DRAFT);

@@ -164,6 +164,7 @@ public:
     // What the KV caches take, for the start-up log: slots, positions, types, MiB (target and draft).
     const std::string& kv_summary() const { return kv_summary_; }
     const std::string& context_note() const { return context_note_; }  // empty when -c was given
+    const std::string& gpu_note() const { return gpu_note_; }  // where the models run (empty without -ngl)
 
 private:
     struct Slot {
@@ -186,6 +187,7 @@ private:
     SessionParams session_params(int n_ctx, TensorType type_k, TensorType type_v) const {  // the slot's sessions'
         SessionParams sp{n_ctx, 0, p_.n_batch, type_k, type_v, p_.swa_full};
         sp.ctx_checkpoints = p_.ctx_checkpoints;
+        sp.gpu = gpu_;
         return sp;
     }
     void report_prompt(Slot& s);  // the job's prompt_progress, when it asked (return_progress)
@@ -196,6 +198,8 @@ private:
     void release(Slot& s, const std::string& reason, const std::string& error = "", int status = 500);
 
     std::shared_ptr<const Model> target_, draft_;
+    std::shared_ptr<const GpuModel> gpu_, draft_gpu_;  // the target's and the draft model's placements (null: CPU)
+    std::string gpu_note_;
     EngineParams p_;
     int n_ctx_ = 0;
     std::string kv_summary_, context_note_;

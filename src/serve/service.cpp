@@ -221,6 +221,7 @@ void Service::load(const std::string& model_path, const std::string& draft_path,
     I.spec_defaults = ep.spec;
     I.engine = std::make_shared<Engine>(model, draft, ep);
     if (!I.engine->context_note().empty()) std::fprintf(stderr, "%s\n", I.engine->context_note().c_str());
+    if (!I.engine->gpu_note().empty()) std::fprintf(stderr, "%s\n", I.engine->gpu_note().c_str());
     std::fprintf(stderr, "%s\n", I.engine->kv_summary().c_str());
     I.model = model;
     I.draft_model = draft;

@@ -94,6 +94,7 @@ DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
     } else if (type == SpecType::SELF) {
         d.self_layers = self_draft_layers(*target, requested_layers);
         params.n_layers = d.self_layers;
+        if (target_session) params.gpu = target_session->gpu();  // the target's own layers, where they are
         d.session = std::make_unique<Session>(target, params, pool);
     } else if (type == SpecType::MTP) {
         const bool assistant = draft_model && draft_model->assistant();
@@ -104,6 +105,7 @@ DraftSetup make_draft(SpecType type, const std::shared_ptr<const Model>& target,
         if (!target_session) throw Error("speculative type 'mtp' needs the target's session");
         params.n_layers = 0;
         params.drafter_of = target_session;
+        if (!assistant) params.gpu = target_session->gpu();  // the target's own MTP block, where its layers are
         d.session = std::make_unique<Session>(assistant ? draft_model : target, params, pool);
     } else if (type == SpecType::EAGLE3) {
         if (!draft_model || !draft_model->eagle3())

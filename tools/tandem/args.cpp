@@ -116,6 +116,33 @@ bool run_as_rank(const SplitOptions& f, const std::string& model, int n_threads,
     return true;
 }
 
+void add_gpu_flags(ArgParser& ap, GpuFlags& f, bool with_draft) {
+    ap.add({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N",
+           "layers on the GPU: N, auto or all; N at least the model's layers puts every layer and the output there "
+           "(a split between GPU and CPU is not built yet: fewer layers run all on the CPU); default: the CPU",
+           [&f](const std::string& v) { f.ngl = parse_gpu_layers(v, "-ngl"); });
+    ap.add({"-dev", "--device"}, "DEV", "the GPU: VulkanN or N (tandem --list-devices), none for the CPU",
+           [&f](const std::string& v) { f.device = parse_gpu_device(v); });
+    ap.add({"-mg", "--main-gpu"}, "N", "the GPU when --device is not given (0)",
+           [&f](const std::string& v) { f.main_gpu = to_int_in("-mg", v, 0, 64); });
+    if (!with_draft) return;
+    ap.add({"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", "--spec-draft-ngl"}, "N",
+           "the draft model's layers on the GPU, as -ngl (default: as -ngl)",
+           [&f](const std::string& v) { f.ngld = parse_gpu_layers(v, "-ngld"); });
+    ap.add({"-devd", "--device-draft", "--spec-draft-device"}, "DEV", "the draft's GPU, as --device",
+           [&f](const std::string& v) { f.device_draft = parse_gpu_device(v); });
+}
+
+std::shared_ptr<const GpuModel> place_by_flags(const GpuFlags& f, bool draft, const std::shared_ptr<const Model>& m,
+                                               size_t cache_bytes) {
+    const GpuLayers& ngl = draft && f.ngld.given ? f.ngld : f.ngl;
+    int device = f.device != -2 ? f.device : f.main_gpu;
+    if (draft && f.device_draft != -2) device = f.device_draft;
+    const GpuChoice c = choose_gpu(m, ngl, device, cache_bytes, draft ? "draft" : "target");
+    if (!c.log.empty()) std::fprintf(stderr, "%s\n", c.log.c_str());
+    return c.gpu;
+}
+
 void add_cache_flags(ArgParser& ap, CacheFlags& f, bool with_draft) {
     const std::string names = std::string("KV cache type: ") + kv_cache_type_names() + " (f16)";
     ap.add({"-ctk", "--cache-type-k"}, "TYPE", names + " for keys",
@@ -144,9 +171,9 @@ std::string kv_cache_line(const char* what, const Session& s) {
     for (int l = 0; l < s.n_layers(); l++) held += s.model().holds_layer(l) ? 1 : 0;
     const std::string layers = held == s.n_layers() ? strprintf("%d layers", held)
                                                     : strprintf("%d of %d layers (this rank's)", held, s.n_layers());
-    return strprintf("%s KV cache: %d positions x %s%s, K %s + V %s = %.1f MiB", what, s.n_ctx(), layers.c_str(),
+    return strprintf("%s KV cache: %d positions x %s%s, K %s + V %s = %.1f MiB%s", what, s.n_ctx(), layers.c_str(),
                      swa.c_str(), type_name(s.kv_type_k()), type_name(s.kv_type_v()),
-                     double(s.kv_bytes()) / (1024.0 * 1024.0));
+                     double(s.kv_bytes()) / (1024.0 * 1024.0), s.gpu() ? " on the GPU" : "");
 }
 
 void add_spec_flags(ArgParser& ap, SpecFlags& f) {

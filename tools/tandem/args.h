@@ -74,6 +74,18 @@ struct CacheFlags {
     bool swa_full = false;  // --swa-full: sliding-window layers keep every position (SessionParams::swa_full)
     int ctx_checkpoints = kCtxCheckpoints;  // -ctxcp (SessionParams::ctx_checkpoints)
 };
+// GPU placement, llama.cpp's flags (tandem/gpu.h choose_gpu): -ngl N|auto|all, -ngld (default: as -ngl), -dev
+// none|VulkanN|N, -devd, -mg N. Without -ngl every layer runs on the CPU.
+struct GpuFlags {
+    GpuLayers ngl, ngld;
+    int device = -2, device_draft = -2, main_gpu = -2;  // -2: not given (-mg, else the first device); -1: none
+};
+void add_gpu_flags(ArgParser& ap, GpuFlags& f, bool with_draft = true);
+// The placement of the target (draft false) or the draft model per the flags, its start-up line printed to stderr;
+// null: the CPU. cache_bytes: what its caches will take on the device.
+std::shared_ptr<const GpuModel> place_by_flags(const GpuFlags& f, bool draft, const std::shared_ptr<const Model>& m,
+                                               size_t cache_bytes);
+
 // with_draft false: only the target's (a command without a draft).
 void add_cache_flags(ArgParser& ap, CacheFlags& f, bool with_draft = true);
 // One line for stderr: the cache's types and size ("KV cache: 4096 positions x 22 layers, K q8_0 + V q8_0 =

@@ -36,6 +36,7 @@ struct BenchFlags {
     SpecFlags sf{spec};  // -md, --draft-layers and whether --spec-type was given
     CacheFlags cache;  // -ctk, -ctv (the draft's: -ctkd, -ctvd)
     SplitOptions split;  // -sm, -ts, --rank-timeout: the model across MPI ranks
+    GpuFlags gpu;  // -ngl, -dev, -mg: the model on a GPU
 };
 
 // Parses argv into f (throws Error); the speculative flags are resolved by the caller (after --tokenize).
@@ -54,6 +55,7 @@ void parse_bench_flags(int argc, char** argv, BenchFlags& f) {
     ap.add({"-d", "--n-depth"}, "D[,D]", "run every test after D positions already in the cache (0)",
            [&](const std::string& v) { f.depths = parse_list("-d", v); });
     add_cache_flags(ap, f.cache);
+    add_gpu_flags(ap, f.gpu, false);
     ap.flag({"--vb-tree"}, "also time token trees of each --vb size (vtK: a chain with 2 alternatives at each depth)",
             [&] { f.vb_tree = true; });
     ap.add({"-r", "--repetitions"}, "N", "repetitions (5)",
@@ -99,6 +101,16 @@ int cmd_bench(int argc, char** argv) {
     LoadOptions load;
     load.cluster = cluster;
     auto model = Model::load(f.model_path, load);
+    int max_ctx = 0;
+    for (int d : f.depths) max_ctx = std::max(max_ctx, d + room_after_depth(f, d));
+    const std::shared_ptr<const GpuModel> gpu = place_by_flags(
+        f.gpu, false, model,
+        kv_cache_bytes(*model, SessionParams{max_ctx, 0, 512, f.cache.type_k, f.cache.type_v, f.cache.swa_full},
+                       max_ctx));
+    if (gpu && !f.skip_bw) {  // the probe measures host memory: no measure of a GPU's (a device copy probe: not yet)
+        std::fprintf(stderr, "note: on a GPU: the bandwidth columns are left out (no device probe yet)\n");
+        f.skip_bw = true;
+    }
     std::unique_ptr<BandwidthProbe> probe;
     if (!f.skip_bw) probe = std::make_unique<BandwidthProbe>(pool);
     BenchReport rep{f.model_path.substr(f.model_path.find_last_of('/') + 1), f.n_threads, {}, {}, {}};
@@ -109,10 +121,9 @@ int cmd_bench(int argc, char** argv) {
     VerifyCurve curve;  // the first depth's (the speculative test's projection)
     for (size_t di = 0; di < f.depths.size(); di++) {
         const int depth = f.depths[di];
-        Session s(
-            model,
-            SessionParams{depth + room_after_depth(f, depth), 0, 512, f.cache.type_k, f.cache.type_v, f.cache.swa_full},
-            pool);
+        SessionParams sp{depth + room_after_depth(f, depth), 0, 512, f.cache.type_k, f.cache.type_v, f.cache.swa_full};
+        sp.gpu = gpu;
+        Session s(model, sp, pool);
         if (depth > 0) {
             const auto t0 = Clock::now();
             fill_depth(s, depth);

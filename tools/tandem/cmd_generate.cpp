@@ -64,6 +64,7 @@ struct Options {
     SpecParams spec;
     SpecFlags sf{spec};  // -md, --draft-layers and whether --spec-type was given
     CacheFlags cache;  // -ctk, -ctv, -ctkd, -ctvd
+    GpuFlags gpu;  // -ngl, -ngld, -dev, -devd, -mg
     SplitOptions split;  // -sm, -ts, --rank-timeout
     std::string suffix_static, suffix_dynamic;  // suffix cache files: read; read and updated
     bool ignore_eos = false, no_bos = false, escape = true, display_prompt = true, json = false;
@@ -113,11 +114,7 @@ void add_flags(ArgParser& ap, Options& o) {
     add_spec_flags(ap, o.sf);
     add_cache_flags(ap, o.cache);
     add_split_flags(ap, o.split);
-    ap.add({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N",
-           "accepted for compatibility; ignored (no model runs on a GPU yet: README \"GPU\")",
-           [&](const std::string&) { o.notes.push_back("-ngl (no GPU backend for a model yet: ignored)"); });
-    ap.add({"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"}, "N", "accepted for compatibility; ignored",
-           [&](const std::string&) { o.notes.push_back("-ngld (no GPU backend for a model yet: ignored)"); });
+    add_gpu_flags(ap, o.gpu);
 }
 
 nlohmann::ordered_json spec_json(const SpecParams& sp, const SpecStats& st, int n_predict) {
@@ -209,9 +206,12 @@ int cmd_generate(int argc, char** argv) {
         tp.n_ctx = c.n_ctx;
         std::fprintf(stderr, "%s\n", c.note.c_str());
     }
+    tp.gpu = place_by_flags(o.gpu, false, model, kv_cache_bytes(*model, tp, tp.n_ctx));
     Session target(model, tp, pool);
     std::fprintf(stderr, "%s\n", kv_cache_line("target", target).c_str());
     dp.n_ctx = o.spec.type == SpecType::DRAFT && o.n_ctx_draft > 0 ? o.n_ctx_draft : target.n_ctx();
+    if (draft_model && draft_model != model)
+        dp.gpu = place_by_flags(o.gpu, true, draft_model, kv_cache_bytes(*draft_model, dp, dp.n_ctx));
     DraftSetup ds = make_draft(o.spec.type, model, draft_model, dp, o.sf.draft_layers,
                                o.spec.type == SpecType::DRAFT && draft_pool ? *draft_pool : pool, &target);
     std::unique_ptr<Session> draft = std::move(ds.session);

@@ -55,6 +55,8 @@ int cmd_serve(int argc, char** argv) {
         "       [--allowed-hosts H,H] [--cors-origins O,O] [--timeout S] [--shutdown-grace S]\n"
         "       [--shutdown-drain S]");
     ap.add({"-m", "--model"}, "FNAME", "target model", [&](const std::string& v) { model_path = v; });
+    GpuFlags gpu;
+    add_gpu_flags(ap, gpu);
     ap.add({"-c", "--ctx-size"}, "N",
            "context of all slots together (default: the model's training context, bounded by memory)",
            [&](const std::string& v) { ep.n_ctx = to_int_in("-c", v, 0, 1 << 24); });
@@ -196,6 +198,10 @@ int cmd_serve(int argc, char** argv) {
     });
     auto pos = ap.parse(argc, argv, 2);
     if (!pos.empty()) throw Error("unexpected argument '" + pos[0] + "'");
+    ep.ngl = gpu.ngl;
+    ep.ngld = gpu.ngld;
+    ep.device = gpu.device != -2 ? gpu.device : gpu.main_gpu;
+    ep.device_draft = gpu.device_draft;
     for (const auto& n : notes) std::fprintf(stderr, "note: %s\n", n.c_str());
     // -hf: a model llama.cpp already downloaded is found in its Hugging Face cache; tandem never downloads.
     if (!hf_repo.empty()) {  // as llama-server, -hf names the model even beside -m

@@ -28,17 +28,10 @@ struct CompatFlag {
 // `tandem serve` does not implement itself. The implemented ones are registered by cmd_serve.cpp first and win.
 constexpr CompatFlag kFlags[] = {
     // hardware placement, memory mapping, threads: no meaning on this CPU engine
-    {"-ngl --gpu-layers --n-gpu-layers", true, Kind::Notice,
-     "no GPU backend for a model yet (the Vulkan backend's ops exist, README \"GPU\"): every layer runs on the CPU"},
-    {"-ngld --gpu-layers-draft --n-gpu-layers-draft --spec-draft-ngl", true, Kind::Notice,
-     "no GPU backend: the draft runs on the CPU"},
     {"-sm --split-mode", true, Kind::Notice, "no GPU backend"},
-    {"-ts --tensor-split", true, Kind::Notice, "no GPU backend"},
-    {"-mg --main-gpu", true, Kind::Notice, "no GPU backend"},
-    {"-dev --device", true, Kind::Notice, "no GPU backend: the CPU is used"},
-    {"-devd --device-draft --spec-draft-device", true, Kind::Notice, "no GPU backend: the CPU is used"},
-    {"--list-devices", false, Kind::Notice, "the only device is the CPU"},
-    {"-fit --fit", true, Kind::Notice, "no GPU memory to fit"},
+    {"-ts --tensor-split", true, Kind::Notice, "one GPU per model: no split over several"},
+    {"--list-devices", false, Kind::Notice, "tandem --list-devices lists them"},
+    {"-fit --fit", true, Kind::Notice, "-ngl auto fits the device's memory"},
     {"-fitt --fit-target", true, Kind::Notice, "no GPU memory to fit"},
     {"-fitc --fit-ctx", true, Kind::Notice, "no GPU memory to fit"},
     {"-ot --override-tensor", true, Kind::Notice, "no buffer types: all tensors are in CPU memory"},

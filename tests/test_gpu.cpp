@@ -1,0 +1,186 @@
+// Models on a GPU (SessionParams::gpu, tandem/gpu.h): the forward pass of the CPU on the Vulkan backend's ops. On
+// the first Vulkan device (in CI Mesa's lavapipe, which proves correctness, never speed); optional where there is
+// none, required with TANDEM_REQUIRE_VULKAN=1 (test_util.h vulkan_unavailable), every validation message a failure.
+// Agreement with llama.cpp's reference logits on the GPU is tests/test_reference.cpp's Gpu* suites; speculation's
+// identity on the GPU is test_speculative.cpp's Gpu* tests.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backend/backend.h"
+#include "tandem/error.h"
+#include "tandem/gpu.h"
+#include "tandem/model.h"
+#include "tandem/session.h"
+#include "tandem/thread_pool.h"
+#include "test_util.h"
+
+using namespace tandem;
+
+namespace {
+
+std::vector<int32_t> prompt_of(int n, int n_vocab) {
+    std::vector<int32_t> ids;
+    for (int i = 0; i < n; i++) ids.push_back(int32_t(1 + (i * 37 + 11) % (n_vocab - 1)));
+    return ids;
+}
+
+// The logits of every row of `ids` decoded in one pass by a session with these params.
+std::vector<float> all_logits(const std::shared_ptr<const Model>& m, const SessionParams& sp, ThreadPool& pool,
+                              const std::vector<int32_t>& ids) {
+    Session s(m, sp, pool);
+    s.decode(ids, true);
+    const size_t nv = size_t(s.n_vocab());
+    std::vector<float> out(ids.size() * nv);
+    for (size_t r = 0; r < ids.size(); r++) std::memcpy(&out[r * nv], s.logits(int(r)), nv * sizeof(float));
+    return out;
+}
+
+// The models the GPU tests run: the architectures whose passes differ (MoE, sliding windows, QK-norms, no
+// pre-norms, gated DeltaNet, llama4, gemma4's per-layer inputs and shared-KV layers), in weight types whose products
+// the CPU computes on float activations, as the GPU does (the CPU rounds activations to 8 bits before Q8_0, Q4_0 and
+// K-quant products, as llama.cpp does, which moves logits by ~0.1: those types are held to llama.cpp's references on
+// the GPU instead, test_reference.cpp's OnTheGpu tests).
+struct GpuCase {
+    const char* shape;  // a shared file under models/ (".gguf"), else a synth shape
+    const char* type;
+};
+std::string path_of(const GpuCase& c) {
+    const std::string s = c.shape;
+    return s.size() > 5 && s.substr(s.size() - 5) == ".gguf" ? test::shared_file("models/" + s)
+                                                             : test::synth_file(s, c.type);
+}
+
+const GpuCase kCases[] = {
+    {"stories260K.gguf", "F32"},
+    {"synth-qwen2-gpt2bpe-bf16.gguf", "BF16"},
+    {"synth-llama3ish-gpt2bpe-f16.gguf", "F16"},
+    {"tiny-test-qwen3moe", "F16"},
+    {"tiny-test-gemma3", "F16"},
+    {"tiny-test-phi3", "Q4_1"},
+    {"tiny-test-gptoss", "F16"},
+    {"tiny-ref-olmo2", "Q5_0"},
+    {"tiny-ref-glm4moe", "F16"},
+    {"tiny-ref-qwen35", "F16"},
+    {"tiny-ref-qwen3next", "F16"},
+    {"tiny-ref-llama4", "Q5_1"},
+    {"tiny-ref-gemma4", "F16"},
+    {"tiny-ref-mistral3", "F16"},
+};
+
+}  // namespace
+
+// Every row's logits on the GPU against the CPU's, for each case: the same sums in other orders, so within 0.2% of
+// the logits' spread (measured: at most 0.0015 of it, gemma4; most cases 1e-5), and the same greedy choice wherever
+// the CPU's margin is clear.
+TEST(Gpu, LogitsAgreeWithTheCpuForEveryArchitectureAndType) {
+    GPU_OR_SKIP();
+    ThreadPool pool(2);
+    for (const GpuCase& c : kCases) {
+        SCOPED_TRACE(c.shape);
+        auto m = Model::load(path_of(c));
+        const auto ids = prompt_of(24, m->hparams().n_vocab);
+        SessionParams cpu{64, 0, 256}, gpu = cpu;
+        gpu.gpu = place_on_gpu(m, -1);
+        const auto a = all_logits(m, cpu, pool, ids), b = all_logits(m, gpu, pool, ids);
+        const size_t nv = size_t(m->hparams().n_vocab);
+        double max_dev = 0, spread = 0;
+        int checked = 0, misses = 0;
+        for (size_t r = 0; r < ids.size(); r++) {
+            const float* x = &a[r * nv];
+            const float* y = &b[r * nv];
+            size_t best = 0, second = 0;
+            float lo = x[0], hi = x[0];
+            for (size_t i = 0; i < nv; i++) {
+                ASSERT_TRUE(std::isfinite(y[i])) << "row " << r << " logit " << i;
+                max_dev = std::max(max_dev, double(std::fabs(x[i] - y[i])));
+                lo = std::min(lo, x[i]);
+                hi = std::max(hi, x[i]);
+                if (x[i] > x[best]) best = i;
+            }
+            second = best == 0 ? 1 : 0;
+            for (size_t i = 0; i < nv; i++)
+                if (i != best && x[i] > x[second]) second = i;
+            spread = std::max(spread, double(hi - lo));
+            if (x[best] - x[second] > 0.02 * (hi - lo)) {
+                checked++;
+                size_t gb = 0;
+                for (size_t i = 0; i < nv; i++)
+                    if (y[i] > y[gb]) gb = i;
+                misses += gb != best;
+            }
+        }
+        std::printf("[ %s %s ] GPU vs CPU: largest logit deviation %.5f (logit spread %.2f), argmax %d of %d\n",
+                    c.shape, c.type, max_dev, spread, checked - misses, checked);
+        EXPECT_LT(max_dev, 0.002 * spread);
+        EXPECT_EQ(misses, 0);
+    }
+    GPU_NO_MESSAGES();
+}
+
+// Batch invariance at the model's level: a row's logits on the GPU are bit-identical whether its tokens come one pass
+// at a time, as a chain of 8 (a verification), as one prompt pass, or beside another session's rows.
+TEST(Gpu, ARowsLogitsDoNotDependOnItsPass) {
+    GPU_OR_SKIP();
+    ThreadPool pool(2);
+    for (const GpuCase& c : {kCases[0], kCases[3], kCases[9], kCases[12]}) {
+        SCOPED_TRACE(c.shape);
+        auto m = Model::load(path_of(c));
+        const auto ids = prompt_of(16, m->hparams().n_vocab);
+        SessionParams sp{64, 0, 256};
+        sp.recurrent_keep = kRecurrentKeepTarget;
+        sp.gpu = place_on_gpu(m, -1);
+        const auto whole = all_logits(m, sp, pool, ids);
+        const size_t nv = size_t(m->hparams().n_vocab);
+        Session one(m, sp, pool), chains(m, sp, pool);
+        for (size_t r = 0; r < ids.size(); r++) {
+            one.decode(&ids[r], 1, false);
+            ASSERT_EQ(0, std::memcmp(one.logits(0), &whole[r * nv], nv * sizeof(float))) << "row " << r << " alone";
+        }
+        chains.decode(ids.data(), 8, true);
+        chains.decode(ids.data() + 8, 8, true);
+        for (int r = 0; r < 8; r++)
+            ASSERT_EQ(0, std::memcmp(chains.logits(r), &whole[size_t(8 + r) * nv], nv * sizeof(float)))
+                << "row " << 8 + r << " in a chain of 8";
+        // two sessions in one pass (as the server batches its slots), and a token tree's nodes
+        Session a(m, sp, pool), b(m, sp, pool), t(m, sp, pool);
+        a.decode(ids.data(), 12, false);
+        b.decode(ids.data(), 4, false);
+        Session::decode_batch({{&a, ids.data() + 12, 4, true}, {&b, ids.data() + 4, 4, true}});
+        for (int r = 0; r < 4; r++) {
+            ASSERT_EQ(0, std::memcmp(a.logits(r), &whole[size_t(12 + r) * nv], nv * sizeof(float))) << "a " << r;
+            ASSERT_EQ(0, std::memcmp(b.logits(r), &whole[size_t(4 + r) * nv], nv * sizeof(float))) << "b " << r;
+        }
+        t.decode(ids.data(), 10, false);
+        // root = ids[10]; nodes 1 (ids[11]) and 2 (another token) its children; node 3 (ids[12]) under node 1
+        const int32_t toks[4] = {ids[10], ids[11], ids[3], ids[12]}, parents[4] = {-1, 0, 0, 1};
+        t.decode_tree(toks, parents, 4);
+        for (int node : {0, 1, 3}) {
+            const int row = node == 3 ? 12 : 10 + node;
+            ASSERT_EQ(0, std::memcmp(t.logits(node), &whole[size_t(row) * nv], nv * sizeof(float))) << "node " << node;
+        }
+    }
+    GPU_NO_MESSAGES();
+}
+
+// What cannot run on a GPU is said by name, before any pass: a model whose heads the GPU's attention does not take.
+TEST(Gpu, WhatCannotRunOnTheGpuIsRefusedByName) {
+    GPU_OR_SKIP();
+    auto mla = Model::load(test::synth_file("tiny-ref-deepseek2", "F16"));
+    EXPECT_NE(gpu_unsupported(*mla), "");
+    try {
+        place_on_gpu(mla, -1);
+        ADD_FAILURE() << "an MLA model placed on the GPU";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("latent"), std::string::npos) << e.what();
+    }
+    auto m = Model::load(test::shared_file("models/stories260K.gguf"));
+    auto other = Model::load(test::shared_file("models/synth-llama-spm-q8_0.gguf"));
+    ThreadPool pool(1);
+    SessionParams sp;
+    sp.gpu = place_on_gpu(other, -1);
+    EXPECT_THROW(Session(m, sp, pool), Error);  // another model's placement
+    EXPECT_THROW(place_on_gpu(m, 99), Error);  // no such device
+    GPU_NO_MESSAGES();
+}
