@@ -48,10 +48,13 @@ asan_tests() {
   # leak scan of the binaries, the include boundary) run no code under the sanitizer: the release suite runs them.
   # Left to the release suite too: split_mpi (mpirun: Open MPI's own allocations; its in-process twin Split.* runs
   # here) and replicas (HAProxy in front of two servers: what it tests is the balancer's configuration and the
-  # drain, whose code the server suites here exercise).
+  # drain, whose code the server suites here exercise). The llama.cpp references on the GPU (*OnTheGpu*: the
+  # forward pass's code is the CPU's, which the sanitizer checks here; what differs, the Vulkan backend, its own
+  # tests Vulkan.* and Gpu.* check here) are left to the release suite too, as are speculation's GPU tests
+  # (Speculative.Gpu*: the CPU's speculative code, run here on the CPU, over ~2 minutes of lavapipe passes).
   vulkan_tests build-asan
   TANDEM_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$jobs" -E '^(format|isa_leaks|include_boundary|split_mpi|replicas)$'
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" -E '^(format|isa_leaks|include_boundary|split_mpi|replicas)$|OnTheGpu|Speculative.Gpu'
 }
 fuzz() {
   local secs=$1 corpus

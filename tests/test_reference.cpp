@@ -318,15 +318,16 @@ TEST_P(ArchReference, TeacherForcedLogitsMatch) {
     expect_agreement(c, teacher_force(model, ref, c.name, c.margin, pool), "", 48);
 }
 
-// The same on the GPU, at the same tolerances (an architecture the GPU does not run yet is refused by name, and
-// that is the test's failure).
-TEST_P(ArchReference, OnTheGpuTeacherForcedLogitsMatch) {
+// The same on the GPU, at the same tolerances, for the architectures whose passes differ most from a dense
+// transformer's (the others: tests/test_gpu.cpp against the CPU). Measured on lavapipe: glm4moe 0.0034, qwen35
+// 0.0038, llama4 0.0020, gemma4 0.0104 (the CPU's: 0.003, 0.0038, 0.0020, under 0.02).
+class GpuArchReference : public ::testing::TestWithParam<ModernCase> {};
+
+TEST_P(GpuArchReference, OnTheGpuTeacherForcedLogitsMatch) {
     GPU_OR_SKIP();
     const ModernCase c = GetParam();
     ThreadPool pool(2);
     auto model = Model::load(synth_of(c.name));
-    if (!gpu_unsupported(*model).empty())
-        GTEST_SKIP() << c.name << " does not run on a GPU: " << gpu_unsupported(*model);
     json ref = json::parse(
         test::read_file(std::string(TANDEM_SOURCE_DIR) + "/tests/data/reference-arch/" + c.name + ".greedy.json"));
     ASSERT_FALSE(ref.empty());
@@ -351,6 +352,13 @@ INSTANTIATE_TEST_SUITE_P(AllArch, ArchReference,
                                            // an expert-routing near-tie at the third prompt's step 28 (0.83;
                                            // the 3 steps after it 0.05-0.07), every other step within 0.02
                                            ModernCase{"tiny-ref-gemma4moe-f16", 0.02, 0.1, 0, 4}),
+                         case_name);
+
+INSTANTIATE_TEST_SUITE_P(GpuArch, GpuArchReference,
+                         ::testing::Values(ModernCase{"tiny-ref-glm4moe-f16", 0.01, 0.1, 0},
+                                           ModernCase{"tiny-ref-qwen35-f16", 0.01, 0.1, 0},
+                                           ModernCase{"tiny-ref-llama4-f16", 0.01, 0.1, 0},
+                                           ModernCase{"tiny-ref-gemma4-f16", 0.02, 0.1, 0}),
                          case_name);
 
 // tests/data/reference-arch/tiny-ref-glm4moe-q8_0.mtp.json: llama.cpp's multi-token-prediction block (its

@@ -4,7 +4,9 @@
 // idiom of the API; the warning about the members not named is off for this file.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -170,6 +172,8 @@ std::vector<GpuDevice> gpu_devices() {
 namespace tandem::backend::vk {
 
 Device::Device(int index) {
+    const char* prof = std::getenv("TANDEM_VK_PROFILE");
+    profile_ = prof && *prof && *prof != '0';
     instance_ = make_instance(&messenger_);
     const auto devs = compute_devices(instance_);
     if (devs.empty()) throw Error("vulkan: no Vulkan device (vulkaninfo lists none)");
@@ -183,6 +187,7 @@ Device::Device(int index) {
     driver_ = driver_of(phys_);
     vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
     for (int i = 0; i < 3; i++) max_groups_[i] = props.limits.maxComputeWorkGroupCount[i];
+    stage_align_ = std::max<size_t>(16, size_t(props.limits.minStorageBufferOffsetAlignment));
 
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, nullptr);
@@ -228,6 +233,19 @@ Device::Device(int index) {
 }
 
 Device::~Device() {
+    if (profile_ && !profile_ms_.empty()) {
+        std::vector<std::pair<double, std::string>> rows;
+        double total = 0;
+        for (const auto& [name, t] : profile_ms_) {
+            rows.push_back({t.first, name});
+            total += t.first;
+        }
+        std::sort(rows.rbegin(), rows.rend());
+        std::fprintf(stderr, "vulkan profile (%s): %.1f ms in dispatches, each run alone\n", name_.c_str(), total);
+        for (const auto& [ms, name] : rows)
+            std::fprintf(stderr, "  %-28s %10.1f ms %8llu dispatches  %5.1f%%\n", name.c_str(), ms,
+                         (unsigned long long)profile_ms_[name].second, 100.0 * ms / total);
+    }
     if (dev_) {
         if (recording_) {
             try {
@@ -240,7 +258,9 @@ Device::~Device() {
             vkDestroyPipelineLayout(dev_, p.layout, nullptr);
             vkDestroyDescriptorSetLayout(dev_, p.set_layout, nullptr);
         }
-        for (auto& m : staged_) free(m);
+        for (auto& m : staged_)
+            if (!m.offset && m.memory && !is_ring(m)) free(m);
+        for (auto& m : ring_) free(m);
         vkDestroyPipelineCache(dev_, cache_, nullptr);
         vkDestroyFence(dev_, fence_, nullptr);
         vkDestroyDescriptorPool(dev_, desc_pool_, nullptr);
@@ -313,6 +333,7 @@ const Pipeline& Device::pipeline(const std::string& name, uint32_t bindings, uin
     const std::vector<uint32_t>* code = find_shader(name);
     if (!code) throw Error("vulkan: no shader named " + name + " in this build");
     Pipeline p;
+    p.name = name;
     p.bindings = bindings;
     p.push_bytes = push_bytes;
     std::vector<VkDescriptorSetLayoutBinding> b(bindings);
@@ -373,7 +394,8 @@ void Device::dispatch(const Pipeline& p, const std::vector<Bind>& binds, const v
     TD_ASSERT(p.bindings <= kBindingsPerSet && binds.size() == p.bindings);
     // a long pass: run what is recorded and go on with a fresh pool (the staged memory stays: the op recording
     // this dispatch may bind it again)
-    if (sets_used_ == kSetsPerPass) run();
+    if (sets_used_ == kSetsPerPass || profile_) run();
+    const auto t0 = std::chrono::steady_clock::now();
     begin();
     VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
     ai.descriptorPool = desc_pool_;
@@ -385,7 +407,7 @@ void Device::dispatch(const Pipeline& p, const std::vector<Bind>& binds, const v
     std::vector<VkDescriptorBufferInfo> infos(binds.size());
     std::vector<VkWriteDescriptorSet> writes(binds.size());
     for (size_t i = 0; i < binds.size(); i++) {
-        infos[i] = {binds[i].mem->buffer, 0, VK_WHOLE_SIZE};
+        infos[i] = {binds[i].mem->buffer, binds[i].mem->offset, VK_WHOLE_SIZE};
         writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
         writes[i].dstSet = set;
         writes[i].dstBinding = uint32_t(i);
@@ -399,18 +421,52 @@ void Device::dispatch(const Pipeline& p, const std::vector<Bind>& binds, const v
     if (p.push_bytes) vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
     vkCmdDispatch(cmd_, gx, gy, gz);
     barrier();
+    if (profile_) {
+        run();
+        auto& [ms, n] = profile_ms_[p.name];
+        ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        n++;
+    }
+}
+
+void Device::fill_zero(const DeviceMemory& dst) {
+    begin();
+    vkCmdFillBuffer(cmd_, dst.buffer, dst.offset, VK_WHOLE_SIZE, 0);
+    barrier();
 }
 
 void Device::copy(const DeviceMemory& src, size_t src_off, const DeviceMemory& dst, size_t dst_off, size_t bytes) {
     if (!bytes) return;
     begin();
-    VkBufferCopy c{src_off, dst_off, bytes};
+    VkBufferCopy c{src.offset + src_off, dst.offset + dst_off, bytes};
     vkCmdCopyBuffer(cmd_, src.buffer, dst.buffer, 1, &c);
     barrier();
 }
 
+bool Device::is_ring(const DeviceMemory& m) const {
+    for (const auto& b : ring_)
+        if (b.buffer == m.buffer) return true;
+    return false;
+}
+
 const DeviceMemory& Device::stage(const void* data, size_t bytes) {
-    staged_.push_back(alloc_host(bytes));
+    const size_t need = std::max<size_t>(4, (bytes + stage_align_ - 1) / stage_align_ * stage_align_);
+    if (need > kRingBlock) {  // a block of its own, freed at sync
+        staged_.push_back(alloc_host(bytes));
+    } else {
+        if (ring_block_ < ring_.size() && ring_used_ + need > ring_[ring_block_].size) {
+            ring_block_++;
+            ring_used_ = 0;
+        }
+        if (ring_block_ == ring_.size()) ring_.push_back(alloc_host(kRingBlock));
+        const DeviceMemory& b = ring_[ring_block_];
+        DeviceMemory v = b;
+        v.offset = ring_used_;
+        v.size = std::max<size_t>(bytes, 4);
+        v.mapped = static_cast<uint8_t*>(b.mapped) + ring_used_;
+        ring_used_ += need;
+        staged_.push_back(v);
+    }
     if (bytes) std::memcpy(staged_.back().mapped, data, bytes);
     return staged_.back();
 }
@@ -445,7 +501,9 @@ void Device::sync() {
     run();
     std::deque<DeviceMemory> staged;
     staged.swap(staged_);
-    for (auto& m : staged) free(m);
+    ring_block_ = ring_used_ = 0;  // the ring's blocks are reused from the start
+    for (auto& m : staged)
+        if (!m.offset && !is_ring(m)) free(m);
 }
 
 }  // namespace tandem::backend::vk

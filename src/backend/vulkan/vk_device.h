@@ -22,8 +22,9 @@ namespace tandem::backend::vk {
 struct DeviceMemory {
     VkBuffer buffer = VK_NULL_HANDLE;
     VkDeviceMemory memory = VK_NULL_HANDLE;
-    void* mapped = nullptr;  // host-visible memory: its mapping
+    void* mapped = nullptr;  // host-visible memory: its mapping (of the view's first byte)
     size_t size = 0;
+    size_t offset = 0;  // a view into a larger buffer (the staging ring's): its first byte there; never freed
 };
 
 struct Pipeline {
@@ -31,6 +32,7 @@ struct Pipeline {
     VkPipelineLayout layout = VK_NULL_HANDLE;
     VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
     uint32_t bindings = 0, push_bytes = 0;
+    std::string name;
 };
 
 // One binding of a dispatch: a whole buffer
@@ -62,9 +64,13 @@ public:
     // --- recording ---
     void dispatch(const Pipeline& p, const std::vector<Bind>& binds, const void* push, uint32_t gx, uint32_t gy,
                   uint32_t gz = 1);
+    void fill_zero(const DeviceMemory& dst);  // every byte of dst 0
     void copy(const DeviceMemory& src, size_t src_off, const DeviceMemory& dst, size_t dst_off, size_t bytes);
-    // Staging memory of n bytes holding `data`, valid until the next sync (for write() and host arrays).
+    // Staging memory of n bytes holding `data`, valid until the next sync (for write() and host arrays): a view of
+    // the staging ring (host-visible blocks of kRingBlock bytes, kept between passes and reused after each sync;
+    // a larger array gets a block of its own size), aligned for a storage-buffer binding.
     const DeviceMemory& stage(const void* data, size_t bytes);
+    static constexpr size_t kRingBlock = size_t(4) << 20;
     // Runs what was recorded and waits; then the staging memory is released.
     void sync();
     // Runs what was recorded and waits, keeping the staging memory (a flush inside a pass: an op that staged its
@@ -80,6 +86,7 @@ private:
     void barrier();
     uint32_t memory_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags fallback) const;
     DeviceMemory make(size_t bytes, VkMemoryPropertyFlags want, VkMemoryPropertyFlags fallback);
+    bool is_ring(const DeviceMemory& m) const;  // a view of one of the ring's blocks
 
     VkInstance instance_ = VK_NULL_HANDLE;
     VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
@@ -95,10 +102,17 @@ private:
     VkPhysicalDeviceMemoryProperties mem_props_{};
     std::map<std::string, Pipeline> pipelines_;
     std::deque<DeviceMemory> staged_;  // (a deque: stage() hands out references that later stages keep valid)
+    std::vector<DeviceMemory> ring_;  // the staging ring's blocks
+    size_t ring_block_ = 0, ring_used_ = 0;  // the block in use and its bytes handed out since the last sync
+    size_t stage_align_ = 256;  // minStorageBufferOffsetAlignment
     uint32_t sets_used_ = 0;
     uint32_t max_groups_[3] = {65535, 65535, 65535};
     bool recording_ = false;
     std::string name_, driver_;
+    // TANDEM_VK_PROFILE=1: every dispatch run and timed alone, the totals per shader printed at the end (a
+    // profile of where a pass's time goes; it serializes the pass, so it is no measure of speed)
+    bool profile_ = false;
+    std::map<std::string, std::pair<double, uint64_t>> profile_ms_;
 };
 
 // The embedded SPIR-V of a shader (generated/vk_shaders.cpp), or null.

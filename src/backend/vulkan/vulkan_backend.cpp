@@ -139,6 +139,7 @@ uint32_t groups(int64_t n, int64_t per) { return uint32_t((n + per - 1) / per); 
 class VulkanBackend : public Backend {
 public:
     explicit VulkanBackend(int index) : dev_(index) {}
+    ~VulkanBackend() override { dev_.free(readback_); }
     std::string name() const override { return "vulkan (" + dev_.name() + ")"; }
     bool supports(Op op, TensorType type) const override {
         switch (op) {
@@ -165,14 +166,15 @@ public:
 
     std::unique_ptr<Buffer> alloc(size_t bytes) override {
         auto b = std::make_unique<VulkanBuffer>(dev_, dev_.alloc(bytes));
-        // zeroed, as the CPU's: a fill through a staged copy
-        std::vector<uint8_t> zero(bytes);
-        if (bytes) dev_.copy(dev_.stage(zero.data(), bytes), 0, b->mem(), 0, bytes);
+        dev_.fill_zero(b->mem());  // zeroed, as the CPU's
         return b;
     }
     std::unique_ptr<Buffer> map_host(const void* data, size_t bytes) override {
         auto b = std::make_unique<VulkanBuffer>(dev_, dev_.alloc(bytes));
         if (bytes) dev_.copy(dev_.stage(data, bytes), 0, b->mem(), 0, bytes);
+        // a weight's staging copy is released at once (a model's weights would else all be staged at the same
+        // time), unless a pass is being recorded
+        if (bytes > Device::kRingBlock && !dev_.recording()) dev_.sync();
         return b;
     }
     void write(const Tensor& dst, const void* src) override {
@@ -184,14 +186,17 @@ public:
     }
     void read(const Tensor& src, void* dst) override {
         const size_t rb = row_bytes(src.type, src.cols), n = rb * size_t(src.rows);
-        DeviceMemory host = dev_.alloc_host(n);
+        if (n > readback_.size || !readback_.buffer) {  // host-visible memory for reads, kept and grown
+            dev_.free(readback_);
+            readback_ = dev_.alloc_host(std::max<size_t>(n, 1 << 16));
+        }
+        const DeviceMemory& host = readback_;
         if (src.row_stride == rb) dev_.copy(mem(src), src.offset, host, 0, n);
         else
             for (int64_t r = 0; r < src.rows; r++)
                 dev_.copy(mem(src), src.offset + size_t(r) * src.row_stride, host, size_t(r) * rb, rb);
         dev_.sync();
         if (n) std::memcpy(dst, host.mapped, n);
-        dev_.free(host);
     }
     void sync() override { dev_.sync(); }
 
@@ -543,6 +548,7 @@ private:
     }
 
     Device dev_;
+    DeviceMemory readback_;  // read()'s host-visible memory (freed before dev_ by the destructor)
 };
 
 }  // namespace
