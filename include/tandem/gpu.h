@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "tandem/error.h"
+
 namespace tandem {
 
 struct GpuDevice {
@@ -18,6 +20,15 @@ struct GpuDevice {
 // the Vulkan backend or on a machine without a Vulkan driver.
 std::vector<GpuDevice> gpu_devices();
 bool built_with_vulkan();
+
+// The GPU failed during a run: the device was lost (a driver reset, a hung or removed card: `lost`, it cannot be
+// used again by this process) or ran out of memory. The server answers the requests it affects with 503, and on a
+// lost device stops and exits non-zero (tandem serve); the CPU commands exit with its message.
+class GpuFailure : public Error {
+public:
+    GpuFailure(const std::string& msg, bool lost) : Error(msg), lost(lost) {}
+    bool lost;
+};
 
 class Model;
 // A model placed on a GPU: its weights uploaded to the device once, shared by every session of the model there

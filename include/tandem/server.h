@@ -9,6 +9,7 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -96,6 +97,9 @@ struct EngineParams {
     // -devd for the draft model (ngld not given: as ngl); -2: the first device, -1: none
     GpuLayers ngl, ngld;
     int device = -2, device_draft = -2;
+    // Called once (from the engine's thread) when a GPU the models run on is lost (tandem/gpu.h GpuFailure): the
+    // requests it affected were answered 503; `tandem serve` then stops as on SIGTERM and exits non-zero.
+    std::function<void(const std::string&)> on_gpu_lost;
 };
 
 // What `tandem serve`'s flags set besides the engine.

@@ -288,8 +288,16 @@ void Engine::report_prompt(Slot& s) {
 
 // The HTTP status of a job that failed while generating: the request's grammar outgrowing the matcher's bounds
 // is the request's problem (400); anything else is the server's (500).
-static int error_status_of(const std::exception& e) {
+int Engine::error_status_of(const std::exception& e) {
     if (dynamic_cast<const RankFailure*>(&e)) return 503;  // a split target's ranks failed: the server is stopping
+    if (const auto* g = dynamic_cast<const GpuFailure*>(&e)) {  // the GPU ran out of memory, or was lost: stopping
+        if (g->lost && !gpu_lost_) {
+            gpu_lost_ = true;
+            std::fprintf(stderr, "%s: stopping\n", g->what());
+            if (p_.on_gpu_lost) p_.on_gpu_lost(g->what());
+        }
+        return 503;
+    }
     return dynamic_cast<const grammar::GrammarLimit*>(&e) ? 400 : 500;
 }
 

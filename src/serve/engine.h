@@ -196,6 +196,8 @@ private:
     void step_all();  // one round of every busy slot, their target passes merged into one forward pass
     void deliver(Slot& s, std::vector<int32_t>& toks, std::vector<TokenLogprob>& lp);
     void release(Slot& s, const std::string& reason, const std::string& error = "", int status = 500);
+    int error_status_of(const std::exception& e);  // an error's HTTP status (503: a failed split or GPU)
+    bool gpu_lost_ = false;
 
     std::shared_ptr<const Model> target_, draft_;
     std::shared_ptr<const GpuModel> gpu_, draft_gpu_;  // the target's and the draft model's placements (null: CPU)

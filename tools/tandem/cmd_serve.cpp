@@ -291,6 +291,16 @@ int cmd_serve(int argc, char** argv) {
             }
             g_sig_cv.notify_all();
         });
+    // A lost GPU: the same (the engine answered the requests it affected with 503).
+    static std::atomic<bool> gpu_lost{false};
+    ep.on_gpu_lost = [](const std::string&) {
+        gpu_lost = true;
+        {
+            std::lock_guard<std::mutex> lk(g_sig_mu);
+            g_stop = true;
+        }
+        g_sig_cv.notify_all();
+    };
     svc.load(model_path, draft_path, ep, suffix_params);
     loaded.store(true);
 
@@ -310,7 +320,7 @@ int cmd_serve(int argc, char** argv) {
         std::fprintf(stderr, "shutdown: requests still open after the grace period; closing them\n");
     http.stop();
     std::fprintf(stderr, "stopped\n");
-    return cluster_broken ? 1 : 0;
+    return cluster_broken || gpu_lost ? 1 : 0;
 }
 
 }  // namespace tandem::cli

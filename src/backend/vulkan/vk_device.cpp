@@ -302,8 +302,9 @@ DeviceMemory Device::make(size_t bytes, VkMemoryPropertyFlags want, VkMemoryProp
     const VkResult ar = vkAllocateMemory(dev_, &ai, nullptr, &m.memory);
     if (ar != VK_SUCCESS) {
         vkDestroyBuffer(dev_, m.buffer, nullptr);
-        throw Error(
-            strprintf("vulkan: out of device memory: %zu bytes on %s (VkResult %d)", bytes, name_.c_str(), int(ar)));
+        throw GpuFailure(
+            strprintf("vulkan: out of device memory: %zu bytes on %s (VkResult %d)", bytes, name_.c_str(), int(ar)),
+            false);
     }
     check(vkBindBufferMemory(dev_, m.buffer, m.memory, 0), "vkBindBufferMemory");
     if (mem_props_.memoryTypes[ai.memoryTypeIndex].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)
@@ -471,6 +472,16 @@ const DeviceMemory& Device::stage(const void* data, size_t bytes) {
     return staged_.back();
 }
 
+bool Device::inject_loss() {
+    // TANDEM_VK_LOSE_AFTER=N (fault injection for the tests of what the server does then): the submit after the
+    // first N reports the device lost, and so does every later one
+    static const long after = [] {
+        const char* e = std::getenv("TANDEM_VK_LOSE_AFTER");
+        return e && *e ? std::strtol(e, nullptr, 10) : -1;
+    }();
+    return after >= 0 && submits_++ >= after;
+}
+
 void Device::run() {
     if (recording_) {
         recording_ = false;
@@ -484,11 +495,15 @@ void Device::run() {
         VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
         si.commandBufferCount = 1;
         si.pCommandBuffers = &cmd_;
+        if (inject_loss()) lost_ = true;
+        if (lost_) throw GpuFailure("vulkan: the device " + name_ + " was lost", true);
         const VkResult r = vkQueueSubmit(queue_, 1, &si, fence_);
-        if (r == VK_ERROR_DEVICE_LOST) throw Error("vulkan: the device " + name_ + " was lost");
+        lost_ = r == VK_ERROR_DEVICE_LOST;
+        if (lost_) throw GpuFailure("vulkan: the device " + name_ + " was lost", true);
         check(r, "vkQueueSubmit");
         const VkResult w = vkWaitForFences(dev_, 1, &fence_, VK_TRUE, UINT64_MAX);
-        if (w == VK_ERROR_DEVICE_LOST) throw Error("vulkan: the device " + name_ + " was lost");
+        lost_ = w == VK_ERROR_DEVICE_LOST;
+        if (lost_) throw GpuFailure("vulkan: the device " + name_ + " was lost", true);
         check(w, "vkWaitForFences");
         check(vkResetFences(dev_, 1, &fence_), "vkResetFences");
         check(vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");

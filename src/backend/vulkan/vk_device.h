@@ -86,7 +86,8 @@ private:
     void barrier();
     uint32_t memory_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags fallback) const;
     DeviceMemory make(size_t bytes, VkMemoryPropertyFlags want, VkMemoryPropertyFlags fallback);
-    bool is_ring(const DeviceMemory& m) const;  // a view of one of the ring's blocks
+    bool is_ring(const DeviceMemory& m) const;
+    bool inject_loss();  // TANDEM_VK_LOSE_AFTER  // a view of one of the ring's blocks
 
     VkInstance instance_ = VK_NULL_HANDLE;
     VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
@@ -112,6 +113,8 @@ private:
     // TANDEM_VK_PROFILE=1: every dispatch run and timed alone, the totals per shader printed at the end (a
     // profile of where a pass's time goes; it serializes the pass, so it is no measure of speed)
     bool profile_ = false;
+    long submits_ = 0;
+    bool lost_ = false;  // the device was lost: every later run fails at once
     std::map<std::string, std::pair<double, uint64_t>> profile_ms_;
 };
 
