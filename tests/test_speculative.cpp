@@ -58,19 +58,21 @@ SamplerParams greedy() {
     return sp;
 }
 
-// While set (the Gpu* tests below), run_with places its target and draft sessions on the first GPU (the models'
-// placements made once and kept for the process; a drafting head, which runs on the CPU only, stays there).
-bool g_on_gpu = false;
+// While an OnGpu lives (the Gpu* tests below), run_with places its target and draft sessions on the first GPU (each
+// model placed once, the placements released with the OnGpu: never at exit, when the Vulkan driver may be gone; a
+// drafting head, which runs on the CPU only, stays there).
+using Placements = std::map<const Model*, std::pair<std::shared_ptr<const Model>, std::shared_ptr<const GpuModel>>>;
+Placements* g_placed = nullptr;
 std::shared_ptr<const GpuModel> placed(const std::shared_ptr<const Model>& m) {
-    static std::map<const Model*, std::pair<std::shared_ptr<const Model>, std::shared_ptr<const GpuModel>>> held;
-    if (!g_on_gpu || !m || !gpu_unsupported(*m).empty()) return nullptr;
-    auto& p = held[m.get()];
+    if (!g_placed || !m || !gpu_unsupported(*m).empty()) return nullptr;
+    auto& p = (*g_placed)[m.get()];
     if (!p.second) p = {m, place_on_gpu(m, -1)};
     return p.second;
 }
 struct OnGpu {
-    OnGpu() { g_on_gpu = true; }
-    ~OnGpu() { g_on_gpu = false; }
+    Placements held;
+    OnGpu() { g_placed = &held; }
+    ~OnGpu() { g_placed = nullptr; }
 };
 
 // Generates n tokens (EOS not special) with a target/draft pair (any architecture) and the given configuration.

@@ -32,7 +32,9 @@ public:
 
 class Model;
 // A model placed on a GPU: its weights uploaded to the device once, shared by every session of the model there
-// (SessionParams::gpu). The forward pass is the CPU's code on the device's ops (README "GPU").
+// (SessionParams::gpu). The forward pass is the CPU's code on the device's ops (README "GPU"). Its sessions share
+// one device queue: their passes must run from one thread at a time (the server's engine thread runs them all),
+// unlike CPU sessions, which may run concurrently.
 class GpuModel;
 
 // Why a model's forward pass cannot run on a GPU yet ("" when it can): the passes that still run on the CPU only

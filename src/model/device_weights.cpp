@@ -11,10 +11,18 @@ DeviceWeights::DeviceWeights(backend::Backend& be, const Model& m) {
             throw Error(strprintf("%s cannot run %s (layer %d): %s weights", be.name().c_str(), v.name, v.layer,
                                   type_name(w.type)));
     });
+    // the last row ends at its own bytes (a column slice's stride reaches past its tensor)
+    auto bytes_of = [](const Weight& w) {
+        return (w.rows > 0 ? size_t(w.rows - 1) * w.row_stride : 0) + row_bytes(w.type, w.cols);
+    };
+    m.for_each_matrix([&](const Model::WeightVisit& v, const Weight& w) {
+        if (w.data && bytes_of(w) > kMaxTensorBytes)
+            throw Error(strprintf("%s (layer %d) is %.2f GiB: a GPU binding holds at most 4 GiB", v.name, v.layer,
+                                  bytes_of(w) / 1073741824.0));
+    });
     m.for_each_matrix([&](const Model::WeightVisit&, const Weight& w) {
         if (!w.data || placed_.count(w.data)) return;
-        // the last row ends at its own bytes (a column slice's stride reaches past its tensor)
-        const size_t bytes = (w.rows > 0 ? size_t(w.rows - 1) * w.row_stride : 0) + row_bytes(w.type, w.cols);
+        const size_t bytes = bytes_of(w);
         buffers_.push_back(be.map_host(w.data, bytes));
         placed_[w.data] = {buffers_.back().get(), 0, w.type, w.rows, w.cols, w.row_stride};
         bytes_ += bytes;

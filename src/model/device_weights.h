@@ -12,10 +12,13 @@
 
 namespace tandem {
 
+// The largest tensor a GPU backend binds (Vulkan: 32-bit offsets in the shaders, maxStorageBufferRange)
+constexpr size_t kMaxTensorBytes = size_t(UINT32_MAX);
+
 class DeviceWeights {
 public:
     // Uploads every matrix and vector of m. Throws tandem::Error naming the first matrix whose type the backend
-    // cannot multiply (backend::unsupported's rule), before uploading anything.
+    // cannot multiply (backend::unsupported's rule) or one past kMaxTensorBytes, before uploading anything.
     DeviceWeights(backend::Backend& be, const Model& m);
     // The device copy of a matrix or vector of the model (a view's, its first visit's); a null tensor for a matrix
     // this process does not hold (w.data null) or an empty vector. Throws tandem::Error for one not of the model.

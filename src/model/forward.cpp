@@ -395,9 +395,13 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     }
     if (n_out == 0) return be.sync();
     // one matmul for every row asked; granite's logit scale, then the softcap
-    const backend::Tensor logits = P.logits.rows(be, n_out, hp.n_vocab);
+    // (on the CPU, one segment's logits go straight into its rows: no copy, no scratch of n_out x n_vocab)
+    const bool direct = be.host_memory() && segs.size() == 1;
+    const backend::Tensor logits = direct ? HostTensors{be.host_memory()}.rows(segs[0].logits_out, n_out, hp.n_vocab)
+                                          : P.logits.rows(be, n_out, hp.n_vocab);
     be.matmul(M.weight(out_w), xn.rows_at(0, n_out), logits);
     if (hp.logit_scale != 1.0f || hp.logit_softcap > 0) be.softcap(hp.logit_scale, hp.logit_softcap, logits);
+    if (direct) return;
     n_out = 0;
     for (const auto& g : segs)
         if (g.logits_out) {

@@ -79,6 +79,16 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
         if (const std::string why = gpu_unsupported(*model_); !why.empty())
             throw Error(model_->path() + ": not on a GPU: " + why);
     }
+    if (params.gpu) {  // one buffer of keys and one of values: each within what a GPU binding holds
+        size_t k = 0;
+        for (const KvLayer& l : layers) k += size_t(l.rows) * row_bytes(params.type_k, l.kv_dim);
+        if (k > kMaxTensorBytes)
+            throw Error(
+                strprintf("%s: the KV cache's keys on the GPU would take %.2f GiB (a GPU binding holds at "
+                          "most 4 GiB): a smaller context (-c %d or less) or a smaller cache type (-ctk)",
+                          model_->path().c_str(), k / 1073741824.0,
+                          int(double(n_ctx_) * double(kMaxTensorBytes) / double(k)) / 256 * 256));
+    }
     impl_ = std::make_unique<Impl>(pool_, params.gpu, n_ctx_, layers, params.type_k, params.type_v, hp.mla);
     // a model (or cache type) the session's backend cannot run is refused here, by name, before any pass
     if (const std::string why = backend::unsupported(*impl_->be, *model_, params.type_k, params.type_v); !why.empty())
@@ -403,6 +413,8 @@ void Session::decode_batch(const std::vector<DecodeRequest>& reqs) {
         TD_ASSERT(&r.session->model() == &reqs[0].session->model());
         TD_ASSERT(r.session->n_layers_ == reqs[0].session->n_layers_ && &r.session->pool_ == &reqs[0].session->pool_);
         TD_ASSERT(r.session->layer0_ == reqs[0].session->layer0_);
+        if (r.session->impl_->gpu != reqs[0].session->impl_->gpu)  // one backend runs the pass: the same placement
+            throw Error("decode_batch: sessions on different devices (a GPU placement and the CPU, or two placements)");
         TD_ASSERT(!r.parents || r.all_logits);
         r.session->check_decode(r.tokens, r.n, r.n);
         check_tree(r.parents, r.n);

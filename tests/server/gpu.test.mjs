@@ -57,8 +57,8 @@ test('serve -ngl 99: the model on the GPU, the core routes, speculation identica
 });
 
 test('a lost GPU: the request is answered 503 and the server exits non-zero', { skip }, async () => {
-  // the first submits load the model and run the warm-up; the loss comes during the request's passes
-  const srv = await startServer(['-m', STORIES, '-ngl', '99'], { env: { TANDEM_VK_LOSE_AFTER: '40' } });
+  // the loss comes at the 30th pass (a warm-up, then the requests' prompts and tokens)
+  const srv = await startServer(['-m', STORIES, '-ngl', '99'], { env: { TANDEM_VK_LOSE_AFTER: '30' } });
   try {
     let status = 200;
     for (let i = 0; i < 20 && status === 200; i++) {

@@ -138,6 +138,8 @@ std::shared_ptr<const GpuModel> place_by_flags(const GpuFlags& f, bool draft, co
     const GpuLayers& ngl = draft && f.ngld.given ? f.ngld : f.ngl;
     int device = f.device != -2 ? f.device : f.main_gpu;
     if (draft && f.device_draft != -2) device = f.device_draft;
+    if (!ngl.given && device >= 0 && !draft)
+        std::fprintf(stderr, "note: a device without -ngl: every layer runs on the CPU (-ngl 99 puts them on it)\n");
     const GpuChoice c = choose_gpu(m, ngl, device, cache_bytes, draft ? "draft" : "target");
     if (!c.log.empty()) std::fprintf(stderr, "%s\n", c.log.c_str());
     return c.gpu;

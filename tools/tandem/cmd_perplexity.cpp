@@ -31,6 +31,8 @@ int cmd_perplexity(int argc, char** argv) {
     ap.add({"-t", "--threads"}, "N", "threads (2)",
            [&](const std::string& v) { n_threads = to_int_in("-t", v, 1, 1024); });
     add_cache_flags(ap, cache, false);
+    GpuFlags gpu;
+    add_gpu_flags(ap, gpu, false);
     ap.add({"--kld-base-cache"}, "TYPE", "compare with the predictions of a cache of this type for keys and values",
            [&](const std::string& v) { base_type = v; });
     auto pos = ap.parse(argc, argv, 2);
@@ -51,6 +53,9 @@ int cmd_perplexity(int argc, char** argv) {
         p.base.type_k = p.base.type_v = parse_kv_cache_type(base_type, "--kld-base-cache");
     }
     ThreadPool pool(n_threads);
+    SessionParams probe = p.test;
+    probe.n_ctx = p.n_ctx;
+    p.test.gpu = p.base.gpu = place_by_flags(gpu, false, model, kv_cache_bytes(*model, probe, p.n_ctx) * 2);
     std::fprintf(stderr, "%zu tokens, chunks of %d, KV cache K %s + V %s%s%s\n", tokens.size(), p.n_ctx,
                  type_name(p.test.type_k), type_name(p.test.type_v), p.compare ? ", against " : "",
                  p.compare ? type_name(p.base.type_k) : "");

@@ -321,7 +321,11 @@ DeviceMemory Device::alloc_host(size_t bytes) {
 
 void Device::free(DeviceMemory& m) {
     if (!m.buffer) return;
-    if (recording_) run();  // (recorded commands may use it; staged memory stays until sync)
+    if (recording_) try {
+            run();  // (recorded commands may use it; staged memory stays until sync)
+        } catch (const std::exception&) {  // a lost device (called from destructors: never throws)
+            lost_ = true;
+        }
     if (m.mapped) vkUnmapMemory(dev_, m.memory);
     vkDestroyBuffer(dev_, m.buffer, nullptr);
     vkFreeMemory(dev_, m.memory, nullptr);
@@ -421,6 +425,7 @@ void Device::dispatch(const Pipeline& p, const std::vector<Bind>& binds, const v
     vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
     if (p.push_bytes) vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
     vkCmdDispatch(cmd_, gx, gy, gz);
+    dispatched_ = true;
     barrier();
     if (profile_) {
         run();
@@ -473,13 +478,15 @@ const DeviceMemory& Device::stage(const void* data, size_t bytes) {
 }
 
 bool Device::inject_loss() {
-    // TANDEM_VK_LOSE_AFTER=N (fault injection for the tests of what the server does then): the submit after the
-    // first N reports the device lost, and so does every later one
+    // TANDEM_VK_LOSE_AFTER=N (fault injection for the tests of what the server does then): the submit of a pass
+    // (one that ran a shader: uploads alone do not count) after the first N reports the device lost, and so does
+    // every later one
     static const long after = [] {
         const char* e = std::getenv("TANDEM_VK_LOSE_AFTER");
         return e && *e ? std::strtol(e, nullptr, 10) : -1;
     }();
-    return after >= 0 && submits_++ >= after;
+    if (after < 0 || !dispatched_) return false;
+    return submits_++ >= after;
 }
 
 void Device::run() {
@@ -496,6 +503,7 @@ void Device::run() {
         si.commandBufferCount = 1;
         si.pCommandBuffers = &cmd_;
         if (inject_loss()) lost_ = true;
+        dispatched_ = false;
         if (lost_) throw GpuFailure("vulkan: the device " + name_ + " was lost", true);
         const VkResult r = vkQueueSubmit(queue_, 1, &si, fence_);
         lost_ = r == VK_ERROR_DEVICE_LOST;
@@ -516,7 +524,11 @@ void Device::sync() {
     run();
     std::deque<DeviceMemory> staged;
     staged.swap(staged_);
-    ring_block_ = ring_used_ = 0;  // the ring's blocks are reused from the start
+    ring_block_ = ring_used_ = 0;  // the ring's blocks are reused from the start; beyond kRingKeep, freed
+    while (ring_.size() > kRingKeep) {
+        free(ring_.back());
+        ring_.pop_back();
+    }
     for (auto& m : staged)
         if (!m.offset && !is_ring(m)) free(m);
 }

@@ -56,7 +56,7 @@ public:
     DeviceMemory alloc(size_t bytes);
     // Host-visible, coherent, mapped: staging and small host arrays.
     DeviceMemory alloc_host(size_t bytes);
-    void free(DeviceMemory& m);  // waits for the pass in flight first when one is recorded
+    void free(DeviceMemory& m);  // runs the recorded pass first (never throws: a failed run marks the device lost)
 
     // A pipeline of the embedded shader `name` (bindings storage buffers, push_bytes of push constants).
     const Pipeline& pipeline(const std::string& name, uint32_t bindings, uint32_t push_bytes);
@@ -71,6 +71,7 @@ public:
     // a larger array gets a block of its own size), aligned for a storage-buffer binding.
     const DeviceMemory& stage(const void* data, size_t bytes);
     static constexpr size_t kRingBlock = size_t(4) << 20;
+    static constexpr size_t kRingKeep = 4;  // blocks kept between passes (a larger pass's extra ones are freed)
     // Runs what was recorded and waits; then the staging memory is released.
     void sync();
     // Runs what was recorded and waits, keeping the staging memory (a flush inside a pass: an op that staged its
@@ -113,7 +114,8 @@ private:
     // TANDEM_VK_PROFILE=1: every dispatch run and timed alone, the totals per shader printed at the end (a
     // profile of where a pass's time goes; it serializes the pass, so it is no measure of speed)
     bool profile_ = false;
-    long submits_ = 0;
+    long submits_ = 0;  // passes submitted (TANDEM_VK_LOSE_AFTER)
+    bool dispatched_ = false;  // the recorded stream runs a shader
     bool lost_ = false;  // the device was lost: every later run fails at once
     std::map<std::string, std::pair<double, uint64_t>> profile_ms_;
 };

@@ -170,11 +170,12 @@ public:
         return b;
     }
     std::unique_ptr<Buffer> map_host(const void* data, size_t bytes) override {
+        const bool in_pass = dev_.recording();
         auto b = std::make_unique<VulkanBuffer>(dev_, dev_.alloc(bytes));
         if (bytes) dev_.copy(dev_.stage(data, bytes), 0, b->mem(), 0, bytes);
         // a weight's staging copy is released at once (a model's weights would else all be staged at the same
         // time), unless a pass is being recorded
-        if (bytes > Device::kRingBlock && !dev_.recording()) dev_.sync();
+        if (!in_pass) dev_.sync();
         return b;
     }
     void write(const Tensor& dst, const void* src) override {
