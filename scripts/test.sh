@@ -51,10 +51,11 @@ asan_tests() {
   # drain, whose code the server suites here exercise). The llama.cpp references on the GPU (*OnTheGpu*: the
   # forward pass's code is the CPU's, which the sanitizer checks here; what differs, the Vulkan backend, its own
   # tests Vulkan.* and Gpu.* check here) are left to the release suite too, as are speculation's GPU tests
-  # (Speculative.Gpu*: the CPU's speculative code, run here on the CPU, over ~2 minutes of lavapipe passes).
+  # (Speculative.Gpu*: the CPU's speculative code, run here on the CPU, over ~2 minutes of lavapipe passes) and
+  # the model-level GPU tests (Gpu.*: the pass's code is the CPU's; server_gpu runs the GPU's host side here).
   vulkan_tests build-asan
   TANDEM_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$jobs" -E '^(format|isa_leaks|include_boundary|split_mpi|replicas)$|OnTheGpu|Speculative.Gpu'
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" -E '^(format|isa_leaks|include_boundary|split_mpi|replicas)$|OnTheGpu|Speculative.Gpu|^Gpu\.'
 }
 fuzz() {
   local secs=$1 corpus

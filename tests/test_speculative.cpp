@@ -1417,8 +1417,8 @@ TEST(Speculative, GreedyIsTokenIdenticalWithQuantizedCachesAtDepth) {
 
 // Greedy speculation on the GPU is the plain GPU output token for token: draft models (a Q8_0 copy, a poor 1-layer
 // one), n-grams, the target's first layers, forced trees, at draft lengths 3 and 8; and for a recurrent target
-// (qwen35, its state rolled back each round), glm4moe's MTP block, gemma4 (per-layer inputs, shared-KV layers) and
-// an MoE target. (What makes it exact: every op is batch-invariant, Gpu.ARowsLogitsDoNotDependOnItsPass.)
+// (qwen35, its state rolled back each round) and an MoE target with its MTP block (glm4moe). (gemma4's and the
+// other architectures' rows: Gpu.ARowsLogitsDoNotDependOnItsPass, bit for bit.) (What makes it exact: every op is batch-invariant, Gpu.ARowsLogitsDoNotDependOnItsPass.)
 TEST(Speculative, GpuGreedyIsTokenIdenticalToPlainGpuDecoding) {
     GPU_OR_SKIP();
     OnGpu on;
@@ -1448,7 +1448,7 @@ TEST(Speculative, GpuGreedyIsTokenIdenticalToPlainGpuDecoding) {
         if (d.tree) EXPECT_GT(st.n_tree_nodes, 0) << d.what;
     }
     const std::vector<int32_t> prompt = {1, 300, 301, 302, 517, 640, 12, 99};
-    for (const char* shape : {"tiny-ref-qwen35", "tiny-ref-gemma4", "tiny-ref-glm4moe"}) {
+    for (const char* shape : {"tiny-ref-qwen35", "tiny-ref-glm4moe"}) {
         auto target = Model::load(test::synth_file(shape, "Q8_0"));
         auto draft = Model::load(test::synth_file(shape, "Q4_0"));
         const auto plain_t = run_with(pool, target, nullptr, prompt, 24, greedy(), SpecParams{});
@@ -1470,8 +1470,9 @@ TEST(Speculative, GpuGreedyIsTokenIdenticalToPlainGpuDecoding) {
 }
 
 // Sampling on the GPU keeps the plain distribution (stories260K with its 1-layer copy drafting at temperature 1.5:
-// q far from p, both broad), and the accept-all negative control is told apart. 200 runs (a pass costs ~40 ms on
-// lavapipe): at 1500 the spec-vs-plain p values were 0.72 and 0.58 and the control's 1e-260.
+// q far from p, both broad), and the accept-all negative control is told apart. 120 runs (a pass costs ~40 ms on
+// lavapipe): at 1500 the spec-vs-plain p values were 0.72 and 0.58 and the control's 1e-260; at 200, 0.70, 0.82
+// and 2e-37.
 TEST(Speculative, GpuSampledDistributionIsThePlainOne) {
     GPU_OR_SKIP();
     OnGpu on;
@@ -1485,7 +1486,7 @@ TEST(Speculative, GpuSampledDistributionIsThePlainOne) {
     dp.gpu = placed(fx().l1);
     Session ts(fx().target, tp, pool), ds(fx().l1, dp, pool);
     const long long accepted =
-        expect_sampled_distribution(ts, &ds, ids, sp, fixed_length(SpecType::DRAFT, 4), 200, 3, "GPU, 1-layer draft");
-    EXPECT_GT(accepted, test::statistical_runs(200).runs / 10) << "too few drafts accepted to say much";
+        expect_sampled_distribution(ts, &ds, ids, sp, fixed_length(SpecType::DRAFT, 4), 120, 3, "GPU, 1-layer draft");
+    EXPECT_GT(accepted, test::statistical_runs(120).runs / 10) << "too few drafts accepted to say much";
     GPU_NO_MESSAGES();
 }
