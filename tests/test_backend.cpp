@@ -24,15 +24,9 @@
 using namespace tandem;
 using namespace tandem::backend;
 
-namespace {
+using tandem::test::gaussian;
 
-std::vector<float> gaussian(size_t n, uint32_t seed, float sd = 1.0f) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d(0.0f, sd);
-    std::vector<float> v(n);
-    for (float& x : v) x = d(rng);
-    return v;
-}
+namespace {
 
 // A tensor of a backend holding `rows` rows of `cols` floats, stored as `type`.
 struct Held {
@@ -768,6 +762,44 @@ TEST(Vulkan, MatmulAndGetRowsMatchTheReference) {
         }
         EXPECT_LE(rel_err(out[0], out[1]), 2e-6);
         EXPECT_EQ(emb[0], emb[1]);
+    }
+    VULKAN_NO_MESSAGES();
+}
+
+// The matmul shaders' two trees (shaders/matmul_unit.glsl: the last steps through subgroup shuffles, or all through
+// shared memory, TANDEM_VK_SUBGROUP=0) pair the same lanes: the same bits, for every type, dense and expert rows, rows
+// long enough that lanes take several units, in passes of more than 8 rows.
+TEST(Vulkan, TheSubgroupTreeGivesTheSharedMemoryTreesBits) {
+    VULKAN_OR_SKIP(vk);
+    if (vk->name().find("subgroups of") == std::string::npos)
+        GTEST_SKIP() << vk->name()
+                     << " has no subgroup shuffles in compute shaders: the one tree is the shared memory's";
+    setenv("TANDEM_VK_SUBGROUP", "0", 1);
+    std::unique_ptr<Backend> plain = make_vulkan_backend(-1);
+    unsetenv("TANDEM_VK_SUBGROUP");
+    ASSERT_EQ(plain->name().find("subgroups of"), std::string::npos) << plain->name();
+    const int64_t R = 6, C = 256 * 33;
+    const int n = 11, k = 2, n_exp = 3;
+    const auto w = gaussian(size_t(R * C * n_exp), 11, 0.05f), x = gaussian(size_t(n * C), 12);
+    const int32_t ids[n * k] = {0, 2, 1, 0, 2, 2, 1, 1, 0, 1, 2, 0, 0, 0, 1, 2, 2, 1, 0, 2, 1, 0};
+    for (TensorType t : kWeightTypes) {
+        SCOPED_TRACE(type_name(t));
+        std::vector<float> out[2], outid[2];
+        Backend* bs[2] = {vk.get(), plain.get()};
+        for (int i = 0; i < 2; i++) {
+            Held hw = make(*bs[i], t, R * n_exp, C, w);
+            Held hx = make(*bs[i], TensorType::F32, n, C, x), hy = make(*bs[i], TensorType::F32, n, R);
+            bs[i]->matmul(hw.t.rows_at(0, R), hx.t, hy.t);
+            out[i] = get(*bs[i], hy.t);
+            Tensor experts[n_exp];
+            for (int e = 0; e < n_exp; e++) experts[e] = hw.t.rows_at(e * R, R);
+            Held hid = make_ids(*bs[i], n, k, ids);
+            Held hyid = make(*bs[i], TensorType::F32, n * k, R);
+            bs[i]->matmul_id(experts, n_exp, hid.t, hx.t, false, hyid.t);
+            outid[i] = get(*bs[i], hyid.t);
+        }
+        EXPECT_EQ(out[0], out[1]);
+        EXPECT_EQ(outid[0], outid[1]);
     }
     VULKAN_NO_MESSAGES();
 }

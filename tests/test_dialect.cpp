@@ -24,7 +24,7 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-std::shared_ptr<const Model> stories() {
+std::shared_ptr<const Model> dialect_stories() {
     static auto m = Model::load(test::shared_file("models/stories260K.gguf"));
     return m;
 }
@@ -71,12 +71,12 @@ std::shared_ptr<Job> finished_job(const std::vector<std::string>& pieces, const 
     return j;
 }
 
-struct Fixture {
+struct DialectFixture {
     FrontEnd fe;
     AnswerContext ctx{fe, "stories", ReasoningFormat::DEEPSEEK, false};
     Generation g;
     // opt: the chat template (and with it the tool-call format) instead of the model's
-    Fixture(Api api, std::shared_ptr<Job> job, const FrontEndOptions& opt = {}) : fe(*stories(), opt) {
+    DialectFixture(Api api, std::shared_ptr<Job> job, const FrontEndOptions& opt = {}) : fe(*dialect_stories(), opt) {
         g.api = api;
         g.prompts.push_back({{1, 2, 3, 4, 5}, false, false});
         g.jobs.push_back(std::move(job));
@@ -109,14 +109,14 @@ const std::vector<std::string> kPieces = {"<th", "ink>pla", "n</th", "ink>Hel", 
 }  // namespace
 
 TEST(Dialect, OpenAiChatStreamAddsUpToTheWholeAnswer) {
-    Fixture whole_f(Api::Chat, finished_job(kPieces));
+    DialectFixture whole_f(Api::Chat, finished_job(kPieces));
     json w = whole_f.whole();
     EXPECT_EQ(w["object"], "chat.completion");
     EXPECT_EQ(w["choices"][0]["message"]["content"], "Hello world");
     EXPECT_EQ(w["choices"][0]["message"]["reasoning_content"], "plan");
     EXPECT_EQ(w["choices"][0]["finish_reason"], "stop");
     EXPECT_EQ(w["usage"]["prompt_tokens"], 5);
-    Fixture f(Api::Chat, finished_job(kPieces));
+    DialectFixture f(Api::Chat, finished_job(kPieces));
     Recorder r = f.stream();
     ASSERT_TRUE(r.streamed && r.ended);
     ASSERT_FALSE(r.events.empty());
@@ -138,21 +138,21 @@ TEST(Dialect, OpenAiChatStreamAddsUpToTheWholeAnswer) {
 
 TEST(Dialect, CompletionsAndNativeStreamsAddUpToTheWholeText) {
     const std::string all = "<think>plan</think>Hello world";
-    Fixture wo(Api::Oai, finished_job(kPieces));
+    DialectFixture wo(Api::Oai, finished_job(kPieces));
     EXPECT_EQ(wo.whole()["choices"][0]["text"], all);
-    Fixture so(Api::Oai, finished_job(kPieces));
+    DialectFixture so(Api::Oai, finished_job(kPieces));
     Recorder r = so.stream();
     std::string text;
     for (size_t i = 0; i + 1 < r.events.size(); i++) text += json::parse(r.events[i].data)["choices"][0]["text"];
     EXPECT_EQ(text, all);
     EXPECT_EQ(r.events.back().data, "[DONE]");
 
-    Fixture wn(Api::Native, finished_job(kPieces, "length"));
+    DialectFixture wn(Api::Native, finished_job(kPieces, "length"));
     json w = wn.whole();
     EXPECT_EQ(w["content"], all);
     EXPECT_EQ(w["stop_type"], "limit");
     EXPECT_EQ(w["model"], "stories");
-    Fixture sn(Api::Native, finished_job(kPieces, "length"));
+    DialectFixture sn(Api::Native, finished_job(kPieces, "length"));
     r = sn.stream();
     text.clear();
     for (const auto& e : r.events) {
@@ -165,14 +165,14 @@ TEST(Dialect, CompletionsAndNativeStreamsAddUpToTheWholeText) {
 }
 
 TEST(Dialect, AnthropicAndResponsesStreamNamedEventsThatAddUpToTheWholeAnswer) {
-    Fixture wa(Api::Anthropic, finished_job(kPieces));
+    DialectFixture wa(Api::Anthropic, finished_job(kPieces));
     json w = wa.whole();
     ASSERT_EQ(w["content"].size(), 2u);
     EXPECT_EQ(w["content"][0]["type"], "thinking");
     EXPECT_EQ(w["content"][0]["thinking"], "plan");
     EXPECT_EQ(w["content"][1]["text"], "Hello world");
     EXPECT_EQ(w["stop_reason"], "end_turn");
-    Fixture sa(Api::Anthropic, finished_job(kPieces));
+    DialectFixture sa(Api::Anthropic, finished_job(kPieces));
     Recorder r = sa.stream();
     ASSERT_GE(r.events.size(), 3u);
     EXPECT_EQ(r.events.front().event, "message_start");
@@ -188,11 +188,11 @@ TEST(Dialect, AnthropicAndResponsesStreamNamedEventsThatAddUpToTheWholeAnswer) {
     EXPECT_EQ(text, "Hello world");
     EXPECT_EQ(thinking, "plan");
 
-    Fixture wr(Api::Responses, finished_job(kPieces));
+    DialectFixture wr(Api::Responses, finished_job(kPieces));
     w = wr.whole();
     EXPECT_EQ(w["status"], "completed");
     EXPECT_EQ(w["output_text"], "Hello world");
-    Fixture sr(Api::Responses, finished_job(kPieces));
+    DialectFixture sr(Api::Responses, finished_job(kPieces));
     r = sr.stream();
     text.clear();
     int seq = 0;
@@ -233,7 +233,7 @@ TEST(Dialect, ParallelCallsCutByTheLengthLimitAnswerTheWholeCalls) {
         FrontEndOptions opt;
         opt.chat_template = c.chat_template;
         auto fixture = [&](Api api, const std::vector<std::string>& pieces) {
-            auto f = std::make_unique<Fixture>(api, finished_job(pieces, "length"), opt);
+            auto f = std::make_unique<DialectFixture>(api, finished_job(pieces, "length"), opt);
             f->g.request.tools = tools;
             f->g.request.tool_choice = ParsedRequest::ToolChoice::REQUIRED;
             return f;
@@ -324,7 +324,7 @@ TEST(Dialect, ParallelCallsCutByTheLengthLimitAnswerTheWholeCalls) {
 // the stream with the API's own error event.
 TEST(Dialect, FailuresTakeEachApisShape) {
     for (bool stream : {false, true}) {
-        Fixture f(Api::Chat, finished_job({}, "error", "the grammar is too deep", 400));
+        DialectFixture f(Api::Chat, finished_job({}, "error", "the grammar is too deep", 400));
         HttpRequest req;
         Recorder r;
         Call call{req, r, {}};
@@ -338,7 +338,7 @@ TEST(Dialect, FailuresTakeEachApisShape) {
     const std::map<Api, std::string> error_event = {
         {Api::Chat, ""}, {Api::Oai, ""}, {Api::Native, ""}, {Api::Anthropic, "error"}, {Api::Responses, "error"}};
     for (const auto& [api, name] : error_event) {
-        Fixture f(api, finished_job({"Hel", "lo"}, "error", "out of memory", 500));
+        DialectFixture f(api, finished_job({"Hel", "lo"}, "error", "out of memory", 500));
         Recorder r = f.stream();
         ASSERT_TRUE(r.streamed);
         EXPECT_TRUE(r.ended);
@@ -518,11 +518,11 @@ TEST(Dialect, TokenOriginsFollowEveryToken) {
     };
     for (Api api : {Api::Chat, Api::Native}) {
         const std::string what = api == Api::Chat ? "chat" : "native";
-        Fixture wf(api, job());
+        DialectFixture wf(api, job());
         wf.g.request.token_origins = true;
         json w = wf.whole();
         check(api == Api::Chat ? w["choices"][0]["token_origins"] : w["token_origins"], what + " whole");
-        Fixture sf(api, job());
+        DialectFixture sf(api, job());
         sf.g.request.token_origins = true;
         Recorder r = sf.stream();
         json all = json::array();
@@ -533,7 +533,7 @@ TEST(Dialect, TokenOriginsFollowEveryToken) {
                 for (const auto& t : o["token_origins"]) all.push_back(t);
         }
         check(all, what + " stream");
-        Fixture plain(api, job());
+        DialectFixture plain(api, job());
         EXPECT_EQ(plain.whole().dump().find("token_origins"), std::string::npos) << what;
         for (const auto& e : plain.stream().events) EXPECT_EQ(e.data.find("token_origins"), std::string::npos) << what;
     }

@@ -16,31 +16,31 @@ using namespace tandem;
 
 namespace {
 
-std::shared_ptr<const Model> stories() {
+std::shared_ptr<const Model> embed_stories() {
     static auto m = Model::load(test::shared_file("models/stories260K.gguf"));
     return m;
 }
 
-const std::vector<int32_t> kSeq = {1, 403, 407, 261, 378, 432, 269, 300, 262, 301, 350, 280};
+const std::vector<int32_t> kEmbedSeq = {1, 403, 407, 261, 378, 432, 269, 300, 262, 301, 350, 280};
 
 }  // namespace
 
 // The last position's embedding, multiplied by the output matrix, gives the logits decode() computes.
 TEST(Embedding, HiddenStatesAreWhatTheLogitsAreComputedFrom) {
     ThreadPool pool(2);
-    Session a(stories(), {}, pool), b(stories(), {}, pool);
-    const int E = stories()->hparams().n_embd, V = stories()->hparams().n_vocab;
-    std::vector<float> h = a.embed(kSeq.data(), int(kSeq.size()));
-    ASSERT_EQ(h.size(), kSeq.size() * size_t(E));
-    EXPECT_EQ(a.n_past(), int(kSeq.size()));
-    b.decode(kSeq, false);
-    const Weight& out = stories()->output();
+    Session a(embed_stories(), {}, pool), b(embed_stories(), {}, pool);
+    const int E = embed_stories()->hparams().n_embd, V = embed_stories()->hparams().n_vocab;
+    std::vector<float> h = a.embed(kEmbedSeq.data(), int(kEmbedSeq.size()));
+    ASSERT_EQ(h.size(), kEmbedSeq.size() * size_t(E));
+    EXPECT_EQ(a.n_past(), int(kEmbedSeq.size()));
+    b.decode(kEmbedSeq, false);
+    const Weight& out = embed_stories()->output();
     std::vector<float> row(size_t(E) + 0);
     double max_logit = 0, max_err = 0;
     for (int v = 0; v < V; v++) {
         dequantize_row_ref(out.type, out.data + size_t(v) * out.row_stride, row.data(), E);
         double dot = 0;
-        for (int i = 0; i < E; i++) dot += double(row[size_t(i)]) * h[(kSeq.size() - 1) * size_t(E) + size_t(i)];
+        for (int i = 0; i < E; i++) dot += double(row[size_t(i)]) * h[(kEmbedSeq.size() - 1) * size_t(E) + size_t(i)];
         max_logit = std::max(max_logit, std::fabs(double(b.last_logits()[v])));
         max_err = std::max(max_err, std::fabs(dot - b.last_logits()[v]));
     }
@@ -50,12 +50,12 @@ TEST(Embedding, HiddenStatesAreWhatTheLogitsAreComputedFrom) {
 // Row i of a sequence's embeddings sees tokens 0..i only: it equals the last row of the prefix's embeddings.
 TEST(Embedding, RowsAreCausal) {
     ThreadPool pool(1);
-    Session a(stories(), {}, pool);
-    const size_t E = size_t(stories()->hparams().n_embd);
-    std::vector<float> all = a.embed(kSeq.data(), int(kSeq.size()));
+    Session a(embed_stories(), {}, pool);
+    const size_t E = size_t(embed_stories()->hparams().n_embd);
+    std::vector<float> all = a.embed(kEmbedSeq.data(), int(kEmbedSeq.size()));
     for (int n : {1, 5, 9}) {
-        Session b(stories(), {}, pool);
-        std::vector<float> pre = b.embed(kSeq.data(), n);
+        Session b(embed_stories(), {}, pool);
+        std::vector<float> pre = b.embed(kEmbedSeq.data(), n);
         for (size_t i = 0; i < E; i++) ASSERT_NEAR(pre[size_t(n - 1) * E + i], all[size_t(n - 1) * E + i], 1e-4) << n;
     }
 }

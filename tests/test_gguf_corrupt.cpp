@@ -25,7 +25,7 @@ std::string try_load(const std::string& bytes) {
     }
 }
 
-void expect_refused(const std::string& bytes, const std::string& what) {
+void expect_corrupt_refused(const std::string& bytes, const std::string& what) {
     std::string msg = try_load(bytes);
     EXPECT_FALSE(msg.empty()) << "accepted a corrupted file: " << what;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << "error message is not one line: " << msg;
@@ -56,8 +56,8 @@ TEST_F(Corrupt, IntactFileLoads) { EXPECT_EQ(try_load(good), ""); }
 TEST_F(Corrupt, TruncatedAtEveryHeaderFieldBoundary) {
     int n = 0;
     for (const auto& f : fields) {
-        expect_refused(good.substr(0, f.offset), "cut at field start " + std::to_string(f.offset));
-        if (f.size > 1) expect_refused(good.substr(0, f.offset + f.size / 2), "cut inside field");
+        expect_corrupt_refused(good.substr(0, f.offset), "cut at field start " + std::to_string(f.offset));
+        if (f.size > 1) expect_corrupt_refused(good.substr(0, f.offset + f.size / 2), "cut inside field");
         n++;
     }
     EXPECT_GT(n, 100);
@@ -67,7 +67,7 @@ TEST_F(Corrupt, TruncatedAtRandomOffsets) {
     std::mt19937 rng(1234);
     for (int i = 0; i < 300; i++) {
         size_t cut = std::uniform_int_distribution<size_t>(0, good.size() - 1)(rng);
-        expect_refused(good.substr(0, cut), "cut at " + std::to_string(cut));
+        expect_corrupt_refused(good.substr(0, cut), "cut at " + std::to_string(cut));
     }
 }
 
@@ -76,40 +76,40 @@ TEST_F(Corrupt, FlippedCountsTypesAndLengths) {
     for (const auto& f : fields) {
         using K = test::GgufField;
         switch (f.kind) {
-            case K::MAGIC: expect_refused(patched<uint32_t>(good, f.offset, 0x46554746), "bad magic"); break;
+            case K::MAGIC: expect_corrupt_refused(patched<uint32_t>(good, f.offset, 0x46554746), "bad magic"); break;
             case K::VERSION:
-                expect_refused(patched<uint32_t>(good, f.offset, 1), "version 1");
-                expect_refused(patched<uint32_t>(good, f.offset, 4), "version 4");
+                expect_corrupt_refused(patched<uint32_t>(good, f.offset, 1), "version 1");
+                expect_corrupt_refused(patched<uint32_t>(good, f.offset, 4), "version 4");
                 break;
             case K::N_TENSORS:
             case K::N_KV:
             case K::STR_LEN:
             case K::ARRAY_LEN:
-                expect_refused(patched<uint64_t>(good, f.offset, ~0ull), "count ~0");
-                expect_refused(patched<uint64_t>(good, f.offset, 1ull << 40), "count 2^40");
+                expect_corrupt_refused(patched<uint64_t>(good, f.offset, ~0ull), "count ~0");
+                expect_corrupt_refused(patched<uint64_t>(good, f.offset, 1ull << 40), "count 2^40");
                 break;
             case K::VALUE_TYPE:
             case K::ARRAY_TYPE:
-                expect_refused(patched<uint32_t>(good, f.offset, 13), "value type 13");
-                expect_refused(patched<uint32_t>(good, f.offset, 0xFFFFFFFF), "value type ~0");
+                expect_corrupt_refused(patched<uint32_t>(good, f.offset, 13), "value type 13");
+                expect_corrupt_refused(patched<uint32_t>(good, f.offset, 0xFFFFFFFF), "value type ~0");
                 break;
             case K::N_DIMS:
-                expect_refused(patched<uint32_t>(good, f.offset, 0), "0 dims");
-                expect_refused(patched<uint32_t>(good, f.offset, 5), "5 dims");
+                expect_corrupt_refused(patched<uint32_t>(good, f.offset, 0), "0 dims");
+                expect_corrupt_refused(patched<uint32_t>(good, f.offset, 5), "5 dims");
                 break;
             case K::DIM:
-                expect_refused(patched<uint64_t>(good, f.offset, 0), "dim 0");
-                expect_refused(patched<uint64_t>(good, f.offset, ~0ull), "dim ~0");
-                expect_refused(patched<uint64_t>(good, f.offset, 1ull << 33), "dim 2^33");
+                expect_corrupt_refused(patched<uint64_t>(good, f.offset, 0), "dim 0");
+                expect_corrupt_refused(patched<uint64_t>(good, f.offset, ~0ull), "dim ~0");
+                expect_corrupt_refused(patched<uint64_t>(good, f.offset, 1ull << 33), "dim 2^33");
                 break;
             case K::TENSOR_TYPE:
-                expect_refused(patched<uint32_t>(good, f.offset, 4), "removed type Q4_2");
-                expect_refused(patched<uint32_t>(good, f.offset, 99), "type 99");
+                expect_corrupt_refused(patched<uint32_t>(good, f.offset, 4), "removed type Q4_2");
+                expect_corrupt_refused(patched<uint32_t>(good, f.offset, 99), "type 99");
                 break;
             case K::TENSOR_OFFSET:
-                expect_refused(patched<uint64_t>(good, f.offset, uint64_t(good.size())), "offset at end");
-                expect_refused(patched<uint64_t>(good, f.offset, ~0ull & ~31ull), "offset huge");
-                expect_refused(patched<uint64_t>(good, f.offset, 3), "misaligned offset");
+                expect_corrupt_refused(patched<uint64_t>(good, f.offset, uint64_t(good.size())), "offset at end");
+                expect_corrupt_refused(patched<uint64_t>(good, f.offset, ~0ull & ~31ull), "offset huge");
+                expect_corrupt_refused(patched<uint64_t>(good, f.offset, 3), "misaligned offset");
                 break;
             default: continue;
         }
@@ -125,7 +125,7 @@ TEST_F(Corrupt, OverlappingTensors) {
     ASSERT_GE(offs.size(), 2u);
     uint64_t first;
     std::memcpy(&first, good.data() + offs[0], 8);
-    expect_refused(patched<uint64_t>(good, offs[1], first), "tensor 1 overlaps tensor 0");
+    expect_corrupt_refused(patched<uint64_t>(good, offs[1], first), "tensor 1 overlaps tensor 0");
 }
 
 TEST_F(Corrupt, RandomByteFlipsNeverCrash) {

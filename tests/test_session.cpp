@@ -23,7 +23,7 @@ using namespace tandem;
 
 namespace {
 
-std::shared_ptr<const Model> stories() {
+std::shared_ptr<const Model> session_stories() {
     static auto m = Model::load(test::shared_file("models/stories260K.gguf"));
     return m;
 }
@@ -34,7 +34,7 @@ const std::vector<int32_t> kSeq = {1, 403, 407, 261, 378, 432, 269, 300, 262, 30
 
 TEST(Session, BatchedLogitsEqualOneTokenAtATime) {
     ThreadPool pool(2);
-    Session a(stories(), {}, pool), b(stories(), {}, pool);
+    Session a(session_stories(), {}, pool), b(session_stories(), {}, pool);
     a.decode(kSeq, true);
     ASSERT_EQ(a.n_logits(), int(kSeq.size()));
     for (size_t i = 0; i < kSeq.size(); i++) {
@@ -46,7 +46,7 @@ TEST(Session, BatchedLogitsEqualOneTokenAtATime) {
 
 TEST(Session, TruncateThenRedecodeEqualsFreshDecode) {
     ThreadPool pool(1);
-    Session s(stories(), {}, pool);
+    Session s(session_stories(), {}, pool);
     s.decode(kSeq, false);
     std::vector<float> want(s.last_logits(), s.last_logits() + s.n_vocab());
     // Roll back 6 tokens, feed different ones, roll back again, feed the original tail.
@@ -64,7 +64,7 @@ TEST(Session, LongPromptIsProcessedInChunks) {
     ThreadPool pool(2);
     SessionParams small;
     small.n_batch = 5;
-    Session a(stories(), small, pool), b(stories(), {}, pool);
+    Session a(session_stories(), small, pool), b(session_stories(), {}, pool);
     a.decode(kSeq, true);
     b.decode(kSeq, true);
     for (size_t i = 0; i < kSeq.size(); i++)
@@ -75,7 +75,7 @@ TEST(Session, ContextOverflowIsAClearErrorAndLeavesTheCacheIntact) {
     ThreadPool pool(1);
     SessionParams p;
     p.n_ctx = 8;
-    Session s(stories(), p, pool);
+    Session s(session_stories(), p, pool);
     s.decode(std::vector<int32_t>(kSeq.begin(), kSeq.begin() + 6), false);
     try {
         s.decode(std::vector<int32_t>(kSeq.begin(), kSeq.begin() + 3), false);
@@ -89,18 +89,18 @@ TEST(Session, ContextOverflowIsAClearErrorAndLeavesTheCacheIntact) {
 
 TEST(Session, SharedModelManySessions) {
     ThreadPool pool(1);
-    Session a(stories(), {}, pool), b(stories(), {}, pool);
+    Session a(session_stories(), {}, pool), b(session_stories(), {}, pool);
     a.decode(kSeq, false);
     b.decode(std::vector<int32_t>{1, 2, 3}, false);
-    Session c(stories(), {}, pool);
+    Session c(session_stories(), {}, pool);
     c.decode(kSeq, false);
     for (int v = 0; v < a.n_vocab(); v++) ASSERT_EQ(a.last_logits()[v], c.last_logits()[v]);
 }
 
 TEST(Session, DecodeBatchOfSeveralSessionsEqualsSeparateDecodes) {
     ThreadPool pool(2);
-    Session a(stories(), {}, pool), b(stories(), {}, pool), c(stories(), {}, pool);
-    Session a2(stories(), {}, pool), b2(stories(), {}, pool), c2(stories(), {}, pool);
+    Session a(session_stories(), {}, pool), b(session_stories(), {}, pool), c(session_stories(), {}, pool);
+    Session a2(session_stories(), {}, pool), b2(session_stories(), {}, pool), c2(session_stories(), {}, pool);
     // Different histories and positions; a gets 3 new tokens with all logits, b 1, c 2 with the last only.
     a.decode(std::vector<int32_t>(kSeq.begin(), kSeq.begin() + 5), false);
     a2.decode(std::vector<int32_t>(kSeq.begin(), kSeq.begin() + 5), false);
@@ -123,7 +123,7 @@ TEST(Session, DecodeBatchOfSeveralSessionsEqualsSeparateDecodes) {
     // An overflow anywhere refuses the whole batch before anything runs.
     SessionParams tiny;
     tiny.n_ctx = 4;
-    Session d(stories(), tiny, pool);
+    Session d(session_stories(), tiny, pool);
     const std::vector<int32_t> five = {1, 2, 3, 4, 5};
     EXPECT_THROW(Session::decode_batch({{&a, ta.data(), 1, false}, {&d, five.data(), 5, false}}), Error);
     EXPECT_EQ(a.n_past(), 8);
@@ -279,7 +279,8 @@ TEST(Session, ShiftAttendsLikeAFreshCacheOfTheKeptTokens) {
     for (int i = 0; i < 60; i++) seq.push_back(int32_t(260 + (i * 53) % 240));
     const int n_keep = 5, n_discard = 20;
     for (int next : {300, 417}) {
-        Session a(stories(), SessionParams{0, 1, 256}, pool), b(stories(), SessionParams{0, 1, 256}, pool);
+        Session a(session_stories(), SessionParams{0, 1, 256}, pool),
+            b(session_stories(), SessionParams{0, 1, 256}, pool);
         a.decode(seq, false);
         a.shift(n_keep, n_discard);
         std::vector<int32_t> kept(seq.begin(), seq.begin() + n_keep);
@@ -336,7 +337,7 @@ TEST(Session, MlaCacheIsOneRowPerTokenThatShiftsAndRestores) {
 TEST(Session, StateFileRestoresTheCacheExactly) {
     ThreadPool pool(1);
     const std::string path = test::temp_dir() + "/slot.bin";
-    Session a(stories(), {}, pool), b(stories(), {}, pool);
+    Session a(session_stories(), {}, pool), b(session_stories(), {}, pool);
     a.decode(kSeq, false);
     const size_t written = a.save_state(path);
     b.decode(std::vector<int32_t>{1, 300, 301}, false);  // something else, replaced by the restore
@@ -383,7 +384,7 @@ TEST(Session, StateFileRestoresTheCacheExactly) {
 // file that was longer is replaced, not left with a stale tail.
 TEST(Session, StateIsSavedOnlyOntoRegularFiles) {
     ThreadPool pool(1);
-    Session a(stories(), {}, pool);
+    Session a(session_stories(), {}, pool);
     a.decode(kSeq, false);
     const std::string dir = test::temp_dir();
     const std::string fifo = dir + "/slot.fifo", link = dir + "/slot.link", file = dir + "/slot.ok";
@@ -402,7 +403,7 @@ TEST(Session, StateIsSavedOnlyOntoRegularFiles) {
     test::write_file(file, std::string(1 << 20, 'x'));  // longer than the state: truncated by the save
     const size_t written = a.save_state(file);
     EXPECT_EQ(test::read_file(file).size(), written);
-    Session b(stories(), {}, pool);
+    Session b(session_stories(), {}, pool);
     EXPECT_EQ(b.load_state(file), written);
     EXPECT_EQ(b.tokens(), kSeq);
     ::unlink(fifo.c_str());
@@ -424,7 +425,7 @@ TEST(Session, TokenTreeNodesSeeOnlyTheirAncestors) {
         for (int x = node; x >= 0; x = parents[size_t(x)]) p.insert(p.begin(), x);
         return p;
     };
-    std::vector<std::pair<std::string, std::shared_ptr<const Model>>> models = {{"stories260K", stories()}};
+    std::vector<std::pair<std::string, std::shared_ptr<const Model>>> models = {{"stories260K", session_stories()}};
     for (const char* shape : {"tiny-test-gemma3", "tiny-test-gptoss", "tiny-test-qwen3moe"}) {
         models.emplace_back(shape, Model::load(test::synth_file(shape, "Q8_0")));
     }
@@ -465,7 +466,7 @@ TEST(Session, TokenTreeNodesSeeOnlyTheirAncestors) {
                 ASSERT_NEAR(t.logits(i)[v], c.logits(i)[v], 1e-4 * scale) << name << " after keep_path";
     }
     // Malformed trees are refused before anything runs.
-    Session s(stories(), SessionParams{64, 0, 256}, pool);
+    Session s(session_stories(), SessionParams{64, 0, 256}, pool);
     s.decode(prompt, false);
     const std::vector<int32_t> bad_root = {0, 0}, forward_parent = {-1, 2, 0};
     EXPECT_THROW(s.decode_tree(tree.data(), bad_root.data(), 2), Error);
@@ -509,12 +510,12 @@ TEST(Session, QuantizedCachesStayCloseToF16) {
         EXPECT_LT(worst, b.rel * range) << type_name(b.t);
     }
     try {
-        Session s(stories(), SessionParams{64, 0, 256, TensorType::Q8_0, TensorType::F16}, pool);
+        Session s(session_stories(), SessionParams{64, 0, 256, TensorType::Q8_0, TensorType::F16}, pool);
         FAIL() << "a q8_0 cache was accepted for head size 8";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("multiple of 32"), std::string::npos) << e.what();
     }
-    EXPECT_THROW(Session(stories(), SessionParams{64, 0, 256, TensorType::Q4_K, TensorType::F16}, pool), Error);
+    EXPECT_THROW(Session(session_stories(), SessionParams{64, 0, 256, TensorType::Q4_K, TensorType::F16}, pool), Error);
     EXPECT_THROW(parse_kv_cache_type("q4_k", "-ctk"), Error);
     EXPECT_EQ(parse_kv_cache_type("iq4_nl", "-ctk"), TensorType::IQ4_NL);
 }

@@ -137,7 +137,7 @@ struct Stories {
     std::shared_ptr<const Model> model = Model::load(test::shared_file("models/stories260K.gguf"));
     std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(model->gguf());
 };
-Stories& stories() {
+Stories& suffix_stories() {
     static Stories s;
     return s;
 }
@@ -162,10 +162,10 @@ std::vector<int32_t> generate(ThreadPool& pool, Session& ts, const std::vector<i
 // repeated request: nearly everything accepted) or knows misleading ones.
 TEST(SuffixCache, GreedyOutputIsTokenIdentical) {
     ThreadPool pool(1);
-    Session ts(stories().model, SessionParams{512, 0, 256}, pool);
+    Session ts(suffix_stories().model, SessionParams{512, 0, 256}, pool);
     SamplerParams greedy;
     greedy.temp = 0;
-    const auto prompt = stories().tok->encode("Once upon a time", true, false);
+    const auto prompt = suffix_stories().tok->encode("Once upon a time", true, false);
     const auto plain = generate(pool, ts, prompt, 200, greedy, SpecParams{});
     SpecParams sp;
     sp.type = SpecType::SUFFIX;
@@ -200,8 +200,8 @@ TEST(SuffixCache, GreedyOutputIsTokenIdentical) {
 // p without x); the continuations must follow the plain distribution, and an accept-all rule must be caught.
 TEST(SuffixCache, SampledDistributionIsThePlainOne) {
     ThreadPool pool(1);
-    Session ts(stories().model, SessionParams{128, 0, 256}, pool);
-    const auto prompt = stories().tok->encode("Lily and Ben went to the", true, false);
+    Session ts(suffix_stories().model, SessionParams{128, 0, 256}, pool);
+    const auto prompt = suffix_stories().tok->encode("Lily and Ben went to the", true, false);
     SamplerParams sp;
     sp.temp = 1.0f;
     sp.min_p = 0;

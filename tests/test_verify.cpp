@@ -16,7 +16,7 @@ using namespace tandem::speculative;
 
 namespace {
 
-Distribution dist(const std::vector<float>& p) {
+Distribution hand_dist(const std::vector<float>& p) {
     Distribution d;
     d.p = p;
     for (size_t i = 0; i < p.size(); i++)
@@ -29,7 +29,7 @@ Distribution dist(const std::vector<float>& p) {
 Distribution one_hot(int n, int32_t x) {
     std::vector<float> p(size_t(n), 0.0f);
     p[size_t(x)] = 1.0f;
-    return dist(p);
+    return hand_dist(p);
 }
 
 int32_t draw_from(const Distribution& d, double u) {
@@ -127,7 +127,7 @@ TEST(VerifyWalk, OneHotProposalsRejectByRemovingTheToken) {
     // n-gram proposals: q = e_x; on rejection the token comes from p without x
     RoundPlan plan;
     plan.chain = {0};
-    HandTarget t({{0, dist({0.0f, 0.5f, 0.5f, 0.0f})}}, 7);
+    HandTarget t({{0, hand_dist({0.0f, 0.5f, 0.5f, 0.0f})}}, 7);
     const WalkResult r = verify_walk(plan, {}, true, t);  // p(0) = 0: always rejected
     EXPECT_EQ(r.path, (std::vector<int32_t>{0}));
     EXPECT_TRUE(r.final_token == 1 || r.final_token == 2);
@@ -137,8 +137,8 @@ TEST(VerifyWalk, OneHotProposalsRejectByRemovingTheToken) {
 // replacement): the emitted first token must follow p, whatever q is. The accept-all rule must be told apart.
 TEST(VerifyWalk, OneRoundEmitsTheTargetDistribution) {
     const int n = 4;
-    const Distribution p = dist({0.1f, 0.2f, 0.3f, 0.4f});
-    const Distribution q = dist({0.5f, 0.3f, 0.15f, 0.05f});
+    const Distribution p = hand_dist({0.1f, 0.2f, 0.3f, 0.4f});
+    const Distribution q = hand_dist({0.5f, 0.3f, 0.15f, 0.05f});
     auto emitted = [&](AcceptRule rule, uint64_t seed) {
         std::mt19937_64 rng(seed);
         std::uniform_real_distribution<double> u(0.0, 1.0);
@@ -150,8 +150,9 @@ TEST(VerifyWalk, OneRoundEmitsTheTargetDistribution) {
             const int32_t c = draw_from(without(q, {x}), u(rng));
             plan.chain = {x};
             plan.alts = {{c, 1, true, 0.f}};
-            HandTarget t({{0, p}, {1, dist({0.25f, 0.25f, 0.25f, 0.25f})}, {2, dist({0.25f, 0.25f, 0.25f, 0.25f})}},
-                         rng());
+            HandTarget t(
+                {{0, p}, {1, hand_dist({0.25f, 0.25f, 0.25f, 0.25f})}, {2, hand_dist({0.25f, 0.25f, 0.25f, 0.25f})}},
+                rng());
             const WalkResult r = verify_walk(plan, {q}, false, t, rule);
             counts[size_t(r.path.size() > 1 ? plan.token(r.path[1]) : r.final_token)] += 1.0 / runs;
         }

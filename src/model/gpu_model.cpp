@@ -1,5 +1,7 @@
 #include "model/gpu_model.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 
 #include "tandem/error.h"
@@ -41,6 +43,25 @@ std::shared_ptr<const GpuModel> place_on_gpu(std::shared_ptr<const Model> model,
 
 GpuPlacementInfo gpu_placement_info(const GpuModel& g) {
     return {g.device().name, g.device().driver, g.weights().bytes(), g.weights().matrices(), g.backend()->name()};
+}
+
+double gpu_copy_probe_gbps(const GpuModel& g) {
+    backend::Backend& be = *g.backend();
+    const int64_t cols = 4096, rows = (int64_t(64) << 20) / (cols * int64_t(sizeof(float)));
+    const size_t bytes = size_t(rows * cols) * sizeof(float);
+    const auto a = be.alloc(bytes), b = be.alloc(bytes);
+    const backend::Tensor ta{a.get(), 0, TensorType::F32, rows, cols, size_t(cols) * sizeof(float)},
+        tb{b.get(), 0, TensorType::F32, rows, cols, size_t(cols) * sizeof(float)};
+    const int copies = 8;
+    double best = 0;
+    for (int rep = 0; rep < 4; rep++) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < copies; i++) i % 2 ? be.copy(tb, ta) : be.copy(ta, tb);
+        be.sync();
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (rep > 0 && s > 0) best = std::max(best, 2.0 * double(bytes) * copies / s / 1e9);
+    }
+    return best;
 }
 
 GpuLayers parse_gpu_layers(const std::string& v, const char* flag) {

@@ -107,12 +107,9 @@ int cmd_bench(int argc, char** argv) {
         f.gpu, false, model,
         kv_cache_bytes(*model, SessionParams{max_ctx, 0, 512, f.cache.type_k, f.cache.type_v, f.cache.swa_full},
                        max_ctx));
-    if (gpu && !f.skip_bw) {  // the probe measures host memory: no measure of a GPU's (a device copy probe: not yet)
-        std::fprintf(stderr, "note: on a GPU: the bandwidth columns are left out (no device probe yet)\n");
-        f.skip_bw = true;
-    }
-    std::unique_ptr<BandwidthProbe> probe;
-    if (!f.skip_bw) probe = std::make_unique<BandwidthProbe>(pool);
+    std::unique_ptr<BandwidthProbe> probe;  // on a GPU, the device's copy probe
+    if (!f.skip_bw && gpu) probe = std::make_unique<BandwidthProbe>(pool, [gpu] { return gpu_copy_probe_gbps(*gpu); });
+    else if (!f.skip_bw) probe = std::make_unique<BandwidthProbe>(pool);
     BenchReport rep{f.model_path.substr(f.model_path.find_last_of('/') + 1), f.n_threads, {}, {}, {}};
     rep.type_k = type_name(f.cache.type_k);
     rep.type_v = type_name(f.cache.type_v);
@@ -143,14 +140,15 @@ int cmd_bench(int argc, char** argv) {
         if (di == 0) curve = c;
         overall_peak = std::max(overall_peak, peak_rss_mib_now());
     }
-    const double probe_mib = probe ? double(BandwidthProbe::kBytes) / 1048576.0 : 0.0;
+    const double probe_mib = probe && !gpu ? double(BandwidthProbe::kBytes) / 1048576.0 : 0.0;
     rep.memory.generation_peak_rss_mib = tg_peak_ok ? tg_peak - probe_mib : 0.0;
     // Peak RSS (model tests only, less the probe's buffer) against the file size and the largest KV cache.
     rep.memory.peak_rss_mib = overall_peak - probe_mib;
     rep.memory.file_mib = double(model->gguf().file_size()) / 1048576.0;
     if (probe && probe->median() == 0) probe->measure();
     rep.memory.bandwidth_gbps = probe ? probe->median() : 0;
-    rep.memory.roof = measure_compute_roof(pool);
+    if (gpu && probe) rep.memory.bw_device = gpu_placement_info(*gpu).device;
+    if (!gpu) rep.memory.roof = measure_compute_roof(pool);  // the CPU's (no GPU compute roof yet)
     for (Result& r : rep.rows)
         if (r.test.rfind("pp", 0) == 0 || r.test.rfind("vb", 0) == 0 || r.test.rfind("vt", 0) == 0)
             add_roof(*model, rep.memory.roof, r);

@@ -188,6 +188,15 @@ Device::Device(int index) {
     vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
     for (int i = 0; i < 3; i++) max_groups_[i] = props.limits.maxComputeWorkGroupCount[i];
     stage_align_ = std::max<size_t>(16, size_t(props.limits.minStorageBufferOffsetAlignment));
+    VkPhysicalDeviceSubgroupProperties sgp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    p2.pNext = &sgp;
+    vkGetPhysicalDeviceProperties2(phys_, &p2);
+    subgroup_size_ = sgp.subgroupSize;
+    const char* sg_env = std::getenv("TANDEM_VK_SUBGROUP");
+    subgroup_tree_ = !(sg_env && std::string(sg_env) == "0") && (sgp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                     (sgp.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT) && sgp.subgroupSize >= 4 &&
+                     sgp.subgroupSize <= 64 && (sgp.subgroupSize & (sgp.subgroupSize - 1)) == 0;
 
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, nullptr);

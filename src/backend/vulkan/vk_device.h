@@ -78,17 +78,20 @@ public:
     // host arrays may still bind them).
     void run();
     bool recording() const { return recording_; }
-    static constexpr uint32_t kSetsPerPass = 1024;
-    static constexpr uint32_t kBindingsPerSet =
-        8;  // the most storage buffers a pipeline binds (delta_rule)  // descriptor sets of one recorded stream (then it is run)
+    static constexpr uint32_t kSetsPerPass = 1024;  // descriptor sets of one recorded stream (then it is run)
+    static constexpr uint32_t kBindingsPerSet = 8;  // the most storage buffers a pipeline binds (delta_rule)
+    // The matmul shaders' tree ends in the subgroup (shaders/matmul_unit.glsl: the same bits either way): where the
+    // device shuffles within subgroups of 4..64 lanes in compute shaders, unless TANDEM_VK_SUBGROUP=0.
+    bool subgroup_tree() const { return subgroup_tree_; }
+    uint32_t subgroup_size() const { return subgroup_size_; }
 
 private:
     void begin();
     void barrier();
     uint32_t memory_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags fallback) const;
     DeviceMemory make(size_t bytes, VkMemoryPropertyFlags want, VkMemoryPropertyFlags fallback);
-    bool is_ring(const DeviceMemory& m) const;
-    bool inject_loss();  // TANDEM_VK_LOSE_AFTER  // a view of one of the ring's blocks
+    bool is_ring(const DeviceMemory& m) const;  // a view of one of the ring's blocks
+    bool inject_loss();  // TANDEM_VK_LOSE_AFTER
 
     VkInstance instance_ = VK_NULL_HANDLE;
     VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
@@ -117,6 +120,8 @@ private:
     long submits_ = 0;  // passes submitted (TANDEM_VK_LOSE_AFTER)
     bool dispatched_ = false;  // the recorded stream runs a shader
     bool lost_ = false;  // the device was lost: every later run fails at once
+    bool subgroup_tree_ = false;
+    uint32_t subgroup_size_ = 1;
     std::map<std::string, std::pair<double, uint64_t>> profile_ms_;
 };
 

@@ -140,7 +140,10 @@ class VulkanBackend : public Backend {
 public:
     explicit VulkanBackend(int index) : dev_(index) {}
     ~VulkanBackend() override { dev_.free(readback_); }
-    std::string name() const override { return "vulkan (" + dev_.name() + ")"; }
+    std::string name() const override {
+        return "vulkan (" + dev_.name() +
+               (dev_.subgroup_tree() ? strprintf(", subgroups of %u", dev_.subgroup_size()) : std::string()) + ")";
+    }
     bool supports(Op op, TensorType type) const override {
         switch (op) {
             case Op::GET_ROWS:
@@ -508,7 +511,9 @@ public:
 private:
     const vk::Pipeline& typed(const char* shader, TensorType t, uint32_t bindings, uint32_t push) {
         if (wtype(t) < 0) throw Error(strprintf("the Vulkan backend has no %s for %s weights", shader, type_name(t)));
-        return dev_.pipeline(strprintf("%s_%d", shader, wtype(t)), bindings, push);
+        // the matmul shaders' subgroup variants where the device has them (the same bits: matmul_unit.glsl)
+        const bool sg = dev_.subgroup_tree() && std::strncmp(shader, "matmul", 6) == 0;
+        return dev_.pipeline(strprintf("%s%s_%d", shader, sg ? "_sg" : "", wtype(t)), bindings, push);
     }
     void norm(const Tensor& x, const Tensor& w, int width, float eps, const Tensor& y, bool l2) {
         TD_ASSERT(width > 0 && x.cols % width == 0);

@@ -4,6 +4,7 @@
 // bench_report.cpp (the JSON array and the tables), and the measuring tools here (bench_common.cpp).
 #pragma once
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -27,9 +28,11 @@ std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed);  // the s
 // here); best of 3 passes. The machine's bandwidth moves with its neighbours' load (33-60 GB/s within minutes
 // on the development machine), so a probe runs beside each generation repetition and each repetition is
 // compared with its own probe.
+// On a GPU (`device` given: the model's device, tandem::gpu_copy_probe_gbps) the probe is the device's instead, and
+// no host buffer is held.
 class BandwidthProbe {
 public:
-    explicit BandwidthProbe(ThreadPool& pool);
+    explicit BandwidthProbe(ThreadPool& pool, std::function<double()> device = {});
     ~BandwidthProbe();
     BandwidthProbe(const BandwidthProbe&) = delete;
     BandwidthProbe& operator=(const BandwidthProbe&) = delete;
@@ -40,6 +43,7 @@ public:
 
 private:
     ThreadPool& pool_;
+    std::function<double()> device_;
     uint64_t* buf_ = nullptr;
     std::vector<double> all_;
     volatile uint64_t sink_ = 0;
@@ -140,6 +144,7 @@ nlohmann::ordered_json bench_spec(const ModelBench& b, const SpecBench& sb, cons
 struct MemoryUse {
     double peak_rss_mib = 0, generation_peak_rss_mib = 0, file_mib = 0, kv_mib = 0, bandwidth_gbps = 0;
     double state_mib = 0;  // one recurrent state (Session::state_bytes), 0 without Gated DeltaNet layers
+    std::string bw_device;  // the GPU whose copy probe bandwidth_gbps is ("": host memory's)
     ComputeRoof roof;
 };
 

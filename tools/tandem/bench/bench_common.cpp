@@ -28,7 +28,9 @@ std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
     return t;
 }
 
-BandwidthProbe::BandwidthProbe(ThreadPool& pool) : pool_(pool) {
+BandwidthProbe::BandwidthProbe(ThreadPool& pool, std::function<double()> device)
+    : pool_(pool), device_(std::move(device)) {
+    if (device_) return;
     buf_ = static_cast<uint64_t*>(std::aligned_alloc(2 << 20, kBytes));
     if (!buf_) throw Error("bandwidth test: cannot allocate 512 MiB");
 #ifdef MADV_HUGEPAGE
@@ -44,6 +46,10 @@ BandwidthProbe::BandwidthProbe(ThreadPool& pool) : pool_(pool) {
 BandwidthProbe::~BandwidthProbe() { std::free(buf_); }
 
 double BandwidthProbe::measure() {
+    if (device_) {
+        all_.push_back(device_());
+        return all_.back();
+    }
     const size_t n = kBytes / 8;
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {

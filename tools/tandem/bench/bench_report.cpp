@@ -85,6 +85,7 @@ nlohmann::ordered_json report_json(const Model& model, const BenchReport& rep) {
                    {"kv_mib", m.kv_mib},
                    {"state_mib", m.state_mib},
                    {"bandwidth_gbps", m.bandwidth_gbps},
+                   {"bandwidth_device", m.bw_device},
                    {"int8_gmacs", m.roof.int8_gmacs},
                    {"f32_gmacs", m.roof.f32_gmacs}});
     const CpuInfo cpu = cpu_info();
@@ -114,12 +115,15 @@ void print_report(const Model& model, const BenchReport& rep) {
             "the last %d positions, each row of a verification pass and up to %d prompt ends (--ctx-checkpoints), a "
             "draft for the last %d\n",
             m.state_mib, kRecurrentKeepTarget, kCtxCheckpoints, kRecurrentKeep);
+    const std::string probe =
+        m.bw_device.empty() ? strprintf("memory read bandwidth: %.1f GB/s (%d threads", m.bandwidth_gbps, rep.n_threads)
+                            : strprintf("device memory bandwidth: %.1f GB/s (%s, a shader's copy, read + written",
+                                        m.bandwidth_gbps, m.bw_device.c_str());
     std::printf(
-        "memory read bandwidth: %.1f GB/s (%d threads, median of the probes; BW %% compares each repetition with "
-        "the probe run just before it); model %s, %s, %.2f GB of weights, %.2f GB read per token; KV cache K %s, "
-        "V %s\n\n",
-        m.bandwidth_gbps, rep.n_threads, rep.name.c_str(), model.describe_type().c_str(),
-        double(model.weights_bytes()) / 1e9, model.bytes_per_pass(1) / 1e9, rep.type_k.c_str(), rep.type_v.c_str());
+        "%s, median of the probes; BW %% compares each repetition with the probe run just before it); model %s, %s, "
+        "%.2f GB of weights, %.2f GB read per token; KV cache K %s, V %s\n\n",
+        probe.c_str(), rep.name.c_str(), model.describe_type().c_str(), double(model.weights_bytes()) / 1e9,
+        model.bytes_per_pass(1) / 1e9, rep.type_k.c_str(), rep.type_v.c_str());
     if (m.roof.int8_gmacs > 0)
         std::printf(
             "compute roof: int8 %.1f GMAC/s, f32 %.1f GMAC/s (%d threads, the level's widest multiply-accumulate); "

@@ -3,7 +3,9 @@
 #extension GL_GOOGLE_include_directive : enable
 
 uint byte_at(uint o) { return (wq[o >> 2] >> ((o & 3u) * 8u)) & 0xFFu; }
-uint u16_at(uint o) { return byte_at(o) | (byte_at(o + 1u) << 8u); }
+uint u16_at(uint o) {
+    return (o & 1u) == 0u ? (wq[o >> 2u] >> ((o & 2u) * 8u)) & 0xFFFFu : byte_at(o) | (byte_at(o + 1u) << 8u);
+}
 float f16_at(uint o) { return unpackHalf2x16(u16_at(o)).x; }
 float bf16_at(uint o) { return uintBitsToFloat(u16_at(o) << 16u); }
 int i8_at(uint o) { return int(byte_at(o) << 24u) >> 24; }

@@ -1,8 +1,8 @@
 // y (n, R) = x (n, C) W^T for one weight type (WTYPE, common.glsl). One workgroup per weight row r: it reads the
 // row once for up to 8 rows of x at a time (a verification pass of k rows costs one pass over W per 8 rows).
-// Batch invariance: y[t][r] is the sum of its 64 lanes' partial sums in one fixed tree, and lane i sums the blocks
-// i, i + 64, ... in that order, whatever n is and wherever row t sits among the rows: the same bits for a row alone
-// or among k.
+// Batch invariance: y[t][r] is the sum of the 64 lanes' partial sums in one fixed tree, each lane's over the same
+// units in the same order (matmul_unit.glsl), whatever n is and wherever row t sits among the rows: the same bits
+// for a row alone or among k.
 #version 450
 #extension GL_GOOGLE_include_directive : enable
 layout(local_size_x = 64) in;
@@ -15,35 +15,39 @@ layout(push_constant) uniform P {
     uint rows, cols, n;
 } p;
 #include "common.glsl"
+#include "matmul_unit.glsl"
 
 shared float red[8][64];
 
 void main() {
     const uint r = gl_WorkGroupID.x + gl_WorkGroupID.y * 65535u;
-    const uint lane = gl_LocalInvocationID.x;
+    const uint lane = tree_lane(), sg = tree_subgroup();
     if (r >= p.rows) return;  // (the whole workgroup: no barrier is skipped by some lanes only)
-    const uint nb = p.cols / BLOCK;
+    const uint nu = (p.cols / BLOCK) * UNITS_PER_BLOCK;
     const uint row = p.w_off + r * p.w_stride;
     for (uint t0 = 0u; t0 < p.n; t0 += 8u) {
         const uint nt = min(8u, p.n - t0);
         float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
-        for (uint b = lane; b < nb; b += 64u) {
-            const uint o = row + b * BLOCK_BYTES;
-            for (uint j = 0u; j < BLOCK; j++) {
-                const float wv = weight_at(o, j);
-                const uint c = b * BLOCK + j;
-                for (uint t = 0u; t < nt; t++) acc[t] += wv * x[p.x_off + (t0 + t) * p.x_stride + c];
-            }
+        for (uint u = lane; u < nu; u += 64u) {
+            const uint b = u / UNITS_PER_BLOCK, j0 = (u % UNITS_PER_BLOCK) * UNIT;
+            unit_dot(row + b * BLOCK_BYTES, j0, p.x_off + t0 * p.x_stride + b * BLOCK + j0, p.x_stride, nt, acc);
         }
-        for (uint t = 0u; t < 8u; t++) red[t][lane] = acc[t];
-        barrier();
-        for (uint s = 32u; s > 0u; s >>= 1u) {
-            if (lane < s)
-                for (uint t = 0u; t < 8u; t++) red[t][lane] += red[t][lane + s];
+        if (sg < 64u) {  // the tree's steps of s >= sg
+            for (uint t = 0u; t < 8u; t++) red[t][lane] = acc[t];
             barrier();
+            for (uint s = 32u; s >= sg; s >>= 1u) {
+                if (lane < s)
+                    for (uint t = 0u; t < 8u; t++) red[t][lane] += red[t][lane + s];
+                barrier();
+            }
+            for (uint t = 0u; t < 8u; t++) acc[t] = red[t][lane];
         }
+#ifdef SUBGROUP
+        for (uint s = sg / 2u; s > 0u; s >>= 1u)  // the rest, in subgroup 0
+            for (uint t = 0u; t < 8u; t++) acc[t] += subgroupShuffleDown(acc[t], s);
+#endif
         if (lane == 0u)
-            for (uint t = 0u; t < nt; t++) y[p.y_off + (t0 + t) * p.y_stride + r] = red[t][0];
+            for (uint t = 0u; t < nt; t++) y[p.y_off + (t0 + t) * p.y_stride + r] = acc[t];
         barrier();
     }
 }

@@ -1,7 +1,8 @@
 // Experts (backend.h matmul_id): y[i] (R) = x[i or i / k] W_e^T for choice i = t k + j of expert e = ids[t][j],
-// one workgroup per (weight row, choice), the same lanes and tree as matmul.comp (batch invariant). The experts of
-// one dispatch are those in one buffer: offs[e] is expert e's byte offset there, or ~0 for one elsewhere (another
-// dispatch's) or held by no one here (a tensor split's other rank), whose rows of y are left as they were.
+// one workgroup per (weight row, choice), the same units, lanes and tree as matmul.comp (matmul_unit.glsl: batch
+// invariant). The experts of one dispatch are those in one buffer: offs[e] is expert e's byte offset there, or ~0
+// for one elsewhere (another dispatch's) or held by no one here (a tensor split's other rank), whose rows of y are
+// left as they were.
 #version 450
 #extension GL_GOOGLE_include_directive : enable
 layout(local_size_x = 64) in;
@@ -16,26 +17,37 @@ layout(push_constant) uniform P {
     uint k, rows, cols, nk, x_per_choice;
 } p;
 #include "common.glsl"
+#include "matmul_unit.glsl"
 
 shared float red[64];
 
 void main() {
     const uint r = gl_WorkGroupID.x + gl_WorkGroupID.z * 65535u, i = gl_WorkGroupID.y;
-    const uint lane = gl_LocalInvocationID.x;
+    const uint lane = tree_lane(), sg = tree_subgroup();
     if (r >= p.rows || i >= p.nk) return;
     const uint e = uint(ids[p.ids_off + (i / p.k) * p.ids_stride + i % p.k]);
     const uint off = offs[e];
     if (off == 0xFFFFFFFFu) return;  // (uniform over the workgroup)
     const uint row = off + r * p.w_stride;
     const uint xr = p.x_off + (p.x_per_choice != 0u ? i : i / p.k) * p.x_stride;
-    float acc = 0.0;
-    for (uint b = lane; b < p.cols / BLOCK; b += 64u)
-        for (uint j = 0u; j < BLOCK; j++) acc += weight_at(row + b * BLOCK_BYTES, j) * x[xr + b * BLOCK + j];
-    red[lane] = acc;
-    barrier();
-    for (uint s = 32u; s > 0u; s >>= 1u) {
-        if (lane < s) red[lane] += red[lane + s];
-        barrier();
+    const uint nu = (p.cols / BLOCK) * UNITS_PER_BLOCK;
+    float a8[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    for (uint u = lane; u < nu; u += 64u) {
+        const uint b = u / UNITS_PER_BLOCK, j0 = (u % UNITS_PER_BLOCK) * UNIT;
+        unit_dot(row + b * BLOCK_BYTES, j0, xr + b * BLOCK + j0, 0u, 1u, a8);
     }
-    if (lane == 0u) y[p.y_off + i * p.y_stride + r] = red[0];
+    float acc = a8[0];
+    if (sg < 64u) {
+        red[lane] = acc;
+        barrier();
+        for (uint s = 32u; s >= sg; s >>= 1u) {
+            if (lane < s) red[lane] += red[lane + s];
+            barrier();
+        }
+        acc = red[lane];
+    }
+#ifdef SUBGROUP
+    for (uint s = sg / 2u; s > 0u; s >>= 1u) acc += subgroupShuffleDown(acc, s);
+#endif
+    if (lane == 0u) y[p.y_off + i * p.y_stride + r] = acc;
 }
