@@ -184,3 +184,28 @@ TEST(Gpu, WhatCannotRunOnTheGpuIsRefusedByName) {
     EXPECT_THROW(place_on_gpu(m, 99), Error);  // no such device
     GPU_NO_MESSAGES();
 }
+
+// The flags' one rule for a target and its draft (llama.cpp's): -ngld else -ngl; -devd else -dev else -mg; the
+// values as llama.cpp spells them.
+TEST(Gpu, TheFlagsPlaceTheTargetAndTheDraftByOneRule) {
+    GpuFlags f;
+    EXPECT_FALSE(f.layers(false).given);
+    EXPECT_EQ(f.device_for(false), -2);
+    f.ngl = parse_gpu_layers("99", "-ngl");
+    EXPECT_EQ(f.layers(true).n, 99);  // the draft as the target
+    f.ngld = parse_gpu_layers("0", "-ngld");
+    EXPECT_EQ(f.layers(true).n, 0);
+    EXPECT_EQ(f.layers(false).n, 99);
+    f.main_gpu = 1;
+    EXPECT_EQ(f.device_for(false), 1);
+    EXPECT_EQ(f.device_for(true), 1);
+    f.device = 0;  // (parse_gpu_device("Vulkan0") where the device exists)
+    EXPECT_EQ(f.device_for(false), 0);  // -dev over -mg
+    f.device_draft = parse_gpu_device("none");
+    EXPECT_EQ(f.device_for(true), -1);
+    EXPECT_EQ(f.device_for(false), 0);
+    EXPECT_TRUE(parse_gpu_layers("auto", "-ngl").automatic);
+    EXPECT_TRUE(parse_gpu_layers("-1", "-ngl").automatic);
+    EXPECT_TRUE(parse_gpu_layers("all", "-ngl").all);
+    EXPECT_THROW(parse_gpu_layers("many", "-ngl"), Error);
+}

@@ -79,4 +79,19 @@ struct GpuChoice {
 GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuLayers& ngl, int device, size_t cache_bytes,
                      const char* what);
 
+// llama.cpp's GPU flags of a command, as given (-ngl, -ngld, -dev, -devd, -mg), and the one rule by which every
+// command (generate, serve, bench, perplexity) places its target and its draft model: the draft's -ngld, else -ngl;
+// its -devd, else -dev, else -mg, else the first device.
+struct GpuFlags {
+    GpuLayers ngl, ngld;
+    int device = -2, device_draft = -2, main_gpu = -2;  // -2: not given; -1: none (the CPU)
+    const GpuLayers& layers(bool draft) const { return draft && ngld.given ? ngld : ngl; }
+    int device_for(bool draft) const {
+        if (draft && device_draft != -2) return device_draft;
+        return device != -2 ? device : main_gpu;
+    }
+};
+// choose_gpu for the target (draft false) or the draft model, by the flags' rule ("target" / "draft" in the log).
+GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuFlags& flags, bool draft, size_t cache_bytes);
+
 }  // namespace tandem

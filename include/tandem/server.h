@@ -93,10 +93,8 @@ struct EngineParams {
     SpecParams spec;  // server defaults (requests may override n_max, n_min, p_min, type)
     // No --spec-type and no -md: a model with a multi-token-prediction block drafts with it (as generate does)
     bool spec_auto_mtp = false;
-    // GPU placement (tandem/gpu.h choose_gpu, after the context is chosen): -ngl / -dev for the target, -ngld /
-    // -devd for the draft model (ngld not given: as ngl); -2: the first device, -1: none
-    GpuLayers ngl, ngld;
-    int device = -2, device_draft = -2;
+    // GPU placement of the target and the draft model (tandem/gpu.h GpuFlags, choose_gpu), after the context is chosen
+    GpuFlags gpu;
     // Called once (from the engine's thread) when a GPU the models run on is lost (tandem/gpu.h GpuFailure): the
     // requests it affected were answered 503; `tandem serve` then stops as on SIGTERM and exits non-zero.
     std::function<void(const std::string&)> on_gpu_lost;

@@ -91,6 +91,10 @@ int parse_gpu_device(const std::string& value) {
     return int(n);
 }
 
+GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuFlags& flags, bool draft, size_t cache_bytes) {
+    return choose_gpu(model, flags.layers(draft), flags.device_for(draft), cache_bytes, draft ? "draft" : "target");
+}
+
 GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuLayers& ngl, int device, size_t cache_bytes,
                      const char* what) {
     GpuChoice c;

@@ -135,12 +135,9 @@ void add_gpu_flags(ArgParser& ap, GpuFlags& f, bool with_draft) {
 
 std::shared_ptr<const GpuModel> place_by_flags(const GpuFlags& f, bool draft, const std::shared_ptr<const Model>& m,
                                                size_t cache_bytes) {
-    const GpuLayers& ngl = draft && f.ngld.given ? f.ngld : f.ngl;
-    int device = f.device != -2 ? f.device : f.main_gpu;
-    if (draft && f.device_draft != -2) device = f.device_draft;
-    if (!ngl.given && device >= 0 && !draft)
+    if (!f.layers(draft).given && f.device_for(draft) >= 0 && !draft)
         std::fprintf(stderr, "note: a device without -ngl: every layer runs on the CPU (-ngl 99 puts them on it)\n");
-    const GpuChoice c = choose_gpu(m, ngl, device, cache_bytes, draft ? "draft" : "target");
+    const GpuChoice c = choose_gpu(m, f, draft, cache_bytes);
     if (!c.log.empty()) std::fprintf(stderr, "%s\n", c.log.c_str());
     return c.gpu;
 }

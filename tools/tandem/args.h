@@ -76,10 +76,6 @@ struct CacheFlags {
 };
 // GPU placement, llama.cpp's flags (tandem/gpu.h choose_gpu): -ngl N|auto|all, -ngld (default: as -ngl), -dev
 // none|VulkanN|N, -devd, -mg N. Without -ngl every layer runs on the CPU.
-struct GpuFlags {
-    GpuLayers ngl, ngld;
-    int device = -2, device_draft = -2, main_gpu = -2;  // -2: not given (-mg, else the first device); -1: none
-};
 void add_gpu_flags(ArgParser& ap, GpuFlags& f, bool with_draft = true);
 // The placement of the target (draft false) or the draft model per the flags, its start-up line printed to stderr;
 // null: the CPU. cache_bytes: what its caches will take on the device.

@@ -198,10 +198,7 @@ int cmd_serve(int argc, char** argv) {
     });
     auto pos = ap.parse(argc, argv, 2);
     if (!pos.empty()) throw Error("unexpected argument '" + pos[0] + "'");
-    ep.ngl = gpu.ngl;
-    ep.ngld = gpu.ngld;
-    ep.device = gpu.device != -2 ? gpu.device : gpu.main_gpu;
-    ep.device_draft = gpu.device_draft;
+    ep.gpu = gpu;
     for (const auto& n : notes) std::fprintf(stderr, "note: %s\n", n.c_str());
     // -hf: a model llama.cpp already downloaded is found in its Hugging Face cache; tandem never downloads.
     if (!hf_repo.empty()) {  // as llama-server, -hf names the model even beside -m
