@@ -88,6 +88,19 @@ TEST(Cli, LlamaSpeculativeStatisticsLines) {
     EXPECT_TRUE(gpu || out.find("no usable GPU") != std::string::npos) << out;
 }
 
+// -ngl below the layer count: the last layers and the output on the GPU, the first ones on the CPU, said in the
+// start-up log (the model, the cache); without a GPU, a warning and the CPU.
+TEST(Cli, GpuLayersBelowTheLayerCountSplitTheModel) {
+    std::string out;
+    int rc = tandem::test::run_command(
+        tandem::test::tandem_bin() + " generate -m " + stories() + " -p hello -n 8 --temp 0 -ngl 2", &out);
+    ASSERT_EQ(rc, 0) << out;
+    if (out.find("no usable GPU") != std::string::npos) return;  // (a machine without a Vulkan device)
+    for (const char* line : {"2 of 5 layers and the output", "layers 0..2 and the token embedding on the CPU",
+                             "the last 2 layers' on the GPU, the others' on the CPU"})
+        EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
+}
+
 TEST(Cli, PromptFromFileAndSamplingFlags) {
     const std::string path = tandem::test::temp_dir() + "/prompt.txt";
     tandem::test::write_file(path, "Once upon a time");

@@ -63,10 +63,13 @@ SamplerParams greedy() {
 // drafting head, which runs on the CPU only, stays there).
 using Placements = std::map<const Model*, std::pair<std::shared_ptr<const Model>, std::shared_ptr<const GpuModel>>>;
 Placements* g_placed = nullptr;
+// a model placed split between the CPU and the GPU (its last g_split_layers layers on the GPU), or null
+const Model* g_split_model = nullptr;
+int g_split_layers = -1;
 std::shared_ptr<const GpuModel> placed(const std::shared_ptr<const Model>& m) {
     if (!g_placed || !m || !gpu_unsupported(*m).empty()) return nullptr;
     auto& p = (*g_placed)[m.get()];
-    if (!p.second) p = {m, place_on_gpu(m, -1)};
+    if (!p.second) p = {m, place_on_gpu(m, -1, m.get() == g_split_model ? g_split_layers : -1)};
     return p.second;
 }
 struct OnGpu {
@@ -1465,6 +1468,19 @@ TEST(Speculative, GpuGreedyIsTokenIdenticalToPlainGpuDecoding) {
                 << shape << " MTP";
             EXPECT_GT(mt.n_drafted, 0) << shape << " MTP";
         }
+    }
+    {  // the target split between the CPU and the GPU (its last 2 of 5 layers on the GPU), the Q8_0 draft on the GPU
+        OnGpu split;
+        g_split_model = fx().target.get();
+        g_split_layers = 2;
+        const auto plain_split = run(pool, ids, 32, greedy(), SpecParams{}, nullptr);
+        SpecParams spec = fixed_length(SpecType::DRAFT, 4);
+        spec.tree = true;
+        spec.tree_min_gain = 0.0;
+        SpecStats st;
+        EXPECT_EQ(run(pool, ids, 32, greedy(), spec, fx().q8, 3, &st), plain_split) << "split target";
+        EXPECT_GT(st.n_accept, 0);
+        g_split_model = nullptr;
     }
     GPU_NO_MESSAGES();
 }

@@ -40,13 +40,21 @@ class GpuModel;
 // Why a model's forward pass cannot run on a GPU yet ("" when it can): the passes that still run on the CPU only
 // (an EAGLE-3 head's, a Gemma 4 assistant's, a model split over processes) and heads wider than the GPU's attention.
 std::string gpu_unsupported(const Model& m);
-// Places every weight of `model` on device `device` of gpu_devices() (< 0: the first). Throws tandem::Error naming
-// the device and why not (no device, gpu_unsupported, a weight type, memory the device lacks).
-std::shared_ptr<const GpuModel> place_on_gpu(std::shared_ptr<const Model> model, int device);
+// Why a model cannot be split between the CPU and a GPU (-ngl below its layer count) yet ("" when it can): what
+// gpu_unsupported names, and the layers whose state or inputs cross the split (Gated DeltaNet states, gemma4's
+// shared-KV layers and per-layer embeddings, an MTP block).
+std::string gpu_split_unsupported(const Model& m);
+// Places the weights of `model` on device `device` of gpu_devices() (< 0: the first): with `layers` < 0 or at least
+// the layer count, every weight; else the last `layers` layers and the output (llama.cpp's -ngl: the layers before,
+// with the token embedding, run on the CPU, and a pass hands its rows from the one to the other). Throws
+// tandem::Error naming the device and why not (no device, gpu_unsupported / gpu_split_unsupported, a weight type,
+// memory the device lacks).
+std::shared_ptr<const GpuModel> place_on_gpu(std::shared_ptr<const Model> model, int device, int layers = -1);
 struct GpuPlacementInfo {
     std::string device, driver;
     size_t weight_bytes = 0, matrices = 0;
     std::string backend;  // the backend's name
+    int layers = 0, n_layer = 0;  // the layers on the GPU, of the model's
 };
 GpuPlacementInfo gpu_placement_info(const GpuModel& g);
 // The device's memory bandwidth in GB/s, as `tandem bench` compares a pass's bytes with it: a shader copies one
@@ -66,11 +74,13 @@ GpuLayers parse_gpu_layers(const std::string& value, const char* flag);
 int parse_gpu_device(const std::string& value);
 
 // Where a command runs a model, from -ngl, -dev / -mg and the memory its caches will take there (as llama.cpp
-// decides): every layer on the GPU when -ngl covers them (or "all", or "auto" and it fits), else the CPU, with
-// `log` saying which and why for the start-up log (the device, its driver, the memory the weights take there).
-// Errors (tandem::Error): an -ngl layer count the device cannot hold (naming the sizes), a device that fails. A
-// model whose pass cannot run on a GPU yet, no usable device, or -ngl below the model's layer count (partial
-// offload, not built yet): the CPU with a warning, as llama.cpp's -ngl without a GPU.
+// decides): -ngl N below the layer count puts the last N layers and the output on the GPU and runs the ones before,
+// with the token embedding, on the CPU (a split model: gpu_split_unsupported names what cannot split yet); N at
+// least the layer count, or "all": every layer; "auto": every layer when the weights and caches fit the device's
+// memory, else as many of the last layers as fit. `log` says which and why for the start-up log (the device, its
+// driver, the layers, the memory the weights take there). Errors (tandem::Error): an -ngl layer count the device
+// cannot hold (naming the sizes), a device that fails. A model whose pass cannot run on a GPU yet (or cannot split,
+// for N below the layer count), or no usable device: the CPU with a warning, as llama.cpp's -ngl without a GPU.
 struct GpuChoice {
     std::shared_ptr<const GpuModel> gpu;  // null: the CPU
     std::string log;  // empty when -ngl was not given

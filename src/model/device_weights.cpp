@@ -1,35 +1,60 @@
 #include "model/device_weights.h"
 
+#include <algorithm>
+#include <string>
+
 #include "tandem/error.h"
 #include "tandem/tensor_type.h"
 
 namespace tandem {
 
-DeviceWeights::DeviceWeights(backend::Backend& be, const Model& m) {
+namespace {
+// What the CPU runs of a split model: the layers below first_layer and the embedding (a tied output is visited
+// first, as the output: the GPU holds it then).
+bool on_cpu(const Model::WeightVisit& v, int first_layer) {
+    return first_layer > 0 && ((v.layer >= 0 && v.layer < first_layer) || std::string(v.name) == "token_embd");
+}
+// the last row ends at its own bytes (a column slice's stride reaches past its tensor)
+size_t bytes_of(const Weight& w) {
+    return (w.rows > 0 ? size_t(w.rows - 1) * w.row_stride : 0) + row_bytes(w.type, w.cols);
+}
+}  // namespace
+
+size_t DeviceWeights::bytes_for(const Model& m, int first_layer) {
+    std::unordered_map<const void*, size_t> seen;
     m.for_each_matrix([&](const Model::WeightVisit& v, const Weight& w) {
-        if (w.data && !be.supports(backend::Op::MATMUL, w.type))
+        if (w.data && !on_cpu(v, first_layer)) seen[w.data] = std::max(seen[w.data], bytes_of(w));
+    });
+    m.for_each_vector([&](const Model::WeightVisit& at, const std::vector<float>& v) {
+        if (!v.empty() && !on_cpu(at, first_layer)) seen[v.data()] = v.size() * sizeof(float);
+    });
+    size_t total = 0;
+    for (const auto& [p, b] : seen) total += b;
+    return total;
+}
+
+DeviceWeights::DeviceWeights(backend::Backend& be, const Model& m, int first_layer) {
+    auto on_cpu = [first_layer](const Model::WeightVisit& v) { return tandem::on_cpu(v, first_layer); };
+    m.for_each_matrix([&](const Model::WeightVisit& v, const Weight& w) {
+        if (w.data && !on_cpu(v) && !be.supports(backend::Op::MATMUL, w.type))
             throw Error(strprintf("%s cannot run %s (layer %d): %s weights", be.name().c_str(), v.name, v.layer,
                                   type_name(w.type)));
     });
-    // the last row ends at its own bytes (a column slice's stride reaches past its tensor)
-    auto bytes_of = [](const Weight& w) {
-        return (w.rows > 0 ? size_t(w.rows - 1) * w.row_stride : 0) + row_bytes(w.type, w.cols);
-    };
     m.for_each_matrix([&](const Model::WeightVisit& v, const Weight& w) {
-        if (w.data && bytes_of(w) > kMaxTensorBytes)
+        if (w.data && !on_cpu(v) && bytes_of(w) > kMaxTensorBytes)
             throw Error(strprintf("%s (layer %d) is %.2f GiB: a GPU binding holds at most 4 GiB", v.name, v.layer,
                                   bytes_of(w) / 1073741824.0));
     });
-    m.for_each_matrix([&](const Model::WeightVisit&, const Weight& w) {
-        if (!w.data || placed_.count(w.data)) return;
+    m.for_each_matrix([&](const Model::WeightVisit& v, const Weight& w) {
+        if (!w.data || on_cpu(v) || placed_.count(w.data)) return;
         const size_t bytes = bytes_of(w);
         buffers_.push_back(be.map_host(w.data, bytes));
         placed_[w.data] = {buffers_.back().get(), 0, w.type, w.rows, w.cols, w.row_stride};
         bytes_ += bytes;
         n_matrices_++;
     });
-    m.for_each_vector([&](const Model::WeightVisit&, const std::vector<float>& v) {
-        if (v.empty() || placed_.count(v.data())) return;
+    m.for_each_vector([&](const Model::WeightVisit& at, const std::vector<float>& v) {
+        if (v.empty() || on_cpu(at) || placed_.count(v.data())) return;
         buffers_.push_back(be.map_host(v.data(), v.size() * sizeof(float)));
         placed_[v.data()] = {buffers_.back().get(), 0, TensorType::F32, 1, int64_t(v.size()), v.size() * sizeof(float)};
         bytes_ += v.size() * sizeof(float);

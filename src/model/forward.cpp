@@ -118,6 +118,17 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     const backend::Tensor x = P.x.rows(be, n, E), xn = P.xn.rows(be, n, E), out_rows = P.rows_out.rows(be, n, E);
     for (Scratch* a : {&P.q, &P.att}) a->rows(be, n, qd_max);  // sized for the widest layer before recording
     for (Scratch* a : {&P.k, &P.v}) a->rows(be, n, kvd_max);
+    // A model split between the CPU and a GPU (model/session_impl.h LowerStage): the CPU's stage embeds the tokens
+    // and runs the cache layers below the split on its own backend and scratch, then hands the rows to the session's
+    // backend (the GPU's) for the rest and the output. Each stage runs the same layer code on its own tensors.
+    LowerStage* const low = S.lower.get();
+    backend::Backend& be_in = low ? *low->be : be;  // the embedding's stage
+    const ModelTensors M_in = low ? ModelTensors{low->be->host_memory(), nullptr} : M;
+    const backend::Tensor x_in = low ? low->pass.x.rows(be_in, n, E) : x;
+    if (low) {
+        for (Scratch* a : {&low->pass.q, &low->pass.att}) a->rows(be_in, n, qd_max);
+        for (Scratch* a : {&low->pass.k, &low->pass.v}) a->rows(be_in, n, kvd_max);
+    }
 
     // Gated DeltaNet layers: each row's state before and after it (its session's, model/recurrent_state.h)
     std::vector<backend::Tensor> rec_in, rec_out, lin, lout;
@@ -179,114 +190,11 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     } else {
         std::vector<int32_t> toks;
         for (const auto& g : segs) toks.insert(toks.end(), g.tokens, g.tokens + g.n);
-        be.get_rows(M.weight(emb), toks.data(), n, x);
-        if (hp.embd_scale != 1.0f) be.scale(hp.embd_scale, x);
+        be_in.get_rows(M_in.weight(emb), toks.data(), n, x_in);
+        if (hp.embd_scale != 1.0f) be_in.scale(hp.embd_scale, x_in);
         if (hp.n_embd_per_layer > 0)  // gemma4's per-layer inputs, from the tokens and their embeddings
-            per_layer_inputs(be, M, model, toks.data(), x, S.ple);
+            per_layer_inputs(be_in, M_in, model, toks.data(), x_in, low ? low->ple : S.ple);
     }
-
-    // One attention layer over the pass's rows: the normed input `in` to out_rows (before the residual add).
-    std::vector<backend::AttnSegment> aseg;  // each segment's cache rows of the layer (reused by every layer)
-    aseg.reserve(segs.size());
-    auto attention_layer = [&](int l, const LayerWeights& L, const backend::Tensor& in) {
-        const int wset = L.swa ? 1 : 0;  // the layer's RoPE table and window
-        const int nh = L.n_head, hd = L.head_dim, nkv = L.n_head_kv, qd = nh * hd, kvd = nkv * hd;
-        const bool own_kv = L.kv_from < 0;  // gemma4's shared-KV layers: queries only, over another layer's rows
-        const backend::Tensor q = P.q.rows(be, n, qd), k = P.k.rows(be, n, kvd), v = P.v.rows(be, n, kvd),
-                              att = P.att.rows(be, n, qd);
-        backend::Tensor gate;  // qwen35's gated attention: each head's gate
-        if (hp.mla) {  // the latent row is cached once, read as K and as V (v unused)
-            mla_project(be, M, hp, L, in, q, k, S.mla);
-        } else if (!own_kv) {
-            be.matmul(M.weight(L.wq), in, q);
-        } else {
-            const backend::Tensor qg = hp.attn_gate ? P.qg.rows(be, n, 2 * qd) : q;
-            const backend::Tensor ws[3] = {M.weight(L.wq), M.weight(L.wk), M.weight(L.wv)};
-            const backend::Tensor ys[3] = {qg, k, v};
-            be.matmul_multi(ws, ys, 3, in);
-            if (hp.attn_gate) {  // each head's query, then its gate
-                gate = P.gate.rows(be, n, qd);
-                const size_t stride = 2 * size_t(hd) * sizeof(float);
-                const backend::Tensor heads{qg.buf, qg.offset, TensorType::F32, int64_t(n) * nh, hd, stride};
-                be.copy(heads, P.q.rows(be, int64_t(n) * nh, hd));
-                be.copy(heads.cols_at(hd, hd), P.gate.rows(be, int64_t(n) * nh, hd));
-            }
-        }
-        if (hp.has_qkv_bias) {
-            be.add_row(M.vec(L.bq), q);
-            be.add_row(M.vec(L.bk), k);
-            be.add_row(M.vec(L.bv), v);
-        }
-        if (hp.qk_norm_whole) {
-            be.rms_norm(q, M.vec(L.q_norm), qd, hp.rms_eps, q);
-            be.rms_norm(k, M.vec(L.k_norm), kvd, hp.rms_eps, k);
-        } else if (hp.has_qk_norm) {
-            be.rms_norm(q, M.vec(L.q_norm), hd, hp.rms_eps, q);
-            if (own_kv) be.rms_norm(k, M.vec(L.k_norm), hd, hp.rms_eps, k);
-        }
-        if (hp.v_norm && own_kv) be.rms_norm(v, backend::Tensor{}, hd, hp.rms_eps, v);  // gemma4: no weight
-        int r0 = 0;
-        for (const auto& g : segs) {  // RoPE at each session's table (phi3: its context picks the factors)
-            if (L.rope) {
-                backend::RopeArgs ra = g.s->impl_->rope[wset].args(nh, hd, L.n_rot, hp.rope_offset, hp.rope_style);
-                be.rope(ra, &row_pos[size_t(r0)], q.rows_at(r0, g.n));
-                if (own_kv) {
-                    ra.n_head = nkv;
-                    be.rope(ra, &row_pos[size_t(r0)], k.rows_at(r0, g.n));
-                }
-            }
-            r0 += g.n;
-        }
-        if (L.rope && hp.qk_l2_norm) {  // llama4: each head RMS-normed, no weight, after RoPE
-            be.rms_norm(q, backend::Tensor{}, hd, hp.rms_eps, q);
-            be.rms_norm(k, backend::Tensor{}, hd, hp.rms_eps, k);
-        }
-        if (hp.attn_temp_scale != 0.0f && !(hp.attn_temp_nope_only && L.rope))
-            for (int t = 0; t < n; t++) {  // mistral3, llama4's NoPE layers: sharper attention beyond each span
-                const int span = hp.attn_temp_span > 0 ? hp.attn_temp_span : hp.n_ctx_train;
-                const float f =
-                    1.0f +
-                    hp.attn_temp_scale *
-                        std::log(std::floor((float(row_pos[size_t(t)]) + hp.attn_temp_offset) / float(span)) + 1.0f);
-                if (f != 1.0f) be.scale(f, q.rows_at(t, 1));
-            }
-        const int kv_layer = own_kv ? l : L.kv_from - S0.layer0_;
-        aseg.clear();
-        r0 = 0;
-        for (const auto& g : segs) {
-            KvCache& kv = g.s->impl_->kv;
-            if (own_kv) kv.store_rows(l, k.rows_at(r0, g.n), v.rows_at(r0, g.n), &row_slot[size_t(r0)]);
-            aseg.push_back({kv.k_rows(kv_layer), kv.v_rows(kv_layer), g.pos0});
-            r0 += g.n;
-        }
-        const backend::AttnArgs aa{nh,
-                                   nkv,
-                                   hd,
-                                   hp.q_scale,
-                                   hp.has_attn_sinks ? M.vec(L.sinks) : backend::Tensor{},
-                                   aseg.data(),
-                                   int(aseg.size()),
-                                   row_seg.data(),
-                                   row_pos.data(),
-                                   row_lo[wset].data(),
-                                   any_tree ? row_tail.data() : nullptr};
-        const auto t_attn = std::chrono::steady_clock::now();
-        be.attention(aa, q, att);
-        S.attn_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_attn).count();
-        backend::Tensor wo_in = att;
-        if (hp.mla) {  // the heads' values from their latent outputs
-            wo_in = P.mla_v.rows(be, n, int64_t(nh) * hp.mla_v);
-            mla_values(be, M, hp, L, att, wo_in, S.mla);
-        }
-        if (hp.attn_gate) {  // att * sigmoid(gate), into gate
-            be.glu(backend::Glu::SIGMOID, gate, att);
-            wo_in = gate;
-        }
-        be.matmul(M.weight(L.wo), wo_in, out_rows);
-        reduce(out_rows);  // a tensor split's heads: before the bias and the norm, which are not sums
-        if (!L.bo.empty()) be.add_row(M.vec(L.bo), out_rows);
-        if (hp.has_post_norms) be.rms_norm(out_rows, M.vec(L.post_attn_norm), E, hp.rms_eps, out_rows);
-    };
 
     // Drafter tap: sessions that keep layers' inputs (an EAGLE-3 head's target: keep_hidden with layers) get each
     // kept layer's input rows (the head reads them as its g), copied into their hidden rows before the layer runs.
@@ -302,46 +210,168 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             r0 += g.n;
         }
     }
-    auto tap_layer_input = [&](int model_layer) {
-        for (const auto& [g, r0] : keeps) {
-            const std::vector<int>& ls = g->s->hidden_layers_;
-            for (size_t k = 0; k < ls.size(); k++)
-                if (ls[k] == model_layer) {  // its place among the kept layers: columns k E .. (k + 1) E of a row
-                    be.read(x.rows_at(r0, g->n), S.xfer.data());
-                    const size_t w = size_t(g->s->hidden_width());
-                    float* dst = &g->s->hidden_[size_t(g->pos0 - g->s->hidden_from_) * w + k * size_t(E)];
-                    for (int t = 0; t < g->n; t++) std::copy_n(&S.xfer[size_t(t) * E], E, dst + size_t(t) * w);
+    // The layers [from, to) of the pass on one stage: its backend, its view of the weights, its scratch, its RoPE
+    // tables (on_low: the CPU stage of a split model), the rows x and their normed copy and output.
+    auto run_layers = [&](backend::Backend& be, const ModelTensors& M, PassScratch& P, FfnScratch& ffn, MlaScratch& mla,
+                          DeltaNetScratch& dn, PerLayerScratch& ple, bool on_low, const backend::Tensor& x,
+                          const backend::Tensor& xn, const backend::Tensor& out_rows, int from, int to) {
+        // One attention layer over the pass's rows: the normed input `in` to out_rows (before the residual add).
+        std::vector<backend::AttnSegment> aseg;  // each segment's cache rows of the layer (reused by every layer)
+        aseg.reserve(segs.size());
+        auto attention_layer = [&](int l, const LayerWeights& L, const backend::Tensor& in) {
+            const int wset = L.swa ? 1 : 0;  // the layer's RoPE table and window
+            const int nh = L.n_head, hd = L.head_dim, nkv = L.n_head_kv, qd = nh * hd, kvd = nkv * hd;
+            const bool own_kv = L.kv_from < 0;  // gemma4's shared-KV layers: queries only, over another layer's rows
+            const backend::Tensor q = P.q.rows(be, n, qd), k = P.k.rows(be, n, kvd), v = P.v.rows(be, n, kvd),
+                                  att = P.att.rows(be, n, qd);
+            backend::Tensor gate;  // qwen35's gated attention: each head's gate
+            if (hp.mla) {  // the latent row is cached once, read as K and as V (v unused)
+                mla_project(be, M, hp, L, in, q, k, mla);
+            } else if (!own_kv) {
+                be.matmul(M.weight(L.wq), in, q);
+            } else {
+                const backend::Tensor qg = hp.attn_gate ? P.qg.rows(be, n, 2 * qd) : q;
+                const backend::Tensor ws[3] = {M.weight(L.wq), M.weight(L.wk), M.weight(L.wv)};
+                const backend::Tensor ys[3] = {qg, k, v};
+                be.matmul_multi(ws, ys, 3, in);
+                if (hp.attn_gate) {  // each head's query, then its gate
+                    gate = P.gate.rows(be, n, qd);
+                    const size_t stride = 2 * size_t(hd) * sizeof(float);
+                    const backend::Tensor heads{qg.buf, qg.offset, TensorType::F32, int64_t(n) * nh, hd, stride};
+                    be.copy(heads, P.q.rows(be, int64_t(n) * nh, hd));
+                    be.copy(heads.cols_at(hd, hd), P.gate.rows(be, int64_t(n) * nh, hd));
                 }
+            }
+            if (hp.has_qkv_bias) {
+                be.add_row(M.vec(L.bq), q);
+                be.add_row(M.vec(L.bk), k);
+                be.add_row(M.vec(L.bv), v);
+            }
+            if (hp.qk_norm_whole) {
+                be.rms_norm(q, M.vec(L.q_norm), qd, hp.rms_eps, q);
+                be.rms_norm(k, M.vec(L.k_norm), kvd, hp.rms_eps, k);
+            } else if (hp.has_qk_norm) {
+                be.rms_norm(q, M.vec(L.q_norm), hd, hp.rms_eps, q);
+                if (own_kv) be.rms_norm(k, M.vec(L.k_norm), hd, hp.rms_eps, k);
+            }
+            if (hp.v_norm && own_kv) be.rms_norm(v, backend::Tensor{}, hd, hp.rms_eps, v);  // gemma4: no weight
+            int r0 = 0;
+            for (const auto& g : segs) {  // RoPE at each session's table (phi3: its context picks the factors)
+                if (L.rope) {
+                    backend::RopeArgs ra = (on_low ? g.s->impl_->lower->rope : g.s->impl_->rope)[wset].args(
+                        nh, hd, L.n_rot, hp.rope_offset, hp.rope_style);
+                    be.rope(ra, &row_pos[size_t(r0)], q.rows_at(r0, g.n));
+                    if (own_kv) {
+                        ra.n_head = nkv;
+                        be.rope(ra, &row_pos[size_t(r0)], k.rows_at(r0, g.n));
+                    }
+                }
+                r0 += g.n;
+            }
+            if (L.rope && hp.qk_l2_norm) {  // llama4: each head RMS-normed, no weight, after RoPE
+                be.rms_norm(q, backend::Tensor{}, hd, hp.rms_eps, q);
+                be.rms_norm(k, backend::Tensor{}, hd, hp.rms_eps, k);
+            }
+            if (hp.attn_temp_scale != 0.0f && !(hp.attn_temp_nope_only && L.rope))
+                for (int t = 0; t < n; t++) {  // mistral3, llama4's NoPE layers: sharper attention beyond each span
+                    const int span = hp.attn_temp_span > 0 ? hp.attn_temp_span : hp.n_ctx_train;
+                    const float f =
+                        1.0f +
+                        hp.attn_temp_scale *
+                            std::log(std::floor((float(row_pos[size_t(t)]) + hp.attn_temp_offset) / float(span)) +
+                                     1.0f);
+                    if (f != 1.0f) be.scale(f, q.rows_at(t, 1));
+                }
+            const int kv_layer = own_kv ? l : L.kv_from - S0.layer0_;
+            aseg.clear();
+            r0 = 0;
+            for (const auto& g : segs) {
+                KvCache& kv = g.s->impl_->kv;
+                if (own_kv) kv.store_rows(l, k.rows_at(r0, g.n), v.rows_at(r0, g.n), &row_slot[size_t(r0)]);
+                aseg.push_back({kv.k_rows(kv_layer), kv.v_rows(kv_layer), g.pos0});
+                r0 += g.n;
+            }
+            const backend::AttnArgs aa{nh,
+                                       nkv,
+                                       hd,
+                                       hp.q_scale,
+                                       hp.has_attn_sinks ? M.vec(L.sinks) : backend::Tensor{},
+                                       aseg.data(),
+                                       int(aseg.size()),
+                                       row_seg.data(),
+                                       row_pos.data(),
+                                       row_lo[wset].data(),
+                                       any_tree ? row_tail.data() : nullptr};
+            const auto t_attn = std::chrono::steady_clock::now();
+            be.attention(aa, q, att);
+            S.attn_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_attn).count();
+            backend::Tensor wo_in = att;
+            if (hp.mla) {  // the heads' values from their latent outputs
+                wo_in = P.mla_v.rows(be, n, int64_t(nh) * hp.mla_v);
+                mla_values(be, M, hp, L, att, wo_in, mla);
+            }
+            if (hp.attn_gate) {  // att * sigmoid(gate), into gate
+                be.glu(backend::Glu::SIGMOID, gate, att);
+                wo_in = gate;
+            }
+            be.matmul(M.weight(L.wo), wo_in, out_rows);
+            reduce(out_rows);  // a tensor split's heads: before the bias and the norm, which are not sums
+            if (!L.bo.empty()) be.add_row(M.vec(L.bo), out_rows);
+            if (hp.has_post_norms) be.rms_norm(out_rows, M.vec(L.post_attn_norm), E, hp.rms_eps, out_rows);
+        };
+
+        auto tap_layer_input = [&](int model_layer) {
+            for (const auto& [g, r0] : keeps) {
+                const std::vector<int>& ls = g->s->hidden_layers_;
+                for (size_t k = 0; k < ls.size(); k++)
+                    if (ls[k] == model_layer) {  // its place among the kept layers: columns k E .. (k + 1) E of a row
+                        be.read(x.rows_at(r0, g->n), S.xfer.data());
+                        const size_t w = size_t(g->s->hidden_width());
+                        float* dst = &g->s->hidden_[size_t(g->pos0 - g->s->hidden_from_) * w + k * size_t(E)];
+                        for (int t = 0; t < g->n; t++) std::copy_n(&S.xfer[size_t(t) * E], E, dst + size_t(t) * w);
+                    }
+            }
+        };
+        for (int l = from; l < to; l++) {  // l: the cache's layer; the model's is layer0_ + l (MTP: n_layer)
+            const LayerWeights& L = model.layer(S0.layer0_ + l);
+            if (!keeps.empty()) tap_layer_input(S0.layer0_ + l);
+            // the attention's and the FFN's input: the normed rows, or the rows themselves (olmo2: no pre-norms)
+            const backend::Tensor& in = hp.has_pre_norms ? xn : x;
+            if (hp.has_pre_norms) be.rms_norm(x, M.vec(L.attn_norm), E, hp.rms_eps, xn);
+            if (L.recurrent) {
+                const int64_t lf = int64_t(delta_net_layer_floats(hp));
+                for (int t = 0; t < n; t++) {  // the layer's part of each row's state
+                    lin[size_t(t)] = rec_in[size_t(t)].cols_at(int64_t(S.rec_off[size_t(l)]), lf);
+                    lout[size_t(t)] = rec_out[size_t(t)].cols_at(int64_t(S.rec_off[size_t(l)]), lf);
+                }
+                delta_net_layer(be, M, hp, L, in, lin.data(), lout.data(), out_rows, dn);
+            } else {
+                attention_layer(l, L, in);
+            }
+            be.add(out_rows, hp.residual_scale, x);
+
+            if (hp.has_pre_norms)
+                be.rms_norm(x, M.vec(L.ffn_norm.empty() ? L.post_attn_norm : L.ffn_norm), E, hp.rms_eps, xn);
+            if (L.moe() && L.w_gate.data)  // gemma4: a dense MLP beside the experts
+                ffn_dense_and_experts(be, M, hp, L, x, in, out_rows, ffn);
+            else ffn_forward(be, M, hp, L, in, out_rows, ffn);
+            reduce(out_rows);
+            if (hp.has_post_norms) be.rms_norm(out_rows, M.vec(L.post_ffn_norm), E, hp.rms_eps, out_rows);
+            be.add(out_rows, hp.residual_scale, x);
+            if (hp.n_embd_per_layer > 0 && !mtp) per_layer_apply(be, M, hp, L, S0.layer0_ + l, x, ple);
+            if (L.out_scale != 1.0f) be.scale(L.out_scale, x);
         }
     };
-    for (int l = l_lo; l < l_hi; l++) {  // l: the cache's layer; the model's is layer0_ + l (MTP: n_layer)
-        const LayerWeights& L = model.layer(S0.layer0_ + l);
-        if (!keeps.empty()) tap_layer_input(S0.layer0_ + l);
-        // the attention's and the FFN's input: the normed rows, or the rows themselves (olmo2: no pre-norms)
-        const backend::Tensor& in = hp.has_pre_norms ? xn : x;
-        if (hp.has_pre_norms) be.rms_norm(x, M.vec(L.attn_norm), E, hp.rms_eps, xn);
-        if (L.recurrent) {
-            const int64_t lf = int64_t(delta_net_layer_floats(hp));
-            for (int t = 0; t < n; t++) {  // the layer's part of each row's state
-                lin[size_t(t)] = rec_in[size_t(t)].cols_at(int64_t(S.rec_off[size_t(l)]), lf);
-                lout[size_t(t)] = rec_out[size_t(t)].cols_at(int64_t(S.rec_off[size_t(l)]), lf);
-            }
-            delta_net_layer(be, M, hp, L, in, lin.data(), lout.data(), out_rows, S.dn);
-        } else {
-            attention_layer(l, L, in);
-        }
-        be.add(out_rows, hp.residual_scale, x);
-
-        if (hp.has_pre_norms)
-            be.rms_norm(x, M.vec(L.ffn_norm.empty() ? L.post_attn_norm : L.ffn_norm), E, hp.rms_eps, xn);
-        if (L.moe() && L.w_gate.data)  // gemma4: a dense MLP beside the experts
-            ffn_dense_and_experts(be, M, hp, L, x, in, out_rows, S.ffn);
-        else ffn_forward(be, M, hp, L, in, out_rows, S.ffn);
-        reduce(out_rows);
-        if (hp.has_post_norms) be.rms_norm(out_rows, M.vec(L.post_ffn_norm), E, hp.rms_eps, out_rows);
-        be.add(out_rows, hp.residual_scale, x);
-        if (hp.n_embd_per_layer > 0 && !mtp) per_layer_apply(be, M, hp, L, S0.layer0_ + l, x, S.ple);
-        if (L.out_scale != 1.0f) be.scale(L.out_scale, x);
+    if (low) {  // the CPU's layers, the rows handed over, the GPU's layers
+        const int split = std::min(l_hi, l_lo + low->n_layers);
+        PassScratch& LP = low->pass;
+        run_layers(be_in, M_in, LP, low->ffn, low->mla, low->dn, low->ple, true, x_in, LP.xn.rows(be_in, n, E),
+                   LP.rows_out.rows(be_in, n, E), l_lo, split);
+        be_in.read(x_in, S.xfer.data());
+        be.write(x, S.xfer.data());
+        run_layers(be, M, P, S.ffn, S.mla, S.dn, S.ple, false, x, xn, out_rows, split, l_hi);
+    } else {
+        run_layers(be, M, P, S.ffn, S.mla, S.dn, S.ple, false, x, xn, out_rows, l_lo, l_hi);
     }
 
     if (tensor && !tensor->leader()) return be.sync();

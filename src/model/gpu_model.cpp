@@ -23,9 +23,26 @@ std::string gpu_unsupported(const Model& m) {
     return "";
 }
 
-GpuModel::GpuModel(std::shared_ptr<const Model> model, int device) : model_(std::move(model)) {
+std::string gpu_split_unsupported(const Model& m) {
+    if (const std::string why = gpu_unsupported(m); !why.empty()) return why;
+    const HParams& hp = m.hparams();
+    if (m.mtp()) return "a model with a multi-token-prediction block is not split between the CPU and a GPU yet";
+    if (hp.n_embd_per_layer > 0) return "per-layer embeddings (gemma4) are not split between the CPU and a GPU yet";
+    for (int l = 0; l < hp.n_layer; l++) {
+        if (m.layer(l).recurrent) return "Gated DeltaNet layers' states are not split between the CPU and a GPU yet";
+        if (m.layer(l).kv_from >= 0) return "shared-KV layers (gemma4) are not split between the CPU and a GPU yet";
+    }
+    return "";
+}
+
+GpuModel::GpuModel(std::shared_ptr<const Model> model, int device, int layers) : model_(std::move(model)) {
     if (const std::string why = gpu_unsupported(*model_); !why.empty())
         throw Error(model_->path() + ": not on a GPU: " + why);
+    const int L = model_->hparams().n_layer;
+    first_layer_ = layers < 0 || layers >= L ? 0 : L - layers;
+    if (first_layer_ > 0)
+        if (const std::string why = gpu_split_unsupported(*model_); !why.empty())
+            throw Error(model_->path() + ": -ngl " + std::to_string(layers) + ": " + why);
     const std::vector<GpuDevice> devs = gpu_devices();
     if (devs.empty())
         throw Error("no GPU: " +
@@ -34,15 +51,22 @@ GpuModel::GpuModel(std::shared_ptr<const Model> model, int device) : model_(std:
         throw Error(strprintf("GPU device %d does not exist (%zu found: tandem --list-devices)", device, devs.size()));
     device_ = devs[size_t(device < 0 ? 0 : device)];
     be_ = backend::make_vulkan_backend(device_.index);
-    weights_ = std::make_unique<DeviceWeights>(*be_, *model_);
+    weights_ = std::make_unique<DeviceWeights>(*be_, *model_, first_layer_);
 }
 
-std::shared_ptr<const GpuModel> place_on_gpu(std::shared_ptr<const Model> model, int device) {
-    return std::make_shared<const GpuModel>(std::move(model), device);
+std::shared_ptr<const GpuModel> place_on_gpu(std::shared_ptr<const Model> model, int device, int layers) {
+    return std::make_shared<const GpuModel>(std::move(model), device, layers);
 }
 
 GpuPlacementInfo gpu_placement_info(const GpuModel& g) {
-    return {g.device().name, g.device().driver, g.weights().bytes(), g.weights().matrices(), g.backend()->name()};
+    const int L = g.model().hparams().n_layer;
+    return {g.device().name,
+            g.device().driver,
+            g.weights().bytes(),
+            g.weights().matrices(),
+            g.backend()->name(),
+            L - g.first_layer(),
+            L};
 }
 
 double gpu_copy_probe_gbps(const GpuModel& g) {
@@ -118,28 +142,40 @@ GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuLayers&
     if (index >= int(devs.size()))
         throw Error(strprintf("device %d does not exist (%zu found: tandem --list-devices)", index, devs.size()));
     const GpuDevice& d = devs[size_t(index)];
-    if (!ngl.all && !ngl.automatic && ngl.n < L)
-        return cpu(
-            strprintf("-ngl %d of %d layers: a model split between the GPU and the CPU is not built yet "
-                      "(-ngl %d or all puts every layer on %s)",
-                      ngl.n, L, L + 1, d.name.c_str()));
-    const size_t need = model->weights_bytes() + cache_bytes;
-    if (d.memory_bytes > 0 && need > d.memory_bytes) {
-        const std::string why = strprintf("%.0f MiB of weights and %.0f MiB of cache do not fit %s's %.0f MiB",
-                                          model->weights_bytes() / 1048576.0, cache_bytes / 1048576.0, d.name.c_str(),
-                                          d.memory_bytes / 1048576.0);
-        if (ngl.automatic) return cpu(why);
-        throw Error(std::string(what) + ": " + why + " (-ngl auto or 0 runs it on the CPU; -c smaller takes less)");
+    // The GPU's part with k layers on it (the last k, and the output): its weights and its layers' share of the
+    // caches (every layer's rows are the same size but for sliding-window layers: a share is close enough here).
+    const std::string split_why = gpu_split_unsupported(*model);
+    auto weights_for = [&](int k) { return DeviceWeights::bytes_for(*model, L - k); };
+    auto need_for = [&](int k) { return weights_for(k) + size_t(double(cache_bytes) * k / L); };
+    auto fits = [&](int k) { return d.memory_bytes == 0 || need_for(k) <= d.memory_bytes; };
+    int layers = ngl.all || ngl.automatic || ngl.n >= L ? L : ngl.n;
+    if (layers < L && !split_why.empty())
+        return cpu(strprintf("-ngl %d of %d layers: %s (-ngl %d or all puts every layer on %s)", ngl.n, L,
+                             split_why.c_str(), L + 1, d.name.c_str()));
+    if (!fits(layers)) {
+        const std::string why =
+            strprintf("%.0f MiB of weights and %.0f MiB of cache for %d layers do not fit %s's %.0f MiB",
+                      weights_for(layers) / 1048576.0, double(cache_bytes) * layers / L / 1048576.0, layers,
+                      d.name.c_str(), d.memory_bytes / 1048576.0);
+        if (!ngl.automatic) {
+            throw Error(std::string(what) + ": " + why + " (fewer layers with -ngl N or auto; -c smaller takes less)");
+        }
+        if (!split_why.empty()) return cpu(why + "; " + split_why);
+        while (layers > 0 && !fits(layers)) layers--;  // auto: as many of the last layers as fit (llama.cpp's -fit)
+        if (layers == 0) return cpu(why);
     }
     try {
-        c.gpu = place_on_gpu(model, index);
+        c.gpu = place_on_gpu(model, index, layers);
     } catch (const Error& e) {
         if (ngl.automatic) return cpu(e.what());
         throw;
     }
     const DeviceWeights& w = c.gpu->weights();
     c.log = strprintf("%s: GPU %s (%s, driver %s): %d of %d layers and the output, %.1f MiB of weights", what,
-                      d.name.c_str(), d.type.c_str(), d.driver.c_str(), L, L, w.bytes() / 1048576.0);
+                      d.name.c_str(), d.type.c_str(), d.driver.c_str(), layers, L, w.bytes() / 1048576.0);
+    if (layers < L)
+        c.log += strprintf("; layers 0..%d and the token embedding on the CPU (each pass hands its rows over once)",
+                           L - layers - 1);
     return c;
 }
 

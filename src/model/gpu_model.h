@@ -16,15 +16,20 @@ class GpuModel {
 public:
     // Throws tandem::Error naming the device and why: no such device, a pass the GPU cannot run yet
     // (gpu_unsupported), a weight type the backend cannot multiply, a buffer the device cannot hold.
-    GpuModel(std::shared_ptr<const Model> model, int device);
+    // layers: the model's last `layers` layers and its output on the GPU, the ones before on the CPU (a split model,
+    // gpu_split_unsupported); < 0 or at least the layer count: all of them.
+    GpuModel(std::shared_ptr<const Model> model, int device, int layers = -1);
     const Model& model() const { return *model_; }
     const GpuDevice& device() const { return device_; }
     std::shared_ptr<backend::Backend> backend() const { return be_; }
     const DeviceWeights& weights() const { return *weights_; }
+    // the first layer the GPU runs (0: all of them); the CPU runs those before it, with the token embedding
+    int first_layer() const { return first_layer_; }
 
 private:
     std::shared_ptr<const Model> model_;
     GpuDevice device_;
+    int first_layer_ = 0;
     std::shared_ptr<backend::Backend> be_;
     std::unique_ptr<DeviceWeights> weights_;  // (declared after be_: freed before it)
 };

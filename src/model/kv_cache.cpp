@@ -109,8 +109,9 @@ size_t memory_budget_bytes() {
 }
 
 KvCache::KvCache(backend::Backend& be, int n_ctx, const std::vector<KvLayer>& layers, TensorType tk, TensorType tv,
-                 bool v_is_k)
-    : be_(be), n_ctx_(n_ctx), tk_(tk), tv_(tv), v_is_k_(v_is_k) {
+                 bool v_is_k, backend::Backend* lower, int n_lower)
+    : be_{lower ? lower : &be, &be}, n_ctx_(n_ctx), tk_(tk), tv_(tv), v_is_k_(v_is_k) {
+    TD_ASSERT(n_lower == 0 || lower);
     TD_ASSERT(!v_is_k || tk == tv);
     TD_ASSERT(kv_cache_type_supported(tk) && kv_cache_type_supported(tv));
     for (const KvLayer& shape : layers) {
@@ -120,26 +121,30 @@ KvCache::KvCache(backend::Backend& be, int n_ctx, const std::vector<KvLayer>& la
                 throw Error(
                     strprintf("KV cache type %s needs a head size that is a multiple of %d (this model's is %d)",
                               type_name(t), type_traits(t).block_elems, shape.head_dim));
-        Layer L{shape, row_bytes(tk, shape.kv_dim), row_bytes(tv, shape.kv_dim), k_bytes_, v_bytes_};
-        k_bytes_ += size_t(shape.rows) * L.rk;
-        if (!v_is_k) v_bytes_ += size_t(shape.rows) * L.rv;
+        const int part = int(layers_.size()) < n_lower ? 0 : 1;
+        Layer L{shape, row_bytes(tk, shape.kv_dim), row_bytes(tv, shape.kv_dim), part, k_bytes_[part], v_bytes_[part]};
+        k_bytes_[part] += size_t(shape.rows) * L.rk;
+        if (!v_is_k) v_bytes_[part] += size_t(shape.rows) * L.rv;
         layers_.push_back(L);
     }
-    k_ = be.alloc(k_bytes_);
-    v_ = be.alloc(v_bytes_);
+    for (int part = 0; part < 2; part++)
+        if (part == 1 || n_lower > 0) {
+            k_[part] = be_[part]->alloc(k_bytes_[part]);
+            v_[part] = be_[part]->alloc(v_bytes_[part]);
+        }
 }
 
 backend::Tensor KvCache::k_rows(int layer) const {
     const Layer& L = layers_[size_t(layer)];
     TD_ASSERT(L.shape.rows > 0);
-    return {k_.get(), L.k0, tk_, L.shape.rows, L.shape.kv_dim, L.rk};
+    return {k_[L.part].get(), L.k0, tk_, L.shape.rows, L.shape.kv_dim, L.rk};
 }
 
 backend::Tensor KvCache::v_rows(int layer) const {
     if (v_is_k_) return k_rows(layer);
     const Layer& L = layers_[size_t(layer)];
     TD_ASSERT(L.shape.rows > 0);
-    return {v_.get(), L.v0, tv_, L.shape.rows, L.shape.kv_dim, L.rv};
+    return {v_[L.part].get(), L.v0, tv_, L.shape.rows, L.shape.kv_dim, L.rv};
 }
 
 backend::Tensor KvCache::row(int layer, int pos, bool v) const {
@@ -151,33 +156,33 @@ void KvCache::store(int layer, int pos, const float* k, const float* v) {
     thread_local std::vector<uint8_t> raw;
     raw.resize(std::max(row_bytes_k(layer), row_bytes_v(layer)));
     quantize_row_ref(tk_, k, raw.data(), kv_dim(layer));
-    be_.write(row(layer, pos, false), raw.data());
+    be_of(layer).write(row(layer, pos, false), raw.data());
     if (v_is_k_) return;
     quantize_row_ref(tv_, v, raw.data(), kv_dim(layer));
-    be_.write(row(layer, pos, true), raw.data());
+    be_of(layer).write(row(layer, pos, true), raw.data());
 }
 
 void KvCache::read(int layer, int pos, float* k, float* v) const {
     thread_local std::vector<uint8_t> raw;
     raw.resize(std::max(row_bytes_k(layer), row_bytes_v(layer)));
-    be_.read(row(layer, pos, false), raw.data());
+    be_of(layer).read(row(layer, pos, false), raw.data());
     dequantize_row_ref(tk_, raw.data(), k, kv_dim(layer));
-    be_.read(row(layer, pos, true), raw.data());
+    be_of(layer).read(row(layer, pos, true), raw.data());
     dequantize_row_ref(tv_, raw.data(), v, kv_dim(layer));
 }
 
-void KvCache::get_raw(int layer, int pos, bool v, uint8_t* dst) const { be_.read(row(layer, pos, v), dst); }
+void KvCache::get_raw(int layer, int pos, bool v, uint8_t* dst) const { be_of(layer).read(row(layer, pos, v), dst); }
 
 void KvCache::put_raw(int layer, int pos, bool v, const uint8_t* src) {
     if (v && v_is_k_) return;  // one copy: written as the key
-    be_.write(row(layer, pos, v), src);
+    be_of(layer).write(row(layer, pos, v), src);
 }
 
 void KvCache::copy_row(int from, int to) {
     for (int l = 0; l < n_layer(); l++) {
         if (capacity(l) == 0) continue;
-        be_.row_copy(k_rows(l), from, to);
-        if (!v_is_k_) be_.row_copy(v_rows(l), from, to);
+        be_of(l).row_copy(k_rows(l), from, to);
+        if (!v_is_k_) be_of(l).row_copy(v_rows(l), from, to);
     }
 }
 

@@ -42,7 +42,9 @@ inline int swa_first_visible(const HParams& hp, int pos) {
 }
 
 // Storage comes from the session's backend (backend/backend.h): one buffer of key rows and one of value rows,
-// each layer a (capacity, kv_dim) tensor of them; rows are written and read through the backend's ops.
+// each layer a (capacity, kv_dim) tensor of them; rows are written and read through the backend's ops. A model split
+// between the CPU and a GPU (tandem/gpu.h, -ngl below the layer count) keeps its first `n_lower` layers' rows on the
+// CPU's backend (`lower`) and the rest on the GPU's: each layer's rows on the backend that runs the layer.
 class KvCache {
 public:
     // Requires kv_cache_type_supported(tk / tv), and of each layer rows in 0..n_ctx and kv_dim % head_dim == 0;
@@ -50,7 +52,7 @@ public:
     // of fewer is a ring. `v_is_k` (MLA: the latent row is both): one copy of each row, read as the key and as the
     // value (tk == tv; store() keeps the key).
     KvCache(backend::Backend& be, int n_ctx, const std::vector<KvLayer>& layers, TensorType tk, TensorType tv,
-            bool v_is_k = false);
+            bool v_is_k = false, backend::Backend* lower = nullptr, int n_lower = 0);
 
     // The layer's key / value rows as tensors (capacity(layer), kv_dim(layer)) of type_k() / type_v(); MLA: the
     // same tensor twice. The layer keeps rows (capacity(layer) > 0).
@@ -60,7 +62,7 @@ public:
     void store(int layer, int pos, const float* k, const float* v);
     // The same for the rows of a pass: k, v (n, kv_dim) at slots[0..n) (MLA: k only), through the backend's op
     void store_rows(int layer, const backend::Tensor& k, const backend::Tensor& v, const int* slots) {
-        be_.kv_store(k, v, slots, k_rows(layer), v_is_k_ ? backend::Tensor{} : v_rows(layer));
+        be_of(layer).kv_store(k, v, slots, k_rows(layer), v_is_k_ ? backend::Tensor{} : v_rows(layer));
     }
     // Row `from` copied onto row `to` in every layer that keeps rows (a token tree's accepted path moved into place).
     void copy_row(int from, int to);
@@ -80,22 +82,25 @@ public:
     int n_ctx() const { return n_ctx_; }
     // rows of that layer (n_ctx: not a ring; 0: it keeps none)
     int capacity(int layer) const { return layers_[size_t(layer)].shape.rows; }
-    size_t bytes() const { return k_bytes_ + v_bytes_; }
+    size_t bytes() const { return k_bytes_[0] + v_bytes_[0] + k_bytes_[1] + v_bytes_[1]; }
+    // the backend that holds the layer's rows
+    backend::Backend& be_of(int layer) const { return *be_[layers_[size_t(layer)].part]; }
 
 private:
     struct Layer {
         KvLayer shape;
         size_t rk, rv;  // row bytes
-        size_t k0, v0;  // its first byte in the key / value buffer
+        int part;  // 0: the lower layers' buffers (on `lower`), 1: the session backend's
+        size_t k0, v0;  // its first byte in its part's key / value buffer
     };
     // the one row of a slot (row pos % capacity of a ring)
     backend::Tensor row(int layer, int pos, bool v) const;
-    backend::Backend& be_;
+    backend::Backend* be_[2];
     int n_ctx_;
     TensorType tk_, tv_;
     std::vector<Layer> layers_;
-    std::unique_ptr<backend::Buffer> k_, v_;
-    size_t k_bytes_ = 0, v_bytes_ = 0;
+    std::unique_ptr<backend::Buffer> k_[2], v_[2];
+    size_t k_bytes_[2] = {0, 0}, v_bytes_[2] = {0, 0};
     bool v_is_k_ = false;
 };
 

@@ -89,7 +89,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
                           model_->path().c_str(), k / 1073741824.0,
                           int(double(n_ctx_) * double(kMaxTensorBytes) / double(k)) / 256 * 256));
     }
-    impl_ = std::make_unique<Impl>(pool_, params.gpu, n_ctx_, layers, params.type_k, params.type_v, hp.mla);
+    impl_ = std::make_unique<Impl>(pool_, params.gpu, n_ctx_, layers, params.type_k, params.type_v, hp.mla, layer0_);
     // a model (or cache type) the session's backend cannot run is refused here, by name, before any pass
     if (const std::string why = backend::unsupported(*impl_->be, *model_, params.type_k, params.type_v); !why.empty())
         throw Error(model_->path() + ": " + why);
@@ -120,6 +120,15 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
             make_rope_table(hp, hp.n_rot_swa > 0 ? hp.n_rot_swa : hp.n_rot, hp.rope_theta_swa, hp.rope_freq_scale_swa,
                             hp.rope_freqs_global_only ? std::vector<float>{} : factors, n_ctx_);
     for (RopeTable& t : impl_->rope) t.place(*impl_->be);
+    if (impl_->lower)  // a split model's CPU layers: the same tables, as the CPU's backend reads them
+        for (int i = 0; i < 2; i++) {
+            RopeTable& t = impl_->lower->rope[i];
+            t.half = impl_->rope[i].half;
+            t.mscale = impl_->rope[i].mscale;
+            t.cos = impl_->rope[i].cos;
+            t.sin = impl_->rope[i].sin;
+            t.place(*impl_->lower->be);
+        }
     // Last, once nothing can throw (the destructor, which turns it off, does not run for a failed construction):
     // the target keeps what this drafter reads, its final normed states or an EAGLE-3 head's layers' inputs.
     if (drafter_of_)

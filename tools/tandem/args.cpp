@@ -118,8 +118,8 @@ bool run_as_rank(const SplitOptions& f, const std::string& model, int n_threads,
 
 void add_gpu_flags(ArgParser& ap, GpuFlags& f, bool with_draft) {
     ap.add({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N",
-           "layers on the GPU: N, auto or all; N at least the model's layers puts every layer and the output there "
-           "(a split between GPU and CPU is not built yet: fewer layers run all on the CPU); default: the CPU",
+           "layers on the GPU: N (the last N layers and the output; the ones before run on the CPU), auto (as many as "
+           "fit) or all; default: the CPU",
            [&f](const std::string& v) { f.ngl = parse_gpu_layers(v, "-ngl"); });
     ap.add({"-dev", "--device"}, "DEV", "the GPU: VulkanN or N (tandem --list-devices), none for the CPU",
            [&f](const std::string& v) { f.device = parse_gpu_device(v); });
@@ -170,9 +170,15 @@ std::string kv_cache_line(const char* what, const Session& s) {
     for (int l = 0; l < s.n_layers(); l++) held += s.model().holds_layer(l) ? 1 : 0;
     const std::string layers = held == s.n_layers() ? strprintf("%d layers", held)
                                                     : strprintf("%d of %d layers (this rank's)", held, s.n_layers());
+    std::string where;
+    if (s.gpu()) {
+        const GpuPlacementInfo g = gpu_placement_info(*s.gpu());
+        where = g.layers < g.n_layer ? strprintf(" (the last %d layers' on the GPU, the others' on the CPU)", g.layers)
+                                     : std::string(" on the GPU");
+    }
     return strprintf("%s KV cache: %d positions x %s%s, K %s + V %s = %.1f MiB%s", what, s.n_ctx(), layers.c_str(),
                      swa.c_str(), type_name(s.kv_type_k()), type_name(s.kv_type_v()),
-                     double(s.kv_bytes()) / (1024.0 * 1024.0), s.gpu() ? " on the GPU" : "");
+                     double(s.kv_bytes()) / (1024.0 * 1024.0), where.c_str());
 }
 
 void add_spec_flags(ArgParser& ap, SpecFlags& f) {
