@@ -804,6 +804,32 @@ TEST(Vulkan, TheSubgroupTreeGivesTheSharedMemoryTreesBits) {
     VULKAN_NO_MESSAGES();
 }
 
+// Device memory is suballocated: small buffers are ranges of shared blocks (vk_device.h Device::alloc). Many of
+// them, freed and reallocated in between, each keep their own bytes (no two ranges overlap, a freed range is reused
+// whole or in part); buffers past the suballocation limit stand alone; zeroing a new one touches no neighbour.
+TEST(Vulkan, SmallBuffersShareBlocksWithoutOverlapping) {
+    VULKAN_OR_SKIP(vk);
+    std::vector<Held> held;
+    std::vector<std::vector<float>> want;
+    auto add = [&](int64_t cols, uint32_t seed) {
+        held.push_back(make(*vk, TensorType::F32, 1, cols, gaussian(size_t(cols), seed)));
+        want.push_back(gaussian(size_t(cols), seed));
+    };
+    for (int i = 0; i < 300; i++) add(1 + (i * 37) % 700, uint32_t(i));
+    for (int i = 0; i < 300; i += 2) held[size_t(i)] = make(*vk, TensorType::F32, 1, 1);  // freed, replaced
+    for (int i = 0; i < 300; i += 2) {
+        const auto v = gaussian(1, uint32_t(1000 + i));
+        vk->write(held[size_t(i)].t, v.data());
+        want[size_t(i)] = v;
+    }
+    for (int i = 0; i < 40; i++) add(2000 + i * 97, uint32_t(2000 + i));  // reuses the freed ranges
+    add(int64_t(5) << 20, 77);  // 20 MiB: an allocation of its own
+    Held z = make(*vk, TensorType::F32, 1, 333);  // zeroed by alloc, in a range between written ones
+    for (size_t i = 0; i < held.size(); i++) ASSERT_EQ(get(*vk, held[i].t), want[i]) << "buffer " << i;
+    EXPECT_EQ(get(*vk, z.t), std::vector<float>(333, 0.0f));
+    VULKAN_NO_MESSAGES();
+}
+
 TEST(Vulkan, NormsAndElementwiseOpsMatchTheReference) {
     VULKAN_OR_SKIP(vk);
     auto ref = make_reference_backend();

@@ -270,6 +270,12 @@ Device::~Device() {
         for (auto& m : staged_)
             if (!m.offset && m.memory && !is_ring(m)) free(m);
         for (auto& m : ring_) free(m);
+        for (Block& b : blocks_)  // (every range should be back by now: a backend's buffers go before its device)
+            if (b.mem.buffer) {
+                DeviceMemory whole = b.mem;
+                b.mem = DeviceMemory{};
+                free(whole);
+            }
         vkDestroyPipelineCache(dev_, cache_, nullptr);
         vkDestroyFence(dev_, fence_, nullptr);
         vkDestroyDescriptorPool(dev_, desc_pool_, nullptr);
@@ -316,12 +322,48 @@ DeviceMemory Device::make(size_t bytes, VkMemoryPropertyFlags want, VkMemoryProp
             false);
     }
     check(vkBindBufferMemory(dev_, m.buffer, m.memory, 0), "vkBindBufferMemory");
+    n_allocations_++;
     if (mem_props_.memoryTypes[ai.memoryTypeIndex].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)
         check(vkMapMemory(dev_, m.memory, 0, VK_WHOLE_SIZE, 0, &m.mapped), "vkMapMemory");
     return m;
 }
 
-DeviceMemory Device::alloc(size_t bytes) { return make(bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0); }
+DeviceMemory Device::alloc(size_t bytes) {
+    if (bytes > kSubMax) return make(bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+    const size_t need = std::max(stage_align_, (bytes + stage_align_ - 1) / stage_align_ * stage_align_);
+    auto take = [&](int bi) -> DeviceMemory {
+        Block& b = blocks_[size_t(bi)];
+        for (auto it = b.free.begin(); it != b.free.end(); ++it)
+            if (it->second >= need) {  // first fit
+                const size_t off = it->first, len = it->second;
+                b.free.erase(it);
+                if (len > need) b.free[off + need] = len - need;
+                b.used += need;
+                DeviceMemory m = b.mem;
+                m.offset = off;
+                m.size = bytes ? bytes : 4;
+                m.mapped = b.mem.mapped ? static_cast<uint8_t*>(b.mem.mapped) + off : nullptr;
+                m.block = bi;
+                return m;
+            }
+        return {};
+    };
+    for (int bi = 0; bi < int(blocks_.size()); bi++)
+        if (blocks_[size_t(bi)].mem.buffer)
+            if (DeviceMemory m = take(bi); m.buffer) return m;
+    int slot = -1;  // a released block's slot, else a new one
+    for (int bi = 0; bi < int(blocks_.size()) && slot < 0; bi++)
+        if (!blocks_[size_t(bi)].mem.buffer) slot = bi;
+    if (slot < 0) {
+        slot = int(blocks_.size());
+        blocks_.emplace_back();
+    }
+    Block& b = blocks_[size_t(slot)];
+    b.mem = make(kBlock, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+    b.free = {{0, kBlock}};
+    b.used = 0;
+    return take(slot);
+}
 
 DeviceMemory Device::alloc_host(size_t bytes) {
     return make(bytes, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
@@ -335,9 +377,38 @@ void Device::free(DeviceMemory& m) {
         } catch (const std::exception&) {  // a lost device (called from destructors: never throws)
             lost_ = true;
         }
+    if (m.block >= 0) {  // the range back to its block, merged with its free neighbours
+        Block& b = blocks_[size_t(m.block)];
+        size_t off = m.offset;
+        size_t len = std::max(stage_align_, (m.size + stage_align_ - 1) / stage_align_ * stage_align_);
+        b.used -= len;
+        auto next = b.free.lower_bound(off);
+        if (next != b.free.end() && off + len == next->first) {
+            len += next->second;
+            next = b.free.erase(next);
+        }
+        if (next != b.free.begin()) {
+            auto prev = std::prev(next);
+            if (prev->first + prev->second == off) {
+                off = prev->first;
+                len += prev->second;
+                b.free.erase(prev);
+            }
+        }
+        b.free[off] = len;
+        if (b.used == 0) {  // empty: released
+            b.free.clear();
+            DeviceMemory whole = b.mem;
+            b.mem = DeviceMemory{};
+            free(whole);
+        }
+        m = DeviceMemory{};
+        return;
+    }
     if (m.mapped) vkUnmapMemory(dev_, m.memory);
     vkDestroyBuffer(dev_, m.buffer, nullptr);
     vkFreeMemory(dev_, m.memory, nullptr);
+    n_allocations_--;
     m = DeviceMemory{};
 }
 
@@ -421,7 +492,7 @@ void Device::dispatch(const Pipeline& p, const std::vector<Bind>& binds, const v
     std::vector<VkDescriptorBufferInfo> infos(binds.size());
     std::vector<VkWriteDescriptorSet> writes(binds.size());
     for (size_t i = 0; i < binds.size(); i++) {
-        infos[i] = {binds[i].mem->buffer, binds[i].mem->offset, VK_WHOLE_SIZE};
+        infos[i] = {binds[i].mem->buffer, binds[i].mem->offset, (binds[i].mem->size + 3) & ~size_t(3)};
         writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
         writes[i].dstSet = set;
         writes[i].dstBinding = uint32_t(i);
@@ -446,7 +517,7 @@ void Device::dispatch(const Pipeline& p, const std::vector<Bind>& binds, const v
 
 void Device::fill_zero(const DeviceMemory& dst) {
     begin();
-    vkCmdFillBuffer(cmd_, dst.buffer, dst.offset, VK_WHOLE_SIZE, 0);
+    vkCmdFillBuffer(cmd_, dst.buffer, dst.offset, (dst.size + 3) & ~size_t(3), 0);
     barrier();
 }
 

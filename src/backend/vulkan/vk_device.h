@@ -24,7 +24,8 @@ struct DeviceMemory {
     VkDeviceMemory memory = VK_NULL_HANDLE;
     void* mapped = nullptr;  // host-visible memory: its mapping (of the view's first byte)
     size_t size = 0;
-    size_t offset = 0;  // a view into a larger buffer (the staging ring's): its first byte there; never freed
+    size_t offset = 0;  // a view into a larger buffer (the staging ring's, a block's): its first byte there
+    int block = -1;  // a range of the device's block `block` (Device::alloc's suballocation), returned by free()
 };
 
 struct Pipeline {
@@ -52,8 +53,13 @@ public:
     std::string name() const { return name_; }
     std::string driver() const { return driver_; }
 
-    // Device-local memory where there is some (else any), for storage and copies.
+    // Device-local memory where there is some (else any), for storage and copies. Up to kSubMax bytes: a range of
+    // a block of kBlock bytes (one allocation and one buffer for many small tensors: a model's norms and biases, a
+    // pass's scratch; first fit, freed ranges merged, an empty block released), aligned for a storage binding;
+    // larger: an allocation of its own.
     DeviceMemory alloc(size_t bytes);
+    static constexpr size_t kBlock = size_t(64) << 20, kSubMax = size_t(16) << 20;
+    size_t allocations() const { return n_allocations_; }  // live vkAllocateMemory allocations
     // Host-visible, coherent, mapped: staging and small host arrays.
     DeviceMemory alloc_host(size_t bytes);
     void free(DeviceMemory& m);  // runs the recorded pass first (never throws: a failed run marks the device lost)
@@ -91,6 +97,13 @@ private:
     uint32_t memory_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags fallback) const;
     DeviceMemory make(size_t bytes, VkMemoryPropertyFlags want, VkMemoryPropertyFlags fallback);
     bool is_ring(const DeviceMemory& m) const;  // a view of one of the ring's blocks
+    struct Block {
+        DeviceMemory mem;  // the whole block
+        std::map<size_t, size_t> free;  // offset -> bytes of its free ranges
+        size_t used = 0;
+    };
+    std::vector<Block> blocks_;  // (a released block's slot stays, empty, for the indices of the others)
+    size_t n_allocations_ = 0;
     bool inject_loss();  // TANDEM_VK_LOSE_AFTER
 
     VkInstance instance_ = VK_NULL_HANDLE;
