@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backend/backend.h"
+#include "model/device_weights.h"
 #include "tandem/error.h"
 #include "tandem/gpu.h"
 #include "tandem/model.h"
@@ -242,4 +243,29 @@ TEST(Gpu, TheFlagsPlaceTheTargetAndTheDraftByOneRule) {
     EXPECT_TRUE(parse_gpu_layers("-1", "-ngl").automatic);
     EXPECT_TRUE(parse_gpu_layers("all", "-ngl").all);
     EXPECT_THROW(parse_gpu_layers("many", "-ngl"), Error);
+}
+
+// The fit: an -ngl count the device cannot hold is an error naming the sizes (here the device's memory is all but
+// taken by another model of the command); -ngl auto takes as many of the last layers as fit, or the CPU.
+TEST(Gpu, AModelThatDoesNotFitIsRefusedOrGetsTheLayersThatFit) {
+    GPU_OR_SKIP();
+    auto m = Model::load(test::shared_file("models/stories260K.gguf"));
+    const size_t mem = gpu_devices()[0].memory_bytes;
+    ASSERT_GT(mem, 0u);
+    // exactly the last 2 of 5 layers (with the output and the pass's scratch) fit beside `taken`
+    const size_t taken = mem - DeviceWeights::bytes_for(*m, 3) - gpu_scratch_bytes(*m);
+    try {
+        choose_gpu(m, parse_gpu_layers("99", "-ngl"), 0, 0, "draft", taken);
+        ADD_FAILURE() << "placed beyond the device's memory";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("do not fit"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("beside the"), std::string::npos) << e.what();
+    }
+    const GpuChoice two = choose_gpu(m, parse_gpu_layers("auto", "-ngl"), 0, 0, "target", taken);
+    ASSERT_TRUE(two.gpu) << two.log;
+    EXPECT_EQ(gpu_placement_info(*two.gpu).layers, 2) << two.log;
+    const GpuChoice none = choose_gpu(m, parse_gpu_layers("auto", "-ngl"), 0, 0, "target", mem);
+    EXPECT_FALSE(none.gpu);
+    EXPECT_TRUE(none.warning) << none.log;
+    GPU_NO_MESSAGES();
 }

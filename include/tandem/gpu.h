@@ -86,8 +86,13 @@ struct GpuChoice {
     std::string log;  // empty when -ngl was not given
     bool warning = false;  // log is a warning (the GPU was asked for and is not used)
 };
+// The fit counts the GPU part's weights, its layers' share of cache_bytes, the pass's scratch arrays
+// (gpu_scratch_bytes) and `taken`: what another model of the command already holds on that device.
 GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuLayers& ngl, int device, size_t cache_bytes,
-                     const char* what);
+                     const char* what, size_t taken = 0);
+// The device memory of a pass's scratch arrays, for passes of up to n_batch rows (an estimate for the fit: the
+// hidden rows, q / k / v and attention rows, the FFN's or the chosen experts' hidden rows, 16 rows of logits).
+size_t gpu_scratch_bytes(const Model& m, int n_batch = 512);
 
 // llama.cpp's GPU flags of a command, as given (-ngl, -ngld, -dev, -devd, -mg), and the one rule by which every
 // command (generate, serve, bench, perplexity) places its target and its draft model: the draft's -ngld, else -ngl;
@@ -102,6 +107,9 @@ struct GpuFlags {
     }
 };
 // choose_gpu for the target (draft false) or the draft model, by the flags' rule ("target" / "draft" in the log).
-GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuFlags& flags, bool draft, size_t cache_bytes);
+// `beside`: the target's placement when choosing for the draft; on the same device, its weights and cache_beside
+// (its caches' bytes) count as taken.
+GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuFlags& flags, bool draft, size_t cache_bytes,
+                     const std::shared_ptr<const GpuModel>& beside = nullptr, size_t cache_beside = 0);
 
 }  // namespace tandem

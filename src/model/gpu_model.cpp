@@ -115,12 +115,28 @@ int parse_gpu_device(const std::string& value) {
     return int(n);
 }
 
-GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuFlags& flags, bool draft, size_t cache_bytes) {
-    return choose_gpu(model, flags.layers(draft), flags.device_for(draft), cache_bytes, draft ? "draft" : "target");
+GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuFlags& flags, bool draft, size_t cache_bytes,
+                     const std::shared_ptr<const GpuModel>& beside, size_t cache_beside) {
+    const int device = flags.device_for(draft);
+    const bool same = beside && beside->device().index == (device < 0 ? 0 : device);
+    return choose_gpu(model, flags.layers(draft), device, cache_bytes, draft ? "draft" : "target",
+                      same ? beside->weights().bytes() + cache_beside + gpu_scratch_bytes(beside->model()) : 0);
+}
+
+size_t gpu_scratch_bytes(const Model& m, int n_batch) {
+    const HParams& hp = m.hparams();
+    int qd = 0, kvd = 0;
+    for (int l = 0; l < hp.n_layer; l++) {
+        qd = std::max(qd, m.layer(l).n_head * m.layer(l).head_dim);
+        kvd = std::max(kvd, m.layer(l).n_head_kv * m.layer(l).head_dim);
+    }
+    const size_t ff = std::max(size_t(hp.n_ff), size_t(hp.n_ff_exp) * size_t(std::max(1, hp.n_expert_used)));
+    const size_t per_row = 4 * size_t(hp.n_embd) + 3 * size_t(qd) + 2 * size_t(kvd) + 3 * ff;
+    return (size_t(n_batch) * per_row + 16 * size_t(hp.n_vocab)) * sizeof(float);
 }
 
 GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuLayers& ngl, int device, size_t cache_bytes,
-                     const char* what) {
+                     const char* what, size_t taken) {
     GpuChoice c;
     if (!ngl.given || device == -1) return c;
     const int L = model->hparams().n_layer;
@@ -146,17 +162,20 @@ GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuLayers&
     // caches (every layer's rows are the same size but for sliding-window layers: a share is close enough here).
     const std::string split_why = gpu_split_unsupported(*model);
     auto weights_for = [&](int k) { return DeviceWeights::bytes_for(*model, L - k); };
-    auto need_for = [&](int k) { return weights_for(k) + size_t(double(cache_bytes) * k / L); };
+    const size_t scratch = gpu_scratch_bytes(*model);
+    auto need_for = [&](int k) { return weights_for(k) + size_t(double(cache_bytes) * k / L) + scratch + taken; };
     auto fits = [&](int k) { return d.memory_bytes == 0 || need_for(k) <= d.memory_bytes; };
     int layers = ngl.all || ngl.automatic || ngl.n >= L ? L : ngl.n;
     if (layers < L && !split_why.empty())
         return cpu(strprintf("-ngl %d of %d layers: %s (-ngl %d or all puts every layer on %s)", ngl.n, L,
                              split_why.c_str(), L + 1, d.name.c_str()));
     if (!fits(layers)) {
-        const std::string why =
-            strprintf("%.0f MiB of weights and %.0f MiB of cache for %d layers do not fit %s's %.0f MiB",
-                      weights_for(layers) / 1048576.0, double(cache_bytes) * layers / L / 1048576.0, layers,
-                      d.name.c_str(), d.memory_bytes / 1048576.0);
+        const std::string why = strprintf(
+            "%.0f MiB of weights, %.0f MiB of cache for %d layers and %.0f MiB of pass scratch%s do not fit %s's %.0f "
+            "MiB",
+            weights_for(layers) / 1048576.0, double(cache_bytes) * layers / L / 1048576.0, layers, scratch / 1048576.0,
+            taken ? strprintf(" beside the %.0f MiB the target takes", taken / 1048576.0).c_str() : "", d.name.c_str(),
+            d.memory_bytes / 1048576.0);
         if (!ngl.automatic) {
             throw Error(std::string(what) + ": " + why + " (fewer layers with -ngl N or auto; -c smaller takes less)");
         }

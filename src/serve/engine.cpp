@@ -91,15 +91,16 @@ Engine::Engine(std::shared_ptr<const Model> target, std::shared_ptr<const Model>
     }
     const int per_slot = std::max(8, p_.kv_unified ? total : total / int(slots_.size()));
     {  // the GPU (-ngl), with every slot's caches (and the draft model, -ngld, with its own)
-        const GpuChoice t = choose_gpu(target_, p_.gpu, false,
-                                       kv_cache_bytes(*target_, target_params(per_slot), per_slot) * slots_.size());
+        const size_t target_cache = kv_cache_bytes(*target_, target_params(per_slot), per_slot) * slots_.size();
+        const GpuChoice t = choose_gpu(target_, p_.gpu, false, target_cache);
         gpu_ = t.gpu;
         gpu_note_ = t.log;
         if (draft_ && draft_ != target_) {
             const int dctx = p_.n_ctx_draft > 0 ? p_.n_ctx_draft : per_slot;
             const GpuChoice d = choose_gpu(
                 draft_, p_.gpu, true,
-                kv_cache_bytes(*draft_, session_params(dctx, p_.type_k_draft, p_.type_v_draft), dctx) * slots_.size());
+                kv_cache_bytes(*draft_, session_params(dctx, p_.type_k_draft, p_.type_v_draft), dctx) * slots_.size(),
+                gpu_, target_cache);
             draft_gpu_ = d.gpu;
             if (!d.log.empty()) gpu_note_ += (gpu_note_.empty() ? "" : "\n") + d.log;
         }

@@ -134,10 +134,11 @@ void add_gpu_flags(ArgParser& ap, GpuFlags& f, bool with_draft) {
 }
 
 std::shared_ptr<const GpuModel> place_by_flags(const GpuFlags& f, bool draft, const std::shared_ptr<const Model>& m,
-                                               size_t cache_bytes) {
+                                               size_t cache_bytes, const std::shared_ptr<const GpuModel>& beside,
+                                               size_t cache_beside) {
     if (!f.layers(draft).given && f.device_for(draft) >= 0 && !draft)
         std::fprintf(stderr, "note: a device without -ngl: every layer runs on the CPU (-ngl 99 puts them on it)\n");
-    const GpuChoice c = choose_gpu(m, f, draft, cache_bytes);
+    const GpuChoice c = choose_gpu(m, f, draft, cache_bytes, beside, cache_beside);
     if (!c.log.empty()) std::fprintf(stderr, "%s\n", c.log.c_str());
     return c.gpu;
 }

@@ -80,7 +80,9 @@ void add_gpu_flags(ArgParser& ap, GpuFlags& f, bool with_draft = true);
 // The placement of the target (draft false) or the draft model per the flags, its start-up line printed to stderr;
 // null: the CPU. cache_bytes: what its caches will take on the device.
 std::shared_ptr<const GpuModel> place_by_flags(const GpuFlags& f, bool draft, const std::shared_ptr<const Model>& m,
-                                               size_t cache_bytes);
+                                               size_t cache_bytes,
+                                               const std::shared_ptr<const GpuModel>& beside = nullptr,
+                                               size_t cache_beside = 0);
 
 // with_draft false: only the target's (a command without a draft).
 void add_cache_flags(ArgParser& ap, CacheFlags& f, bool with_draft = true);

@@ -211,7 +211,8 @@ int cmd_generate(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", kv_cache_line("target", target).c_str());
     dp.n_ctx = o.spec.type == SpecType::DRAFT && o.n_ctx_draft > 0 ? o.n_ctx_draft : target.n_ctx();
     if (draft_model && draft_model != model)
-        dp.gpu = place_by_flags(o.gpu, true, draft_model, kv_cache_bytes(*draft_model, dp, dp.n_ctx));
+        dp.gpu = place_by_flags(o.gpu, true, draft_model, kv_cache_bytes(*draft_model, dp, dp.n_ctx), tp.gpu,
+                                kv_cache_bytes(*model, tp, tp.n_ctx));
     DraftSetup ds = make_draft(o.spec.type, model, draft_model, dp, o.sf.draft_layers,
                                o.spec.type == SpecType::DRAFT && draft_pool ? *draft_pool : pool, &target);
     std::unique_ptr<Session> draft = std::move(ds.session);
