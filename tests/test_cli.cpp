@@ -93,7 +93,7 @@ TEST(Cli, LlamaSpeculativeStatisticsLines) {
 TEST(Cli, GpuLayersBelowTheLayerCountSplitTheModel) {
     std::string out;
     int rc = tandem::test::run_command(
-        tandem::test::tandem_bin() + " generate -m " + stories() + " -p hello -n 8 --temp 0 -ngl 2", &out);
+        tandem::test::tandem_bin() + " generate -m " + stories() + " -p hello -n 8 --temp 0 -ngl 2 -fa on", &out);
     ASSERT_EQ(rc, 0) << out;
     if (out.find("no usable GPU") != std::string::npos) return;  // (a machine without a Vulkan device)
     for (const char* line : {"2 of 5 layers and the output", "layers 0..2 and the token embedding on the CPU",

@@ -59,7 +59,7 @@ struct GpuPlacementInfo {
 GpuPlacementInfo gpu_placement_info(const GpuModel& g);
 // The device's memory bandwidth in GB/s, as `tandem bench` compares a pass's bytes with it: a shader copies one
 // 64 MiB buffer into another 8 times in one submission, (bytes read + bytes written) / time, best of 3 (the first
-// run untimed). Throws tandem::GpuFailure / tandem::Error as a pass does.
+// run untimed); 0 when the device has no room left for the two buffers. Throws tandem::GpuFailure on a lost device.
 double gpu_copy_probe_gbps(const GpuModel& g);
 
 // llama.cpp's -ngl / -ngld value: a layer count, "all" or "auto" (also -1). Throws tandem::Error for anything else.

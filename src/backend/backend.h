@@ -253,7 +253,9 @@ public:
 // What a backend cannot run of a model with these cache types: "" when it runs all of it, else the first weight
 // (by its registry name, tandem/model.h for_each_matrix) or cache type it does not support, named. Asked when a
 // session is made, so that a model a backend cannot run is refused by name before any pass.
-std::string unsupported(const Backend& b, const Model& m, TensorType type_k, TensorType type_v);
+// first_layer > 0: a model split between the CPU and b (tandem/gpu.h): b runs the layers from first_layer on and
+// the output only (the CPU the rest, and the token embedding).
+std::string unsupported(const Backend& b, const Model& m, TensorType type_k, TensorType type_v, int first_layer = 0);
 
 // The backends of this build: the CPU's (the active SIMD level, threads of `pool`) and the scalar reference.
 std::unique_ptr<Backend> make_cpu_backend(ThreadPool& pool);

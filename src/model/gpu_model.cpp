@@ -8,6 +8,8 @@
 
 namespace tandem {
 
+static double copy_probe(backend::Backend& be);
+
 std::string gpu_unsupported(const Model& m) {
     const HParams& hp = m.hparams();
     if (m.eagle3()) return "an EAGLE-3 head's pass runs on the CPU only";
@@ -70,7 +72,15 @@ GpuPlacementInfo gpu_placement_info(const GpuModel& g) {
 }
 
 double gpu_copy_probe_gbps(const GpuModel& g) {
-    backend::Backend& be = *g.backend();
+    try {
+        return copy_probe(*g.backend());
+    } catch (const GpuFailure& e) {
+        if (e.lost) throw;
+        return 0;  // no room left for the probe's buffers (the model and its caches took the device): not measured
+    }
+}
+
+static double copy_probe(backend::Backend& be) {
     const int64_t cols = 4096, rows = (int64_t(64) << 20) / (cols * int64_t(sizeof(float)));
     const size_t bytes = size_t(rows * cols) * sizeof(float);
     const auto a = be.alloc(bytes), b = be.alloc(bytes);
@@ -119,8 +129,13 @@ GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuFlags& 
                      const std::shared_ptr<const GpuModel>& beside, size_t cache_beside) {
     const int device = flags.device_for(draft);
     const bool same = beside && beside->device().index == (device < 0 ? 0 : device);
-    return choose_gpu(model, flags.layers(draft), device, cache_bytes, draft ? "draft" : "target",
-                      same ? beside->weights().bytes() + cache_beside + gpu_scratch_bytes(beside->model()) : 0);
+    size_t taken = 0;
+    if (same) {  // its weights there, its GPU layers' share of its caches, its pass's scratch
+        const int L = beside->model().hparams().n_layer;
+        taken = beside->weights().bytes() + size_t(double(cache_beside) * (L - beside->first_layer()) / L) +
+                gpu_scratch_bytes(beside->model());
+    }
+    return choose_gpu(model, flags.layers(draft), device, cache_bytes, draft ? "draft" : "target", taken);
 }
 
 size_t gpu_scratch_bytes(const Model& m, int n_batch) {

@@ -125,6 +125,24 @@ void add_gpu_flags(ArgParser& ap, GpuFlags& f, bool with_draft) {
            [&f](const std::string& v) { f.device = parse_gpu_device(v); });
     ap.add({"-mg", "--main-gpu"}, "N", "the GPU when --device is not given (0)",
            [&f](const std::string& v) { f.main_gpu = to_int_in("-mg", v, 0, 64); });
+    // llama.cpp's flash-attention switch: tandem's attention is always the fused one (an online softmax over the
+    // cache in tiles, on the CPU and on a GPU), so every value runs the same
+    const char* fa = "flash attention: tandem's attention is always fused (online softmax over cache tiles); accepted";
+    if (with_draft) {  // llama-speculative's and llama-server's: a value or none
+        ap.optional({"-fa", "--flash-attn"}, {"on", "off", "auto", "1", "0", "true", "false"}, fa,
+                    [](const std::string&) {});
+    } else {  // llama-bench's and llama-perplexity's: a value, or llama-bench's list of them (-fa 0,1)
+        ap.add({"-fa", "--flash-attn"}, "on|off|auto[,...]", fa, [](const std::string& v) {
+            std::string rest = v;
+            for (size_t at; !rest.empty(); rest = at == std::string::npos ? "" : rest.substr(at + 1)) {
+                at = rest.find(',');
+                const std::string one = rest.substr(0, at);
+                if (one != "on" && one != "off" && one != "auto" && one != "1" && one != "0" && one != "true" &&
+                    one != "false")
+                    throw Error("-fa: '" + v + "' is not on, off, auto, 1, 0 (or a list of them)");
+            }
+        });
+    }
     if (!with_draft) return;
     ap.add({"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", "--spec-draft-ngl"}, "N",
            "the draft model's layers on the GPU, as -ngl (default: as -ngl)",

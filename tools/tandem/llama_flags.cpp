@@ -68,7 +68,7 @@ constexpr CompatFlag kFlags[] = {
      Kind::Notice, "no thread priority control (use nice)"},
     {"--poll --poll-batch --poll-draft --spec-draft-poll --poll-batch-draft --spec-draft-poll-batch", true,
      Kind::Notice, "threads spin briefly, then sleep"},
-    {"-fa --flash-attn", false, Kind::Quiet, ""},  // value optional, see register_llama_server_flags
+    // (-fa / --flash-attn: args.h add_gpu_flags)
     {"-dt --defrag-thold", true, Kind::Quiet, ""},
     {"--kv-unified-per-slot", true, Kind::Notice, "each slot has its own KV cache of -c tokens"},
     {"-ctxcp --ctx-checkpoints --swa-checkpoints", true, Kind::Quiet, ""},
@@ -192,10 +192,6 @@ void register_llama_server_flags(ArgParser& ap, const std::function<void(const s
         const std::string help =
             f.kind == Kind::Refuse ? "(llama-server) refused" : "(llama-server) accepted, no effect here";
         for (const std::string& n : names) {  // one option per alias, so the note names the flag as typed
-            if (n == "-fa" || n == "--flash-attn") {
-                ap.optional({n}, {"on", "off", "auto", "1", "0", "true", "false"}, help, [](const std::string&) {});
-                continue;
-            }
             if (f.value) ap.add({n}, "V", help, [act, n](const std::string& v) { act(n, v); });
             else ap.flag({n}, help, [act, n] { act(n, ""); });
         }

@@ -163,6 +163,8 @@ void add_bandwidth(const Model& model, Result& r, const std::vector<double>& pas
                       : std::accumulate(passes_per_s.begin(), passes_per_s.end(), 0.0) / double(passes_per_s.size())) /
         1e9;
     if (probes.size() != passes_per_s.size() || probes.empty()) return;
+    for (double p : probes)
+        if (p <= 0) return;  // a probe that could not run (a GPU without room for its buffers)
     double f = 0;
     for (size_t i = 0; i < probes.size(); i++) f += pbytes * passes_per_s[i] / 1e9 / probes[i];
     r.bw_fraction = f / double(probes.size());

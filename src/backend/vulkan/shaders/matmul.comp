@@ -30,7 +30,8 @@ void main() {
         float acc[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
         for (uint u = lane; u < nu; u += 64u) {
             const uint b = u / UNITS_PER_BLOCK, j0 = (u % UNITS_PER_BLOCK) * UNIT;
-            unit_dot(row + b * BLOCK_BYTES, j0, p.x_off + t0 * p.x_stride + b * BLOCK + j0, p.x_stride, nt, acc);
+            const uint o = row + b * BLOCK_BYTES, xc = p.x_off + t0 * p.x_stride + b * BLOCK + j0;
+            FOR_UNIT_WEIGHTS(o, j0, for (uint t = 0u; t < nt; t++) acc[t] += wv * x[xc + t * p.x_stride + j];)
         }
         if (sg < 64u) {  // the tree's steps of s >= sg
             for (uint t = 0u; t < 8u; t++) red[t][lane] = acc[t];

@@ -31,12 +31,12 @@ void main() {
     const uint row = off + r * p.w_stride;
     const uint xr = p.x_off + (p.x_per_choice != 0u ? i : i / p.k) * p.x_stride;
     const uint nu = (p.cols / BLOCK) * UNITS_PER_BLOCK;
-    float a8[8] = float[8](0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    float acc = 0.0;
     for (uint u = lane; u < nu; u += 64u) {
         const uint b = u / UNITS_PER_BLOCK, j0 = (u % UNITS_PER_BLOCK) * UNIT;
-        unit_dot(row + b * BLOCK_BYTES, j0, xr + b * BLOCK + j0, 0u, 1u, a8);
+        const uint o = row + b * BLOCK_BYTES, xc = xr + b * BLOCK + j0;
+        FOR_UNIT_WEIGHTS(o, j0, acc += wv * x[xc + j];)
     }
-    float acc = a8[0];
     if (sg < 64u) {
         red[lane] = acc;
         barrier();

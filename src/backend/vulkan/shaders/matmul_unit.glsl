@@ -23,8 +23,12 @@
 #ifdef SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_shuffle_relative : enable
-uint tree_lane() { return gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID; }
-uint tree_subgroup() { return min(gl_SubgroupSize, 64u); }
+// (only where the workgroup is whole subgroups, as on every driver known: else the shared-memory tree alone)
+bool whole_subgroups() { return gl_NumSubgroups * gl_SubgroupSize == 64u; }
+uint tree_lane() {
+    return whole_subgroups() ? gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID : gl_LocalInvocationID.x;
+}
+uint tree_subgroup() { return whole_subgroups() ? gl_SubgroupSize : 1u; }
 #else
 uint tree_lane() { return gl_LocalInvocationID.x; }
 uint tree_subgroup() { return 1u; }
@@ -37,44 +41,56 @@ uint word_at(uint o) {
     return sh == 0u ? wq[i] : (wq[i] >> sh) | (wq[i + 1u] << (32u - sh));
 }
 
-// acc[t] += the products of the unit that starts at element j0 of the block at byte offset o with row t < nt of x:
-// element j of the unit times x[xc + t * xs + j], j ascending (each weight decoded once, used for every row)
-void unit_dot(uint o, uint j0, uint xc, uint xs, uint nt, inout float acc[8]) {
+// Runs BODY for each weight of the unit that starts at element j0 of the block at byte offset o, j ascending, with
+// `wv` the weight and `j` its place in the unit (each weight decoded once, whatever BODY does with it: matmul.comp
+// uses it for every row of its pass, matmul_id.comp for its one row).
 #if WTYPE == 3
-    const float d = f16_at(o);
-    for (uint i = 0u; i < 8u; i++) {
-        const uint q4 = word_at(o + 2u + 4u * i);
-        for (uint k = 0u; k < 4u; k++) {
-            precise float wv = d * float(int(q4 << (24u - 8u * k)) >> 24);
-            for (uint t = 0u; t < nt; t++) acc[t] += wv * x[xc + t * xs + 4u * i + k];
-        }
+#define FOR_UNIT_WEIGHTS(o, j0, BODY)                                                \
+    {                                                                                \
+        const float d_ = f16_at(o);                                                  \
+        for (uint i_ = 0u; i_ < 8u; i_++) {                                          \
+            const uint q4_ = word_at((o) + 2u + 4u * i_);                            \
+            for (uint k_ = 0u; k_ < 4u; k_++) {                                      \
+                precise float wv = d_ * float(int(q4_ << (24u - 8u * k_)) >> 24);    \
+                const uint j = 4u * i_ + k_;                                         \
+                BODY                                                                 \
+            }                                                                        \
+        }                                                                            \
     }
 #elif WTYPE == 4
-    const float d = f16_at(o);
-    for (uint h = 0u; h < 2u; h++)  // the low nibbles are elements 0..15, the high ones 16..31
-        for (uint i = 0u; i < 4u; i++) {
-            const uint q4 = word_at(o + 2u + 4u * i) >> (4u * h);
-            for (uint k = 0u; k < 4u; k++) {
-                precise float wv = float(int((q4 >> (8u * k)) & 15u) - 8) * d;
-                for (uint t = 0u; t < nt; t++) acc[t] += wv * x[xc + t * xs + 16u * h + 4u * i + k];
-            }
-        }
+#define FOR_UNIT_WEIGHTS(o, j0, BODY)                                                \
+    {                                                                                \
+        const float d_ = f16_at(o);                                                  \
+        for (uint h_ = 0u; h_ < 2u; h_++)                                            \
+            for (uint i_ = 0u; i_ < 4u; i_++) {                                      \
+                const uint q4_ = word_at((o) + 2u + 4u * i_) >> (4u * h_);           \
+                for (uint k_ = 0u; k_ < 4u; k_++) {                                  \
+                    precise float wv = float(int((q4_ >> (8u * k_)) & 15u) - 8) * d_; \
+                    const uint j = 16u * h_ + 4u * i_ + k_;                          \
+                    BODY                                                             \
+                }                                                                    \
+            }                                                                        \
+    }
 #elif WTYPE == 8
-    const uint c = j0 / 64u, upper = (j0 % 64u) / 32u;
-    const uvec2 sm = scale_min_k4(o + 4u, 2u * c + upper);
-    precise float d1 = f16_at(o) * float(sm.x);
-    precise float m1 = f16_at(o + 2u) * float(sm.y);
-    for (uint i = 0u; i < 8u; i++) {
-        const uint q4 = word_at(o + 16u + c * 32u + 4u * i) >> (4u * upper);
-        for (uint k = 0u; k < 4u; k++) {
-            precise float wv = d1 * float((q4 >> (8u * k)) & 15u) - m1;
-            for (uint t = 0u; t < nt; t++) acc[t] += wv * x[xc + t * xs + 4u * i + k];
-        }
+#define FOR_UNIT_WEIGHTS(o, j0, BODY)                                                \
+    {                                                                                \
+        const uint c_ = (j0) / 64u, upper_ = ((j0) % 64u) / 32u;                     \
+        const uvec2 sm_ = scale_min_k4((o) + 4u, 2u * c_ + upper_);                  \
+        precise float d1_ = f16_at(o) * float(sm_.x);                                \
+        precise float m1_ = f16_at((o) + 2u) * float(sm_.y);                         \
+        for (uint i_ = 0u; i_ < 8u; i_++) {                                          \
+            const uint q4_ = word_at((o) + 16u + c_ * 32u + 4u * i_) >> (4u * upper_); \
+            for (uint k_ = 0u; k_ < 4u; k_++) {                                      \
+                precise float wv = d1_ * float((q4_ >> (8u * k_)) & 15u) - m1_;      \
+                const uint j = 4u * i_ + k_;                                         \
+                BODY                                                                 \
+            }                                                                        \
+        }                                                                            \
     }
 #else
-    for (uint j = 0u; j < UNIT; j++) {
-        const float wv = weight_at(o, j0 + j);
-        for (uint t = 0u; t < nt; t++) acc[t] += wv * x[xc + t * xs + j];
+#define FOR_UNIT_WEIGHTS(o, j0, BODY)                                                \
+    for (uint j = 0u; j < UNIT; j++) {                                               \
+        const float wv = weight_at(o, (j0) + j);                                     \
+        BODY                                                                         \
     }
 #endif
-}
