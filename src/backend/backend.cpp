@@ -18,8 +18,7 @@ std::string unsupported(const Backend& b, const Model& m, TensorType type_k, Ten
     std::string why;
     m.for_each_matrix([&](const Model::WeightVisit& v, const Weight& w) {
         if (!why.empty()) return;
-        if (first_layer > 0 && ((v.layer >= 0 && v.layer < first_layer) || std::strcmp(v.name, "token_embd") == 0))
-            return;  // the CPU's part of a split model
+        if (on_cpu_of_split(v, first_layer)) return;  // the CPU's part of a split model
         const Op op = std::strcmp(v.name, "token_embd") == 0 || std::strcmp(v.name, "per_layer_token_embd") == 0
                           ? Op::GET_ROWS
                       : v.index >= 0 && std::strstr(v.name, "_exps") ? Op::MATMUL_ID

@@ -254,8 +254,13 @@ public:
 // (by its registry name, tandem/model.h for_each_matrix) or cache type it does not support, named. Asked when a
 // session is made, so that a model a backend cannot run is refused by name before any pass.
 // first_layer > 0: a model split between the CPU and b (tandem/gpu.h): b runs the layers from first_layer on and
-// the output only (the CPU the rest, and the token embedding).
+// the output only (the CPU the rest, and the token embedding: on_cpu_of_split).
 std::string unsupported(const Backend& b, const Model& m, TensorType type_k, TensorType type_v, int first_layer = 0);
+// A weight of a model split at first_layer (> 0) that the CPU's part holds: a layer's below the split, or the token
+// embedding (a tied output is visited as the output first: the GPU's part holds it then).
+inline bool on_cpu_of_split(const Model::WeightVisit& v, int first_layer) {
+    return first_layer > 0 && ((v.layer >= 0 && v.layer < first_layer) || std::string(v.name) == "token_embd");
+}
 
 // The backends of this build: the CPU's (the active SIMD level, threads of `pool`) and the scalar reference.
 std::unique_ptr<Backend> make_cpu_backend(ThreadPool& pool);

@@ -98,7 +98,7 @@ void Session::assistant_forward(const std::vector<Segment>& segs) {
             be.rms_norm(out, H.vec(L.post_attn_norm), E, hp.rms_eps, out);
             be.add(out, 1.0f, x);
             be.rms_norm(x, H.vec(L.ffn_norm), E, hp.rms_eps, xn);
-            ffn_forward(be, ModelTensors{H.host}, hp, L, xn, out, S.ffn);
+            ffn_forward(be, ModelTensors{H.host}, hp, L, xn, out, S.pass.ffn);
             be.rms_norm(out, H.vec(L.post_ffn_norm), E, hp.rms_eps, out);
             be.add(out, 1.0f, x);
             be.scale(L.out_scale, x);

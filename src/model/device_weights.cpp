@@ -9,11 +9,6 @@
 namespace tandem {
 
 namespace {
-// What the CPU runs of a split model: the layers below first_layer and the embedding (a tied output is visited
-// first, as the output: the GPU holds it then).
-bool on_cpu(const Model::WeightVisit& v, int first_layer) {
-    return first_layer > 0 && ((v.layer >= 0 && v.layer < first_layer) || std::string(v.name) == "token_embd");
-}
 // the last row ends at its own bytes (a column slice's stride reaches past its tensor)
 size_t bytes_of(const Weight& w) {
     return (w.rows > 0 ? size_t(w.rows - 1) * w.row_stride : 0) + row_bytes(w.type, w.cols);
@@ -23,10 +18,10 @@ size_t bytes_of(const Weight& w) {
 size_t DeviceWeights::bytes_for(const Model& m, int first_layer) {
     std::unordered_map<const void*, size_t> seen;
     m.for_each_matrix([&](const Model::WeightVisit& v, const Weight& w) {
-        if (w.data && !on_cpu(v, first_layer)) seen[w.data] = std::max(seen[w.data], bytes_of(w));
+        if (w.data && !backend::on_cpu_of_split(v, first_layer)) seen[w.data] = std::max(seen[w.data], bytes_of(w));
     });
     m.for_each_vector([&](const Model::WeightVisit& at, const std::vector<float>& v) {
-        if (!v.empty() && !on_cpu(at, first_layer)) seen[v.data()] = v.size() * sizeof(float);
+        if (!v.empty() && !backend::on_cpu_of_split(at, first_layer)) seen[v.data()] = v.size() * sizeof(float);
     });
     size_t total = 0;
     for (const auto& [p, b] : seen) total += b;
@@ -34,7 +29,7 @@ size_t DeviceWeights::bytes_for(const Model& m, int first_layer) {
 }
 
 DeviceWeights::DeviceWeights(backend::Backend& be, const Model& m, int first_layer) {
-    auto on_cpu = [first_layer](const Model::WeightVisit& v) { return tandem::on_cpu(v, first_layer); };
+    auto on_cpu = [first_layer](const Model::WeightVisit& v) { return backend::on_cpu_of_split(v, first_layer); };
     m.for_each_matrix([&](const Model::WeightVisit& v, const Weight& w) {
         if (w.data && !on_cpu(v) && !be.supports(backend::Op::MATMUL, w.type))
             throw Error(strprintf("%s cannot run %s (layer %d): %s weights", be.name().c_str(), v.name, v.layer,

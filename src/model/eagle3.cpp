@@ -143,7 +143,7 @@ void Session::eagle3_forward(const std::vector<Segment>& segs) {
     be.matmul(H.weight(L.wo), att, out);
     be.add(out, 1.0f, x);
     be.rms_norm(x, H.vec(L.ffn_norm), E, hp.rms_eps, xn);
-    ffn_forward(be, ModelTensors{H.host}, hp, L, xn, out, S.ffn);
+    ffn_forward(be, ModelTensors{H.host}, hp, L, xn, out, S.pass.ffn);
     be.add(out, 1.0f, x);
 
     // the last row's state is the g of the next draft; logits of the rows asked for, mapped to target ids

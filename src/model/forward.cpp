@@ -193,7 +193,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         be_in.get_rows(M_in.weight(emb), toks.data(), n, x_in);
         if (hp.embd_scale != 1.0f) be_in.scale(hp.embd_scale, x_in);
         if (hp.n_embd_per_layer > 0)  // gemma4's per-layer inputs, from the tokens and their embeddings
-            per_layer_inputs(be_in, M_in, model, toks.data(), x_in, low ? low->ple : S.ple);
+            per_layer_inputs(be_in, M_in, model, toks.data(), x_in, (low ? low->pass : P).ple);
     }
 
     // Drafter tap: sessions that keep layers' inputs (an EAGLE-3 head's target: keep_hidden with layers) get each
@@ -212,9 +212,9 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     }
     // The layers [from, to) of the pass on one stage: its backend, its view of the weights, its scratch, its RoPE
     // tables (on_low: the CPU stage of a split model), the rows x and their normed copy and output.
-    auto run_layers = [&](backend::Backend& be, const ModelTensors& M, PassScratch& P, FfnScratch& ffn, MlaScratch& mla,
-                          DeltaNetScratch& dn, PerLayerScratch& ple, bool on_low, const backend::Tensor& x,
-                          const backend::Tensor& xn, const backend::Tensor& out_rows, int from, int to) {
+    auto run_layers = [&](backend::Backend& be, const ModelTensors& M, PassScratch& P, bool on_low,
+                          const backend::Tensor& x, const backend::Tensor& xn, const backend::Tensor& out_rows,
+                          int from, int to) {
         // One attention layer over the pass's rows: the normed input `in` to out_rows (before the residual add).
         std::vector<backend::AttnSegment> aseg;  // each segment's cache rows of the layer (reused by every layer)
         aseg.reserve(segs.size());
@@ -226,7 +226,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                                   att = P.att.rows(be, n, qd);
             backend::Tensor gate;  // qwen35's gated attention: each head's gate
             if (hp.mla) {  // the latent row is cached once, read as K and as V (v unused)
-                mla_project(be, M, hp, L, in, q, k, mla);
+                mla_project(be, M, hp, L, in, q, k, P.mla);
             } else if (!own_kv) {
                 be.matmul(M.weight(L.wq), in, q);
             } else {
@@ -308,7 +308,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             backend::Tensor wo_in = att;
             if (hp.mla) {  // the heads' values from their latent outputs
                 wo_in = P.mla_v.rows(be, n, int64_t(nh) * hp.mla_v);
-                mla_values(be, M, hp, L, att, wo_in, mla);
+                mla_values(be, M, hp, L, att, wo_in, P.mla);
             }
             if (hp.attn_gate) {  // att * sigmoid(gate), into gate
                 be.glu(backend::Glu::SIGMOID, gate, att);
@@ -344,7 +344,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
                     lin[size_t(t)] = rec_in[size_t(t)].cols_at(int64_t(S.rec_off[size_t(l)]), lf);
                     lout[size_t(t)] = rec_out[size_t(t)].cols_at(int64_t(S.rec_off[size_t(l)]), lf);
                 }
-                delta_net_layer(be, M, hp, L, in, lin.data(), lout.data(), out_rows, dn);
+                delta_net_layer(be, M, hp, L, in, lin.data(), lout.data(), out_rows, P.dn);
             } else {
                 attention_layer(l, L, in);
             }
@@ -353,25 +353,24 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             if (hp.has_pre_norms)
                 be.rms_norm(x, M.vec(L.ffn_norm.empty() ? L.post_attn_norm : L.ffn_norm), E, hp.rms_eps, xn);
             if (L.moe() && L.w_gate.data)  // gemma4: a dense MLP beside the experts
-                ffn_dense_and_experts(be, M, hp, L, x, in, out_rows, ffn);
-            else ffn_forward(be, M, hp, L, in, out_rows, ffn);
+                ffn_dense_and_experts(be, M, hp, L, x, in, out_rows, P.ffn);
+            else ffn_forward(be, M, hp, L, in, out_rows, P.ffn);
             reduce(out_rows);
             if (hp.has_post_norms) be.rms_norm(out_rows, M.vec(L.post_ffn_norm), E, hp.rms_eps, out_rows);
             be.add(out_rows, hp.residual_scale, x);
-            if (hp.n_embd_per_layer > 0 && !mtp) per_layer_apply(be, M, hp, L, S0.layer0_ + l, x, ple);
+            if (hp.n_embd_per_layer > 0 && !mtp) per_layer_apply(be, M, hp, L, S0.layer0_ + l, x, P.ple);
             if (L.out_scale != 1.0f) be.scale(L.out_scale, x);
         }
     };
     if (low) {  // the CPU's layers, the rows handed over, the GPU's layers
         const int split = std::min(l_hi, l_lo + low->n_layers);
         PassScratch& LP = low->pass;
-        run_layers(be_in, M_in, LP, low->ffn, low->mla, low->dn, low->ple, true, x_in, LP.xn.rows(be_in, n, E),
-                   LP.rows_out.rows(be_in, n, E), l_lo, split);
+        run_layers(be_in, M_in, LP, true, x_in, LP.xn.rows(be_in, n, E), LP.rows_out.rows(be_in, n, E), l_lo, split);
         be_in.read(x_in, S.xfer.data());
         be.write(x, S.xfer.data());
-        run_layers(be, M, P, S.ffn, S.mla, S.dn, S.ple, false, x, xn, out_rows, split, l_hi);
+        run_layers(be, M, P, false, x, xn, out_rows, split, l_hi);
     } else {
-        run_layers(be, M, P, S.ffn, S.mla, S.dn, S.ple, false, x, xn, out_rows, l_lo, l_hi);
+        run_layers(be, M, P, false, x, xn, out_rows, l_lo, l_hi);
     }
 
     if (tensor && !tensor->leader()) return be.sync();

@@ -19,9 +19,14 @@
 
 namespace tandem {
 
-// The forward pass's scratch arrays (model/forward.cpp), buffers of the session's backend
+// The forward pass's scratch arrays on one backend (model/forward.cpp), its buffers: the pass's rows and its blocks'
+// (FFN and mixture, MLA, Gated DeltaNet, gemma4's per-layer inputs)
 struct PassScratch {
     Scratch x, xn, q, k, v, att, rows_out, logits, mtp_in, mla_v, qg, gate, hidden;
+    FfnScratch ffn;
+    MlaScratch mla;
+    DeltaNetScratch dn;
+    PerLayerScratch ple;
 };
 
 // A model split between the CPU and a GPU (GpuModel::first_layer() > 0): the CPU's part of a session's passes, the
@@ -31,10 +36,6 @@ struct LowerStage {
     std::shared_ptr<backend::Backend> be;
     int n_layers = 0;
     PassScratch pass;
-    FfnScratch ffn;
-    MlaScratch mla;
-    DeltaNetScratch dn;
-    PerLayerScratch ple;
     RopeTable rope[2];
     // the stage of a session whose cache layers are layer0.. (of n) on `gpu`, or null when none runs on the CPU
     static std::unique_ptr<LowerStage> make(ThreadPool& pool, const GpuModel* gpu, int layer0, int n) {
@@ -58,14 +59,10 @@ struct Session::Impl {
     std::vector<float> xfer;  // rows through host memory: a split model's exchange, a drafter's kept inputs
     // the EAGLE-3 head's and the Gemma 4 assistant's passes' host arrays (they run on the CPU's backend)
     std::vector<float> x, xn, q, k, v, att, rows_out, logits_tmp, mtp_in;
-    PerLayerScratch ple;  // gemma4's per-layer embeddings of the pass's rows, its scratch
-    FfnScratch ffn;
-    MlaScratch mla;
-    // Gated DeltaNet layers (null: none): their state per position, each layer's offset in a state, scratch; gated
+    // Gated DeltaNet layers (null: none): their state per position, each layer's offset in a state; gated
     // attention's raw [q | gate] rows and gates
     std::unique_ptr<RecurrentState> rec;
     std::vector<size_t> rec_off;
-    DeltaNetScratch dn;
     std::vector<float> qg;
     double attn_s = 0;  // seconds spent in attention, all passes (Session::attention_seconds)
     std::vector<int> assist_kv;  // a Gemma 4 assistant: the target's cache layer each of its layers reads
