@@ -778,29 +778,31 @@ TEST(Vulkan, TheSubgroupTreeGivesTheSharedMemoryTreesBits) {
     std::unique_ptr<Backend> plain = make_vulkan_backend(-1);
     unsetenv("TANDEM_VK_SUBGROUP");
     ASSERT_EQ(plain->name().find("subgroups of"), std::string::npos) << plain->name();
-    const int64_t R = 6, C = 256 * 33;
     const int n = 11, k = 2, n_exp = 3;
-    const auto w = gaussian(size_t(R * C * n_exp), 11, 0.05f), x = gaussian(size_t(n * C), 12);
     const int32_t ids[n * k] = {0, 2, 1, 0, 2, 2, 1, 1, 0, 1, 2, 0, 0, 0, 1, 2, 2, 1, 0, 2, 1, 0};
-    for (TensorType t : kWeightTypes) {
-        SCOPED_TRACE(type_name(t));
-        std::vector<float> out[2], outid[2];
-        Backend* bs[2] = {vk.get(), plain.get()};
-        for (int i = 0; i < 2; i++) {
-            Held hw = make(*bs[i], t, R * n_exp, C, w);
-            Held hx = make(*bs[i], TensorType::F32, n, C, x), hy = make(*bs[i], TensorType::F32, n, R);
-            bs[i]->matmul(hw.t.rows_at(0, R), hx.t, hy.t);
-            out[i] = get(*bs[i], hy.t);
-            Tensor experts[n_exp];
-            for (int e = 0; e < n_exp; e++) experts[e] = hw.t.rows_at(e * R, R);
-            Held hid = make_ids(*bs[i], n, k, ids);
-            Held hyid = make(*bs[i], TensorType::F32, n * k, R);
-            bs[i]->matmul_id(experts, n_exp, hid.t, hx.t, false, hyid.t);
-            outid[i] = get(*bs[i], hyid.t);
+    // rows of 64 lanes (several units each), of 16 (steps through shared memory and shuffles) and of 4 (shuffles
+    // only), with workgroups ending past the last row
+    for (auto [R, C] : {std::pair<int64_t, int64_t>{6, 256 * 33}, {37, 1024}, {70, 256}})
+        for (TensorType t : kWeightTypes) {
+            SCOPED_TRACE(std::string(type_name(t)) + ", " + std::to_string(R) + " rows of " + std::to_string(C));
+            const auto w = gaussian(size_t(R * C * n_exp), 11, 0.05f), x = gaussian(size_t(n * C), 12);
+            std::vector<float> out[2], outid[2];
+            Backend* bs[2] = {vk.get(), plain.get()};
+            for (int i = 0; i < 2; i++) {
+                Held hw = make(*bs[i], t, R * n_exp, C, w);
+                Held hx = make(*bs[i], TensorType::F32, n, C, x), hy = make(*bs[i], TensorType::F32, n, R);
+                bs[i]->matmul(hw.t.rows_at(0, R), hx.t, hy.t);
+                out[i] = get(*bs[i], hy.t);
+                Tensor experts[n_exp];
+                for (int e = 0; e < n_exp; e++) experts[e] = hw.t.rows_at(e * R, R);
+                Held hid = make_ids(*bs[i], n, k, ids);
+                Held hyid = make(*bs[i], TensorType::F32, n * k, R);
+                bs[i]->matmul_id(experts, n_exp, hid.t, hx.t, false, hyid.t);
+                outid[i] = get(*bs[i], hyid.t);
+            }
+            EXPECT_EQ(out[0], out[1]);
+            EXPECT_EQ(outid[0], outid[1]);
         }
-        EXPECT_EQ(out[0], out[1]);
-        EXPECT_EQ(outid[0], outid[1]);
-    }
     VULKAN_NO_MESSAGES();
 }
 
@@ -875,9 +877,18 @@ TEST(Vulkan, NormsAndElementwiseOpsMatchTheReference) {
 
 // The contract on the Vulkan backend: a row's matmul result alone = among k = 2..16 rows, bit for bit, for every
 // weight type (one pass over W per 8 rows, whatever the count), and the norm-then-gate chain of a layer.
+// The shaders give a weight row lanes by its width (matmul_unit.glsl), so the matmul is held to it at every
+// lane count, with workgroups that end past the last row: 1 lane a row (64 columns; a K-quant's 256: 4), 16 (1024)
+// and the whole workgroup (4096).
 TEST(Vulkan, BatchInvariance) {
     VULKAN_OR_SKIP(vk);
     expect_batch_invariant(*vk, false);
+    for (TensorType t : kWeightTypes) {
+        const int64_t narrow = type_traits(t).block_elems == 256 ? 256 : 64;
+        for (auto [R, C] : {std::pair<int64_t, int64_t>{70, narrow}, {37, 1024}, {9, 4096}})
+            EXPECT_TRUE(rows_are_batch_invariant(*vk, matmul_op(t, R, C, false), int(C)))
+                << type_name(t) << ", " << R << " rows of " << C;
+    }
     VULKAN_NO_MESSAGES();
 }
 

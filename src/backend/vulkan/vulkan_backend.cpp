@@ -68,7 +68,7 @@ int wtype(TensorType t) {
 }
 
 struct MatmulPush {
-    uint32_t w_off, w_stride, x_off, x_stride, y_off, y_stride, rows, cols, n;
+    uint32_t w_off, w_stride, x_off, x_stride, y_off, y_stride, rows, cols, n, lanes;
 };
 struct GetRowsPush {
     uint32_t w_off, w_stride, ids_off, y_off, y_stride, cols, n;
@@ -104,7 +104,7 @@ struct AttnPush {
     float scale;
 };
 struct MatmulIdPush {
-    uint32_t w_stride, x_off, x_stride, y_off, y_stride, ids_off, ids_stride, k, rows, cols, nk, x_per_choice;
+    uint32_t w_stride, x_off, x_stride, y_off, y_stride, ids_off, ids_stride, k, rows, cols, nk, x_per_choice, lanes;
 };
 struct RoutePush {
     uint32_t lg_off, lg_stride, has_bias, bias_off, ids_off, ids_stride, w_off, w_stride;
@@ -135,6 +135,14 @@ enum RowsMode : uint32_t {
 };
 
 uint32_t groups(int64_t n, int64_t per) { return uint32_t((n + per - 1) / per); }
+// The lanes a matmul gives each weight row of `cols` columns (matmul_unit.glsl): about 64 columns per lane, a power of
+// two from 1 to 64, so that every lane has at least one unit (a K-quant's unit is 32 columns). It depends on the
+// row's width only, never on the pass: the tree of a row's sum is the same for every pass (batch invariance).
+uint32_t lanes_per_row(int64_t cols) {
+    uint32_t l = 1;
+    while (l < 64 && int64_t(l) * 2 * 64 <= cols) l *= 2;
+    return l;
+}
 
 class VulkanBackend : public Backend {
 public:
@@ -226,10 +234,11 @@ public:
                            f_stride(y),
                            uint32_t(w.rows),
                            uint32_t(w.cols),
-                           uint32_t(x.rows)};
-        const uint32_t gx = uint32_t(std::min<int64_t>(w.rows, 65535));
-        dev_.dispatch(typed("matmul", w.type, 3, sizeof p), {{&mem(w)}, {&mem(x)}, {&mem(y)}}, &p, gx,
-                      groups(w.rows, 65535));
+                           uint32_t(x.rows),
+                           lanes_per_row(w.cols)};
+        const int64_t wgs = groups(w.rows, 64 / p.lanes);
+        dev_.dispatch(typed("matmul", w.type, 3, sizeof p), {{&mem(w)}, {&mem(x)}, {&mem(y)}}, &p,
+                      uint32_t(std::min<int64_t>(wgs, 65535)), groups(wgs, 65535));
     }
     void rms_norm(const Tensor& x, const Tensor& w, int width, float eps, const Tensor& y) override {
         norm(x, w, width, eps, y, false);
@@ -299,10 +308,12 @@ public:
                                  uint32_t(first->rows),
                                  uint32_t(first->cols),
                                  uint32_t(nk),
-                                 x_per_choice ? 1u : 0u};
+                                 x_per_choice ? 1u : 0u,
+                                 lanes_per_row(first->cols)};
+            const int64_t wgs = groups(first->rows, 64 / p.lanes);
             dev_.dispatch(typed("matmul_id", first->type, 5, sizeof p),
                           {{&mem(ws[e0])}, {&mem(x)}, {&mem(y)}, {&mem(ids)}, {&om}}, &p,
-                          uint32_t(std::min<int64_t>(first->rows, 65535)), uint32_t(nk), groups(first->rows, 65535));
+                          uint32_t(std::min<int64_t>(wgs, 65535)), uint32_t(nk), groups(wgs, 65535));
         }
     }
     void topk_route(const RouteArgs& a, const Tensor& logits, const Tensor& choice_bias, const Tensor& ids,

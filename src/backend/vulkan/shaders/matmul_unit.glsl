@@ -1,18 +1,24 @@
 // What matmul.comp and matmul_id.comp share: how a lane reads its part of a weight row, and the fixed tree that
-// sums the 64 lanes' partial sums.
+// sums the row's lanes' partial sums.
+//
+// A row of C columns gets L lanes (p.lanes: the host's lanes_per_row, a power of two from 1 to 64 that depends on C
+// only, about 64 columns per lane), and a workgroup of 64 lanes takes 64 / L consecutive rows: lanes g L .. g L + L - 1
+// row r0 + g. A 4096-wide row gets the whole workgroup; a narrow row (a small model's, an expert's) shares it, so
+// that narrow products are not one workgroup per row each summing a handful of products through six steps.
 //
 // A row is read in units: a block of 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, MXFP4), one element (F32, F16, BF16), or a
 // 32-element quarter-sub-block of a K-quant's 256 (so that a row of 4096 gives 128 units, two per lane, not 16 blocks
-// for 16 of the 64 lanes). Lane l takes units l, l + 64, l + 128, ... in that order and sums its products element by
-// element, in the unit's order; the weights are decoded to exactly weight_at's values (common.glsl), the hot types
-// from whole 32-bit words rather than byte by byte.
+// for 16 of the 64 lanes). Lane l (of the row's L) takes units l, l + L, l + 2L, ... in that order and sums its
+// products element by element, in the unit's order; the weights are decoded to exactly weight_at's values
+// (common.glsl), the hot types from whole 32-bit words rather than byte by byte.
 //
-// The tree: step s = 32, 16, ..., 1 adds lane l + s's partial sum into lane l's (l < s); lane 0 holds the sum. Steps
+// The tree: step s = L / 2, ..., 2, 1 adds lane l + s's partial sum into lane l's (l < s); lane 0 holds the sum. Steps
 // of s >= the subgroup's size go through shared memory, the rest (in the SUBGROUP variants) through
-// subgroupShuffleDown, which pairs the same lanes: both variants give the same bits, on any subgroup size (lanes are
-// numbered by subgroup, gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID, so the tree does not depend on how
-// a driver maps invocations to subgroups). Nothing in a lane's work or in the tree depends on the number of rows of x
-// or on a row's place among them: the batch invariance of backend.h.
+// subgroupShuffleDown, which pairs the same lanes (a row's lanes are within one subgroup when L is at most its size):
+// both variants give the same bits, on any subgroup size (lanes are numbered by subgroup, gl_SubgroupID *
+// gl_SubgroupSize + gl_SubgroupInvocationID, so the tree does not depend on how a driver maps invocations to
+// subgroups). Nothing in a lane's work or in the tree depends on the number of rows of x or on a row's place among
+// them, nor on which other weight rows share the workgroup: the batch invariance of backend.h.
 #if WTYPE >= 8 && WTYPE <= 10
 #define UNIT 32u
 #else
