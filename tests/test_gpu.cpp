@@ -148,6 +148,30 @@ TEST(Gpu, ASplitModelAgreesWithTheCpu) {
     GPU_NO_MESSAGES();
 }
 
+// The CPU's repacked copies are made only of what runs on the CPU (Model::place_on_cpu): none for a model wholly on
+// the GPU, the layers below the split for a split one, the rest when a session runs the whole model on the CPU.
+TEST(Gpu, TheLayersTheGpuRunsGetNoHostCopy) {
+    GPU_OR_SKIP();
+    ThreadPool pool(1);
+    auto m = Model::load(test::shared_file("models/synth-llama-spm-q8_0.gguf"));  // Q8_0, 4 layers
+    const size_t all = m->unplaced_cpu_bytes();
+    if (all == 0) GTEST_SKIP() << "this CPU has no packed layout: the CPU reads every weight in place";
+    SessionParams sp{64, 0, 64};
+    sp.gpu = place_on_gpu(m, -1);
+    { Session whole(m, sp, pool); }
+    EXPECT_EQ(m->packed_bytes(), 0u);
+    sp.gpu = place_on_gpu(m, -1, 2);
+    { Session split(m, sp, pool); }
+    const size_t lower = m->packed_bytes();
+    EXPECT_GT(lower, 0u);
+    EXPECT_LT(lower, all / 2);  // layers 0 and 1 (the output, the largest matrix, is the GPU's)
+    EXPECT_EQ(m->unplaced_cpu_bytes(), all - lower);
+    Session cpu(m, SessionParams{64, 0, 64}, pool);
+    EXPECT_EQ(m->packed_bytes(), all);
+    EXPECT_EQ(m->unplaced_cpu_bytes(), 0u);
+    GPU_NO_MESSAGES();
+}
+
 // Batch invariance at the model's level: a row's logits on the GPU are bit-identical whether its tokens come one pass
 // at a time, as a chain of 8 (a verification), as one prompt pass, or beside another session's rows.
 TEST(Gpu, ARowsLogitsDoNotDependOnItsPass) {

@@ -140,11 +140,13 @@ TEST(Session, RepackedWeightsGiveTheSameLogits) {
         for (const char* type : {"Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M"}) {
             const std::string path = test::synth_file(shape, type);
             auto packed = Model::load(path), plain = Model::load(path, LoadOptions{false});
+            EXPECT_EQ(packed->packed_bytes(), 0u);  // (placed by the first session that runs it on the CPU)
+            Session a(packed, {}, pool), b(plain, {}, pool);
             EXPECT_EQ(plain->packed_bytes(), 0u);
             if (packed->packed_bytes() == 0)
                 std::printf("[ note ] %s %s: this CPU has no packed layout; both sides use the in-place kernels\n",
                             shape, type);
-            Session a(packed, {}, pool), b(plain, {}, pool);
+            else EXPECT_EQ(packed->unplaced_cpu_bytes(), 0u);
             a.decode(toks, true);
             b.decode(toks, true);
             // A last-bit difference in one layer's output can flip the rounding of an 8-bit activation in the
@@ -572,7 +574,8 @@ TEST(Session, QuantizedCachesSaveRestoreAndShift) {
 
 // Without -c (issue 31): the training context, or what fits in the memory budget, in multiples of 256.
 TEST(Session, DefaultContextIsTheTrainingContextBoundedByMemory) {
-    auto m = Model::load(test::shared_file("models/synth-llama-spm-q8_0.gguf"));  // 2048 positions, 4 layers
+    // (the models in place: the CPU's copies of a placed model's weights, not made yet, count as taken; below)
+    auto m = Model::load(test::shared_file("models/synth-llama-spm-q8_0.gguf"), LoadOptions{false});  // 2048, 4 layers
     const size_t pp = kv_bytes_per_position(*m, TensorType::F16, TensorType::F16);
     EXPECT_EQ(pp, size_t(4 * 2 * 64 * 2));
     EXPECT_EQ(kv_bytes_per_position(*m, TensorType::Q8_0, TensorType::Q8_0), size_t(4 * 2 * 2 * 34));
@@ -591,7 +594,7 @@ TEST(Session, DefaultContextIsTheTrainingContextBoundedByMemory) {
     EXPECT_EQ(c.n_ctx, 256);
     // A recurrent model's states count whatever the context: the window, the current one, the checkpoints.
     ThreadPool pool(1);
-    auto q = Model::load(test::synth_file("tiny-ref-qwen35", "Q8_0"));
+    auto q = Model::load(test::synth_file("tiny-ref-qwen35", "Q8_0"), LoadOptions{false});
     SessionParams sp;
     const size_t states = Session(q, sp, pool).state_bytes() * size_t(sp.recurrent_keep + 1 + sp.ctx_checkpoints);
     const int train = q->hparams().n_ctx_train;
@@ -600,6 +603,20 @@ TEST(Session, DefaultContextIsTheTrainingContextBoundedByMemory) {
     c = choose_context(*q, sp, kv_cache_bytes(*q, sp, train) + states - 1, 1, 0);
     EXPECT_TRUE(c.bounded);
     EXPECT_NE(c.note.find("recurrent states"), std::string::npos) << c.note;
+    // A placed model's CPU copies are made by its first session on the CPU (Model::place_on_cpu); until then the
+    // budget is what is left beside them, as it was when the loader made them.
+    auto placed = Model::load(test::shared_file("models/synth-llama-spm-q8_0.gguf"));
+    const size_t copies = placed->unplaced_cpu_bytes();
+    if (copies == 0) {
+        std::printf("[ note ] this CPU has no packed layout: no copies to count\n");
+        return;
+    }
+    EXPECT_EQ(choose_context(*placed, SessionParams{}, pp * 2048 + copies, 1, 0).n_ctx, 2048);
+    EXPECT_TRUE(choose_context(*placed, SessionParams{}, pp * 2048, 1, 0).bounded);
+    Session s(placed, SessionParams{}, pool);
+    EXPECT_EQ(placed->unplaced_cpu_bytes(), 0u);
+    EXPECT_EQ(placed->packed_bytes(), copies);
+    EXPECT_FALSE(choose_context(*placed, SessionParams{}, pp * 2048, 1, 0).bounded);
 }
 
 // Window-only caches (issue 31, item 3): a sliding-window layer keeps a ring of n_swa + max(n_batch, kSwaSlack)

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -293,8 +294,9 @@ struct Eagle3Weights {
 
 struct LoadOptions {
     // Let the backend place the weights in the layout its kernels read fastest (the CPU: quantized matrices copied
-    // into interleaved row groups where the SIMD level has packed kernels). Off: every matrix is used in place from
-    // the file (the tests compare the two).
+    // into interleaved row groups where the SIMD level has packed kernels, by Model::place_on_cpu when a session
+    // that runs them on the CPU is built). Off: every matrix is used in place from the file (the tests compare the
+    // two).
     bool place = true;
     // A model split across ranks (tandem/split.h): every rank loads the same file with its Cluster; the ranks agree
     // on the file (Cluster::agree, refusing a rank whose differs) and each binds only its layers (rank 0 also the
@@ -384,9 +386,10 @@ private:
     // Columns [c0, c0 + n) of w: a strided view, or (F32/F16/BF16) a copy held in owned_
     Weight column_slice(const Weight& w, int64_t c0, int64_t n);
     std::vector<std::vector<uint8_t>> owned_;
-    std::shared_ptr<uint8_t> packed_;  // one buffer holding the repacked matrices (see Model::repack_for_cpu)
+    bool place_ = true;  // LoadOptions::place
+    std::unique_ptr<std::mutex> place_mu_ = std::make_unique<std::mutex>();
+    std::vector<std::shared_ptr<uint8_t>> packed_;  // the buffers of the repacked matrices (place_on_cpu), one a call
     size_t packed_bytes_ = 0;
-    void repack_for_cpu();
     void bind_extras(const ArchLoad& a, bool mtp);  // the assistant's, per-layer embeddings', MTP's tensors
     // The visit of for_each_matrix / for_each_vector over a const or a mutable model (model/weights.cpp)
     template <class Self, class MatrixFn, class VectorFn>
@@ -398,7 +401,17 @@ private:
     uintptr_t data_lo_ = UINTPTR_MAX, data_hi_ = 0;
 
 public:
-    size_t packed_bytes() const { return packed_bytes_; }  // memory held by repacked copies
+    // The CPU's placement (LoadOptions::place) of what a session runs on the CPU: the repacked copies of the matrices
+    // of layers [first, last) (trunk layers; an MTP block's is layer n_layer) and, with `head`, of the model's own
+    // (the output, an MTP block's, an EAGLE-3 head's or an assistant's projections). Made once per matrix, when the
+    // first session that runs it on the CPU is built (Session's constructor calls this), so the layers a GPU runs
+    // get no host copy. Safe against concurrent calls and against passes of sessions built before: only matrices
+    // no pass has read yet are written.
+    void place_on_cpu(int first, int last, bool head) const;
+    // The bytes place_on_cpu would still allocate, were every layer to run on the CPU (choose_context counts them
+    // as taken).
+    size_t unplaced_cpu_bytes() const;
+    size_t packed_bytes() const;  // memory held by repacked copies
 };
 
 }  // namespace tandem

@@ -88,7 +88,7 @@ TensorType parse_kv_cache_type(const std::string& name, const char* flag);
 // of `p` (kv_cache_bytes) and, for a recurrent model, the states each holds (recurrent_keep + 1 + ctx_checkpoints),
 // plus extra_per_position bytes per position, a draft's cache); then the most that fits,
 // in multiples of 256 (at least 256). `note` says which and why, for the start-up log. budget_bytes 0: unknown,
-// the training context.
+// the training context. The CPU's copies of the weights not made yet (Model::unplaced_cpu_bytes) count as taken.
 struct ContextChoice {
     int n_ctx = 0;
     bool bounded = false;

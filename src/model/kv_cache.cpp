@@ -80,7 +80,12 @@ ContextChoice choose_context(const Model& m, const SessionParams& p, size_t budg
         return (kv_cache_bytes(m, p, n) + states) * size_t(std::max(1, n_seq)) + size_t(n) * extra_per_position;
     };
     ContextChoice c{train, false, strprintf("context %d: the model's training context", train)};
-    if (budget_bytes == 0 || bytes(train) <= budget_bytes) return c;
+    if (budget_bytes == 0) return c;
+    // the CPU's copies of the weights, not made yet (Model::place_on_cpu), are taken from the budget as they were
+    // when the loader made them
+    const size_t unplaced = m.unplaced_cpu_bytes();
+    budget_bytes = budget_bytes > unplaced ? budget_bytes - unplaced : 1;
+    if (bytes(train) <= budget_bytes) return c;
     int lo = 1,
         hi = std::max(1, train / 256);  // the most 256-position steps that fit (the bytes grow with the context)
     while (lo < hi) {

@@ -387,6 +387,7 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
     if (!info) throw Error(f.path() + ": unsupported architecture '" + *arch + "' (supported: " + arch_names() + ")");
     std::shared_ptr<Model> m(new Model());
     m->file_ = file;
+    m->place_ = opt.place;
     for (const GgufTensor& t : file->tensors()) {  // the tensor data's extent (release_file_pages stays inside it)
         m->data_lo_ = std::min(m->data_lo_, reinterpret_cast<uintptr_t>(t.data));
         m->data_hi_ = std::max(m->data_hi_, reinterpret_cast<uintptr_t>(t.data) + t.nbytes);
@@ -415,7 +416,6 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
             hp.has_rope_freqs = true;
             m->rope_freqs_ = L.vec("rope_freqs.weight", hp.n_rot / 2);
         }
-        if (opt.place) m->repack_for_cpu();
         return m;
     }
     // The model's own tensors: embedding, output, RoPE factors.
@@ -455,7 +455,6 @@ std::shared_ptr<const Model> Model::from_gguf(std::shared_ptr<const GgufFile> fi
         m->cluster_ = opt.cluster;
         m->bind_split_share();
     }
-    if (opt.place) m->repack_for_cpu();
     if (m->cluster_) {
         // A split model's rank read the first bytes of every tensor for the agreement, and the kernel mapped pages
         // around each (fault-around): the pages of other ranks' weights stay mapped unless dropped. Dropped here,

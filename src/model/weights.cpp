@@ -1,10 +1,11 @@
 // The model's tensors, visited one way (tandem/model.h for_each_matrix / for_each_vector), and their placement for
-// the CPU (repack_for_cpu: the interleaved copies of the packed kernels, backend/cpu/matmul_q8.h).
+// the CPU (place_on_cpu: the interleaved copies of the packed kernels, backend/cpu/matmul_q8.h).
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <unordered_set>
 
@@ -119,29 +120,44 @@ void Model::for_each_vector(const std::function<void(const WeightVisit&, const s
         *this, [](const WeightVisit&, const Weight&) {}, fn);
 }
 
-void Model::repack_for_cpu() {
-    if (!isa().matmul_packed) return;
+namespace {
+// Embedding tables are read a row at a time, in place (a tied one is the output matrix, visited as it, and embedding
+// rows are then read from its copy). The routers and gemma4's per-layer projection stay in place too, as they always
+// have: their packed products round differently, and a router's near-tie would then flip (tests:
+// bench/compare_outputs.sh, a Gemma 4 self-draft).
+bool stays_in_place(const char* name) {
+    static const char* const kInPlace[] = {"token_embd", "per_layer_token_embd", "nextn.embed_tokens",
+                                           "per_layer_model_proj", "ffn_gate_inp"};
+    for (const char* n : kInPlace)
+        if (std::strcmp(name, n) == 0) return true;
+    return false;
+}
+// Whether place_on_cpu(first, last, head) covers a matrix of `layer` (-1: the model's own)
+bool in_part(int layer, int first, int last, bool head) { return layer < 0 ? head : layer >= first && layer < last; }
+}  // namespace
+
+void Model::place_on_cpu(int first, int last, bool head) const {
+    if (!place_ || !isa().matmul_packed) return;
+    std::lock_guard<std::mutex> lock(*place_mu_);
+    // (a model is built mutable by its loader and only then shared as const: the copies are what the CPU's kernels
+    // read of weights no pass has read yet)
+    Model& self = const_cast<Model&>(*this);
     std::vector<Weight*> todo;
     visit(
-        *this,
+        self,
         [&](const WeightVisit& v, Weight& w) {
-            // Embedding tables are read a row at a time, in place (a tied one is the output matrix, visited as it,
-            // and embedding rows are then read from its copy). The routers and gemma4's per-layer projection stay
-            // in place too, as they always have: their packed products round differently, and a router's near-tie
-            // would then flip (tests: bench/compare_outputs.sh, a Gemma 4 self-draft).
-            static const char* const kInPlace[] = {"token_embd", "per_layer_token_embd", "nextn.embed_tokens",
-                                                   "per_layer_model_proj", "ffn_gate_inp"};
-            for (const char* n : kInPlace)
-                if (std::strcmp(v.name, n) == 0) return;
-            if (packable(w.type, w.rows, w.cols)) todo.push_back(&w);
+            if (!w.placement && in_part(v.layer, first, last, head) && !stays_in_place(v.name) &&
+                packable(w.type, w.rows, w.cols))
+                todo.push_back(&w);
         },
         [](const WeightVisit&, std::vector<float>&) {});
+    if (todo.empty()) return;
     const bool mtp_own_head = mtp_.head.data && mtp_.head.data != output_.data;
-    // One huge-page buffer for all copies, each matrix at a 64-byte boundary.
+    // One huge-page buffer for the copies of this call, each matrix at a 64-byte boundary.
     auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };
     size_t total = 0;
     for (Weight* w : todo) total += aligned(tandem::packed_bytes(w->type, w->rows, w->cols));
-    packed_ = allocate_large(total);
+    std::shared_ptr<uint8_t> buffer = allocate_large(total);
     std::vector<size_t> offset(todo.size());
     for (size_t i = 1; i < todo.size(); i++)
         offset[i] =
@@ -155,7 +171,7 @@ void Model::repack_for_cpu() {
         constexpr int64_t kSlice = 256;  // rows, a multiple of the packed group
         for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
             Weight* w = todo[i];
-            uint8_t* dst = packed_.get() + offset[i];
+            uint8_t* dst = buffer.get() + offset[i];
             for (int64_t r0 = 0; r0 < w->rows; r0 += kSlice) {
                 const int64_t n = std::min(kSlice, w->rows - r0);
                 const uint8_t* src = w->data + size_t(r0) * w->row_stride;
@@ -171,14 +187,35 @@ void Model::repack_for_cpu() {
     for (unsigned i = 1; i < n_threads; i++) threads.emplace_back(work);
     work();
     for (auto& t : threads) t.join();
-    packed_bytes_ = total;
-    if (hp_.tied_output) tok_embd_.placement = output_.placement;
-    for (auto& l : layers_)
+    self.packed_.push_back(std::move(buffer));
+    self.packed_bytes_ += total;
+    // the views of a placed matrix read its copy too
+    if (hp_.tied_output) self.tok_embd_.placement = output_.placement;
+    for (auto& l : self.layers_)
         if (l.wv.data && l.wv.data == l.wk.data) l.wv.placement = l.wk.placement;
     if (mtp_.eh_proj.data) {  // the MTP block's defaults are the model's own matrices: their packed copies too
-        if (!mtp_own_head) mtp_.head = output_;
-        if (mtp_.embd.data == tok_embd_.data) mtp_.embd = tok_embd_;
+        if (!mtp_own_head) self.mtp_.head = output_;
+        if (mtp_.embd.data == tok_embd_.data) self.mtp_.embd = tok_embd_;
     }
+}
+
+size_t Model::unplaced_cpu_bytes() const {
+    if (!place_ || !isa().matmul_packed) return 0;
+    std::lock_guard<std::mutex> lock(*place_mu_);
+    size_t total = 0;
+    visit(
+        *this,
+        [&](const WeightVisit& v, const Weight& w) {
+            if (!w.placement && !stays_in_place(v.name) && packable(w.type, w.rows, w.cols))
+                total += tandem::packed_bytes(w.type, w.rows, w.cols);
+        },
+        [](const WeightVisit&, const std::vector<float>&) {});
+    return total;
+}
+
+size_t Model::packed_bytes() const {
+    std::lock_guard<std::mutex> lock(*place_mu_);
+    return packed_bytes_;
 }
 
 }  // namespace tandem
