@@ -270,7 +270,8 @@ TEST(Gpu, TheFlagsPlaceTheTargetAndTheDraftByOneRule) {
 }
 
 // The fit: an -ngl count the device cannot hold is an error naming the sizes (here the device's memory is all but
-// taken by another model of the command); -ngl auto takes as many of the last layers as fit, or the CPU.
+// taken by another model of the command); -ngl auto takes as many of the last layers as fit, or the CPU, and fewer
+// when the device then refuses the memory.
 TEST(Gpu, AModelThatDoesNotFitIsRefusedOrGetsTheLayersThatFit) {
     GPU_OR_SKIP();
     auto m = Model::load(test::shared_file("models/stories260K.gguf"));
@@ -291,5 +292,20 @@ TEST(Gpu, AModelThatDoesNotFitIsRefusedOrGetsTheLayersThatFit) {
     const GpuChoice none = choose_gpu(m, parse_gpu_layers("auto", "-ngl"), 0, 0, "target", mem);
     EXPECT_FALSE(none.gpu);
     EXPECT_TRUE(none.warning) << none.log;
+    // A device that refuses the memory it reported free (TANDEM_VK_MEMORY_LIMIT: room for the last 2 layers'
+    // weights only): auto takes a quarter fewer layers a try (5, 3, 2) and says why; an explicit count is an error.
+    setenv("TANDEM_VK_MEMORY_LIMIT", std::to_string(DeviceWeights::bytes_for(*m, 3) + 4096).c_str(), 1);
+    const GpuChoice refused = choose_gpu(m, parse_gpu_layers("auto", "-ngl"), 0, 0, "target");
+    std::string explicit_error;
+    try {
+        choose_gpu(m, parse_gpu_layers("99", "-ngl"), 0, 0, "target");
+    } catch (const Error& e) {
+        explicit_error = e.what();
+    }
+    unsetenv("TANDEM_VK_MEMORY_LIMIT");
+    ASSERT_TRUE(refused.gpu) << refused.log;
+    EXPECT_EQ(gpu_placement_info(*refused.gpu).layers, 2) << refused.log;
+    EXPECT_NE(refused.log.find("did not fit after all"), std::string::npos) << refused.log;
+    EXPECT_NE(explicit_error.find("out of device memory"), std::string::npos) << explicit_error;
     GPU_NO_MESSAGES();
 }

@@ -77,7 +77,8 @@ int parse_gpu_device(const std::string& value);
 // decides): -ngl N below the layer count puts the last N layers and the output on the GPU and runs the ones before,
 // with the token embedding, on the CPU (a split model: gpu_split_unsupported names what cannot split yet); N at
 // least the layer count, or "all": every layer; "auto": every layer when the weights and caches fit the device's
-// memory, else as many of the last layers as fit. `log` says which and why for the start-up log (the device, its
+// memory, else as many of the last layers as fit (and, should the device then refuse that memory, a quarter fewer
+// at a time). `log` says which and why for the start-up log (the device, its
 // driver, the layers, the memory the weights take there). Errors (tandem::Error): an -ngl layer count the device
 // cannot hold (naming the sizes), a device that fails. A model whose pass cannot run on a GPU yet (or cannot split,
 // for N below the layer count), or no usable device: the CPU with a warning, as llama.cpp's -ngl without a GPU.

@@ -198,15 +198,27 @@ GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuLayers&
         while (layers > 0 && !fits(layers)) layers--;  // auto: as many of the last layers as fit (llama.cpp's -fit)
         if (layers == 0) return cpu(why);
     }
-    try {
-        c.gpu = place_on_gpu(model, index, layers);
-    } catch (const Error& e) {
-        if (ngl.automatic) return cpu(e.what());
-        throw;
+    // auto: a device that refuses the memory it reported free (another process took it) gets fewer layers, a
+    // quarter fewer a try, while the model can split
+    std::string refused;
+    for (;;) {
+        try {
+            c.gpu = place_on_gpu(model, index, layers);
+            break;
+        } catch (const GpuFailure& e) {
+            if (!ngl.automatic) throw;
+            if (e.lost || !split_why.empty() || layers <= 1) return cpu(e.what());
+            refused = strprintf(" (%d layers did not fit after all: %s)", layers, e.what());
+            layers = std::min(layers - 1, layers * 3 / 4);
+        } catch (const Error& e) {
+            if (ngl.automatic) return cpu(e.what());
+            throw;
+        }
     }
     const DeviceWeights& w = c.gpu->weights();
-    c.log = strprintf("%s: GPU %s (%s, driver %s): %d of %d layers and the output, %.1f MiB of weights", what,
-                      d.name.c_str(), d.type.c_str(), d.driver.c_str(), layers, L, w.bytes() / 1048576.0);
+    c.log =
+        strprintf("%s: GPU %s (%s, driver %s): %d of %d layers and the output, %.1f MiB of weights%s", what,
+                  d.name.c_str(), d.type.c_str(), d.driver.c_str(), layers, L, w.bytes() / 1048576.0, refused.c_str());
     if (layers < L)
         c.log += strprintf("; layers 0..%d and the token embedding on the CPU (each pass hands its rows over once)",
                            L - layers - 1);

@@ -329,6 +329,17 @@ DeviceMemory Device::make(size_t bytes, VkMemoryPropertyFlags want, VkMemoryProp
 }
 
 DeviceMemory Device::alloc(size_t bytes) {
+    if (over_limit(bytes))
+        throw GpuFailure(
+            strprintf("vulkan: out of device memory: %zu bytes on %s (TANDEM_VK_MEMORY_LIMIT)", bytes, name_.c_str()),
+            false);
+    DeviceMemory m = alloc_device(bytes);
+    m.counted = true;
+    allocated_ += m.size;
+    return m;
+}
+
+DeviceMemory Device::alloc_device(size_t bytes) {
     if (bytes > kSubMax) return make(bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
     const size_t need = std::max(stage_align_, (bytes + stage_align_ - 1) / stage_align_ * stage_align_);
     auto take = [&](int bi) -> DeviceMemory {
@@ -372,6 +383,7 @@ DeviceMemory Device::alloc_host(size_t bytes) {
 
 void Device::free(DeviceMemory& m) {
     if (!m.buffer) return;
+    if (m.counted) allocated_ -= m.size;
     if (recording_) try {
             run();  // (recorded commands may use it; staged memory stays until sync)
         } catch (const std::exception&) {  // a lost device (called from destructors: never throws)
@@ -555,6 +567,15 @@ const DeviceMemory& Device::stage(const void* data, size_t bytes) {
     }
     if (bytes) std::memcpy(staged_.back().mapped, data, bytes);
     return staged_.back();
+}
+
+bool Device::over_limit(size_t bytes) const {
+    // TANDEM_VK_MEMORY_LIMIT=BYTES (fault injection for the tests of a fit that the device then refuses, as when
+    // another process takes the memory the driver reported free): an alloc() that would take this device's buffers
+    // past BYTES fails as out of device memory
+    const char* e = std::getenv("TANDEM_VK_MEMORY_LIMIT");  // (read at each allocation: the tests set it)
+    const unsigned long long limit = e && *e ? std::strtoull(e, nullptr, 10) : 0ull;
+    return limit > 0 && allocated_ + bytes > limit;
 }
 
 bool Device::inject_loss() {

@@ -26,6 +26,7 @@ struct DeviceMemory {
     size_t size = 0;
     size_t offset = 0;  // a view into a larger buffer (the staging ring's, a block's): its first byte there
     int block = -1;  // a range of the device's block `block` (Device::alloc's suballocation), returned by free()
+    bool counted = false;  // made by Device::alloc: its size counts in the device's allocated bytes
 };
 
 struct Pipeline {
@@ -104,7 +105,10 @@ private:
     };
     std::vector<Block> blocks_;  // (a released block's slot stays, empty, for the indices of the others)
     size_t n_allocations_ = 0;
+    size_t allocated_ = 0;  // bytes of the live buffers alloc() made (their sizes)
+    DeviceMemory alloc_device(size_t bytes);  // alloc's buffer: a range of a block, or an allocation of its own
     bool inject_loss();  // TANDEM_VK_LOSE_AFTER
+    bool over_limit(size_t bytes) const;  // TANDEM_VK_MEMORY_LIMIT
 
     VkInstance instance_ = VK_NULL_HANDLE;
     VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
