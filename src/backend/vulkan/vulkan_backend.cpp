@@ -257,7 +257,7 @@ public:
     void softcap(float div, float c, const Tensor& y) override { rows(SOFTCAP, y, false, y, div, c); }
     void copy(const Tensor& x, const Tensor& y) override { rows(COPY, x, false, y, 0, 0); }
 
-    // --- not yet on this backend (supports() says so; a model using them is refused at load) ---
+    // --- positions, experts, routing ---
     void rope(const RopeArgs& a, const int* pos, const Tensor& x) override {
         const DeviceMemory& pm = dev_.stage(pos, size_t(x.rows) * sizeof(int));
         const RopePush p{f_off(x),
