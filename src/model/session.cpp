@@ -93,10 +93,6 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
                           int(double(n_ctx_) * double(kMaxTensorBytes) / double(k)) / 256 * 256));
     }
     impl_ = std::make_unique<Impl>(pool_, params.gpu, n_ctx_, layers, params.type_k, params.type_v, hp.mla, layer0_);
-    // the CPU's copies of what this session runs on the CPU: every layer and the head, or a split model's layers
-    // below the GPU's (none on a whole GPU)
-    if (!params.gpu) model_->place_on_cpu(layer0_, layer0_ + n_layers_, true);
-    else model_->place_on_cpu(layer0_, std::min(layer0_ + n_layers_, params.gpu->first_layer()), false);
     // a model (or cache type) the session's backend cannot run is refused here, by name, before any pass
     if (const std::string why = backend::unsupported(*impl_->be, *model_, params.type_k, params.type_v,
                                                      params.gpu ? params.gpu->first_layer() : 0);
@@ -107,6 +103,10 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
                     ": a gemma4-assistant reads its target's cache on the CPU: the target runs on a GPU (-ngl): "
                     "use -ngl 0 with this drafter");
     if (model_->assistant()) impl_->assist_kv = assistant_cache_layers(*model_, *drafter_of_);
+    // the CPU's copies of what this session runs on the CPU, once it is not refused: every layer and the head, or a
+    // split model's layers below the GPU's (none on a whole GPU)
+    if (!params.gpu) model_->place_on_cpu(layer0_, layer0_ + n_layers_, true);
+    else model_->place_on_cpu(layer0_, std::min(layer0_ + n_layers_, params.gpu->first_layer()), false);
     // Gated DeltaNet layers: their state, kept for the last recurrent_keep positions (model/recurrent_state.h)
     size_t rec_floats = 0;
     impl_->rec_off.assign(size_t(n_layers_), 0);

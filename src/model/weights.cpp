@@ -134,6 +134,10 @@ bool stays_in_place(const char* name) {
 }
 // Whether place_on_cpu(first, last, head) covers a matrix of `layer` (-1: the model's own)
 bool in_part(int layer, int first, int last, bool head) { return layer < 0 ? head : layer >= first && layer < last; }
+// Whether a matrix still wants its CPU copy (none made yet, not read in place, a type with a packed layout)
+bool wants_copy(const char* name, const Weight& w) {
+    return !w.placement && !stays_in_place(name) && packable(w.type, w.rows, w.cols);
+}
 }  // namespace
 
 void Model::place_on_cpu(int first, int last, bool head) const {
@@ -146,9 +150,7 @@ void Model::place_on_cpu(int first, int last, bool head) const {
     visit(
         self,
         [&](const WeightVisit& v, Weight& w) {
-            if (!w.placement && in_part(v.layer, first, last, head) && !stays_in_place(v.name) &&
-                packable(w.type, w.rows, w.cols))
-                todo.push_back(&w);
+            if (in_part(v.layer, first, last, head) && wants_copy(v.name, w)) todo.push_back(&w);
         },
         [](const WeightVisit&, std::vector<float>&) {});
     if (todo.empty()) return;
@@ -206,8 +208,7 @@ size_t Model::unplaced_cpu_bytes() const {
     visit(
         *this,
         [&](const WeightVisit& v, const Weight& w) {
-            if (!w.placement && !stays_in_place(v.name) && packable(w.type, w.rows, w.cols))
-                total += tandem::packed_bytes(w.type, w.rows, w.cols);
+            if (wants_copy(v.name, w)) total += tandem::packed_bytes(w.type, w.rows, w.cols);
         },
         [](const WeightVisit&, const std::vector<float>&) {});
     return total;
