@@ -8,6 +8,7 @@
 #include <random>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "backend/cpu/isa.h"
 #include "tandem/synth.h"
@@ -39,6 +40,8 @@ std::string shared_file(const std::string& rel) {
     return p;
 }
 
+// The process's own folder, removed when it exits (CTest runs each test in a process of its own: kept, they filled
+// the disk by the thousand)
 std::string temp_dir() {
     static std::string dir = [] {
         char tmpl[] = "/tmp/tandem-test-XXXXXX";
@@ -46,6 +49,12 @@ std::string temp_dir() {
         if (!d) throw std::runtime_error("mkdtemp failed");
         return std::string(d);
     }();
+    // (registered once `dir` is made, so that it runs before `dir` is destroyed)
+    static const bool removed_at_exit = std::atexit([] {
+                                            std::error_code ec;
+                                            std::filesystem::remove_all(dir, ec);
+                                        }) == 0;
+    (void)removed_at_exit;
     return dir;
 }
 
