@@ -126,12 +126,12 @@ TEST(Gpu, LogitsAgreeWithTheCpuForEveryArchitectureAndType) {
 
 // A model split between the CPU and the GPU (-ngl below the layer count: the first half of the layers and the
 // embedding on the CPU, the rest and the output on the GPU): the CPU's logits within the same bounds, for the
-// architectures a split takes (dense, MoE, sliding windows, biases, sinks); those it does not take yet are refused by
+// architectures a split takes (dense, MoE, sliding windows, biases, sinks, an MTP block); those it does not take yet are refused by
 // name (and -ngl then runs the model on the CPU, with a warning).
 TEST(Gpu, ASplitModelAgreesWithTheCpu) {
     GPU_OR_SKIP();
     ThreadPool pool(2);
-    for (const GpuCase& c : {kCases[0], kCases[2], kCases[3], kCases[4], kCases[6]})
+    for (const GpuCase& c : {kCases[0], kCases[2], kCases[3], kCases[4], kCases[6], kCases[8]})
         expect_gpu_agrees_with_cpu(c, pool, true);
     for (const GpuCase& c : {kCases[9], kCases[12]}) {  // qwen35 (Gated DeltaNet), gemma4 (shared-KV layers)
         SCOPED_TRACE(c.shape);
@@ -177,19 +177,27 @@ TEST(Gpu, TheLayersTheGpuRunsGetNoHostCopy) {
 TEST(Gpu, ARowsLogitsDoNotDependOnItsPass) {
     GPU_OR_SKIP();
     ThreadPool pool(2);
-    // (stories260K and qwen3moe also split between the CPU and the GPU: each part batch invariant on its own)
-    for (const auto& [c, split] : {std::pair{kCases[0], false},
-                                   {kCases[0], true},
-                                   {kCases[3], false},
-                                   {kCases[3], true},
-                                   {kCases[9], false},
-                                   {kCases[12], false}}) {
-        SCOPED_TRACE(std::string(c.shape) + (split ? " split" : ""));
+    // (stories260K and qwen3moe also split between the CPU and the GPU, and over two GPUs (device 0 opened twice),
+    // with its first layer on the CPU where it has 3 or more: each part batch invariant on its own)
+    enum Split { WHOLE, CPU_GPU, CPU_2GPU };
+    for (const auto& [c, split] : {std::pair{kCases[0], WHOLE},
+                                   {kCases[0], CPU_GPU},
+                                   {kCases[0], CPU_2GPU},
+                                   {kCases[3], WHOLE},
+                                   {kCases[3], CPU_GPU},
+                                   {kCases[3], CPU_2GPU},
+                                   {kCases[9], WHOLE},
+                                   {kCases[12], WHOLE}}) {
+        SCOPED_TRACE(std::string(c.shape) + (split == CPU_GPU ? " split" : split == CPU_2GPU ? " split over 2" : ""));
         auto m = Model::load(path_of(c));
         const auto ids = prompt_of(16, m->hparams().n_vocab);
         SessionParams sp{64, 0, 256};
         sp.recurrent_keep = kRecurrentKeepTarget;
-        sp.gpu = place_on_gpu(m, -1, split ? m->hparams().n_layer / 2 : -1);
+        const int L = m->hparams().n_layer;
+        sp.gpu = split == WHOLE     ? place_on_gpu(m, -1)
+                 : split == CPU_GPU ? place_on_gpu(m, -1, L / 2)
+                 : L >= 3           ? place_on_gpus(m, {0, 0}, L - 1)
+                                    : place_on_gpus(m, {0, 0});  // (qwen3moe's 2 layers: one on each)
         const auto whole = all_logits(m, sp, pool, ids);
         const size_t nv = size_t(m->hparams().n_vocab);
         Session one(m, sp, pool), chains(m, sp, pool);
@@ -223,6 +231,75 @@ TEST(Gpu, ARowsLogitsDoNotDependOnItsPass) {
     GPU_NO_MESSAGES();
 }
 
+// A model split over several GPUs (-sm layer over -dev A,B: place_on_gpus), here device 0 opened twice (two queues
+// and two memories of one GPU): each part holds its own layers' weights (the first the token embedding, the last the
+// output), a pass hands its rows from part to part, and every row's logits are bit-identical to one device's, with
+// the whole model on the GPUs or the first layer on the CPU, for the architectures a split takes (dense, MoE,
+// sliding windows, sinks). A model that cannot split is refused by name, and the flags then take one device.
+TEST(Gpu, ASplitOverSeveralGpusGivesOneGpusBits) {
+    GPU_OR_SKIP();
+    ThreadPool pool(2);
+    for (const GpuCase& c : {kCases[0], kCases[3], kCases[4], kCases[6]}) {
+        SCOPED_TRACE(c.shape);
+        auto m = Model::load(path_of(c));
+        const int L = m->hparams().n_layer;
+        const auto ids = prompt_of(24, m->hparams().n_vocab);
+        SessionParams sp{64, 0, 256};
+        sp.gpu = place_on_gpu(m, -1);
+        const auto one = all_logits(m, sp, pool, ids);
+        const size_t whole_bytes = gpu_placement_info(*sp.gpu).weight_bytes;
+        for (const auto& [devices, shares] : {std::pair{std::vector<int>{0, 0}, std::vector<float>{}},
+                                              {std::vector<int>{0, 0, 0}, std::vector<float>{1, 2, 1}}}) {
+            if (int(devices.size()) > L) continue;  // (qwen3moe: 2 layers)
+            sp.gpu = place_on_gpus(m, devices, -1, shares);
+            const GpuPlacementInfo info = gpu_placement_info(*sp.gpu);
+            ASSERT_EQ(info.parts.size(), devices.size());
+            int next = 0;
+            for (const GpuPartInfo& p : info.parts) {  // contiguous, each at least one layer and less than the whole
+                EXPECT_EQ(p.first, next);
+                EXPECT_GT(p.end, p.first);
+                EXPECT_LT(p.weight_bytes, whole_bytes);
+                EXPECT_EQ(p.output, &p == &info.parts.back());
+                next = p.end;
+            }
+            EXPECT_EQ(next, L);
+            EXPECT_GE(info.weight_bytes,
+                      whole_bytes);  // (a tied output: the embedding on the first, the head on the last)
+            const auto split = all_logits(m, sp, pool, ids);
+            EXPECT_EQ(0, std::memcmp(split.data(), one.data(), one.size() * sizeof(float)))
+                << devices.size() << " devices: " << gpu_parts_text(info);
+        }
+        // the first layer on the CPU, the others on one device or over two
+        if (L < 3) continue;
+        sp.gpu = place_on_gpu(m, -1, L - 1);
+        const auto cpu_one = all_logits(m, sp, pool, ids);
+        sp.gpu = place_on_gpus(m, {0, 0}, L - 1);
+        EXPECT_EQ(gpu_placement_info(*sp.gpu).parts[0].first, 1);
+        const auto cpu_two = all_logits(m, sp, pool, ids);
+        EXPECT_EQ(0, std::memcmp(cpu_two.data(), cpu_one.data(), cpu_one.size() * sizeof(float)));
+    }
+    // What cannot split: qwen35 (Gated DeltaNet states), refused by name; the flags then take the first device
+    auto rec = Model::load(path_of(kCases[9]));
+    EXPECT_THROW(place_on_gpus(rec, {0, 0}), Error);
+    const GpuChoice one = choose_gpu(rec, parse_gpu_layers("99", "-ngl"), {0, 0}, 0, "target");
+    ASSERT_TRUE(one.gpu) << one.log;
+    EXPECT_EQ(gpu_placement_info(*one.gpu).parts.size(), 1u);
+    EXPECT_NE(one.log.find("not split over 2 devices"), std::string::npos) << one.log;
+    // the flags' split: the log names each part; -ts 1,0 leaves the second device out; more shares than devices and
+    // more devices than layers are errors naming them
+    auto m = Model::load(test::shared_file("models/stories260K.gguf"));
+    const GpuChoice two = choose_gpu(m, parse_gpu_layers("99", "-ngl"), {0, 0}, 0, "target", 0, {1, 3});
+    ASSERT_TRUE(two.gpu) << two.log;
+    EXPECT_NE(two.log.find("2 GPUs"), std::string::npos) << two.log;
+    EXPECT_NE(two.log.find("and the output on Vulkan0"), std::string::npos) << two.log;
+    const GpuChoice ts = choose_gpu(m, parse_gpu_layers("99", "-ngl"), {0, 0}, 0, "target", 0, {1, 0});
+    ASSERT_TRUE(ts.gpu) << ts.log;
+    EXPECT_EQ(gpu_placement_info(*ts.gpu).parts.size(), 1u);
+    EXPECT_THROW(choose_gpu(m, parse_gpu_layers("99", "-ngl"), {0, 0}, 0, "target", 0, {1, 1, 1}), Error);
+    EXPECT_THROW(place_on_gpus(m, std::vector<int>(size_t(m->hparams().n_layer) + 1, 0)), Error);
+    GPU_NO_MESSAGES();
+}
+
 // What cannot run on a GPU is said by name, before any pass: a model whose heads the GPU's attention does not take.
 TEST(Gpu, WhatCannotRunOnTheGpuIsRefusedByName) {
     GPU_OR_SKIP();
@@ -244,25 +321,38 @@ TEST(Gpu, WhatCannotRunOnTheGpuIsRefusedByName) {
     GPU_NO_MESSAGES();
 }
 
-// The flags' one rule for a target and its draft (llama.cpp's): -ngld else -ngl; -devd else -dev else -mg; the
-// values as llama.cpp spells them.
+// The flags' one rule for a target and its draft (llama.cpp's): -ngld else -ngl; the target over -dev's devices
+// (default: every GPU of the best kind) with -sm layer, on one device (-dev's first, else -mg) with -sm none; the
+// draft on one device, -devd else -dev's first else -mg; the values as llama.cpp spells them.
 TEST(Gpu, TheFlagsPlaceTheTargetAndTheDraftByOneRule) {
+    using V = std::vector<int>;
     GpuFlags f;
     EXPECT_FALSE(f.layers(false).given);
-    EXPECT_EQ(f.device_for(false), -2);
+    EXPECT_EQ(f.devices_for(false), V{});  // the default split
+    EXPECT_EQ(f.devices_for(true), V{0});
     f.ngl = parse_gpu_layers("99", "-ngl");
     EXPECT_EQ(f.layers(true).n, 99);  // the draft as the target
     f.ngld = parse_gpu_layers("0", "-ngld");
     EXPECT_EQ(f.layers(true).n, 0);
     EXPECT_EQ(f.layers(false).n, 99);
     f.main_gpu = 1;
-    EXPECT_EQ(f.device_for(false), 1);
-    EXPECT_EQ(f.device_for(true), 1);
-    f.device = 0;  // (parse_gpu_device("Vulkan0") where the device exists)
-    EXPECT_EQ(f.device_for(false), 0);  // -dev over -mg
+    EXPECT_EQ(f.devices_for(false), V{});  // -sm layer: -mg is not used (llama.cpp's)
+    EXPECT_EQ(f.devices_for(true), V{1});
+    f.split = false;  // -sm none
+    EXPECT_EQ(f.devices_for(false), V{1});
+    f.devices = parse_gpu_devices("Vulkan1,0");
+    EXPECT_EQ(f.devices, (V{1, 0}));
+    EXPECT_EQ(f.devices_for(false), V{1});  // -sm none: -dev's first over -mg
+    f.split = true;
+    EXPECT_EQ(f.devices_for(false), (V{1, 0}));
+    EXPECT_EQ(f.devices_for(true), V{1});
     f.device_draft = parse_gpu_device("none");
-    EXPECT_EQ(f.device_for(true), -1);
-    EXPECT_EQ(f.device_for(false), 0);
+    EXPECT_EQ(f.devices_for(true), V{-1});
+    f.devices = parse_gpu_devices("none");
+    EXPECT_EQ(f.devices_for(false), V{-1});
+    EXPECT_EQ(parse_gpu_devices("0,0"), (V{0, 0}));
+    EXPECT_THROW(parse_gpu_devices("Vulkan0,"), Error);
+    EXPECT_THROW(parse_gpu_devices("gpu"), Error);
     EXPECT_TRUE(parse_gpu_layers("auto", "-ngl").automatic);
     EXPECT_TRUE(parse_gpu_layers("-1", "-ngl").automatic);
     EXPECT_TRUE(parse_gpu_layers("all", "-ngl").all);
@@ -278,27 +368,27 @@ TEST(Gpu, AModelThatDoesNotFitIsRefusedOrGetsTheLayersThatFit) {
     const size_t mem = gpu_devices()[0].memory_bytes;
     ASSERT_GT(mem, 0u);
     // exactly the last 2 of 5 layers (with the output and the pass's scratch) fit beside `taken`
-    const size_t taken = mem - DeviceWeights::bytes_for(*m, 3) - gpu_scratch_bytes(*m);
+    const size_t taken = mem - DeviceWeights::bytes_for(*m, {3}) - gpu_scratch_bytes(*m);
     try {
-        choose_gpu(m, parse_gpu_layers("99", "-ngl"), 0, 0, "draft", taken);
+        choose_gpu(m, parse_gpu_layers("99", "-ngl"), {0}, 0, "draft", taken);
         ADD_FAILURE() << "placed beyond the device's memory";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("do not fit"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("beside the"), std::string::npos) << e.what();
     }
-    const GpuChoice two = choose_gpu(m, parse_gpu_layers("auto", "-ngl"), 0, 0, "target", taken);
+    const GpuChoice two = choose_gpu(m, parse_gpu_layers("auto", "-ngl"), {0}, 0, "target", taken);
     ASSERT_TRUE(two.gpu) << two.log;
     EXPECT_EQ(gpu_placement_info(*two.gpu).layers, 2) << two.log;
-    const GpuChoice none = choose_gpu(m, parse_gpu_layers("auto", "-ngl"), 0, 0, "target", mem);
+    const GpuChoice none = choose_gpu(m, parse_gpu_layers("auto", "-ngl"), {0}, 0, "target", mem);
     EXPECT_FALSE(none.gpu);
     EXPECT_TRUE(none.warning) << none.log;
     // A device that refuses the memory it reported free (TANDEM_VK_MEMORY_LIMIT: room for the last 2 layers'
     // weights only): auto takes a quarter fewer layers a try (5, 3, 2) and says why; an explicit count is an error.
-    setenv("TANDEM_VK_MEMORY_LIMIT", std::to_string(DeviceWeights::bytes_for(*m, 3) + 4096).c_str(), 1);
-    const GpuChoice refused = choose_gpu(m, parse_gpu_layers("auto", "-ngl"), 0, 0, "target");
+    setenv("TANDEM_VK_MEMORY_LIMIT", std::to_string(DeviceWeights::bytes_for(*m, {3}) + 4096).c_str(), 1);
+    const GpuChoice refused = choose_gpu(m, parse_gpu_layers("auto", "-ngl"), {0}, 0, "target");
     std::string explicit_error;
     try {
-        choose_gpu(m, parse_gpu_layers("99", "-ngl"), 0, 0, "target");
+        choose_gpu(m, parse_gpu_layers("99", "-ngl"), {0}, 0, "target");
     } catch (const Error& e) {
         explicit_error = e.what();
     }

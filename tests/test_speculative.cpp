@@ -63,19 +63,23 @@ SamplerParams greedy() {
 // drafting head, which runs on the CPU only, stays there).
 using Placements = std::map<const Model*, std::pair<std::shared_ptr<const Model>, std::shared_ptr<const GpuModel>>>;
 Placements* g_placed = nullptr;
-// a model placed split between the CPU and the GPU (its last g_split_layers layers on the GPU), or null
+// a model placed split between the CPU and the GPU (its last g_split_layers layers on the GPU; -1: all of them), over
+// the devices g_split_devices (device 0 twice: two GPUs' parts on one), or null
 const Model* g_split_model = nullptr;
 int g_split_layers = -1;
+std::vector<int> g_split_devices = {0};
 std::shared_ptr<const GpuModel> placed(const std::shared_ptr<const Model>& m) {
     if (!g_placed || !m || !gpu_unsupported(*m).empty()) return nullptr;
     auto& p = (*g_placed)[m.get()];
-    if (!p.second) p = {m, place_on_gpu(m, -1, m.get() == g_split_model ? g_split_layers : -1)};
+    if (!p.second)
+        p = {m, m.get() == g_split_model ? place_on_gpus(m, g_split_devices, g_split_layers) : place_on_gpu(m, -1)};
     return p.second;
 }
-struct OnGpu {
+struct OnGpu {  // (nested: the inner one's placements until it ends, then the outer one's again)
     Placements held;
+    Placements* outer = g_placed;
     OnGpu() { g_placed = &held; }
-    ~OnGpu() { g_placed = nullptr; }
+    ~OnGpu() { g_placed = outer; }
 };
 
 // Generates n tokens (EOS not special) with a target/draft pair (any architecture) and the given configuration.
@@ -1421,7 +1425,9 @@ TEST(Speculative, GreedyIsTokenIdenticalWithQuantizedCachesAtDepth) {
 // Greedy speculation on the GPU is the plain GPU output token for token: draft models (a Q8_0 copy, a poor 1-layer
 // one), the target's first layers, forced trees, at draft lengths 3 and 8 (n-grams verify as a draft model's tokens
 // do: the CPU's tests cover the proposer); and for a recurrent target
-// (qwen35, its state rolled back each round) and an MoE target with its MTP block (glm4moe). (gemma4's and the
+// (qwen35, its state rolled back each round) and an MoE target with its MTP block (glm4moe, also split between the
+// CPU and two GPUs); a target split between the CPU and the GPU, and one over two GPUs (whose plain output is the one
+// GPU's). (gemma4's and the
 // other architectures' rows: Gpu.ARowsLogitsDoNotDependOnItsPass, bit for bit.) (What makes it exact: every op is batch-invariant, Gpu.ARowsLogitsDoNotDependOnItsPass.)
 TEST(Speculative, GpuGreedyIsTokenIdenticalToPlainGpuDecoding) {
     GPU_OR_SKIP();
@@ -1462,12 +1468,26 @@ TEST(Speculative, GpuGreedyIsTokenIdenticalToPlainGpuDecoding) {
         SpecStats st;
         EXPECT_EQ(run_with(pool, target, draft, prompt, 24, greedy(), spec, 0, &st), plain_t) << shape;
         EXPECT_GT(st.n_accept, 0) << shape;
-        if (target->mtp()) {
+        if (target->mtp()) {  // (qwen35's too, but it does not split: Gated DeltaNet states)
             SpecStats mt;
             EXPECT_EQ(run_with(pool, target, nullptr, prompt, 24, greedy(), fixed_length(SpecType::MTP, 3), 0, &mt),
                       plain_t)
                 << shape << " MTP";
             EXPECT_GT(mt.n_drafted, 0) << shape << " MTP";
+            // split: its first layer on the CPU, the others over two GPUs, the MTP block on the last with the output
+            if (!gpu_split_unsupported(*target).empty()) continue;
+            OnGpu split;
+            g_split_model = target.get();
+            g_split_layers = target->hparams().n_layer - 1;
+            g_split_devices = {0, 0};
+            const auto plain_s = run_with(pool, target, nullptr, prompt, 24, greedy(), SpecParams{});
+            SpecStats ms;
+            EXPECT_EQ(run_with(pool, target, nullptr, prompt, 24, greedy(), fixed_length(SpecType::MTP, 3), 0, &ms),
+                      plain_s)
+                << shape << " MTP, split";
+            EXPECT_GT(ms.n_drafted, 0) << shape << " MTP, split";
+            g_split_model = nullptr;
+            g_split_devices = {0};
         }
     }
     {  // the target split between the CPU and the GPU (its last 2 of 5 layers on the GPU), the Q8_0 draft on the GPU
@@ -1482,6 +1502,21 @@ TEST(Speculative, GpuGreedyIsTokenIdenticalToPlainGpuDecoding) {
         EXPECT_EQ(run(pool, ids, 24, greedy(), spec, fx().q8, 3, &st), plain_split) << "split target";
         EXPECT_GT(st.n_accept, 0);
         g_split_model = nullptr;
+    }
+    {  // the target over two GPUs (device 0 opened twice): the one GPU's plain output, and speculation's the same
+        OnGpu two;
+        g_split_model = fx().target.get();
+        g_split_layers = -1;
+        g_split_devices = {0, 0};
+        EXPECT_EQ(run(pool, ids, 32, greedy(), SpecParams{}, nullptr), plain) << "target over 2 GPUs";
+        SpecParams spec = fixed_length(SpecType::DRAFT, 4);
+        spec.tree = true;
+        spec.tree_min_gain = 0.0;
+        SpecStats st;
+        EXPECT_EQ(run(pool, ids, 32, greedy(), spec, fx().q8, 3, &st), plain) << "target over 2 GPUs, tree";
+        EXPECT_GT(st.n_accept, 0);
+        g_split_model = nullptr;
+        g_split_devices = {0};
     }
     GPU_NO_MESSAGES();
 }

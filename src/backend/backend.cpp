@@ -14,11 +14,11 @@ const char* op_name(Op op) {
     return names[int(op)];
 }
 
-std::string unsupported(const Backend& b, const Model& m, TensorType type_k, TensorType type_v, int first_layer) {
+std::string unsupported(const Backend& b, const Model& m, TensorType type_k, TensorType type_v, const LayerSpan& span) {
     std::string why;
     m.for_each_matrix([&](const Model::WeightVisit& v, const Weight& w) {
         if (!why.empty()) return;
-        if (on_cpu_of_split(v, first_layer)) return;  // the CPU's part of a split model
+        if (!span.holds(v)) return;  // another part's (a split model)
         const Op op = std::strcmp(v.name, "token_embd") == 0 || std::strcmp(v.name, "per_layer_token_embd") == 0
                           ? Op::GET_ROWS
                       : v.index >= 0 && std::strstr(v.name, "_exps") ? Op::MATMUL_ID

@@ -20,6 +20,7 @@
 // Shapes: a Tensor is a 2-D view, `rows` rows of `cols` elements of `type`, `row_stride` bytes apart (the row
 // stride of a column slice is its parent's). Activations are F32 rows; weights any type the backend supports().
 #pragma once
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -250,17 +251,24 @@ public:
     virtual void copy(const Tensor& x, const Tensor& y) = 0;  // F32 rows, same shape (either may be strided)
 };
 
+// The part of a model one backend holds and runs when the model is split by layers (between the CPU and GPUs, or
+// over several GPUs; tandem/gpu.h): the layers [first, end), the token embedding when first is 0, and, on the last
+// part (`last`), the rest: the output head and norm, an MTP block's layer (a tied output is visited as the output
+// first: the last part holds it then). The default holds the whole model.
+struct LayerSpan {
+    int first = 0, end = INT_MAX;
+    bool last = true;
+    bool holds(const Model::WeightVisit& v) const {
+        if (v.layer >= 0) return v.layer >= first && (v.layer < end || last);
+        return std::string(v.name) == "token_embd" ? first == 0 : last;
+    }
+};
 // What a backend cannot run of a model with these cache types: "" when it runs all of it, else the first weight
 // (by its registry name, tandem/model.h for_each_matrix) or cache type it does not support, named. Asked when a
 // session is made, so that a model a backend cannot run is refused by name before any pass.
-// first_layer > 0: a model split between the CPU and b (tandem/gpu.h): b runs the layers from first_layer on and
-// the output only (the CPU the rest, and the token embedding: on_cpu_of_split).
-std::string unsupported(const Backend& b, const Model& m, TensorType type_k, TensorType type_v, int first_layer = 0);
-// A weight of a model split at first_layer (> 0) that the CPU's part holds: a layer's below the split, or the token
-// embedding (a tied output is visited as the output first: the GPU's part holds it then).
-inline bool on_cpu_of_split(const Model::WeightVisit& v, int first_layer) {
-    return first_layer > 0 && ((v.layer >= 0 && v.layer < first_layer) || std::string(v.name) == "token_embd");
-}
+// `span`: the part of a split model b runs (the whole model by default).
+std::string unsupported(const Backend& b, const Model& m, TensorType type_k, TensorType type_v,
+                        const LayerSpan& span = {});
 
 // The backends of this build: the CPU's (the active SIMD level, threads of `pool`) and the scalar reference.
 std::unique_ptr<Backend> make_cpu_backend(ThreadPool& pool);

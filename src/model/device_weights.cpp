@@ -13,43 +13,59 @@ namespace {
 size_t bytes_of(const Weight& w) {
     return (w.rows > 0 ? size_t(w.rows - 1) * w.row_stride : 0) + row_bytes(w.type, w.cols);
 }
+// The registry visits a matrix once, by its first name (tandem/model.h), so a part takes the token embedding table
+// by hand where it reads it under a name its span does not hold: the first part of a split over several GPUs, of a
+// model whose output is that table (visited as the output, the last part's); the last part of a split model
+// whose MTP block embeds with the model's table (visited as token_embd, the first part's).
+bool ties_embedding(const Model& m, const backend::LayerSpan& span) {
+    const void* e = m.tok_embd().data;
+    return (span.first == 0 && !span.last && e == m.output().data) ||
+           (span.first > 0 && span.last && m.mtp() && m.mtp()->embd.data == e);
+}
 }  // namespace
 
-size_t DeviceWeights::bytes_for(const Model& m, int first_layer) {
+size_t DeviceWeights::bytes_for(const Model& m, const backend::LayerSpan& span) {
     std::unordered_map<const void*, size_t> seen;
     m.for_each_matrix([&](const Model::WeightVisit& v, const Weight& w) {
-        if (w.data && !backend::on_cpu_of_split(v, first_layer)) seen[w.data] = std::max(seen[w.data], bytes_of(w));
+        if (w.data && span.holds(v)) seen[w.data] = std::max(seen[w.data], bytes_of(w));
     });
     m.for_each_vector([&](const Model::WeightVisit& at, const std::vector<float>& v) {
-        if (!v.empty() && !backend::on_cpu_of_split(at, first_layer)) seen[v.data()] = v.size() * sizeof(float);
+        if (!v.empty() && span.holds(at)) seen[v.data()] = v.size() * sizeof(float);
     });
+    if (const Weight& e = m.tok_embd(); e.data && ties_embedding(m, span)) seen[e.data] = bytes_of(e);
     size_t total = 0;
     for (const auto& [p, b] : seen) total += b;
     return total;
 }
 
-DeviceWeights::DeviceWeights(backend::Backend& be, const Model& m, int first_layer) {
-    auto on_cpu = [first_layer](const Model::WeightVisit& v) { return backend::on_cpu_of_split(v, first_layer); };
+DeviceWeights::DeviceWeights(backend::Backend& be, const Model& m, const backend::LayerSpan& span) {
+    auto other = [&span](const Model::WeightVisit& v) { return !span.holds(v); };  // another part's
     m.for_each_matrix([&](const Model::WeightVisit& v, const Weight& w) {
-        if (w.data && !on_cpu(v) && !be.supports(backend::Op::MATMUL, w.type))
+        if (w.data && !other(v) && !be.supports(backend::Op::MATMUL, w.type))
             throw Error(strprintf("%s cannot run %s (layer %d): %s weights", be.name().c_str(), v.name, v.layer,
                                   type_name(w.type)));
     });
     m.for_each_matrix([&](const Model::WeightVisit& v, const Weight& w) {
-        if (w.data && !on_cpu(v) && bytes_of(w) > kMaxTensorBytes)
+        if (w.data && !other(v) && bytes_of(w) > kMaxTensorBytes)
             throw Error(strprintf("%s (layer %d) is %.2f GiB: a GPU binding holds at most 4 GiB", v.name, v.layer,
                                   bytes_of(w) / 1073741824.0));
     });
     m.for_each_matrix([&](const Model::WeightVisit& v, const Weight& w) {
-        if (!w.data || on_cpu(v) || placed_.count(w.data)) return;
+        if (!w.data || other(v) || placed_.count(w.data)) return;
         const size_t bytes = bytes_of(w);
         buffers_.push_back(be.map_host(w.data, bytes));
         placed_[w.data] = {buffers_.back().get(), 0, w.type, w.rows, w.cols, w.row_stride};
         bytes_ += bytes;
         n_matrices_++;
     });
+    if (const Weight& e = m.tok_embd(); e.data && ties_embedding(m, span) && !placed_.count(e.data)) {
+        buffers_.push_back(be.map_host(e.data, bytes_of(e)));
+        placed_[e.data] = {buffers_.back().get(), 0, e.type, e.rows, e.cols, e.row_stride};
+        bytes_ += bytes_of(e);
+        n_matrices_++;
+    }
     m.for_each_vector([&](const Model::WeightVisit& at, const std::vector<float>& v) {
-        if (v.empty() || on_cpu(at) || placed_.count(v.data())) return;
+        if (v.empty() || other(at) || placed_.count(v.data())) return;
         buffers_.push_back(be.map_host(v.data(), v.size() * sizeof(float)));
         placed_[v.data()] = {buffers_.back().get(), 0, TensorType::F32, 1, int64_t(v.size()), v.size() * sizeof(float)};
         bytes_ += v.size() * sizeof(float);

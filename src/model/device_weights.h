@@ -17,16 +17,15 @@ constexpr size_t kMaxTensorBytes = size_t(UINT32_MAX);
 
 class DeviceWeights {
 public:
-    // Uploads every matrix and vector of m; of a model split between the CPU and the GPU, not those of the layers
-    // below first_layer nor the token embedding table (the CPU runs them). Throws tandem::Error naming the first
+    // Uploads every matrix and vector of m that `span` holds (a split model's part: backend.h LayerSpan). Throws tandem::Error naming the first
     // matrix whose type the backend cannot multiply (backend::unsupported's rule) or one past kMaxTensorBytes,
     // before uploading anything.
-    DeviceWeights(backend::Backend& be, const Model& m, int first_layer = 0);
+    DeviceWeights(backend::Backend& be, const Model& m, const backend::LayerSpan& span = {});
     // The device copy of a matrix or vector of the model (a view's, its first visit's); a null tensor for a matrix
     // this process does not hold (w.data null) or an empty vector. Throws tandem::Error for one not of the model.
     backend::Tensor matrix(const Weight& w) const;
-    // The bytes DeviceWeights(be, m, first_layer) would upload (the fit check, before any upload)
-    static size_t bytes_for(const Model& m, int first_layer);
+    // The bytes DeviceWeights(be, m, span) would upload (the fit check, before any upload)
+    static size_t bytes_for(const Model& m, const backend::LayerSpan& span);
     backend::Tensor vec(const std::vector<float>& v) const;
     size_t bytes() const { return bytes_; }
     size_t matrices() const { return n_matrices_; }

@@ -118,16 +118,16 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     const backend::Tensor x = P.x.rows(be, n, E), xn = P.xn.rows(be, n, E), out_rows = P.rows_out.rows(be, n, E);
     for (Scratch* a : {&P.q, &P.att}) a->rows(be, n, qd_max);  // sized for the widest layer before recording
     for (Scratch* a : {&P.k, &P.v}) a->rows(be, n, kvd_max);
-    // A model split between the CPU and a GPU (model/session_impl.h LowerStage): the CPU's stage embeds the tokens
-    // and runs the cache layers below the split on its own backend and scratch, then hands the rows to the session's
-    // backend (the GPU's) for the rest and the output. Each stage runs the same layer code on its own tensors.
-    LowerStage* const low = S.lower.get();
-    backend::Backend& be_in = low ? *low->be : be;  // the embedding's stage
-    const ModelTensors M_in = low ? ModelTensors{low->be->host_memory(), nullptr} : M;
-    const backend::Tensor x_in = low ? low->pass.x.rows(be_in, n, E) : x;
-    if (low) {
-        for (Scratch* a : {&low->pass.q, &low->pass.att}) a->rows(be_in, n, qd_max);
-        for (Scratch* a : {&low->pass.k, &low->pass.v}) a->rows(be_in, n, kvd_max);
+    // A split model (model/session_impl.h Stage): the first stage embeds the tokens; each runs its cache layers on
+    // its own backend, weights, scratch and RoPE tables, then hands the rows to the next, the last being the
+    // session's backend, which runs the rest and the output. Each stage runs the same layer code on its own tensors.
+    Stage* const first = S.stages.empty() ? nullptr : S.stages.front().get();
+    backend::Backend& be_in = first ? *first->be : be;  // the embedding's stage
+    const ModelTensors M_in = first ? first->tensors() : M;
+    const backend::Tensor x_in = first ? first->pass.x.rows(be_in, n, E) : x;
+    for (auto& st : S.stages) {
+        for (Scratch* a : {&st->pass.q, &st->pass.att}) a->rows(*st->be, n, qd_max);
+        for (Scratch* a : {&st->pass.k, &st->pass.v}) a->rows(*st->be, n, kvd_max);
     }
 
     // Gated DeltaNet layers: each row's state before and after it (its session's, model/recurrent_state.h)
@@ -193,7 +193,7 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         be_in.get_rows(M_in.weight(emb), toks.data(), n, x_in);
         if (hp.embd_scale != 1.0f) be_in.scale(hp.embd_scale, x_in);
         if (hp.n_embd_per_layer > 0)  // gemma4's per-layer inputs, from the tokens and their embeddings
-            per_layer_inputs(be_in, M_in, model, toks.data(), x_in, (low ? low->pass : P).ple);
+            per_layer_inputs(be_in, M_in, model, toks.data(), x_in, (first ? first->pass : P).ple);
     }
 
     // Drafter tap: sessions that keep layers' inputs (an EAGLE-3 head's target: keep_hidden with layers) get each
@@ -211,8 +211,9 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
         }
     }
     // The layers [from, to) of the pass on one stage: its backend, its view of the weights, its scratch, its RoPE
-    // tables (on_low: the CPU stage of a split model), the rows x and their normed copy and output.
-    auto run_layers = [&](backend::Backend& be, const ModelTensors& M, PassScratch& P, bool on_low,
+    // tables (stage: the index of a split model's stage before the last; -1: the session's own), the rows x and their
+    // normed copy and output.
+    auto run_layers = [&](backend::Backend& be, const ModelTensors& M, PassScratch& P, int stage,
                           const backend::Tensor& x, const backend::Tensor& xn, const backend::Tensor& out_rows,
                           int from, int to) {
         // One attention layer over the pass's rows: the normed input `in` to out_rows (before the residual add).
@@ -258,7 +259,8 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             int r0 = 0;
             for (const auto& g : segs) {  // RoPE at each session's table (phi3: its context picks the factors)
                 if (L.rope) {
-                    backend::RopeArgs ra = (on_low ? g.s->impl_->lower->rope : g.s->impl_->rope)[wset].args(
+                    const Session::Impl& gi = *g.s->impl_;
+                    backend::RopeArgs ra = (stage >= 0 ? gi.stages[size_t(stage)]->rope : gi.rope)[wset].args(
                         nh, hd, L.n_rot, hp.rope_offset, hp.rope_style);
                     be.rope(ra, &row_pos[size_t(r0)], q.rows_at(r0, g.n));
                     if (own_kv) {
@@ -362,15 +364,26 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             if (L.out_scale != 1.0f) be.scale(L.out_scale, x);
         }
     };
-    if (low) {  // the CPU's layers, the rows handed over, the GPU's layers
-        const int split = std::min(l_hi, l_lo + low->n_layers);
-        PassScratch& LP = low->pass;
-        run_layers(be_in, M_in, LP, true, x_in, LP.xn.rows(be_in, n, E), LP.rows_out.rows(be_in, n, E), l_lo, split);
-        be_in.read(x_in, S.xfer.data());
-        be.write(x, S.xfer.data());
-        run_layers(be, M, P, false, x, xn, out_rows, split, l_hi);
-    } else {
-        run_layers(be, M, P, false, x, xn, out_rows, l_lo, l_hi);
+    {  // each stage's layers, then its rows handed to the next stage
+        int from = l_lo;
+        backend::Backend* prev = nullptr;
+        backend::Tensor prev_x;
+        for (size_t i = 0; i <= S.stages.size(); i++) {
+            Stage* const st = i < S.stages.size() ? S.stages[i].get() : nullptr;
+            backend::Backend& sb = st ? *st->be : be;
+            PassScratch& SP = st ? st->pass : P;
+            const backend::Tensor sx = st ? (i == 0 ? x_in : SP.x.rows(sb, n, E)) : x;
+            if (prev) {
+                prev->read(prev_x, S.xfer.data());
+                sb.write(sx, S.xfer.data());
+            }
+            const int to = st ? std::min(l_hi, std::max(from, st->end)) : l_hi;
+            run_layers(sb, st ? st->tensors() : M, SP, st ? int(i) : -1, sx, st ? SP.xn.rows(sb, n, E) : xn,
+                       st ? SP.rows_out.rows(sb, n, E) : out_rows, from, to);
+            from = to;
+            prev = &sb;
+            prev_x = sx;
+        }
     }
 
     if (tensor && !tensor->leader()) return be.sync();

@@ -114,9 +114,15 @@ size_t memory_budget_bytes() {
 }
 
 KvCache::KvCache(backend::Backend& be, int n_ctx, const std::vector<KvLayer>& layers, TensorType tk, TensorType tv,
-                 bool v_is_k, backend::Backend* lower, int n_lower)
-    : be_{lower ? lower : &be, &be}, n_ctx_(n_ctx), tk_(tk), tv_(tv), v_is_k_(v_is_k) {
-    TD_ASSERT(n_lower == 0 || lower);
+                 bool v_is_k, const std::vector<KvPart>& before)
+    : n_ctx_(n_ctx), tk_(tk), tv_(tv), v_is_k_(v_is_k) {
+    for (const KvPart& p : before) {
+        TD_ASSERT(p.be && (be_.empty() || p.end >= before[be_.size() - 1].end));
+        be_.push_back(p.be);
+    }
+    be_.push_back(&be);
+    k_bytes_.assign(be_.size(), 0);
+    v_bytes_.assign(be_.size(), 0);
     TD_ASSERT(!v_is_k || tk == tv);
     TD_ASSERT(kv_cache_type_supported(tk) && kv_cache_type_supported(tv));
     for (const KvLayer& shape : layers) {
@@ -126,30 +132,37 @@ KvCache::KvCache(backend::Backend& be, int n_ctx, const std::vector<KvLayer>& la
                 throw Error(
                     strprintf("KV cache type %s needs a head size that is a multiple of %d (this model's is %d)",
                               type_name(t), type_traits(t).block_elems, shape.head_dim));
-        const int part = int(layers_.size()) < n_lower ? 0 : 1;
-        Layer L{shape, row_bytes(tk, shape.kv_dim), row_bytes(tv, shape.kv_dim), part, k_bytes_[part], v_bytes_[part]};
-        k_bytes_[part] += size_t(shape.rows) * L.rk;
-        if (!v_is_k) v_bytes_[part] += size_t(shape.rows) * L.rv;
+        int part = 0;  // the first part whose end is past this layer, else the last
+        while (size_t(part) < before.size() && int(layers_.size()) >= before[size_t(part)].end) part++;
+        Layer L{shape, row_bytes(tk, shape.kv_dim), row_bytes(tv, shape.kv_dim),
+                part,  k_bytes_[size_t(part)],      v_bytes_[size_t(part)]};
+        k_bytes_[size_t(part)] += size_t(shape.rows) * L.rk;
+        if (!v_is_k) v_bytes_[size_t(part)] += size_t(shape.rows) * L.rv;
         layers_.push_back(L);
     }
-    for (int part = 0; part < 2; part++)
-        if (part == 1 || n_lower > 0) {
-            k_[part] = be_[part]->alloc(k_bytes_[part]);
-            v_[part] = be_[part]->alloc(v_bytes_[part]);
-        }
+    for (size_t part = 0; part < be_.size(); part++) {
+        k_.push_back(be_[part]->alloc(k_bytes_[part]));
+        v_.push_back(be_[part]->alloc(v_bytes_[part]));
+    }
+}
+
+size_t KvCache::bytes() const {
+    size_t b = 0;
+    for (size_t p = 0; p < be_.size(); p++) b += k_bytes_[p] + v_bytes_[p];
+    return b;
 }
 
 backend::Tensor KvCache::k_rows(int layer) const {
     const Layer& L = layers_[size_t(layer)];
     TD_ASSERT(L.shape.rows > 0);
-    return {k_[L.part].get(), L.k0, tk_, L.shape.rows, L.shape.kv_dim, L.rk};
+    return {k_[size_t(L.part)].get(), L.k0, tk_, L.shape.rows, L.shape.kv_dim, L.rk};
 }
 
 backend::Tensor KvCache::v_rows(int layer) const {
     if (v_is_k_) return k_rows(layer);
     const Layer& L = layers_[size_t(layer)];
     TD_ASSERT(L.shape.rows > 0);
-    return {v_[L.part].get(), L.v0, tv_, L.shape.rows, L.shape.kv_dim, L.rv};
+    return {v_[size_t(L.part)].get(), L.v0, tv_, L.shape.rows, L.shape.kv_dim, L.rv};
 }
 
 backend::Tensor KvCache::row(int layer, int pos, bool v) const {

@@ -43,8 +43,13 @@ inline int swa_first_visible(const HParams& hp, int pos) {
 
 // Storage comes from the session's backend (backend/backend.h): one buffer of key rows and one of value rows,
 // each layer a (capacity, kv_dim) tensor of them; rows are written and read through the backend's ops. A model split
-// between the CPU and a GPU (tandem/gpu.h, -ngl below the layer count) keeps its first `n_lower` layers' rows on the
-// CPU's backend (`lower`) and the rest on the GPU's: each layer's rows on the backend that runs the layer.
+// between the CPU and GPUs, or over several GPUs (tandem/gpu.h) keeps each layer's rows on the backend that runs the
+// layer: those of the parts `before` the session's own backend, each up to its `end` (a cache layer index,
+// increasing), then the rest on `be`.
+struct KvPart {
+    backend::Backend* be;
+    int end;
+};
 class KvCache {
 public:
     // Requires kv_cache_type_supported(tk / tv), and of each layer rows in 0..n_ctx and kv_dim % head_dim == 0;
@@ -52,7 +57,7 @@ public:
     // of fewer is a ring. `v_is_k` (MLA: the latent row is both): one copy of each row, read as the key and as the
     // value (tk == tv; store() keeps the key).
     KvCache(backend::Backend& be, int n_ctx, const std::vector<KvLayer>& layers, TensorType tk, TensorType tv,
-            bool v_is_k = false, backend::Backend* lower = nullptr, int n_lower = 0);
+            bool v_is_k = false, const std::vector<KvPart>& before = {});
 
     // The layer's key / value rows as tensors (capacity(layer), kv_dim(layer)) of type_k() / type_v(); MLA: the
     // same tensor twice. The layer keeps rows (capacity(layer) > 0).
@@ -82,25 +87,25 @@ public:
     int n_ctx() const { return n_ctx_; }
     // rows of that layer (n_ctx: not a ring; 0: it keeps none)
     int capacity(int layer) const { return layers_[size_t(layer)].shape.rows; }
-    size_t bytes() const { return k_bytes_[0] + v_bytes_[0] + k_bytes_[1] + v_bytes_[1]; }
+    size_t bytes() const;
     // the backend that holds the layer's rows
-    backend::Backend& be_of(int layer) const { return *be_[layers_[size_t(layer)].part]; }
+    backend::Backend& be_of(int layer) const { return *be_[size_t(layers_[size_t(layer)].part)]; }
 
 private:
     struct Layer {
         KvLayer shape;
         size_t rk, rv;  // row bytes
-        int part;  // 0: the lower layers' buffers (on `lower`), 1: the session backend's
+        int part;  // its part's buffers (the last: the session backend's)
         size_t k0, v0;  // its first byte in its part's key / value buffer
     };
     // the one row of a slot (row pos % capacity of a ring)
     backend::Tensor row(int layer, int pos, bool v) const;
-    backend::Backend* be_[2];
+    std::vector<backend::Backend*> be_;  // each part's
     int n_ctx_;
     TensorType tk_, tv_;
     std::vector<Layer> layers_;
-    std::unique_ptr<backend::Buffer> k_[2], v_[2];
-    size_t k_bytes_[2] = {0, 0}, v_bytes_[2] = {0, 0};
+    std::vector<std::unique_ptr<backend::Buffer>> k_, v_;
+    std::vector<size_t> k_bytes_, v_bytes_;
     bool v_is_k_ = false;
 };
 

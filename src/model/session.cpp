@@ -79,12 +79,17 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
         if (const std::string why = gpu_unsupported(*model_); !why.empty())
             throw Error(model_->path() + ": not on a GPU: " + why);
     }
-    if (params.gpu) {  // one buffer of keys and one of values: each within what a GPU binding holds (a split
-        // model's: the GPU's layers only)
+    if (params.gpu) {  // one buffer of keys and one of values per part: each within what a GPU binding holds (a
+        // split model's: each GPU's layers only)
         size_t k = 0;
-        const int below = std::clamp(params.gpu->first_layer() - layer0_, 0, int(layers.size()));
-        for (size_t i = size_t(below); i < layers.size(); i++)
-            k += size_t(layers[i].rows) * row_bytes(params.type_k, layers[i].kv_dim);
+        for (const GpuModel::Part& p : params.gpu->parts()) {
+            const int lo = std::clamp(p.span.first - layer0_, 0, int(layers.size()));
+            const int hi = p.span.last ? int(layers.size()) : std::clamp(p.span.end - layer0_, 0, int(layers.size()));
+            size_t part = 0;
+            for (int i = lo; i < hi; i++)
+                part += size_t(layers[size_t(i)].rows) * row_bytes(params.type_k, layers[size_t(i)].kv_dim);
+            k = std::max(k, part);
+        }
         if (k > kMaxTensorBytes)
             throw Error(
                 strprintf("%s: the KV cache's keys on the GPU would take %.2f GiB (a GPU binding holds at "
@@ -93,11 +98,17 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
                           int(double(n_ctx_) * double(kMaxTensorBytes) / double(k)) / 256 * 256));
     }
     impl_ = std::make_unique<Impl>(pool_, params.gpu, n_ctx_, layers, params.type_k, params.type_v, hp.mla, layer0_);
-    // a model (or cache type) the session's backend cannot run is refused here, by name, before any pass
-    if (const std::string why = backend::unsupported(*impl_->be, *model_, params.type_k, params.type_v,
-                                                     params.gpu ? params.gpu->first_layer() : 0);
-        !why.empty())
-        throw Error(model_->path() + ": " + why);
+    // a model (or cache type) the session's backends cannot run is refused here, by name, before any pass
+    if (!params.gpu) {
+        if (const std::string why = backend::unsupported(*impl_->be, *model_, params.type_k, params.type_v);
+            !why.empty())
+            throw Error(model_->path() + ": " + why);
+    } else {
+        for (const GpuModel::Part& p : params.gpu->parts())
+            if (const std::string why = backend::unsupported(*p.be, *model_, params.type_k, params.type_v, p.span);
+                !why.empty())
+                throw Error(model_->path() + ": " + why);
+    }
     if (model_->assistant() && drafter_of_->impl_->gpu)
         throw Error(model_->path() +
                     ": a gemma4-assistant reads its target's cache on the CPU: the target runs on a GPU (-ngl): "
@@ -129,16 +140,24 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
             make_rope_table(hp, hp.n_rot_swa > 0 ? hp.n_rot_swa : hp.n_rot, hp.rope_theta_swa, hp.rope_freq_scale_swa,
                             hp.rope_freqs_global_only ? std::vector<float>{} : factors, n_ctx_);
     for (RopeTable& t : impl_->rope) t.place(*impl_->be);
-    if (impl_->lower)  // a split model's CPU layers: the same host tables, read in place by the CPU's backend
+    for (auto& st : impl_->stages)  // a split model's other stages: the same tables, on their backends
         for (int i = 0; i < 2; i++) {
             const RopeTable& src = impl_->rope[i];
-            RopeTable& t = impl_->lower->rope[i];
+            RopeTable& t = st->rope[i];
             t.half = src.half;
             t.mscale = src.mscale;
             const int64_t n_pos = int64_t(src.cos.size()) / std::max(1, src.half);
-            const HostTensors H{impl_->lower->be->host_memory()};
-            t.cos_t = H.rows(src.cos.data(), n_pos, src.half);
-            t.sin_t = H.rows(src.sin.data(), n_pos, src.half);
+            if (backend::Buffer* host = st->be->host_memory()) {  // the CPU's: read in place
+                const HostTensors H{host};
+                t.cos_t = H.rows(src.cos.data(), n_pos, src.half);
+                t.sin_t = H.rows(src.sin.data(), n_pos, src.half);
+            } else {  // another GPU's: a copy in its memory (the host rows are not kept)
+                t.cos = src.cos;
+                t.sin = src.sin;
+                t.place(*st->be);
+                t.cos = {};
+                t.sin = {};
+            }
         }
     // Last, once nothing can throw (the destructor, which turns it off, does not run for a failed construction):
     // the target keeps what this drafter reads, its final normed states or an EAGLE-3 head's layers' inputs.

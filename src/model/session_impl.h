@@ -29,22 +29,41 @@ struct PassScratch {
     PerLayerScratch ple;
 };
 
-// A model split between the CPU and a GPU (GpuModel::first_layer() > 0): the CPU's part of a session's passes, the
-// token embedding and the cache layers below the split (n_layers of them), on a CPU backend of its own, with its
-// own scratch and RoPE tables (forward.cpp hands the rows over to the GPU's part once per pass).
-struct LowerStage {
+// A stage of a split model's pass other than its last (the session's own backend, which holds the output): the
+// CPU's part of a model split between the CPU and GPUs (GpuModel::first_layer() > 0, on a CPU backend of the
+// session's own), or a GPU's part but the last of a model split over several GPUs (the part's backend, shared by the
+// model's sessions). Each has its backend, the session's cache layers before `end` that no earlier stage runs, the
+// weights it reads there (null: host memory), and its own scratch and RoPE tables; forward.cpp runs the stages in
+// order and hands the rows from each to the next once per pass. The first stage embeds the tokens.
+struct Stage {
     std::shared_ptr<backend::Backend> be;
-    int n_layers = 0;
+    const DeviceWeights* weights = nullptr;
+    int end = 0;
     PassScratch pass;
     RopeTable rope[2];
-    // the stage of a session whose cache layers are layer0.. (of n) on `gpu`, or null when none runs on the CPU
-    static std::unique_ptr<LowerStage> make(ThreadPool& pool, const GpuModel* gpu, int layer0, int n) {
-        const int below = gpu ? std::clamp(gpu->first_layer() - layer0, 0, n) : 0;
-        if (below == 0) return nullptr;
-        auto s = std::make_unique<LowerStage>();
-        s->be = backend::make_cpu_backend(pool);
-        s->n_layers = below;
-        return s;
+    ModelTensors tensors() const { return {be->host_memory(), weights}; }
+    // The stages before the last of a session whose cache layers are layer0.. (of n) on `gpu` (none without one):
+    // parts of no layer of the session's are left out (an MTP session's one layer is the last part's).
+    static std::vector<std::unique_ptr<Stage>> make(ThreadPool& pool, const GpuModel* gpu, int layer0, int n) {
+        std::vector<std::unique_ptr<Stage>> out;
+        if (!gpu) return out;
+        auto add = [&](std::shared_ptr<backend::Backend> be, const DeviceWeights* w, int end_layer) {
+            const int end = std::clamp(end_layer - layer0, 0, n);
+            if (end <= (out.empty() ? 0 : out.back()->end)) return;
+            out.push_back(std::make_unique<Stage>());
+            out.back()->be = std::move(be);
+            out.back()->weights = w;
+            out.back()->end = end;
+        };
+        if (gpu->first_layer() > layer0) add(backend::make_cpu_backend(pool), nullptr, gpu->first_layer());
+        const auto& parts = gpu->parts();
+        for (size_t i = 0; i + 1 < parts.size(); i++) add(parts[i].be, parts[i].weights.get(), parts[i].span.end);
+        return out;
+    }
+    static std::vector<KvPart> kv_parts(const std::vector<std::unique_ptr<Stage>>& stages) {
+        std::vector<KvPart> p;
+        for (const auto& s : stages) p.push_back({s->be.get(), s->end});
+        return p;
     }
 };
 
@@ -53,7 +72,8 @@ struct Session::Impl {
     // with every session of the model on that device together with the model's weights there (model/gpu_model.h)
     std::shared_ptr<backend::Backend> be;
     std::shared_ptr<const GpuModel> gpu;  // null on the CPU
-    std::unique_ptr<LowerStage> lower;  // a split model's CPU part (null: the whole pass on `be`)
+    // a split model's stages before the last, in the pass's order (empty: the whole pass on `be`)
+    std::vector<std::unique_ptr<Stage>> stages;
     KvCache kv;
     PassScratch pass;
     std::vector<float> xfer;  // rows through host memory: a split model's exchange, a drafter's kept inputs
@@ -71,8 +91,8 @@ struct Session::Impl {
          TensorType tk, TensorType tv, bool v_is_k, int layer0)
         : be(on_gpu ? on_gpu->backend() : std::shared_ptr<backend::Backend>(backend::make_cpu_backend(pool))),
           gpu(std::move(on_gpu)),
-          lower(LowerStage::make(pool, gpu.get(), layer0, int(layers.size()))),
-          kv(*be, n_ctx, layers, tk, tv, v_is_k, lower ? lower->be.get() : nullptr, lower ? lower->n_layers : 0) {}
+          stages(Stage::make(pool, gpu.get(), layer0, int(layers.size()))),
+          kv(*be, n_ctx, layers, tk, tv, v_is_k, Stage::kv_parts(stages)) {}
     // the model's weights as this session's backend reads them
     ModelTensors tensors() const { return {be->host_memory(), gpu ? &gpu->weights() : nullptr}; }
 };

@@ -96,14 +96,21 @@ std::string ArgParser::help() const {
     return out;
 }
 
-void add_split_flags(ArgParser& ap, SplitOptions& f) {
-    ap.add({"-sm", "--split-mode"}, "MODE",
-           "how the target is split across MPI ranks (mpirun -np N tandem ...): layer (default: contiguous layers "
-           "per rank), tensor or row (every layer's heads and FFN units shared out; for fast links) or none",
-           [&](const std::string& v) { f.mode = parse_split_mode(v); });
+void add_split_flags(ArgParser& ap, SplitOptions& f, GpuFlags& gpu) {
+    ap.add(
+        {"-sm", "--split-mode"}, "MODE",
+        "how the target is split: over MPI ranks (mpirun -np N tandem ...) or, in one process, over its GPUs (-ngl): "
+        "layer (default: contiguous layers per rank or GPU), tensor or row (ranks: every layer's heads and FFN units "
+        "shared out, for fast links; GPUs: by layers) or none (one rank; one GPU, -mg)",
+        [&](const std::string& v) {
+            f.mode = parse_split_mode(v);
+            gpu.split = f.mode != SplitMode::NONE;
+            gpu.row_asked = f.mode == SplitMode::TENSOR;
+        });
     ap.add({"-ts", "--tensor-split"}, "N,N,...",
-           "the share of each rank (of the layers, or of the heads and FFN units), e.g. 3,1 (default: equal)",
-           [&](const std::string& v) { f.weights = parse_split_weights(v); });
+           "the share of each rank or GPU (of the layers, or of the heads and FFN units), e.g. 3,1 (default: equal "
+           "for ranks, by memory for GPUs)",
+           [&](const std::string& v) { gpu.shares = f.weights = parse_split_weights(v); });
     ap.add({"--rank-timeout"}, "S", "seconds rank 0 waits for the other ranks' part of a pass (300)",
            [&](const std::string& v) { f.timeout_s = to_float_in("--rank-timeout", v, 0.1f, 1e6f); });
 }
@@ -121,9 +128,11 @@ void add_gpu_flags(ArgParser& ap, GpuFlags& f, bool with_draft) {
            "layers on the GPU: N (the last N layers and the output; the ones before run on the CPU), auto (as many as "
            "fit) or all; default: the CPU",
            [&f](const std::string& v) { f.ngl = parse_gpu_layers(v, "-ngl"); });
-    ap.add({"-dev", "--device"}, "DEV", "the GPU: VulkanN or N (tandem --list-devices), none for the CPU",
-           [&f](const std::string& v) { f.device = parse_gpu_device(v); });
-    ap.add({"-mg", "--main-gpu"}, "N", "the GPU when --device is not given (0)",
+    ap.add({"-dev", "--device"}, "DEV[,DEV...]",
+           "the GPUs: VulkanN or N, comma-separated (the layers split over them in that order: -sm; tandem "
+           "--list-devices), none for the CPU (default: every GPU of the best kind)",
+           [&f](const std::string& v) { f.devices = parse_gpu_devices(v); });
+    ap.add({"-mg", "--main-gpu"}, "N", "the GPU with -sm none when --device is not given (0)",
            [&f](const std::string& v) { f.main_gpu = to_int_in("-mg", v, 0, 64); });
     // llama.cpp's flash-attention switch: tandem's attention is always the fused one (an online softmax over the
     // cache in tiles, on the CPU and on a GPU), so every value runs the same
@@ -192,8 +201,10 @@ std::string kv_cache_line(const char* what, const Session& s) {
     std::string where;
     if (s.gpu()) {
         const GpuPlacementInfo g = gpu_placement_info(*s.gpu());
-        where = g.layers < g.n_layer ? strprintf(" (the last %d layers' on the GPU, the others' on the CPU)", g.layers)
-                                     : std::string(" on the GPU");
+        const std::string gpus = g.parts.size() > 1 ? strprintf("%zu GPUs", g.parts.size()) : "the GPU";
+        where = g.layers < g.n_layer
+                    ? strprintf(" (the last %d layers' on %s, the others' on the CPU)", g.layers, gpus.c_str())
+                    : " on " + gpus + (g.parts.size() > 1 ? " (each layer's on its GPU)" : "");
     }
     return strprintf("%s KV cache: %d positions x %s%s, K %s + V %s = %.1f MiB%s", what, s.n_ctx(), layers.c_str(),
                      swa.c_str(), type_name(s.kv_type_k()), type_name(s.kv_type_v()),

@@ -75,7 +75,7 @@ struct CacheFlags {
     int ctx_checkpoints = kCtxCheckpoints;  // -ctxcp (SessionParams::ctx_checkpoints)
 };
 // GPU placement, llama.cpp's flags (tandem/gpu.h choose_gpu): -ngl N|auto|all, -ngld (default: as -ngl), -dev
-// none|VulkanN|N, -devd, -mg N. Without -ngl every layer runs on the CPU.
+// none|VulkanN|N[,...], -devd, -mg N (and add_split_flags' -sm, -ts). Without -ngl every layer runs on the CPU.
 void add_gpu_flags(ArgParser& ap, GpuFlags& f, bool with_draft = true);
 // The placement of the target (draft false) or the draft model per the flags, its start-up line printed to stderr;
 // null: the CPU. cache_bytes: what its caches will take on the device.
@@ -97,8 +97,9 @@ void resolve_spec_flags(SpecFlags& f);
 void add_grammar_flags(ArgParser& ap, std::string& gbnf, const std::string& what);
 
 // Splitting the target across MPI ranks (generate, serve, bench; tandem/split.h): -sm/--split-mode none|layer|tensor,
-// -ts/--tensor-split 3,1 (a share of the layers per rank), --rank-timeout S.
-void add_split_flags(ArgParser& ap, SplitOptions& f);
+// -ts/--tensor-split 3,1 (a share of the layers per rank), --rank-timeout S. In a process started alone, -sm and -ts
+// split the target's GPU layers over the GPUs instead (`gpu`: GpuFlags::split, shares; tandem/gpu.h choose_gpu).
+void add_split_flags(ArgParser& ap, SplitOptions& f, GpuFlags& gpu);
 // Every command that loads a target calls this first: when started by mpirun as one of several ranks it joins them
 // (`cluster`, for LoadOptions::cluster); a rank other than 0 then runs its share of `model` until rank 0 ends, and
 // the call returns true with the command's exit code in *code.

@@ -28,8 +28,6 @@ struct CompatFlag {
 // `tandem serve` does not implement itself. The implemented ones are registered by cmd_serve.cpp first and win.
 constexpr CompatFlag kFlags[] = {
     // hardware placement, memory mapping, threads: no meaning on this CPU engine
-    {"-sm --split-mode", true, Kind::Notice, "no GPU backend"},
-    {"-ts --tensor-split", true, Kind::Notice, "one GPU per model: no split over several"},
     {"--list-devices", false, Kind::Notice, "tandem --list-devices lists them"},
     {"-fit --fit", true, Kind::Notice, "-ngl auto fits the device's memory"},
     {"-fitt --fit-target", true, Kind::Notice, "no GPU memory to fit"},
