@@ -126,14 +126,15 @@ TEST(Gpu, LogitsAgreeWithTheCpuForEveryArchitectureAndType) {
 
 // A model split between the CPU and the GPU (-ngl below the layer count: the first half of the layers and the
 // embedding on the CPU, the rest and the output on the GPU): the CPU's logits within the same bounds, for the
-// architectures a split takes (dense, MoE, sliding windows, biases, sinks, an MTP block); those it does not take yet are refused by
+// architectures a split takes (dense, MoE, sliding windows, biases, sinks, an MTP block, Gated DeltaNet layers, whose
+// states each part keeps for its own layers); those it does not take yet are refused by
 // name (and -ngl then runs the model on the CPU, with a warning).
 TEST(Gpu, ASplitModelAgreesWithTheCpu) {
     GPU_OR_SKIP();
     ThreadPool pool(2);
-    for (const GpuCase& c : {kCases[0], kCases[2], kCases[3], kCases[4], kCases[6], kCases[8]})
+    for (const GpuCase& c : {kCases[0], kCases[2], kCases[3], kCases[4], kCases[6], kCases[8], kCases[9], kCases[10]})
         expect_gpu_agrees_with_cpu(c, pool, true);
-    for (const GpuCase& c : {kCases[9], kCases[12]}) {  // qwen35 (Gated DeltaNet), gemma4 (shared-KV layers)
+    for (const GpuCase& c : {kCases[12]}) {  // gemma4 (shared-KV layers, per-layer inputs)
         SCOPED_TRACE(c.shape);
         auto m = Model::load(path_of(c));
         EXPECT_NE(gpu_split_unsupported(*m), "");
@@ -177,8 +178,9 @@ TEST(Gpu, TheLayersTheGpuRunsGetNoHostCopy) {
 TEST(Gpu, ARowsLogitsDoNotDependOnItsPass) {
     GPU_OR_SKIP();
     ThreadPool pool(2);
-    // (stories260K and qwen3moe also split between the CPU and the GPU, and over two GPUs (device 0 opened twice),
-    // with its first layer on the CPU where it has 3 or more: each part batch invariant on its own)
+    // (stories260K and qwen3moe also split between the CPU and the GPU, and they and qwen35 over two GPUs (device 0
+    // opened twice), with the first layer on the CPU where it has 3 or more: each part batch invariant on its own, and
+    // qwen35's Gated DeltaNet states kept by each part for its layers)
     enum Split { WHOLE, CPU_GPU, CPU_2GPU };
     for (const auto& [c, split] : {std::pair{kCases[0], WHOLE},
                                    {kCases[0], CPU_GPU},
@@ -187,6 +189,7 @@ TEST(Gpu, ARowsLogitsDoNotDependOnItsPass) {
                                    {kCases[3], CPU_GPU},
                                    {kCases[3], CPU_2GPU},
                                    {kCases[9], WHOLE},
+                                   {kCases[9], CPU_2GPU},
                                    {kCases[12], WHOLE}}) {
         SCOPED_TRACE(std::string(c.shape) + (split == CPU_GPU ? " split" : split == CPU_2GPU ? " split over 2" : ""));
         auto m = Model::load(path_of(c));
@@ -235,11 +238,12 @@ TEST(Gpu, ARowsLogitsDoNotDependOnItsPass) {
 // and two memories of one GPU): each part holds its own layers' weights (the first the token embedding, the last the
 // output), a pass hands its rows from part to part, and every row's logits are bit-identical to one device's, with
 // the whole model on the GPUs or the first layer on the CPU, for the architectures a split takes (dense, MoE,
-// sliding windows, sinks). A model that cannot split is refused by name, and the flags then take one device.
+// sliding windows, sinks, Gated DeltaNet). A model that cannot split is refused by name, and the flags then take one
+// device.
 TEST(Gpu, ASplitOverSeveralGpusGivesOneGpusBits) {
     GPU_OR_SKIP();
     ThreadPool pool(2);
-    for (const GpuCase& c : {kCases[0], kCases[3], kCases[4], kCases[6]}) {
+    for (const GpuCase& c : {kCases[0], kCases[3], kCases[4], kCases[6], kCases[9]}) {
         SCOPED_TRACE(c.shape);
         auto m = Model::load(path_of(c));
         const int L = m->hparams().n_layer;
@@ -278,8 +282,8 @@ TEST(Gpu, ASplitOverSeveralGpusGivesOneGpusBits) {
         const auto cpu_two = all_logits(m, sp, pool, ids);
         EXPECT_EQ(0, std::memcmp(cpu_two.data(), cpu_one.data(), cpu_one.size() * sizeof(float)));
     }
-    // What cannot split: qwen35 (Gated DeltaNet states), refused by name; the flags then take the first device
-    auto rec = Model::load(path_of(kCases[9]));
+    // What cannot split: gemma4 (shared-KV layers), refused by name; the flags then take the first device
+    auto rec = Model::load(path_of(kCases[12]));
     EXPECT_THROW(place_on_gpus(rec, {0, 0}), Error);
     const GpuChoice one = choose_gpu(rec, parse_gpu_layers("99", "-ngl"), {0, 0}, 0, "target");
     ASSERT_TRUE(one.gpu) << one.log;
@@ -297,6 +301,134 @@ TEST(Gpu, ASplitOverSeveralGpusGivesOneGpusBits) {
     EXPECT_EQ(gpu_placement_info(*ts.gpu).parts.size(), 1u);
     EXPECT_THROW(choose_gpu(m, parse_gpu_layers("99", "-ngl"), {0, 0}, 0, "target", 0, {1, 1, 1}), Error);
     EXPECT_THROW(place_on_gpus(m, std::vector<int>(size_t(m->hparams().n_layer) + 1, 0)), Error);
+    GPU_NO_MESSAGES();
+}
+
+// A split model's Gated DeltaNet states (qwen35: each part keeps its layers' states, moved together): rolled back
+// after a verification pass and after a token tree, the next rows' logits are bit-identical to the rows the first
+// time; a state file (the parts' states one after the other, in the layers' order, as one device writes them)
+// restored into another session of the same placement gives the saving session's logits bit for bit, and restored
+// on one device the same size and cache length.
+TEST(Gpu, ASplitModelsStatesRollBackAndRestore) {
+    GPU_OR_SKIP();
+    ThreadPool pool(2);
+    auto m = Model::load(path_of(kCases[9]));
+    const int L = m->hparams().n_layer;
+    const auto ids = prompt_of(14, m->hparams().n_vocab);
+    SessionParams sp{64, 0, 256};
+    sp.gpu = place_on_gpus(m, {0, 0}, L - 1);  // layer 0 on the CPU, the others over two GPUs
+    Session a(m, sp, pool), b(m, sp, pool);
+    const size_t nv = size_t(m->hparams().n_vocab);
+    {  // a verification pass of 4 rows, 3 rejected, then those rows again; a tree whose second branch is kept
+        Session v(m, sp, pool);
+        v.decode(ids.data(), 10, false);
+        v.decode(ids.data() + 10, 4, true);
+        std::vector<float> first(4 * nv);
+        for (int r = 0; r < 4; r++) std::memcpy(&first[size_t(r) * nv], v.logits(r), nv * sizeof(float));
+        v.truncate(11);
+        v.decode(ids.data() + 11, 3, true);
+        for (int r = 0; r < 3; r++)
+            ASSERT_EQ(0, std::memcmp(v.logits(r), &first[size_t(r + 1) * nv], nv * sizeof(float)))
+                << "row " << 11 + r << " after the rollback";
+        const int32_t toks[3] = {ids[0], ids[1], ids[2]}, parents[3] = {-1, 0, 0};  // node 2: another child of 0
+        v.decode_tree(toks, parents, 3);
+        v.keep_path(v.n_past() - 3, {0, 2});
+        Session w(m, sp, pool);
+        w.decode(ids.data(), 14, false);
+        w.decode(&ids[0], 1, false);
+        w.decode(&ids[2], 1, false);
+        v.decode(&ids[5], 1, true);
+        w.decode(&ids[5], 1, true);
+        ASSERT_EQ(0, std::memcmp(v.logits(0), w.logits(0), nv * sizeof(float))) << "after the tree's path";
+    }
+    a.decode(ids.data(), 10, false);
+    const std::string path = test::temp_dir() + "/split-qwen35.state";
+    const size_t written = a.save_state(path);
+    EXPECT_EQ(b.load_state(path), written);
+    EXPECT_EQ(b.n_past(), 10);
+    a.decode(ids.data() + 10, 4, true);
+    b.decode(ids.data() + 10, 4, true);
+    for (int r = 0; r < 4; r++) ASSERT_EQ(0, std::memcmp(a.logits(r), b.logits(r), nv * sizeof(float))) << "row " << r;
+    SessionParams one = sp;
+    one.gpu = place_on_gpu(m, -1);
+    Session c(m, one, pool);
+    EXPECT_EQ(c.load_state(path), written);
+    EXPECT_EQ(c.n_past(), 10);
+    GPU_NO_MESSAGES();
+}
+
+// A context shift on the GPU runs on the device, through its ops (Session::shift: the moved rows gathered, their keys
+// re-rotated, stored back; no row through the host): a one-layer session attends after it like a fresh cache of
+// the kept tokens (the CPU's test, Session.ShiftAttendsLikeAFreshCacheOfTheKeptTokens, at the same bound); a split
+// model's parts each shift their own layers, bit-identical to one device's; sliding-window rings (gemma3) shift as
+// the CPU's do, within the GPU-vs-CPU bound.
+TEST(Gpu, AContextShiftRunsOnTheDevice) {
+    GPU_OR_SKIP();
+    ThreadPool pool(2);
+    auto m = Model::load(test::shared_file("models/stories260K.gguf"));
+    std::vector<int32_t> seq = {1};
+    for (int i = 0; i < 60; i++) seq.push_back(int32_t(260 + (i * 53) % 240));
+    const int n_keep = 5, n_discard = 20;
+    std::vector<int32_t> kept(seq.begin(), seq.begin() + n_keep);
+    kept.insert(kept.end(), seq.begin() + n_keep + n_discard, seq.end());
+    auto last = [](Session& s, int32_t t) {
+        s.decode(&t, 1, false);
+        return std::vector<float>(s.last_logits(), s.last_logits() + s.n_vocab());
+    };
+    {  // one layer: like a fresh cache of the kept tokens
+        SessionParams sp{0, 1, 256};
+        sp.gpu = place_on_gpu(m, -1);
+        Session a(m, sp, pool), b(m, sp, pool);
+        a.decode(seq, false);
+        a.shift(n_keep, n_discard);
+        ASSERT_EQ(a.tokens(), kept);
+        b.decode(kept, false);
+        const auto x = last(a, 300), y = last(b, 300);
+        float worst = 0, scale = 0;
+        for (size_t v = 0; v < x.size(); v++) {
+            worst = std::max(worst, std::fabs(x[v] - y[v]));
+            scale = std::max(scale, std::fabs(y[v]));
+        }
+        EXPECT_LT(worst, 0.01f * scale + 1e-3f)
+            << "largest logit difference " << worst << " (logits up to " << scale << ")";
+    }
+    {  // the first layer on the CPU and the others on one GPU, or over two: the same bits after two shifts
+        const int L = m->hparams().n_layer;
+        SessionParams one{64, 0, 256}, two = one;
+        one.gpu = place_on_gpu(m, -1, L - 1);
+        two.gpu = place_on_gpus(m, {0, 0}, L - 1);
+        Session a(m, one, pool), b(m, two, pool);
+        for (Session* s : {&a, &b}) {
+            s->decode(std::vector<int32_t>(seq.begin(), seq.begin() + 50), false);
+            s->shift(n_keep, n_discard);
+            s->decode(std::vector<int32_t>(seq.begin() + 50, seq.end()), false);
+            s->shift(n_keep, 10);
+        }
+        const auto x = last(a, 417), y = last(b, 417);
+        EXPECT_EQ(0, std::memcmp(x.data(), y.data(), x.size() * sizeof(float)));
+    }
+    {  // gemma3's sliding-window rings: the GPU's shift as the CPU's
+        auto g = Model::load(path_of(kCases[4]));
+        ASSERT_GT(g->hparams().n_swa, 0);
+        std::vector<int32_t> ids = prompt_of(600, g->hparams().n_vocab);
+        SessionParams cpu{1024, 0, 256}, gpu = cpu;
+        gpu.gpu = place_on_gpu(g, -1);
+        Session a(g, cpu, pool), b(g, gpu, pool);
+        ASSERT_LT(b.swa_positions(), 600);  // rings, which wrap
+        std::vector<float> x, y;
+        for (Session* s : {&a, &b}) {
+            s->decode(ids, false);
+            s->shift(4, 100);
+            (s == &a ? x : y) = last(*s, ids[7]);
+        }
+        float worst = 0, lo = x[0], hi = x[0];
+        for (size_t v = 0; v < x.size(); v++) {
+            worst = std::max(worst, std::fabs(x[v] - y[v]));
+            lo = std::min(lo, x[v]);
+            hi = std::max(hi, x[v]);
+        }
+        EXPECT_LT(worst, 0.002f * (hi - lo)) << "largest logit deviation " << worst;
+    }
     GPU_NO_MESSAGES();
 }
 

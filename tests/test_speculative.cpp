@@ -1425,9 +1425,9 @@ TEST(Speculative, GreedyIsTokenIdenticalWithQuantizedCachesAtDepth) {
 // Greedy speculation on the GPU is the plain GPU output token for token: draft models (a Q8_0 copy, a poor 1-layer
 // one), the target's first layers, forced trees, at draft lengths 3 and 8 (n-grams verify as a draft model's tokens
 // do: the CPU's tests cover the proposer); and for a recurrent target
-// (qwen35, its state rolled back each round) and an MoE target with its MTP block (glm4moe, also split between the
-// CPU and two GPUs); a target split between the CPU and the GPU, and one over two GPUs (whose plain output is the one
-// GPU's). (gemma4's and the
+// (qwen35, its state rolled back each round) and an MoE target with its MTP block (glm4moe), each also split between
+// the CPU and two GPUs; a target split between the CPU and the GPU, and one over two GPUs (whose plain output is the
+// one GPU's). (gemma4's and the
 // other architectures' rows: Gpu.ARowsLogitsDoNotDependOnItsPass, bit for bit.) (What makes it exact: every op is batch-invariant, Gpu.ARowsLogitsDoNotDependOnItsPass.)
 TEST(Speculative, GpuGreedyIsTokenIdenticalToPlainGpuDecoding) {
     GPU_OR_SKIP();
@@ -1468,27 +1468,32 @@ TEST(Speculative, GpuGreedyIsTokenIdenticalToPlainGpuDecoding) {
         SpecStats st;
         EXPECT_EQ(run_with(pool, target, draft, prompt, 24, greedy(), spec, 0, &st), plain_t) << shape;
         EXPECT_GT(st.n_accept, 0) << shape;
-        if (target->mtp()) {  // (qwen35's too, but it does not split: Gated DeltaNet states)
+        if (target->mtp()) {
             SpecStats mt;
             EXPECT_EQ(run_with(pool, target, nullptr, prompt, 24, greedy(), fixed_length(SpecType::MTP, 3), 0, &mt),
                       plain_t)
                 << shape << " MTP";
             EXPECT_GT(mt.n_drafted, 0) << shape << " MTP";
-            // split: its first layer on the CPU, the others over two GPUs, the MTP block on the last with the output
-            if (!gpu_split_unsupported(*target).empty()) continue;
-            OnGpu split;
-            g_split_model = target.get();
-            g_split_layers = target->hparams().n_layer - 1;
-            g_split_devices = {0, 0};
-            const auto plain_s = run_with(pool, target, nullptr, prompt, 24, greedy(), SpecParams{});
+        }
+        // split: its first layer on the CPU, the others over two GPUs (qwen35: each part's Gated DeltaNet states
+        // rolled back together), the MTP block on the last with the output; a draft model's tree
+        OnGpu split;
+        g_split_model = target.get();
+        g_split_layers = target->hparams().n_layer - 1;
+        g_split_devices = {0, 0};
+        const auto plain_s = run_with(pool, target, nullptr, prompt, 24, greedy(), SpecParams{});
+        SpecStats ss;
+        EXPECT_EQ(run_with(pool, target, draft, prompt, 24, greedy(), spec, 0, &ss), plain_s) << shape << ", split";
+        EXPECT_GT(ss.n_accept, 0) << shape << ", split";
+        if (target->mtp()) {
             SpecStats ms;
             EXPECT_EQ(run_with(pool, target, nullptr, prompt, 24, greedy(), fixed_length(SpecType::MTP, 3), 0, &ms),
                       plain_s)
                 << shape << " MTP, split";
             EXPECT_GT(ms.n_drafted, 0) << shape << " MTP, split";
-            g_split_model = nullptr;
-            g_split_devices = {0};
         }
+        g_split_model = nullptr;
+        g_split_devices = {0};
     }
     {  // the target split between the CPU and the GPU (its last 2 of 5 layers on the GPU), the Q8_0 draft on the GPU
         OnGpu split;

@@ -41,8 +41,9 @@ class GpuModel;
 // (an EAGLE-3 head's, a Gemma 4 assistant's, a model split over processes) and heads wider than the GPU's attention.
 std::string gpu_unsupported(const Model& m);
 // Why a model cannot be split between the CPU and a GPU (-ngl below its layer count) or over several GPUs yet (""
-// when it can): what gpu_unsupported names, and the layers whose state or inputs cross the split (Gated DeltaNet
-// states, gemma4's shared-KV layers and per-layer embeddings). (An MTP block runs on the last part, with the output.)
+// when it can): what gpu_unsupported names, and the layers whose inputs cross the split (gemma4's shared-KV layers
+// and per-layer embeddings). (An MTP block runs on the last part, with the output; Gated DeltaNet states are kept by
+// each part for its layers, moved in lockstep.)
 std::string gpu_split_unsupported(const Model& m);
 // Places the weights of `model` on device `device` of gpu_devices() (< 0: the first): with `layers` < 0 or at least
 // the layer count, every weight; else the last `layers` layers and the output (llama.cpp's -ngl: the layers before,

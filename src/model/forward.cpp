@@ -131,14 +131,20 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
     }
 
     // Gated DeltaNet layers: each row's state before and after it (its session's, model/recurrent_state.h)
-    std::vector<backend::Tensor> rec_in, rec_out, lin, lout;
+    // (a split model: [part][row], one part per stage that runs recurrent layers)
+    std::vector<std::vector<backend::Tensor>> rec_in, rec_out;
+    std::vector<backend::Tensor> lin, lout;
     if (S0.impl_->rec) {
+        const size_t parts = S0.impl_->rec->parts();
+        rec_in.resize(parts);
+        rec_out.resize(parts);
         std::vector<backend::Tensor> gi, go;
-        for (const auto& g : segs) {
-            g.s->impl_->rec->begin_pass(g.n, g.parents, g.all_logits, gi, go);
-            rec_in.insert(rec_in.end(), gi.begin(), gi.end());
-            rec_out.insert(rec_out.end(), go.begin(), go.end());
-        }
+        for (size_t p = 0; p < parts; p++)
+            for (const auto& g : segs) {
+                g.s->impl_->rec->part(p).begin_pass(g.n, g.parents, g.all_logits, gi, go);
+                rec_in[p].insert(rec_in[p].end(), gi.begin(), gi.end());
+                rec_out[p].insert(rec_out[p].end(), go.begin(), go.end());
+            }
         lin.resize(size_t(n));
         lout.resize(size_t(n));
     }
@@ -342,9 +348,10 @@ void Session::forward_segments(const std::vector<Segment>& segs) {
             if (hp.has_pre_norms) be.rms_norm(x, M.vec(L.attn_norm), E, hp.rms_eps, xn);
             if (L.recurrent) {
                 const int64_t lf = int64_t(delta_net_layer_floats(hp));
+                const size_t part = size_t(S.rec_part[size_t(l)]);
                 for (int t = 0; t < n; t++) {  // the layer's part of each row's state
-                    lin[size_t(t)] = rec_in[size_t(t)].cols_at(int64_t(S.rec_off[size_t(l)]), lf);
-                    lout[size_t(t)] = rec_out[size_t(t)].cols_at(int64_t(S.rec_off[size_t(l)]), lf);
+                    lin[size_t(t)] = rec_in[part][size_t(t)].cols_at(int64_t(S.rec_off[size_t(l)]), lf);
+                    lout[size_t(t)] = rec_out[part][size_t(t)].cols_at(int64_t(S.rec_off[size_t(l)]), lf);
                 }
                 delta_net_layer(be, M, hp, L, in, lin.data(), lout.data(), out_rows, P.dn);
             } else {

@@ -32,7 +32,6 @@ std::string gpu_split_unsupported(const Model& m) {
     const HParams& hp = m.hparams();
     if (hp.n_embd_per_layer > 0) return "per-layer embeddings (gemma4) are not split between the CPU and a GPU yet";
     for (int l = 0; l < hp.n_layer; l++) {
-        if (m.layer(l).recurrent) return "Gated DeltaNet layers' states are not split between the CPU and a GPU yet";
         if (m.layer(l).kv_from >= 0) return "shared-KV layers (gemma4) are not split between the CPU and a GPU yet";
     }
     return "";

@@ -201,4 +201,40 @@ void RecurrentState::keep_path(int base, const std::vector<int32_t>& path) {
     tree_base_ = -1;
 }
 
+void RecurrentStates::add(backend::Backend& be, size_t floats_per_state, int keep, int checkpoints) {
+    parts_.push_back({&be, std::make_unique<RecurrentState>(be, floats_per_state, keep, checkpoints)});
+}
+
+size_t RecurrentStates::floats() const {
+    size_t n = 0;
+    for (const Part& p : parts_) n += p.state->floats();
+    return n;
+}
+
+void RecurrentStates::rewind(int n) {
+    for (Part& p : parts_) p.state->rewind(n);
+}
+
+void RecurrentStates::keep_path(int base, const std::vector<int32_t>& path) {
+    for (Part& p : parts_) p.state->keep_path(base, path);
+}
+
+void RecurrentStates::reset() {
+    for (Part& p : parts_) p.state->reset();
+}
+
+void RecurrentStates::read(float* dst) const {
+    for (const Part& p : parts_) {
+        p.be->read(p.state->current(), dst);
+        dst += p.state->floats();
+    }
+}
+
+void RecurrentStates::assign(int n, const float* state) {
+    for (Part& p : parts_) {
+        p.state->assign(n, state);
+        state += p.state->floats();
+    }
+}
+
 }  // namespace tandem

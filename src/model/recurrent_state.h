@@ -100,4 +100,37 @@ private:
     Buf work_;
 };
 
+// A session's recurrent state over the stages of a split model (model/session_impl.h Stage: the CPU and GPUs): one
+// RecurrentState per stage that runs recurrent layers, on that stage's backend, holding those layers' part of each
+// state. They take every pass and every rollback together, so each holds the same positions, and a query is
+// answered by any of them. One stage (a model not split): one part, the RecurrentState itself.
+class RecurrentStates {
+public:
+    // The next part, in the stages' (and the layers') order: floats_per_state of its layers
+    void add(backend::Backend& be, size_t floats_per_state, int keep, int checkpoints);
+    size_t parts() const { return parts_.size(); }
+    RecurrentState& part(size_t i) { return *parts_[i].state; }
+
+    int pos() const { return first().pos(); }
+    size_t floats() const;  // every part's, the whole state
+    int keep() const { return first().keep(); }
+    bool can_rewind(int n) const { return first().can_rewind(n); }
+    int latest_at_most(int n) const { return first().latest_at_most(n); }
+    std::vector<int> checkpoint_positions() const { return first().checkpoint_positions(); }
+    void rewind(int n);
+    void keep_path(int base, const std::vector<int32_t>& path);
+    void reset();
+    // The current state, every part's after the one before (state files: the layers' order), floats() values
+    void read(float* dst) const;
+    void assign(int n, const float* state);
+
+private:
+    const RecurrentState& first() const { return *parts_.front().state; }
+    struct Part {
+        backend::Backend* be;
+        std::unique_ptr<RecurrentState> state;
+    };
+    std::vector<Part> parts_;
+};
+
 }  // namespace tandem

@@ -3,6 +3,7 @@
 // context shift, kept paths of token trees, the states a drafter reads, and the decode entry points that cut
 // their tokens into passes of the forward pass (model/forward.cpp). State files are model/session_state.cpp.
 #include <algorithm>
+#include <deque>
 
 #include "model/assistant.h"
 #include "model/eagle3.h"
@@ -119,16 +120,21 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
     if (!params.gpu) model_->place_on_cpu(layer0_, layer0_ + n_layers_, true);
     else model_->place_on_cpu(layer0_, std::min(layer0_ + n_layers_, params.gpu->first_layer()), false);
     // Gated DeltaNet layers: their state, kept for the last recurrent_keep positions (model/recurrent_state.h)
-    size_t rec_floats = 0;
+    // (a split model: one part per stage that runs recurrent layers, on its backend, moved in lockstep)
     impl_->rec_off.assign(size_t(n_layers_), 0);
-    for (int l = 0; l < n_layers_; l++)
-        if (model_->layer(layer0_ + l).recurrent) {
-            impl_->rec_off[size_t(l)] = rec_floats;
-            rec_floats += delta_net_layer_floats(hp);
-        }
-    if (rec_floats > 0)
-        impl_->rec = std::make_unique<RecurrentState>(*impl_->be, rec_floats, std::max(1, params.recurrent_keep),
-                                                      std::max(0, params.ctx_checkpoints));
+    impl_->rec_part.assign(size_t(n_layers_), -1);
+    for (size_t st = 0, part_floats = 0; st <= impl_->stages.size(); st++, part_floats = 0) {
+        for (int l = 0; l < n_layers_; l++)
+            if (model_->layer(layer0_ + l).recurrent && impl_->stage_of(l) == st) {
+                impl_->rec_off[size_t(l)] = part_floats;
+                impl_->rec_part[size_t(l)] = impl_->rec ? int(impl_->rec->parts()) : 0;
+                part_floats += delta_net_layer_floats(hp);
+            }
+        if (part_floats == 0) continue;
+        if (!impl_->rec) impl_->rec = std::make_unique<RecurrentStates>();
+        impl_->rec->add(impl_->stage_backend(st), part_floats, std::max(1, params.recurrent_keep),
+                        std::max(0, params.ctx_checkpoints));
+    }
 
     // RoPE tables: one for global layers, one for sliding-window layers when the model has them. phi3's
     // LongRoPE factors: the long ones when this context exceeds the original one (as llama.cpp chooses).
@@ -299,59 +305,84 @@ void Session::shift(int n_keep, int n_discard) {
     // Rings: the new positions [swa_new, n_after) whose old positions are all still held (old = new below n_keep,
     // new + n_discard from n_keep); what lies below is lost to the sliding-window layers.
     const int swa_new = swa_from_ <= n_keep ? swa_from_ : std::max(n_keep, std::min(n_after, swa_from_ - n_discard));
-    std::vector<float> sn, k, v;
-    std::vector<float> ring_k, ring_v;
-    // the rotation runs on host rows (read from the cache and stored back): on the CPU's backend, the session's
-    // own or, for a session on a GPU, one made for it
-    std::unique_ptr<backend::Backend> cpu;
-    if (!impl_->be->host_memory()) cpu = backend::make_cpu_backend(pool_);
-    backend::Backend& hb =
-        cpu ? *cpu : *impl_->be;  // a ring layer's moved rows, read before any is written (slots wrap)
+    // Each layer's moved rows on the backend that holds them, through its ops (no row leaves a GPU): the rows at the
+    // old positions gathered as floats (get_rows), the keys rotated by -n_discard (rope at a one-row table: cos is
+    // even, sin odd, the layer's own table, so a layer keeps its base and scale), stored at the new positions
+    // (kv_store, as a pass stores its rows). A full layer moves [n_keep + n_discard, n_past) down in chunks, in
+    // ascending order (a chunk's new rows lie below every later chunk's old ones); a ring layer (sliding window)
+    // moves the new positions [first, n_after) whose old ones it still holds, in one chunk (its slots wrap: every
+    // old row is read before any is written).
+    constexpr int kChunk = 512;
+    KvCache& kv = impl_->kv;
+    auto moved = [&](int l, int* first) {  // the layer's first new position and the rows it moves
+        *first = kv.capacity(l) == n_ctx_ ? n_keep : std::max(n_keep, swa_new);
+        return std::max(0, n_after - *first);
+    };
+    // The scratch rows, sized before anything is recorded (a GPU's recorded ops hold their buffers until it syncs)
+    int max_rows = 0, max_dim = 0, first = 0;
+    for (int l = 0; l < n_layers_; l++)
+        if (kv.capacity(l) > 0) {
+            const int m = moved(l, &first);
+            max_rows = std::max(max_rows, kv.capacity(l) == n_ctx_ ? std::min(m, kChunk) : m);
+            max_dim = std::max(max_dim, kv.kv_dim(l));
+        }
+    if (max_rows == 0) max_rows = 1;
+    for (size_t st = 0; st <= impl_->stages.size(); st++)
+        for (Scratch* a : {&impl_->stage_pass(st).k, &impl_->stage_pass(st).v})
+            a->rows(impl_->stage_backend(st), max_rows, max_dim);
+    std::deque<std::vector<float>> host_rows;  // the rotations' tables (kept until the backends sync)
+    std::vector<std::unique_ptr<backend::Buffer>> device_rows;
+    auto table_row = [&](backend::Backend& be, std::vector<float> row) {
+        host_rows.push_back(std::move(row));
+        const std::vector<float>& r = host_rows.back();
+        if (backend::Buffer* host = be.host_memory()) return HostTensors{host}.rows(r.data(), 1, int64_t(r.size()));
+        device_rows.push_back(be.alloc(std::max<size_t>(r.size() * sizeof(float), 64)));
+        const backend::Tensor t{device_rows.back().get(), 0, TensorType::F32, 1, int64_t(r.size()),
+                                r.size() * sizeof(float)};
+        be.write(t, r.data());
+        return t;
+    };
+    std::vector<int32_t> src, dst;
+    const std::vector<int> zeros(size_t(max_rows), 0);  // every row at the table's one row
     for (int l = 0; l < n_layers_; l++) {
-        if (impl_->kv.capacity(l) == 0) continue;  // no rows of its own (gemma4's shared-KV layers)
+        if (kv.capacity(l) == 0) continue;  // no rows of its own (gemma4's shared-KV layers)
         const LayerWeights& L = model.layer(layer0_ + l);
-        const int half = L.n_rot / 2, kv_dim = impl_->kv.kv_dim(l);
-        sn.resize(size_t(half));
-        k.resize(size_t(kv_dim));
-        v.resize(size_t(kv_dim));
-        // Rotation by -n_discard: cos is even, sin odd (the table's own, so a layer keeps its base and scale).
-        const RopeTable& rt = impl_->rope[L.swa ? 1 : 0];
-        const float* cs = rt.cos_at(n_discard);
-        for (int i = 0; i < half; i++) sn[size_t(i)] = -rt.sin_at(n_discard)[i];
-        const HostTensors H{hb.host_memory()};
-        const backend::RopeArgs by{L.n_head_kv,
-                                   L.head_dim,
-                                   L.n_rot,
-                                   hp.rope_offset,
-                                   hp.rope_style,
-                                   1.0f,
-                                   H.rows(cs, 1, half),
-                                   H.rows(sn.data(), 1, half)};
-        auto rotate = [&](float* kr) {
-            if (!L.rope) return;  // a NoPE layer's keys carry no position
-            const int at = 0;  // the table's one row
-            hb.rope(by, &at, H.rows(kr, 1, kv_dim));
-        };
-        if (impl_->kv.capacity(l) == n_ctx_) {  // rows are positions: moved down in order, each read before written
-            for (int p = n_keep + n_discard; p < n_past(); p++) {
-                impl_->kv.read(l, p, k.data(), v.data());
-                rotate(k.data());
-                impl_->kv.store(l, p - n_discard, k.data(), v.data());
+        const int half = L.n_rot / 2, kv_dim = kv.kv_dim(l), cap = kv.capacity(l);
+        const int n_moved = moved(l, &first);
+        if (n_moved == 0) continue;
+        backend::Backend& be = kv.be_of(l);
+        PassScratch& P = impl_->stage_pass(impl_->stage_of(l));
+        backend::RopeArgs by{};
+        if (L.rope) {
+            const RopeTable& rt = impl_->rope[L.swa ? 1 : 0];
+            std::vector<float> neg_sin(static_cast<size_t>(half));
+            for (int i = 0; i < half; i++) neg_sin[size_t(i)] = -rt.sin_at(n_discard)[i];
+            by = {L.n_head_kv,
+                  L.head_dim,
+                  L.n_rot,
+                  hp.rope_offset,
+                  hp.rope_style,
+                  1.0f,
+                  table_row(be, std::vector<float>(rt.cos_at(n_discard), rt.cos_at(n_discard) + half)),
+                  table_row(be, std::move(neg_sin))};
+        }
+        const int chunk = cap == n_ctx_ ? kChunk : n_moved;
+        for (int q0 = first; q0 < n_after; q0 += chunk) {
+            const int m = std::min(chunk, n_after - q0);
+            src.resize(size_t(m));
+            dst.resize(size_t(m));
+            for (int i = 0; i < m; i++) {
+                src[size_t(i)] = (q0 + i + n_discard) % cap;
+                dst[size_t(i)] = (q0 + i) % cap;
             }
-            continue;
+            const backend::Tensor k = P.k.rows(be, m, kv_dim), v = P.v.rows(be, m, kv_dim);
+            be.get_rows(kv.k_rows(l), src.data(), m, k);
+            be.get_rows(kv.v_rows(l), src.data(), m, v);
+            if (L.rope) be.rope(by, zeros.data(), k);  // (a NoPE layer's keys carry no position)
+            kv.store_rows(l, k, v, dst.data());
         }
-        const int first = std::max(n_keep, swa_new), n_moved = n_after - first;
-        ring_k.resize(size_t(std::max(0, n_moved)) * size_t(kv_dim));
-        ring_v.resize(ring_k.size());
-        for (int q = first; q < n_after; q++) {
-            float* kr = &ring_k[size_t(q - first) * size_t(kv_dim)];
-            impl_->kv.read(l, q + n_discard, kr, &ring_v[size_t(q - first) * size_t(kv_dim)]);
-            rotate(kr);
-        }
-        for (int q = first; q < n_after; q++)
-            impl_->kv.store(l, q, &ring_k[size_t(q - first) * size_t(kv_dim)],
-                            &ring_v[size_t(q - first) * size_t(kv_dim)]);
     }
+    for (size_t st = 0; st <= impl_->stages.size(); st++) impl_->stage_backend(st).sync();
     if (swa_cap_ > 0) swa_from_ = swa_lost_ = std::max(swa_lost_, swa_new);
     tokens_.erase(tokens_.begin() + n_keep, tokens_.begin() + n_keep + n_discard);
     if (keep_hidden_) keep_hidden(true, hidden_layers_);  // the kept rows' positions moved: start again from here

@@ -79,10 +79,11 @@ struct Session::Impl {
     std::vector<float> xfer;  // rows through host memory: a split model's exchange, a drafter's kept inputs
     // the EAGLE-3 head's and the Gemma 4 assistant's passes' host arrays (they run on the CPU's backend)
     std::vector<float> x, xn, q, k, v, att, rows_out, logits_tmp, mtp_in;
-    // Gated DeltaNet layers (null: none): their state per position, each layer's offset in a state; gated
+    // Gated DeltaNet layers (null: none): their state per position, each layer's offset in its part's state; gated
     // attention's raw [q | gate] rows and gates
-    std::unique_ptr<RecurrentState> rec;
+    std::unique_ptr<RecurrentStates> rec;
     std::vector<size_t> rec_off;
+    std::vector<int> rec_part;  // each layer's part of rec (a split model's stages that run recurrent layers)
     std::vector<float> qg;
     double attn_s = 0;  // seconds spent in attention, all passes (Session::attention_seconds)
     std::vector<int> assist_kv;  // a Gemma 4 assistant: the target's cache layer each of its layers reads
@@ -93,6 +94,14 @@ struct Session::Impl {
           gpu(std::move(on_gpu)),
           stages(Stage::make(pool, gpu.get(), layer0, int(layers.size()))),
           kv(*be, n_ctx, layers, tk, tv, v_is_k, Stage::kv_parts(stages)) {}
+    // The stage that runs cache layer l: an index of `stages`, or stages.size() for the session's own
+    size_t stage_of(int l) const {
+        size_t i = 0;
+        while (i < stages.size() && l >= stages[i]->end) i++;
+        return i;
+    }
+    backend::Backend& stage_backend(size_t i) const { return i < stages.size() ? *stages[i]->be : *be; }
+    PassScratch& stage_pass(size_t i) { return i < stages.size() ? stages[i]->pass : pass; }
     // the model's weights as this session's backend reads them
     ModelTensors tensors() const { return {be->host_memory(), gpu ? &gpu->weights() : nullptr}; }
 };

@@ -115,7 +115,7 @@ size_t Session::save_state(const std::string& path) const {
         const uint64_t count = impl_->rec->floats();
         put(&count, 8);
         std::vector<float> st(count);
-        impl_->be->read(impl_->rec->current(), st.data());
+        impl_->rec->read(st.data());
         put(st.data(), size_t(count) * 4);
     }
     if (std::fflush(out.f) != 0) throw Error(strprintf("%s: write failed: %s", path.c_str(), std::strerror(errno)));
