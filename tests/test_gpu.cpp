@@ -294,13 +294,14 @@ TEST(Gpu, ASplitOverSeveralGpusGivesOneGpusBits) {
     auto m = Model::load(test::shared_file("models/stories260K.gguf"));
     const GpuChoice two = choose_gpu(m, parse_gpu_layers("99", "-ngl"), {0, 0}, 0, "target", 0, {1, 3});
     ASSERT_TRUE(two.gpu) << two.log;
-    EXPECT_NE(two.log.find("2 GPUs"), std::string::npos) << two.log;
+    EXPECT_NE(two.log.find("2 parts on GPUs"), std::string::npos) << two.log;
     EXPECT_NE(two.log.find("and the output on Vulkan0"), std::string::npos) << two.log;
     const GpuChoice ts = choose_gpu(m, parse_gpu_layers("99", "-ngl"), {0, 0}, 0, "target", 0, {1, 0});
     ASSERT_TRUE(ts.gpu) << ts.log;
     EXPECT_EQ(gpu_placement_info(*ts.gpu).parts.size(), 1u);
     EXPECT_THROW(choose_gpu(m, parse_gpu_layers("99", "-ngl"), {0, 0}, 0, "target", 0, {1, 1, 1}), Error);
     EXPECT_THROW(place_on_gpus(m, std::vector<int>(size_t(m->hparams().n_layer) + 1, 0)), Error);
+    EXPECT_THROW(place_on_gpus(m, {0, 0}, -1, {1}), Error);  // a share for each device
     GPU_NO_MESSAGES();
 }
 
@@ -308,8 +309,9 @@ TEST(Gpu, ASplitOverSeveralGpusGivesOneGpusBits) {
 // after a verification pass and after a token tree, the next rows' logits are bit-identical to the rows the first
 // time; a state file (the parts' states one after the other, in the layers' order, as one device writes them)
 // restored into another session of the same placement gives the saving session's logits bit for bit, and restored
-// on one device the same size and cache length.
-TEST(Gpu, ASplitModelsStatesRollBackAndRestore) {
+// on one device the same size and cache length. (Suite GpuSplit, not Gpu: it runs under the sanitizer too, the
+// split's host side: its stages, their caches and recurrent parts; scripts/test.sh asan_tests.)
+TEST(GpuSplit, ARecurrentModelsStatesRollBackAndRestore) {
     GPU_OR_SKIP();
     ThreadPool pool(2);
     auto m = Model::load(path_of(kCases[9]));

@@ -59,6 +59,12 @@ DeviceWeights::DeviceWeights(backend::Backend& be, const Model& m, const backend
         n_matrices_++;
     });
     if (const Weight& e = m.tok_embd(); e.data && ties_embedding(m, span) && !placed_.count(e.data)) {
+        if (!be.supports(backend::Op::GET_ROWS, e.type))
+            throw Error(
+                strprintf("%s cannot read token_embd's rows: %s weights", be.name().c_str(), type_name(e.type)));
+        if (bytes_of(e) > kMaxTensorBytes)
+            throw Error(
+                strprintf("token_embd is %.2f GiB: a GPU binding holds at most 4 GiB", bytes_of(e) / 1073741824.0));
         buffers_.push_back(be.map_host(e.data, bytes_of(e)));
         placed_[e.data] = {buffers_.back().get(), 0, e.type, e.rows, e.cols, e.row_stride};
         bytes_ += bytes_of(e);

@@ -1,9 +1,10 @@
 // The decoder forward pass over a batch of tokens, shared by every architecture's trunk and MTP block (model.h lists
 // the features; the EAGLE-3 head and the Gemma 4 assistant have passes of their own, eagle3.cpp and assistant.cpp).
-// It runs on the session's backend (backend/backend.h), the CPU's or a GPU's, as the same code: every step is an op
+// It runs on the session's backend (backend/backend.h), the CPU's or a GPU's, as the same code (a model split between
+// the CPU and GPUs, or over GPUs: each stage's layers on its backend, model/session_impl.h Stage): every step is an op
 // on tensors of that backend (model/pass_tensors.h: the model's weights as the backend holds them, the pass's
 // scratch arrays in its buffers); the host reads back only the logits and the rows a drafter or a split model's
-// next rank needs, at the pass's end (and a kept layer's input for an EAGLE-3 head).
+// next rank or stage needs (and a kept layer's input for an EAGLE-3 head).
 //
 // x = embd(tokens) * embd_scale                              x, xn: (n, n_embd)
 // Per layer, for n tokens at positions pos0..pos0+n-1:

@@ -30,9 +30,11 @@ std::string gpu_unsupported(const Model& m) {
 std::string gpu_split_unsupported(const Model& m) {
     if (const std::string why = gpu_unsupported(m); !why.empty()) return why;
     const HParams& hp = m.hparams();
-    if (hp.n_embd_per_layer > 0) return "per-layer embeddings (gemma4) are not split between the CPU and a GPU yet";
+    if (hp.n_embd_per_layer > 0)
+        return "per-layer embeddings (gemma4) are not split yet (between the CPU and a GPU, or over GPUs)";
     for (int l = 0; l < hp.n_layer; l++) {
-        if (m.layer(l).kv_from >= 0) return "shared-KV layers (gemma4) are not split between the CPU and a GPU yet";
+        if (m.layer(l).kv_from >= 0)
+            return "shared-KV layers (gemma4) are not split yet (between the CPU and a GPU, or over GPUs)";
     }
     return "";
 }
@@ -60,6 +62,8 @@ GpuModel::GpuModel(std::shared_ptr<const Model> model, const std::vector<int>& d
     if (const std::string why = gpu_unsupported(*model_); !why.empty())
         throw Error(model_->path() + ": not on a GPU: " + why);
     TD_ASSERT(!devices.empty());
+    if (!shares.empty() && shares.size() != devices.size())
+        throw Error(strprintf("%zu shares for %zu devices", shares.size(), devices.size()));
     const int L = model_->hparams().n_layer;
     const int first_layer = layers < 0 || layers >= L ? 0 : L - layers;
     if (first_layer > 0 || devices.size() > 1)
@@ -280,12 +284,31 @@ GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuLayers&
     if (layers < L && !split_why.empty())
         return cpu(strprintf("-ngl %d of %d layers: %s (-ngl %d or all puts every layer on %s)", ngl.n, L,
                              split_why.c_str(), L + 1, devs[size_t(devices[0])].name.c_str()));
-    // The devices that take k layers (each takes one at least) and their shares
+    // The devices that take k layers (each takes one at least: with fewer layers than devices, those of the largest
+    // shares, the later on a tie, in their order) and their shares
+    auto chosen = [&](int k) {
+        std::vector<size_t> idx(devices.size());
+        for (size_t i = 0; i < idx.size(); i++) idx[i] = i;
+        if (size_t(k) < idx.size()) {
+            std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+                const float wa = w.empty() ? 1.0f : w[a], wb = w.empty() ? 1.0f : w[b];
+                return wa != wb ? wa > wb : a > b;
+            });
+            idx.resize(size_t(k));
+            std::sort(idx.begin(), idx.end());
+        }
+        return idx;
+    };
     auto devices_for = [&](int k) {
-        return std::vector<int>(devices.begin(), devices.begin() + std::min<ptrdiff_t>(k, ptrdiff_t(devices.size())));
+        std::vector<int> out;
+        for (size_t i : chosen(k)) out.push_back(devices[i]);
+        return out;
     };
     auto shares_for = [&](int k) {
-        return w.empty() ? w : std::vector<float>(w.begin(), w.begin() + std::min<ptrdiff_t>(k, ptrdiff_t(w.size())));
+        std::vector<float> out;
+        if (!w.empty())
+            for (size_t i : chosen(k)) out.push_back(w[i]);
+        return out;
     };
     // The parts with k layers on the GPUs (the last k, and the output): each device's weights and its layers' share
     // of the caches (every layer's rows are the same size but for sliding-window layers: a share is close enough)
@@ -294,7 +317,7 @@ GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuLayers&
     auto misfit = [&](int k) -> std::string {
         const std::vector<int> ds = devices_for(k);
         const std::vector<int> starts = gpu_layer_split(*model, L - k, int(ds.size()), shares_for(k));
-        std::vector<size_t> weights(devs.size()), cache(devs.size()), other(devs.size());
+        std::vector<size_t> weights(devs.size()), cache(devs.size()), other(devs.size()), scratches(devs.size());
         std::vector<int> n_layers(devs.size());
         for (size_t i = 0; i < ds.size(); i++) {
             const bool last = i + 1 == ds.size();
@@ -303,6 +326,7 @@ GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuLayers&
             n_layers[d] += starts[i + 1] - starts[i];
             cache[d] += size_t(double(cache_bytes) * (starts[i + 1] - starts[i]) / L);
             other[d] += scratch + (i == 0 ? taken : 0);
+            scratches[d] += scratch;
         }
         for (int d : ds) {
             const GpuDevice& dev = devs[size_t(d)];
@@ -311,7 +335,7 @@ GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuLayers&
             return strprintf(
                 "%.0f MiB of weights, %.0f MiB of cache for %d layers and %.0f MiB of pass scratch%s do not fit "
                 "%s's %.0f MiB%s",
-                weights[D] / 1048576.0, cache[D] / 1048576.0, n_layers[D], scratch / 1048576.0,
+                weights[D] / 1048576.0, cache[D] / 1048576.0, n_layers[D], scratches[D] / 1048576.0,
                 taken && d == ds[0] ? strprintf(" beside the %.0f MiB the target takes", taken / 1048576.0).c_str()
                                     : "",
                 dev.name.c_str(), dev.memory_bytes / 1048576.0,
@@ -321,7 +345,8 @@ GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuLayers&
     };
     if (const std::string why = misfit(layers); !why.empty()) {
         if (!ngl.automatic) {
-            throw Error(std::string(what) + ": " + why + " (fewer layers with -ngl N or auto; -c smaller takes less)");
+            throw Error(std::string(what) + ": " + why +
+                        " (fewer layers with -ngl N or auto; -c smaller takes less; -ts shares them out otherwise)");
         }
         if (!split_why.empty()) return cpu(why + "; " + split_why);
         while (layers > 0 && !misfit(layers).empty()) layers--;  // auto: as many of the last layers as fit
@@ -351,14 +376,18 @@ GpuChoice choose_gpu(const std::shared_ptr<const Model>& model, const GpuLayers&
                           d.name.c_str(), d.type.c_str(), d.driver.c_str(), layers, L, info.weight_bytes / 1048576.0,
                           refused.c_str(), one_device.c_str());
     else {
-        std::string names;  // each device once
-        for (const GpuPartInfo& p : info.parts)
-            if (names.find(p.device) == std::string::npos) names += (names.empty() ? "" : ", ") + p.device;
-        c.log = strprintf(
-            "%s: %zu GPUs: %s (%s, driver %s): %d of %d layers split by layers: %s; %.1f MiB of "
-            "weights%s",
-            what, info.parts.size(), names.c_str(), d.type.c_str(), d.driver.c_str(), layers, L,
-            gpu_parts_text(info).c_str(), info.weight_bytes / 1048576.0, refused.c_str());
+        std::string names;  // each device once: Vulkan0 name (type, driver), ...
+        std::vector<int> named;
+        for (const GpuPartInfo& p : info.parts) {
+            if (std::find(named.begin(), named.end(), p.index) != named.end()) continue;
+            named.push_back(p.index);
+            const GpuDevice& pd = devs[size_t(p.index)];
+            names += strprintf("%sVulkan%d %s (%s, driver %s)", names.empty() ? "" : ", ", p.index, pd.name.c_str(),
+                               pd.type.c_str(), pd.driver.c_str());
+        }
+        c.log = strprintf("%s: %zu parts on GPUs %s: %d of %d layers split by layers: %s; %.1f MiB of weights%s", what,
+                          info.parts.size(), names.c_str(), layers, L, gpu_parts_text(info).c_str(),
+                          info.weight_bytes / 1048576.0, refused.c_str());
     }
     if (layers < L)
         c.log += strprintf("; layers 0..%d and the token embedding on the CPU (each pass hands its rows over once)",

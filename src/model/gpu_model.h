@@ -1,6 +1,7 @@
-// A model placed on a GPU (tandem/gpu.h place_on_gpu): the device's backend and the model's weights uploaded to it
-// (model/device_weights.h), shared by every session of the model on that device (SessionParams::gpu), which
-// allocate their caches and scratch from the same backend, so that one pass can batch them. The passes of one
+// A model placed on a GPU, or split over several (tandem/gpu.h place_on_gpu, place_on_gpus): each device's part, its
+// backend and its part of the model's weights uploaded to it (model/device_weights.h), shared by every session of
+// the model (SessionParams::gpu), which allocate their caches and scratch from the same backends, so that one pass
+// can batch them. The passes of one
 // placement run from one thread at a time (a backend records one pass at a time).
 #pragma once
 #include <memory>

@@ -2,7 +2,8 @@
 // and state matrices; model/delta_net.h), kept per position so that speculation rolls back exactly.
 //
 // A state is one buffer of floats_per_state values (every recurrent layer's, one after the other), the state after
-// a given number of tokens, in the memory of the session's backend (its ops read and write it: conv1d, delta_rule;
+// a given number of tokens, in the memory of the backend that runs those layers (the session's, or a split model's
+// stage's: RecurrentStates below; its ops read and write it: conv1d, delta_rule;
 // the host reads it only for state files). The store holds the state at the session's current position and those of the last
 // `keep` positions before it: a verification pass writes each row's state into a buffer of its own (the same
 // traffic as updating one in place, as every value of a DeltaNet state changes each token) instead of overwriting

@@ -68,8 +68,9 @@ struct Stage {
 };
 
 struct Session::Impl {
-    // What runs this session's passes and holds its cache: the CPU's backend (one per session), or a GPU's, shared
-    // with every session of the model on that device together with the model's weights there (model/gpu_model.h)
+    // What runs this session's passes (of a split model: its last stage, with the output) and holds its cache (of a
+    // split model: its last stage's layers'): the CPU's backend (one per session), or a GPU's, shared with every
+    // session of the model on that device together with the model's weights there (model/gpu_model.h)
     std::shared_ptr<backend::Backend> be;
     std::shared_ptr<const GpuModel> gpu;  // null on the CPU
     // a split model's stages before the last, in the pass's order (empty: the whole pass on `be`)

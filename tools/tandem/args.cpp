@@ -96,23 +96,32 @@ std::string ArgParser::help() const {
     return out;
 }
 
-void add_split_flags(ArgParser& ap, SplitOptions& f, GpuFlags& gpu) {
-    ap.add(
-        {"-sm", "--split-mode"}, "MODE",
-        "how the target is split: over MPI ranks (mpirun -np N tandem ...) or, in one process, over its GPUs (-ngl): "
-        "layer (default: contiguous layers per rank or GPU), tensor or row (ranks: every layer's heads and FFN units "
-        "shared out, for fast links; GPUs: by layers) or none (one rank; one GPU, -mg)",
-        [&](const std::string& v) {
-            f.mode = parse_split_mode(v);
-            gpu.split = f.mode != SplitMode::NONE;
-            gpu.row_asked = f.mode == SplitMode::TENSOR;
-        });
+void add_split_flags(ArgParser& ap, SplitOptions* ranks, GpuFlags& gpu) {
+    const std::string over = ranks ? "over MPI ranks (mpirun -np N tandem ...) or, in one process, " : "";
+    ap.add({"-sm", "--split-mode"}, "MODE",
+           "how the target is split " + over + "over its GPUs (-ngl): layer (default: contiguous layers per " +
+               (ranks ? "rank or " : "") + "GPU), tensor or row (" +
+               (ranks ? "ranks: every layer's heads and FFN units shared out, for fast "
+                        "links; GPUs: "
+                      : "") +
+               "by layers) or none (" + (ranks ? "one rank; " : "") + "one GPU, -mg)",
+           [ranks, &gpu](const std::string& v) {
+               const SplitMode mode = parse_split_mode(v);
+               if (ranks) ranks->mode = mode;
+               gpu.split = mode != SplitMode::NONE;
+               gpu.row_asked = mode == SplitMode::TENSOR;
+           });
     ap.add({"-ts", "--tensor-split"}, "N,N,...",
-           "the share of each rank or GPU (of the layers, or of the heads and FFN units), e.g. 3,1 (default: equal "
-           "for ranks, by memory for GPUs)",
-           [&](const std::string& v) { gpu.shares = f.weights = parse_split_weights(v); });
+           std::string("the share of each ") + (ranks ? "rank or " : "") + "GPU (of the layers" +
+               (ranks ? ", or of the heads and FFN units" : "") +
+               "), e.g. 3,1 (default: " + (ranks ? "equal for ranks, " : "") + "by memory for GPUs)",
+           [ranks, &gpu](const std::string& v) {
+               gpu.shares = parse_split_weights(v);
+               if (ranks) ranks->weights = gpu.shares;
+           });
+    if (!ranks) return;
     ap.add({"--rank-timeout"}, "S", "seconds rank 0 waits for the other ranks' part of a pass (300)",
-           [&](const std::string& v) { f.timeout_s = to_float_in("--rank-timeout", v, 0.1f, 1e6f); });
+           [ranks](const std::string& v) { ranks->timeout_s = to_float_in("--rank-timeout", v, 0.1f, 1e6f); });
 }
 
 bool run_as_rank(const SplitOptions& f, const std::string& model, int n_threads, std::shared_ptr<Cluster>& cluster,

@@ -99,7 +99,8 @@ void add_grammar_flags(ArgParser& ap, std::string& gbnf, const std::string& what
 // Splitting the target across MPI ranks (generate, serve, bench; tandem/split.h): -sm/--split-mode none|layer|tensor,
 // -ts/--tensor-split 3,1 (a share of the layers per rank), --rank-timeout S. In a process started alone, -sm and -ts
 // split the target's GPU layers over the GPUs instead (`gpu`: GpuFlags::split, shares; tandem/gpu.h choose_gpu).
-void add_split_flags(ArgParser& ap, SplitOptions& f, GpuFlags& gpu);
+// ranks null: a command that runs in one process only (perplexity): -sm and -ts for the GPUs alone.
+void add_split_flags(ArgParser& ap, SplitOptions* ranks, GpuFlags& gpu);
 // Every command that loads a target calls this first: when started by mpirun as one of several ranks it joins them
 // (`cluster`, for LoadOptions::cluster); a rank other than 0 then runs its share of `model` until rank 0 ends, and
 // the call returns true with the command's exit code in *code.

@@ -65,7 +65,7 @@ void parse_bench_flags(int argc, char** argv, BenchFlags& f) {
     ap.flag({"--json"}, "print a JSON array instead of a table", [&] { f.json_out = true; });
     ap.flag({"--no-bandwidth"}, "skip the memory bandwidth measurement", [&] { f.skip_bw = true; });
     add_spec_flags(ap, f.sf);
-    add_split_flags(ap, f.split, f.gpu);
+    add_split_flags(ap, &f.split, f.gpu);
     ap.add({"--spec-n"}, "N", "tokens generated in the speculative test (128)",
            [&](const std::string& v) { f.n_spec = to_int_in("--spec-n", v, 1, 1 << 24); });
     ap.add({"--prompt"}, "TEXT", "prompt of the speculative test", [&](const std::string& v) { f.prompt = v; });

@@ -113,7 +113,7 @@ void add_flags(ArgParser& ap, Options& o) {
            [&](const std::string& v) { o.suffix_static = v; });
     add_spec_flags(ap, o.sf);
     add_cache_flags(ap, o.cache);
-    add_split_flags(ap, o.split, o.gpu);
+    add_split_flags(ap, &o.split, o.gpu);
     add_gpu_flags(ap, o.gpu);
 }
 

@@ -33,6 +33,7 @@ int cmd_perplexity(int argc, char** argv) {
     add_cache_flags(ap, cache, false);
     GpuFlags gpu;
     add_gpu_flags(ap, gpu, false);
+    add_split_flags(ap, nullptr, gpu);  // -sm, -ts over the GPUs
     ap.add({"--kld-base-cache"}, "TYPE", "compare with the predictions of a cache of this type for keys and values",
            [&](const std::string& v) { base_type = v; });
     auto pos = ap.parse(argc, argv, 2);

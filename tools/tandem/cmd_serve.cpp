@@ -114,7 +114,7 @@ int cmd_serve(int argc, char** argv) {
     CacheFlags cache;
     add_cache_flags(ap, cache);
     SplitOptions split;  // -sm, -ts, --rank-timeout: the target across MPI ranks
-    add_split_flags(ap, split, gpu);
+    add_split_flags(ap, &split, gpu);
     ap.add({"--spec-suffix-max-tokens"}, "N", "tokens of finished requests the suffix cache keeps (1048576)",
            [&](const std::string& v) {
                suffix_params.max_tokens = size_t(to_int_in("--spec-suffix-max-tokens", v, 0, INT32_MAX));
