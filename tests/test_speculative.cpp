@@ -1495,31 +1495,27 @@ TEST(Speculative, GpuGreedyIsTokenIdenticalToPlainGpuDecoding) {
         g_split_model = nullptr;
         g_split_devices = {0};
     }
-    {  // the target split between the CPU and the GPU (its last 2 of 5 layers on the GPU), the Q8_0 draft on the GPU
+    // the target split between the CPU and the GPU (its last 2 of 5 layers on the GPU), and over two GPUs (device 0
+    // opened twice; its plain output is the one GPU's): a Q8_0 draft's trees on the GPU give its plain output
+    struct Split {
+        int layers;
+        std::vector<int> devices;
+        int n;
+        const char* what;
+    };
+    for (const Split& p : {Split{2, {0}, 24, "split target"}, Split{-1, {0, 0}, 32, "target over 2 GPUs"}}) {
         OnGpu split;
         g_split_model = fx().target.get();
-        g_split_layers = 2;
-        const auto plain_split = run(pool, ids, 24, greedy(), SpecParams{}, nullptr);
+        g_split_layers = p.layers;
+        g_split_devices = p.devices;
+        const auto plain_split = run(pool, ids, p.n, greedy(), SpecParams{}, nullptr);
+        if (p.layers < 0) EXPECT_EQ(plain_split, plain) << p.what;
         SpecParams spec = fixed_length(SpecType::DRAFT, 4);
         spec.tree = true;
         spec.tree_min_gain = 0.0;
         SpecStats st;
-        EXPECT_EQ(run(pool, ids, 24, greedy(), spec, fx().q8, 3, &st), plain_split) << "split target";
-        EXPECT_GT(st.n_accept, 0);
-        g_split_model = nullptr;
-    }
-    {  // the target over two GPUs (device 0 opened twice): the one GPU's plain output, and speculation's the same
-        OnGpu two;
-        g_split_model = fx().target.get();
-        g_split_layers = -1;
-        g_split_devices = {0, 0};
-        EXPECT_EQ(run(pool, ids, 32, greedy(), SpecParams{}, nullptr), plain) << "target over 2 GPUs";
-        SpecParams spec = fixed_length(SpecType::DRAFT, 4);
-        spec.tree = true;
-        spec.tree_min_gain = 0.0;
-        SpecStats st;
-        EXPECT_EQ(run(pool, ids, 32, greedy(), spec, fx().q8, 3, &st), plain) << "target over 2 GPUs, tree";
-        EXPECT_GT(st.n_accept, 0);
+        EXPECT_EQ(run(pool, ids, p.n, greedy(), spec, fx().q8, 3, &st), plain_split) << p.what;
+        EXPECT_GT(st.n_accept, 0) << p.what;
         g_split_model = nullptr;
         g_split_devices = {0};
     }
